@@ -102,7 +102,7 @@ void YamlFields::Fail(const char* key, const std::string& what) {
 
 YAML::Node YamlFields::Get(const char* key) {
   shared_->seen.insert(absl::StrCat(prefix_, key));
-  if (!node_.IsMap()) return YAML::Node();
+  if (!node_.IsMap()) return YAML::Node(YAML::NodeType::Undefined);
   return node_[key];
 }
 

@@ -1,0 +1,33 @@
+// Configuration of ringcache-datanode: defaults, YAML loading (strict: unknown keys and bad
+// values are errors naming the key), and validation. Thread-compatible.
+#ifndef RINGCACHE_DATANODE_CONFIG_H_
+#define RINGCACHE_DATANODE_CONFIG_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "datanode/hdd_emulator.h"
+
+namespace ringcache::datanode {
+
+struct DataNodeConfig {
+  uint32_t node_id = 1;
+  std::string listen = "127.0.0.1:7400";       // gRPC
+  std::string http_listen = "127.0.0.1:9400";  // /metrics and /healthz
+  std::string data_dir = "./ringcache-data/datanode-1";
+  uint64_t block_cache_bytes = 64ull << 20;
+  uint64_t log_limit_bytes = 4ull << 30;       // reported to cache nodes; they destage above it
+  std::string zone;                             // optional failure domain
+  uint64_t capacity_bytes = 0;                  // ring weight; 0 = 1 TiB nominal
+  std::string ready_file;                       // written with the bound ports once serving
+  HddConfig hdd;
+
+  // Merges the YAML file at `path` into this config.
+  absl::Status LoadYaml(const std::string& path);
+  absl::Status Validate() const;
+};
+
+}  // namespace ringcache::datanode
+
+#endif  // RINGCACHE_DATANODE_CONFIG_H_

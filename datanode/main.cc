@@ -1,0 +1,150 @@
+// ringcache-datanode: the durable tier. Serves the DataNode gRPC API over a RocksDB store, plus
+// HTTP /metrics and /healthz. Configuration: --config FILE.yaml, then flag overrides.
+// Exit codes: 0 clean shutdown (SIGINT/SIGTERM), 1 runtime failure, 2 bad configuration.
+#include <grpcpp/grpcpp.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "common/clock.h"
+#include "common/http_server.h"
+#include "common/metrics.h"
+#include "datanode/config.h"
+#include "datanode/service.h"
+#include "datanode/store.h"
+
+namespace {
+
+using ringcache::datanode::DataNodeConfig;
+
+int Fail(int code, const std::string& msg) {
+  std::fprintf(stderr, "ringcache-datanode: %s\n", msg.c_str());
+  return code;
+}
+
+// Writes `content` to `path` atomically (temp file + rename).
+bool WriteFileAtomically(const std::string& path, const std::string& content) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    if (!(out << content)) return false;
+  }
+  return std::rename(tmp.c_str(), path.c_str()) == 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "ringcache-datanode: durable block and log store of ringcache (RocksDB on HDD).\n"
+      "Settings come from --config FILE.yaml; flags override the file."};
+  std::string config_path;
+  std::optional<uint32_t> node_id;
+  std::optional<std::string> listen, http_listen, data_dir, ready_file, zone;
+  std::optional<double> seek_ms, bandwidth;
+  bool hdd = false;
+  app.add_option("--config", config_path, "YAML configuration file")->check(CLI::ExistingFile);
+  app.add_option("--node-id", node_id, "Node id (non-zero, unique among data nodes)");
+  app.add_option("--listen", listen, "gRPC address host:port (default 127.0.0.1:7400; port 0 picks one)");
+  app.add_option("--http-listen", http_listen, "HTTP /metrics address (default 127.0.0.1:9400)");
+  app.add_option("--data-dir", data_dir, "RocksDB directory (created if missing)");
+  app.add_option("--zone", zone, "Failure domain of this node");
+  app.add_option("--ready-file", ready_file,
+                 "Write {\"grpc_port\":..,\"http_port\":..} here once serving");
+  app.add_flag("--hdd-emulation", hdd, "Emulate an HDD (seek latency + bandwidth limit)");
+  app.add_option("--hdd-seek-ms", seek_ms, "Emulated seek latency per request (ms)");
+  app.add_option("--hdd-bandwidth-mb-s", bandwidth, "Emulated bandwidth (MiB/s)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+
+  DataNodeConfig cfg;
+  if (!config_path.empty()) {
+    if (absl::Status s = cfg.LoadYaml(config_path); !s.ok()) return Fail(2, s.ToString());
+  }
+  if (node_id) cfg.node_id = *node_id;
+  if (listen) cfg.listen = *listen;
+  if (http_listen) cfg.http_listen = *http_listen;
+  if (data_dir) cfg.data_dir = *data_dir;
+  if (zone) cfg.zone = *zone;
+  if (ready_file) cfg.ready_file = *ready_file;
+  if (hdd) cfg.hdd.enabled = true;
+  if (seek_ms) cfg.hdd.seek_ms = *seek_ms;
+  if (bandwidth) cfg.hdd.bandwidth_mb_s = *bandwidth;
+  if (absl::Status s = cfg.Validate(); !s.ok()) {
+    return Fail(2, absl::StrCat("bad configuration: ", s.ToString()));
+  }
+
+  // Signals are handled by a dedicated sigwait thread; block them before any thread starts.
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  auto store = ringcache::datanode::BlockStore::Open({cfg.data_dir, cfg.block_cache_bytes});
+  if (!store.ok()) return Fail(1, store.status().ToString());
+
+  ringcache::metrics::Registry* registry = ringcache::metrics::Registry::Default();
+  ringcache::datanode::HddEmulator hdd_emu(cfg.hdd, ringcache::Clock::Real());
+  ringcache::datanode::DataNodeService service(cfg.node_id, store->get(), &hdd_emu, registry);
+  registry->GetGauge("ringcache_build_info", "Build information.",
+                     {{"version", "0.1.0"}, {"role", "datanode"}})
+      ->Set(1);
+  registry->GetGauge("ringcache_datanode_hdd_emulation_enabled",
+                     "1 when HDD emulation delays requests.")
+      ->Set(cfg.hdd.enabled ? 1 : 0);
+
+  grpc::ServerBuilder builder;
+  int grpc_port = 0;
+  builder.AddListeningPort(cfg.listen, grpc::InsecureServerCredentials(), &grpc_port);
+  builder.RegisterService(&service);
+  builder.SetMaxReceiveMessageSize(64 << 20);
+  builder.SetMaxSendMessageSize(64 << 20);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server || grpc_port == 0) return Fail(1, absl::StrCat("cannot listen on ", cfg.listen));
+
+  ringcache::HttpServer http;
+  http.Handle("/metrics", [registry] {
+    return ringcache::HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8",
+                                   registry->Render()};
+  });
+  http.Handle("/healthz", [] { return ringcache::HttpResponse{200, "text/plain", "ok\n"}; });
+  std::string http_host;
+  int http_port_req = 0;
+  (void)ringcache::SplitHostPort(cfg.http_listen, &http_host, &http_port_req);
+  auto http_port = http.Start(http_host, http_port_req);
+  if (!http_port.ok()) return Fail(1, http_port.status().ToString());
+
+  spdlog::info("ringcache-datanode {} serving gRPC on port {}, metrics on http://{}:{}/metrics, "
+               "data in {}{}",
+               cfg.node_id, grpc_port, http_host, *http_port, cfg.data_dir,
+               cfg.hdd.enabled ? " (HDD emulation on)" : "");
+  if (!cfg.ready_file.empty() &&
+      !WriteFileAtomically(cfg.ready_file,
+                           absl::StrCat("{\"grpc_port\":", grpc_port, ",\"http_port\":",
+                                        *http_port, ",\"pid\":", getpid(), "}\n"))) {
+    return Fail(1, absl::StrCat("cannot write ready file ", cfg.ready_file));
+  }
+
+  int sig = 0;
+  sigwait(&sigs, &sig);
+  spdlog::info("signal {}: shutting down", sig);
+  service.SetDraining();
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  http.Stop();
+  if (absl::Status s = (*store)->FlushAll(); !s.ok()) spdlog::warn("flush: {}", s.ToString());
+  store->reset();
+  spdlog::info("stopped");
+  return 0;
+}

@@ -1,0 +1,208 @@
+#include "datanode/service.h"
+
+#include <chrono>
+
+namespace ringcache::datanode {
+
+grpc::Status ToGrpc(const absl::Status& s) {
+  if (s.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+}
+
+namespace {
+
+std::vector<uint64_t> Checksums(const google::protobuf::RepeatedField<uint64_t>& f) {
+  return std::vector<uint64_t>(f.begin(), f.end());
+}
+
+}  // namespace
+
+DataNodeService::DataNodeService(uint32_t node_id, BlockStore* store, HddEmulator* hdd,
+                                 metrics::Registry* registry)
+    : node_id_(node_id), store_(store), hdd_(hdd), registry_(registry) {
+  put_vdi_ = MakeOp("put_vdi");
+  delete_vdi_ = MakeOp("delete_vdi");
+  write_ = MakeOp("write_blocks");
+  read_ = MakeOp("read_blocks");
+  trim_ = MakeOp("trim_blocks");
+  log_append_ = MakeOp("log_append");
+  log_scan_ = MakeOp("log_scan");
+  log_reclaim_ = MakeOp("log_reclaim");
+  bytes_written_ = registry_->GetCounter("ringcache_datanode_written_bytes_total",
+                                         "Block bytes written durably (destage and repair).");
+  bytes_read_ =
+      registry_->GetCounter("ringcache_datanode_read_bytes_total", "Block bytes read.");
+  data_loss_ = registry_->GetCounter("ringcache_datanode_checksum_failures_total",
+                                     "Reads refused because stored data failed its checksum.");
+  log_records_appended_ = registry_->GetCounter("ringcache_datanode_log_records_appended_total",
+                                                "Write-back log records appended.");
+  log_records_reclaimed_ = registry_->GetCounter(
+      "ringcache_datanode_log_records_reclaimed_total", "Write-back log records reclaimed.");
+  registry_->AddCallbackGauge("ringcache_datanode_log_records",
+                              "Write-back log records currently held.", {},
+                              [store] { return static_cast<double>(store->Stats().log_records); });
+  registry_->AddCallbackGauge("ringcache_datanode_log_bytes",
+                              "Bytes held by the write-back log area.", {},
+                              [store] { return static_cast<double>(store->Stats().log_bytes); });
+  registry_->AddCallbackGauge("ringcache_datanode_blocks", "Blocks stored (RocksDB estimate).",
+                              {}, [store] { return static_cast<double>(store->Stats().blocks); });
+}
+
+DataNodeService::OpMetrics DataNodeService::MakeOp(const char* name) {
+  OpMetrics tmp;
+  tmp.latency = registry_->GetHistogram("ringcache_datanode_request_duration_seconds",
+                                        "Data node request latency by operation.",
+                                        {{"op", name}});
+  tmp.ok = registry_->GetCounter("ringcache_datanode_requests_total",
+                                 "Data node requests by operation and result.",
+                                 {{"op", name}, {"result", "ok"}});
+  tmp.failed = registry_->GetCounter("ringcache_datanode_requests_total",
+                                     "Data node requests by operation and result.",
+                                     {{"op", name}, {"result", "error"}});
+  return tmp;
+}
+
+template <typename Fn>
+grpc::Status DataNodeService::Timed(OpMetrics* op, Fn&& fn) {
+  if (draining_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "data node shutting down");
+  const auto start = std::chrono::steady_clock::now();
+  absl::Status s = fn();
+  op->latency->Observe(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  (s.ok() ? op->ok : op->failed)->Inc();
+  if (s.code() == absl::StatusCode::kDataLoss) data_loss_->Inc();
+  return ToGrpc(s);
+}
+
+grpc::Status DataNodeService::PutVdi(grpc::ServerContext*, const v1::PutVdiRequest* req,
+                                     v1::PutVdiResponse*) {
+  return Timed(&put_vdi_, [&] { return store_->PutVdi(req->vdi()); });
+}
+
+grpc::Status DataNodeService::DeleteVdi(grpc::ServerContext*, const v1::DeleteVdiRequest* req,
+                                        v1::DeleteVdiResponse* resp) {
+  return Timed(&delete_vdi_, [&]() -> absl::Status {
+    auto n = store_->DeleteVdi(req->vdi_id());
+    if (!n.ok()) return n.status();
+    resp->set_blocks_deleted(*n);
+    return absl::OkStatus();
+  });
+}
+
+grpc::Status DataNodeService::WriteBlocks(grpc::ServerContext*,
+                                          const v1::WriteBlocksRequest* req,
+                                          v1::WriteBlocksResponse*) {
+  return Timed(&write_, [&]() -> absl::Status {
+    const auto& r = req->range();
+    auto vdi = store_->GetVdi(r.vdi_id());
+    if (!vdi.ok()) return vdi.status();
+    if (r.block_count() != 0 &&
+        static_cast<uint64_t>(r.block_count()) * vdi->block_size() != req->data().size()) {
+      return absl::InvalidArgumentError("block_count does not match the payload size");
+    }
+    hdd_->Charge(req->data().size());
+    absl::Status s = store_->WriteBlocks(r.vdi_id(), r.object_index(), r.first_block(),
+                                         req->data(), Checksums(req->checksums()));
+    if (s.ok()) bytes_written_->Inc(static_cast<double>(req->data().size()));
+    return s;
+  });
+}
+
+grpc::Status DataNodeService::ReadBlocks(grpc::ServerContext*, const v1::ReadBlocksRequest* req,
+                                         v1::ReadBlocksResponse* resp) {
+  return Timed(&read_, [&]() -> absl::Status {
+    const auto& r = req->range();
+    auto res = store_->ReadBlocks(r.vdi_id(), r.object_index(), r.first_block(), r.block_count());
+    if (!res.ok()) return res.status();
+    hdd_->Charge(res->data.size());
+    bytes_read_->Inc(static_cast<double>(res->data.size()));
+    *resp->mutable_data() = std::move(res->data);
+    for (bool p : res->present) resp->add_present(p);
+    for (uint64_t c : res->checksums) resp->add_checksums(c);
+    return absl::OkStatus();
+  });
+}
+
+grpc::Status DataNodeService::TrimBlocks(grpc::ServerContext*, const v1::TrimBlocksRequest* req,
+                                         v1::TrimBlocksResponse*) {
+  return Timed(&trim_, [&] {
+    const auto& r = req->range();
+    return store_->TrimBlocks(r.vdi_id(), r.object_index(), r.first_block(), r.block_count());
+  });
+}
+
+grpc::Status DataNodeService::LogAppend(grpc::ServerContext*, const v1::LogAppendRequest* req,
+                                        v1::LogAppendResponse* resp) {
+  return Timed(&log_append_, [&]() -> absl::Status {
+    std::vector<LogEntry> entries;
+    entries.reserve(req->records_size());
+    uint64_t bytes = 0;
+    for (const auto& r : req->records()) {
+      entries.push_back({r.cache_node_id(), r.sequence(), r.vdi_id(), r.object_index(),
+                         r.block_index(), r.checksum(), r.data()});
+      bytes += r.data().size();
+    }
+    hdd_->Charge(bytes);
+    auto size = store_->LogAppend(entries);
+    if (!size.ok()) return size.status();
+    log_records_appended_->Inc(static_cast<double>(entries.size()));
+    resp->set_log_bytes(*size);
+    return absl::OkStatus();
+  });
+}
+
+grpc::Status DataNodeService::LogScan(grpc::ServerContext*, const v1::LogScanRequest* req,
+                                      v1::LogScanResponse* resp) {
+  return Timed(&log_scan_, [&]() -> absl::Status {
+    uint64_t next = 0;
+    bool done = false;
+    auto recs = store_->LogScan(req->cache_node_id(), req->from_sequence(), req->limit(),
+                                req->include_data(), &next, &done);
+    if (!recs.ok()) return recs.status();
+    for (auto& e : *recs) {
+      v1::LogRecord* r = resp->add_records();
+      r->set_cache_node_id(e.cache_node_id);
+      r->set_sequence(e.sequence);
+      r->set_vdi_id(e.vdi_id);
+      r->set_object_index(e.object_index);
+      r->set_block_index(e.block_index);
+      r->set_checksum(e.checksum);
+      *r->mutable_data() = std::move(e.data);
+    }
+    resp->set_next_sequence(next);
+    resp->set_done(done);
+    return absl::OkStatus();
+  });
+}
+
+grpc::Status DataNodeService::LogReclaim(grpc::ServerContext*, const v1::LogReclaimRequest* req,
+                                         v1::LogReclaimResponse* resp) {
+  return Timed(&log_reclaim_, [&]() -> absl::Status {
+    std::vector<uint64_t> seqs(req->sequences().begin(), req->sequences().end());
+    auto n = store_->LogReclaim(req->cache_node_id(), seqs, req->below_sequence());
+    if (!n.ok()) return n.status();
+    log_records_reclaimed_->Inc(static_cast<double>(*n));
+    resp->set_records_reclaimed(*n);
+    return absl::OkStatus();
+  });
+}
+
+grpc::Status DataNodeService::Health(grpc::ServerContext*, const v1::HealthRequest*,
+                                     v1::HealthResponse* resp) {
+  resp->set_node_id(node_id_);
+  resp->set_status(draining_ ? "draining" : "serving");
+  return grpc::Status::OK;
+}
+
+grpc::Status DataNodeService::Stats(grpc::ServerContext*, const v1::StatsRequest*,
+                                    v1::StatsResponse* resp) {
+  const StoreStats s = store_->Stats();
+  resp->set_node_id(node_id_);
+  resp->set_blocks(s.blocks);
+  resp->set_log_records(s.log_records);
+  resp->set_log_bytes(s.log_bytes);
+  resp->set_vdis(s.vdis);
+  return grpc::Status::OK;
+}
+
+}  // namespace ringcache::datanode

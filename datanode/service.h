@@ -1,0 +1,77 @@
+// The DataNode gRPC service: validates requests, applies HDD emulation, calls the BlockStore and
+// records metrics. Status conversion from absl to gRPC happens here, at the edge.
+//
+// Thread-safety: thread-safe; gRPC calls the handlers from its thread pool.
+#ifndef RINGCACHE_DATANODE_SERVICE_H_
+#define RINGCACHE_DATANODE_SERVICE_H_
+
+#include <atomic>
+#include <string>
+
+#include "common/metrics.h"
+#include "datanode/hdd_emulator.h"
+#include "datanode/store.h"
+#include "ringcache/v1/datanode.grpc.pb.h"
+
+namespace ringcache::datanode {
+
+// Converts an absl::Status to a grpc::Status with the same code and message.
+grpc::Status ToGrpc(const absl::Status& s);
+
+class DataNodeService final : public v1::DataNode::Service {
+ public:
+  // `store`, `hdd` and `registry` are not owned and must outlive the service.
+  DataNodeService(uint32_t node_id, BlockStore* store, HddEmulator* hdd,
+                  metrics::Registry* registry);
+
+  grpc::Status PutVdi(grpc::ServerContext*, const v1::PutVdiRequest*,
+                      v1::PutVdiResponse*) override;
+  grpc::Status DeleteVdi(grpc::ServerContext*, const v1::DeleteVdiRequest*,
+                         v1::DeleteVdiResponse*) override;
+  grpc::Status WriteBlocks(grpc::ServerContext*, const v1::WriteBlocksRequest*,
+                           v1::WriteBlocksResponse*) override;
+  grpc::Status ReadBlocks(grpc::ServerContext*, const v1::ReadBlocksRequest*,
+                          v1::ReadBlocksResponse*) override;
+  grpc::Status TrimBlocks(grpc::ServerContext*, const v1::TrimBlocksRequest*,
+                          v1::TrimBlocksResponse*) override;
+  grpc::Status LogAppend(grpc::ServerContext*, const v1::LogAppendRequest*,
+                         v1::LogAppendResponse*) override;
+  grpc::Status LogScan(grpc::ServerContext*, const v1::LogScanRequest*,
+                       v1::LogScanResponse*) override;
+  grpc::Status LogReclaim(grpc::ServerContext*, const v1::LogReclaimRequest*,
+                          v1::LogReclaimResponse*) override;
+  grpc::Status Health(grpc::ServerContext*, const v1::HealthRequest*,
+                      v1::HealthResponse*) override;
+  grpc::Status Stats(grpc::ServerContext*, const v1::StatsRequest*,
+                     v1::StatsResponse*) override;
+
+  // Makes every later call fail with UNAVAILABLE (used while shutting down).
+  void SetDraining() { draining_ = true; }
+
+ private:
+  struct OpMetrics {
+    metrics::Histogram* latency;
+    metrics::Counter* ok;
+    metrics::Counter* failed;
+  };
+  OpMetrics MakeOp(const char* name);
+  // Runs `fn`, timing it and counting its outcome under op `name`.
+  template <typename Fn>
+  grpc::Status Timed(OpMetrics* op, Fn&& fn);
+
+  const uint32_t node_id_;
+  BlockStore* const store_;
+  HddEmulator* const hdd_;
+  metrics::Registry* const registry_;
+  std::atomic<bool> draining_{false};
+  OpMetrics put_vdi_, delete_vdi_, write_, read_, trim_, log_append_, log_scan_, log_reclaim_;
+  metrics::Counter* bytes_written_;
+  metrics::Counter* bytes_read_;
+  metrics::Counter* data_loss_;
+  metrics::Counter* log_records_appended_;
+  metrics::Counter* log_records_reclaimed_;
+};
+
+}  // namespace ringcache::datanode
+
+#endif  // RINGCACHE_DATANODE_SERVICE_H_

@@ -1,0 +1,442 @@
+// RocksDB-backed block and log store of the data node.
+#include "datanode/store.h"
+
+#include <rocksdb/filter_policy.h>
+#include <rocksdb/table.h>
+#include <rocksdb/write_batch.h>
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "common/checksum.h"
+#include "common/config.h"
+#include "common/status_macros.h"
+
+namespace ringcache::datanode {
+namespace {
+
+constexpr char kBlocksCf[] = "blocks";
+constexpr char kLogCf[] = "log";
+constexpr size_t kLogHeader = 4 + 8 + 4 + 8;
+
+void PutBe32(std::string* s, uint32_t v) {
+  for (int i = 3; i >= 0; --i) s->push_back(static_cast<char>((v >> (i * 8)) & 0xff));
+}
+void PutBe64(std::string* s, uint64_t v) {
+  for (int i = 7; i >= 0; --i) s->push_back(static_cast<char>((v >> (i * 8)) & 0xff));
+}
+uint64_t GetBe(const char* p, int n) {
+  uint64_t v = 0;
+  for (int i = 0; i < n; ++i) v = (v << 8) | static_cast<uint8_t>(p[i]);
+  return v;
+}
+
+std::string BlockKey(uint32_t vdi, uint64_t object, uint32_t block) {
+  std::string k;
+  k.reserve(16);
+  PutBe32(&k, vdi);
+  PutBe64(&k, object);
+  PutBe32(&k, block);
+  return k;
+}
+
+std::string LogKey(uint32_t node, uint64_t seq) {
+  std::string k;
+  k.reserve(12);
+  PutBe32(&k, node);
+  PutBe64(&k, seq);
+  return k;
+}
+
+std::string VdiKey(uint32_t vdi) {
+  std::string k = "vdi/";
+  PutBe32(&k, vdi);
+  return k;
+}
+
+uint64_t BlocksPerObject(const v1::VdiGeometry& g) { return g.object_size() / g.block_size(); }
+
+}  // namespace
+
+absl::Status FromRocks(const rocksdb::Status& s, const std::string& what) {
+  if (s.ok()) return absl::OkStatus();
+  const std::string msg = absl::StrCat(what, ": ", s.ToString());
+  if (s.IsCorruption()) return absl::DataLossError(msg);
+  if (s.IsNotFound()) return absl::NotFoundError(msg);
+  if (s.IsIOError() || s.IsBusy() || s.IsTryAgain() || s.IsShutdownInProgress()) {
+    return absl::UnavailableError(msg);
+  }
+  if (s.IsInvalidArgument()) return absl::InvalidArgumentError(msg);
+  return absl::InternalError(msg);
+}
+
+absl::Status StoreOptions::Validate() const {
+  if (dir.empty()) return absl::InvalidArgumentError("data_dir must be set");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<BlockStore>> BlockStore::Open(const StoreOptions& options) {
+  RC_RETURN_IF_ERROR(options.Validate());
+  RC_RETURN_IF_ERROR(EnsureWritableDir(options.dir));
+  rocksdb::Options db_opts;
+  db_opts.create_if_missing = true;
+  db_opts.create_missing_column_families = true;
+  db_opts.paranoid_checks = true;
+  db_opts.IncreaseParallelism(2);
+
+  rocksdb::BlockBasedTableOptions table;
+  table.block_cache = rocksdb::NewLRUCache(options.block_cache_bytes);
+  table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
+  rocksdb::ColumnFamilyOptions cf_opts(db_opts);
+  cf_opts.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
+
+  std::vector<rocksdb::ColumnFamilyDescriptor> cfs = {
+      {rocksdb::kDefaultColumnFamilyName, cf_opts}, {kBlocksCf, cf_opts}, {kLogCf, cf_opts}};
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::DB* raw = nullptr;
+  rocksdb::Status s = rocksdb::DB::Open(db_opts, options.dir, cfs, &handles, &raw);
+  RC_RETURN_IF_ERROR(FromRocks(s, absl::StrCat("open RocksDB in ", options.dir)));
+
+  std::unique_ptr<BlockStore> store(new BlockStore());
+  store->db_.reset(raw);
+  store->meta_cf_ = handles[0];
+  store->blocks_cf_ = handles[1];
+  store->log_cf_ = handles[2];
+
+  // Load the VDI catalog.
+  {
+    std::unique_ptr<rocksdb::Iterator> it(
+        store->db_->NewIterator(rocksdb::ReadOptions(), store->meta_cf_));
+    absl::MutexLock l(&store->mu_);
+    for (it->Seek("vdi/"); it->Valid() && it->key().starts_with("vdi/"); it->Next()) {
+      v1::VdiGeometry g;
+      if (!g.ParseFromArray(it->value().data(), static_cast<int>(it->value().size()))) {
+        return absl::DataLossError(absl::StrCat("VDI catalog entry unreadable in ", options.dir));
+      }
+      store->vdis_[g.vdi_id()] = g;
+    }
+    RC_RETURN_IF_ERROR(FromRocks(it->status(), "scan VDI catalog"));
+  }
+  // Recount the log area.
+  {
+    std::unique_ptr<rocksdb::Iterator> it(
+        store->db_->NewIterator(rocksdb::ReadOptions(), store->log_cf_));
+    uint64_t n = 0, bytes = 0;
+    for (it->SeekToFirst(); it->Valid(); it->Next()) {
+      ++n;
+      bytes += it->key().size() + it->value().size();
+    }
+    RC_RETURN_IF_ERROR(FromRocks(it->status(), "scan log area"));
+    store->log_records_ = n;
+    store->log_bytes_ = bytes;
+  }
+  return store;
+}
+
+BlockStore::~BlockStore() {
+  if (db_) {
+    for (auto* h : {blocks_cf_, log_cf_}) db_->DestroyColumnFamilyHandle(h);
+    db_->DestroyColumnFamilyHandle(meta_cf_);
+    db_->Close().PermitUncheckedError();
+  }
+}
+
+absl::Status BlockStore::PutVdi(const v1::VdiGeometry& vdi) {
+  const uint32_t bs = vdi.block_size();
+  if (vdi.vdi_id() == 0) return absl::InvalidArgumentError("vdi_id must be non-zero");
+  if (bs < 512 || bs > (1u << 20) || (bs & (bs - 1)) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("block_size ", bs, " must be a power of two in [512, 1 MiB]"));
+  }
+  if (vdi.object_size() < bs || vdi.object_size() % bs != 0 ||
+      vdi.object_size() > (256u << 20)) {
+    return absl::InvalidArgumentError(absl::StrCat("object_size ", vdi.object_size(),
+                                                   " must be a multiple of block_size ", bs,
+                                                   " and at most 256 MiB"));
+  }
+  if (vdi.size_bytes() % 4096 != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("size_bytes ", vdi.size_bytes(), " is not a multiple of 4096"));
+  }
+  std::string value;
+  vdi.SerializeToString(&value);
+  rocksdb::WriteOptions wo;
+  wo.sync = true;
+  RC_RETURN_IF_ERROR(
+      FromRocks(db_->Put(wo, meta_cf_, VdiKey(vdi.vdi_id()), value), "store VDI geometry"));
+  absl::MutexLock l(&mu_);
+  vdis_[vdi.vdi_id()] = vdi;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::VdiGeometry> BlockStore::GetVdi(uint32_t vdi_id) const {
+  absl::MutexLock l(&mu_);
+  auto it = vdis_.find(vdi_id);
+  if (it == vdis_.end()) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown VDI ", vdi_id));
+  }
+  return it->second;
+}
+
+absl::StatusOr<uint64_t> BlockStore::DeleteVdi(uint32_t vdi_id) {
+  RC_RETURN_IF_ERROR(GetVdi(vdi_id).status());
+  std::string begin, end;
+  PutBe32(&begin, vdi_id);
+  PutBe32(&end, vdi_id + 1);
+  uint64_t count = 0;
+  {
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), blocks_cf_));
+    for (it->Seek(begin); it->Valid() && it->key().compare(end) < 0; it->Next()) ++count;
+  }
+  rocksdb::WriteBatch batch;
+  batch.DeleteRange(blocks_cf_, begin, vdi_id == UINT32_MAX ? std::string(5, '\xff') : end);
+  batch.Delete(meta_cf_, VdiKey(vdi_id));
+  rocksdb::WriteOptions wo;
+  wo.sync = true;
+  RC_RETURN_IF_ERROR(FromRocks(db_->Write(wo, &batch), "delete VDI"));
+  absl::MutexLock l(&mu_);
+  vdis_.erase(vdi_id);
+  return count;
+}
+
+absl::Status BlockStore::CheckRange(const v1::VdiGeometry& vdi, uint64_t object_index,
+                                    uint32_t first_block, uint64_t block_count) const {
+  const uint64_t objects = (vdi.size_bytes() + vdi.object_size() - 1) / vdi.object_size();
+  if (object_index >= objects) {
+    return absl::InvalidArgumentError(absl::StrCat("object ", object_index, " is beyond VDI ",
+                                                   vdi.vdi_id(), " (", objects, " objects)"));
+  }
+  if (block_count == 0) return absl::InvalidArgumentError("empty block range");
+  if (first_block + block_count > BlocksPerObject(vdi)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "blocks [", first_block, ", ", first_block + block_count, ") are beyond the object (",
+        BlocksPerObject(vdi), " blocks of ", vdi.block_size(), " bytes)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BlockStore::WriteBlocks(uint32_t vdi_id, uint64_t object_index, uint32_t first_block,
+                                     const std::string& data,
+                                     const std::vector<uint64_t>& checksums) {
+  RC_ASSIGN_OR_RETURN(v1::VdiGeometry vdi, GetVdi(vdi_id));
+  const uint32_t bs = vdi.block_size();
+  if (data.empty() || data.size() % bs != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "payload of ", data.size(), " bytes is not a whole number of ", bs, "-byte blocks"));
+  }
+  const uint64_t n = data.size() / bs;
+  RC_RETURN_IF_ERROR(CheckRange(vdi, object_index, first_block, n));
+  if (!checksums.empty() && checksums.size() != n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(checksums.size(), " checksums for ", n, " blocks"));
+  }
+  rocksdb::WriteBatch batch;
+  std::string value;
+  for (uint64_t i = 0; i < n; ++i) {
+    const char* p = data.data() + i * bs;
+    const uint64_t sum = BlockChecksum(p, bs);
+    if (!checksums.empty() && checksums[i] != sum) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("checksum mismatch on block ", first_block + i, " of object ",
+                       object_index, ": the payload was damaged in transit"));
+    }
+    value.clear();
+    PutBe64(&value, sum);
+    value.append(p, bs);
+    batch.Put(blocks_cf_, BlockKey(vdi_id, object_index, static_cast<uint32_t>(first_block + i)),
+              value);
+  }
+  rocksdb::WriteOptions wo;
+  wo.sync = true;
+  return FromRocks(db_->Write(wo, &batch), "write blocks");
+}
+
+absl::StatusOr<ReadResult> BlockStore::ReadBlocks(uint32_t vdi_id, uint64_t object_index,
+                                                  uint32_t first_block,
+                                                  uint32_t block_count) const {
+  RC_ASSIGN_OR_RETURN(v1::VdiGeometry vdi, GetVdi(vdi_id));
+  RC_RETURN_IF_ERROR(CheckRange(vdi, object_index, first_block, block_count));
+  const uint32_t bs = vdi.block_size();
+  std::vector<std::string> keys(block_count);
+  std::vector<rocksdb::Slice> slices(block_count);
+  std::vector<rocksdb::ColumnFamilyHandle*> cfs(block_count, blocks_cf_);
+  for (uint32_t i = 0; i < block_count; ++i) {
+    keys[i] = BlockKey(vdi_id, object_index, first_block + i);
+    slices[i] = keys[i];
+  }
+  std::vector<std::string> values;
+  rocksdb::ReadOptions ro;
+  ro.verify_checksums = true;
+  std::vector<rocksdb::Status> st = db_->MultiGet(ro, cfs, slices, &values);
+  ReadResult r;
+  r.data.assign(static_cast<size_t>(block_count) * bs, '\0');
+  r.present.assign(block_count, false);
+  r.checksums.assign(block_count, 0);
+  for (uint32_t i = 0; i < block_count; ++i) {
+    if (st[i].IsNotFound()) continue;
+    RC_RETURN_IF_ERROR(FromRocks(
+        st[i], absl::StrCat("read block ", first_block + i, " of object ", object_index)));
+    const std::string& v = values[i];
+    if (v.size() != 8 + bs) {
+      return absl::DataLossError(absl::StrCat("block ", first_block + i, " of object ",
+                                              object_index, " of VDI ", vdi_id, " has ",
+                                              v.size(), " stored bytes, expected ", 8 + bs));
+    }
+    const uint64_t want = GetBe(v.data(), 8);
+    if (BlockChecksum(v.data() + 8, bs) != want) {
+      return absl::DataLossError(absl::StrCat("checksum mismatch: block ", first_block + i,
+                                              " of object ", object_index, " of VDI ", vdi_id));
+    }
+    std::memcpy(r.data.data() + static_cast<size_t>(i) * bs, v.data() + 8, bs);
+    r.present[i] = true;
+    r.checksums[i] = want;
+  }
+  return r;
+}
+
+absl::Status BlockStore::TrimBlocks(uint32_t vdi_id, uint64_t object_index, uint32_t first_block,
+                                    uint32_t block_count) {
+  RC_ASSIGN_OR_RETURN(v1::VdiGeometry vdi, GetVdi(vdi_id));
+  RC_RETURN_IF_ERROR(CheckRange(vdi, object_index, first_block, block_count));
+  rocksdb::WriteBatch batch;
+  for (uint32_t i = 0; i < block_count; ++i) {
+    batch.Delete(blocks_cf_, BlockKey(vdi_id, object_index, first_block + i));
+  }
+  rocksdb::WriteOptions wo;
+  wo.sync = true;
+  return FromRocks(db_->Write(wo, &batch), "trim blocks");
+}
+
+absl::StatusOr<uint64_t> BlockStore::LogAppend(const std::vector<LogEntry>& records) {
+  if (records.empty()) return log_bytes_.load();
+  rocksdb::WriteBatch batch;
+  uint64_t added_records = 0, added_bytes = 0;
+  std::string value, existing;
+  for (const LogEntry& r : records) {
+    RC_ASSIGN_OR_RETURN(v1::VdiGeometry vdi, GetVdi(r.vdi_id));
+    RC_RETURN_IF_ERROR(CheckRange(vdi, r.object_index, r.block_index, 1));
+    if (r.data.size() != vdi.block_size()) {
+      return absl::InvalidArgumentError(absl::StrCat("log record ", r.sequence, " holds ",
+                                                     r.data.size(), " bytes, expected one ",
+                                                     vdi.block_size(), "-byte block"));
+    }
+    if (BlockChecksum(r.data) != r.checksum) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("log record ", r.sequence, ": checksum does not match its data"));
+    }
+    const std::string key = LogKey(r.cache_node_id, r.sequence);
+    value.clear();
+    PutBe32(&value, r.vdi_id);
+    PutBe64(&value, r.object_index);
+    PutBe32(&value, r.block_index);
+    PutBe64(&value, r.checksum);
+    value += r.data;
+    if (db_->Get(rocksdb::ReadOptions(), log_cf_, key, &existing).IsNotFound()) {
+      ++added_records;
+      added_bytes += key.size() + value.size();
+    }
+    batch.Put(log_cf_, key, value);
+  }
+  rocksdb::WriteOptions wo;
+  wo.sync = true;
+  RC_RETURN_IF_ERROR(FromRocks(db_->Write(wo, &batch), "append log records"));
+  log_records_ += added_records;
+  return log_bytes_ += added_bytes;
+}
+
+absl::StatusOr<std::vector<LogEntry>> BlockStore::LogScan(uint32_t cache_node_id, uint64_t from,
+                                                          uint32_t limit, bool include_data,
+                                                          uint64_t* next, bool* done) const {
+  if (limit == 0) limit = 256;
+  std::vector<LogEntry> out;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), log_cf_));
+  std::string prefix;
+  PutBe32(&prefix, cache_node_id);
+  *next = from;
+  *done = true;
+  for (it->Seek(LogKey(cache_node_id, from)); it->Valid() && it->key().starts_with(prefix);
+       it->Next()) {
+    if (out.size() == limit) {
+      *done = false;
+      break;
+    }
+    const rocksdb::Slice k = it->key(), v = it->value();
+    if (k.size() != 12 || v.size() < kLogHeader) {
+      return absl::DataLossError(absl::StrCat("malformed log record of cache node ",
+                                              cache_node_id, " (", v.size(), " bytes)"));
+    }
+    LogEntry e;
+    e.cache_node_id = cache_node_id;
+    e.sequence = GetBe(k.data() + 4, 8);
+    e.vdi_id = static_cast<uint32_t>(GetBe(v.data(), 4));
+    e.object_index = GetBe(v.data() + 4, 8);
+    e.block_index = static_cast<uint32_t>(GetBe(v.data() + 12, 4));
+    e.checksum = GetBe(v.data() + 16, 8);
+    if (BlockChecksum(v.data() + kLogHeader, v.size() - kLogHeader) != e.checksum) {
+      return absl::DataLossError(absl::StrCat("checksum mismatch: log record ", e.sequence,
+                                              " of cache node ", cache_node_id));
+    }
+    if (include_data) e.data.assign(v.data() + kLogHeader, v.size() - kLogHeader);
+    *next = e.sequence + 1;
+    out.push_back(std::move(e));
+  }
+  RC_RETURN_IF_ERROR(FromRocks(it->status(), "scan log"));
+  return out;
+}
+
+absl::StatusOr<uint64_t> BlockStore::LogReclaim(uint32_t cache_node_id,
+                                                const std::vector<uint64_t>& sequences,
+                                                uint64_t below) {
+  rocksdb::WriteBatch batch;
+  uint64_t removed = 0, bytes = 0;
+  std::string value;
+  auto drop = [&](const std::string& key, size_t value_size) {
+    batch.Delete(log_cf_, key);
+    ++removed;
+    bytes += key.size() + value_size;
+  };
+  uint64_t scanned_below = 0;
+  if (below > 0) {
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), log_cf_));
+    const std::string end = LogKey(cache_node_id, below);
+    for (it->Seek(LogKey(cache_node_id, 0)); it->Valid() && it->key().compare(end) < 0;
+         it->Next()) {
+      drop(it->key().ToString(), it->value().size());
+    }
+    RC_RETURN_IF_ERROR(FromRocks(it->status(), "scan log for reclaim"));
+    scanned_below = below;
+  }
+  for (uint64_t seq : sequences) {
+    if (seq < scanned_below) continue;  // already dropped by the range
+    const std::string key = LogKey(cache_node_id, seq);
+    rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), log_cf_, key, &value);
+    if (s.IsNotFound()) continue;
+    RC_RETURN_IF_ERROR(FromRocks(s, "read log record for reclaim"));
+    drop(key, value.size());
+  }
+  if (removed == 0) return 0;
+  rocksdb::WriteOptions wo;
+  wo.sync = true;
+  RC_RETURN_IF_ERROR(FromRocks(db_->Write(wo, &batch), "reclaim log records"));
+  log_records_ -= std::min<uint64_t>(removed, log_records_.load());
+  log_bytes_ -= std::min<uint64_t>(bytes, log_bytes_.load());
+  return removed;
+}
+
+StoreStats BlockStore::Stats() const {
+  StoreStats s;
+  db_->GetIntProperty(blocks_cf_, "rocksdb.estimate-num-keys", &s.blocks);
+  s.log_records = log_records_.load();
+  s.log_bytes = log_bytes_.load();
+  absl::MutexLock l(&mu_);
+  s.vdis = vdis_.size();
+  return s;
+}
+
+absl::Status BlockStore::FlushAll() {
+  rocksdb::FlushOptions fo;
+  fo.wait = true;
+  return FromRocks(db_->Flush(fo, {meta_cf_, blocks_cf_, log_cf_}), "flush memtables");
+}
+
+}  // namespace ringcache::datanode

@@ -1,0 +1,132 @@
+#include "datanode/store.h"
+
+#include <filesystem>
+
+#include "common/checksum.h"
+#include "gtest/gtest.h"
+
+namespace ringcache::datanode {
+namespace {
+
+class StoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = ::testing::TempDir() + "/store_test_" +
+           ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::filesystem::remove_all(dir_);
+    Reopen();
+    v1::VdiGeometry g;
+    g.set_vdi_id(7);
+    g.set_name("disk");
+    g.set_size_bytes(64 << 20);
+    g.set_object_size(1 << 20);
+    g.set_block_size(4096);
+    g.set_replication(3);
+    ASSERT_TRUE(store_->PutVdi(g).ok());
+  }
+  void Reopen() {
+    store_.reset();
+    auto s = BlockStore::Open({dir_, 8 << 20});
+    ASSERT_TRUE(s.ok()) << s.status();
+    store_ = std::move(*s);
+  }
+  std::string dir_;
+  std::unique_ptr<BlockStore> store_;
+};
+
+std::string Pattern(char c, size_t n = 4096) { return std::string(n, c); }
+
+TEST_F(StoreTest, WriteReadRoundTripAndHoles) {
+  ASSERT_TRUE(store_->WriteBlocks(7, 3, 2, Pattern('a') + Pattern('b'), {}).ok());
+  auto r = store_->ReadBlocks(7, 3, 1, 4);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->data, Pattern('\0') + Pattern('a') + Pattern('b') + Pattern('\0'));
+  EXPECT_EQ(r->present, (std::vector<bool>{false, true, true, false}));
+  EXPECT_EQ(r->checksums[1], BlockChecksum(Pattern('a')));
+}
+
+TEST_F(StoreTest, SurvivesReopen) {
+  ASSERT_TRUE(store_->WriteBlocks(7, 0, 0, Pattern('z'), {}).ok());
+  Reopen();
+  auto r = store_->ReadBlocks(7, 0, 0, 1);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->data, Pattern('z'));
+  EXPECT_TRUE(store_->GetVdi(7).ok());
+}
+
+TEST_F(StoreTest, RejectsBadRequests) {
+  EXPECT_EQ(store_->WriteBlocks(8, 0, 0, Pattern('a'), {}).code(),
+            absl::StatusCode::kInvalidArgument);  // unknown VDI
+  EXPECT_EQ(store_->WriteBlocks(7, 0, 256, Pattern('a'), {}).code(),
+            absl::StatusCode::kInvalidArgument);  // block beyond the object (256 per object)
+  EXPECT_EQ(store_->WriteBlocks(7, 0, 255, Pattern('a', 8192), {}).code(),
+            absl::StatusCode::kInvalidArgument);  // run crosses the object end
+  EXPECT_EQ(store_->WriteBlocks(7, 0, 0, Pattern('a', 100), {}).code(),
+            absl::StatusCode::kInvalidArgument);  // payload not a whole block
+  EXPECT_EQ(store_->WriteBlocks(7, 64, 0, Pattern('a'), {}).code(),
+            absl::StatusCode::kInvalidArgument);  // object beyond the VDI
+  EXPECT_EQ(store_->WriteBlocks(7, 0, 0, Pattern('a'), {12345}).code(),
+            absl::StatusCode::kInvalidArgument);  // checksum mismatch
+  EXPECT_TRUE(store_->WriteBlocks(7, 0, 0, Pattern('a'), {BlockChecksum(Pattern('a'))}).ok());
+  EXPECT_EQ(store_->ReadBlocks(7, 0, 0, 0).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->ReadBlocks(7, 0, 200, 100).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  v1::VdiGeometry bad;
+  bad.set_vdi_id(9);
+  bad.set_block_size(3000);
+  bad.set_object_size(1 << 20);
+  EXPECT_EQ(store_->PutVdi(bad).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(StoreTest, TrimAndDeleteVdi) {
+  ASSERT_TRUE(store_->WriteBlocks(7, 1, 0, Pattern('a') + Pattern('b'), {}).ok());
+  ASSERT_TRUE(store_->TrimBlocks(7, 1, 0, 1).ok());
+  auto r = store_->ReadBlocks(7, 1, 0, 2);
+  EXPECT_EQ(r->present, (std::vector<bool>{false, true}));
+  auto n = store_->DeleteVdi(7);
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, 1u);
+  EXPECT_EQ(store_->ReadBlocks(7, 1, 0, 1).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+LogEntry Rec(uint32_t node, uint64_t seq, char c) {
+  LogEntry e{node, seq, 7, 2, 5, 0, Pattern(c)};
+  e.checksum = BlockChecksum(e.data);
+  return e;
+}
+
+TEST_F(StoreTest, LogAppendScanReclaim) {
+  ASSERT_TRUE(store_->LogAppend({Rec(1, 10, 'a'), Rec(1, 11, 'b'), Rec(2, 1, 'c')}).ok());
+  ASSERT_TRUE(store_->LogAppend({Rec(1, 12, 'd')}).ok());
+  uint64_t next = 0;
+  bool done = false;
+  auto page = store_->LogScan(1, 0, 2, true, &next, &done);
+  ASSERT_TRUE(page.ok());
+  ASSERT_EQ(page->size(), 2u);
+  EXPECT_EQ((*page)[0].sequence, 10u);
+  EXPECT_EQ((*page)[1].data, Pattern('b'));
+  EXPECT_FALSE(done);
+  page = store_->LogScan(1, next, 2, false, &next, &done);
+  ASSERT_EQ(page->size(), 1u);
+  EXPECT_EQ((*page)[0].sequence, 12u);
+  EXPECT_TRUE((*page)[0].data.empty());
+  EXPECT_TRUE(done);
+  EXPECT_EQ(store_->Stats().log_records, 4u);
+
+  EXPECT_EQ(*store_->LogReclaim(1, {12, 99}, 11), 2u);  // 10 by range, 12 by list
+  page = store_->LogScan(1, 0, 10, false, &next, &done);
+  ASSERT_EQ(page->size(), 1u);
+  EXPECT_EQ((*page)[0].sequence, 11u);
+  EXPECT_EQ(store_->Stats().log_records, 2u);
+  Reopen();
+  EXPECT_EQ(store_->Stats().log_records, 2u);  // recounted on open
+  LogEntry bad = Rec(1, 20, 'x');
+  bad.checksum ^= 1;
+  EXPECT_EQ(store_->LogAppend({bad}).status().code(), absl::StatusCode::kInvalidArgument);
+  LogEntry short_rec = Rec(1, 21, 'x');
+  short_rec.data.resize(10);
+  EXPECT_EQ(store_->LogAppend({short_rec}).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace ringcache::datanode
