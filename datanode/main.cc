@@ -141,7 +141,7 @@ int main(int argc, char** argv) {
   sigwait(&sigs, &sig);
   spdlog::info("signal {}: shutting down", sig);
   service.SetDraining();
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   http.Stop();
   if (absl::Status s = (*store)->FlushAll(); !s.ok()) spdlog::warn("flush: {}", s.ToString());
   store->reset();
