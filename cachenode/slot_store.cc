@@ -1,0 +1,397 @@
+// SSD slot file with a persistent per-slot index and group-committed fdatasync.
+#include "cachenode/slot_store.h"
+
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "common/checksum.h"
+#include "common/status_macros.h"
+
+namespace ringcache::cachenode {
+namespace {
+
+constexpr char kMagic[8] = {'R', 'C', 'S', 'L', 'O', 'T', 'S', '1'};
+constexpr uint32_t kVersion = 1;
+constexpr uint32_t kEntryMagic = 0x58494352;  // "RCIX"
+constexpr uint64_t kSuperSize = 4096;
+constexpr uint64_t kEntrySize = 64;
+
+// On-disk index entry. Plain bytes; the struct is only an encoding aid.
+struct DiskEntry {
+  uint32_t magic;
+  uint8_t flags;  // bit0 used, bit1 dirty
+  uint8_t pad0[3];
+  uint32_t vdi;
+  uint32_t pad1;
+  uint64_t block;
+  uint64_t seq;
+  uint64_t data_checksum;
+  uint8_t reserved[16];
+  uint64_t entry_checksum;  // XXH3 of the 56 bytes above
+};
+static_assert(sizeof(DiskEntry) == kEntrySize);
+
+struct DiskSuper {
+  char magic[8];
+  uint32_t version;
+  uint32_t block_size;
+  uint32_t num_slots;
+  uint32_t pad;
+  uint64_t data_offset;
+  uint64_t checksum;  // of the 32 bytes above
+};
+
+absl::Status Errno(const std::string& what) {
+  const int e = errno;
+  std::string msg = absl::StrCat(what, ": ", strerror(e));
+  if (e == ENOSPC) return absl::ResourceExhaustedError(msg);
+  return absl::UnavailableError(msg);
+}
+
+absl::Status PwriteAll(int fd, const void* buf, size_t len, uint64_t off, const std::string& what) {
+  const char* p = static_cast<const char*>(buf);
+  while (len > 0) {
+    ssize_t n = ::pwrite(fd, p, len, static_cast<off_t>(off));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return Errno(what);
+    p += n;
+    len -= static_cast<size_t>(n);
+    off += static_cast<uint64_t>(n);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PreadAll(int fd, void* buf, size_t len, uint64_t off, const std::string& what) {
+  char* p = static_cast<char*>(buf);
+  while (len > 0) {
+    ssize_t n = ::pread(fd, p, len, static_cast<off_t>(off));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Errno(what);
+    if (n == 0) return absl::DataLossError(absl::StrCat(what, ": unexpected end of file"));
+    p += n;
+    len -= static_cast<size_t>(n);
+    off += static_cast<uint64_t>(n);
+  }
+  return absl::OkStatus();
+}
+
+uint64_t RoundUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+}  // namespace
+
+absl::Status SlotStoreOptions::Validate() const {
+  if (path.empty()) return absl::InvalidArgumentError("ssd path must be set");
+  if (block_size < 4096 || block_size > 65536 || (block_size & (block_size - 1)) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("block_size ", block_size, " must be a power of two in [4KiB, 64KiB]"));
+  }
+  if (capacity_bytes / block_size < 16) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ssd capacity ", capacity_bytes, " holds fewer than 16 blocks"));
+  }
+  if (capacity_bytes / block_size > UINT32_MAX - 1) {
+    return absl::InvalidArgumentError("ssd capacity holds more than 2^32-2 blocks");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<SlotStore>> SlotStore::Open(const SlotStoreOptions& options,
+                                                           std::vector<RecoveredSlot>* recovered,
+                                                           RecoveryStats* stats) {
+  RC_RETURN_IF_ERROR(options.Validate());
+  std::unique_ptr<SlotStore> s(new SlotStore());
+  s->path_ = options.path;
+  s->block_size_ = options.block_size;
+  s->num_slots_ = static_cast<uint32_t>(options.capacity_bytes / options.block_size);
+  s->index_offset_ = kSuperSize;
+  s->data_offset_ = RoundUp(kSuperSize + uint64_t{s->num_slots_} * kEntrySize, 1 << 20);
+  const uint64_t total = s->data_offset_ + uint64_t{s->num_slots_} * s->block_size_;
+
+  s->fd_ = ::open(options.path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (s->fd_ < 0) return Errno(absl::StrCat("open ssd file ", options.path));
+  struct stat st;
+  if (::fstat(s->fd_, &st) != 0) return Errno("fstat");
+  uint64_t have = static_cast<uint64_t>(st.st_size);
+  if (S_ISBLK(st.st_mode) && ::ioctl(s->fd_, BLKGETSIZE64, &have) != 0) {
+    return Errno("BLKGETSIZE64");
+  }
+
+  DiskSuper sup{};
+  bool fresh = have < kSuperSize;
+  if (!fresh) {
+    RC_RETURN_IF_ERROR(PreadAll(s->fd_, &sup, sizeof(sup), 0, "read superblock"));
+    fresh = std::all_of(reinterpret_cast<char*>(&sup), reinterpret_cast<char*>(&sup) + sizeof(sup),
+                        [](char c) { return c == 0; });
+  }
+  if (fresh) {
+    if (S_ISBLK(st.st_mode)) {
+      if (have < total) {
+        return absl::InvalidArgumentError(absl::StrCat("block device ", options.path, " has ",
+                                                       have, " bytes, need ", total));
+      }
+      // Zero the index area of a device (a file gets zeros from ftruncate).
+      std::string zeros(1 << 20, '\0');
+      for (uint64_t off = kSuperSize; off < s->data_offset_; off += zeros.size()) {
+        RC_RETURN_IF_ERROR(PwriteAll(s->fd_, zeros.data(),
+                                     std::min<uint64_t>(zeros.size(), s->data_offset_ - off), off,
+                                     "zero index"));
+      }
+    } else {
+      if (::ftruncate(s->fd_, static_cast<off_t>(total)) != 0) return Errno("ftruncate ssd file");
+      int rc = ::posix_fallocate(s->fd_, 0, static_cast<off_t>(total));
+      if (rc != 0 && rc != EOPNOTSUPP && rc != EINVAL) {
+        errno = rc;
+        return Errno(absl::StrCat("preallocate ", total, " bytes for ", options.path));
+      }
+    }
+    std::memcpy(sup.magic, kMagic, sizeof(kMagic));
+    sup.version = kVersion;
+    sup.block_size = s->block_size_;
+    sup.num_slots = s->num_slots_;
+    sup.data_offset = s->data_offset_;
+    sup.checksum = BlockChecksum(&sup, offsetof(DiskSuper, checksum));
+    RC_RETURN_IF_ERROR(PwriteAll(s->fd_, &sup, sizeof(sup), 0, "write superblock"));
+    if (::fsync(s->fd_) != 0) return Errno("fsync ssd file");
+  } else {
+    if (std::memcmp(sup.magic, kMagic, sizeof(kMagic)) != 0 ||
+        sup.checksum != BlockChecksum(&sup, offsetof(DiskSuper, checksum))) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          options.path, " is not a ringcache slot file (bad superblock); refusing to overwrite"));
+    }
+    if (sup.version != kVersion || sup.block_size != s->block_size_ ||
+        sup.num_slots != s->num_slots_ || sup.data_offset != s->data_offset_) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          options.path, " was created with block_size ", sup.block_size, " and ", sup.num_slots,
+          " slots; configured ", s->block_size_, " and ", s->num_slots_,
+          ". Destage and remove the file to change the geometry"));
+    }
+  }
+  {
+    absl::MutexLock l(&s->mu_);
+    s->meta_.assign(s->num_slots_, Meta{});
+  }
+  RecoveryStats local;
+  RC_RETURN_IF_ERROR(s->Recover(recovered, stats ? stats : &local));
+  return s;
+}
+
+SlotStore::~SlotStore() {
+  if (fd_ >= 0) {
+    ::fdatasync(fd_);
+    ::close(fd_);
+  }
+}
+
+absl::Status SlotStore::Recover(std::vector<RecoveredSlot>* recovered, RecoveryStats* stats) {
+  recovered->clear();
+  struct Candidate {
+    uint32_t slot;
+    DiskEntry e;
+  };
+  absl::flat_hash_map<SlotKey, std::vector<Candidate>> by_key;
+  std::vector<uint32_t> to_clear;
+  const uint64_t index_bytes = uint64_t{num_slots_} * kEntrySize;
+  std::vector<char> buf(1 << 20);
+  for (uint64_t off = 0; off < index_bytes; off += buf.size()) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), index_bytes - off));
+    RC_RETURN_IF_ERROR(PreadAll(fd_, buf.data(), n, index_offset_ + off, "read slot index"));
+    for (size_t i = 0; i < n; i += kEntrySize) {
+      DiskEntry e;
+      std::memcpy(&e, buf.data() + i, sizeof(e));
+      const uint32_t slot = static_cast<uint32_t>((off + i) / kEntrySize);
+      if (e.magic == 0 && e.flags == 0) continue;  // never used / released
+      if (e.magic != kEntryMagic || !(e.flags & 1) ||
+          e.entry_checksum != BlockChecksum(&e, offsetof(DiskEntry, entry_checksum))) {
+        ++stats->torn_or_corrupt;
+        to_clear.push_back(slot);
+        continue;
+      }
+      by_key[SlotKey{e.vdi, e.block}].push_back({slot, e});
+    }
+  }
+  std::vector<char> data(block_size_);
+  uint64_t max_seq = 0;
+  absl::MutexLock l(&mu_);
+  for (auto& [key, cands] : by_key) {
+    std::sort(cands.begin(), cands.end(),
+              [](const Candidate& a, const Candidate& b) { return a.e.seq > b.e.seq; });
+    bool kept = false;
+    for (const Candidate& c : cands) {
+      max_seq = std::max(max_seq, c.e.seq);
+      if (kept) {
+        ++stats->stale_versions;
+        to_clear.push_back(c.slot);
+        continue;
+      }
+      RC_RETURN_IF_ERROR(PreadAll(fd_, data.data(), block_size_,
+                                  data_offset_ + uint64_t{c.slot} * block_size_, "read slot"));
+      if (BlockChecksum(data.data(), block_size_) != c.e.data_checksum) {
+        ++stats->torn_or_corrupt;
+        to_clear.push_back(c.slot);
+        continue;
+      }
+      kept = true;
+      const bool dirty = (c.e.flags & 2) != 0;
+      meta_[c.slot] = Meta{key, c.e.seq, c.e.data_checksum, dirty, true};
+      recovered->push_back({c.slot, key, dirty, c.e.seq});
+      ++stats->slots_valid;
+      if (dirty) ++stats->slots_dirty;
+    }
+  }
+  next_seq_ = max_seq + 1;
+  const DiskEntry zero{};
+  for (uint32_t slot : to_clear) {
+    RC_RETURN_IF_ERROR(PwriteAll(fd_, &zero, sizeof(zero), index_offset_ + slot * kEntrySize,
+                                 "clear stale index entry"));
+  }
+  if (!to_clear.empty() && ::fdatasync(fd_) != 0) return Errno("fdatasync after recovery");
+  free_.clear();
+  for (uint32_t i = num_slots_; i-- > 0;) {
+    if (!meta_[i].used) free_.push_back(i);
+  }
+  std::sort(recovered->begin(), recovered->end(),
+            [](const RecoveredSlot& a, const RecoveredSlot& b) { return a.seq < b.seq; });
+  return absl::OkStatus();
+}
+
+uint32_t SlotStore::free_slots() const {
+  absl::MutexLock l(&mu_);
+  return static_cast<uint32_t>(free_.size());
+}
+
+absl::StatusOr<uint32_t> SlotStore::Allocate() {
+  absl::MutexLock l(&mu_);
+  if (free_.empty()) return absl::ResourceExhaustedError("no free SSD slot");
+  const uint32_t slot = free_.back();
+  free_.pop_back();
+  meta_[slot] = Meta{};
+  meta_[slot].used = true;
+  return slot;
+}
+
+absl::Status SlotStore::WriteEntry(uint32_t slot, const Meta& m) {
+  DiskEntry e{};
+  e.magic = kEntryMagic;
+  e.flags = static_cast<uint8_t>(1 | (m.dirty ? 2 : 0));
+  e.vdi = m.key.vdi;
+  e.block = m.key.block;
+  e.seq = m.seq;
+  e.data_checksum = m.checksum;
+  e.entry_checksum = BlockChecksum(&e, offsetof(DiskEntry, entry_checksum));
+  return PwriteAll(fd_, &e, sizeof(e), index_offset_ + uint64_t{slot} * kEntrySize,
+                   "write index entry");
+}
+
+void SlotStore::NoteWrite() {
+  absl::MutexLock l(&sync_mu_);
+  ++write_gen_;
+}
+
+absl::Status SlotStore::WriteSlot(uint32_t slot, const SlotKey& key, bool dirty,
+                                  const char* data) {
+  if (slot >= num_slots_) return absl::InvalidArgumentError("slot out of range");
+  Meta m{key, 0, BlockChecksum(data, block_size_), dirty, true};
+  {
+    absl::MutexLock l(&mu_);
+    m.seq = next_seq_++;
+  }
+  // Data first, then the entry that vouches for it (its checksum covers the data).
+  RC_RETURN_IF_ERROR(PwriteAll(fd_, data, block_size_,
+                               data_offset_ + uint64_t{slot} * block_size_, "write slot data"));
+  RC_RETURN_IF_ERROR(WriteEntry(slot, m));
+  {
+    absl::MutexLock l(&mu_);
+    meta_[slot] = m;
+  }
+  NoteWrite();
+  return absl::OkStatus();
+}
+
+absl::Status SlotStore::SetDirty(uint32_t slot, bool dirty) {
+  Meta m;
+  {
+    absl::MutexLock l(&mu_);
+    if (slot >= num_slots_ || !meta_[slot].used) {
+      return absl::FailedPreconditionError(absl::StrCat("slot ", slot, " is not in use"));
+    }
+    meta_[slot].dirty = dirty;
+    m = meta_[slot];
+  }
+  RC_RETURN_IF_ERROR(WriteEntry(slot, m));
+  NoteWrite();
+  return absl::OkStatus();
+}
+
+absl::Status SlotStore::ReadSlot(uint32_t slot, char* data) const {
+  uint64_t want;
+  {
+    absl::MutexLock l(&mu_);
+    if (slot >= num_slots_ || !meta_[slot].used) {
+      return absl::FailedPreconditionError(absl::StrCat("slot ", slot, " is not in use"));
+    }
+    want = meta_[slot].checksum;
+  }
+  RC_RETURN_IF_ERROR(PreadAll(fd_, data, block_size_, data_offset_ + uint64_t{slot} * block_size_,
+                              "read slot"));
+  if (BlockChecksum(data, block_size_) != want) {
+    return absl::DataLossError(absl::StrCat("SSD slot ", slot, " failed its checksum"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SlotStore::Release(uint32_t slot) {
+  {
+    absl::MutexLock l(&mu_);
+    if (slot >= num_slots_ || !meta_[slot].used) {
+      return absl::FailedPreconditionError(absl::StrCat("slot ", slot, " is not in use"));
+    }
+  }
+  const DiskEntry zero{};
+  absl::Status s = PwriteAll(fd_, &zero, sizeof(zero), index_offset_ + uint64_t{slot} * kEntrySize,
+                             "clear index entry");
+  absl::MutexLock l(&mu_);
+  meta_[slot] = Meta{};
+  free_.push_back(slot);
+  if (s.ok()) {
+    absl::MutexLock sl(&sync_mu_);
+    ++write_gen_;
+  }
+  return s;
+}
+
+absl::Status SlotStore::Sync() {
+  absl::MutexLock l(&sync_mu_);
+  const uint64_t mine = write_gen_;
+  while (synced_gen_ < mine) {
+    if (sync_running_) {
+      auto done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_) { return !sync_running_; };
+      sync_mu_.Await(absl::Condition(&done));
+      continue;
+    }
+    sync_running_ = true;
+    const uint64_t target = write_gen_;
+    sync_mu_.Unlock();
+    const int rc = ::fdatasync(fd_);
+    const int err = errno;
+    sync_mu_.Lock();
+    sync_running_ = false;
+    if (rc != 0) {
+      errno = err;
+      sync_error_ = Errno("fdatasync ssd file");
+      return sync_error_;
+    }
+    synced_gen_ = std::max(synced_gen_, target);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ringcache::cachenode

@@ -1,0 +1,136 @@
+// SlotStore: the cache node's SSD tier — a preallocated file (or block device) of fixed-size slots
+// with a persistent index, so a restart (even after kill -9) keeps clean and dirty blocks.
+//
+// File layout (little-endian):
+//   [0, 4 KiB)                      superblock: magic, version, block_size, slot count, checksum
+//   [4 KiB, 4 KiB + 64·N rounded)   index: one 64-byte entry per slot (IndexEntry below)
+//   [data_offset, + N·block_size)   data: slot i's block at data_offset + i·block_size
+//
+// Invariants:
+//  1. A block is never overwritten in place: every write goes to a fresh slot with a higher
+//     sequence number, and the previous slot of that key is released only afterwards. A crash in
+//     the middle of a write therefore leaves the previous version intact.
+//  2. An entry is valid iff its own checksum matches; its data is valid iff the data checksum
+//     matches. Recovery keeps, per key, the valid entry with the highest sequence whose data
+//     verifies; everything else is freed.
+//  3. Sync() makes every earlier WriteSlot/SetDirty/Release durable (fdatasync, group commit:
+//     concurrent callers share one fdatasync).
+//
+// Thread-safety: thread-safe. Callers must not write a slot while another thread reads it; the
+// cache node guarantees this with pins (cachenode/cache_node.h).
+#ifndef RINGCACHE_CACHENODE_SLOT_STORE_H_
+#define RINGCACHE_CACHENODE_SLOT_STORE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+
+namespace ringcache::cachenode {
+
+struct SlotKey {
+  uint32_t vdi = 0;
+  uint64_t block = 0;  // block index inside the VDI
+  friend bool operator==(const SlotKey&, const SlotKey&) = default;
+  template <typename H>
+  friend H AbslHashValue(H h, const SlotKey& k) {
+    return H::combine(std::move(h), k.vdi, k.block);
+  }
+};
+
+// A slot found valid at Open().
+struct RecoveredSlot {
+  uint32_t slot = 0;
+  SlotKey key;
+  bool dirty = false;
+  uint64_t seq = 0;
+};
+
+struct SlotStoreOptions {
+  std::string path;            // file (created and preallocated if missing) or block device
+  uint64_t capacity_bytes = 0; // data area size; slot count = capacity / block_size
+  uint32_t block_size = 4096;
+  absl::Status Validate() const;
+};
+
+struct RecoveryStats {
+  uint64_t slots_valid = 0;
+  uint64_t slots_dirty = 0;
+  uint64_t stale_versions = 0;    // older versions superseded by a newer valid one
+  uint64_t torn_or_corrupt = 0;   // entries whose data failed its checksum
+};
+
+class SlotStore {
+ public:
+  // Opens or creates the store. On an existing file the geometry must match `options` (a
+  // mismatch is kFailedPrecondition: the operator must wipe the file to change it). Fills
+  // *recovered with every valid slot (one per key) and frees the rest.
+  static absl::StatusOr<std::unique_ptr<SlotStore>> Open(const SlotStoreOptions& options,
+                                                         std::vector<RecoveredSlot>* recovered,
+                                                         RecoveryStats* stats);
+  ~SlotStore();
+
+  uint32_t num_slots() const { return num_slots_; }
+  uint32_t block_size() const { return block_size_; }
+  uint32_t free_slots() const;
+
+  // Takes a free slot, or returns kResourceExhausted.
+  absl::StatusOr<uint32_t> Allocate();
+  // Writes `data` (block_size bytes) and the slot's index entry with a new sequence number.
+  // Not durable until Sync(). REQUIRES: `slot` came from Allocate() and is not released.
+  absl::Status WriteSlot(uint32_t slot, const SlotKey& key, bool dirty, const char* data);
+  // Rewrites the index entry's dirty flag (e.g. clean after destage). Not durable until Sync().
+  absl::Status SetDirty(uint32_t slot, bool dirty);
+  // Reads the slot's block into `data` and verifies it against the checksum written with it:
+  // kDataLoss on mismatch.
+  absl::Status ReadSlot(uint32_t slot, char* data) const;
+  // Clears the index entry and returns the slot to the free list.
+  absl::Status Release(uint32_t slot);
+  // Makes every earlier write durable (group commit).
+  absl::Status Sync();
+
+  // Test-only: returns the file offset of `slot`'s data (to corrupt it on purpose).
+  uint64_t DataOffsetForTest(uint32_t slot) const { return data_offset_ + uint64_t{slot} * block_size_; }
+
+ private:
+  struct Meta {
+    SlotKey key;
+    uint64_t seq = 0;
+    uint64_t checksum = 0;
+    bool dirty = false;
+    bool used = false;
+  };
+  SlotStore() = default;
+  absl::Status WriteEntry(uint32_t slot, const Meta& m);
+  absl::Status Recover(std::vector<RecoveredSlot>* recovered, RecoveryStats* stats);
+
+  int fd_ = -1;
+  std::string path_;
+  uint32_t block_size_ = 0;
+  uint32_t num_slots_ = 0;
+  uint64_t index_offset_ = 0;
+  uint64_t data_offset_ = 0;
+
+  mutable absl::Mutex mu_;
+  std::vector<Meta> meta_ ABSL_GUARDED_BY(mu_);
+  std::vector<uint32_t> free_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
+
+  // Group commit: writers bump write_gen_; Sync waits until a completed fdatasync started after
+  // its own generation.
+  absl::Mutex sync_mu_;
+  uint64_t write_gen_ ABSL_GUARDED_BY(sync_mu_) = 0;
+  uint64_t synced_gen_ ABSL_GUARDED_BY(sync_mu_) = 0;
+  bool sync_running_ ABSL_GUARDED_BY(sync_mu_) = false;
+  absl::Status sync_error_ ABSL_GUARDED_BY(sync_mu_);
+  void NoteWrite();
+};
+
+}  // namespace ringcache::cachenode
+
+#endif  // RINGCACHE_CACHENODE_SLOT_STORE_H_
