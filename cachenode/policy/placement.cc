@@ -1,0 +1,121 @@
+// Exclusive RAM/SSD placement over a cache's members (see placement.h).
+#include "cachenode/policy/placement.h"
+
+#include <algorithm>
+#include <list>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+
+namespace ringcache::policy {
+namespace {
+
+// Two lists, each split into a RAM head and an SSD tail: list order is recency (front = MRU).
+// For "lru" only list 0 is used and its RAM head is the whole RAM.
+class ListPlacement : public Placement {
+ public:
+  ListPlacement(size_t ram, bool arc) : ram_cap_(ram), arc_(arc), target_t1_(ram / 2) {}
+
+  Tier OnAccess(const BlockKey& key, bool admitted, std::vector<BlockKey>* demote) override {
+    (void)admitted;
+    auto it = index_.find(key);
+    int to_list = 0;
+    if (it != index_.end()) {
+      Node& n = it->second;
+      if (arc_) {
+        // A hit on an SSD-resident block shows that its list deserved more RAM (ARC's ghost-hit
+        // adaptation applied to the SSD part, as UARC does: paper 001 §III-A2).
+        if (!n.in_ram && ram_cap_ > 0) {
+          if (n.list == 0) {
+            target_t1_ = std::min(ram_cap_, target_t1_ + 1);
+          } else if (target_t1_ > 0) {
+            --target_t1_;
+          }
+        }
+        to_list = 1;  // seen again: T2
+      }
+      Unlink(n);
+    }
+    Node& n = index_[key];
+    n.list = to_list;
+    lists_[to_list].push_front(key);
+    n.pos = lists_[to_list].begin();
+    n.in_ram = ram_cap_ > 0;
+    if (!n.in_ram) return Tier::kSsd;
+    if (ram_in_[to_list]++ == 0) boundary_[to_list] = n.pos;
+    Rebalance(key, demote);
+    return Tier::kRam;  // Rebalance never demotes `key`
+  }
+
+  void OnRemove(const BlockKey& key) override {
+    auto it = index_.find(key);
+    if (it == index_.end()) return;
+    Unlink(it->second);
+    index_.erase(it);
+  }
+
+  Tier TierOf(const BlockKey& key) const override {
+    auto it = index_.find(key);
+    if (it == index_.end()) return Tier::kNone;
+    return it->second.in_ram ? Tier::kRam : Tier::kSsd;
+  }
+  size_t ram_blocks() const override { return ram_in_[0] + ram_in_[1]; }
+  size_t ram_capacity() const override { return ram_cap_; }
+
+ private:
+  struct Node {
+    int list = 0;
+    bool in_ram = false;
+    std::list<BlockKey>::iterator pos;
+  };
+
+  // Removes n from its list, keeping RAM blocks a prefix whose last element is boundary_.
+  // Invariant: the RAM blocks of list l are exactly its first ram_in_[l] elements.
+  void Unlink(Node& n) {
+    const int l = n.list;
+    if (n.in_ram) {
+      if (n.pos == boundary_[l] && ram_in_[l] > 1) boundary_[l] = std::prev(n.pos);
+      --ram_in_[l];
+    }
+    lists_[l].erase(n.pos);
+  }
+
+  // Demotes least recent RAM blocks until RAM fits, never `keep` (the block being accessed).
+  void Rebalance(const BlockKey& keep, std::vector<BlockKey>* demote) {
+    while (ram_in_[0] + ram_in_[1] > ram_cap_) {
+      int from = 0;
+      if (arc_) {
+        // Take from T1 when it holds more RAM than its target, else from T2 (ARC's REPLACE rule
+        // as UARC applies it to the RAM/SSD boundary, paper 001 §III-A2).
+        from = ram_in_[0] > target_t1_ ? 0 : 1;
+      }
+      if (ram_in_[from] == 0 || *boundary_[from] == keep) from = 1 - from;
+      if (ram_in_[from] == 0 || *boundary_[from] == keep) break;
+      auto pos = boundary_[from];
+      Node& victim = index_[*pos];
+      victim.in_ram = false;
+      if (--ram_in_[from] > 0) boundary_[from] = std::prev(pos);
+      demote->push_back(*pos);
+    }
+  }
+
+  const size_t ram_cap_;
+  const bool arc_;
+  size_t target_t1_;
+  std::list<BlockKey> lists_[2];
+  std::list<BlockKey>::iterator boundary_[2];
+  size_t ram_in_[2] = {0, 0};
+  absl::flat_hash_map<BlockKey, Node> index_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Placement>> MakePlacement(const std::string& name,
+                                                         size_t ram_blocks) {
+  if (name == "lru") return std::make_unique<ListPlacement>(ram_blocks, false);
+  if (name == "uarc") return std::make_unique<ListPlacement>(ram_blocks, true);
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown RAM placement '", name, "' (known: lru, uarc)"));
+}
+
+}  // namespace ringcache::policy

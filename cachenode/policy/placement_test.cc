@@ -1,0 +1,92 @@
+#include "cachenode/policy/placement.h"
+
+#include <random>
+
+#include "absl/container/flat_hash_set.h"
+#include "gtest/gtest.h"
+
+namespace ringcache::policy {
+namespace {
+
+BlockKey K(uint64_t b) { return BlockKey{1, b}; }
+
+TEST(PlacementTest, LruKeepsMostRecentInRamAndDemotesExclusively) {
+  auto p = *MakePlacement("lru", 2);
+  std::vector<BlockKey> demote;
+  EXPECT_EQ(p->OnAccess(K(1), true, &demote), Tier::kRam);
+  EXPECT_EQ(p->OnAccess(K(2), true, &demote), Tier::kRam);
+  EXPECT_TRUE(demote.empty());
+  EXPECT_EQ(p->OnAccess(K(3), true, &demote), Tier::kRam);
+  ASSERT_EQ(demote.size(), 1u);
+  EXPECT_EQ(demote[0], K(1));
+  EXPECT_EQ(p->TierOf(K(1)), Tier::kSsd);
+  demote.clear();
+  // Touching the SSD block promotes it and demotes the least recent RAM block (2).
+  EXPECT_EQ(p->OnAccess(K(1), false, &demote), Tier::kRam);
+  ASSERT_EQ(demote.size(), 1u);
+  EXPECT_EQ(demote[0], K(2));
+  EXPECT_EQ(p->ram_blocks(), 2u);
+  p->OnRemove(K(3));
+  EXPECT_EQ(p->ram_blocks(), 1u);
+  EXPECT_EQ(p->TierOf(K(3)), Tier::kNone);
+}
+
+TEST(PlacementTest, ZeroRamPutsEverythingOnSsd) {
+  auto p = *MakePlacement("uarc", 0);
+  std::vector<BlockKey> demote;
+  EXPECT_EQ(p->OnAccess(K(1), true, &demote), Tier::kSsd);
+  EXPECT_EQ(p->ram_blocks(), 0u);
+}
+
+TEST(PlacementTest, UnknownNameIsAnError) {
+  EXPECT_EQ(MakePlacement("mru", 4).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// Random operations against a model: RAM never exceeds capacity, the accessed block is in RAM,
+// demoted blocks were in RAM before and are on SSD after, and tiers are exclusive.
+TEST(PlacementTest, RandomOpsKeepInvariants) {
+  for (const char* name : {"lru", "uarc"}) {
+    auto p = *MakePlacement(name, 8);
+    std::mt19937_64 rng(7);
+    absl::flat_hash_set<uint64_t> members;
+    for (int i = 0; i < 20000; ++i) {
+      const uint64_t b = rng() % 40;
+      if (rng() % 10 == 0 && members.contains(b)) {
+        p->OnRemove(K(b));
+        members.erase(b);
+        continue;
+      }
+      std::vector<BlockKey> demote;
+      const bool admitted = members.insert(b).second;
+      ASSERT_EQ(p->OnAccess(K(b), admitted, &demote), Tier::kRam) << name;
+      for (const BlockKey& d : demote) {
+        ASSERT_NE(d, K(b));
+        ASSERT_EQ(p->TierOf(d), Tier::kSsd);
+      }
+      ASSERT_LE(p->ram_blocks(), 8u);
+      size_t in_ram = 0;
+      for (uint64_t m : members) in_ram += p->TierOf(K(m)) == Tier::kRam;
+      ASSERT_EQ(in_ram, p->ram_blocks());
+    }
+  }
+}
+
+// UARC protects blocks seen twice: a one-pass scan does not push a re-used block out of RAM,
+// while plain LRU loses it.
+TEST(PlacementTest, UarcResistsScansBetterThanLru) {
+  auto lru = *MakePlacement("lru", 4);
+  auto uarc = *MakePlacement("uarc", 4);
+  std::vector<BlockKey> d;
+  for (auto* p : {lru.get(), uarc.get()}) {
+    for (int rep = 0; rep < 3; ++rep) {
+      for (uint64_t hot = 0; hot < 2; ++hot) p->OnAccess(K(hot), rep == 0, &d);
+    }
+    for (uint64_t scan = 100; scan < 104; ++scan) p->OnAccess(K(scan), true, &d);
+  }
+  EXPECT_EQ(lru->TierOf(K(0)), Tier::kSsd);
+  EXPECT_EQ(uarc->TierOf(K(0)), Tier::kRam);
+  EXPECT_EQ(uarc->TierOf(K(1)), Tier::kRam);
+}
+
+}  // namespace
+}  // namespace ringcache::policy
