@@ -16,7 +16,7 @@ namespace ringcache::ring {
 namespace {
 
 // Bounds that keep a ring's memory and build time reasonable (a 1,000-node ring at the defaults
-// has 128k vnodes and at most 512k segments).
+// has 128k vnodes and about 1M segments, 18 MB).
 constexpr int kMaxVnodesPerNode = 1 << 16;
 constexpr int kMaxProbes = 16;
 constexpr int kMaxCachedOwners = 16;
@@ -28,8 +28,9 @@ constexpr size_t kMaxMembers = size_t{1} << 16;  // segment owners are 16-bit me
 int64_t VnodeCount(double weight, int vnodes_per_node) {
   if (!std::isfinite(weight) || weight <= 0) return 0;
   const double v = weight * vnodes_per_node;
-  if (v >= static_cast<double>(kMaxTotalVnodes) + 1)
-    return static_cast<int64_t>(kMaxTotalVnodes) + 1;
+  if (v >= static_cast<double>(kMaxTotalVnodes) + 1) {
+    return static_cast<int64_t>(kMaxTotalVnodes) + 1;  // "too many"; avoids llround overflow
+  }
   return std::llround(v);
 }
 
@@ -40,6 +41,58 @@ struct Cursor {
   size_t idx = 0;     // current vnode
   size_t steps = 0;   // vnodes already passed; the walk ends after a full turn
 };
+
+// Returns the index of the first vnode strictly after position y, wrapping to 0.
+size_t FirstVnodeAfter(const std::vector<uint64_t>& points, uint64_t y) {
+  const size_t i =
+      static_cast<size_t>(std::upper_bound(points.begin(), points.end(), y) - points.begin());
+  return i == points.size() ? 0 : i;
+}
+
+// Returns the cursor holding the (distance, member index)-smallest vnode among the k cursors that
+// have not gone full circle over m vnodes, or -1 when all have.
+int NextCursor(const Cursor* cursors, int k, size_t m, const std::vector<uint32_t>& point_member) {
+  int best = -1;
+  for (int j = 0; j < k; ++j) {
+    const Cursor& c = cursors[j];
+    if (c.steps == m) continue;
+    if (best < 0) {
+      best = j;
+      continue;
+    }
+    const Cursor& b = cursors[best];
+    if (c.dist < b.dist || (c.dist == b.dist && point_member[c.idx] < point_member[b.idx])) {
+      best = j;
+    }
+  }
+  return best;
+}
+
+// A position at which probe `probe` reaches vnode `vnode`: x = vnode position - probe offset.
+struct Crossing {
+  uint64_t x;
+  uint32_t probe;
+  uint32_t vnode;
+};
+
+// Returns every probe crossing, sorted clockwise. At one x, each probe's crossings stay in vnode
+// order (ties of equal vnode positions), so applying them in order leaves the last one current.
+std::vector<Crossing> ProbeCrossings(const std::vector<uint64_t>& points,
+                                     const std::vector<uint64_t>& offsets) {
+  std::vector<Crossing> crossings;
+  crossings.reserve(points.size() * offsets.size());
+  for (size_t j = 0; j < offsets.size(); ++j) {
+    for (size_t i = 0; i < points.size(); ++i) {
+      crossings.push_back(
+          Crossing{points[i] - offsets[j], static_cast<uint32_t>(j), static_cast<uint32_t>(i)});
+    }
+  }
+  std::sort(crossings.begin(), crossings.end(), [](const Crossing& a, const Crossing& b) {
+    if (a.x != b.x) return a.x < b.x;
+    return a.probe != b.probe ? a.probe < b.probe : a.vnode < b.vnode;
+  });
+  return crossings;
+}
 
 absl::Status OwnerCountError(int n, const Ring& ring) {
   if (n < 1) return absl::InvalidArgumentError(absl::StrCat("owner count must be >= 1, got ", n));
@@ -196,13 +249,7 @@ size_t Ring::Rank(uint64_t x, const size_t* first_vnode, size_t n, uint32_t* out
   for (int j = 0; j < k; ++j) {
     Cursor& c = cursors[j];
     c.y = x + probe_offset_[j];  // wraps mod 2^64 by design
-    if (first_vnode != nullptr) {
-      c.idx = first_vnode[j];
-    } else {
-      c.idx = static_cast<size_t>(std::upper_bound(point_pos_.begin(), point_pos_.end(), c.y) -
-                                  point_pos_.begin());
-      if (c.idx == m) c.idx = 0;
-    }
+    c.idx = first_vnode != nullptr ? first_vnode[j] : FirstVnodeAfter(point_pos_, c.y);
     c.dist = point_pos_[c.idx] - c.y - 1;
     c.steps = 0;
   }
@@ -216,20 +263,8 @@ size_t Ring::Rank(uint64_t x, const size_t* first_vnode, size_t n, uint32_t* out
   size_t got = 0;
   while (got < n) {
     // Pop the (distance, node id)-smallest vnode over all probes: a node's first appearance is its
-    // score, so nodes come out in ranking order. Member index order is node id order.
-    int best = -1;
-    for (int j = 0; j < k; ++j) {
-      const Cursor& c = cursors[j];
-      if (c.steps == m) continue;
-      if (best < 0) {
-        best = j;
-        continue;
-      }
-      const Cursor& b = cursors[best];
-      if (c.dist < b.dist || (c.dist == b.dist && point_member_[c.idx] < point_member_[b.idx])) {
-        best = j;
-      }
-    }
+    // score, so nodes come out in ranking order (member index order is node id order).
+    const int best = NextCursor(cursors, k, m, point_member_);
     if (best < 0) break;  // every walk went full circle: all members seen
     Cursor& c = cursors[best];
     const uint32_t member = point_member_[c.idx];
@@ -250,37 +285,13 @@ size_t Ring::Rank(uint64_t x, const size_t* first_vnode, size_t n, uint32_t* out
 }
 
 void Ring::BuildSegments() {
-  // The ranking changes only at x = p - offset_j, where probe j reaches vnode p (its first vnode
-  // then becomes p's successor). Sweep those events clockwise from 0, keeping every probe's first
-  // vnode current, and rank once per distinct event position.
-  struct Event {
-    uint64_t x;
-    uint32_t probe;
-    uint32_t vnode;
-  };
+  // The ranking changes only where a probe crosses a vnode. Sweep the crossings clockwise from 0,
+  // keeping every probe's first vnode current, and rank once per distinct crossing position.
   const size_t m = point_pos_.size();
   const int k = config_.probes;
-  std::vector<Event> events;
-  events.reserve(m * static_cast<size_t>(k));
-  for (int j = 0; j < k; ++j) {
-    for (size_t i = 0; i < m; ++i) {
-      events.push_back(Event{point_pos_[i] - probe_offset_[j], static_cast<uint32_t>(j),
-                             static_cast<uint32_t>(i)});
-    }
-  }
-  // Within one position, a probe's later vnode (a tie) must be applied last.
-  std::sort(events.begin(), events.end(), [](const Event& a, const Event& b) {
-    if (a.x != b.x) return a.x < b.x;
-    return a.probe != b.probe ? a.probe < b.probe : a.vnode < b.vnode;
-  });
-
+  const std::vector<Crossing> crossings = ProbeCrossings(point_pos_, probe_offset_);
   size_t first_vnode[kMaxProbes];
-  for (int j = 0; j < k; ++j) {
-    const uint64_t y = probe_offset_[j];  // x = 0
-    first_vnode[j] = static_cast<size_t>(std::upper_bound(point_pos_.begin(), point_pos_.end(), y) -
-                                         point_pos_.begin());
-    if (first_vnode[j] == m) first_vnode[j] = 0;
-  }
+  for (int j = 0; j < k; ++j) first_vnode[j] = FirstVnodeAfter(point_pos_, probe_offset_[j]);
 
   RankScratch scratch = NewScratch();
   const size_t r = static_cast<size_t>(cached_);
@@ -299,12 +310,12 @@ void Ring::BuildSegments() {
   };
   add_segment(0);
   size_t e = 0;
-  while (e < events.size() && events[e].x == 0) ++e;  // already reflected in first_vnode
-  while (e < events.size()) {
-    const uint64_t x = events[e].x;
-    for (; e < events.size() && events[e].x == x; ++e) {
-      const size_t next = events[e].vnode + size_t{1};
-      first_vnode[events[e].probe] = next == m ? 0 : next;
+  while (e < crossings.size() && crossings[e].x == 0) ++e;  // already reflected in first_vnode
+  while (e < crossings.size()) {
+    const uint64_t x = crossings[e].x;
+    for (; e < crossings.size() && crossings[e].x == x; ++e) {
+      const size_t next = crossings[e].vnode + size_t{1};
+      first_vnode[crossings[e].probe] = next == m ? 0 : next;
     }
     add_segment(x);
   }
