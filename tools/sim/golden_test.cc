@@ -1,0 +1,2 @@
+// Golden tests: placeholder until the policy registry lands.
+#include "gtest/gtest.h"

@@ -1,0 +1,405 @@
+// ringcache-sim: replays block traces (MSR, SPC, FIU, binary, or synthetic generators) through
+// the policy engine, several policies and cache sizes per run, and reports hits, SSD and HDD
+// traffic, virtual time and response time as a table or JSON. Subcommands: gen (write a synthetic
+// trace), convert (text trace to binary), info (describe a trace). See tools/sim/README.md.
+//
+// Exit status: 0 success, 1 runtime failure (I/O, malformed input with --strict, a policy
+// error), 2 usage error (bad flags or flag values).
+//
+// Thread-safety: single-threaded program.
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "tools/sim/binary_format.h"
+#include "tools/sim/generators.h"
+#include "tools/sim/policy_factory.h"
+#include "tools/sim/report.h"
+#include "tools/sim/runner.h"
+#include "tools/sim/sizes.h"
+#include "tools/sim/trace_io.h"
+
+namespace ringcache::sim {
+namespace {
+
+constexpr int kExitRuntime = 1;
+constexpr int kExitUsage = 2;
+
+struct InputFlags {
+  std::string trace;
+  std::string format = "auto";
+  std::vector<std::string> gens;
+  bool strict = false;
+  bool quiet = false;
+};
+
+struct RunFlags {
+  std::vector<std::string> policies;
+  std::vector<std::string> sizes;
+  std::string ram;
+  std::string block_size = "4096";
+  std::string object_size = "4MiB";
+  CostConfig cost;
+  double hdd_us = -1;
+  std::string node_speed;
+  double time_scale = 1.0;
+  uint32_t iodepth = 0;
+  uint64_t max_requests = 0;
+  bool drain = false;
+  bool occupancy = false;
+  bool per_vdi = false;
+  bool json = false;
+  bool no_timing = false;
+};
+
+int Usage(const std::string& msg) {
+  std::cerr << "ringcache-sim: " << msg << "\nRun with --help for usage.\n";
+  return kExitUsage;
+}
+
+int Fail(const absl::Status& s) {
+  std::cerr << "ringcache-sim: " << s.message() << "\n";
+  return kExitRuntime;
+}
+
+// Splits comma-separated list flags; each element may itself be repeated flags.
+std::vector<std::string> SplitList(const std::vector<std::string>& items) {
+  std::vector<std::string> out;
+  for (const std::string& item : items) {
+    for (absl::string_view p : absl::StrSplit(item, ',', absl::SkipWhitespace())) {
+      out.emplace_back(absl::StripAsciiWhitespace(p));
+    }
+  }
+  return out;
+}
+
+// Splits the --policy list. A policy spec may carry parameters after ':' separated by commas
+// ("lru+rpac:region=8,cycle=2000"); a comma starts a new policy only if what follows is not
+// key=value.
+std::vector<std::string> SplitPolicies(const std::vector<std::string>& items) {
+  std::vector<std::string> out;
+  for (const std::string& item : items) {
+    for (absl::string_view p : absl::StrSplit(item, ',', absl::SkipWhitespace())) {
+      std::string part(absl::StripAsciiWhitespace(p));
+      bool is_param = !out.empty() && part.find('=') != std::string::npos &&
+                      part.find('+') == std::string::npos &&
+                      out.back().find(':') != std::string::npos;
+      if (is_param) {
+        out.back() += "," + part;
+      } else {
+        out.push_back(part);
+      }
+    }
+  }
+  return out;
+}
+
+TextReaderOptions TextOptions(const InputFlags& in) {
+  TextReaderOptions o;
+  o.strict = in.strict;
+  return o;
+}
+
+// Builds the factory that opens a fresh pass over the input. Usage errors come back as
+// kInvalidArgument, file errors with their own codes.
+absl::StatusOr<SourceFactory> MakeSourceFactory(const InputFlags& in) {
+  if (in.trace.empty() == in.gens.empty()) {
+    return absl::InvalidArgumentError("give exactly one of a TRACE file or --gen SPEC");
+  }
+  if (!in.gens.empty()) {
+    // Validate now so a bad spec is a usage error.
+    absl::StatusOr<std::unique_ptr<RequestSource>> probe = MakeGenerators(in.gens);
+    if (!probe.ok()) return probe.status();
+    std::vector<std::string> gens = in.gens;
+    return SourceFactory([gens]() { return MakeGenerators(gens); });
+  }
+  absl::StatusOr<TraceFormat> format = ParseTraceFormat(in.format);
+  if (!format.ok()) return format.status();
+  TraceFormat f = *format;
+  if (f == TraceFormat::kAuto) {
+    absl::StatusOr<TraceFormat> detected = DetectTraceFormat(in.trace);
+    if (!detected.ok()) return absl::Status(absl::StatusCode::kFailedPrecondition,
+                                            detected.status().message());
+    f = *detected;
+  }
+  std::string path = in.trace;
+  TextReaderOptions opts = TextOptions(in);
+  // Every configuration re-reads the file: only the first pass prints malformed lines.
+  auto passes = std::make_shared<int>(0);
+  return SourceFactory([path, f, opts, passes]() {
+    TextReaderOptions o = opts;
+    if ((*passes)++ > 0) o.report = [](const std::string&) {};
+    return OpenTraceFile(path, f, o);
+  });
+}
+
+int ExitFor(const absl::Status& s) {
+  if (s.code() == absl::StatusCode::kInvalidArgument) return Usage(std::string(s.message()));
+  return Fail(s);
+}
+
+void ReportMalformed(const SourceStats& stats) {
+  if (stats.malformed > 0) {
+    std::cerr << "ringcache-sim: skipped " << stats.malformed << " malformed line(s); first: "
+              << stats.first_error << "\n";
+  }
+}
+
+int DoRun(const InputFlags& in, RunFlags& rf) {
+  absl::StatusOr<SourceFactory> open = MakeSourceFactory(in);
+  if (!open.ok()) return ExitFor(open.status());
+
+  std::vector<std::string> policies = SplitPolicies(rf.policies);
+  std::vector<std::string> sizes = SplitList(rf.sizes);
+  if (policies.empty()) return Usage("--policy is required (e.g. --policy lru,arc)");
+  if (sizes.empty()) return Usage("--size is required (e.g. --size 1GiB,10%)");
+
+  RunOptions opt;
+  absl::StatusOr<uint64_t> bs = ParseBytes(rf.block_size);
+  if (!bs.ok() || *bs < 512 || *bs > (1u << 24) || *bs % 512 != 0) {
+    return Usage("--block-size must be a multiple of 512 between 512 B and 16 MiB");
+  }
+  opt.block_size = static_cast<uint32_t>(*bs);
+  absl::StatusOr<uint64_t> os = ParseBytes(rf.object_size);
+  if (!os.ok()) return Usage(std::string(os.status().message()));
+  opt.cost = rf.cost;
+  opt.cost.object_size = *os;
+  if (rf.hdd_us >= 0) opt.cost.hdd_read_us = opt.cost.hdd_write_us = rf.hdd_us;
+  for (const std::string& s : SplitList({rf.node_speed})) {
+    double v = 0;
+    if (!absl::SimpleAtod(s, &v)) return Usage(absl::StrCat("bad --node-speed value '", s, "'"));
+    opt.cost.node_speed.push_back(v);
+  }
+  opt.cost.block_size = opt.block_size;
+  if (absl::Status s = opt.cost.Validate(); !s.ok()) return Usage(std::string(s.message()));
+  if (!(rf.time_scale >= 0)) return Usage("--time-scale must be >= 0");
+  opt.time_scale = rf.time_scale;
+  opt.iodepth = rf.iodepth;
+  opt.max_requests = rf.max_requests;
+  opt.drain = rf.drain;
+  opt.track_occupancy = rf.occupancy;
+  if (!in.quiet) {
+    opt.progress = [](const std::string& line) { std::cerr << "progress: " << line << "\n"; };
+  }
+
+  bool need_ws = !rf.ram.empty() && SizeIsRelative(rf.ram);
+  for (const std::string& s : sizes) need_ws |= SizeIsRelative(s);
+  bool need_next_use = false;
+  for (const std::string& p : policies) need_next_use |= IsOfflineSpec(p);
+
+  TraceSummary summary;
+  if (need_ws || need_next_use) {
+    absl::StatusOr<TraceSummary> sum =
+        SummarizeTrace(*open, opt.block_size, need_next_use, opt.max_requests);
+    if (!sum.ok()) return Fail(sum.status());
+    summary = *std::move(sum);
+  }
+  std::vector<uint64_t> capacities;
+  for (const std::string& s : sizes) {
+    absl::StatusOr<uint64_t> c = ParseCacheSize(s, opt.block_size, summary.unique_blocks);
+    if (!c.ok()) return Usage(absl::StrCat("--size: ", c.status().message()));
+    capacities.push_back(*c);
+  }
+  uint64_t ram_blocks = 0;
+  if (!rf.ram.empty()) {
+    absl::StatusOr<uint64_t> r = ParseCacheSize(rf.ram, opt.block_size, summary.unique_blocks);
+    if (!r.ok()) return Usage(absl::StrCat("--ram: ", r.status().message()));
+    ram_blocks = *r;
+  }
+
+  ReportOptions ropt;
+  ropt.timing = !rf.no_timing;
+  PolicyFactory factory = RegistryPolicyFactory();
+  std::vector<SimResult> results;
+  SourceStats last_stats;
+  for (const std::string& p : policies) {
+    for (uint64_t cap : capacities) {
+      absl::StatusOr<SimResult> r =
+          RunOne(*open, factory, p, cap, ram_blocks, opt,
+                 IsOfflineSpec(p) ? &summary.next_use : nullptr);
+      if (!r.ok()) {
+        if (r.status().code() == absl::StatusCode::kInvalidArgument &&
+            results.empty()) {
+          return Usage(absl::StrCat("policy '", p, "': ", r.status().message()));
+        }
+        return Fail(absl::Status(r.status().code(),
+                                 absl::StrCat("policy '", p, "': ", r.status().message())));
+      }
+      if (rf.json) {
+        std::cout << FormatJson(*r, ropt) << "\n" << std::flush;
+      }
+      results.push_back(*std::move(r));
+    }
+  }
+  if (!rf.json) {
+    const SimResult& f = results.front();
+    std::cout << absl::StrFormat(
+        "# %d requests, %d block accesses (%d reads, %d writes), block size %d B%s\n",
+        f.requests, f.accesses, f.reads, f.writes, opt.block_size,
+        summary.unique_blocks > 0
+            ? absl::StrFormat(", %d unique blocks", summary.unique_blocks)
+            : std::string());
+    std::cout << FormatTable(results, ropt);
+    if (rf.per_vdi) std::cout << "\n" << FormatVdiTable(results, rf.occupancy);
+  }
+  ReportMalformed(results.front().source_stats);
+  return 0;
+}
+
+int DoGen(const std::vector<std::string>& specs, const std::string& out, bool quiet) {
+  if (specs.empty()) return Usage("gen needs at least one generator spec");
+  if (out.empty()) return Usage("gen needs -o FILE");
+  absl::StatusOr<std::unique_ptr<RequestSource>> src = MakeGenerators(specs);
+  if (!src.ok()) return ExitFor(src.status());
+  uint32_t unit = 0;
+  for (const std::string& s : specs) {
+    absl::StatusOr<GeneratorSpec> g = ParseGeneratorSpec(s);
+    if (g.ok() && g->params.count("unit") == 0) unit = 4096;
+  }
+  absl::StatusOr<uint64_t> n = WriteBinaryTrace(**src, out, unit);
+  if (!n.ok()) return Fail(n.status());
+  if (!quiet) std::cerr << "wrote " << *n << " requests to " << out << "\n";
+  return 0;
+}
+
+int DoConvert(const InputFlags& in, const std::string& out) {
+  absl::StatusOr<TraceFormat> format = ParseTraceFormat(in.format);
+  if (!format.ok()) return Usage(std::string(format.status().message()));
+  absl::StatusOr<std::unique_ptr<RequestSource>> src =
+      OpenTraceFile(in.trace, *format, TextOptions(in));
+  if (!src.ok()) return Fail(src.status());
+  absl::StatusOr<uint64_t> n = WriteBinaryTrace(**src, out);
+  if (!n.ok()) return Fail(n.status());
+  ReportMalformed((*src)->stats());
+  if (!in.quiet) std::cerr << "wrote " << *n << " requests to " << out << "\n";
+  return 0;
+}
+
+int DoInfo(const InputFlags& in, const std::string& block_size) {
+  absl::StatusOr<SourceFactory> open = MakeSourceFactory(in);
+  if (!open.ok()) return ExitFor(open.status());
+  absl::StatusOr<uint64_t> bs = ParseBytes(block_size);
+  if (!bs.ok() || *bs < 512 || *bs % 512 != 0) return Usage("bad --block-size");
+  absl::StatusOr<TraceSummary> sum = SummarizeTrace(*open, static_cast<uint32_t>(*bs), false);
+  if (!sum.ok()) return Fail(sum.status());
+  std::cout << absl::StrFormat(
+      "requests %d\naccesses %d\nunique_blocks %d\nworking_set_bytes %d\n", sum->requests,
+      sum->accesses, sum->unique_blocks, sum->unique_blocks * *bs);
+  for (size_t v = 0; v < sum->unique_per_vdi.size(); ++v) {
+    if (sum->unique_per_vdi[v] == 0) continue;
+    std::string name = v < sum->vdi_names.size() ? sum->vdi_names[v] : "";
+    std::cout << absl::StrFormat("vdi %d %s unique_blocks %d\n", v, name,
+                                 sum->unique_per_vdi[v]);
+  }
+  ReportMalformed(sum->source_stats);
+  return 0;
+}
+
+int Main(int argc, char** argv) {
+  CLI::App app{
+      "ringcache-sim: replay block traces through ringcache's cache policies.\n"
+      "  ringcache-sim TRACE|--gen SPEC --policy LIST --size LIST [options]\n"
+      "  ringcache-sim gen SPEC... -o FILE.bin\n"
+      "  ringcache-sim convert IN OUT\n"
+      "  ringcache-sim info TRACE|--gen SPEC"};
+  app.footer(GeneratorHelp());
+  InputFlags in;
+  RunFlags rf;
+
+  app.add_option("trace", in.trace, "Trace file (MSR CSV, SPC, FIU, binary; gzip ok)");
+  app.add_option("--format", in.format, "Trace format: auto, msr, spc, fiu, bin")
+      ->capture_default_str();
+  app.add_option("--gen", in.gens, "Synthetic generator spec (repeat to merge by time)");
+  app.add_option("--policy,-p", rf.policies, "Policies, comma-separated (e.g. lru,arc,opt)");
+  app.add_option("--size,-s", rf.sizes, "Cache sizes: blocks, bytes (1GiB) or % of working set");
+  app.add_option("--ram", rf.ram, "RAM tier size for tiered policies (same syntax as --size)");
+  app.add_option("--block-size", rf.block_size, "Cache block size")->capture_default_str();
+  app.add_option("--object-size", rf.object_size, "Object size (data-node placement unit)")
+      ->capture_default_str();
+  app.add_option("--ssd-read-us", rf.cost.ssd_read_us, "SSD read latency")->capture_default_str();
+  app.add_option("--ssd-write-us", rf.cost.ssd_write_us, "SSD write latency")
+      ->capture_default_str();
+  app.add_option("--hdd-read-us", rf.cost.hdd_read_us, "HDD (data node) read latency")
+      ->capture_default_str();
+  app.add_option("--hdd-write-us", rf.cost.hdd_write_us, "HDD (data node) write latency")
+      ->capture_default_str();
+  app.add_option("--hdd-us", rf.hdd_us, "Set both HDD latencies");
+  app.add_option("--hdd-seq-us", rf.cost.hdd_seq_us,
+                 "Cost of an HDD op that continues the node's previous block (<0: off)")
+      ->capture_default_str();
+  app.add_option("--ssd-channels", rf.cost.ssd_channels, "Parallel SSD servers")
+      ->capture_default_str();
+  app.add_option("--data-nodes", rf.cost.data_nodes, "Data nodes (M)")->capture_default_str();
+  app.add_option("--replicas", rf.cost.replicas, "Home replicas per object (N)")
+      ->capture_default_str();
+  app.add_option("--node-speed", rf.node_speed,
+                 "Per-node service-time factors, comma-separated (e.g. 4,1,1,1)");
+  app.add_option("--time-scale", rf.time_scale, "Arrival time = trace time x this")
+      ->capture_default_str();
+  app.add_option("--iodepth", rf.iodepth, "Max requests in flight (0 = open loop)")
+      ->capture_default_str();
+  app.add_option("--max-requests", rf.max_requests, "Stop after this many requests (0 = all)");
+  app.add_flag("--drain", rf.drain, "Charge HDD writes for blocks still dirty at the end");
+  app.add_flag("--occupancy", rf.occupancy, "Track blocks cached per VDI (slower)");
+  app.add_flag("--per-vdi", rf.per_vdi, "Print the per-VDI table");
+  app.add_flag("--json", rf.json, "One JSON object per (policy, size) on stdout");
+  app.add_flag("--no-timing", rf.no_timing, "Leave out wall-clock numbers (stable output)");
+  app.add_flag("--strict", in.strict, "A malformed trace line is fatal");
+  app.add_flag("--quiet,-q", in.quiet, "No progress lines on stderr");
+
+  CLI::App* gen = app.add_subcommand("gen", "Write a synthetic trace in the binary format");
+  std::vector<std::string> gen_specs;
+  std::string gen_out;
+  gen->add_option("spec", gen_specs, "Generator specs (merged by time)")->required();
+  gen->add_option("-o,--output", gen_out, "Output .bin file")->required();
+
+  CLI::App* convert = app.add_subcommand("convert", "Convert a trace to the binary format");
+  std::string conv_in, conv_out;
+  convert->add_option("in", conv_in, "Input trace")->required();
+  convert->add_option("out", conv_out, "Output .bin file")->required();
+  convert->add_option("--format", in.format, "Input format: auto, msr, spc, fiu, bin");
+  convert->add_flag("--strict", in.strict, "A malformed line is fatal");
+
+  CLI::App* info = app.add_subcommand("info", "Describe a trace (requests, working set, VDIs)");
+  std::string info_in;
+  info->add_option("trace", info_in, "Trace file");
+  info->add_option("--gen", in.gens, "Generator spec instead of a file");
+  info->add_option("--format", in.format, "Trace format");
+
+  app.require_subcommand(0, 1);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return kExitUsage;
+  }
+
+  if (gen->parsed()) return DoGen(gen_specs, gen_out, in.quiet);
+  if (convert->parsed()) {
+    in.trace = conv_in;
+    return DoConvert(in, conv_out);
+  }
+  if (info->parsed()) {
+    in.trace = info_in;
+    return DoInfo(in, rf.block_size);
+  }
+  return DoRun(in, rf);
+}
+
+}  // namespace
+}  // namespace ringcache::sim
+
+int main(int argc, char** argv) { return ringcache::sim::Main(argc, argv); }

@@ -1,0 +1,30 @@
+// Output of ringcache-sim: a readable table, a per-VDI table, and JSON (one object per line, one
+// line per (policy, size) result).
+//
+// Thread-safety: pure functions.
+#ifndef RINGCACHE_TOOLS_SIM_REPORT_H_
+#define RINGCACHE_TOOLS_SIM_REPORT_H_
+
+#include <string>
+#include <vector>
+
+#include "tools/sim/runner.h"
+
+namespace ringcache::sim {
+
+struct ReportOptions {
+  bool timing = true;  // include wall-clock columns/fields (requests_per_second); off for goldens
+};
+
+// Returns the summary table, one row per result, with a header line.
+std::string FormatTable(const std::vector<SimResult>& results, const ReportOptions& options);
+// Returns one table of per-VDI rows for every result.
+std::string FormatVdiTable(const std::vector<SimResult>& results, bool with_occupancy);
+// Returns one JSON object (no trailing newline).
+std::string FormatJson(const SimResult& result, const ReportOptions& options);
+// Returns `s` quoted and escaped as a JSON string.
+std::string JsonString(absl::string_view s);
+
+}  // namespace ringcache::sim
+
+#endif  // RINGCACHE_TOOLS_SIM_REPORT_H_
