@@ -82,23 +82,26 @@ std::vector<std::string> SplitList(const std::vector<std::string>& items) {
   return out;
 }
 
-// Splits the --policy list. A policy spec may carry parameters after ':' separated by commas
-// ("lru+rpac:region=8,cycle=2000"); a comma starts a new policy only if what follows is not
-// key=value.
+// Splits the --policy list at commas outside parentheses: a spec may carry parameters,
+// "lru+sieve(threshold=2,len=4096)" (cachenode/policy/registry.h grammar).
 std::vector<std::string> SplitPolicies(const std::vector<std::string>& items) {
   std::vector<std::string> out;
   for (const std::string& item : items) {
-    for (absl::string_view p : absl::StrSplit(item, ',', absl::SkipWhitespace())) {
-      std::string part(absl::StripAsciiWhitespace(p));
-      bool is_param = !out.empty() && part.find('=') != std::string::npos &&
-                      part.find('+') == std::string::npos &&
-                      out.back().find(':') != std::string::npos;
-      if (is_param) {
-        out.back() += "," + part;
-      } else {
-        out.push_back(part);
+    int depth = 0;
+    std::string cur;
+    for (char c : item) {
+      if (c == '(') ++depth;
+      if (c == ')') --depth;
+      if (c == ',' && depth <= 0) {
+        std::string t(absl::StripAsciiWhitespace(cur));
+        if (!t.empty()) out.push_back(t);
+        cur.clear();
+        continue;
       }
+      cur += c;
     }
+    std::string t(absl::StripAsciiWhitespace(cur));
+    if (!t.empty()) out.push_back(t);
   }
   return out;
 }
@@ -219,6 +222,18 @@ int DoRun(const InputFlags& in, RunFlags& rf) {
   ReportOptions ropt;
   ropt.timing = !rf.no_timing;
   PolicyFactory factory = RegistryPolicyFactory();
+  // Build every policy once before replaying, so a bad spec is a usage error up front.
+  for (const std::string& p : policies) {
+    CostConfig probe_cost = opt.cost;
+    DeviceModel probe_load(probe_cost);
+    for (uint64_t cap : capacities) {
+      absl::StatusOr<std::unique_ptr<policy::CachePolicy>> probe =
+          factory(PolicyRequest{p, cap, ram_blocks, &probe_load});
+      if (!probe.ok()) {
+        return Usage(absl::StrCat("policy '", p, "': ", probe.status().message()));
+      }
+    }
+  }
   std::vector<SimResult> results;
   SourceStats last_stats;
   for (const std::string& p : policies) {
@@ -227,10 +242,6 @@ int DoRun(const InputFlags& in, RunFlags& rf) {
           RunOne(*open, factory, p, cap, ram_blocks, opt,
                  IsOfflineSpec(p) ? &summary.next_use : nullptr);
       if (!r.ok()) {
-        if (r.status().code() == absl::StatusCode::kInvalidArgument &&
-            results.empty()) {
-          return Usage(absl::StrCat("policy '", p, "': ", r.status().message()));
-        }
         return Fail(absl::Status(r.status().code(),
                                  absl::StrCat("policy '", p, "': ", r.status().message())));
       }
@@ -361,6 +372,7 @@ int Main(int argc, char** argv) {
   std::string gen_out;
   gen->add_option("spec", gen_specs, "Generator specs (merged by time)")->required();
   gen->add_option("-o,--output", gen_out, "Output .bin file")->required();
+  gen->add_flag("--quiet,-q", in.quiet, "No summary line on stderr");
 
   CLI::App* convert = app.add_subcommand("convert", "Convert a trace to the binary format");
   std::string conv_in, conv_out;
@@ -368,6 +380,7 @@ int Main(int argc, char** argv) {
   convert->add_option("out", conv_out, "Output .bin file")->required();
   convert->add_option("--format", in.format, "Input format: auto, msr, spc, fiu, bin");
   convert->add_flag("--strict", in.strict, "A malformed line is fatal");
+  convert->add_flag("--quiet,-q", in.quiet, "No summary line on stderr");
 
   CLI::App* info = app.add_subcommand("info", "Describe a trace (requests, working set, VDIs)");
   std::string info_in;

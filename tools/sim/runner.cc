@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 
 namespace ringcache::sim {
 namespace {
@@ -36,8 +37,9 @@ double Seconds(std::chrono::steady_clock::duration d) {
 
 bool IsOfflineSpec(absl::string_view spec) {
   for (absl::string_view part : absl::StrSplit(spec, '+')) {
-    absl::string_view name = part.substr(0, part.find(':'));
-    if (name == "opt" || name == "opt-nobypass" || name == "belady") return true;
+    // "opt" or "opt(bypass=false)" (registry grammar).
+    absl::string_view name = absl::StripAsciiWhitespace(part.substr(0, part.find('(')));
+    if (name == "opt") return true;
   }
   return false;
 }

@@ -267,7 +267,7 @@ TEST(SimRunner, TestLruAgreesWithStackDistanceOnAGeneratedTrace) {
 
 TEST(SimRunner, IsOfflineSpec) {
   EXPECT_TRUE(IsOfflineSpec("opt"));
-  EXPECT_TRUE(IsOfflineSpec("opt-nobypass"));
+  EXPECT_TRUE(IsOfflineSpec("opt(bypass=false)"));
   EXPECT_FALSE(IsOfflineSpec("lru"));
   EXPECT_FALSE(IsOfflineSpec("vbq+lru+sieve"));
   EXPECT_FALSE(IsOfflineSpec("optimistic"));
