@@ -11,6 +11,7 @@
 // To regenerate the pinned table after an intended policy change, run
 //   RC_SIM_PRINT_GOLDEN=1 sim_test --gtest_filter='SimGolden.*'
 // and paste the printed rows into kGolden (after checking the independent checks still pass).
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -181,6 +182,48 @@ TEST(SimGolden, BruteForceAgreesWithBeladyOnTheTinyTraces) {
       for (bool bypass : {true, false}) {
         EXPECT_EQ(*BruteForceOptHits(*keys, size, bypass), BeladyHits(*keys, size, bypass))
             << t.file << " size " << size << " bypass " << bypass;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ringcache::sim
+
+namespace ringcache::sim {
+namespace {
+
+// VBQ on the multi-VDI trace: the simulator's own count of cached blocks per VDI (Lookup before
+// and after each access) equals the queue lengths VBQ reports; hotter VDIs hold more blocks; and
+// U_i - D_i grows as VDIs get colder (paper 002 eq. 6).
+TEST(SimGolden, VbqPerVdiSpaceAndEquationSix) {
+#if !defined(RC_SIM_HAVE_REGISTRY) || !defined(RC_SIM_HAVE_VDI_STATS)
+  GTEST_SKIP() << "needs the policy registry and CachePolicy::AppendVdiStats";
+#endif
+  RunOptions opt;
+  opt.track_occupancy = true;
+  std::string path = kData + "/multi_small.bin";
+  for (const std::string& spec : {"vbq+lru", "vbq+lru+sieve"}) {
+    for (uint64_t size : {32, 128}) {
+      SCOPED_TRACE(absl::StrCat(spec, " size ", size));
+      auto r = RunOne(FileSource(path), RegistryPolicyFactory(), spec, size, 0, opt, nullptr);
+      ASSERT_TRUE(r.ok()) << r.status();
+      ASSERT_EQ(r->per_vdi.size(), 3u);
+      std::vector<const VdiStats*> by_heat;
+      for (const VdiStats& v : r->per_vdi) {
+        ASSERT_TRUE(v.has_queue);
+        EXPECT_EQ(static_cast<uint64_t>(v.occupancy), v.queue_blocks);
+        EXPECT_EQ(v.queue_accesses, v.accesses);
+        by_heat.push_back(&v);
+      }
+      std::sort(by_heat.begin(), by_heat.end(), [](const VdiStats* a, const VdiStats* b) {
+        return a->queue_accesses > b->queue_accesses;
+      });
+      for (size_t i = 1; i < by_heat.size(); ++i) {
+        EXPECT_GE(by_heat[i - 1]->occupancy, by_heat[i]->occupancy) << "hotter VDI, more space";
+        EXPECT_LE(by_heat[i - 1]->queue_upper - by_heat[i - 1]->queue_lower,
+                  by_heat[i]->queue_upper - by_heat[i]->queue_lower)
+            << "eq. 6";
       }
     }
   }

@@ -9,6 +9,8 @@
 // Thread-safety: single-threaded program.
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -46,6 +48,7 @@ struct RunFlags {
   std::vector<std::string> policies;
   std::vector<std::string> sizes;
   std::string ram;
+  double ram_ratio = -1;
   std::string block_size = "4096";
   std::string object_size = "4MiB";
   CostConfig cost;
@@ -213,11 +216,17 @@ int DoRun(const InputFlags& in, RunFlags& rf) {
     capacities.push_back(*c);
   }
   uint64_t ram_blocks = 0;
+  if (!rf.ram.empty() && rf.ram_ratio >= 0) return Usage("give --ram or --ram-ratio, not both");
   if (!rf.ram.empty()) {
     absl::StatusOr<uint64_t> r = ParseCacheSize(rf.ram, opt.block_size, summary.unique_blocks);
     if (!r.ok()) return Usage(absl::StrCat("--ram: ", r.status().message()));
     ram_blocks = *r;
   }
+  // RAM blocks for a given SSD size.
+  auto ram_for = [&](uint64_t cap) -> uint64_t {
+    if (rf.ram_ratio < 0) return ram_blocks;
+    return std::max<uint64_t>(1, static_cast<uint64_t>(std::llround(rf.ram_ratio * cap)));
+  };
 
   ReportOptions ropt;
   ropt.timing = !rf.no_timing;
@@ -228,7 +237,7 @@ int DoRun(const InputFlags& in, RunFlags& rf) {
     DeviceModel probe_load(probe_cost);
     for (uint64_t cap : capacities) {
       absl::StatusOr<std::unique_ptr<policy::CachePolicy>> probe =
-          factory(PolicyRequest{p, cap, ram_blocks, &probe_load});
+          factory(PolicyRequest{p, cap, ram_for(cap), &probe_load});
       if (!probe.ok()) {
         return Usage(absl::StrCat("policy '", p, "': ", probe.status().message()));
       }
@@ -239,7 +248,7 @@ int DoRun(const InputFlags& in, RunFlags& rf) {
   for (const std::string& p : policies) {
     for (uint64_t cap : capacities) {
       absl::StatusOr<SimResult> r =
-          RunOne(*open, factory, p, cap, ram_blocks, opt,
+          RunOne(*open, factory, p, cap, ram_for(cap), opt,
                  IsOfflineSpec(p) ? &summary.next_use : nullptr);
       if (!r.ok()) {
         return Fail(absl::Status(r.status().code(),
@@ -333,6 +342,7 @@ int Main(int argc, char** argv) {
   app.add_option("--policy,-p", rf.policies, "Policies, comma-separated (e.g. lru,arc,opt)");
   app.add_option("--size,-s", rf.sizes, "Cache sizes: blocks, bytes (1GiB) or % of working set");
   app.add_option("--ram", rf.ram, "RAM tier size for tiered policies (same syntax as --size)");
+  app.add_option("--ram-ratio", rf.ram_ratio, "RAM tier = this x each --size (e.g. 1 for R = S)");
   app.add_option("--block-size", rf.block_size, "Cache block size")->capture_default_str();
   app.add_option("--object-size", rf.object_size, "Object size (data-node placement unit)")
       ->capture_default_str();

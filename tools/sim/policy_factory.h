@@ -10,7 +10,9 @@
 
 namespace ringcache::sim {
 
-// Returns a factory that calls policy::MakePolicy(spec, context).
+// Returns a factory that calls policy::MakePolicy(spec, context). Extra specs of the simulator's
+// own: "none" (alias "null") caches nothing, every access goes to the data nodes: the no-cache
+// baseline, and the anchor that measures the simulator's overhead.
 PolicyFactory RegistryPolicyFactory();
 
 }  // namespace ringcache::sim

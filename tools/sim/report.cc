@@ -106,6 +106,13 @@ std::string FormatVdiTable(const std::vector<SimResult>& results, bool with_occu
     head.push_back("blocks_end");
     head.push_back("blocks_mean");
   }
+  bool queues = false;
+  for (const SimResult& r : results) {
+    for (const VdiStats& s : r.per_vdi) queues |= s.has_queue;
+  }
+  if (queues) {
+    for (const char* h : {"A_m", "q_blocks", "L_m", "U_i", "D_i", "U-D"}) head.push_back(h);
+  }
   rows.push_back(head);
   for (const SimResult& r : results) {
     for (size_t v = 0; v < r.per_vdi.size(); ++v) {
@@ -120,6 +127,16 @@ std::string FormatVdiTable(const std::vector<SimResult>& results, bool with_occu
       if (with_occupancy) {
         row.push_back(absl::StrCat(s.occupancy));
         row.push_back(Fix(s.occupancy_mean, 1));
+      }
+      if (queues && s.has_queue) {
+        row.push_back(Num(s.queue_accesses));
+        row.push_back(Num(s.queue_blocks));
+        row.push_back(Fix(s.queue_max, 1));
+        row.push_back(Fix(s.queue_upper, 4));
+        row.push_back(Fix(s.queue_lower, 4));
+        row.push_back(Fix(s.queue_upper - s.queue_lower, 4));
+      } else if (queues) {
+        for (int i = 0; i < 6; ++i) row.push_back("-");
       }
       rows.push_back(std::move(row));
     }
@@ -171,7 +188,9 @@ std::string FormatJson(const SimResult& r, const ReportOptions& options) {
   add("node_busy_s", absl::StrCat("[", absl::StrJoin(busy, ","), "]"));
   if (options.timing) {
     add("wall_s", JsonDouble(r.wall_s));
+    add("cpu_s", JsonDouble(r.cpu_s));
     add("requests_per_second", JsonDouble(r.requests_per_second));
+    add("requests_per_cpu_second", JsonDouble(r.requests_per_cpu_second));
     add("accesses_per_second", JsonDouble(r.accesses_per_second));
   }
   std::vector<std::string> vdis;
@@ -188,6 +207,13 @@ std::string FormatJson(const SimResult& r, const ReportOptions& options) {
         ",\"mean_response_us\":",
         JsonDouble(s.requests == 0 ? 0 : s.response_us_sum / s.requests),
         ",\"occupancy_end\":", s.occupancy, ",\"occupancy_mean\":", JsonDouble(s.occupancy_mean),
+        s.has_queue
+            ? absl::StrCat(",\"queue\":{\"accesses\":", s.queue_accesses,
+                           ",\"blocks\":", s.queue_blocks,
+                           ",\"max_blocks\":", JsonDouble(s.queue_max),
+                           ",\"upper\":", JsonDouble(s.queue_upper),
+                           ",\"lower\":", JsonDouble(s.queue_lower), "}")
+            : std::string(),
         "}"));
   }
   add("per_vdi", absl::StrCat("[", absl::StrJoin(vdis, ","), "]"));

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
@@ -31,6 +32,13 @@ absl::Status VdiTooLarge(uint32_t vdi) {
 
 double Seconds(std::chrono::steady_clock::duration d) {
   return std::chrono::duration<double>(d).count();
+}
+
+// CPU time of the calling thread: on a shared host it excludes time spent descheduled.
+double ThreadCpuSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
 }  // namespace
@@ -132,6 +140,7 @@ absl::StatusOr<SimResult> RunOne(const SourceFactory& open, const PolicyFactory&
   const double scale = options.time_scale;
 
   auto start = std::chrono::steady_clock::now();
+  const double cpu_start = ThreadCpuSeconds();
   auto last_progress = start;
   bool stop = false;
 
@@ -270,6 +279,7 @@ absl::StatusOr<SimResult> RunOne(const SourceFactory& open, const PolicyFactory&
     }
   }
   res.wall_s = Seconds(std::chrono::steady_clock::now() - start);
+  res.cpu_s = ThreadCpuSeconds() - cpu_start;
 
   res.dirty_at_end = policy->dirty_count();
   res.cached_at_end = policy->size();
@@ -289,6 +299,7 @@ absl::StatusOr<SimResult> RunOne(const SourceFactory& open, const PolicyFactory&
     res.requests_per_second = res.requests / res.wall_s;
     res.accesses_per_second = res.accesses / res.wall_s;
   }
+  if (res.cpu_s > 0) res.requests_per_cpu_second = res.requests / res.cpu_s;
   res.source_stats = src.stats();
   std::vector<std::string> names = src.VdiNames();
   for (size_t v = 0; v < vdis.size(); ++v) {
@@ -297,6 +308,20 @@ absl::StatusOr<SimResult> RunOne(const SourceFactory& open, const PolicyFactory&
       vdis[v].occupancy_mean = occupancy_sum[v] / static_cast<double>(occupancy_samples);
     }
   }
+#ifdef RC_SIM_HAVE_VDI_STATS
+  std::vector<policy::VdiStats> queues;
+  policy->AppendVdiStats(&queues);
+  for (const policy::VdiStats& q : queues) {
+    if (q.vdi >= vdis.size()) continue;
+    VdiStats& v = vdis[q.vdi];
+    v.has_queue = true;
+    v.queue_accesses = q.accesses;
+    v.queue_blocks = q.blocks;
+    v.queue_max = q.max_blocks;
+    v.queue_upper = q.upper;
+    v.queue_lower = q.lower;
+  }
+#endif
   res.per_vdi = std::move(vdis);
   return res;
 }

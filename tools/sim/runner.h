@@ -76,6 +76,14 @@ struct VdiStats {
   double response_us_sum = 0;
   int64_t occupancy = 0;           // blocks cached at the end (track_occupancy)
   double occupancy_mean = 0;       // time-averaged (track_occupancy)
+  // The policy's own view of this VDI's queue at the end (VBQ, paper 002 eq. 1-5); has_queue is
+  // false for policies with one global queue.
+  bool has_queue = false;
+  uint64_t queue_accesses = 0;  // A_m
+  uint64_t queue_blocks = 0;    // blocks in the queue
+  double queue_max = 0;         // L_m
+  double queue_upper = 0;       // U_i
+  double queue_lower = 0;       // D_i
 };
 
 struct SimResult {
@@ -114,8 +122,10 @@ struct SimResult {
   std::vector<double> node_busy_s;
   double ssd_busy_s = 0;
 
-  double wall_s = 0;
-  double requests_per_second = 0;
+  double wall_s = 0;                  // replay loop only (no pre-pass)
+  double cpu_s = 0;                   // the replay thread's CPU time
+  double requests_per_second = 0;     // requests / wall_s
+  double requests_per_cpu_second = 0;  // requests / cpu_s: steadier on a shared host
   double accesses_per_second = 0;
 
   std::vector<VdiStats> per_vdi;
