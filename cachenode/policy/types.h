@@ -78,6 +78,17 @@ class LoadView {
   virtual double HomeLoad(const BlockKey& key) const = 0;
 };
 
+// Per-VDI state of a policy that keeps one queue per VDI (VBQ, paper 002 eq. 1-5), for metrics and
+// the simulator's per-VDI rows. Policies with a single queue report none.
+struct VdiStats {
+  uint32_t vdi = 0;
+  uint64_t accesses = 0;    // A_m (eq. 1)
+  size_t blocks = 0;        // blocks cached in the VDI's queue
+  double max_blocks = 0;    // L_m = A_m * S / count (eq. 2)
+  double upper = 0;         // U_i (eq. 4)
+  double lower = 0;         // D_i (eq. 5, see cachenode/policy/README.md)
+};
+
 // A whole cache configuration (admission + space + order + victim choice + tiers) behind one
 // interface. The shared driver implements it, as do the two-level tier caches and offline OPT.
 class CachePolicy {
@@ -99,6 +110,8 @@ class CachePolicy {
   virtual size_t dirty_count() const = 0;
   // Returns the bytes of metadata this policy holds (index, lists, ghosts, admission state).
   virtual size_t MetadataBytes() const = 0;
+  // Appends one row per VDI queue to *out (not cleared). Default: nothing (single-queue policies).
+  virtual void AppendVdiStats(std::vector<VdiStats>* out) const { (void)out; }
 };
 
 }  // namespace ringcache::policy

@@ -1,0 +1,162 @@
+// CacheDriver: see driver.h.
+#include "cachenode/policy/driver.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace ringcache::policy {
+
+absl::Status DriverConfig::Validate() const {
+  if (capacity_blocks < 1) return absl::InvalidArgumentError("cache capacity must be >= 1 block");
+  if (capacity_blocks >= kNoSlot) {
+    return absl::InvalidArgumentError("cache capacity must be < 2^32 - 1 blocks");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<CacheDriver>> CacheDriver::Create(const DriverConfig& config,
+                                                                 DriverParts parts) {
+  if (absl::Status s = config.Validate(); !s.ok()) return s;
+  if (!parts.make_space) return absl::InvalidArgumentError("driver: no space factory");
+  return std::unique_ptr<CacheDriver>(new CacheDriver(config, std::move(parts)));
+}
+
+CacheDriver::CacheDriver(const DriverConfig& config, DriverParts parts)
+    : name_(config.name),
+      slots_(config.capacity_blocks),
+      space_(parts.make_space(&slots_)),
+      admission_(std::move(parts.admission)),
+      bypasses_(std::move(parts.bypasses)),
+      victim_(std::move(parts.victim)) {
+  if (!admission_) admission_ = std::make_unique<AlwaysAdmit>();
+  if (!victim_) victim_ = std::make_unique<TailVictim>();
+  const size_t window = std::max<size_t>(
+      {size_t{1}, victim_->window(), admission_->replacement_window()});
+  candidates_.resize(std::min(window, config.capacity_blocks));
+}
+
+void CacheDriver::OnAccess(const Access& access, Outcome* out) {
+  out->Reset();
+  const BlockKey& key = access.key;
+  const uint32_t q = space_->OnAccess(key.vdi);
+  const SlotId slot = slots_.Find(key);
+  const bool hit = slot != kNoSlot;
+  admission_->OnAccess(access, hit);
+  bool bypass = false;
+  for (const auto& b : bypasses_) bypass |= b->Check(access, hit);
+
+  if (hit) {
+    out->hit = Tier::kSsd;
+    space_->queue(q).Touch(slot);
+    if (access.op == Op::kWrite) {
+      if (!slots_.dirty(slot)) {
+        slots_.set_dirty(slot, true);
+        ++dirty_;
+      }
+      out->ssd_writes = 1;
+    }
+    return;
+  }
+  if (bypass) {
+    out->bypassed = true;
+    return;
+  }
+  const bool write = access.op == Op::kWrite;
+  const bool judged = !write || admission_->judges_writes();
+  if (judged && !admission_->Admit(access)) {
+    out->rejected = true;
+    return;
+  }
+  Order& order = space_->queue(q);
+  order.OnMiss(key);
+  if (space_->NeedsReclaim(slots_.used()) && !MakeRoom(key, judged, out)) {
+    out->rejected = true;
+    return;
+  }
+  const SlotId s = slots_.Allocate(key, write);
+  order.Insert(s);
+  if (write) ++dirty_;
+  out->admitted = true;
+  out->ssd_writes = 1;
+}
+
+bool CacheDriver::MakeRoom(const BlockKey& incoming, bool judged, Outcome* out) {
+  space_->BeginReclaim(slots_.used());
+  for (uint32_t q; (q = space_->NextReclaimQueue(slots_.used())) != kNoQueue;) {
+    const EvictResult r = EvictOne(q, incoming, judged, out);
+    if (r == EvictResult::kRefused) return false;
+    if (r == EvictResult::kEmpty) break;  // defensive: a space named an empty queue
+  }
+  // The round may leave the cache full (e.g. xi = 1 and every queue within its bounds).
+  while (slots_.full()) {
+    const uint32_t q = space_->FallbackQueue();
+    if (q == kNoQueue) return false;
+    const EvictResult r = EvictOne(q, incoming, judged, out);
+    if (r == EvictResult::kRefused) return false;
+    if (r == EvictResult::kEmpty) return false;
+  }
+  return true;
+}
+
+CacheDriver::EvictResult CacheDriver::EvictOne(uint32_t q, const BlockKey& incoming, bool judged,
+                                               Outcome* out) {
+  Order& order = space_->queue(q);
+  const bool judge = judged && admission_->replacement_window() > 0;
+  const size_t want = judge ? admission_->replacement_window() : victim_->window();
+  const size_t n = order.Candidates(absl::MakeSpan(candidates_.data(),
+                                                   std::min(want, candidates_.size())));
+  if (n == 0) return EvictResult::kEmpty;
+  const absl::Span<const SlotId> cands(candidates_.data(), n);
+  size_t pick;
+  if (judge) {
+    const int i = admission_->ChooseReplacement(incoming, cands, slots_);
+    if (i < 0) return EvictResult::kRefused;
+    pick = static_cast<size_t>(i);
+  } else {
+    pick = victim_->Choose(cands, slots_);
+  }
+  const SlotId victim = cands[pick];
+  const bool dirty = slots_.dirty(victim);
+  out->evicted.push_back(Eviction{slots_.key(victim), dirty, Tier::kSsd});
+  order.Remove(victim, /*evicted=*/true);
+  slots_.Free(victim);
+  if (dirty) --dirty_;
+  return EvictResult::kEvicted;
+}
+
+bool CacheDriver::MarkClean(const BlockKey& key) {
+  const SlotId s = slots_.Find(key);
+  if (s == kNoSlot) return false;
+  if (slots_.dirty(s)) {
+    slots_.set_dirty(s, false);
+    --dirty_;
+  }
+  return true;
+}
+
+bool CacheDriver::Erase(const BlockKey& key) {
+  const SlotId s = slots_.Find(key);
+  if (s == kNoSlot) return false;
+  const uint32_t q = space_->QueueOf(key.vdi);
+  space_->queue(q).Remove(s, /*evicted=*/false);
+  if (slots_.dirty(s)) --dirty_;
+  slots_.Free(s);
+  return true;
+}
+
+Tier CacheDriver::Lookup(const BlockKey& key) const {
+  return slots_.Find(key) == kNoSlot ? Tier::kNone : Tier::kSsd;
+}
+
+size_t CacheDriver::MetadataBytes() const {
+  size_t bytes = sizeof(*this) + slots_.MetadataBytes() + space_->MetadataBytes() +
+                 admission_->MetadataBytes() + candidates_.capacity() * sizeof(SlotId);
+  for (const auto& b : bypasses_) bytes += b->MetadataBytes();
+  return bytes;
+}
+
+void CacheDriver::AppendVdiStats(std::vector<VdiStats>* out) const {
+  space_->AppendVdiStats(out);
+}
+
+}  // namespace ringcache::policy

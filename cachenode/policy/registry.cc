@@ -1,0 +1,474 @@
+// The policy registry: see registry.h. Spec parsing, parameter checking, and assembly of a
+// CacheDriver from its parts (or a call to a complete policy's factory).
+#include "cachenode/policy/registry.h"
+
+#include <algorithm>
+#include <cctype>
+#include <limits>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
+#include "cachenode/policy/arc.h"
+#include "cachenode/policy/cflru.h"
+#include "cachenode/policy/cmf.h"
+#include "cachenode/policy/driver.h"
+#include "cachenode/policy/fifo.h"
+#include "cachenode/policy/lcr.h"
+#include "cachenode/policy/lru.h"
+#include "cachenode/policy/rpac.h"
+#include "cachenode/policy/s3fifo.h"
+#include "cachenode/policy/seq_cutoff.h"
+#include "cachenode/policy/sieve.h"
+#include "cachenode/policy/vbq.h"
+
+// The two-level tier caches and offline OPT are written alongside; they join the registry as soon
+// as their headers are in the tree.
+#if __has_include("cachenode/policy/tiering.h") && __has_include("cachenode/policy/opt.h")
+#include "cachenode/policy/opt.h"
+#include "cachenode/policy/tiering.h"
+#define RINGCACHE_POLICY_HAVE_TIERS 1
+#else
+#define RINGCACHE_POLICY_HAVE_TIERS 0
+#endif
+
+namespace ringcache::policy {
+namespace {
+
+enum class Role { kOrder, kSpace, kAdmission, kBypass, kVictim, kComplete };
+
+struct ComponentInfo {
+  const char* name;
+  Role role;
+};
+
+constexpr ComponentInfo kComponents[] = {
+    {"lru", Role::kOrder},        {"fifo", Role::kOrder},        {"arc", Role::kOrder},
+    {"s3fifo", Role::kOrder},     {"cflru", Role::kOrder},       {"vbq", Role::kSpace},
+    {"always", Role::kAdmission}, {"sieve", Role::kAdmission},   {"rpac", Role::kAdmission},
+    {"cmf", Role::kBypass},       {"seqcut", Role::kBypass},     {"lcr", Role::kVictim},
+    {"iarc", Role::kComplete},    {"garc", Role::kComplete},     {"uarc", Role::kComplete},
+    {"opt", Role::kComplete},
+};
+
+const char* RoleName(Role r) {
+  switch (r) {
+    case Role::kOrder: return "order";
+    case Role::kSpace: return "space";
+    case Role::kAdmission: return "admission";
+    case Role::kBypass: return "bypass";
+    case Role::kVictim: return "victim";
+    case Role::kComplete: return "complete policy";
+  }
+  return "?";
+}
+
+struct Component {
+  std::string name;
+  Role role = Role::kOrder;
+  std::vector<std::pair<std::string, std::string>> params;
+  std::string text;  // as written, for messages
+};
+
+// Typed access to a component's key=value parameters; Finish() rejects keys nobody read.
+class Params {
+ public:
+  explicit Params(const Component& c) : c_(c), used_(c.params.size(), false) {}
+
+  absl::Status Double(absl::string_view key, double* v) {
+    const std::string* s = Take(key);
+    if (s == nullptr) return absl::OkStatus();
+    if (!absl::SimpleAtod(*s, v)) return Bad(key, *s, "a number");
+    return absl::OkStatus();
+  }
+  absl::Status Uint(absl::string_view key, uint64_t* v) {
+    const std::string* s = Take(key);
+    if (s == nullptr) return absl::OkStatus();
+    if (!absl::SimpleAtoi(*s, v)) return Bad(key, *s, "a non-negative integer");
+    return absl::OkStatus();
+  }
+  template <typename T>
+  absl::Status UintAs(absl::string_view key, T* v) {
+    uint64_t u = *v;
+    if (absl::Status st = Uint(key, &u); !st.ok()) return st;
+    if (u > static_cast<uint64_t>(std::numeric_limits<T>::max())) {
+      return Bad(key, absl::StrCat(u), "a smaller integer");
+    }
+    *v = static_cast<T>(u);
+    return absl::OkStatus();
+  }
+  absl::Status Bool(absl::string_view key, bool* v) {
+    const std::string* s = Take(key);
+    if (s == nullptr) return absl::OkStatus();
+    if (!absl::SimpleAtob(*s, v)) return Bad(key, *s, "0, 1, true or false");
+    return absl::OkStatus();
+  }
+  // Returns an error naming the first parameter no getter consumed.
+  absl::Status Finish() const {
+    for (size_t i = 0; i < used_.size(); ++i) {
+      if (!used_[i]) {
+        return absl::InvalidArgumentError(absl::StrCat("unknown parameter '", c_.params[i].first,
+                                                       "' for '", c_.name, "'"));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  const std::string* Take(absl::string_view key) {
+    for (size_t i = 0; i < c_.params.size(); ++i) {
+      if (c_.params[i].first == key) {
+        used_[i] = true;
+        return &c_.params[i].second;
+      }
+    }
+    return nullptr;
+  }
+  absl::Status Bad(absl::string_view key, absl::string_view value, absl::string_view want) const {
+    return absl::InvalidArgumentError(absl::StrCat("bad value '", value, "' for parameter '", key,
+                                                   "' of '", c_.name, "': want ", want));
+  }
+
+  const Component& c_;
+  std::vector<bool> used_;
+};
+
+bool IsNameChar(char ch) {
+  return std::islower(static_cast<unsigned char>(ch)) ||
+         std::isdigit(static_cast<unsigned char>(ch)) || ch == '_';
+}
+
+absl::StatusOr<Component> ParseComponent(absl::string_view text) {
+  Component c;
+  c.text = std::string(text);
+  const size_t open = text.find('(');
+  absl::string_view name = absl::StripAsciiWhitespace(text.substr(0, open));
+  if (name.empty()) return absl::InvalidArgumentError(absl::StrCat("empty component name in '", text, "'"));
+  for (char ch : name) {
+    if (!IsNameChar(ch)) {
+      return absl::InvalidArgumentError(absl::StrCat("unknown policy component '", name, "'"));
+    }
+  }
+  c.name = std::string(name);
+  const ComponentInfo* info = nullptr;
+  for (const ComponentInfo& ci : kComponents) {
+    if (c.name == ci.name) info = &ci;
+  }
+  if (info == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown policy component '", c.name, "'"));
+  }
+  c.role = info->role;
+  if (open == absl::string_view::npos) return c;
+  absl::string_view rest = absl::StripTrailingAsciiWhitespace(text.substr(open + 1));
+  if (rest.empty() || rest.back() != ')') {
+    return absl::InvalidArgumentError(absl::StrCat("missing ')' in '", text, "'"));
+  }
+  rest.remove_suffix(1);
+  if (absl::StripAsciiWhitespace(rest).empty()) return c;
+  size_t start = 0;
+  while (start <= rest.size()) {
+    size_t comma = rest.find(',', start);
+    if (comma == absl::string_view::npos) comma = rest.size();
+    absl::string_view kv = absl::StripAsciiWhitespace(rest.substr(start, comma - start));
+    const size_t eq = kv.find('=');
+    if (eq == absl::string_view::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("parameter '", kv, "' of '", c.name, "' is not key=value"));
+    }
+    std::string key(absl::StripAsciiWhitespace(kv.substr(0, eq)));
+    std::string value(absl::StripAsciiWhitespace(kv.substr(eq + 1)));
+    if (key.empty() || value.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("parameter '", kv, "' of '", c.name, "' is not key=value"));
+    }
+    for (const auto& [k, v] : c.params) {
+      if (k == key) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("parameter '", key, "' given twice for '", c.name, "'"));
+      }
+    }
+    c.params.emplace_back(std::move(key), std::move(value));
+    start = comma + 1;
+  }
+  return c;
+}
+
+absl::StatusOr<std::vector<Component>> Parse(absl::string_view spec) {
+  std::vector<Component> out;
+  int depth = 0;
+  size_t start = 0;
+  for (size_t i = 0; i <= spec.size(); ++i) {
+    const char ch = i < spec.size() ? spec[i] : '+';
+    if (ch == '(') ++depth;
+    if (ch == ')' && --depth < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("unbalanced ')' in spec '", spec, "'"));
+    }
+    if (ch != '+' || depth > 0) continue;
+    absl::string_view piece = absl::StripAsciiWhitespace(spec.substr(start, i - start));
+    if (piece.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("empty component in spec '", spec, "'"));
+    }
+    absl::StatusOr<Component> c = ParseComponent(piece);
+    if (!c.ok()) return c.status();
+    out.push_back(*std::move(c));
+    start = i + 1;
+  }
+  if (depth != 0) return absl::InvalidArgumentError(absl::StrCat("missing ')' in spec '", spec, "'"));
+  return out;
+}
+
+size_t Clamp(size_t v, size_t lo, size_t hi) { return std::max(lo, std::min(v, hi)); }
+
+absl::StatusOr<OrderFactory> BuildOrder(const Component* c, const PolicyContext& ctx) {
+  if (c == nullptr || c->name == "lru") {
+    if (c) {
+      if (absl::Status s = Params(*c).Finish(); !s.ok()) return s;
+    }
+    return OrderFactory([](SlotTable* t, size_t) { return std::make_unique<LruOrder>(t); });
+  }
+  Params p(*c);
+  if (c->name == "fifo") {
+    if (absl::Status s = p.Finish(); !s.ok()) return s;
+    return OrderFactory([](SlotTable* t, size_t) { return std::make_unique<FifoOrder>(t); });
+  }
+  if (c->name == "arc") {
+    if (absl::Status s = p.Finish(); !s.ok()) return s;
+    return OrderFactory([](SlotTable* t, size_t cap) { return std::make_unique<ArcOrder>(t, cap); });
+  }
+  if (c->name == "s3fifo") {
+    S3FifoConfig cfg;
+    for (absl::Status s : {p.Double("small", &cfg.small_ratio), p.Double("ghost", &cfg.ghost_ratio),
+                           p.UintAs("move", &cfg.move_threshold), p.Finish(), cfg.Validate()}) {
+      if (!s.ok()) return s;
+    }
+    return OrderFactory([cfg](SlotTable* t, size_t cap) {
+      return std::make_unique<S3FifoOrder>(t, cap, cfg);
+    });
+  }
+  // cflru
+  CflruConfig cfg;
+  for (absl::Status s : {p.UintAs("window", &cfg.window), p.Finish(), cfg.Validate()}) {
+    if (!s.ok()) return s;
+  }
+  const size_t window = cfg.window > 0 ? cfg.window : Clamp(ctx.capacity_blocks / 4, 1, 256);
+  return OrderFactory(
+      [window](SlotTable* t, size_t) { return std::make_unique<CflruOrder>(t, window); });
+}
+
+absl::StatusOr<std::unique_ptr<Admission>> BuildAdmission(const Component* c,
+                                                          const PolicyContext& ctx) {
+  if (c == nullptr || c->name == "always") {
+    if (c) {
+      if (absl::Status s = Params(*c).Finish(); !s.ok()) return s;
+    }
+    return std::unique_ptr<Admission>(std::make_unique<AlwaysAdmit>());
+  }
+  Params p(*c);
+  if (c->name == "sieve") {
+    SieveConfig cfg;
+    for (absl::Status s : {p.UintAs("threshold", &cfg.threshold), p.UintAs("len", &cfg.length),
+                           p.Finish(), cfg.Validate()}) {
+      if (!s.ok()) return s;
+    }
+    if (cfg.length == 0) cfg.length = std::max<size_t>(16, ctx.capacity_blocks / 4);
+    return std::unique_ptr<Admission>(std::make_unique<SieveAdmission>(cfg));
+  }
+  // rpac
+  RpacConfig cfg;
+  if (ctx.blocks_per_region > 0) cfg.region_blocks = ctx.blocks_per_region;
+  for (absl::Status s :
+       {p.UintAs("region", &cfg.region_blocks), p.UintAs("depth", &cfg.depth),
+        p.Uint("cycle", &cfg.cycle), p.Double("alpha", &cfg.alpha), p.Double("c", &cfg.c),
+        p.UintAs("scan", &cfg.scan), p.Bool("writes", &cfg.judge_writes), p.Finish(),
+        cfg.Validate()}) {
+    if (!s.ok()) return s;
+  }
+  return std::unique_ptr<Admission>(std::make_unique<RpacAdmission>(cfg));
+}
+
+absl::StatusOr<std::unique_ptr<Bypass>> BuildBypass(const Component& c) {
+  Params p(c);
+  if (c.name == "cmf") {
+    CmfConfig cfg;
+    for (absl::Status s :
+         {p.Double("threshold", &cfg.miss_threshold), p.Uint("window", &cfg.window),
+          p.Uint("interval_us", &cfg.check_interval_us), p.Uint("reenable", &cfg.reenable_ops),
+          p.Finish(), cfg.Validate()}) {
+      if (!s.ok()) return s;
+    }
+    return std::unique_ptr<Bypass>(std::make_unique<CmfBypass>(cfg));
+  }
+  SeqCutoffConfig cfg;
+  for (absl::Status s : {p.Uint("cutoff", &cfg.cutoff_blocks), p.UintAs("streams", &cfg.streams),
+                         p.Finish(), cfg.Validate()}) {
+    if (!s.ok()) return s;
+  }
+  return std::unique_ptr<Bypass>(std::make_unique<SeqCutoffBypass>(cfg));
+}
+
+absl::StatusOr<std::unique_ptr<CachePolicy>> BuildComplete(const Component& c,
+                                                           const PolicyContext& ctx) {
+#if !RINGCACHE_POLICY_HAVE_TIERS
+  (void)ctx;
+  return absl::UnimplementedError(absl::StrCat("'", c.name, "' is not built into this tree"));
+#else
+  Params p(c);
+  if (c.name == "opt") {
+    OptConfig cfg;
+    cfg.capacity_blocks = ctx.capacity_blocks;
+    for (absl::Status s : {p.Bool("bypass", &cfg.allow_bypass), p.Finish(), cfg.Validate()}) {
+      if (!s.ok()) return s;
+    }
+    std::unique_ptr<CachePolicy> opt = MakeBeladyOpt(cfg);
+    if (!opt) return absl::InvalidArgumentError("opt: invalid configuration");
+    return opt;
+  }
+  TierConfig cfg;
+  cfg.ram_blocks = ctx.ram_blocks;
+  cfg.ssd_blocks = ctx.capacity_blocks;
+  for (absl::Status s : {p.UintAs("ram", &cfg.ram_blocks), p.Finish()}) {
+    if (!s.ok()) return s;
+  }
+  if (absl::Status s = cfg.Validate(); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(c.name, ": ", s.message()));
+  }
+  std::unique_ptr<CachePolicy> policy = c.name == "iarc"   ? MakeIarc(cfg)
+                                        : c.name == "garc" ? MakeGarc(cfg)
+                                                           : MakeUarc(cfg);
+  if (!policy) return absl::InvalidArgumentError(absl::StrCat(c.name, ": invalid configuration"));
+  return policy;
+#endif
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CachePolicy>> MakePolicy(std::string_view spec_in,
+                                                        const PolicyContext& ctx) {
+  // Debian's abseil has its own string_view type; convert once at the edge.
+  const absl::string_view spec(spec_in.data(), spec_in.size());
+  absl::StatusOr<std::vector<Component>> parsed = Parse(spec);
+  if (!parsed.ok()) return parsed.status();
+  const std::vector<Component>& comps = *parsed;
+
+  const Component* by_role[6] = {};
+  std::vector<const Component*> bypasses;
+  for (const Component& c : comps) {
+    if (c.role == Role::kComplete && comps.size() > 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", c.name, "' is a complete policy and cannot be combined in '", spec, "'"));
+    }
+    if (c.role == Role::kBypass) {
+      for (const Component* b : bypasses) {
+        if (b->name == c.name) {
+          return absl::InvalidArgumentError(absl::StrCat("'", c.name, "' given twice in '", spec, "'"));
+        }
+      }
+      bypasses.push_back(&c);
+      continue;
+    }
+    const Component*& slot = by_role[static_cast<int>(c.role)];
+    if (slot != nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("more than one ", RoleName(c.role), " ('",
+                                                     slot->name, "' and '", c.name, "') in '",
+                                                     spec, "'"));
+    }
+    slot = &c;
+  }
+  if (ctx.capacity_blocks < 1) {
+    return absl::InvalidArgumentError("policy context: capacity_blocks must be >= 1");
+  }
+  if (const Component* whole = by_role[static_cast<int>(Role::kComplete)]) {
+    return BuildComplete(*whole, ctx);
+  }
+
+  const Component* space_c = by_role[static_cast<int>(Role::kSpace)];
+  const Component* adm_c = by_role[static_cast<int>(Role::kAdmission)];
+  const Component* victim_c = by_role[static_cast<int>(Role::kVictim)];
+  if (space_c != nullptr && adm_c != nullptr && adm_c->name == "rpac") {
+    return absl::InvalidArgumentError(
+        "'rpac' cannot be combined with 'vbq': VBQ reclaims in rounds, RPAC judges one "
+        "replacement per miss");
+  }
+
+  absl::StatusOr<OrderFactory> order = BuildOrder(by_role[static_cast<int>(Role::kOrder)], ctx);
+  if (!order.ok()) return order.status();
+
+  DriverParts parts;
+  const size_t capacity = ctx.capacity_blocks;
+  if (space_c != nullptr) {
+    VbqConfig cfg;
+    Params p(*space_c);
+    for (absl::Status s :
+         {p.Double("umax", &cfg.u_max), p.Double("umin", &cfg.u_min), p.Double("dmax", &cfg.d_max),
+          p.Double("dmin", &cfg.d_min), p.Double("xi", &cfg.xi), p.Double("alpha", &cfg.alpha),
+          p.Uint("decay", &cfg.decay_interval), p.Finish(), cfg.Validate()}) {
+      if (!s.ok()) return s;
+    }
+    parts.make_space = [capacity, cfg, make = *order](SlotTable* t) {
+      return std::make_unique<VbqSpace>(capacity, cfg, t, make);
+    };
+  } else {
+    parts.make_space = [capacity, make = *order](SlotTable* t) {
+      return std::make_unique<GlobalSpace>(capacity, t, make);
+    };
+  }
+
+  absl::StatusOr<std::unique_ptr<Admission>> adm = BuildAdmission(adm_c, ctx);
+  if (!adm.ok()) return adm.status();
+  parts.admission = *std::move(adm);
+
+  for (const Component* b : bypasses) {
+    absl::StatusOr<std::unique_ptr<Bypass>> bp = BuildBypass(*b);
+    if (!bp.ok()) return bp.status();
+    parts.bypasses.push_back(*std::move(bp));
+  }
+
+  if (victim_c != nullptr) {
+    LcrConfig cfg;
+    Params p(*victim_c);
+    for (absl::Status s : {p.UintAs("window", &cfg.window), p.Finish(), cfg.Validate()}) {
+      if (!s.ok()) return s;
+    }
+    const size_t window = cfg.window > 0 ? cfg.window : Clamp(capacity / 64, 1, 256);
+    parts.victim = std::make_unique<LcrVictim>(window, ctx.load);
+  }
+
+  DriverConfig dc;
+  std::string name(spec);
+  name.erase(std::remove_if(name.begin(), name.end(),
+                            [](unsigned char ch) { return std::isspace(ch); }),
+             name.end());
+  dc.name = std::move(name);
+  dc.capacity_blocks = capacity;
+  absl::StatusOr<std::unique_ptr<CacheDriver>> driver = CacheDriver::Create(dc, std::move(parts));
+  if (!driver.ok()) return driver.status();
+  return std::unique_ptr<CachePolicy>(*std::move(driver));
+}
+
+std::vector<std::string> KnownPolicies() {
+  std::vector<std::string> specs = {
+      "lru",     "fifo",      "arc",      "s3fifo",        "cflru",
+      "lru+sieve", "vbq+lru", "vbq+lru+sieve", "vbq+lru+sieve+lcr", "lru+lcr",
+      "fifo+rpac", "lru+rpac", "lru+cmf", "lru+seqcut"};
+  if (RINGCACHE_POLICY_HAVE_TIERS) {
+    for (const char* s : {"iarc", "garc", "uarc", "opt"}) specs.emplace_back(s);
+  }
+  return specs;
+}
+
+std::vector<std::string> KnownComponents() {
+  std::vector<std::string> names;
+  for (const ComponentInfo& c : kComponents) {
+    if (c.role == Role::kComplete && !RINGCACHE_POLICY_HAVE_TIERS) continue;
+    names.emplace_back(c.name);
+  }
+  return names;
+}
+
+}  // namespace ringcache::policy

@@ -1,0 +1,213 @@
+// VbqSpace: see vbq.h (paper 002 §III-C/D, eq. 1-8, Fig. 4).
+#include "cachenode/policy/vbq.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_format.h"
+
+namespace ringcache::policy {
+namespace {
+
+// Tolerance of the comparisons between block counts and fractions of S.
+constexpr double kEps = 1e-9;
+
+}  // namespace
+
+absl::Status VbqConfig::Validate() const {
+  // Eq. 3.
+  if (!(1 > u_max && u_max >= u_min && u_min >= d_max && d_max >= d_min && d_min > 0)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "vbq: bounds must satisfy 1 > umax >= umin >= dmax >= dmin > 0 (paper 002 eq. 3); got "
+        "umax=%g umin=%g dmax=%g dmin=%g",
+        u_max, u_min, d_max, d_min));
+  }
+  if (!(0 < alpha && alpha < xi && xi <= 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("vbq: need 0 < alpha < xi <= 1; got alpha=%g xi=%g", alpha, xi));
+  }
+  // Eq. 8: U_min + (U_max - U_min) * (A_1 - sum A^2 / sum A) / (A_1 - A_n) <= xi. The fraction is
+  // in [0, 1) and approaches 1 (one hot VDI, many cold ones), so it holds for every distribution
+  // iff U_max <= xi.
+  if (u_max > xi) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "vbq: umax=%g > xi=%g breaks eq. 8 (sum U_i*L_i <= xi*S) for skewed VDI access counts",
+        u_max, xi));
+  }
+  return absl::OkStatus();
+}
+
+double VbqConfig::Eq8Lhs(absl::Span<const uint64_t> accesses) const {
+  if (accesses.empty()) return 0;
+  const auto [lo, hi] = std::minmax_element(accesses.begin(), accesses.end());
+  const double a1 = static_cast<double>(*hi), an = static_cast<double>(*lo);
+  if (a1 == an) return u_min;  // equal hotness: every U_i = U_min (vbq.h)
+  double sum = 0, sum_sq = 0;
+  for (uint64_t a : accesses) {
+    sum += static_cast<double>(a);
+    sum_sq += static_cast<double>(a) * static_cast<double>(a);
+  }
+  return u_min + (u_max - u_min) / (a1 - an) * (a1 - sum_sq / sum);  // eq. 8
+}
+
+absl::Status VbqConfig::CheckEq8(absl::Span<const uint64_t> accesses) const {
+  const double lhs = Eq8Lhs(accesses);
+  if (lhs > xi + 1e-12) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("vbq: eq. 8 fails: %g > xi=%g", lhs, xi));
+  }
+  return absl::OkStatus();
+}
+
+VbqBounds ComputeVbqBounds(const VbqConfig& config, uint64_t a, uint64_t a1, uint64_t an,
+                           uint64_t count, double s) {
+  VbqBounds b;
+  b.max_len = count == 0 ? 0.0 : static_cast<double>(a) * s / static_cast<double>(count);  // eq. 2
+  // x = 0 for the hottest queue, 1 for the coldest; equal hotness takes the hottest bounds.
+  const double x = a1 == an ? 0.0
+                            : static_cast<double>(a1 - a) / static_cast<double>(a1 - an);
+  b.upper = config.u_min + x * (config.u_max - config.u_min);  // eq. 4
+  b.lower = config.d_max - x * (config.d_max - config.d_min);  // eq. 5, colder lower (README)
+  return b;
+}
+
+VbqSpace::VbqSpace(size_t capacity, const VbqConfig& config, SlotTable* slots,
+                   OrderFactory make_order)
+    : capacity_(capacity),
+      config_(config),
+      slots_(slots),
+      make_order_(std::move(make_order)),
+      // kEps absorbs binary rounding of products such as xi * S.
+      trigger_(static_cast<size_t>(std::floor(config.xi * static_cast<double>(capacity) + kEps))),
+      stop_(config.alpha * static_cast<double>(capacity) - kEps) {}
+
+uint32_t VbqSpace::OnAccess(uint32_t vdi) {
+  uint32_t q;
+  if (last_q_ != kNoQueue && last_vdi_ == vdi) {
+    q = last_q_;
+  } else {
+    auto [it, inserted] = by_vdi_.try_emplace(vdi, static_cast<uint32_t>(queues_.size()));
+    if (inserted) queues_.push_back(Queue{vdi, 0, make_order_(slots_, capacity_)});
+    q = it->second;
+    last_vdi_ = vdi;
+    last_q_ = q;
+  }
+  ++queues_[q].accesses;  // A_m, eq. 1
+  ++count_;
+  if (config_.decay_interval > 0 && ++since_decay_ >= config_.decay_interval) Decay();
+  return q;
+}
+
+void VbqSpace::Decay() {
+  since_decay_ = 0;
+  count_ = 0;
+  for (Queue& q : queues_) {
+    q.accesses /= 2;
+    count_ += q.accesses;
+  }
+}
+
+uint32_t VbqSpace::QueueOf(uint32_t vdi) const {
+  auto it = by_vdi_.find(vdi);
+  return it == by_vdi_.end() ? kNoQueue : it->second;
+}
+
+void VbqSpace::Extremes(uint64_t* a1, uint64_t* an) const {
+  *a1 = 0;
+  *an = ~uint64_t{0};
+  for (const Queue& q : queues_) {
+    *a1 = std::max(*a1, q.accesses);
+    *an = std::min(*an, q.accesses);
+  }
+  if (queues_.empty()) *an = 0;
+}
+
+void VbqSpace::BeginReclaim(size_t used) {
+  (void)used;
+  plan_.clear();
+  plan_pos_ = 0;
+  uint64_t a1, an;
+  Extremes(&a1, &an);
+  const double s = static_cast<double>(capacity_);
+  for (uint32_t i = 0; i < queues_.size(); ++i) {
+    const size_t len = queues_[i].order->size();
+    if (len == 0) continue;
+    const VbqBounds b = ComputeVbqBounds(config_, queues_[i].accesses, a1, an, count_, s);
+    // Only queues above their upper bound are reclaimed, down to their lower bound (§III-D).
+    if (static_cast<double>(len) > b.upper * b.max_len + kEps) {
+      plan_.push_back(PlanItem{i, b.lower * b.max_len});
+    }
+  }
+  // Coldest first (Fig. 4: VDI_5, then VDI_4, ...); ties by VDI id for determinism.
+  std::sort(plan_.begin(), plan_.end(), [this](const PlanItem& x, const PlanItem& y) {
+    const Queue& qx = queues_[x.q];
+    const Queue& qy = queues_[y.q];
+    if (qx.accesses != qy.accesses) return qx.accesses < qy.accesses;
+    return qx.vdi < qy.vdi;
+  });
+}
+
+uint32_t VbqSpace::NextReclaimQueue(size_t used) {
+  // The round stops once used space is under alpha * S.
+  if (static_cast<double>(used) < stop_) {
+    plan_pos_ = plan_.size();
+    return kNoQueue;
+  }
+  while (plan_pos_ < plan_.size()) {
+    const PlanItem& item = plan_[plan_pos_];
+    if (static_cast<double>(queues_[item.q].order->size()) > item.target + kEps) return item.q;
+    ++plan_pos_;
+  }
+  return kNoQueue;
+}
+
+uint32_t VbqSpace::FallbackQueue() const {
+  uint32_t best = kNoQueue;
+  for (uint32_t i = 0; i < queues_.size(); ++i) {
+    if (queues_[i].order->size() == 0) continue;
+    if (best == kNoQueue || queues_[i].accesses < queues_[best].accesses ||
+        (queues_[i].accesses == queues_[best].accesses && queues_[i].vdi < queues_[best].vdi)) {
+      best = i;
+    }
+  }
+  return best;
+}
+
+void VbqSpace::AppendVdiStats(std::vector<VdiStats>* out) const {
+  uint64_t a1, an;
+  Extremes(&a1, &an);
+  for (const Queue& q : queues_) {
+    const VbqBounds b =
+        ComputeVbqBounds(config_, q.accesses, a1, an, count_, static_cast<double>(capacity_));
+    out->push_back(VdiStats{q.vdi, q.accesses, q.order->size(), b.max_len, b.upper, b.lower});
+  }
+}
+
+double VbqSpace::UpperSumFraction() const {
+  uint64_t a1, an;
+  Extremes(&a1, &an);
+  const double s = static_cast<double>(capacity_);
+  double sum = 0;
+  for (const Queue& q : queues_) {
+    const VbqBounds b = ComputeVbqBounds(config_, q.accesses, a1, an, count_, s);
+    sum += b.upper * b.max_len;  // eq. 7
+  }
+  return s == 0 ? 0 : sum / s;
+}
+
+std::vector<uint32_t> VbqSpace::PlanForTest() const {
+  std::vector<uint32_t> vdis;
+  for (const PlanItem& p : plan_) vdis.push_back(queues_[p.q].vdi);
+  return vdis;
+}
+
+size_t VbqSpace::MetadataBytes() const {
+  size_t bytes = sizeof(*this) + queues_.capacity() * sizeof(Queue) +
+                 by_vdi_.capacity() * (sizeof(std::pair<uint32_t, uint32_t>) + 1) +
+                 plan_.capacity() * sizeof(PlanItem);
+  for (const Queue& q : queues_) bytes += q.order->MetadataBytes();
+  return bytes;
+}
+
+}  // namespace ringcache::policy
