@@ -10,16 +10,11 @@
 #include "absl/synchronization/blocking_counter.h"
 #include "absl/synchronization/mutex.h"
 #include "common/checksum.h"
+#include "common/grpc_status.h"
 #include "common/status_macros.h"
 
 namespace ringcache::cachenode {
 namespace {
-
-absl::Status FromGrpc(const grpc::Status& s, const std::string& what) {
-  if (s.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
-                      absl::StrCat(what, ": ", s.error_message()));
-}
 
 double Seconds(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
@@ -178,6 +173,32 @@ absl::StatusOr<BlockRun> DataNodePool::Read(uint32_t vdi, uint64_t object, uint3
       }
     }
     return run;
+  }
+  return last;
+}
+
+absl::StatusOr<std::vector<bool>> DataNodePool::Presence(uint32_t vdi, uint64_t object,
+                                                         uint32_t first, uint32_t count, int n) {
+  RC_ASSIGN_OR_RETURN(std::vector<uint32_t> homes, Homes(vdi, object, n));
+  std::stable_sort(homes.begin(), homes.end(),
+                   [this](uint32_t a, uint32_t b) { return Load(a) < Load(b); });
+  absl::Status last = absl::UnavailableError("no home replica");
+  for (uint32_t id : homes) {
+    v1::ReadBlocksRequest req;
+    req.mutable_range()->set_vdi_id(vdi);
+    req.mutable_range()->set_object_index(object);
+    req.mutable_range()->set_first_block(first);
+    req.mutable_range()->set_block_count(count);
+    req.set_presence_only(true);
+    v1::ReadBlocksResponse resp;
+    auto ctx = Context();
+    grpc::Status s = Find(id)->stub->ReadBlocks(ctx.get(), req, &resp);
+    if (!s.ok() || resp.present_size() != static_cast<int>(count)) {
+      last = s.ok() ? absl::DataLossError("short presence answer")
+                    : FromGrpc(s, absl::StrCat("block status from data node ", id));
+      continue;
+    }
+    return std::vector<bool>(resp.present().begin(), resp.present().end());
   }
   return last;
 }

@@ -58,6 +58,9 @@ class DataNodePool {
   // copy) tries the others, and rewrites a copy that failed its checksum from the good one.
   absl::StatusOr<BlockRun> Read(uint32_t vdi, uint64_t object, uint32_t first, uint32_t count,
                                 int n, uint32_t block_size);
+  // Returns which blocks of the run were ever written, from the least-loaded reachable home.
+  absl::StatusOr<std::vector<bool>> Presence(uint32_t vdi, uint64_t object, uint32_t first,
+                                             uint32_t count, int n);
   // Writes the run to all n homes in parallel; succeeds only when every home acknowledged.
   absl::Status WriteAll(uint32_t vdi, uint64_t object, uint32_t first, const std::string& data,
                         int n);

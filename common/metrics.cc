@@ -132,7 +132,7 @@ Registry::Child* Registry::GetChild(const std::string& name, const std::string& 
 Counter* Registry::GetCounter(const std::string& name, const std::string& help, Labels labels) {
   absl::MutexLock l(&mu_);
   Child* c = GetChild(name, help, Type::kCounter, std::move(labels));
-  if (!c->counter) c->counter = std::make_unique<Counter>();
+  if (!c->counter) c->counter = std::make_unique<Counter>();  // detached if a callback owns it
   return c->counter.get();
 }
 
@@ -160,6 +160,13 @@ void Registry::AddCallbackGauge(const std::string& name, const std::string& help
   c->gauge.reset();
 }
 
+void Registry::AddCallbackCounter(const std::string& name, const std::string& help,
+                                  Labels labels, std::function<double()> fn) {
+  absl::MutexLock l(&mu_);
+  Child* c = GetChild(name, help, Type::kCounter, std::move(labels));
+  c->callback = std::move(fn);
+}
+
 std::string Registry::Render() const {
   absl::MutexLock l(&mu_);
   std::string out;
@@ -173,9 +180,13 @@ std::string Registry::Render() const {
     for (const auto& [labels, child] : fam.children) {
       const std::string ls = FormatLabels(labels, nullptr);
       switch (fam.type) {
-        case Type::kCounter:
-          absl::StrAppend(&out, name, ls, " ", FormatValue(child->counter->value()), "\n");
+        case Type::kCounter: {
+          const double v = child->callback ? child->callback()
+                           : child->counter ? child->counter->value()
+                                            : 0.0;
+          absl::StrAppend(&out, name, ls, " ", FormatValue(v), "\n");
           break;
+        }
         case Type::kGauge: {
           const double v = child->callback ? child->callback()
                            : child->gauge  ? child->gauge->value()

@@ -81,6 +81,10 @@ class Registry {
   void AddCallbackGauge(const std::string& name, const std::string& help, Labels labels,
                         std::function<double()> fn);
 
+  // Registers a counter whose value is read from `fn` at render time (same contract as above).
+  void AddCallbackCounter(const std::string& name, const std::string& help, Labels labels,
+                          std::function<double()> fn);
+
   // Returns every family in the text exposition format.
   std::string Render() const;
 

@@ -53,6 +53,12 @@ TEST(MetricsTest, CallbackGaugeReadAtRender) {
   EXPECT_NE(r.Render().find("cb_level 7\n"), std::string::npos);
 }
 
+TEST(MetricsTest, CallbackCounterReadAtRender) {
+  Registry r;
+  r.AddCallbackCounter("cbc_total", "cb", {{"vdi", "a"}}, [] { return 42.0; });
+  EXPECT_NE(r.Render().find("cbc_total{vdi=\"a\"} 42\n"), std::string::npos);
+}
+
 TEST(MetricsTest, NameValidation) {
   EXPECT_TRUE(IsValidMetricName("ringcache_x:y_1"));
   EXPECT_FALSE(IsValidMetricName("1abc"));

@@ -4,11 +4,6 @@
 
 namespace ringcache::datanode {
 
-grpc::Status ToGrpc(const absl::Status& s) {
-  if (s.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
-}
-
 namespace {
 
 std::vector<uint64_t> Checksums(const google::protobuf::RepeatedField<uint64_t>& f) {
@@ -114,11 +109,12 @@ grpc::Status DataNodeService::ReadBlocks(grpc::ServerContext*, const v1::ReadBlo
     const auto& r = req->range();
     auto res = store_->ReadBlocks(r.vdi_id(), r.object_index(), r.first_block(), r.block_count());
     if (!res.ok()) return res.status();
+    for (bool p : res->present) resp->add_present(p);
+    for (uint64_t c : res->checksums) resp->add_checksums(c);
+    if (req->presence_only()) return absl::OkStatus();
     hdd_->Charge(res->data.size());
     bytes_read_->Inc(static_cast<double>(res->data.size()));
     *resp->mutable_data() = std::move(res->data);
-    for (bool p : res->present) resp->add_present(p);
-    for (uint64_t c : res->checksums) resp->add_checksums(c);
     return absl::OkStatus();
   });
 }

@@ -8,15 +8,13 @@
 #include <atomic>
 #include <string>
 
+#include "common/grpc_status.h"
 #include "common/metrics.h"
 #include "datanode/hdd_emulator.h"
 #include "datanode/store.h"
 #include "ringcache/v1/datanode.grpc.pb.h"
 
 namespace ringcache::datanode {
-
-// Converts an absl::Status to a grpc::Status with the same code and message.
-grpc::Status ToGrpc(const absl::Status& s);
 
 class DataNodeService final : public v1::DataNode::Service {
  public:

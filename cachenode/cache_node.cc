@@ -1,0 +1,1004 @@
+// The cache node's data path: policy decisions under mu_, I/O outside it, object stripes for
+// per-object ordering, a reclaimer for evictions and demotions, a destager for idle/forced
+// write-back. See cache_node.h for the locking order and invariants.
+#include "cachenode/cache_node.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "cachenode/policy/registry.h"
+#include "common/status_macros.h"
+
+namespace ringcache::cachenode {
+
+// LoadView for LCR: a block's load is the least load among its object's home data nodes.
+class CacheNode::PoolLoad : public policy::LoadView {
+ public:
+  PoolLoad(DataNodePool* pool, const CacheNode* node) : pool_(pool), node_(node) {}
+  double HomeLoad(const policy::BlockKey& key) const override {
+    // Called under node->mu_ (from the policy), so read the VDI table directly.
+    // REQUIRES: node_->mu_ held — the policy calls this from OnAccess, which runs under mu_.
+    auto it = node_->vdis_.find(key.vdi);
+    if (it == node_->vdis_.end()) return 0;
+    const uint64_t per_obj = it->second.geometry.object_size() / it->second.geometry.block_size();
+    return pool_->HomeLoad(key.vdi, key.block / per_obj, it->second.geometry.replication());
+  }
+
+ private:
+  DataNodePool* const pool_;
+  const CacheNode* const node_;
+};
+
+const char* CacheModeName(CacheMode m) {
+  switch (m) {
+    case CacheMode::kWriteBack: return "writeback";
+    case CacheMode::kWriteThrough: return "writethrough";
+    case CacheMode::kWriteAround: return "writearound";
+    case CacheMode::kPassThrough: return "passthrough";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<CacheMode> ParseCacheMode(const std::string& s) {
+  if (s == "writeback") return CacheMode::kWriteBack;
+  if (s == "writethrough") return CacheMode::kWriteThrough;
+  if (s == "writearound") return CacheMode::kWriteAround;
+  if (s == "passthrough") return CacheMode::kPassThrough;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown cache mode '", s, "' (writeback, writethrough, writearound, passthrough)"));
+}
+
+absl::Status CacheNodeConfig::Validate() const {
+  if (node_id == 0) return absl::InvalidArgumentError("cache node id must be non-zero");
+  RC_RETURN_IF_ERROR((SlotStoreOptions{ssd_path, ssd_bytes, block_size}).Validate());
+  if (slot_reserve < 0 || slot_reserve > 0.5) {
+    return absl::InvalidArgumentError("slot_reserve must be in [0, 0.5]");
+  }
+  if (!(dirty_low_watermark >= 0 && dirty_low_watermark < dirty_high_watermark &&
+        dirty_high_watermark <= 1)) {
+    return absl::InvalidArgumentError(
+        "need 0 <= dirty_low_watermark < dirty_high_watermark <= 1");
+  }
+  if (idle_window_ms <= 0 || idle_ops_per_s < 0 || forced_destage_mb_s <= 0) {
+    return absl::InvalidArgumentError(
+        "idle_window_ms and forced_destage_mb_s must be positive, idle_ops_per_s >= 0");
+  }
+  if (destage_max_blocks == 0) return absl::InvalidArgumentError("destage_max_blocks must be >= 1");
+  RC_RETURN_IF_ERROR(policy::MakePlacement(placement, 0).status());
+  return absl::OkStatus();
+}
+
+CacheNode::CacheNode(const CacheNodeConfig& config, DataNodePool* pool, Clock* clock,
+                     metrics::Registry* registry)
+    : config_(config),
+      pool_(pool),
+      clock_(clock),
+      registry_(registry),
+      stripes_(new absl::Mutex[kStripes]) {
+  const metrics::Labels node{{"node", absl::StrCat(config.node_id)}};
+  destage_bytes_ = registry_->GetCounter("ringcache_cachenode_destage_bytes_total",
+                                         "Dirty bytes written home by destage.", node);
+  destage_errors_ = registry_->GetCounter("ringcache_cachenode_destage_errors_total",
+                                          "Destage attempts that failed (retried later).", node);
+  evictions_ = registry_->GetCounter("ringcache_cachenode_evictions_total",
+                                     "Blocks evicted by the policy.", node);
+  slot_waits_ = registry_->GetCounter("ringcache_cachenode_slot_waits_total",
+                                      "Times a write waited for a free SSD slot.", node);
+  ssd_checksum_failures_ = registry_->GetCounter(
+      "ringcache_cachenode_ssd_checksum_failures_total",
+      "SSD slots that failed their checksum on read.", node);
+}
+
+absl::StatusOr<std::unique_ptr<CacheNode>> CacheNode::Create(const CacheNodeConfig& config,
+                                                             DataNodePool* pool, Clock* clock,
+                                                             metrics::Registry* registry) {
+  RC_RETURN_IF_ERROR(config.Validate());
+  std::unique_ptr<CacheNode> node(new CacheNode(config, pool, clock, registry));
+  RC_RETURN_IF_ERROR(node->Init());
+  return node;
+}
+
+absl::Status CacheNode::Init() {
+  std::vector<RecoveredSlot> recovered;
+  RC_ASSIGN_OR_RETURN(slots_, SlotStore::Open({config_.ssd_path, config_.ssd_bytes,
+                                               config_.block_size},
+                                              &recovered, &recovery_));
+  const size_t reserve = std::max<size_t>(
+      16, static_cast<size_t>(config_.slot_reserve * slots_->num_slots()));
+  if (reserve >= slots_->num_slots()) {
+    return absl::InvalidArgumentError("SSD too small for its slot reserve");
+  }
+  load_view_ = std::make_unique<PoolLoad>(pool_, this);
+  policy::PolicyContext ctx;
+  // Membership is bounded by SSD slots so that every dirty block (RAM or not) has a slot; the RAM
+  // tier is exclusive for clean blocks (cache_node.h invariant 1).
+  ctx.capacity_blocks = slots_->num_slots() - reserve;
+  ctx.ram_blocks = config_.ram_bytes / config_.block_size;
+  ctx.load = load_view_.get();
+  absl::MutexLock l(&mu_);
+  RC_ASSIGN_OR_RETURN(policy_, policy::MakePolicy(config_.policy, ctx));
+  RC_ASSIGN_OR_RETURN(placement_,
+                      policy::MakePlacement(config_.placement, config_.ram_bytes /
+                                                                   config_.block_size));
+  // Warm restart: every recovered block re-enters the policy (as a write, which is always
+  // admitted), clean ones are then marked clean. Recovered blocks stay on SSD.
+  policy::Outcome out;
+  for (const RecoveredSlot& r : recovered) {
+    policy::Access a{{r.key.vdi, r.key.block}, policy::Op::kWrite, 0, seq_++};
+    policy_->OnAccess(a, &out);
+    if (!r.dirty) policy_->MarkClean(a.key);
+    Entry& e = map_[r.key];
+    e.slot = r.slot;
+    e.dirty = r.dirty;
+    if (r.dirty && dirty_set_.insert(r.key).second) dirty_order_.push_back(r.key);
+    ApplyEvictions(out);
+  }
+  spdlog::info("cache node {}: {} SSD slots of {} bytes, recovered {} blocks ({} dirty, {} stale, "
+               "{} torn/corrupt dropped), policy {}, placement {}",
+               config_.node_id, slots_->num_slots(), config_.block_size, recovery_.slots_valid,
+               recovery_.slots_dirty, recovery_.stale_versions, recovery_.torn_or_corrupt,
+               config_.policy, config_.placement);
+  const metrics::Labels node{{"node", absl::StrCat(config_.node_id)}};
+  registry_->AddCallbackGauge("ringcache_cachenode_cached_blocks", "Blocks held by the cache.",
+                              node, [this] { return static_cast<double>(cached_blocks()); });
+  registry_->AddCallbackGauge("ringcache_cachenode_dirty_bytes",
+                              "Dirty bytes not yet destaged.", node, [this] {
+                                return static_cast<double>(dirty_blocks() * config_.block_size);
+                              });
+  registry_->AddCallbackGauge("ringcache_cachenode_free_slots", "Free SSD slots.", node,
+                              [this] { return static_cast<double>(slots_->free_slots()); });
+  reclaimer_ = std::thread([this] { ReclaimerLoop(); });
+  destager_ = std::thread([this] { DestagerLoop(); });
+  return absl::OkStatus();
+}
+
+CacheNode::~CacheNode() {
+  {
+    absl::MutexLock l(&mu_);
+    stop_ = true;
+  }
+  if (reclaimer_.joinable()) reclaimer_.join();
+  if (destager_.joinable()) destager_.join();
+  if (slots_) (void)slots_->Sync();
+}
+
+absl::Mutex& CacheNode::Stripe(uint32_t vdi, uint64_t object) {
+  const uint64_t h = (object * 0x9E3779B97F4A7C15ULL) ^ (uint64_t{vdi} << 32 | vdi);
+  return stripes_[(h >> 17) % kStripes];
+}
+
+absl::StatusOr<CacheNode::Vdi> CacheNode::GetVdi(uint32_t vdi) const {
+  absl::MutexLock l(&mu_);
+  auto it = vdis_.find(vdi);
+  if (it == vdis_.end()) {
+    // kFailedPrecondition (not kInvalidArgument): the gateway re-registers the VDI and retries.
+    return absl::FailedPreconditionError(absl::StrCat("unknown VDI ", vdi, " on cache node ",
+                                                      config_.node_id));
+  }
+  return it->second;
+}
+
+uint64_t CacheNode::BlocksPerObject(const Vdi& v) const {
+  return v.geometry.object_size() / config_.block_size;
+}
+
+SlotKey CacheNode::KeyOf(const Vdi& v, uint64_t object, uint32_t block) const {
+  return SlotKey{v.geometry.vdi_id(), object * BlocksPerObject(v) + block};
+}
+
+absl::Status CacheNode::RegisterVdi(const v1::VdiGeometry& vdi) {
+  if (vdi.block_size() != config_.block_size) {
+    return absl::InvalidArgumentError(absl::StrCat("VDI ", vdi.name(), " uses ",
+                                                   vdi.block_size(), "-byte blocks; this cache ",
+                                                   "node caches ", config_.block_size));
+  }
+  if (vdi.object_size() % config_.block_size != 0 || vdi.replication() == 0) {
+    return absl::InvalidArgumentError("bad VDI geometry");
+  }
+  absl::MutexLock l(&mu_);
+  Vdi& v = vdis_[vdi.vdi_id()];
+  v.geometry = vdi;
+  if (!v.counters) {
+    v.counters = std::make_shared<VdiCounters>();
+    const metrics::Labels lb{{"vdi", vdi.name()}, {"node", absl::StrCat(config_.node_id)}};
+    auto c = v.counters;
+    auto counter = [&](const char* name, const char* help, std::atomic<uint64_t>* field) {
+      registry_->AddCallbackCounter(name, help, lb, [c, field] {
+        return static_cast<double>(field->load(std::memory_order_relaxed));
+      });
+    };
+    counter("ringcache_vdi_reads_total", "Block reads per VDI.", &c->reads);
+    counter("ringcache_vdi_writes_total", "Block writes per VDI.", &c->writes);
+    counter("ringcache_vdi_hits_ram_total", "Block reads served from the RAM tier.", &c->hits_ram);
+    counter("ringcache_vdi_hits_ssd_total", "Block reads served from the SSD tier.", &c->hits_ssd);
+    counter("ringcache_vdi_misses_total", "Block reads that went to a data node.", &c->misses);
+    counter("ringcache_vdi_bypassed_total", "Block accesses sent past the cache (CMF, modes).",
+            &c->bypassed);
+    counter("ringcache_vdi_admissions_rejected_total", "Missed blocks admission declined.",
+            &c->admissions_rejected);
+    counter("ringcache_vdi_destage_bytes_total", "Bytes destaged per VDI.", &c->destaged_bytes);
+    registry_->AddCallbackGauge("ringcache_vdi_dirty_bytes", "Dirty bytes per VDI.", lb,
+                                [c, bs = config_.block_size] {
+                                  return static_cast<double>(c->dirty_blocks.load() * bs);
+                                });
+  }
+  return absl::OkStatus();
+}
+
+void CacheNode::NoteForeground(uint64_t blocks) {
+  fg_blocks_.fetch_add(blocks, std::memory_order_relaxed);
+}
+
+absl::StatusOr<uint32_t> CacheNode::AllocateSlot() {
+  for (int attempt = 0;; ++attempt) {
+    auto s = slots_->Allocate();
+    if (s.ok() || s.status().code() != absl::StatusCode::kResourceExhausted) return s;
+    if (attempt == 0) slot_waits_->Inc();
+    if (attempt > 6000) {
+      return absl::ResourceExhaustedError("no SSD slot freed within 60 s");
+    }
+    clock_->SleepFor(absl::Milliseconds(10));
+  }
+}
+
+void CacheNode::ApplyEvictions(const policy::Outcome& out) {
+  for (const policy::Eviction& ev : out.evicted) {
+    const SlotKey key{ev.key.vdi, ev.key.block};
+    placement_->OnRemove(ev.key);
+    auto it = map_.find(key);
+    if (it == map_.end()) continue;  // admitted but not filled yet: the filler will notice
+    it->second.state = State::kEvicting;
+    work_.push_back({key, false});
+    evictions_->Inc();
+    if (auto v = vdis_.find(key.vdi); v != vdis_.end()) v->second.counters->evictions++;
+  }
+}
+
+// Moves the accessed block to the tier the placement chooses and queues demotions.
+void CacheNode::ApplyPlacement(const SlotKey& key, bool admitted, Entry* e) {
+  std::vector<policy::BlockKey> demote;
+  placement_->OnAccess({key.vdi, key.block}, admitted, &demote);
+  for (const auto& d : demote) work_.push_back({SlotKey{d.vdi, d.block}, true});
+  (void)e;
+}
+
+void CacheNode::RemoveEntry(const SlotKey& key) {
+  auto it = map_.find(key);
+  if (it == map_.end()) return;
+  if (it->second.dirty) {
+    dirty_set_.erase(key);
+    if (auto v = vdis_.find(key.vdi); v != vdis_.end()) v->second.counters->dirty_blocks--;
+  }
+  map_.erase(it);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reads
+
+absl::Status CacheNode::ReadBlocks(const Vdi& v, uint64_t object, uint32_t first, uint32_t count,
+                                   char* out, bool prefetch_only) {
+  const uint32_t bs = config_.block_size;
+  const bool passthrough = v.mode == CacheMode::kPassThrough;
+  struct Plan {
+    std::shared_ptr<const std::string> ram;
+    int64_t slot = -1;
+    bool miss = false;
+    bool admit = false;     // fill the cache after fetching
+    bool promote = false;   // SSD hit that the placement moved to RAM
+    bool dirty = false;
+  };
+  std::vector<Plan> plan(count);
+  VdiCounters& ctr = *v.counters;
+  {
+    absl::MutexLock l(&mu_);
+    policy::Outcome out;
+    for (uint32_t i = 0; i < count; ++i) {
+      const SlotKey key = KeyOf(v, object, first + i);
+      auto it = map_.find(key);
+      Plan& p = plan[i];
+      if (passthrough) {
+        // No policy access; still serve a cached copy (it may be the only current one).
+        if (it != map_.end()) {
+          p.ram = it->second.ram;
+          p.slot = it->second.slot;
+          p.dirty = it->second.dirty;
+        } else {
+          p.miss = true;
+        }
+        ctr.bypassed++;
+        continue;
+      }
+      policy_->OnAccess({{key.vdi, key.block}, policy::Op::kRead,
+                         static_cast<uint64_t>(clock_->NowMicros()), seq_++},
+                        &out);
+      if (out.bypassed) ctr.bypassed++;
+      if (out.rejected) ctr.admissions_rejected++;
+      const bool member = policy_->Lookup({key.vdi, key.block}) != policy::Tier::kNone;
+      if (it != map_.end()) {
+        Entry& e = it->second;
+        if (e.state == State::kEvicting && member) e.state = State::kCached;  // re-admitted
+        p.ram = e.ram;
+        p.slot = e.slot;
+        p.dirty = e.dirty;
+        (p.ram ? ctr.hits_ram : ctr.hits_ssd)++;
+        if (e.state == State::kCached) {
+          std::vector<policy::BlockKey> demote;
+          const policy::Tier t = placement_->OnAccess({key.vdi, key.block}, false, &demote);
+          for (const auto& d : demote) work_.push_back({SlotKey{d.vdi, d.block}, true});
+          p.promote = t == policy::Tier::kRam && !p.ram;
+        }
+      } else {
+        ctr.misses++;
+        p.miss = true;
+        p.admit = member;
+      }
+      ApplyEvictions(out);
+    }
+  }
+  ctr.reads += count;
+  NoteForeground(count);
+
+  std::string scratch;
+  char* buf = out;
+  if (buf == nullptr) {
+    scratch.resize(uint64_t{count} * bs);
+    buf = scratch.data();
+  }
+  // Cached blocks.
+  for (uint32_t i = 0; i < count; ++i) {
+    Plan& p = plan[i];
+    char* dst = buf + uint64_t{i} * bs;
+    if (p.ram) {
+      std::memcpy(dst, p.ram->data(), bs);
+    } else if (p.slot >= 0) {
+      absl::Status s = slots_->ReadSlot(static_cast<uint32_t>(p.slot), dst);
+      if (!s.ok()) {
+        ssd_checksum_failures_->Inc();
+        if (p.dirty) {
+          return absl::DataLossError(absl::StrCat("dirty block ", first + i, " of object ",
+                                                  object, ": ", s.message()));
+        }
+        // A clean copy is also on the data nodes: drop the bad slot and fetch again.
+        p.miss = true;
+        p.admit = false;
+        p.promote = false;
+        InvalidateBlock(KeyOf(v, object, first + i)).IgnoreError();
+      }
+    } else if (!p.miss) {
+      p.miss = true;  // a member with no storage yet (being filled by nobody): fetch
+    }
+  }
+  // Misses, fetched as runs from the least-loaded home replica.
+  for (uint32_t i = 0; i < count;) {
+    if (!plan[i].miss) {
+      ++i;
+      continue;
+    }
+    uint32_t j = i;
+    while (j < count && plan[j].miss) ++j;
+    RC_ASSIGN_OR_RETURN(BlockRun run, pool_->Read(v.geometry.vdi_id(), object, first + i, j - i,
+                                                  v.geometry.replication(), bs));
+    std::memcpy(buf + uint64_t{i} * bs, run.data.data(), run.data.size());
+    i = j;
+  }
+  // Fills and promotions.
+  for (uint32_t i = 0; i < count; ++i) {
+    Plan& p = plan[i];
+    if (!p.admit && !p.promote) continue;
+    const SlotKey key = KeyOf(v, object, first + i);
+    const char* data = buf + uint64_t{i} * bs;
+    auto copy = std::make_shared<const std::string>(data, bs);
+    int64_t release = -1;
+    bool need_slot = false;
+    {
+      absl::MutexLock l(&mu_);
+      if (policy_->Lookup({key.vdi, key.block}) == policy::Tier::kNone) continue;  // evicted
+      auto it = map_.find(key);
+      if (p.promote) {
+        if (it == map_.end()) continue;
+        Entry& e = it->second;
+        if (placement_->TierOf({key.vdi, key.block}) != policy::Tier::kRam) continue;
+        e.ram = copy;
+        if (!e.dirty && e.slot >= 0) {  // exclusive: a clean RAM block has no SSD slot
+          release = e.slot;
+          e.slot = -1;
+        }
+      } else {
+        if (it != map_.end()) continue;  // someone else filled it
+        std::vector<policy::BlockKey> demote;
+        const policy::Tier t = placement_->OnAccess({key.vdi, key.block}, true, &demote);
+        for (const auto& d : demote) work_.push_back({SlotKey{d.vdi, d.block}, true});
+        Entry& e = map_[key];
+        if (t == policy::Tier::kRam) {
+          e.ram = copy;
+        } else {
+          need_slot = true;
+        }
+      }
+    }
+    if (release >= 0) slots_->Release(static_cast<uint32_t>(release)).IgnoreError();
+    if (need_slot) {
+      // Clean fill: no sync needed (a torn clean slot fails its checksum and is dropped).
+      auto slot = AllocateSlot();
+      bool ok = slot.ok() && slots_->WriteSlot(*slot, key, false, data).ok();
+      absl::MutexLock l(&mu_);
+      auto it = map_.find(key);
+      if (ok && it != map_.end() && it->second.slot < 0 && !it->second.ram) {
+        it->second.slot = *slot;
+      } else {
+        if (slot.ok()) slots_->Release(*slot).IgnoreError();
+        if (it != map_.end() && it->second.slot < 0 && !it->second.ram) {
+          // Could not store it: leave the cache consistent by forgetting the block.
+          policy_->Erase({key.vdi, key.block});
+          placement_->OnRemove({key.vdi, key.block});
+          map_.erase(it);
+        }
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CacheNode::Read(uint32_t vdi, uint64_t object, uint32_t offset, uint32_t len,
+                             char* out) {
+  RC_ASSIGN_OR_RETURN(Vdi v, GetVdi(vdi));
+  const uint32_t bs = config_.block_size;
+  if (len == 0) return absl::OkStatus();
+  if (uint64_t{offset} + len > v.geometry.object_size()) {
+    return absl::InvalidArgumentError("read beyond the object");
+  }
+  const uint32_t first = offset / bs, last = (offset + len - 1) / bs;
+  const uint32_t count = last - first + 1;
+  absl::MutexLock stripe(&Stripe(vdi, object));
+  if (offset % bs == 0 && len % bs == 0) return ReadBlocks(v, object, first, count, out, false);
+  std::string tmp(uint64_t{count} * bs, '\0');
+  RC_RETURN_IF_ERROR(ReadBlocks(v, object, first, count, tmp.data(), false));
+  std::memcpy(out, tmp.data() + (offset - uint64_t{first} * bs), len);
+  return absl::OkStatus();
+}
+
+absl::Status CacheNode::Prefetch(uint32_t vdi, uint64_t object, uint32_t offset, uint32_t len) {
+  RC_ASSIGN_OR_RETURN(Vdi v, GetVdi(vdi));
+  const uint32_t bs = config_.block_size;
+  if (len == 0) return absl::OkStatus();
+  if (uint64_t{offset} + len > v.geometry.object_size()) {
+    return absl::InvalidArgumentError("prefetch beyond the object");
+  }
+  absl::MutexLock stripe(&Stripe(vdi, object));
+  const uint32_t first = offset / bs, last = (offset + len - 1) / bs;
+  return ReadBlocks(v, object, first, last - first + 1, nullptr, true);
+}
+
+absl::Status CacheNode::Allocation(uint32_t vdi, uint64_t object, uint32_t offset, uint32_t len,
+                                   std::vector<bool>* allocated) {
+  RC_ASSIGN_OR_RETURN(Vdi v, GetVdi(vdi));
+  const uint32_t bs = config_.block_size;
+  if (len == 0 || uint64_t{offset} + len > v.geometry.object_size()) {
+    return absl::InvalidArgumentError("block status range outside the object");
+  }
+  const uint32_t first = offset / bs, count = (offset + len - 1) / bs - first + 1;
+  absl::MutexLock stripe(&Stripe(vdi, object));
+  RC_ASSIGN_OR_RETURN(*allocated, pool_->Presence(vdi, object, first, count,
+                                                  v.geometry.replication()));
+  absl::MutexLock l(&mu_);
+  for (uint32_t i = 0; i < count; ++i) {
+    if (map_.contains(KeyOf(v, object, first + i))) (*allocated)[i] = true;
+  }
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Writes
+
+absl::Status CacheNode::InvalidateBlock(const SlotKey& key) {
+  int64_t release = -1;
+  {
+    absl::MutexLock l(&mu_);
+    policy_->Erase({key.vdi, key.block});
+    placement_->OnRemove({key.vdi, key.block});
+    auto it = map_.find(key);
+    if (it != map_.end()) release = it->second.slot;
+    RemoveEntry(key);
+  }
+  if (release >= 0) RC_RETURN_IF_ERROR(slots_->Release(static_cast<uint32_t>(release)));
+  return absl::OkStatus();
+}
+
+absl::Status CacheNode::Write(uint32_t vdi, uint64_t object, uint32_t offset, uint32_t len,
+                              const char* data) {
+  RC_ASSIGN_OR_RETURN(Vdi v, GetVdi(vdi));
+  const uint32_t bs = config_.block_size;
+  if (len == 0) return absl::OkStatus();
+  if (uint64_t{offset} + len > v.geometry.object_size()) {
+    return absl::InvalidArgumentError("write beyond the object");
+  }
+  const uint32_t first = offset / bs, last = (offset + len - 1) / bs;
+  const uint32_t count = last - first + 1;
+  absl::MutexLock stripe(&Stripe(vdi, object));
+  const char* run = data;
+  std::string tmp;
+  if (offset % bs != 0 || len % bs != 0) {
+    // Read-modify-write of the partial edge blocks.
+    tmp.assign(uint64_t{count} * bs, '\0');
+    const bool head_partial = offset % bs != 0;
+    const bool tail_partial = (offset + len) % bs != 0;
+    if (head_partial) RC_RETURN_IF_ERROR(ReadBlocks(v, object, first, 1, tmp.data(), false));
+    if (tail_partial && (last != first || !head_partial)) {
+      RC_RETURN_IF_ERROR(
+          ReadBlocks(v, object, last, 1, tmp.data() + uint64_t{count - 1} * bs, false));
+    }
+    std::memcpy(tmp.data() + (offset - uint64_t{first} * bs), data, len);
+    run = tmp.data();
+  }
+  return WriteRun(v, object, first, count, run);
+}
+
+absl::Status CacheNode::WriteAround(const Vdi& v, uint64_t object, uint32_t first, uint32_t count,
+                                    const char* data) {
+  const uint32_t bs = config_.block_size;
+  // Make earlier slot releases durable first, so no released (older) copy of these blocks can
+  // reappear after a crash and shadow what the data nodes now hold.
+  RC_RETURN_IF_ERROR(slots_->Sync());
+  RC_RETURN_IF_ERROR(pool_->WriteAll(v.geometry.vdi_id(), object, first,
+                                     std::string(data, uint64_t{count} * bs),
+                                     v.geometry.replication()));
+  for (uint32_t i = 0; i < count; ++i) {
+    RC_RETURN_IF_ERROR(InvalidateBlock(KeyOf(v, object, first + i)));
+  }
+  return slots_->Sync();
+}
+
+absl::Status CacheNode::WriteRun(const Vdi& v, uint64_t object, uint32_t first, uint32_t count,
+                                 const char* data) {
+  const uint32_t bs = config_.block_size;
+  VdiCounters& ctr = *v.counters;
+  ctr.writes += count;
+  NoteForeground(count);
+  if (v.mode == CacheMode::kWriteAround || v.mode == CacheMode::kPassThrough) {
+    ctr.bypassed += count;
+    return WriteAround(v, object, first, count, data);
+  }
+  const bool through = v.mode == CacheMode::kWriteThrough;
+  bool bypass = false;
+  {
+    absl::MutexLock l(&mu_);
+    policy::Outcome out;
+    for (uint32_t i = 0; i < count; ++i) {
+      const SlotKey key = KeyOf(v, object, first + i);
+      policy_->OnAccess({{key.vdi, key.block}, policy::Op::kWrite,
+                         static_cast<uint64_t>(clock_->NowMicros()), seq_++},
+                        &out);
+      bypass |= out.bypassed;
+      ApplyEvictions(out);
+    }
+  }
+  if (bypass) {  // CMF or sequential cutoff: write around for this request
+    ctr.bypassed += count;
+    return WriteAround(v, object, first, count, data);
+  }
+  if (through) {
+    RC_RETURN_IF_ERROR(pool_->WriteAll(v.geometry.vdi_id(), object, first,
+                                       std::string(data, uint64_t{count} * bs),
+                                       v.geometry.replication()));
+  }
+  // Every block gets a fresh slot (SlotStore invariant 1), then one group-committed sync.
+  std::vector<uint32_t> slots;
+  slots.reserve(count);
+  absl::Status st;
+  for (uint32_t i = 0; i < count && st.ok(); ++i) {
+    auto slot = AllocateSlot();
+    if (!slot.ok()) {
+      st = slot.status();
+      break;
+    }
+    slots.push_back(*slot);
+    st = slots_->WriteSlot(*slot, KeyOf(v, object, first + i), !through,
+                           data + uint64_t{i} * bs);
+  }
+  if (st.ok() && !through) st = slots_->Sync();
+  if (!st.ok()) {
+    for (uint32_t s : slots) slots_->Release(s).IgnoreError();
+    return st;
+  }
+  std::vector<int64_t> release;
+  {
+    absl::MutexLock l(&mu_);
+    for (uint32_t i = 0; i < count; ++i) {
+      const SlotKey key = KeyOf(v, object, first + i);
+      const policy::BlockKey pk{key.vdi, key.block};
+      Entry& e = map_[key];
+      if (e.slot >= 0) release.push_back(e.slot);
+      const bool was_dirty = e.dirty;
+      e.slot = slots[i];
+      e.ram.reset();
+      e.dirty = !through;
+      if (policy_->Lookup(pk) == policy::Tier::kNone) {
+        // Evicted again while we wrote (another object's access): keep the durable copy until
+        // the reclaimer has destaged it (invariant 2).
+        e.state = State::kEvicting;
+        work_.push_back({key, false});
+      } else {
+        e.state = State::kCached;
+        if (through) policy_->MarkClean(pk);
+        std::vector<policy::BlockKey> demote;
+        if (placement_->OnAccess(pk, false, &demote) == policy::Tier::kRam) {
+          e.ram = std::make_shared<const std::string>(data + uint64_t{i} * bs, bs);
+          if (through) {  // clean and in RAM: exclusive, so give the slot back
+            release.push_back(e.slot);
+            e.slot = -1;
+          }
+        }
+        for (const auto& d : demote) work_.push_back({SlotKey{d.vdi, d.block}, true});
+      }
+      if (e.dirty && !was_dirty) {
+        ctr.dirty_blocks++;
+        if (dirty_set_.insert(key).second) dirty_order_.push_back(key);
+      } else if (!e.dirty && was_dirty) {
+        ctr.dirty_blocks--;
+        dirty_set_.erase(key);
+      }
+    }
+  }
+  for (int64_t s : release) slots_->Release(static_cast<uint32_t>(s)).IgnoreError();
+  return absl::OkStatus();
+}
+
+absl::Status CacheNode::Trim(uint32_t vdi, uint64_t object, uint32_t offset, uint32_t len,
+                             bool zero) {
+  RC_ASSIGN_OR_RETURN(Vdi v, GetVdi(vdi));
+  const uint32_t bs = config_.block_size;
+  if (len == 0) return absl::OkStatus();
+  if (uint64_t{offset} + len > v.geometry.object_size()) {
+    return absl::InvalidArgumentError("trim beyond the object");
+  }
+  // Whole blocks are dropped everywhere; partial edges are zeroed (WRITE_ZEROES) or left alone
+  // (TRIM is advisory).
+  const uint32_t full_first = (offset + bs - 1) / bs;
+  const uint32_t full_end = (offset + len) / bs;  // exclusive
+  if (zero) {
+    const uint32_t end = offset + len;
+    auto zero_partial = [&](uint32_t from, uint32_t to) -> absl::Status {
+      if (from >= to) return absl::OkStatus();
+      std::string z(to - from, '\0');
+      return Write(vdi, object, from, to - from, z.data());
+    };
+    if (full_first > full_end) {  // inside one block
+      return zero_partial(offset, end);
+    }
+    RC_RETURN_IF_ERROR(zero_partial(offset, std::min(end, full_first * bs)));
+    RC_RETURN_IF_ERROR(zero_partial(std::max(offset, full_end * bs), end));
+  }
+  if (full_first >= full_end) return absl::OkStatus();
+  absl::MutexLock stripe(&Stripe(vdi, object));
+  RC_RETURN_IF_ERROR(slots_->Sync());
+  RC_RETURN_IF_ERROR(pool_->TrimAll(vdi, object, full_first, full_end - full_first,
+                                    v.geometry.replication()));
+  for (uint32_t b = full_first; b < full_end; ++b) {
+    RC_RETURN_IF_ERROR(InvalidateBlock(KeyOf(v, object, b)));
+  }
+  return slots_->Sync();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Destage, reclaim, modes
+
+absl::Status CacheNode::DestageAround(const Vdi& v, const SlotKey& key, uint64_t* blocks_done) {
+  const uint32_t bs = config_.block_size;
+  const uint64_t per_obj = BlocksPerObject(v);
+  const uint64_t object = key.block / per_obj;
+  const uint64_t base = object * per_obj;
+  struct Item {
+    std::shared_ptr<const std::string> ram;
+    int64_t slot;
+  };
+  std::vector<Item> items;
+  uint64_t lo = key.block;
+  {
+    absl::MutexLock l(&mu_);
+    auto dirty = [&](uint64_t b) {
+      auto it = map_.find(SlotKey{key.vdi, b});
+      return it != map_.end() && it->second.dirty;
+    };
+    if (!dirty(key.block)) return absl::OkStatus();
+    // Coalesce adjacent dirty blocks of the same object (DESIGN §4).
+    while (lo > base && dirty(lo - 1) && key.block - lo + 1 < config_.destage_max_blocks) --lo;
+    for (uint64_t b = lo; b < base + per_obj && dirty(b) &&
+                          items.size() < config_.destage_max_blocks;
+         ++b) {
+      const Entry& e = map_.at(SlotKey{key.vdi, b});
+      items.push_back({e.ram, e.slot});
+    }
+  }
+  std::string data(items.size() * bs, '\0');
+  for (size_t i = 0; i < items.size(); ++i) {
+    char* dst = data.data() + i * bs;
+    if (items[i].ram) {
+      std::memcpy(dst, items[i].ram->data(), bs);
+    } else {
+      absl::Status s = slots_->ReadSlot(static_cast<uint32_t>(items[i].slot), dst);
+      if (!s.ok()) {
+        ssd_checksum_failures_->Inc();
+        spdlog::error("cache node {}: dirty block {}/{} unreadable: {}", config_.node_id, key.vdi,
+                      lo + i, s.ToString());
+        return s;
+      }
+    }
+  }
+  absl::Status s = pool_->WriteAll(key.vdi, object, static_cast<uint32_t>(lo - base), data,
+                                   v.geometry.replication());
+  if (!s.ok()) {
+    destage_errors_->Inc();
+    return s;
+  }
+  destage_bytes_->Inc(static_cast<double>(data.size()));
+  v.counters->destaged_bytes += data.size();
+  std::vector<int64_t> mark;
+  {
+    absl::MutexLock l(&mu_);
+    for (size_t i = 0; i < items.size(); ++i) {
+      const SlotKey k{key.vdi, lo + i};
+      auto it = map_.find(k);
+      if (it == map_.end() || !it->second.dirty) continue;
+      it->second.dirty = false;
+      dirty_set_.erase(k);
+      v.counters->dirty_blocks--;
+      policy_->MarkClean({k.vdi, k.block});
+      if (it->second.slot >= 0) mark.push_back(it->second.slot);
+    }
+  }
+  for (int64_t slot : mark) slots_->SetDirty(static_cast<uint32_t>(slot), false).IgnoreError();
+  if (blocks_done) *blocks_done += items.size();
+  return absl::OkStatus();
+}
+
+absl::Status CacheNode::ProcessWork(const Work& w) {
+  Vdi v;
+  {
+    absl::MutexLock l(&mu_);
+    auto it = vdis_.find(w.key.vdi);
+    if (it == vdis_.end()) return absl::FailedPreconditionError("VDI not registered yet");
+    v = it->second;
+  }
+  const uint64_t object = w.key.block / BlocksPerObject(v);
+  absl::MutexLock stripe(&Stripe(w.key.vdi, object));
+  if (w.demote) {
+    std::shared_ptr<const std::string> ram;
+    {
+      absl::MutexLock l(&mu_);
+      auto it = map_.find(w.key);
+      if (it == map_.end() || !it->second.ram ||
+          placement_->TierOf({w.key.vdi, w.key.block}) == policy::Tier::kRam) {
+        return absl::OkStatus();
+      }
+      if (it->second.slot >= 0) {  // dirty: its slot already holds the data
+        it->second.ram.reset();
+        return absl::OkStatus();
+      }
+      ram = it->second.ram;
+    }
+    RC_ASSIGN_OR_RETURN(uint32_t slot, AllocateSlot());
+    RC_RETURN_IF_ERROR(slots_->WriteSlot(slot, w.key, false, ram->data()));
+    absl::MutexLock l(&mu_);
+    auto it = map_.find(w.key);
+    if (it != map_.end() && it->second.ram == ram && it->second.slot < 0) {
+      it->second.slot = slot;
+      it->second.ram.reset();
+      return absl::OkStatus();
+    }
+    // Changed meanwhile (rewritten, removed): our copy is not needed.
+    slots_->Release(slot).IgnoreError();
+    return absl::OkStatus();
+  }
+  bool dirty;
+  {
+    absl::MutexLock l(&mu_);
+    auto it = map_.find(w.key);
+    if (it == map_.end() || it->second.state != State::kEvicting) return absl::OkStatus();
+    dirty = it->second.dirty;
+  }
+  if (dirty) RC_RETURN_IF_ERROR(DestageAround(v, w.key, nullptr));  // "destage before eviction"
+  int64_t release = -1;
+  {
+    absl::MutexLock l(&mu_);
+    auto it = map_.find(w.key);
+    if (it == map_.end() || it->second.state != State::kEvicting || it->second.dirty) {
+      return absl::OkStatus();
+    }
+    release = it->second.slot;
+    RemoveEntry(w.key);
+  }
+  if (release >= 0) RC_RETURN_IF_ERROR(slots_->Release(static_cast<uint32_t>(release)));
+  return absl::OkStatus();
+}
+
+void CacheNode::ReclaimerLoop() {
+  std::vector<Work> retry;
+  for (;;) {
+    Work w;
+    {
+      absl::MutexLock l(&mu_);
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || !work_.empty(); };
+      mu_.AwaitWithTimeout(absl::Condition(&ready), absl::Milliseconds(200));
+      if (stop_) return;
+      if (work_.empty()) {
+        for (auto& r : retry) work_.push_back(r);
+        retry.clear();
+        continue;
+      }
+      w = work_.front();
+      work_.pop_front();
+    }
+    absl::Status s = ProcessWork(w);
+    if (!s.ok()) {
+      retry.push_back(w);  // data node down, VDI not registered yet...: try again later
+      clock_->SleepFor(absl::Milliseconds(20));
+    }
+  }
+}
+
+bool CacheNode::Idle() { return false; }
+
+void CacheNode::DestagerLoop() {
+  uint64_t last_count = fg_blocks_.load();
+  int64_t last_time = clock_->NowMicros();
+  int64_t quiet_since = last_time;
+  bool forcing = false;
+  for (;;) {
+    {
+      absl::MutexLock l(&mu_);
+      if (stop_) return;
+    }
+    clock_->SleepFor(absl::Milliseconds(50));
+    const int64_t now = clock_->NowMicros();
+    const uint64_t count = fg_blocks_.load();
+    const double rate = (count - last_count) * 1e6 / std::max<int64_t>(1, now - last_time);
+    last_count = count;
+    last_time = now;
+    if (rate >= config_.idle_ops_per_s) quiet_since = now;
+    const bool idle = now - quiet_since >= config_.idle_window_ms * 1000;
+    const uint64_t dirty = dirty_blocks();
+    const uint64_t slots = slots_->num_slots();
+    if (dirty > config_.dirty_high_watermark * slots) forcing = true;
+    if (dirty < config_.dirty_low_watermark * slots) forcing = false;
+    if (!idle && !forcing) continue;
+    // Destage a batch: oldest dirty blocks first, until load returns (idle) or we are back
+    // under the low watermark (forced, rate-limited).
+    const int64_t batch_start = clock_->NowMicros();
+    uint64_t bytes = 0;
+    for (int n = 0; n < 64; ++n) {
+      SlotKey key;
+      Vdi v;
+      {
+        absl::MutexLock l(&mu_);
+        if (stop_) return;
+        while (!dirty_order_.empty() && !dirty_set_.contains(dirty_order_.front())) {
+          dirty_order_.pop_front();
+        }
+        if (dirty_order_.empty()) break;
+        key = dirty_order_.front();
+        dirty_order_.pop_front();
+        auto it = vdis_.find(key.vdi);
+        if (it == vdis_.end()) {
+          dirty_order_.push_back(key);  // not registered yet; later
+          break;
+        }
+        v = it->second;
+      }
+      uint64_t done = 0;
+      absl::Status s;
+      {
+        absl::MutexLock stripe(&Stripe(key.vdi, key.block / BlocksPerObject(v)));
+        s = DestageAround(v, key, &done);
+      }
+      if (!s.ok()) {
+        absl::MutexLock l(&mu_);
+        if (dirty_set_.contains(key)) dirty_order_.push_back(key);
+        break;
+      }
+      bytes += done * config_.block_size;
+      if (!idle && fg_blocks_.load() != count) {
+        // Forced under load: hold to the configured rate.
+        const double allowed_us = bytes / (config_.forced_destage_mb_s * 1048576.0) * 1e6;
+        const int64_t spent = clock_->NowMicros() - batch_start;
+        if (allowed_us > spent) clock_->SleepFor(absl::Microseconds(allowed_us - spent));
+      }
+      if (idle && fg_blocks_.load() - count > 0) break;  // load returned
+    }
+  }
+}
+
+absl::Status CacheNode::Flush(uint32_t vdi) {
+  for (int round = 0;; ++round) {
+    std::vector<SlotKey> keys;
+    {
+      absl::MutexLock l(&mu_);
+      for (const SlotKey& k : dirty_set_) {
+        if (vdi == 0 || k.vdi == vdi) keys.push_back(k);
+      }
+    }
+    if (keys.empty()) return absl::OkStatus();
+    std::sort(keys.begin(), keys.end(), [](const SlotKey& a, const SlotKey& b) {
+      return a.vdi != b.vdi ? a.vdi < b.vdi : a.block < b.block;
+    });
+    for (const SlotKey& k : keys) {
+      RC_ASSIGN_OR_RETURN(Vdi v, GetVdi(k.vdi));
+      absl::MutexLock stripe(&Stripe(k.vdi, k.block / BlocksPerObject(v)));
+      RC_RETURN_IF_ERROR(DestageAround(v, k, nullptr));
+    }
+    if (round > 1000) return absl::DeadlineExceededError("flush did not converge");
+  }
+}
+
+absl::Status CacheNode::SetMode(uint32_t vdi, CacheMode mode) {
+  {
+    absl::MutexLock l(&mu_);
+    auto it = vdis_.find(vdi);
+    if (it == vdis_.end()) return absl::InvalidArgumentError(absl::StrCat("unknown VDI ", vdi));
+    it->second.mode = mode;
+  }
+  // Leaving write-back: no new dirty blocks appear from now on; destage the existing ones.
+  if (mode != CacheMode::kWriteBack) RC_RETURN_IF_ERROR(Flush(vdi));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<CacheMode> CacheNode::GetMode(uint32_t vdi) const {
+  RC_ASSIGN_OR_RETURN(Vdi v, GetVdi(vdi));
+  return v.mode;
+}
+
+absl::Status CacheNode::DropVdi(uint32_t vdi_id) {
+  RC_RETURN_IF_ERROR(GetVdi(vdi_id).status());
+  std::vector<SlotKey> keys;
+  {
+    absl::MutexLock l(&mu_);
+    for (const auto& [k, e] : map_) {
+      if (k.vdi == vdi_id) keys.push_back(k);
+    }
+  }
+  for (const SlotKey& k : keys) RC_RETURN_IF_ERROR(InvalidateBlock(k));
+  RC_RETURN_IF_ERROR(slots_->Sync());
+  absl::MutexLock l(&mu_);
+  vdis_.erase(vdi_id);
+  return absl::OkStatus();
+}
+
+uint64_t CacheNode::dirty_blocks() const {
+  absl::MutexLock l(&mu_);
+  return dirty_set_.size();
+}
+
+uint64_t CacheNode::cached_blocks() const {
+  absl::MutexLock l(&mu_);
+  return map_.size();
+}
+
+void CacheNode::Stats(uint32_t vdi, std::vector<v1::VdiCacheStats>* out) const {
+  absl::MutexLock l(&mu_);
+  std::vector<policy::VdiStats> ps;
+  policy_->AppendVdiStats(&ps);
+  for (const auto& [id, v] : vdis_) {
+    if (vdi != 0 && id != vdi) continue;
+    v1::VdiCacheStats s;
+    s.set_vdi_id(id);
+    s.set_hits_ram(v.counters->hits_ram);
+    s.set_hits_ssd(v.counters->hits_ssd);
+    s.set_misses(v.counters->misses);
+    s.set_bypassed(v.counters->bypassed);
+    s.set_dirty_bytes(static_cast<uint64_t>(std::max<int64_t>(0, v.counters->dirty_blocks)) *
+                      config_.block_size);
+    s.set_mode(static_cast<v1::CacheMode>(static_cast<int>(v.mode) + 1));
+    for (const auto& p : ps) {
+      if (p.vdi != id) continue;
+      s.set_queue_length(p.blocks);
+      s.set_max_length(p.max_blocks);
+      s.set_upper_bound(p.upper);
+      s.set_lower_bound(p.lower);
+    }
+    out->push_back(s);
+  }
+}
+
+}  // namespace ringcache::cachenode

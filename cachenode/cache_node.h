@@ -1,0 +1,215 @@
+// CacheNode: one SSD cache node — the policy engine (membership: admission, VBQ, queue order,
+// LCR victim choice, bypass), an exclusive RAM/SSD placement, the SSD slot store, and the data
+// nodes behind it. It serves byte ranges inside objects to the gateway's router, in-process
+// (ringcache-local) or over gRPC (ringcache-cachenode).
+//
+// Locking (in order; never acquire an earlier lock while holding a later one):
+//   1. object stripe locks (stripes_[hash(vdi, object) % kStripes]): serialise every operation on
+//      one object — foreground reads/writes/trims and destage of its blocks — so a block's slot is
+//      never released or rewritten while another thread reads it.
+//   2. mu_: the policy, placement, block map and mode table; held only for in-memory work.
+// The slot store and data node pool have their own internal locks and are called without mu_.
+//
+// Invariants:
+//  1. A dirty block is durable on the SSD slot store before the write that dirtied it returns;
+//     a dirty block in RAM also keeps its SSD slot (RAM is not durable).
+//  2. A block the policy evicted stays in map_ (state kEvicting) and keeps serving reads until the
+//     reclaimer has destaged it (if dirty) and released its storage; only then may a read miss go
+//     to the data nodes, so no read returns stale data.
+//  3. A dirty cached block is the authoritative copy; data nodes see it only through destage.
+//
+// Thread-safety: thread-safe.
+#ifndef RINGCACHE_CACHENODE_CACHE_NODE_H_
+#define RINGCACHE_CACHENODE_CACHE_NODE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "cachenode/datanode_pool.h"
+#include "cachenode/policy/placement.h"
+#include "cachenode/policy/types.h"
+#include "cachenode/slot_store.h"
+#include "common/clock.h"
+#include "common/metrics.h"
+#include "ringcache/v1/cachenode.pb.h"
+#include "ringcache/v1/common.pb.h"
+
+namespace ringcache::cachenode {
+
+enum class CacheMode { kWriteBack, kWriteThrough, kWriteAround, kPassThrough };
+const char* CacheModeName(CacheMode m);
+absl::StatusOr<CacheMode> ParseCacheMode(const std::string& s);
+
+struct CacheNodeConfig {
+  uint32_t node_id = 1;
+  std::string ssd_path;                 // slot file (or block device)
+  uint64_t ssd_bytes = 1ull << 30;      // SSD tier capacity
+  uint64_t ram_bytes = 64ull << 20;     // RAM tier capacity (exclusive of the SSD tier)
+  uint32_t block_size = 4096;           // cache block, 4..64 KiB
+  std::string policy = "vbq+lru+sieve+lcr";  // membership policy (cachenode/policy/registry.h)
+  std::string placement = "uarc";       // RAM/SSD placement: uarc | lru
+  double slot_reserve = 0.02;           // fraction of slots kept free for in-flight evictions
+  // Destage (DESIGN §4): idle when fewer than idle_ops_per_s foreground block ops per second
+  // were seen over idle_window_ms; forced above dirty_high_watermark (fraction of SSD slots) at
+  // up to forced_destage_mb_s.
+  double idle_ops_per_s = 100;
+  int64_t idle_window_ms = 500;
+  double dirty_high_watermark = 0.6;
+  double dirty_low_watermark = 0.4;
+  double forced_destage_mb_s = 64;
+  uint32_t destage_max_blocks = 256;    // largest coalesced destage write (blocks)
+  absl::Status Validate() const;
+};
+
+// Per-VDI counters, for ringcachectl stats and /metrics.
+struct VdiCounters {
+  std::atomic<uint64_t> reads{0}, writes{0}, hits_ram{0}, hits_ssd{0}, misses{0}, bypassed{0};
+  std::atomic<uint64_t> admissions_rejected{0}, evictions{0}, destaged_bytes{0};
+  std::atomic<int64_t> dirty_blocks{0};
+};
+
+class CacheNode {
+ public:
+  // Opens the slot store (recovering its blocks), builds the policy, starts the reclaimer and
+  // destager threads. `pool`, `clock` and `registry` are not owned and must outlive the node.
+  static absl::StatusOr<std::unique_ptr<CacheNode>> Create(const CacheNodeConfig& config,
+                                                           DataNodePool* pool, Clock* clock,
+                                                           metrics::Registry* registry);
+  ~CacheNode();  // stops the threads (dirty blocks stay on SSD)
+
+  // Registers (or updates) a VDI; blocks of unknown VDIs are refused with kInvalidArgument.
+  absl::Status RegisterVdi(const v1::VdiGeometry& vdi);
+  // Destages and drops every cached block of the VDI, then forgets it.
+  absl::Status DropVdi(uint32_t vdi_id);
+
+  // Byte ranges inside one object. REQUIRES: offset + len <= object size.
+  absl::Status Read(uint32_t vdi, uint64_t object, uint32_t offset, uint32_t len, char* out);
+  absl::Status Write(uint32_t vdi, uint64_t object, uint32_t offset, uint32_t len,
+                     const char* data);
+  // Discards the range (zero = WRITE_ZEROES semantics: it must read back as zeros).
+  absl::Status Trim(uint32_t vdi, uint64_t object, uint32_t offset, uint32_t len, bool zero);
+  // Loads the range into the cache (NBD_CMD_CACHE).
+  absl::Status Prefetch(uint32_t vdi, uint64_t object, uint32_t offset, uint32_t len);
+  // Fills *allocated with one flag per block of the range: written (cached or on a data node).
+  absl::Status Allocation(uint32_t vdi, uint64_t object, uint32_t offset, uint32_t len,
+                          std::vector<bool>* allocated);
+
+  // Switches a VDI's cache mode; leaving writeback destages its dirty blocks first.
+  absl::Status SetMode(uint32_t vdi, CacheMode mode);
+  absl::StatusOr<CacheMode> GetMode(uint32_t vdi) const;
+  // Destages every dirty block (of one VDI, or all when vdi == 0) and waits until done.
+  absl::Status Flush(uint32_t vdi);
+
+  // Fills per-VDI statistics (all VDIs when vdi == 0).
+  void Stats(uint32_t vdi, std::vector<v1::VdiCacheStats>* out) const;
+  uint64_t dirty_blocks() const;
+  uint64_t cached_blocks() const;
+  uint32_t block_size() const { return config_.block_size; }
+  const RecoveryStats& recovery() const { return recovery_; }
+
+ private:
+  static constexpr size_t kStripes = 1024;
+  enum class State : uint8_t { kCached, kEvicting };
+  struct Entry {
+    int64_t slot = -1;                         // SSD slot, -1 if none
+    std::shared_ptr<const std::string> ram;    // RAM copy (RAM tier), null if none
+    bool dirty = false;
+    State state = State::kCached;
+  };
+  struct Vdi {
+    v1::VdiGeometry geometry;
+    CacheMode mode = CacheMode::kWriteBack;
+    std::shared_ptr<VdiCounters> counters;
+  };
+  struct Work {
+    SlotKey key;
+    bool demote = false;   // RAM -> SSD move (else: evicted block to reclaim)
+  };
+
+  CacheNode(const CacheNodeConfig& config, DataNodePool* pool, Clock* clock,
+            metrics::Registry* registry);
+  absl::Status Init();
+  absl::Mutex& Stripe(uint32_t vdi, uint64_t object);
+  absl::StatusOr<Vdi> GetVdi(uint32_t vdi) const;
+  uint64_t BlocksPerObject(const Vdi& v) const;
+  SlotKey KeyOf(const Vdi& v, uint64_t object, uint32_t block_in_object) const;
+
+  // Block-level operations. REQUIRES: the object's stripe lock is held.
+  absl::Status ReadBlocks(const Vdi& v, uint64_t object, uint32_t first, uint32_t count,
+                          char* out, bool prefetch_only);
+  // Writes `count` whole blocks starting at `first` according to the VDI's mode.
+  absl::Status WriteRun(const Vdi& v, uint64_t object, uint32_t first, uint32_t count,
+                        const char* data);
+  // Sends the run to the home replicas and drops any cached copy (write-around).
+  absl::Status WriteAround(const Vdi& v, uint64_t object, uint32_t first, uint32_t count,
+                           const char* data);
+  absl::Status InvalidateBlock(const SlotKey& key) ;
+  // Takes a free slot, waiting for the reclaimer if none is free.
+  absl::StatusOr<uint32_t> AllocateSlot();
+  // Handles an Outcome's evictions and the placement's demotions. REQUIRES: mu_ held.
+  void ApplyEvictions(const policy::Outcome& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ApplyPlacement(const SlotKey& key, bool admitted, Entry* e)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RemoveEntry(const SlotKey& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void NoteForeground(uint64_t blocks);
+
+  // Destages the dirty blocks of one object around `key` (coalescing adjacent dirty blocks) and
+  // marks them clean. REQUIRES: the object's stripe lock is held, mu_ not held.
+  absl::Status DestageAround(const Vdi& v, const SlotKey& key, uint64_t* blocks_done);
+  void ReclaimerLoop();
+  void DestagerLoop();
+  absl::Status ProcessWork(const Work& w);
+  bool Idle();
+
+  const CacheNodeConfig config_;
+  DataNodePool* const pool_;
+  Clock* const clock_;
+  metrics::Registry* const registry_;
+  std::unique_ptr<SlotStore> slots_;
+  RecoveryStats recovery_;
+  std::unique_ptr<absl::Mutex[]> stripes_;
+
+  mutable absl::Mutex mu_;
+  std::unique_ptr<policy::CachePolicy> policy_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<policy::Placement> placement_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<SlotKey, Entry> map_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint32_t, Vdi> vdis_ ABSL_GUARDED_BY(mu_);
+  // Dirty blocks in the order they became dirty (oldest first): the destager's scan order.
+  std::deque<SlotKey> dirty_order_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<SlotKey> dirty_set_ ABSL_GUARDED_BY(mu_);
+  std::deque<Work> work_ ABSL_GUARDED_BY(mu_);
+  uint64_t seq_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t flush_requests_ ABSL_GUARDED_BY(mu_) = 0;
+
+  // Foreground rate for idle detection.
+  std::atomic<uint64_t> fg_blocks_{0};
+
+  std::thread reclaimer_;
+  std::thread destager_;
+
+  // Metrics.
+  metrics::Counter* destage_bytes_;
+  metrics::Counter* destage_errors_;
+  metrics::Counter* evictions_;
+  metrics::Counter* slot_waits_;
+  metrics::Counter* ssd_checksum_failures_;
+  class PoolLoad;
+  friend class PoolLoad;
+  std::unique_ptr<PoolLoad> load_view_;
+};
+
+}  // namespace ringcache::cachenode
+
+#endif  // RINGCACHE_CACHENODE_CACHE_NODE_H_

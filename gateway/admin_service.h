@@ -1,0 +1,49 @@
+// The Admin gRPC service of the gateway (used by ringcachectl): VDI create/list/delete/resize/
+// set-mode, node list, status, stats and flush with progress, carried out through the Router.
+//
+// Thread-safety: thread-safe.
+#ifndef RINGCACHE_GATEWAY_ADMIN_SERVICE_H_
+#define RINGCACHE_GATEWAY_ADMIN_SERVICE_H_
+
+#include <vector>
+
+#include "gateway/router.h"
+#include "ringcache/v1/admin.grpc.pb.h"
+
+namespace ringcache::gateway {
+
+class AdminService final : public v1::Admin::Service {
+ public:
+  // `router` is not owned. `nodes` describes the static membership for ListNodes/ClusterStatus.
+  AdminService(Router* router, std::vector<v1::NodeInfo> nodes)
+      : router_(router), nodes_(std::move(nodes)) {}
+
+  grpc::Status CreateVdi(grpc::ServerContext*, const v1::CreateVdiRequest*,
+                         v1::CreateVdiResponse*) override;
+  grpc::Status ListVdis(grpc::ServerContext*, const v1::ListVdisRequest*,
+                        v1::ListVdisResponse*) override;
+  grpc::Status DeleteVdi(grpc::ServerContext*, const v1::RemoveVdiRequest*,
+                         v1::RemoveVdiResponse*) override;
+  grpc::Status ResizeVdi(grpc::ServerContext*, const v1::ResizeVdiRequest*,
+                         v1::ResizeVdiResponse*) override;
+  grpc::Status SetVdiMode(grpc::ServerContext*, const v1::SetVdiModeRequest*,
+                          v1::SetVdiModeResponse*) override;
+  grpc::Status ListNodes(grpc::ServerContext*, const v1::ListNodesRequest*,
+                         v1::ListNodesResponse*) override;
+  grpc::Status RemoveNode(grpc::ServerContext*, const v1::RemoveNodeRequest*,
+                          v1::RemoveNodeResponse*) override;
+  grpc::Status ClusterStatus(grpc::ServerContext*, const v1::ClusterStatusRequest*,
+                             v1::ClusterStatusResponse*) override;
+  grpc::Status VdiStats(grpc::ServerContext*, const v1::VdiStatsRequest*,
+                        v1::VdiStatsResponse*) override;
+  grpc::Status Flush(grpc::ServerContext*, const v1::FlushRequest*,
+                     grpc::ServerWriter<v1::FlushProgress>*) override;
+
+ private:
+  Router* const router_;
+  const std::vector<v1::NodeInfo> nodes_;
+};
+
+}  // namespace ringcache::gateway
+
+#endif  // RINGCACHE_GATEWAY_ADMIN_SERVICE_H_

@@ -1,0 +1,202 @@
+// In-process and gRPC implementations of CacheClient.
+#include "gateway/cache_client.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "cachenode/service.h"
+#include "common/grpc_status.h"
+
+namespace ringcache::gateway {
+namespace {
+
+class LocalCacheClient : public CacheClient {
+ public:
+  explicit LocalCacheClient(cachenode::CacheNode* node) : node_(node) {}
+  absl::Status Read(uint32_t vdi, uint64_t object, uint32_t offset, uint32_t len,
+                    char* out) override {
+    return node_->Read(vdi, object, offset, len, out);
+  }
+  absl::Status Write(uint32_t vdi, uint64_t object, uint32_t offset, uint32_t len,
+                     const char* data) override {
+    return node_->Write(vdi, object, offset, len, data);
+  }
+  absl::Status Trim(uint32_t vdi, uint64_t object, uint32_t offset, uint32_t len,
+                    bool zero) override {
+    return node_->Trim(vdi, object, offset, len, zero);
+  }
+  absl::Status Prefetch(uint32_t vdi, uint64_t object, uint32_t offset, uint32_t len) override {
+    return node_->Prefetch(vdi, object, offset, len);
+  }
+  absl::Status Allocation(uint32_t vdi, uint64_t object, uint32_t offset, uint32_t len,
+                          std::vector<bool>* allocated) override {
+    return node_->Allocation(vdi, object, offset, len, allocated);
+  }
+  absl::Status RegisterVdi(const v1::VdiGeometry& vdi, v1::CacheMode mode) override {
+    absl::Status s = node_->RegisterVdi(vdi);
+    if (s.ok() && mode != v1::CACHE_MODE_UNSPECIFIED) {
+      s = node_->SetMode(vdi.vdi_id(), cachenode::FromProto(mode));
+    }
+    return s;
+  }
+  absl::Status DropVdi(uint32_t vdi) override {
+    absl::Status s = node_->DropVdi(vdi);
+    return s.code() == absl::StatusCode::kFailedPrecondition ? absl::OkStatus() : s;
+  }
+  absl::Status SetMode(uint32_t vdi, v1::CacheMode mode) override {
+    return node_->SetMode(vdi, cachenode::FromProto(mode));
+  }
+  absl::StatusOr<uint64_t> Flush(uint32_t vdi) override {
+    absl::Status s = node_->Flush(vdi);
+    if (!s.ok()) return s;
+    return node_->dirty_blocks() * node_->block_size();
+  }
+  absl::Status Stats(uint32_t vdi, std::vector<v1::VdiCacheStats>* out) override {
+    node_->Stats(vdi, out);
+    return absl::OkStatus();
+  }
+
+ private:
+  cachenode::CacheNode* const node_;
+};
+
+class GrpcCacheClient : public CacheClient {
+ public:
+  GrpcCacheClient(const std::string& address, int timeout_ms)
+      : address_(address), timeout_ms_(timeout_ms) {
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(64 << 20);
+    args.SetMaxSendMessageSize(64 << 20);
+    stub_ = v1::CacheNode::NewStub(
+        grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
+  }
+
+  absl::Status Read(uint32_t vdi, uint64_t object, uint32_t offset, uint32_t len,
+                    char* out) override {
+    v1::CacheReadRequest req = Range(vdi, object, offset, len);
+    v1::CacheReadResponse resp;
+    auto ctx = Ctx();
+    absl::Status s = FromGrpc(stub_->Read(ctx.get(), req, &resp), What("read"));
+    if (!s.ok()) return s;
+    if (resp.data().size() != len) return absl::DataLossError(What("short read"));
+    std::memcpy(out, resp.data().data(), len);
+    return absl::OkStatus();
+  }
+  absl::Status Write(uint32_t vdi, uint64_t object, uint32_t offset, uint32_t len,
+                     const char* data) override {
+    v1::CacheWriteRequest req;
+    req.set_vdi_id(vdi);
+    req.set_object_index(object);
+    req.set_offset(offset);
+    req.set_data(data, len);
+    v1::CacheWriteResponse resp;
+    auto ctx = Ctx();
+    return FromGrpc(stub_->Write(ctx.get(), req, &resp), What("write"));
+  }
+  absl::Status Trim(uint32_t vdi, uint64_t object, uint32_t offset, uint32_t len,
+                    bool zero) override {
+    v1::CacheTrimRequest req;
+    req.set_vdi_id(vdi);
+    req.set_object_index(object);
+    req.set_offset(offset);
+    req.set_length(len);
+    req.set_zero(zero);
+    v1::CacheTrimResponse resp;
+    auto ctx = Ctx();
+    return FromGrpc(stub_->Trim(ctx.get(), req, &resp), What("trim"));
+  }
+  absl::Status Prefetch(uint32_t vdi, uint64_t object, uint32_t offset, uint32_t len) override {
+    v1::PrefetchResponse resp;
+    auto ctx = Ctx();
+    return FromGrpc(stub_->Prefetch(ctx.get(), Range(vdi, object, offset, len), &resp),
+                    What("prefetch"));
+  }
+  absl::Status Allocation(uint32_t vdi, uint64_t object, uint32_t offset, uint32_t len,
+                          std::vector<bool>* allocated) override {
+    v1::AllocationResponse resp;
+    auto ctx = Ctx();
+    absl::Status s = FromGrpc(
+        stub_->Allocation(ctx.get(), Range(vdi, object, offset, len), &resp), What("status"));
+    allocated->assign(resp.allocated().begin(), resp.allocated().end());
+    return s;
+  }
+  absl::Status RegisterVdi(const v1::VdiGeometry& vdi, v1::CacheMode mode) override {
+    v1::RegisterVdiRequest req;
+    *req.mutable_vdi() = vdi;
+    req.set_mode(mode);
+    v1::RegisterVdiResponse resp;
+    auto ctx = Ctx();
+    return FromGrpc(stub_->RegisterVdi(ctx.get(), req, &resp), What("register VDI"));
+  }
+  absl::Status DropVdi(uint32_t vdi) override {
+    v1::DropVdiRequest req;
+    req.set_vdi_id(vdi);
+    v1::DropVdiResponse resp;
+    auto ctx = Ctx();
+    return FromGrpc(stub_->DropVdi(ctx.get(), req, &resp), What("drop VDI"));
+  }
+  absl::Status SetMode(uint32_t vdi, v1::CacheMode mode) override {
+    v1::SetModeRequest req;
+    req.set_vdi_id(vdi);
+    req.set_mode(mode);
+    v1::SetModeResponse resp;
+    auto ctx = Ctx(3600 * 1000);  // leaving write-back destages first
+    return FromGrpc(stub_->SetMode(ctx.get(), req, &resp), What("set mode"));
+  }
+  absl::StatusOr<uint64_t> Flush(uint32_t vdi) override {
+    v1::CacheFlushRequest req;
+    req.set_vdi_id(vdi);
+    req.set_all_vdis(vdi == 0);
+    v1::CacheFlushResponse resp;
+    auto ctx = Ctx(3600 * 1000);
+    absl::Status s = FromGrpc(stub_->Flush(ctx.get(), req, &resp), What("flush"));
+    if (!s.ok()) return s;
+    return resp.dirty_bytes_left();
+  }
+  absl::Status Stats(uint32_t vdi, std::vector<v1::VdiCacheStats>* out) override {
+    v1::CacheStatsRequest req;
+    req.set_vdi_id(vdi);
+    req.set_all_vdis(vdi == 0);
+    v1::CacheStatsResponse resp;
+    auto ctx = Ctx();
+    absl::Status s = FromGrpc(stub_->Stats(ctx.get(), req, &resp), What("stats"));
+    for (const auto& v : resp.vdis()) out->push_back(v);
+    return s;
+  }
+
+ private:
+  static v1::CacheReadRequest Range(uint32_t vdi, uint64_t object, uint32_t offset,
+                                    uint32_t len) {
+    v1::CacheReadRequest req;
+    req.set_vdi_id(vdi);
+    req.set_object_index(object);
+    req.set_offset(offset);
+    req.set_length(len);
+    return req;
+  }
+  std::unique_ptr<grpc::ClientContext> Ctx(int timeout_ms = 0) const {
+    auto ctx = std::make_unique<grpc::ClientContext>();
+    ctx->set_deadline(std::chrono::system_clock::now() +
+                      std::chrono::milliseconds(timeout_ms ? timeout_ms : timeout_ms_));
+    return ctx;
+  }
+  std::string What(const char* op) const { return absl::StrCat(op, " on cache node ", address_); }
+
+  const std::string address_;
+  const int timeout_ms_;
+  std::unique_ptr<v1::CacheNode::Stub> stub_;
+};
+
+}  // namespace
+
+std::unique_ptr<CacheClient> MakeLocalCacheClient(cachenode::CacheNode* node) {
+  return std::make_unique<LocalCacheClient>(node);
+}
+
+std::unique_ptr<CacheClient> MakeGrpcCacheClient(const std::string& address, int timeout_ms) {
+  return std::make_unique<GrpcCacheClient>(address, timeout_ms);
+}
+
+}  // namespace ringcache::gateway

@@ -1,0 +1,48 @@
+// CacheClient: how the gateway's router talks to one cache node — in-process (ringcache-local) or
+// over gRPC (ringcache-gateway). Byte ranges are inside one object.
+//
+// Thread-safety: implementations are thread-safe.
+#ifndef RINGCACHE_GATEWAY_CACHE_CLIENT_H_
+#define RINGCACHE_GATEWAY_CACHE_CLIENT_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "cachenode/cache_node.h"
+#include "ringcache/v1/cachenode.grpc.pb.h"
+
+namespace ringcache::gateway {
+
+class CacheClient {
+ public:
+  virtual ~CacheClient() = default;
+  virtual absl::Status Read(uint32_t vdi, uint64_t object, uint32_t offset, uint32_t len,
+                            char* out) = 0;
+  virtual absl::Status Write(uint32_t vdi, uint64_t object, uint32_t offset, uint32_t len,
+                             const char* data) = 0;
+  virtual absl::Status Trim(uint32_t vdi, uint64_t object, uint32_t offset, uint32_t len,
+                            bool zero) = 0;
+  virtual absl::Status Prefetch(uint32_t vdi, uint64_t object, uint32_t offset,
+                                uint32_t len) = 0;
+  virtual absl::Status Allocation(uint32_t vdi, uint64_t object, uint32_t offset, uint32_t len,
+                                  std::vector<bool>* allocated) = 0;
+  virtual absl::Status RegisterVdi(const v1::VdiGeometry& vdi, v1::CacheMode mode) = 0;
+  virtual absl::Status DropVdi(uint32_t vdi) = 0;
+  virtual absl::Status SetMode(uint32_t vdi, v1::CacheMode mode) = 0;
+  // Destages (vdi, or all when 0); returns dirty bytes left on this node.
+  virtual absl::StatusOr<uint64_t> Flush(uint32_t vdi) = 0;
+  virtual absl::Status Stats(uint32_t vdi, std::vector<v1::VdiCacheStats>* out) = 0;
+};
+
+// In-process client over a CacheNode (not owned).
+std::unique_ptr<CacheClient> MakeLocalCacheClient(cachenode::CacheNode* node);
+// gRPC client to a ringcache-cachenode at `address`.
+std::unique_ptr<CacheClient> MakeGrpcCacheClient(const std::string& address,
+                                                 int timeout_ms = 60000);
+
+}  // namespace ringcache::gateway
+
+#endif  // RINGCACHE_GATEWAY_CACHE_CLIENT_H_

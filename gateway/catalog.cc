@@ -1,0 +1,197 @@
+#include "gateway/catalog.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace ringcache::gateway {
+namespace {
+
+const char* ModeName(v1::CacheMode m) {
+  switch (m) {
+    case v1::WRITETHROUGH: return "writethrough";
+    case v1::WRITEAROUND: return "writearound";
+    case v1::PASSTHROUGH: return "passthrough";
+    default: return "writeback";
+  }
+}
+
+bool ParseMode(const std::string& s, v1::CacheMode* m) {
+  if (s == "writeback") *m = v1::WRITEBACK;
+  else if (s == "writethrough") *m = v1::WRITETHROUGH;
+  else if (s == "writearound") *m = v1::WRITEAROUND;
+  else if (s == "passthrough") *m = v1::PASSTHROUGH;
+  else return false;
+  return true;
+}
+
+}  // namespace
+
+absl::Status ValidateVdiName(const std::string& name) {
+  if (name.empty() || name.size() > 64) {
+    return absl::InvalidArgumentError("VDI name must be 1 to 64 characters");
+  }
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '.' || c == '_' || c == '-';
+    if (!ok) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("VDI name '", name, "' may only contain letters, digits, '.', '_', '-'"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Catalog>> Catalog::Open(const std::string& path,
+                                                       VdiDefaults defaults) {
+  std::unique_ptr<Catalog> c(new Catalog(path, defaults));
+  std::ifstream in(path);
+  if (!in) return c;  // empty catalog
+  std::string line;
+  int lineno = 0;
+  absl::MutexLock l(&c->mu_);
+  while (std::getline(in, line)) {
+    ++lineno;
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream ss(line);
+    uint32_t id, object_size, block_size, replication;
+    uint64_t size;
+    std::string name, mode;
+    VdiRecord r;
+    if (!(ss >> id >> name >> size >> object_size >> block_size >> replication >> mode) ||
+        !ParseMode(mode, &r.mode) || !ValidateVdiName(name).ok()) {
+      return absl::DataLossError(absl::StrCat(path, ":", lineno, ": malformed catalog line"));
+    }
+    r.geometry.set_vdi_id(id);
+    r.geometry.set_name(name);
+    r.geometry.set_size_bytes(size);
+    r.geometry.set_object_size(object_size);
+    r.geometry.set_block_size(block_size);
+    r.geometry.set_replication(replication);
+    c->by_name_[name] = r;
+    c->next_id_ = std::max(c->next_id_, id + 1);
+  }
+  return c;
+}
+
+absl::Status Catalog::SaveLocked() const {
+  std::ostringstream out;
+  out << "# ringcache catalog v1: id name size_bytes object_size block_size replication mode\n";
+  for (const auto& [name, r] : by_name_) {
+    const auto& g = r.geometry;
+    out << g.vdi_id() << ' ' << name << ' ' << g.size_bytes() << ' ' << g.object_size() << ' '
+        << g.block_size() << ' ' << g.replication() << ' ' << ModeName(r.mode) << '\n';
+  }
+  const std::string tmp = path_ + ".tmp";
+  const std::string text = out.str();
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return absl::UnavailableError(absl::StrCat("cannot write ", tmp));
+  bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
+            ::fsync(fd) == 0;
+  ::close(fd);
+  if (!ok || std::rename(tmp.c_str(), path_.c_str()) != 0) {
+    return absl::UnavailableError(absl::StrCat("cannot save catalog ", path_));
+  }
+  const std::string dir = std::filesystem::path(path_).parent_path().string();
+  int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<VdiRecord> Catalog::Create(const std::string& name, uint64_t size_bytes,
+                                          uint32_t object_size, uint32_t replication) {
+  RC_RETURN_IF_ERROR(ValidateVdiName(name));
+  if (size_bytes == 0 || size_bytes % 4096 != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("size ", size_bytes, " must be a positive multiple of 4096"));
+  }
+  if (object_size == 0) object_size = defaults_.object_size;
+  if (replication == 0) replication = defaults_.replication;
+  if (object_size % defaults_.block_size != 0 || object_size < defaults_.block_size ||
+      object_size > (256u << 20)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "object size ", object_size, " must be a multiple of the ", defaults_.block_size,
+        "-byte block, at most 256 MiB"));
+  }
+  absl::MutexLock l(&mu_);
+  if (by_name_.contains(name)) {
+    return absl::AlreadyExistsError(absl::StrCat("VDI '", name, "' already exists"));
+  }
+  VdiRecord r;
+  r.geometry.set_vdi_id(next_id_++);
+  r.geometry.set_name(name);
+  r.geometry.set_size_bytes(size_bytes);
+  r.geometry.set_object_size(object_size);
+  r.geometry.set_block_size(defaults_.block_size);
+  r.geometry.set_replication(replication);
+  by_name_[name] = r;
+  absl::Status s = SaveLocked();
+  if (!s.ok()) {
+    by_name_.erase(name);
+    return s;
+  }
+  return r;
+}
+
+absl::Status Catalog::Delete(const std::string& name) {
+  absl::MutexLock l(&mu_);
+  auto it = by_name_.find(name);
+  if (it == by_name_.end()) return absl::NotFoundError(absl::StrCat("no VDI named '", name, "'"));
+  VdiRecord saved = it->second;
+  by_name_.erase(it);
+  absl::Status s = SaveLocked();
+  if (!s.ok()) by_name_[name] = saved;
+  return s;
+}
+
+absl::StatusOr<VdiRecord> Catalog::Resize(const std::string& name, uint64_t size_bytes) {
+  if (size_bytes == 0 || size_bytes % 4096 != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("size ", size_bytes, " must be a positive multiple of 4096"));
+  }
+  absl::MutexLock l(&mu_);
+  auto it = by_name_.find(name);
+  if (it == by_name_.end()) return absl::NotFoundError(absl::StrCat("no VDI named '", name, "'"));
+  const uint64_t old = it->second.geometry.size_bytes();
+  it->second.geometry.set_size_bytes(size_bytes);
+  absl::Status s = SaveLocked();
+  if (!s.ok()) {
+    it->second.geometry.set_size_bytes(old);
+    return s;
+  }
+  return it->second;
+}
+
+absl::Status Catalog::SetMode(const std::string& name, v1::CacheMode mode) {
+  absl::MutexLock l(&mu_);
+  auto it = by_name_.find(name);
+  if (it == by_name_.end()) return absl::NotFoundError(absl::StrCat("no VDI named '", name, "'"));
+  it->second.mode = mode;
+  return SaveLocked();
+}
+
+absl::StatusOr<VdiRecord> Catalog::Find(const std::string& name) const {
+  absl::MutexLock l(&mu_);
+  auto it = by_name_.find(name);
+  if (it == by_name_.end()) return absl::NotFoundError(absl::StrCat("no VDI named '", name, "'"));
+  return it->second;
+}
+
+std::vector<VdiRecord> Catalog::List() const {
+  absl::MutexLock l(&mu_);
+  std::vector<VdiRecord> out;
+  for (const auto& [n, r] : by_name_) out.push_back(r);
+  return out;
+}
+
+}  // namespace ringcache::gateway

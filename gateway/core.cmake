@@ -1,0 +1,8 @@
+# Included from gateway/CMakeLists.txt: the router, catalog, cache clients and admin service
+# (rc_gateway), and their tests.
+add_library(rc_gateway STATIC
+  ${CMAKE_CURRENT_LIST_DIR}/router.cc
+  ${CMAKE_CURRENT_LIST_DIR}/catalog.cc
+  ${CMAKE_CURRENT_LIST_DIR}/cache_client.cc
+  ${CMAKE_CURRENT_LIST_DIR}/admin_service.cc)
+target_link_libraries(rc_gateway PUBLIC rc_nbd rc_cachenode rc_ring rc_proto)

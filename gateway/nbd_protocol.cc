@@ -1,0 +1,681 @@
+// NBD wire protocol, server side: handshake state machine, request checks, reply builders.
+// Pure code; see nbd_protocol.h for the contract.
+#include "gateway/nbd_protocol.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace ringcache::gateway::nbd {
+namespace {
+
+bool IsPowerOfTwo(uint32_t v) { return v != 0 && (v & (v - 1)) == 0; }
+
+// Returns block sizes that satisfy the protocol's rules whatever the provider said: minimum a
+// power of two <= 64 KiB, preferred a power of two >= max(minimum, 512), maximum a multiple of the
+// minimum, at least the preferred size, and never above what the server accepts in one request.
+void SanitizeBlockSizes(ExportInfo* info) {
+  if (!IsPowerOfTwo(info->min_block) || info->min_block > 65536) info->min_block = 512;
+  const uint32_t floor_pref = std::max<uint32_t>(info->min_block, 512);
+  if (!IsPowerOfTwo(info->preferred_block) || info->preferred_block < floor_pref) {
+    info->preferred_block = std::max<uint32_t>(floor_pref, 4096);
+  }
+  uint32_t max_block = std::min(info->max_block, kMaxPayloadLength);
+  max_block -= max_block % info->min_block;
+  if (max_block < info->preferred_block) max_block = info->preferred_block;
+  info->max_block = max_block;
+}
+
+std::string NameString(const char* p, uint32_t len) { return std::string(p, len); }
+
+}  // namespace
+
+const char* CommandName(uint16_t type) {
+  switch (type) {
+    case kCmdRead:
+      return "read";
+    case kCmdWrite:
+      return "write";
+    case kCmdDisc:
+      return "disc";
+    case kCmdFlush:
+      return "flush";
+    case kCmdTrim:
+      return "trim";
+    case kCmdCache:
+      return "cache";
+    case kCmdWriteZeroes:
+      return "write_zeroes";
+    case kCmdBlockStatus:
+      return "block_status";
+    default:
+      return "unknown";
+  }
+}
+
+const char* ErrnoName(uint32_t error) {
+  switch (error) {
+    case 0:
+      return "ok";
+    case kEperm:
+      return "eperm";
+    case kEio:
+      return "eio";
+    case kEnomem:
+      return "enomem";
+    case kEinval:
+      return "einval";
+    case kEnospc:
+      return "enospc";
+    case kEoverflow:
+      return "eoverflow";
+    case kEnotsup:
+      return "enotsup";
+    case kEshutdown:
+      return "eshutdown";
+    default:
+      return "eio";
+  }
+}
+
+uint32_t ErrnoFromStatus(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kOk:
+      return 0;
+    case absl::StatusCode::kInvalidArgument:
+      return kEinval;
+    case absl::StatusCode::kOutOfRange:
+    case absl::StatusCode::kResourceExhausted:
+      return kEnospc;
+    case absl::StatusCode::kPermissionDenied:
+      return kEperm;
+    default:
+      return kEio;
+  }
+}
+
+void PutU16(std::string* out, uint16_t v) {
+  out->push_back(static_cast<char>(v >> 8));
+  out->push_back(static_cast<char>(v));
+}
+void PutU32(std::string* out, uint32_t v) {
+  PutU16(out, static_cast<uint16_t>(v >> 16));
+  PutU16(out, static_cast<uint16_t>(v));
+}
+void PutU64(std::string* out, uint64_t v) {
+  PutU32(out, static_cast<uint32_t>(v >> 32));
+  PutU32(out, static_cast<uint32_t>(v));
+}
+uint16_t GetU16(const char* p) {
+  const auto* u = reinterpret_cast<const unsigned char*>(p);
+  return static_cast<uint16_t>((u[0] << 8) | u[1]);
+}
+uint32_t GetU32(const char* p) {
+  return (static_cast<uint32_t>(GetU16(p)) << 16) | GetU16(p + 2);
+}
+uint64_t GetU64(const char* p) { return (static_cast<uint64_t>(GetU32(p)) << 32) | GetU32(p + 4); }
+
+// ---- ServerHandshake -----------------------------------------------------------------------------
+
+ServerHandshake::ServerHandshake(ExportProvider* exports, HandshakeOptions options)
+    : exports_(exports), options_(options) {}
+
+void ServerHandshake::Start(std::string* out) {
+  PutU64(out, kInitMagic);
+  PutU64(out, kOptionMagic);
+  PutU16(out, kFlagFixedNewstyle | kFlagNoZeroes);
+  started_ = true;
+}
+
+size_t ServerHandshake::BytesWanted() const {
+  switch (state_) {
+    case State::kClientFlags:
+    case State::kOptionHeader:
+    case State::kOptionData:
+      return need_ - buf_.size();
+    case State::kOptionDiscard:
+      return static_cast<size_t>(std::min<uint64_t>(discard_left_, 1 << 20));
+    default:
+      return 0;
+  }
+}
+
+absl::Status ServerHandshake::Fail(absl::Status why) {
+  state_ = State::kClosed;
+  buf_.clear();
+  return why;
+}
+
+absl::StatusOr<size_t> ServerHandshake::Feed(const char* data, size_t len, std::string* out) {
+  if (!started_) return Fail(absl::FailedPreconditionError("handshake fed before Start()"));
+  size_t used = 0;
+  while (used < len) {
+    if (state_ == State::kTransmission || state_ == State::kClosed) break;
+    if (state_ == State::kOptionDiscard) {
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(len - used, discard_left_));
+      used += n;
+      discard_left_ -= n;
+      if (discard_left_ == 0) {
+        ReplyError(out, kRepErrTooBig,
+                   absl::StrCat("option payload of ", option_length_, " bytes exceeds the limit of ",
+                                options_.max_option_length));
+        state_ = State::kOptionHeader;
+        need_ = kOptionHeaderSize;
+      }
+      continue;
+    }
+    const size_t n = std::min(len - used, need_ - buf_.size());
+    buf_.append(data + used, n);
+    used += n;
+    if (buf_.size() < need_) break;
+
+    if (state_ == State::kClientFlags) {
+      const uint32_t flags = GetU32(buf_.data());
+      buf_.clear();
+      if ((flags & ~(kClientFlagFixedNewstyle | kClientFlagNoZeroes)) != 0) {
+        return Fail(absl::InvalidArgumentError(
+            absl::StrCat("client flags 0x", absl::Hex(flags), " contain unknown bits")));
+      }
+      // A client without NBD_FLAG_C_FIXED_NEWSTYLE is still served with fixed newstyle
+      // semantics, which the protocol allows.
+      no_zeroes_ = (flags & kClientFlagNoZeroes) != 0;
+      state_ = State::kOptionHeader;
+      need_ = kOptionHeaderSize;
+      continue;
+    }
+
+    if (state_ == State::kOptionHeader) {
+      const uint64_t magic = GetU64(buf_.data());
+      option_ = GetU32(buf_.data() + 8);
+      option_length_ = GetU32(buf_.data() + 12);
+      buf_.clear();
+      if (magic != kOptionMagic) {
+        return Fail(absl::InvalidArgumentError(
+            absl::StrCat("bad option magic 0x", absl::Hex(magic))));
+      }
+      if (++options_seen_ > options_.max_options) {
+        return Fail(absl::ResourceExhaustedError(
+            absl::StrCat("more than ", options_.max_options, " options in one handshake")));
+      }
+      if (option_ == kOptExportName &&
+          (option_length_ > kMaxStringLength || option_length_ > options_.max_option_length)) {
+        return Fail(absl::InvalidArgumentError(
+            absl::StrCat("NBD_OPT_EXPORT_NAME name of ", option_length_, " bytes is too long")));
+      }
+      if (option_length_ > options_.max_option_length) {
+        state_ = State::kOptionDiscard;
+        discard_left_ = option_length_;
+        continue;
+      }
+      state_ = State::kOptionData;
+      need_ = option_length_;
+      if (need_ > 0) continue;
+    }
+
+    // kOptionData with the whole payload in buf_ (possibly empty).
+    absl::Status s = HandleOption(out);
+    buf_.clear();
+    if (!s.ok()) return Fail(std::move(s));
+    if (state_ == State::kOptionData) {
+      state_ = State::kOptionHeader;
+      need_ = kOptionHeaderSize;
+    }
+  }
+  return used;
+}
+
+void ServerHandshake::Reply(std::string* out, uint32_t type, const std::string& data) const {
+  PutU64(out, kOptionReplyMagic);
+  PutU32(out, option_);
+  PutU32(out, type);
+  PutU32(out, static_cast<uint32_t>(data.size()));
+  out->append(data);
+}
+
+void ServerHandshake::ReplyError(std::string* out, uint32_t type,
+                                 const std::string& message) const {
+  Reply(out, type, message.substr(0, kMaxStringLength));
+}
+
+uint16_t ServerHandshake::TransmissionFlags(const ExportInfo& info) const {
+  uint16_t flags = kTxHasFlags | kTxSendFlush | kTxSendFua | kTxCanMultiConn | kTxSendCache;
+  if (structured_) flags |= kTxSendDf;
+  if (info.read_only) {
+    flags |= kTxReadOnly;
+  } else {
+    flags |= kTxSendTrim | kTxSendWriteZeroes;
+    if (options_.advertise_fast_zero) flags |= kTxSendFastZero;
+  }
+  return flags;
+}
+
+absl::Status ServerHandshake::HandleOption(std::string* out) {
+  if (shutting_down_ && option_ != kOptAbort) {
+    if (option_ == kOptExportName) {
+      return absl::UnavailableError("server shutting down during NBD_OPT_EXPORT_NAME");
+    }
+    ReplyError(out, kRepErrShutdown, "server is shutting down");
+    return absl::OkStatus();
+  }
+  switch (option_) {
+    case kOptExportName:
+      return HandleExportName(out);
+    case kOptAbort:
+      // Any payload is ignored, as the protocol asks.
+      Reply(out, kRepAck, "");
+      state_ = State::kClosed;
+      return absl::OkStatus();
+    case kOptList:
+      HandleList(out);
+      return absl::OkStatus();
+    case kOptInfo:
+    case kOptGo:
+      HandleInfoOrGo(out);
+      return absl::OkStatus();
+    case kOptStructuredReply:
+      if (!buf_.empty()) {
+        ReplyError(out, kRepErrInvalid, "NBD_OPT_STRUCTURED_REPLY takes no data");
+      } else {
+        structured_ = true;
+        Reply(out, kRepAck, "");
+      }
+      return absl::OkStatus();
+    case kOptListMetaContext:
+    case kOptSetMetaContext:
+      HandleMetaContext(out);
+      return absl::OkStatus();
+    default:
+      ReplyError(out, kRepErrUnsup, absl::StrCat("option ", option_, " is not supported"));
+      return absl::OkStatus();
+  }
+}
+
+absl::Status ServerHandshake::HandleExportName(std::string* out) {
+  const std::string name = buf_;
+  absl::StatusOr<ExportInfo> info = exports_->Find(name);
+  if (!info.ok()) {
+    return absl::NotFoundError(
+        absl::StrCat("NBD_OPT_EXPORT_NAME: ", info.status().message()));
+  }
+  absl::StatusOr<std::shared_ptr<BlockDevice>> device = exports_->Open(name);
+  if (!device.ok() || *device == nullptr) {
+    return absl::UnavailableError(absl::StrCat(
+        "NBD_OPT_EXPORT_NAME: cannot open '", name,
+        "': ", device.ok() ? "no device" : std::string(device.status().message())));
+  }
+  session_.info = *std::move(info);
+  SanitizeBlockSizes(&session_.info);
+  session_.device = *std::move(device);
+  session_.transmission_flags = TransmissionFlags(session_.info);
+  session_.structured_replies = structured_;
+  session_.base_allocation = meta_base_allocation_ && meta_export_ == name;
+  session_.block_size_negotiated = false;
+  PutU64(out, session_.info.size_bytes);
+  PutU16(out, session_.transmission_flags);
+  if (!no_zeroes_) out->append(kExportNameReplyPad, '\0');
+  state_ = State::kTransmission;
+  return absl::OkStatus();
+}
+
+void ServerHandshake::HandleList(std::string* out) {
+  if (!buf_.empty()) {
+    ReplyError(out, kRepErrInvalid, "NBD_OPT_LIST takes no data");
+    return;
+  }
+  for (const ExportInfo& e : exports_->List()) {
+    if (e.name.size() > kMaxStringLength) continue;
+    std::string data;
+    PutU32(&data, static_cast<uint32_t>(e.name.size()));
+    data += e.name;
+    data += e.description.substr(0, kMaxStringLength);
+    Reply(out, kRepServer, data);
+  }
+  Reply(out, kRepAck, "");
+}
+
+void ServerHandshake::HandleInfoOrGo(std::string* out) {
+  const char* p = buf_.data();
+  const size_t len = buf_.size();
+  const char* what = option_ == kOptGo ? "NBD_OPT_GO" : "NBD_OPT_INFO";
+  if (len < 6) {
+    ReplyError(out, kRepErrInvalid, absl::StrCat(what, " payload too short"));
+    return;
+  }
+  const uint32_t name_len = GetU32(p);
+  if (name_len > len - 6 || name_len > kMaxStringLength) {
+    ReplyError(out, kRepErrInvalid, absl::StrCat(what, " export name length is invalid"));
+    return;
+  }
+  const std::string name = NameString(p + 4, name_len);
+  const uint16_t n_requests = GetU16(p + 4 + name_len);
+  if (len != 4 + static_cast<size_t>(name_len) + 2 + 2 * static_cast<size_t>(n_requests)) {
+    ReplyError(out, kRepErrInvalid,
+               absl::StrCat(what, " information request count does not match its length"));
+    return;
+  }
+  bool want_name = false, want_description = false, want_block_size = false;
+  for (uint16_t i = 0; i < n_requests; ++i) {
+    switch (GetU16(p + 6 + name_len + 2 * i)) {
+      case kInfoName:
+        want_name = true;
+        break;
+      case kInfoDescription:
+        want_description = true;
+        break;
+      case kInfoBlockSize:
+        want_block_size = true;
+        break;
+      default:
+        break;  // NBD_INFO_EXPORT is always sent; unknown requests are ignored
+    }
+  }
+
+  absl::StatusOr<ExportInfo> found = exports_->Find(name);
+  if (!found.ok()) {
+    const uint32_t type = found.status().code() == absl::StatusCode::kPermissionDenied
+                              ? kRepErrPolicy
+                              : kRepErrUnknown;
+    ReplyError(out, type, absl::StrCat("export '", name, "': ", found.status().message()));
+    return;
+  }
+  ExportInfo info = *std::move(found);
+  SanitizeBlockSizes(&info);
+  std::shared_ptr<BlockDevice> device;
+  if (option_ == kOptGo) {
+    absl::StatusOr<std::shared_ptr<BlockDevice>> opened = exports_->Open(name);
+    if (!opened.ok() || *opened == nullptr) {
+      ReplyError(out, kRepErrUnknown,
+                 absl::StrCat("cannot open export '", name, "': ",
+                              opened.ok() ? "no device" : std::string(opened.status().message())));
+      return;
+    }
+    device = *std::move(opened);
+  }
+
+  const uint16_t tx_flags = TransmissionFlags(info);
+  std::string data;
+  PutU16(&data, kInfoExport);
+  PutU64(&data, info.size_bytes);
+  PutU16(&data, tx_flags);
+  Reply(out, kRepInfo, data);
+  if (want_name) {
+    data.clear();
+    PutU16(&data, kInfoName);
+    data += info.name.substr(0, kMaxStringLength);
+    Reply(out, kRepInfo, data);
+  }
+  if (want_description && !info.description.empty()) {
+    data.clear();
+    PutU16(&data, kInfoDescription);
+    data += info.description.substr(0, kMaxStringLength);
+    Reply(out, kRepInfo, data);
+  }
+  // Block sizes are always sent: the server does enforce the minimum alignment.
+  data.clear();
+  PutU16(&data, kInfoBlockSize);
+  PutU32(&data, info.min_block);
+  PutU32(&data, info.preferred_block);
+  PutU32(&data, info.max_block);
+  Reply(out, kRepInfo, data);
+  Reply(out, kRepAck, "");
+
+  if (option_ == kOptGo) {
+    session_.info = std::move(info);
+    session_.device = std::move(device);
+    session_.transmission_flags = tx_flags;
+    session_.structured_replies = structured_;
+    session_.base_allocation = meta_base_allocation_ && meta_export_ == name;
+    session_.block_size_negotiated = want_block_size;
+    state_ = State::kTransmission;
+  }
+}
+
+void ServerHandshake::HandleMetaContext(std::string* out) {
+  const bool set = option_ == kOptSetMetaContext;
+  if (set) {
+    // The selection is replaced even when this request fails.
+    meta_export_.clear();
+    meta_base_allocation_ = false;
+  }
+  if (!structured_) {
+    ReplyError(out, kRepErrInvalid, "negotiate NBD_OPT_STRUCTURED_REPLY first");
+    return;
+  }
+  const char* p = buf_.data();
+  const size_t len = buf_.size();
+  if (len < 8) {
+    ReplyError(out, kRepErrInvalid, "meta context payload too short");
+    return;
+  }
+  const uint32_t name_len = GetU32(p);
+  if (name_len > len - 8 || name_len > kMaxStringLength) {
+    ReplyError(out, kRepErrInvalid, "meta context export name length is invalid");
+    return;
+  }
+  const std::string name = NameString(p + 4, name_len);
+  size_t pos = 4 + name_len;
+  const uint32_t n_queries = GetU32(p + pos);
+  pos += 4;
+  bool match_all = n_queries == 0;
+  bool match_base = false;
+  for (uint32_t i = 0; i < n_queries; ++i) {
+    if (len - pos < 4) {
+      ReplyError(out, kRepErrInvalid, "meta context query list is truncated");
+      return;
+    }
+    const uint32_t q_len = GetU32(p + pos);
+    pos += 4;
+    if (q_len > len - pos || q_len > kMaxStringLength) {
+      ReplyError(out, kRepErrInvalid, "meta context query length is invalid");
+      return;
+    }
+    const std::string query(p + pos, q_len);
+    pos += q_len;
+    if (query.find(':') == std::string::npos) {
+      ReplyError(out, kRepErrInvalid, absl::StrCat("meta context query '", query,
+                                                   "' has no namespace"));
+      return;
+    }
+    if (query == kBaseAllocation) match_base = true;
+    // "base:" is a wildcard when listing and selects nothing when setting.
+    if (!set && query == "base:") match_base = true;
+    // Queries in other namespaces (qemu:, x-...) are ignored.
+  }
+  if (pos != len) {
+    ReplyError(out, kRepErrInvalid, "meta context payload has trailing bytes");
+    return;
+  }
+  absl::StatusOr<ExportInfo> found = exports_->Find(name);
+  if (!found.ok()) {
+    ReplyError(out, kRepErrUnknown, absl::StrCat("export '", name, "': ", found.status().message()));
+    return;
+  }
+  if (match_all && !set) match_base = true;
+  if (match_base) {
+    std::string data;
+    PutU32(&data, set ? kBaseAllocationId : 0);
+    data += kBaseAllocation;
+    Reply(out, kRepMetaContext, data);
+  }
+  if (set) {
+    meta_export_ = name;
+    meta_base_allocation_ = match_base;
+  }
+  Reply(out, kRepAck, "");
+}
+
+// ---- Requests -------------------------------------------------------------------------------------
+
+absl::StatusOr<Request> ParseRequestHeader(const char* data, size_t len) {
+  if (len < kRequestHeaderSize) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("request header needs ", kRequestHeaderSize, " bytes, got ", len));
+  }
+  const uint32_t magic = GetU32(data);
+  if (magic != kRequestMagic) {
+    return absl::InvalidArgumentError(absl::StrCat("bad request magic 0x", absl::Hex(magic)));
+  }
+  Request r;
+  r.flags = GetU16(data + 4);
+  r.type = GetU16(data + 6);
+  r.handle = GetU64(data + 8);
+  r.offset = GetU64(data + 16);
+  r.length = GetU32(data + 24);
+  return r;
+}
+
+void AppendRequest(std::string* out, const Request& request) {
+  PutU32(out, kRequestMagic);
+  PutU16(out, request.flags);
+  PutU16(out, request.type);
+  PutU64(out, request.handle);
+  PutU64(out, request.offset);
+  PutU32(out, request.length);
+}
+
+RequestLimits LimitsFor(const Session& session, uint32_t max_payload) {
+  RequestLimits l;
+  l.export_size = session.info.size_bytes;
+  l.min_block = session.info.min_block;
+  l.max_payload = std::min(max_payload, session.info.max_block);
+  l.transmission_flags = session.transmission_flags;
+  l.structured_replies = session.structured_replies;
+  l.base_allocation = session.base_allocation;
+  return l;
+}
+
+RequestCheck CheckRequest(const Request& r, const RequestLimits& l) {
+  RequestCheck c;
+  if (r.type == kCmdWrite) c.payload = r.length;
+  auto fail = [&c](uint32_t error, const char* reason) {
+    c.error = error;
+    c.reason = reason;
+    return c;
+  };
+  if (r.type == kCmdWrite && r.length > l.max_payload) {
+    c.close = true;
+    return fail(kEinval, "write length exceeds the maximum payload");
+  }
+  const uint16_t tx = l.transmission_flags;
+  uint16_t allowed = (tx & kTxSendFua) ? kCmdFlagFua : 0;
+  switch (r.type) {
+    case kCmdDisc:
+      return c;
+    case kCmdRead:
+      if (tx & kTxSendDf) allowed |= kCmdFlagDf;
+      break;
+    case kCmdWrite:
+    case kCmdFlush:
+    case kCmdTrim:
+    case kCmdCache:
+      break;
+    case kCmdWriteZeroes:
+      allowed |= kCmdFlagNoHole;
+      if (tx & kTxSendFastZero) allowed |= kCmdFlagFastZero;
+      break;
+    case kCmdBlockStatus:
+      allowed |= kCmdFlagReqOne;
+      break;
+    default:
+      return fail(kEinval, "unknown command");
+  }
+  if ((r.flags & ~allowed) != 0) return fail(kEinval, "command flag not valid for this command");
+  if (r.type == kCmdFlush) return c;  // offset and length are reserved; ignored
+  if ((r.type == kCmdRead || r.type == kCmdCache) && r.length > l.max_payload) {
+    return fail(kEinval, "length exceeds the maximum block size");
+  }
+  const bool writes = r.type == kCmdWrite || r.type == kCmdTrim || r.type == kCmdWriteZeroes;
+  if (writes && (tx & kTxReadOnly)) return fail(kEperm, "export is read-only");
+  if (r.type == kCmdBlockStatus) {
+    if (!l.structured_replies || !l.base_allocation) {
+      return fail(kEinval, "no metadata context was negotiated");
+    }
+    if (r.length == 0) return fail(kEinval, "block status of an empty range");
+  }
+  if (l.min_block > 1 && (r.offset % l.min_block != 0 || r.length % l.min_block != 0)) {
+    return fail(kEinval, "offset or length not aligned to the minimum block size");
+  }
+  const uint64_t end = r.offset + r.length;
+  const bool past_end = end < r.offset || end > l.export_size;
+  if (past_end) {
+    if (r.type == kCmdWrite || r.type == kCmdWriteZeroes) {
+      return fail(kEnospc, "write beyond the end of the export");
+    }
+    return fail(kEinval, "request beyond the end of the export");
+  }
+  return c;
+}
+
+// ---- Replies ----------------------------------------------------------------------------------------
+
+void AppendSimpleReply(std::string* out, uint32_t error, uint64_t handle) {
+  PutU32(out, kSimpleReplyMagic);
+  PutU32(out, error);
+  PutU64(out, handle);
+}
+
+void AppendStructuredHeader(std::string* out, uint16_t flags, uint16_t type, uint64_t handle,
+                            uint32_t payload_length) {
+  PutU32(out, kStructuredReplyMagic);
+  PutU16(out, flags);
+  PutU16(out, type);
+  PutU64(out, handle);
+  PutU32(out, payload_length);
+}
+
+void AppendStructuredNone(std::string* out, uint64_t handle) {
+  AppendStructuredHeader(out, kReplyFlagDone, kReplyTypeNone, handle, 0);
+}
+
+void AppendOffsetDataHeader(std::string* out, uint16_t flags, uint64_t handle, uint64_t offset,
+                            uint32_t data_length) {
+  AppendStructuredHeader(out, flags, kReplyTypeOffsetData, handle, data_length + 8);
+  PutU64(out, offset);
+}
+
+void AppendStructuredError(std::string* out, uint16_t flags, uint64_t handle, uint32_t error,
+                           const std::string& message) {
+  const std::string msg = message.substr(0, kMaxStringLength);
+  AppendStructuredHeader(out, flags, kReplyTypeError, handle,
+                         static_cast<uint32_t>(6 + msg.size()));
+  PutU32(out, error);
+  PutU16(out, static_cast<uint16_t>(msg.size()));
+  out->append(msg);
+}
+
+std::vector<BlockStatusDescriptor> ToDescriptors(const std::vector<Extent>& extents,
+                                                 uint32_t length, bool req_one,
+                                                 size_t max_descriptors) {
+  std::vector<BlockStatusDescriptor> out;
+  if (req_one) max_descriptors = 1;
+  uint64_t total = 0;
+  for (const Extent& e : extents) {
+    if (total >= length) break;
+    if (e.length == 0) continue;
+    const uint32_t flags = (e.hole ? kStateHole : 0) | (e.zero ? kStateZero : 0);
+    const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(e.length, length - total));
+    if (!out.empty() && out.back().flags == flags) {
+      out.back().length += n;  // cannot overflow: the sum stays <= length
+    } else {
+      if (out.size() == max_descriptors) break;
+      out.push_back({n, flags});
+    }
+    total += n;
+  }
+  if (out.empty()) out.push_back({length, 0});
+  return out;
+}
+
+void AppendBlockStatus(std::string* out, uint16_t flags, uint64_t handle, uint32_t context_id,
+                       const std::vector<BlockStatusDescriptor>& descriptors) {
+  AppendStructuredHeader(out, flags, kReplyTypeBlockStatus, handle,
+                         static_cast<uint32_t>(4 + 8 * descriptors.size()));
+  PutU32(out, context_id);
+  for (const BlockStatusDescriptor& d : descriptors) {
+    PutU32(out, d.length);
+    PutU32(out, d.flags);
+  }
+}
+
+}  // namespace ringcache::gateway::nbd

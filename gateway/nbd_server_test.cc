@@ -1,0 +1,445 @@
+// In-process tests of NbdServer over loopback with a raw-socket client: request execution and
+// reply formats, out-of-order replies, back-pressure, FAST_ZERO, block status, limits, metrics,
+// DISC and Stop() with requests in flight. Ordering is made deterministic with gates inside a
+// test device, never with sleeps; waits are bounded by socket timeouts.
+#include "gateway/nbd_server.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "gateway/testing/mem_device.h"
+#include "tests/support/nbd_raw_client.h"
+
+namespace ringcache::gateway {
+namespace {
+
+using ringcache::testing::NbdRawClient;
+
+constexpr uint64_t kGateOffset = 1 << 20;  // reads here block until the gate opens
+
+// A MemDevice whose reads at kGateOffset wait for Open(); it records peak concurrency and can
+// fail reads at kFailOffset.
+class GateDevice : public testing::MemDevice {
+ public:
+  static constexpr uint64_t kFailOffset = 2 << 20;
+  explicit GateDevice(uint64_t size) : MemDevice(size) {}
+
+  absl::Status Read(uint64_t offset, uint32_t len, char* buf) override {
+    Enter();
+    if (offset == kGateOffset) {
+      {
+        absl::MutexLock l(&mu_);
+        ++waiting_;
+      }
+      gate_.WaitForNotification();
+    }
+    absl::Status s = offset == kFailOffset ? absl::InternalError("injected read failure")
+                                           : MemDevice::Read(offset, len, buf);
+    Leave();
+    return s;
+  }
+  void Open() { gate_.Notify(); }
+  // Blocks until `n` reads wait at the gate (bounded by the test's own timeout).
+  void AwaitWaiting(int n) {
+    absl::MutexLock l(&mu_);
+    auto reached = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return waiting_ >= n; };
+    mu_.Await(absl::Condition(&reached));
+  }
+  int peak() {
+    absl::MutexLock l(&mu_);
+    return peak_;
+  }
+
+ private:
+  void Enter() {
+    absl::MutexLock l(&mu_);
+    peak_ = std::max(peak_, ++active_);
+  }
+  void Leave() {
+    absl::MutexLock l(&mu_);
+    --active_;
+  }
+  absl::Notification gate_;
+  absl::Mutex mu_;
+  int active_ ABSL_GUARDED_BY(mu_) = 0;
+  int peak_ ABSL_GUARDED_BY(mu_) = 0;
+  int waiting_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+class GateProvider : public ExportProvider {
+ public:
+  GateProvider() {
+    info_.name = "disk";
+    info_.size_bytes = 4 << 20;
+    device_ = std::make_shared<GateDevice>(info_.size_bytes);
+    ro_.name = "ro";
+    ro_.size_bytes = 1 << 20;
+    ro_.read_only = true;
+  }
+  absl::StatusOr<ExportInfo> Find(const std::string& name) override {
+    if (name == info_.name) return info_;
+    if (name == ro_.name) return ro_;
+    return absl::NotFoundError("no such export");
+  }
+  std::vector<ExportInfo> List() override { return {info_, ro_}; }
+  absl::StatusOr<std::shared_ptr<BlockDevice>> Open(const std::string& /*name*/) override {
+    return std::shared_ptr<BlockDevice>(device_);
+  }
+  GateDevice* device() { return device_.get(); }
+
+ private:
+  ExportInfo info_, ro_;
+  std::shared_ptr<GateDevice> device_;
+};
+
+class NbdServerTest : public ::testing::Test {
+ protected:
+  void StartServer(NbdServerConfig config = {}) {
+    config.listen = "127.0.0.1:0";
+    server_ = std::make_unique<NbdServer>(config, &provider_, &registry_);
+    absl::StatusOr<int> port = server_->Start();
+    ASSERT_TRUE(port.ok()) << port.status();
+    port_ = *port;
+  }
+  std::unique_ptr<NbdRawClient> Client(const std::string& name = "disk", bool structured = true) {
+    auto c = std::make_unique<NbdRawClient>();
+    EXPECT_TRUE(c->Connect(port_));
+    EXPECT_EQ(c->Handshake(name, structured), "");
+    return c;
+  }
+  nbd::Request Req(uint16_t type, uint64_t handle, uint64_t offset, uint32_t length,
+                   uint16_t flags = 0) {
+    nbd::Request r;
+    r.type = type;
+    r.handle = handle;
+    r.offset = offset;
+    r.length = length;
+    r.flags = flags;
+    return r;
+  }
+
+  GateProvider provider_;
+  metrics::Registry registry_;
+  std::unique_ptr<NbdServer> server_;
+  int port_ = 0;
+};
+
+TEST(NbdServerConfigTest, ValidateNamesTheBadField) {
+  NbdServerConfig c;
+  EXPECT_TRUE(c.Validate().ok());
+  c.listen = "nonsense";
+  EXPECT_NE(c.Validate().message().find("listen"), std::string::npos);
+  c = {};
+  c.max_payload = 64u << 20;
+  EXPECT_NE(c.Validate().message().find("max_payload"), std::string::npos);
+  c = {};
+  c.max_inflight_bytes = 1024;
+  EXPECT_NE(c.Validate().message().find("max_inflight_bytes"), std::string::npos);
+  c = {};
+  c.worker_threads = 0;
+  EXPECT_FALSE(c.Validate().ok());
+  c = {};
+  c.max_option_length = 100;
+  EXPECT_FALSE(c.Validate().ok());
+}
+
+TEST_F(NbdServerTest, StartReportsThePortAndStopIsIdempotent) {
+  StartServer();
+  EXPECT_GT(port_, 0);
+  EXPECT_EQ(server_->port(), port_);
+  EXPECT_FALSE(server_->Start().ok());
+  server_->Stop();
+  server_->Stop();
+}
+
+TEST_F(NbdServerTest, WriteReadFlushWithSimpleAndStructuredReplies) {
+  StartServer();
+  for (bool structured : {false, true}) {
+    auto c = Client("disk", structured);
+    EXPECT_EQ(c->structured(), structured);
+    EXPECT_EQ(c->export_size(), 4u << 20);
+    const std::string data(8192, structured ? 's' : 'p');
+    EXPECT_EQ(c->Write(4096, data, nbd::kCmdFlagFua), 0);
+    std::string back;
+    EXPECT_EQ(c->Read(4096, 8192, &back), 0);
+    EXPECT_EQ(back, data);
+    EXPECT_EQ(c->Command(nbd::kCmdFlush, 0, 0), 0);
+    EXPECT_EQ(c->Command(nbd::kCmdCache, 0, 4096), 0);
+    EXPECT_EQ(c->Read(0, 0, &back), 0);  // empty read: no data, no disconnect
+    EXPECT_EQ(c->Read(4 << 20, 512, &back), static_cast<int>(nbd::kEinval));
+    EXPECT_EQ(c->Write(4 << 20, std::string(512, 'x')), static_cast<int>(nbd::kEnospc));
+    EXPECT_EQ(c->Command(nbd::kCmdWriteZeroes, 4 << 20, 512), static_cast<int>(nbd::kEnospc));
+    EXPECT_EQ(c->Command(nbd::kCmdTrim, 4 << 20, 512), static_cast<int>(nbd::kEinval));
+    EXPECT_EQ(c->Command(42, 0, 512), static_cast<int>(nbd::kEinval));
+    EXPECT_EQ(c->Read(0, (32u << 20) + 512, &back), static_cast<int>(nbd::kEinval));
+    EXPECT_EQ(c->Read(100, 512, &back), static_cast<int>(nbd::kEinval));  // unaligned
+    EXPECT_EQ(c->Read(0, 512, &back), 0);  // still usable after errors
+  }
+  EXPECT_GE(provider_.device()->flushes(), 2u);
+  EXPECT_GE(provider_.device()->fua_writes(), 2u);
+}
+
+TEST_F(NbdServerTest, StructuredReadIsOneOffsetDataChunkAndErrorsAreErrorChunks) {
+  StartServer();
+  auto c = Client();
+  ASSERT_EQ(c->Write(0, std::string(4096, 'd')), 0);
+  ASSERT_TRUE(c->SendRequest(Req(nbd::kCmdRead, 9, 0, 4096, nbd::kCmdFlagDf)));
+  std::vector<NbdRawClient::Reply> chunks;
+  ASSERT_TRUE(c->ReadStructuredReply(&chunks));
+  ASSERT_EQ(chunks.size(), 1u);
+  EXPECT_EQ(chunks[0].type, nbd::kReplyTypeOffsetData);
+  EXPECT_EQ(chunks[0].flags, nbd::kReplyFlagDone);
+  EXPECT_EQ(chunks[0].handle, 9u);
+  EXPECT_EQ(chunks[0].payload, std::string(8, '\0') + std::string(4096, 'd'));
+
+  ASSERT_TRUE(c->SendRequest(Req(nbd::kCmdRead, 10, GateDevice::kFailOffset, 512)));
+  ASSERT_TRUE(c->ReadStructuredReply(&chunks));
+  ASSERT_EQ(chunks.size(), 1u);
+  EXPECT_EQ(chunks[0].type, nbd::kReplyTypeError);
+  EXPECT_EQ(chunks[0].error, nbd::kEio);
+  EXPECT_NE(chunks[0].payload.find("injected read failure"), std::string::npos);
+}
+
+TEST_F(NbdServerTest, SimpleReadErrorCarriesNoData) {
+  StartServer();
+  auto c = Client("disk", /*structured=*/false);
+  std::string data;
+  EXPECT_EQ(c->Read(GateDevice::kFailOffset, 4096, &data), static_cast<int>(nbd::kEio));
+  EXPECT_EQ(c->Read(0, 512, &data), 0);  // stream still in sync
+  EXPECT_EQ(data, std::string(512, '\0'));
+}
+
+TEST_F(NbdServerTest, RepliesGoOutOfOrder) {
+  StartServer();
+  auto c = Client();
+  ASSERT_TRUE(c->SendRequest(Req(nbd::kCmdRead, 1, kGateOffset, 4096)));
+  provider_.device()->AwaitWaiting(1);
+  ASSERT_TRUE(c->SendRequest(Req(nbd::kCmdRead, 2, 0, 4096)));
+  ASSERT_TRUE(c->SendRequest(Req(nbd::kCmdWrite, 3, 8192, 512), std::string(512, 'w')));
+  std::vector<uint64_t> order;
+  NbdRawClient::Reply r;
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(c->ReadChunk(&r));
+    order.push_back(r.handle);
+  }
+  provider_.device()->Open();
+  ASSERT_TRUE(c->ReadChunk(&r));
+  order.push_back(r.handle);
+  EXPECT_EQ(order.back(), 1u);
+  std::sort(order.begin(), order.end() - 1);
+  EXPECT_EQ(order, (std::vector<uint64_t>{2, 3, 1}));
+}
+
+// Waits (bounded) until a connection reader is blocked on its in-flight budget.
+bool AwaitAdmissionWait(NbdServer* server) {
+  for (int i = 0; i < 10000 && server->AdmissionWaitsForTest() == 0; ++i) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  return server->AdmissionWaitsForTest() > 0;
+}
+
+TEST_F(NbdServerTest, InflightRequestCountIsBounded) {
+  NbdServerConfig config;
+  config.worker_threads = 8;
+  config.max_inflight_requests = 2;
+  StartServer(config);
+  auto c = Client();
+  constexpr int kReads = 6;
+  for (int i = 0; i < kReads; ++i) {
+    ASSERT_TRUE(c->SendRequest(Req(nbd::kCmdRead, i, kGateOffset, 4096)));
+  }
+  // The reader stops reading with two requests at the device and waits for a reply to go out.
+  ASSERT_TRUE(AwaitAdmissionWait(server_.get()));
+  provider_.device()->AwaitWaiting(2);
+  EXPECT_EQ(provider_.device()->peak(), 2);
+  provider_.device()->Open();
+  for (int i = 0; i < kReads; ++i) {
+    std::vector<NbdRawClient::Reply> chunks;
+    ASSERT_TRUE(c->ReadStructuredReply(&chunks));
+  }
+  EXPECT_EQ(provider_.device()->peak(), 2);
+}
+
+TEST_F(NbdServerTest, InflightBytesAreBounded) {
+  NbdServerConfig config;
+  config.worker_threads = 8;
+  config.max_payload = 32 << 10;
+  config.max_inflight_bytes = 64 << 10;
+  StartServer(config);
+  auto c = Client();
+  constexpr int kReads = 5;
+  for (int i = 0; i < kReads; ++i) {
+    ASSERT_TRUE(c->SendRequest(Req(nbd::kCmdRead, i, kGateOffset, 32 << 10)));
+  }
+  ASSERT_TRUE(AwaitAdmissionWait(server_.get()));
+  provider_.device()->AwaitWaiting(2);
+  EXPECT_EQ(provider_.device()->peak(), 2);
+  provider_.device()->Open();
+  for (int i = 0; i < kReads; ++i) {
+    std::vector<NbdRawClient::Reply> chunks;
+    ASSERT_TRUE(c->ReadStructuredReply(&chunks));
+    EXPECT_EQ(chunks[0].payload.size(), 8u + (32 << 10));
+  }
+  EXPECT_LE(provider_.device()->peak(), 2);
+}
+
+TEST_F(NbdServerTest, WriteZeroesHonoursNoHoleAndFastZero) {
+  NbdServerConfig config;
+  config.fast_zero = true;
+  StartServer(config);
+  auto c = Client();
+  ASSERT_NE(c->transmission_flags() & nbd::kTxSendFastZero, 0);
+  ASSERT_EQ(c->Write(0, std::string(16384, 'z')), 0);
+  EXPECT_EQ(c->Command(nbd::kCmdWriteZeroes, 0, 4096, nbd::kCmdFlagFastZero), 0);
+  EXPECT_EQ(c->Command(nbd::kCmdWriteZeroes, 4096, 4096,
+                       nbd::kCmdFlagFastZero | nbd::kCmdFlagNoHole),
+            static_cast<int>(nbd::kEnotsup));
+  EXPECT_EQ(c->Command(nbd::kCmdWriteZeroes, 8192, 4096, nbd::kCmdFlagNoHole), 0);
+  std::string data;
+  ASSERT_EQ(c->Read(0, 16384, &data), 0);
+  EXPECT_EQ(data, std::string(4096, '\0') + std::string(4096, 'z') + std::string(4096, '\0') +
+                      std::string(4096, 'z'));
+}
+
+TEST_F(NbdServerTest, FastZeroFailsFastWhenNotConfigured) {
+  NbdServerConfig config;
+  config.fast_zero = false;
+  StartServer(config);
+  auto c = Client();
+  ASSERT_EQ(c->Write(0, std::string(4096, 'z')), 0);
+  EXPECT_EQ(c->Command(nbd::kCmdWriteZeroes, 0, 4096, nbd::kCmdFlagFastZero),
+            static_cast<int>(nbd::kEnotsup));
+  std::string data;
+  ASSERT_EQ(c->Read(0, 4096, &data), 0);
+  EXPECT_EQ(data, std::string(4096, 'z'));  // untouched
+}
+
+TEST_F(NbdServerTest, BlockStatusReportsHolesAndData) {
+  StartServer();
+  auto c = Client();
+  ASSERT_EQ(c->Write(8192, std::string(4096, 'x')), 0);
+  ASSERT_EQ(c->Command(nbd::kCmdWriteZeroes, 12288, 4096, nbd::kCmdFlagNoHole), 0);
+  ASSERT_TRUE(c->SendRequest(Req(nbd::kCmdBlockStatus, 5, 0, 65536)));
+  std::vector<NbdRawClient::Reply> chunks;
+  ASSERT_TRUE(c->ReadStructuredReply(&chunks));
+  ASSERT_EQ(chunks.size(), 1u);
+  ASSERT_EQ(chunks[0].type, nbd::kReplyTypeBlockStatus);
+  const std::string& p = chunks[0].payload;
+  ASSERT_EQ(p.size(), 4u + 4 * 8);
+  EXPECT_EQ(nbd::GetU32(p.data()), nbd::kBaseAllocationId);
+  const uint32_t hz = nbd::kStateHole | nbd::kStateZero;
+  const std::vector<std::pair<uint32_t, uint32_t>> expected = {
+      {8192, hz}, {4096, 0}, {4096, nbd::kStateZero}, {65536 - 16384, hz}};
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_EQ(nbd::GetU32(p.data() + 4 + 8 * i), expected[i].first) << i;
+    EXPECT_EQ(nbd::GetU32(p.data() + 8 + 8 * i), expected[i].second) << i;
+  }
+  ASSERT_TRUE(c->SendRequest(Req(nbd::kCmdBlockStatus, 6, 0, 65536, nbd::kCmdFlagReqOne)));
+  ASSERT_TRUE(c->ReadStructuredReply(&chunks));
+  ASSERT_EQ(chunks[0].payload.size(), 12u);
+  EXPECT_EQ(nbd::GetU32(chunks[0].payload.data() + 4), 8192u);
+}
+
+TEST_F(NbdServerTest, BlockStatusWithoutMetaContextIsEinval) {
+  StartServer();
+  auto c = Client("disk", /*structured=*/false);
+  EXPECT_EQ(c->Command(nbd::kCmdBlockStatus, 0, 4096), static_cast<int>(nbd::kEinval));
+}
+
+TEST_F(NbdServerTest, ReadOnlyExportRefusesWrites) {
+  StartServer();
+  auto c = Client("ro");
+  EXPECT_NE(c->transmission_flags() & nbd::kTxReadOnly, 0);
+  EXPECT_EQ(c->Write(0, std::string(512, 'x')), static_cast<int>(nbd::kEperm));
+  EXPECT_EQ(c->Command(nbd::kCmdTrim, 0, 512), static_cast<int>(nbd::kEperm));
+  std::string data;
+  EXPECT_EQ(c->Read(0, 512, &data), 0);
+}
+
+TEST_F(NbdServerTest, DiscAnswersInflightRequestsThenCloses) {
+  StartServer();
+  auto c = Client();
+  ASSERT_TRUE(c->SendRequest(Req(nbd::kCmdRead, 7, kGateOffset, 4096)));
+  provider_.device()->AwaitWaiting(1);
+  ASSERT_TRUE(c->SendRequest(Req(nbd::kCmdDisc, 8, 0, 0)));
+  provider_.device()->Open();
+  std::vector<NbdRawClient::Reply> chunks;
+  ASSERT_TRUE(c->ReadStructuredReply(&chunks));
+  EXPECT_EQ(chunks[0].handle, 7u);
+  EXPECT_TRUE(c->WaitClosed());
+}
+
+TEST_F(NbdServerTest, StopAnswersInflightRequestsThenCloses) {
+  StartServer();
+  auto c = Client();
+  ASSERT_TRUE(c->SendRequest(Req(nbd::kCmdRead, 7, kGateOffset, 4096)));
+  provider_.device()->AwaitWaiting(1);
+  std::thread stopper([this] { server_->Stop(); });
+  provider_.device()->Open();
+  std::vector<NbdRawClient::Reply> chunks;
+  ASSERT_TRUE(c->ReadStructuredReply(&chunks));
+  EXPECT_EQ(chunks[0].handle, 7u);
+  EXPECT_EQ(chunks[0].type, nbd::kReplyTypeOffsetData);
+  EXPECT_TRUE(c->WaitClosed());
+  stopper.join();
+  EXPECT_EQ(server_->active_connections(), 0);
+}
+
+TEST_F(NbdServerTest, ConnectionLimitClosesExtraConnections) {
+  NbdServerConfig config;
+  config.max_connections = 1;
+  StartServer(config);
+  auto first = Client();
+  NbdRawClient second;
+  ASSERT_TRUE(second.Connect(port_));
+  EXPECT_TRUE(second.WaitClosed());
+  std::string data;
+  EXPECT_EQ(first->Read(0, 512, &data), 0);
+}
+
+TEST_F(NbdServerTest, SilentClientIsDroppedAfterTheHandshakeTimeout) {
+  NbdServerConfig config;
+  config.handshake_timeout_ms = 100;
+  StartServer(config);
+  NbdRawClient c;
+  ASSERT_TRUE(c.Connect(port_));
+  EXPECT_TRUE(c.WaitClosed());  // greeting, then EOF
+}
+
+TEST_F(NbdServerTest, MetricsCountRequestsBytesAndConnections) {
+  StartServer();
+  {
+    auto c = Client();
+    ASSERT_EQ(c->Write(0, std::string(4096, 'm')), 0);
+    std::string data;
+    ASSERT_EQ(c->Read(0, 4096, &data), 0);
+    ASSERT_EQ(c->Read(4 << 20, 512, &data), static_cast<int>(nbd::kEinval));
+    ASSERT_TRUE(c->SendRequest(Req(nbd::kCmdDisc, 99, 0, 0)));
+    EXPECT_TRUE(c->WaitClosed());
+  }
+  server_->Stop();  // joins connection threads, so the gauge is final
+  const std::string text = registry_.Render();
+  EXPECT_NE(text.find("ringcache_nbd_requests_total{command=\"read\",result=\"ok\"} 1"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("ringcache_nbd_requests_total{command=\"read\",result=\"einval\"} 1"),
+            std::string::npos);
+  EXPECT_NE(text.find("ringcache_nbd_requests_total{command=\"write\",result=\"ok\"} 1"),
+            std::string::npos);
+  EXPECT_NE(text.find("ringcache_nbd_bytes_total{direction=\"read\"} 4096"), std::string::npos);
+  EXPECT_NE(text.find("ringcache_nbd_bytes_total{direction=\"write\"} 4096"), std::string::npos);
+  EXPECT_NE(text.find("ringcache_nbd_connections 0"), std::string::npos);
+  EXPECT_NE(text.find("ringcache_nbd_request_duration_seconds_count{command=\"read\"} 1"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace ringcache::gateway

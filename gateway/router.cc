@@ -1,0 +1,301 @@
+// Request splitting and VDI administration over the cache ring.
+#include "gateway/router.h"
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace ringcache::gateway {
+namespace {
+
+struct Piece {
+  uint64_t object;
+  uint32_t offset;  // inside the object
+  uint32_t len;
+  uint64_t buf_off;  // offset inside the request buffer
+};
+
+std::vector<Piece> Split(const v1::VdiGeometry& g, uint64_t offset, uint64_t len) {
+  std::vector<Piece> out;
+  const uint64_t os = g.object_size();
+  uint64_t done = 0;
+  while (done < len) {
+    const uint64_t pos = offset + done;
+    const uint64_t in = pos % os;
+    const uint64_t n = std::min<uint64_t>(len - done, os - in);
+    out.push_back({pos / os, static_cast<uint32_t>(in), static_cast<uint32_t>(n), done});
+    done += n;
+  }
+  return out;
+}
+
+// Runs fn(i) for each piece, in parallel when there are several; returns the first error.
+absl::Status ForEachPiece(size_t n, const std::function<absl::Status(size_t)>& fn) {
+  if (n == 1) return fn(0);
+  std::vector<absl::Status> results(n);
+  std::vector<std::thread> threads;
+  threads.reserve(n - 1);
+  for (size_t i = 1; i < n; ++i) threads.emplace_back([&, i] { results[i] = fn(i); });
+  results[0] = fn(0);
+  for (auto& t : threads) t.join();
+  for (auto& s : results) RC_RETURN_IF_ERROR(s);
+  return absl::OkStatus();
+}
+
+// One connection's view of one VDI.
+class VdiDevice : public BlockDevice {
+ public:
+  VdiDevice(Router* router, v1::VdiGeometry g) : router_(router), g_(std::move(g)) {}
+
+  absl::Status Read(uint64_t offset, uint32_t len, char* buf) override {
+    auto pieces = Split(g_, offset, len);
+    return ForEachPiece(pieces.size(), [&](size_t i) {
+      const Piece& p = pieces[i];
+      return router_->OnOwner(g_, p.object, [&](CacheClient* c) {
+        return c->Read(g_.vdi_id(), p.object, p.offset, p.len, buf + p.buf_off);
+      });
+    });
+  }
+  absl::Status Write(uint64_t offset, uint32_t len, const char* buf, bool fua) override {
+    (void)fua;  // every acknowledged write is already durable
+    auto pieces = Split(g_, offset, len);
+    return ForEachPiece(pieces.size(), [&](size_t i) {
+      const Piece& p = pieces[i];
+      return router_->OnOwner(g_, p.object, [&](CacheClient* c) {
+        return c->Write(g_.vdi_id(), p.object, p.offset, p.len, buf + p.buf_off);
+      });
+    });
+  }
+  absl::Status Trim(uint64_t offset, uint32_t len) override { return Discard(offset, len, false); }
+  absl::Status WriteZeroes(uint64_t offset, uint32_t len, bool may_trim, bool fua) override {
+    (void)may_trim;
+    (void)fua;
+    return Discard(offset, len, true);
+  }
+  absl::Status Flush() override { return absl::OkStatus(); }  // writes are durable when acked
+  absl::Status Cache(uint64_t offset, uint32_t len) override {
+    auto pieces = Split(g_, offset, len);
+    return ForEachPiece(pieces.size(), [&](size_t i) {
+      const Piece& p = pieces[i];
+      return router_->OnOwner(g_, p.object, [&](CacheClient* c) {
+        return c->Prefetch(g_.vdi_id(), p.object, p.offset, p.len);
+      });
+    });
+  }
+  absl::Status BlockStatus(uint64_t offset, uint32_t len, std::vector<Extent>* out) override {
+    // Answer up to 16 objects; NBD allows a reply that covers only a prefix of the range.
+    auto pieces = Split(g_, offset, len);
+    if (pieces.size() > 16) pieces.resize(16);
+    const uint32_t bs = g_.block_size();
+    for (const Piece& p : pieces) {
+      std::vector<bool> alloc;
+      RC_RETURN_IF_ERROR(router_->OnOwner(g_, p.object, [&](CacheClient* c) {
+        return c->Allocation(g_.vdi_id(), p.object, p.offset, p.len, &alloc);
+      }));
+      const uint32_t first_block = p.offset / bs;
+      uint32_t pos = p.offset;
+      const uint32_t end = p.offset + p.len;
+      for (size_t i = 0; i < alloc.size() && pos < end; ++i) {
+        const uint32_t block_end = std::min<uint32_t>(end, (first_block + i + 1) * bs);
+        const bool hole = !alloc[i];
+        if (!out->empty() && out->back().hole == hole) {
+          out->back().length += block_end - pos;
+        } else {
+          out->push_back({block_end - pos, hole, hole});
+        }
+        pos = block_end;
+      }
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  absl::Status Discard(uint64_t offset, uint32_t len, bool zero) {
+    auto pieces = Split(g_, offset, len);
+    return ForEachPiece(pieces.size(), [&](size_t i) {
+      const Piece& p = pieces[i];
+      return router_->OnOwner(g_, p.object, [&](CacheClient* c) {
+        return c->Trim(g_.vdi_id(), p.object, p.offset, p.len, zero);
+      });
+    });
+  }
+
+  Router* const router_;
+  const v1::VdiGeometry g_;
+};
+
+ExportInfo InfoOf(const VdiRecord& r) {
+  ExportInfo e;
+  e.name = r.geometry.name();
+  e.description = absl::StrCat("ringcache VDI ", r.geometry.vdi_id());
+  e.vdi_id = r.geometry.vdi_id();
+  e.size_bytes = r.geometry.size_bytes();
+  e.min_block = 512;
+  e.preferred_block = r.geometry.block_size();
+  e.max_block = 32u << 20;
+  return e;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Router>> Router::Create(Catalog* catalog,
+                                                       std::vector<CacheMember> cache_nodes,
+                                                       cachenode::DataNodePool* data_nodes) {
+  if (cache_nodes.empty()) return absl::InvalidArgumentError("no cache nodes configured");
+  std::unique_ptr<Router> r(new Router());
+  r->catalog_ = catalog;
+  r->data_nodes_ = data_nodes;
+  ring::RingConfig rc;
+  for (const auto& m : cache_nodes) rc.members.push_back(ring::Member{m.id, m.weight, ""});
+  rc.cached_owners = 1;
+  RC_ASSIGN_OR_RETURN(ring::Ring ring, ring::Ring::Build(rc));
+  r->ring_ = std::make_unique<ring::Ring>(std::move(ring));
+  r->members_ = std::move(cache_nodes);
+  return r;
+}
+
+CacheClient* Router::Client(uint32_t id) const {
+  for (const auto& m : members_) {
+    if (m.id == id) return m.client.get();
+  }
+  return nullptr;
+}
+
+absl::Status Router::OnOwner(const v1::VdiGeometry& g, uint64_t object,
+                             const std::function<absl::Status(CacheClient*)>& op) {
+  CacheClient* c = Client(ring_->Owner(ring::ObjectKey{g.vdi_id(), object}));
+  absl::Status s = op(c);
+  if (s.code() == absl::StatusCode::kFailedPrecondition &&
+      s.message().find("unknown VDI") != absl::string_view::npos) {
+    auto rec = catalog_->Find(g.name());
+    if (!rec.ok()) return absl::NotFoundError(absl::StrCat("VDI ", g.name(), " was deleted"));
+    RC_RETURN_IF_ERROR(c->RegisterVdi(rec->geometry, rec->mode));
+    s = op(c);
+  }
+  return s;
+}
+
+absl::StatusOr<ExportInfo> Router::Find(const std::string& name) {
+  RC_ASSIGN_OR_RETURN(VdiRecord r, catalog_->Find(name));
+  return InfoOf(r);
+}
+
+std::vector<ExportInfo> Router::List() {
+  std::vector<ExportInfo> out;
+  for (const auto& r : catalog_->List()) out.push_back(InfoOf(r));
+  return out;
+}
+
+absl::StatusOr<std::shared_ptr<BlockDevice>> Router::Open(const std::string& name) {
+  RC_ASSIGN_OR_RETURN(VdiRecord r, catalog_->Find(name));
+  return std::shared_ptr<BlockDevice>(std::make_shared<VdiDevice>(this, r.geometry));
+}
+
+absl::Status Router::RegisterAll() {
+  for (const auto& r : catalog_->List()) {
+    if (data_nodes_ != nullptr) RC_RETURN_IF_ERROR(data_nodes_->PutVdi(r.geometry));
+    for (auto& m : members_) RC_RETURN_IF_ERROR(m.client->RegisterVdi(r.geometry, r.mode));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<VdiRecord> Router::CreateVdi(const std::string& name, uint64_t size,
+                                            uint32_t object_size, uint32_t replication) {
+  if (replication > data_nodes_->size()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "replication ", replication, " needs at least that many data nodes; the cluster has ",
+        data_nodes_->size()));
+  }
+  RC_ASSIGN_OR_RETURN(VdiRecord r, catalog_->Create(name, size, object_size, replication));
+  absl::Status s = data_nodes_->PutVdi(r.geometry);
+  for (auto& m : members_) {
+    if (s.ok()) s = m.client->RegisterVdi(r.geometry, r.mode);
+  }
+  if (!s.ok()) {
+    catalog_->Delete(name).IgnoreError();
+    return s;
+  }
+  return r;
+}
+
+absl::Status Router::DeleteVdi(const std::string& name) {
+  RC_ASSIGN_OR_RETURN(VdiRecord r, catalog_->Find(name));
+  for (auto& m : members_) RC_RETURN_IF_ERROR(m.client->DropVdi(r.geometry.vdi_id()));
+  RC_RETURN_IF_ERROR(data_nodes_->DeleteVdi(r.geometry.vdi_id()));
+  return catalog_->Delete(name);
+}
+
+absl::StatusOr<VdiRecord> Router::ResizeVdi(const std::string& name, uint64_t size) {
+  RC_ASSIGN_OR_RETURN(VdiRecord old, catalog_->Find(name));
+  if (size < old.geometry.size_bytes()) {
+    // Drop cached blocks beyond the new end by re-registering after the shrink; data nodes refuse
+    // objects beyond the size from now on.
+    for (auto& m : members_) RC_RETURN_IF_ERROR(m.client->Flush(old.geometry.vdi_id()).status());
+  }
+  RC_ASSIGN_OR_RETURN(VdiRecord r, catalog_->Resize(name, size));
+  RC_RETURN_IF_ERROR(data_nodes_->PutVdi(r.geometry));
+  for (auto& m : members_) RC_RETURN_IF_ERROR(m.client->RegisterVdi(r.geometry, r.mode));
+  return r;
+}
+
+absl::Status Router::SetMode(const std::string& name, v1::CacheMode mode) {
+  RC_ASSIGN_OR_RETURN(VdiRecord r, catalog_->Find(name));
+  for (auto& m : members_) RC_RETURN_IF_ERROR(m.client->SetMode(r.geometry.vdi_id(), mode));
+  return catalog_->SetMode(name, mode);
+}
+
+absl::Status Router::Flush(const std::string& name,
+                           const std::function<void(size_t, uint64_t)>& progress) {
+  uint32_t vdi = 0;
+  if (!name.empty()) {
+    RC_ASSIGN_OR_RETURN(VdiRecord r, catalog_->Find(name));
+    vdi = r.geometry.vdi_id();
+  }
+  uint64_t left = 0;
+  for (size_t i = 0; i < members_.size(); ++i) {
+    RC_ASSIGN_OR_RETURN(uint64_t l, members_[i].client->Flush(vdi));
+    left += l;
+    if (progress) progress(i + 1, left);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Router::Stats(const std::string& name, std::vector<v1::VdiCacheStats>* out) {
+  uint32_t vdi = 0;
+  if (!name.empty()) {
+    RC_ASSIGN_OR_RETURN(VdiRecord r, catalog_->Find(name));
+    vdi = r.geometry.vdi_id();
+  }
+  std::map<uint32_t, v1::VdiCacheStats> sum;
+  std::map<uint32_t, int> n;
+  for (auto& m : members_) {
+    std::vector<v1::VdiCacheStats> s;
+    RC_RETURN_IF_ERROR(m.client->Stats(vdi, &s));
+    for (const auto& x : s) {
+      v1::VdiCacheStats& t = sum[x.vdi_id()];
+      t.set_vdi_id(x.vdi_id());
+      t.set_hits_ram(t.hits_ram() + x.hits_ram());
+      t.set_hits_ssd(t.hits_ssd() + x.hits_ssd());
+      t.set_misses(t.misses() + x.misses());
+      t.set_bypassed(t.bypassed() + x.bypassed());
+      t.set_queue_length(t.queue_length() + x.queue_length());
+      t.set_max_length(t.max_length() + x.max_length());
+      t.set_upper_bound(t.upper_bound() + x.upper_bound());
+      t.set_lower_bound(t.lower_bound() + x.lower_bound());
+      t.set_dirty_bytes(t.dirty_bytes() + x.dirty_bytes());
+      t.set_mode(x.mode());
+      ++n[x.vdi_id()];
+    }
+  }
+  for (auto& [id, t] : sum) {
+    t.set_upper_bound(t.upper_bound() / n[id]);  // U_i, D_i are fractions: average them
+    t.set_lower_bound(t.lower_bound() / n[id]);
+    out->push_back(t);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ringcache::gateway

@@ -1,0 +1,78 @@
+// Router: the gateway's core. Serves VDIs as NBD exports (ExportProvider): splits each request by
+// object, sends each piece to the object's owning cache node on the cache ring (pieces of one
+// request in parallel), and assembles the reply. Also carries out VDI administration: every VDI
+// is registered on every data node (geometry checks) and cache node (its blocks' home).
+//
+// Thread-safety: thread-safe. Membership is static (fixed at construction).
+#ifndef RINGCACHE_GATEWAY_ROUTER_H_
+#define RINGCACHE_GATEWAY_ROUTER_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "cachenode/datanode_pool.h"
+#include "gateway/block_device.h"
+#include "gateway/cache_client.h"
+#include "gateway/catalog.h"
+#include "ring/ring.h"
+
+namespace ringcache::gateway {
+
+struct CacheMember {
+  uint32_t id = 0;
+  double weight = 1.0;
+  std::unique_ptr<CacheClient> client;
+};
+
+class Router : public ExportProvider {
+ public:
+  // `catalog` and `data_nodes` are not owned and must outlive the router.
+  static absl::StatusOr<std::unique_ptr<Router>> Create(Catalog* catalog,
+                                                        std::vector<CacheMember> cache_nodes,
+                                                        cachenode::DataNodePool* data_nodes);
+
+  // ExportProvider.
+  absl::StatusOr<ExportInfo> Find(const std::string& name) override;
+  std::vector<ExportInfo> List() override;
+  absl::StatusOr<std::shared_ptr<BlockDevice>> Open(const std::string& name) override;
+
+  // Registers every catalogued VDI on every data node and cache node (startup, or after a node
+  // restarted and forgot them).
+  absl::Status RegisterAll();
+  absl::StatusOr<VdiRecord> CreateVdi(const std::string& name, uint64_t size,
+                                      uint32_t object_size, uint32_t replication);
+  absl::Status DeleteVdi(const std::string& name);
+  absl::StatusOr<VdiRecord> ResizeVdi(const std::string& name, uint64_t size);
+  absl::Status SetMode(const std::string& name, v1::CacheMode mode);
+  // Destages the VDI (or every VDI when name is empty) on every cache node; `progress` (may be
+  // empty) is called after each node with the dirty bytes still left on the nodes done so far.
+  absl::Status Flush(const std::string& name,
+                     const std::function<void(size_t nodes_done, uint64_t dirty_left)>& progress);
+  // Per-VDI statistics summed over cache nodes.
+  absl::Status Stats(const std::string& name, std::vector<v1::VdiCacheStats>* out);
+
+  // Runs `op` against the cache node owning (vdi, object), re-registering the VDI once if that
+  // node does not know it (it restarted).
+  absl::Status OnOwner(const v1::VdiGeometry& g, uint64_t object,
+                       const std::function<absl::Status(CacheClient*)>& op);
+  const ring::Ring& cache_ring() const { return *ring_; }
+  Catalog* catalog() const { return catalog_; }
+  size_t cache_node_count() const { return members_.size(); }
+
+ private:
+  Router() = default;
+  CacheClient* Client(uint32_t id) const;
+
+  Catalog* catalog_ = nullptr;
+  cachenode::DataNodePool* data_nodes_ = nullptr;
+  std::vector<CacheMember> members_;
+  std::unique_ptr<ring::Ring> ring_;
+};
+
+}  // namespace ringcache::gateway
+
+#endif  // RINGCACHE_GATEWAY_ROUTER_H_
