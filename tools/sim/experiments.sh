@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# Runs the experiments of docs/experiments.md and prints their tables (Markdown). Each
+# experiment reproduces, in direction, one paper's headline on a synthetic workload shaped like
+# the paper's; the doc explains the workloads and the results.
+#
+#   tools/sim/experiments.sh [BUILD_DIR] [EXPERIMENT...]
+# EXPERIMENT is one of rpac uarc sieve cmf lcr vbq (default: all). Deterministic: the same build
+# prints the same tables (no wall-clock numbers).
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+BUILD=${1:-$ROOT/build-sim}
+shift || true
+SIM=$BUILD/tools/sim/ringcache-sim
+TABLE="python3 $ROOT/tools/sim/sim_table.py"
+if [ ! -x "$SIM" ]; then
+  cmake -S "$ROOT" -B "$BUILD" -G Ninja >/dev/null
+  cmake --build "$BUILD" --target ringcache-sim -j1
+fi
+WHICH=("$@")
+[ ${#WHICH[@]} -eq 0 ] && WHICH=(rpac uarc sieve cmf lcr vbq)
+
+# run COLS [--vdi VCOLS] -- SIM-ARGS...: prints the command, then the table.
+run() {
+  local cols=$1; shift
+  local vdi=()
+  if [ "$1" = "--vdi" ]; then vdi=(--vdi "$2"); shift 2; fi
+  [ "$1" = "--" ] && shift
+  local shown=""
+  for a in "$@"; do
+    case "$a" in *[\ \(\)\;\&\|]*) shown+=" '$a'" ;; *) shown+=" $a" ;; esac
+  done
+  echo
+  echo '```'
+  echo "\$ ringcache-sim$shown --json --quiet --no-timing"
+  echo '```'
+  echo
+  "$SIM" "$@" --json --quiet --no-timing | $TABLE --cols "$cols" "${vdi[@]}"
+}
+
+rpac() {
+  echo "## E1 RPAC (paper 000): replacements vs LRU/FIFO/ARC at small caches"
+  local G="hotspot:blocks=1000000,areas=8,area=16384,window=512,density=0.5,cycle=20000,hot=0.6,requests=1000000,seed=1"
+  run "policy,size_blocks,hit%,hits,replacements,replacements/lru,hits/lru" -- \
+    --gen "$G" --policy "lru,fifo,arc,lru+rpac(cycle=10000),fifo+rpac(cycle=10000),opt" \
+    --size 1024,2048,4096,8192
+  echo
+  echo "### E1b RPAC sensitivity to the decay cycle T (400k requests)"
+  local G2="hotspot:blocks=1000000,areas=8,area=16384,window=512,density=0.5,cycle=20000,hot=0.6,requests=400000,seed=1"
+  run "policy,size_blocks,hit%,replacements,replacements/lru" -- \
+    --gen "$G2" --policy "lru,lru+rpac(cycle=5000),lru+rpac(cycle=10000),lru+rpac(cycle=20000),lru+rpac(cycle=40000),lru+rpac" \
+    --size 2048,4096
+}
+
+uarc() {
+  echo "## E2 UARC vs IARC (paper 001): equal RAM and SSD, read-only"
+  echo
+  echo "### E2a Zipf(0.9) over 200k blocks"
+  run "policy,size_blocks,ram_blocks,hit%,hits_ram,hits_ssd,hits/iarc,ssd_writes,virtual_time_s" -- \
+    --gen "zipf:blocks=200000,theta=0.9,requests=1000000,seed=2" --policy iarc,garc,uarc \
+    --size 0.5%,2%,8%,32% --ram-ratio 1
+  echo
+  echo "### E2b Zipf(0.8) hot set plus a 30k-block loop"
+  run "policy,size_blocks,ram_blocks,hit%,hits_ram,hits_ssd,hits/iarc,ssd_writes,virtual_time_s" -- \
+    --gen "zipf:blocks=100000,theta=0.8,requests=600000,iat_us=100,seed=3" \
+    --gen "scan:blocks=30000,requests=400000,iat_us=150,base=200000,seed=4" \
+    --policy iarc,garc,uarc --size 0.5%,2%,8%,32% --ram-ratio 1
+}
+
+sieve() {
+  echo "## E3 Sieve admission (papers 001 and 002): SSD allocations vs hits, read-only"
+  echo
+  echo "### E3a Zipf(1.0) over 1M blocks (a long tail of one-time blocks)"
+  run "policy,size_blocks,hit%,hits/lru,ssd_writes,lru/ssd_writes" -- \
+    --gen "zipf:blocks=1000000,theta=1.0,requests=2000000,seed=5" \
+    --policy "lru,lru+sieve,lru+sieve(threshold=4),lru+sieve(threshold=8),opt" --size 0.5%,2%,8%
+  echo
+  echo "### E3b Moving hot spots (the E1 workload): popularity changes every cycle"
+  run "policy,size_blocks,hit%,hits/lru,ssd_writes,lru/ssd_writes" -- \
+    --gen "hotspot:blocks=1000000,areas=8,area=16384,window=512,density=0.5,cycle=20000,hot=0.6,requests=1000000,seed=1" \
+    --policy "lru,lru+sieve,lru+sieve(len=8192),lru+sieve(threshold=3,len=32768)" --size 2048,8192
+}
+
+cmf() {
+  echo "## E4 CMF (paper 003): an 8 GiB sequential write onto a 5 GiB write-back cache"
+  local G="seqwrite:blocks=2097152,size=16,loops=1,iat_us=0"
+  local C="policy,ssd_writes,hdd_writes,bypassed,dirty_at_end,virtual_time_s,makespan_s,makespan_s/none,mean_response_us"
+  echo
+  echo "### E4a HDD streams at 29 us per 4 KiB (paper 003 Fig. 1: 8 GB in 59 s), SSD as paper 001 Table I, one channel"
+  run "$C" -- --gen "$G" --policy none,lru,lru+cmf --size 5GiB --hdd-seq-us 29 --iodepth 1
+  echo
+  echo "### E4b The same with an 8-channel SSD"
+  run "$C" -- --gen "$G" --policy none,lru,lru+cmf --size 5GiB --hdd-seq-us 29 --iodepth 1 --ssd-channels 8
+  echo
+  echo "### E4c Flat HDD cost (paper 001 Table I: every HDD access 5 ms, no streaming)"
+  run "$C" -- --gen "$G" --policy none,lru,lru+cmf --size 5GiB --iodepth 1
+}
+
+lcr() {
+  echo "## E5 LCR (paper 004): mean response time with skewed data-node load"
+  local C="policy,size_blocks,hit%,hdd_writes,mean_response_us,mean_response_us/lru,max_response_us"
+  for iat in 1500 2500; do
+    echo
+    echo "### E5 write-heavy Zipf, 8 data nodes, node 0 four times slower, one request every $iat us"
+    run "$C" -- --gen "zipf:blocks=100000,theta=0.9,requests=300000,write=0.9,iat_us=$iat,seed=6" \
+      --policy "lru,cflru,lru+lcr,lru+lcr(window=32),lru+lcr(window=512)" --size 5000,20000 \
+      --data-nodes 8 --node-speed 4,1,1,1,1,1,1,1
+  done
+  echo
+  echo "### E5c Control: the same (1500 us) with equal data nodes"
+  run "$C" -- --gen "zipf:blocks=100000,theta=0.9,requests=300000,write=0.9,iat_us=1500,seed=6" \
+    --policy "lru,cflru,lru+lcr" --size 5000,20000 --data-nodes 8
+}
+
+vbq() {
+  echo "## E6 VBQ (paper 002): space per VDI and eq. 6"
+  local G="multi:vdis=3,rates=84/21/50,write=0.59/0.91/0.70,blocks=100000/400000/100000,theta=0.9/0.3/0.9,requests=1000000,seed=7"
+  run "policy,size_blocks,hit%" -- --gen "$G" \
+    --policy "lru,vbq+lru,vbq(umax=0.95,umin=0.90,dmax=0.89,dmin=0.84)+lru,vbq+lru+sieve" \
+    --size 5%,20%
+  echo
+  echo "### E6b Per VDI (vdi0 = usr, vdi1 = rsrch, vdi2 = web)"
+  run "policy,size_blocks" --vdi "name,share%,hit%,occupancy_mean,occupancy_end,A_m,L_m,U_i,D_i,U-D" -- \
+    --gen "$G" --policy "lru,vbq+lru,vbq(umax=0.95,umin=0.90,dmax=0.89,dmin=0.84)+lru" \
+    --size 5%,20% --occupancy
+}
+
+echo "# ringcache-sim experiments ($(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown))"
+for e in "${WHICH[@]}"; do
+  echo
+  "$e"
+done
