@@ -4,7 +4,7 @@
 namespace ringcache::policy {
 
 size_t CflruOrder::Candidates(absl::Span<SlotId> out) {
-  const Links& links = slots_->links();
+  const SlotTable& links = *slots_;
   size_t n = 0;
   // Pass 1: clean blocks of the clean-first region, least recently used first.
   size_t seen = 0;

@@ -102,9 +102,20 @@ CacheDriver::EvictResult CacheDriver::EvictOne(uint32_t q, const BlockKey& incom
                                                Outcome* out) {
   Order& order = space_->queue(q);
   const bool judge = judged && admission_->replacement_window() > 0;
-  const size_t want = judge ? admission_->replacement_window() : victim_->window();
-  const size_t n = order.Candidates(absl::MakeSpan(candidates_.data(),
-                                                   std::min(want, candidates_.size())));
+  size_t want = judge ? admission_->replacement_window() : victim_->window();
+  want = std::min(want, candidates_.size());
+  // A wide window is listed in two steps: a short prefix often decides already (LCR: a clean
+  // block near the tail), which saves walking the whole window on every eviction.
+  constexpr size_t kPrefix = 8;
+  size_t n;
+  if (!judge && want > kPrefix) {
+    n = order.Candidates(absl::MakeSpan(candidates_.data(), kPrefix));
+    if (n == kPrefix && !victim_->DecidedBy(absl::MakeConstSpan(candidates_.data(), n), slots_)) {
+      n = order.Candidates(absl::MakeSpan(candidates_.data(), want));
+    }
+  } else {
+    n = order.Candidates(absl::MakeSpan(candidates_.data(), want));
+  }
   if (n == 0) return EvictResult::kEmpty;
   const absl::Span<const SlotId> cands(candidates_.data(), n);
   size_t pick;

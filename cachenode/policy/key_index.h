@@ -1,13 +1,15 @@
 // KeyColumns and KeyIndex: a compact BlockKey -> dense id map for the policy engine.
 //
 // A policy keeps its per-block metadata in flat arrays indexed by a dense 32-bit id (a cache slot,
-// a sieve entry, a ghost entry). KeyColumns stores the key of every id column-wise (8 + 4 bytes per
-// id, no padding); KeyIndex is a hash set of ids whose hash and equality look the key up in the
-// columns, so the table holds 4 bytes per entry instead of a 16-byte key plus a value. Heterogeneous
-// lookup (abseil's is_transparent) finds an id from a BlockKey.
+// a sieve entry, a ghost entry). BasicKeyIndex<Source> is a hash set of ids whose hash and equality
+// look the key up in the Source (which stores each id's key), so the table holds 4 bytes per entry
+// instead of a 16-byte key plus a value. Heterogeneous lookup (abseil's is_transparent) finds an id
+// from a BlockKey. A Source provides
+//   BlockKey KeyOf(SlotId id) const;  bool KeyEquals(SlotId id, const BlockKey& key) const;
+// KeyColumns is a Source that stores keys column-wise (8 + 4 bytes per id, no padding).
 //
 // Invariants:
-//   1. Every id in a KeyIndex has its key in the columns, unchanged since it was inserted; erase an
+//   1. Every id in an index has its key in the Source, unchanged since it was inserted; erase an
 //      id before overwriting its key.
 //   2. No two ids in one KeyIndex hold equal keys.
 //
@@ -43,12 +45,12 @@ class KeyColumns {
   }
   size_t size() const { return block_.size(); }
 
-  BlockKey Get(SlotId id) const { return BlockKey{vdi_[id], block_[id]}; }
+  BlockKey KeyOf(SlotId id) const { return BlockKey{vdi_[id], block_[id]}; }
   void Set(SlotId id, const BlockKey& key) {
     vdi_[id] = key.vdi;
     block_[id] = key.block;
   }
-  bool Equals(SlotId id, const BlockKey& key) const {
+  bool KeyEquals(SlotId id, const BlockKey& key) const {
     return block_[id] == key.block && vdi_[id] == key.vdi;
   }
   // Returns the bytes the columns hold (allocated capacity).
@@ -63,14 +65,14 @@ class KeyColumns {
 
 inline size_t HashBlockKey(const BlockKey& key) { return absl::HashOf(key.vdi, key.block); }
 
-// A set of ids, looked up by key. The columns must outlive the index and must not move.
-class KeyIndex {
+// A set of ids, looked up by key. The Source must outlive the index and must not move.
+template <typename Source>
+class BasicKeyIndex {
  public:
-  // `columns` is not owned.
-  explicit KeyIndex(const KeyColumns* columns)
-      : set_(0, Hash{columns}, Eq{columns}) {}
-  KeyIndex(const KeyIndex&) = delete;
-  KeyIndex& operator=(const KeyIndex&) = delete;
+  // `source` is not owned.
+  explicit BasicKeyIndex(const Source* source) : set_(0, Hash{source}, Eq{source}) {}
+  BasicKeyIndex(const BasicKeyIndex&) = delete;
+  BasicKeyIndex& operator=(const BasicKeyIndex&) = delete;
 
   // Returns the id holding `key`, or kNoSlot.
   SlotId Find(const BlockKey& key) const {
@@ -89,19 +91,21 @@ class KeyIndex {
  private:
   struct Hash {
     using is_transparent = void;
-    const KeyColumns* columns;
-    size_t operator()(SlotId id) const { return HashBlockKey(columns->Get(id)); }
+    const Source* source;
+    size_t operator()(SlotId id) const { return HashBlockKey(source->KeyOf(id)); }
     size_t operator()(const BlockKey& key) const { return HashBlockKey(key); }
   };
   struct Eq {
     using is_transparent = void;
-    const KeyColumns* columns;
+    const Source* source;
     bool operator()(SlotId a, SlotId b) const { return a == b; }
-    bool operator()(SlotId a, const BlockKey& b) const { return columns->Equals(a, b); }
-    bool operator()(const BlockKey& a, SlotId b) const { return columns->Equals(b, a); }
+    bool operator()(SlotId a, const BlockKey& b) const { return source->KeyEquals(a, b); }
+    bool operator()(const BlockKey& a, SlotId b) const { return source->KeyEquals(b, a); }
   };
   absl::flat_hash_set<SlotId, Hash, Eq> set_;
 };
+
+using KeyIndex = BasicKeyIndex<KeyColumns>;
 
 }  // namespace ringcache::policy
 

@@ -43,7 +43,7 @@ class KeyLru {
   void PopBack() { Erase(list_.tail); }
 
   SlotId back() const { return list_.tail; }
-  BlockKey key(SlotId id) const { return keys_.Get(id); }
+  BlockKey key(SlotId id) const { return keys_.KeyOf(id); }
   uint8_t tag(SlotId id) const { return tags_[id]; }
   void set_tag(SlotId id, uint8_t tag) { tags_[id] = tag; }
 

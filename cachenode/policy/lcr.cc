@@ -21,4 +21,11 @@ size_t LcrVictim::Choose(absl::Span<const SlotId> candidates, const SlotTable& s
   return victim;                                   // line 17
 }
 
+bool LcrVictim::DecidedBy(absl::Span<const SlotId> prefix, const SlotTable& slots) const {
+  for (size_t x = 0; x < prefix.size() && x < window_; ++x) {
+    if (!slots.dirty(prefix[x])) return true;
+  }
+  return false;
+}
+
 }  // namespace ringcache::policy

@@ -33,6 +33,8 @@ class LcrVictim final : public VictimChooser {
   std::string_view name() const override { return "lcr"; }
   size_t window() const override { return window_; }
   size_t Choose(absl::Span<const SlotId> candidates, const SlotTable& slots) override;
+  // A clean block in the prefix decides: Alg. 1 returns the first clean block from the tail.
+  bool DecidedBy(absl::Span<const SlotId> prefix, const SlotTable& slots) const override;
 
  private:
   size_t window_;

@@ -78,5 +78,25 @@ TEST(LcrDriverTest, DirtyVictimOnTheLeastLoadedNodeIsReportedDirty) {
   EXPECT_EQ(out.evicted[0].key.block, 4u);
 }
 
+TEST(LcrDriverTest, WideWindowFindsCleanBlockBeyondTheFirstFew) {
+  for (uint64_t clean_at : {3u, 12u, 18u}) {
+    DriverParts parts;
+    parts.make_space = [](SlotTable* t) {
+      return std::make_unique<GlobalSpace>(
+          20, t, [](SlotTable* s, size_t) { return std::make_unique<LruOrder>(s); });
+    };
+    parts.victim = std::make_unique<LcrVictim>(16, nullptr);
+    auto cache = *CacheDriver::Create(DriverConfig{"lru+lcr", 20}, std::move(parts));
+    Outcome out;
+    // LRU from the tail: blocks 0..19; only `clean_at` is clean.
+    for (uint64_t b = 0; b < 20; ++b) cache->OnAccess(b == clean_at ? Read(b) : Write(b), &out);
+    cache->OnAccess(Read(100), &out);
+    ASSERT_EQ(out.evicted.size(), 1u);
+    // Inside the window of 16 the clean block goes; beyond it, the tail (no load view).
+    EXPECT_EQ(out.evicted[0].key.block, clean_at < 16 ? clean_at : 0u) << clean_at;
+    EXPECT_EQ(out.evicted[0].dirty, clean_at >= 16) << clean_at;
+  }
+}
+
 }  // namespace
 }  // namespace ringcache::policy

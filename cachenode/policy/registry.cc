@@ -22,21 +22,13 @@
 #include "cachenode/policy/fifo.h"
 #include "cachenode/policy/lcr.h"
 #include "cachenode/policy/lru.h"
+#include "cachenode/policy/opt.h"
 #include "cachenode/policy/rpac.h"
 #include "cachenode/policy/s3fifo.h"
 #include "cachenode/policy/seq_cutoff.h"
 #include "cachenode/policy/sieve.h"
-#include "cachenode/policy/vbq.h"
-
-// The two-level tier caches and offline OPT are written alongside; they join the registry as soon
-// as their headers are in the tree.
-#if __has_include("cachenode/policy/tiering.h") && __has_include("cachenode/policy/opt.h")
-#include "cachenode/policy/opt.h"
 #include "cachenode/policy/tiering.h"
-#define RINGCACHE_POLICY_HAVE_TIERS 1
-#else
-#define RINGCACHE_POLICY_HAVE_TIERS 0
-#endif
+#include "cachenode/policy/vbq.h"
 
 namespace ringcache::policy {
 namespace {
@@ -314,10 +306,6 @@ absl::StatusOr<std::unique_ptr<Bypass>> BuildBypass(const Component& c) {
 
 absl::StatusOr<std::unique_ptr<CachePolicy>> BuildComplete(const Component& c,
                                                            const PolicyContext& ctx) {
-#if !RINGCACHE_POLICY_HAVE_TIERS
-  (void)ctx;
-  return absl::UnimplementedError(absl::StrCat("'", c.name, "' is not built into this tree"));
-#else
   Params p(c);
   if (c.name == "opt") {
     OptConfig cfg;
@@ -343,7 +331,6 @@ absl::StatusOr<std::unique_ptr<CachePolicy>> BuildComplete(const Component& c,
                                                            : MakeUarc(cfg);
   if (!policy) return absl::InvalidArgumentError(absl::StrCat(c.name, ": invalid configuration"));
   return policy;
-#endif
 }
 
 }  // namespace
@@ -452,22 +439,15 @@ absl::StatusOr<std::unique_ptr<CachePolicy>> MakePolicy(std::string_view spec_in
 }
 
 std::vector<std::string> KnownPolicies() {
-  std::vector<std::string> specs = {
-      "lru",     "fifo",      "arc",      "s3fifo",        "cflru",
-      "lru+sieve", "vbq+lru", "vbq+lru+sieve", "vbq+lru+sieve+lcr", "lru+lcr",
-      "fifo+rpac", "lru+rpac", "lru+cmf", "lru+seqcut"};
-  if (RINGCACHE_POLICY_HAVE_TIERS) {
-    for (const char* s : {"iarc", "garc", "uarc", "opt"}) specs.emplace_back(s);
-  }
-  return specs;
+  return {"lru",       "fifo",     "arc",     "s3fifo",        "cflru",
+          "lru+sieve", "vbq+lru",  "vbq+lru+sieve", "vbq+lru+sieve+lcr", "lru+lcr",
+          "fifo+rpac", "lru+rpac", "lru+cmf", "lru+seqcut",    "iarc",
+          "garc",      "uarc",     "opt"};
 }
 
 std::vector<std::string> KnownComponents() {
   std::vector<std::string> names;
-  for (const ComponentInfo& c : kComponents) {
-    if (c.role == Role::kComplete && !RINGCACHE_POLICY_HAVE_TIERS) continue;
-    names.emplace_back(c.name);
-  }
+  for (const ComponentInfo& c : kComponents) names.emplace_back(c.name);
   return names;
 }
 

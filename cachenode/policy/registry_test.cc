@@ -116,7 +116,6 @@ TEST(RegistryTest, BadSpecsNameTheBadToken) {
   ExpectError("rpac(depth=4,region=8)", "2^depth");
 }
 
-#if __has_include("cachenode/policy/tiering.h") && __has_include("cachenode/policy/opt.h")
 TEST(RegistryTest, TieredAndOptUseTheOtherFactories) {
   auto u = MakePolicy("uarc", Ctx(64));
   ASSERT_TRUE(u.ok()) << u.status();
@@ -130,8 +129,11 @@ TEST(RegistryTest, TieredAndOptUseTheOtherFactories) {
   no_ram.ram_blocks = 0;
   ExpectError("uarc", "uarc", no_ram);
   ExpectError("uarc+lru", "'uarc' is a complete policy");
+  ExpectError("opt(bypass=maybe)", "'maybe'");
+  auto nb = MakePolicy("opt(bypass=0)", Ctx(64));
+  ASSERT_TRUE(nb.ok()) << nb.status();
+  EXPECT_EQ((*nb)->name(), "opt-nobypass");
 }
-#endif
 
 }  // namespace
 }  // namespace ringcache::policy

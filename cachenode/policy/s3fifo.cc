@@ -59,7 +59,7 @@ void S3FifoOrder::Remove(SlotId slot, bool evicted) {
 }
 
 const SlotList* S3FifoOrder::SettleVictim() {
-  Links& links = slots_->links();
+  SlotTable& links = *slots_;
   // Each M block is reinserted at most 3 times (freq is 2 bits) and each S block moves at most
   // once, so the loop ends.
   while (!small_.empty() || !main_.empty()) {

@@ -1,66 +1,25 @@
-// SlotTable and SlotList: see slot_table.h.
+// SlotTable: see slot_table.h.
 #include "cachenode/policy/slot_table.h"
 
 #include <cassert>
 
 namespace ringcache::policy {
 
-void SlotList::PushFront(Links& links, SlotId id) {
-  links.set_prev(id, kNoSlot);
-  links.set_next(id, head);
-  if (head != kNoSlot) {
-    links.set_prev(head, id);
-  } else {
-    tail = id;
-  }
-  head = id;
-  ++size;
-}
-
-void SlotList::Unlink(Links& links, SlotId id) {
-  const SlotId p = links.prev(id);
-  const SlotId n = links.next(id);
-  if (p != kNoSlot) {
-    links.set_next(p, n);
-  } else {
-    head = n;
-  }
-  if (n != kNoSlot) {
-    links.set_prev(n, p);
-  } else {
-    tail = p;
-  }
-  links.set_prev(id, kNoSlot);
-  links.set_next(id, kNoSlot);
-  --size;
-}
-
-void SlotList::MoveToFront(Links& links, SlotId id) {
-  if (head == id) return;
-  Unlink(links, id);
-  PushFront(links, id);
-}
-
-SlotTable::SlotTable(size_t capacity) : capacity_(capacity), index_(&keys_) {
+SlotTable::SlotTable(size_t capacity) : index_(this) {
   assert(capacity > 0 && capacity < kNoSlot);
-  keys_.Resize(capacity);
-  links_.Resize(capacity);
-  meta_.assign(capacity, 0);
+  records_.assign(capacity, Record{0, 0, kNoSlot, kNoSlot, 0});
   index_.Reserve(capacity);
   // Free chain in ascending slot order, so slot numbers are deterministic.
-  for (size_t i = 0; i + 1 < capacity; ++i) links_.set_next(static_cast<SlotId>(i), i + 1);
-  links_.set_next(static_cast<SlotId>(capacity - 1), kNoSlot);
+  for (size_t i = 0; i + 1 < capacity; ++i) records_[i].next = static_cast<SlotId>(i + 1);
   free_head_ = 0;
 }
 
 SlotId SlotTable::Allocate(const BlockKey& key, bool dirty) {
   assert(free_head_ != kNoSlot);
   const SlotId id = free_head_;
-  free_head_ = links_.next(id);
-  links_.set_next(id, kNoSlot);
-  links_.set_prev(id, kNoSlot);
-  keys_.Set(id, key);
-  meta_[id] = dirty ? kDirtyBit : 0;
+  Record& r = records_[id];
+  free_head_ = r.next;
+  r = Record{key.block, key.vdi, kNoSlot, kNoSlot, dirty ? kDirtyBit : uint8_t{0}};
   index_.Insert(id);
   ++used_;
   return id;
@@ -68,15 +27,16 @@ SlotId SlotTable::Allocate(const BlockKey& key, bool dirty) {
 
 void SlotTable::Free(SlotId id) {
   index_.Erase(id);
-  meta_[id] = 0;
-  links_.set_prev(id, kNoSlot);
-  links_.set_next(id, free_head_);
+  Record& r = records_[id];
+  r.meta = 0;
+  r.prev = kNoSlot;
+  r.next = free_head_;
   free_head_ = id;
   --used_;
 }
 
 size_t SlotTable::MetadataBytes() const {
-  return keys_.MemoryBytes() + links_.MemoryBytes() + meta_.capacity() + index_.MemoryBytes();
+  return records_.capacity() * sizeof(Record) + index_.MemoryBytes();
 }
 
 }  // namespace ringcache::policy

@@ -1,9 +1,10 @@
 // SlotTable: the flat per-block metadata of a single-tier cache, shared by the driver and the
 // queue orders (LRU, FIFO, ARC, S3-FIFO, CFLRU) that link its slots into intrusive lists.
 //
-// One slot per cache block, allocated once at construction (capacity fixed): the key (12 bytes,
-// column-wise), prev/next links (8 bytes) and one meta byte (dirty bit + 7 order-private bits),
-// plus the key index (about 5 bytes per hash bucket). No per-access allocation.
+// One 24-byte record per cache block, allocated once at construction (capacity fixed): the key,
+// prev/next links and one meta byte (dirty bit + 7 order-private bits), kept together so a lookup
+// and the list update that follows touch one cache line; plus the key index (one 4-byte id and one
+// control byte per hash bucket). No per-access allocation.
 //
 // Invariants:
 //   1. A slot is either free (on the free chain, not indexed) or used (indexed by its key).
@@ -23,7 +24,8 @@
 
 namespace ringcache::policy {
 
-// prev/next arrays for intrusive doubly linked lists over dense ids.
+// prev/next arrays for intrusive doubly linked lists over dense ids (used by KeyLru). SlotTable
+// offers the same four link methods over its records.
 class Links {
  public:
   void Resize(size_t n) {
@@ -41,19 +43,54 @@ class Links {
   std::vector<SlotId> next_;  // towards the tail (eviction end)
 };
 
-// A list header over Links: head is the most recent end, tail the eviction end.
+// A list header over a link store L (Links or SlotTable): head is the most recent end, tail the
+// eviction end.
 struct SlotList {
   SlotId head = kNoSlot;
   SlotId tail = kNoSlot;
   uint32_t size = 0;
 
   bool empty() const { return size == 0; }
+
   // Inserts `id` at the head. REQUIRES: `id` is on no list.
-  void PushFront(Links& links, SlotId id);
+  template <typename L>
+  void PushFront(L& links, SlotId id) {
+    links.set_prev(id, kNoSlot);
+    links.set_next(id, head);
+    if (head != kNoSlot) {
+      links.set_prev(head, id);
+    } else {
+      tail = id;
+    }
+    head = id;
+    ++size;
+  }
   // Removes `id`. REQUIRES: `id` is on this list.
-  void Unlink(Links& links, SlotId id);
+  template <typename L>
+  void Unlink(L& links, SlotId id) {
+    const SlotId p = links.prev(id);
+    const SlotId n = links.next(id);
+    if (p != kNoSlot) {
+      links.set_next(p, n);
+    } else {
+      head = n;
+    }
+    if (n != kNoSlot) {
+      links.set_prev(n, p);
+    } else {
+      tail = p;
+    }
+    links.set_prev(id, kNoSlot);
+    links.set_next(id, kNoSlot);
+    --size;
+  }
   // Moves `id` to the head. REQUIRES: `id` is on this list.
-  void MoveToFront(Links& links, SlotId id);
+  template <typename L>
+  void MoveToFront(L& links, SlotId id) {
+    if (head == id) return;
+    Unlink(links, id);
+    PushFront(links, id);
+  }
 };
 
 class SlotTable {
@@ -66,9 +103,9 @@ class SlotTable {
   SlotTable(const SlotTable&) = delete;
   SlotTable& operator=(const SlotTable&) = delete;
 
-  size_t capacity() const { return capacity_; }
+  size_t capacity() const { return records_.size(); }
   size_t used() const { return used_; }
-  bool full() const { return used_ == capacity_; }
+  bool full() const { return used_ == records_.size(); }
 
   // Returns the slot holding `key`, or kNoSlot.
   SlotId Find(const BlockKey& key) const { return index_.Find(key); }
@@ -78,31 +115,50 @@ class SlotTable {
   // Unindexes `id` and returns it to the free chain. REQUIRES: `id` used and on no list.
   void Free(SlotId id);
 
-  BlockKey key(SlotId id) const { return keys_.Get(id); }
-  bool dirty(SlotId id) const { return (meta_[id] & kDirtyBit) != 0; }
+  BlockKey key(SlotId id) const { return KeyOf(id); }
+  bool dirty(SlotId id) const { return (records_[id].meta & kDirtyBit) != 0; }
   void set_dirty(SlotId id, bool d) {
-    meta_[id] = d ? (meta_[id] | kDirtyBit) : (meta_[id] & kAuxMask);
+    uint8_t& m = records_[id].meta;
+    m = d ? (m | kDirtyBit) : (m & kAuxMask);
   }
   // Order-private bits (7): which sub-list, a frequency counter, ...
-  uint8_t aux(SlotId id) const { return meta_[id] & kAuxMask; }
+  uint8_t aux(SlotId id) const { return records_[id].meta & kAuxMask; }
   void set_aux(SlotId id, uint8_t aux) {
-    meta_[id] = static_cast<uint8_t>((meta_[id] & kDirtyBit) | (aux & kAuxMask));
+    uint8_t& m = records_[id].meta;
+    m = static_cast<uint8_t>((m & kDirtyBit) | (aux & kAuxMask));
   }
 
-  Links& links() { return links_; }
-  const Links& links() const { return links_; }
+  // Link store for SlotList (the records' prev/next).
+  SlotTable& links() { return *this; }
+  const SlotTable& links() const { return *this; }
+  SlotId prev(SlotId id) const { return records_[id].prev; }
+  SlotId next(SlotId id) const { return records_[id].next; }
+  void set_prev(SlotId id, SlotId p) { records_[id].prev = p; }
+  void set_next(SlotId id, SlotId n) { records_[id].next = n; }
 
-  // Returns the bytes held by the slot arrays and the key index.
+  // Key source for the index.
+  BlockKey KeyOf(SlotId id) const { return BlockKey{records_[id].vdi, records_[id].block}; }
+  bool KeyEquals(SlotId id, const BlockKey& key) const {
+    return records_[id].block == key.block && records_[id].vdi == key.vdi;
+  }
+
+  // Returns the bytes held by the records and the key index.
   size_t MetadataBytes() const;
 
  private:
-  size_t capacity_;
+  struct Record {
+    uint64_t block;
+    uint32_t vdi;
+    SlotId prev;  // towards the head (more recent); the free chain uses `next` only
+    SlotId next;  // towards the tail (eviction end)
+    uint8_t meta;
+  };
+  static_assert(sizeof(Record) == 24);
+
   size_t used_ = 0;
-  SlotId free_head_;  // chained through links_.next
-  KeyColumns keys_;
-  Links links_;
-  std::vector<uint8_t> meta_;
-  KeyIndex index_;
+  SlotId free_head_;
+  std::vector<Record> records_;
+  BasicKeyIndex<SlotTable> index_;
 };
 
 }  // namespace ringcache::policy

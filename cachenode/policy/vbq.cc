@@ -83,15 +83,16 @@ VbqSpace::VbqSpace(size_t capacity, const VbqConfig& config, SlotTable* slots,
       stop_(config.alpha * static_cast<double>(capacity) - kEps) {}
 
 uint32_t VbqSpace::OnAccess(uint32_t vdi) {
-  uint32_t q;
-  if (last_q_ != kNoQueue && last_vdi_ == vdi) {
-    q = last_q_;
-  } else {
-    auto [it, inserted] = by_vdi_.try_emplace(vdi, static_cast<uint32_t>(queues_.size()));
-    if (inserted) queues_.push_back(Queue{vdi, 0, make_order_(slots_, capacity_)});
-    q = it->second;
-    last_vdi_ = vdi;
-    last_q_ = q;
+  uint32_t q = QueueOf(vdi);
+  if (q == kNoQueue) {
+    q = static_cast<uint32_t>(queues_.size());
+    queues_.push_back(Queue{vdi, 0, make_order_(slots_, capacity_)});
+    if (vdi < kDirectVdis) {
+      if (direct_.size() <= vdi) direct_.resize(vdi + 1, kNoQueue);
+      direct_[vdi] = q;
+    } else {
+      by_vdi_.emplace(vdi, q);
+    }
   }
   ++queues_[q].accesses;  // A_m, eq. 1
   ++count_;
@@ -109,6 +110,7 @@ void VbqSpace::Decay() {
 }
 
 uint32_t VbqSpace::QueueOf(uint32_t vdi) const {
+  if (vdi < kDirectVdis) return vdi < direct_.size() ? direct_[vdi] : kNoQueue;
   auto it = by_vdi_.find(vdi);
   return it == by_vdi_.end() ? kNoQueue : it->second;
 }
@@ -204,6 +206,7 @@ std::vector<uint32_t> VbqSpace::PlanForTest() const {
 
 size_t VbqSpace::MetadataBytes() const {
   size_t bytes = sizeof(*this) + queues_.capacity() * sizeof(Queue) +
+                 direct_.capacity() * sizeof(uint32_t) +
                  by_vdi_.capacity() * (sizeof(std::pair<uint32_t, uint32_t>) + 1) +
                  plan_.capacity() * sizeof(PlanItem);
   for (const Queue& q : queues_) bytes += q.order->MetadataBytes();

@@ -107,11 +107,12 @@ class VbqSpace final : public Space {
   size_t trigger_;   // floor(xi * S)
   double stop_;      // alpha * S
   std::vector<Queue> queues_;
+  // VDI -> queue: a direct table for small ids (the common case), a hash map for the rest.
+  static constexpr uint32_t kDirectVdis = 4096;
+  std::vector<uint32_t> direct_;
   absl::flat_hash_map<uint32_t, uint32_t> by_vdi_;
   uint64_t count_ = 0;         // sum of A_m
   uint64_t since_decay_ = 0;
-  uint32_t last_vdi_ = 0;      // one-entry cache of by_vdi_
-  uint32_t last_q_ = kNoQueue;
   std::vector<PlanItem> plan_;
   size_t plan_pos_ = 0;
 };

@@ -22,6 +22,14 @@ class VictimChooser {
   // Returns the index in `candidates` (best victim of the order first) of the block to evict.
   // REQUIRES: !candidates.empty().
   virtual size_t Choose(absl::Span<const SlotId> candidates, const SlotTable& slots) = 0;
+  // Returns true if Choose over `prefix` (the first candidates of the window) already gives the
+  // answer Choose would give over the whole window, so the driver need not list the rest.
+  // Default: false.
+  virtual bool DecidedBy(absl::Span<const SlotId> prefix, const SlotTable& slots) const {
+    (void)prefix;
+    (void)slots;
+    return false;
+  }
 };
 
 // Evicts the order's own victim (the first candidate).
