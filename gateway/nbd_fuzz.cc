@@ -130,6 +130,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const ExportInfo& info = session.info;
   FUZZ_CHECK(info.min_block != 0 && (info.min_block & (info.min_block - 1)) == 0);
   FUZZ_CHECK(info.max_block % info.min_block == 0 && info.max_block <= nbd::kMaxPayloadLength);
+  FUZZ_CHECK(info.preferred_block >= 512 && info.preferred_block >= info.min_block &&
+             info.preferred_block <= info.max_block);
   const nbd::RequestLimits limits = nbd::LimitsFor(session);
 
   while (size - pos >= nbd::kRequestHeaderSize) {
@@ -156,7 +158,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       FUZZ_CHECK(r->offset % info.min_block == 0 && r->length % info.min_block == 0);
     }
     if (r->type == nbd::kCmdRead || r->type == nbd::kCmdWrite || r->type == nbd::kCmdCache) {
-      FUZZ_CHECK(r->length <= nbd::kMaxPayloadLength);
+      FUZZ_CHECK(r->length <= limits.max_block && limits.max_block <= nbd::kMaxPayloadLength);
     }
     if (r->type == nbd::kCmdBlockStatus) {
       FUZZ_CHECK(session.base_allocation && r->length > 0);

@@ -12,19 +12,24 @@ namespace {
 
 bool IsPowerOfTwo(uint32_t v) { return v != 0 && (v & (v - 1)) == 0; }
 
-// Returns block sizes that satisfy the protocol's rules whatever the provider said: minimum a
-// power of two <= 64 KiB, preferred a power of two >= max(minimum, 512), maximum a multiple of the
-// minimum, at least the preferred size, and never above what the server accepts in one request.
-void SanitizeBlockSizes(ExportInfo* info) {
+// Makes the export's block sizes satisfy the protocol's rules whatever the provider said:
+// minimum a power of two <= 64 KiB; preferred a power of two >= max(minimum, 512); maximum a
+// multiple of the minimum, at least the preferred size, and (unless the minimum itself is larger)
+// never above what the server accepts in one request.
+void SanitizeBlockSizes(ExportInfo* info, uint32_t max_payload) {
   if (!IsPowerOfTwo(info->min_block) || info->min_block > 65536) info->min_block = 512;
+  uint32_t cap = std::min({info->max_block, kMaxPayloadLength, max_payload});
+  cap -= cap % info->min_block;
+  if (cap < info->min_block) cap = info->min_block;
   const uint32_t floor_pref = std::max<uint32_t>(info->min_block, 512);
   if (!IsPowerOfTwo(info->preferred_block) || info->preferred_block < floor_pref) {
     info->preferred_block = std::max<uint32_t>(floor_pref, 4096);
   }
-  uint32_t max_block = std::min(info->max_block, kMaxPayloadLength);
-  max_block -= max_block % info->min_block;
-  if (max_block < info->preferred_block) max_block = info->preferred_block;
-  info->max_block = max_block;
+  while (info->preferred_block > cap && info->preferred_block > floor_pref) {
+    info->preferred_block >>= 1;
+  }
+  if (cap < info->preferred_block) cap = info->preferred_block;
+  info->max_block = cap;
 }
 
 std::string NameString(const char* p, uint32_t len) { return std::string(p, len); }
@@ -305,7 +310,7 @@ absl::Status ServerHandshake::HandleExportName(std::string* out) {
         "': ", device.ok() ? "no device" : std::string(device.status().message())));
   }
   session_.info = *std::move(info);
-  SanitizeBlockSizes(&session_.info);
+  SanitizeBlockSizes(&session_.info, options_.max_payload);
   session_.device = *std::move(device);
   session_.transmission_flags = TransmissionFlags(session_.info);
   session_.structured_replies = structured_;
@@ -380,7 +385,7 @@ void ServerHandshake::HandleInfoOrGo(std::string* out) {
     return;
   }
   ExportInfo info = *std::move(found);
-  SanitizeBlockSizes(&info);
+  SanitizeBlockSizes(&info, options_.max_payload);
   std::shared_ptr<BlockDevice> device;
   if (option_ == kOptGo) {
     absl::StatusOr<std::shared_ptr<BlockDevice>> opened = exports_->Open(name);
@@ -538,7 +543,8 @@ RequestLimits LimitsFor(const Session& session, uint32_t max_payload) {
   RequestLimits l;
   l.export_size = session.info.size_bytes;
   l.min_block = session.info.min_block;
-  l.max_payload = std::min(max_payload, session.info.max_block);
+  l.max_payload = std::min(max_payload, kMaxPayloadLength);
+  l.max_block = std::min(l.max_payload, session.info.max_block);
   l.transmission_flags = session.transmission_flags;
   l.structured_replies = session.structured_replies;
   l.base_allocation = session.base_allocation;
@@ -582,7 +588,8 @@ RequestCheck CheckRequest(const Request& r, const RequestLimits& l) {
   }
   if ((r.flags & ~allowed) != 0) return fail(kEinval, "command flag not valid for this command");
   if (r.type == kCmdFlush) return c;  // offset and length are reserved; ignored
-  if ((r.type == kCmdRead || r.type == kCmdCache) && r.length > l.max_payload) {
+  if ((r.type == kCmdRead || r.type == kCmdWrite || r.type == kCmdCache) &&
+      (r.length > l.max_block || r.length > l.max_payload)) {
     return fail(kEinval, "length exceeds the maximum block size");
   }
   const bool writes = r.type == kCmdWrite || r.type == kCmdTrim || r.type == kCmdWriteZeroes;

@@ -164,6 +164,9 @@ struct HandshakeOptions {
   uint32_t max_options = 4096;
   // Advertise NBD_FLAG_SEND_FAST_ZERO (see nbd_server.h for what the server does with it).
   bool advertise_fast_zero = true;
+  // The largest READ/WRITE the server accepts; the advertised maximum block size never exceeds
+  // it. REQUIRES: 4096 <= max_payload <= kMaxPayloadLength.
+  uint32_t max_payload = kMaxPayloadLength;
 };
 
 // What the handshake agreed on; handed to the transmission phase.
@@ -271,7 +274,8 @@ void AppendRequest(std::string* out, const Request& request);
 struct RequestLimits {
   uint64_t export_size = 0;
   uint32_t min_block = 1;              // alignment enforced on offset and length (power of 2)
-  uint32_t max_payload = kMaxPayloadLength;  // cap for READ, WRITE and CACHE lengths
+  uint32_t max_block = kMaxPayloadLength;    // advertised cap for READ, WRITE and CACHE lengths
+  uint32_t max_payload = kMaxPayloadLength;  // hard cap: a longer WRITE payload is never read
   uint16_t transmission_flags = 0;     // as sent to the client
   bool structured_replies = false;
   bool base_allocation = false;
@@ -286,11 +290,12 @@ struct RequestCheck {
   const char* reason = "";     // human-readable cause when error != 0
 };
 
-// Checks a parsed request against the session: known command, flags valid for it, length caps,
-// alignment, range (read/cache/trim/block status past the end -> EINVAL, write/write zeroes past
-// the end -> ENOSPC, offset+length overflow counted as past the end), read-only (EPERM),
-// BLOCK_STATUS without base:allocation (EINVAL). A WRITE whose payload exceeds max_payload gets
-// close = true (its payload is never read). NBD_CMD_DISC always passes.
+// Checks a parsed request against the session: known command, flags valid for it, length caps
+// (READ/WRITE/CACHE over max_block -> EINVAL), alignment, range (read/cache/trim/block status past
+// the end -> EINVAL, write/write zeroes past the end -> ENOSPC, offset+length overflow counted as
+// past the end), read-only (EPERM), BLOCK_STATUS without base:allocation (EINVAL). A WRITE whose
+// payload exceeds max_payload gets close = true (its payload is never read). NBD_CMD_DISC always
+// passes.
 RequestCheck CheckRequest(const Request& request, const RequestLimits& limits);
 
 // ---- Replies ------------------------------------------------------------------------------------

@@ -415,6 +415,21 @@ TEST_F(NbdHandshakeTest, ReadOnlyExportAdvertisesNoWrites) {
                 kTxSendCache);
 }
 
+TEST_F(NbdHandshakeTest, AdvertisedMaximumBlockNeverExceedsTheServerPayloadCap) {
+  HandshakeOptions options;
+  options.max_payload = 1 << 20;
+  ServerHandshake hs(&provider_, options);
+  std::string out;
+  hs.Start(&out);
+  const std::string bytes = U32(kClientFlagFixedNewstyle) +
+                            Option(kOptGo, GoPayload("disk", {kInfoBlockSize}));
+  ASSERT_TRUE(hs.Feed(bytes.data(), bytes.size(), &out).ok());
+  ASSERT_TRUE(hs.in_transmission());
+  EXPECT_EQ(hs.session().info.max_block, 1u << 20);
+  EXPECT_NE(ToHex(out).find("0003" "00000200" "00001000" "00100000"), std::string::npos);
+  EXPECT_EQ(LimitsFor(hs.session()).max_block, 1u << 20);
+}
+
 TEST_F(NbdHandshakeTest, OversizedOptionIsDiscardedAndAnsweredTooBig) {
   HandshakeOptions options;
   options.max_option_length = 100;
@@ -565,6 +580,13 @@ TEST_F(NbdCheckTest, LengthCaps) {
   RequestCheck w = Check(kCmdWrite, 0, kMaxPayloadLength + 1);
   EXPECT_EQ(w.error, kEinval);
   EXPECT_TRUE(w.close);
+  // Over the advertised maximum block size but within the hard cap: refused, payload read.
+  limits_.max_block = 64 << 10;
+  EXPECT_EQ(Check(kCmdRead, 0, 128 << 10).error, kEinval);
+  w = Check(kCmdWrite, 0, 128 << 10);
+  EXPECT_EQ(w.error, kEinval);
+  EXPECT_FALSE(w.close);
+  EXPECT_EQ(w.payload, 128u << 10);
   // Commands without payload are not capped at 32 MiB (only by the export size).
   limits_.export_size = 1ull << 40;
   EXPECT_EQ(Check(kCmdTrim, 0, 0xfffffe00).error, 0u);

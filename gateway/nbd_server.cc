@@ -395,6 +395,7 @@ bool NbdServer::Connection::Handshake() {
   options.max_option_length = config_->max_option_length;
   options.max_options = config_->max_options;
   options.advertise_fast_zero = true;
+  options.max_payload = config_->max_payload;
   nbd::ServerHandshake hs(exports_, options);
   std::string out;
   hs.Start(&out);
