@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "gateway/testing/mem_device.h"
@@ -428,6 +429,39 @@ TEST_F(NbdHandshakeTest, AdvertisedMaximumBlockNeverExceedsTheServerPayloadCap) 
   EXPECT_EQ(hs.session().info.max_block, 1u << 20);
   EXPECT_NE(ToHex(out).find("0003" "00000200" "00001000" "00100000"), std::string::npos);
   EXPECT_EQ(LimitsFor(hs.session()).max_block, 1u << 20);
+}
+
+TEST(NbdBlockSizeTest, ProviderBlockSizesAreSanitized) {
+  testing::MemExportProvider provider;
+  ExportInfo odd;
+  odd.name = "odd";
+  odd.size_bytes = 1 << 20;
+  odd.min_block = 3;          // not a power of two -> 512
+  odd.preferred_block = 100;  // not a power of two -> 4096, then lowered to fit the maximum
+  odd.max_block = 7;          // below the minimum -> raised
+  provider.AddExport(odd);
+  ExportInfo big;
+  big.name = "big";
+  big.size_bytes = 1 << 20;
+  big.min_block = 4096;
+  big.preferred_block = 1 << 20;
+  big.max_block = 1u << 31;
+  provider.AddExport(big);
+  for (const auto& [name, min, pref, max] :
+       {std::tuple<std::string, uint32_t, uint32_t, uint32_t>{"odd", 512, 512, 512},
+        {"big", 4096, 64 << 10, 64 << 10}}) {
+    HandshakeOptions options;
+    options.max_payload = 64 << 10;
+    ServerHandshake hs(&provider, options);
+    std::string out;
+    hs.Start(&out);
+    const std::string bytes = U32(kClientFlagFixedNewstyle) + Option(kOptGo, GoPayload(name, {}));
+    ASSERT_TRUE(hs.Feed(bytes.data(), bytes.size(), &out).ok());
+    ASSERT_TRUE(hs.in_transmission());
+    EXPECT_EQ(hs.session().info.min_block, min) << name;
+    EXPECT_EQ(hs.session().info.preferred_block, pref) << name;
+    EXPECT_EQ(hs.session().info.max_block, max) << name;
+  }
 }
 
 TEST_F(NbdHandshakeTest, OversizedOptionIsDiscardedAndAnsweredTooBig) {
