@@ -43,6 +43,8 @@ class YamlFields {
   void Read(const char* key, double* out);
   // Reads a byte size ("64MiB" or an integer).
   void ReadSize(const char* key, uint64_t* out);
+  // Marks `key` as known without reading it (the caller parses it itself).
+  void Skip(const char* key) { Get(key); }
   // Returns the nested mapping `key` (empty if absent), sharing this object's error list.
   YamlFields Sub(const char* key);
   // Returns the first error, or an error naming the unknown keys, or OK.

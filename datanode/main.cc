@@ -14,6 +14,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
+#include "common/cluster_file.h"
+#include "common/daemon.h"
 #include "common/http_server.h"
 #include "common/metrics.h"
 #include "datanode/config.h"
@@ -29,16 +31,6 @@ int Fail(int code, const std::string& msg) {
   return code;
 }
 
-// Writes `content` to `path` atomically (temp file + rename).
-bool WriteFileAtomically(const std::string& path, const std::string& content) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    if (!(out << content)) return false;
-  }
-  return std::rename(tmp.c_str(), path.c_str()) == 0;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -50,6 +42,8 @@ int main(int argc, char** argv) {
   std::optional<std::string> listen, http_listen, data_dir, ready_file, zone;
   std::optional<double> seek_ms, bandwidth;
   bool hdd = false;
+  std::string cluster_path;
+  uint32_t cluster_id = 0;
   app.add_option("--config", config_path, "YAML configuration file")->check(CLI::ExistingFile);
   app.add_option("--node-id", node_id, "Node id (non-zero, unique among data nodes)");
   app.add_option("--listen", listen, "gRPC address host:port (default 127.0.0.1:7400; port 0 picks one)");
@@ -61,6 +55,11 @@ int main(int argc, char** argv) {
   app.add_flag("--hdd-emulation", hdd, "Emulate an HDD (seek latency + bandwidth limit)");
   app.add_option("--hdd-seek-ms", seek_ms, "Emulated seek latency per request (ms)");
   app.add_option("--hdd-bandwidth-mb-s", bandwidth, "Emulated bandwidth (MiB/s)");
+  app.add_option("--cluster", cluster_path,
+                 "Static cluster file: take node id, addresses and data dir from the entry "
+                 "{role: datanode, id: --id}")
+      ->check(CLI::ExistingFile);
+  app.add_option("--id", cluster_id, "This data node's id in the cluster file");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -70,6 +69,17 @@ int main(int argc, char** argv) {
   DataNodeConfig cfg;
   if (!config_path.empty()) {
     if (absl::Status s = cfg.LoadYaml(config_path); !s.ok()) return Fail(2, s.ToString());
+  }
+  if (!cluster_path.empty()) {
+    auto cluster = ringcache::ClusterFile::Load(cluster_path);
+    if (!cluster.ok()) return Fail(2, cluster.status().ToString());
+    auto self = cluster->Find("datanode", cluster_id);
+    if (!self.ok()) return Fail(2, self.status().ToString());
+    cfg.node_id = self->id;
+    cfg.listen = self->listen;
+    cfg.http_listen = self->http_listen;
+    cfg.zone = self->zone;
+    cfg.data_dir = cluster->NodeDir(*self);
   }
   if (node_id) cfg.node_id = *node_id;
   if (listen) cfg.listen = *listen;
@@ -84,13 +94,7 @@ int main(int argc, char** argv) {
     return Fail(2, absl::StrCat("bad configuration: ", s.ToString()));
   }
 
-  // Signals are handled by a dedicated sigwait thread; block them before any thread starts.
-  sigset_t sigs;
-  sigemptyset(&sigs);
-  sigaddset(&sigs, SIGINT);
-  sigaddset(&sigs, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
-  signal(SIGPIPE, SIG_IGN);
+  ringcache::BlockTerminationSignals();
 
   auto store = ringcache::datanode::BlockStore::Open({cfg.data_dir, cfg.block_cache_bytes});
   if (!store.ok()) return Fail(1, store.status().ToString());
@@ -115,31 +119,18 @@ int main(int argc, char** argv) {
   if (!server || grpc_port == 0) return Fail(1, absl::StrCat("cannot listen on ", cfg.listen));
 
   ringcache::HttpServer http;
-  http.Handle("/metrics", [registry] {
-    return ringcache::HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8",
-                                   registry->Render()};
-  });
-  http.Handle("/healthz", [] { return ringcache::HttpResponse{200, "text/plain", "ok\n"}; });
-  std::string http_host;
-  int http_port_req = 0;
-  (void)ringcache::SplitHostPort(cfg.http_listen, &http_host, &http_port_req);
-  auto http_port = http.Start(http_host, http_port_req);
+  auto http_port = ringcache::ServeMetrics(&http, registry, cfg.http_listen);
   if (!http_port.ok()) return Fail(1, http_port.status().ToString());
-
-  spdlog::info("ringcache-datanode {} serving gRPC on port {}, metrics on http://{}:{}/metrics, "
-               "data in {}{}",
-               cfg.node_id, grpc_port, http_host, *http_port, cfg.data_dir,
+  spdlog::info("ringcache-datanode {} serving gRPC on port {}, metrics on port {}, data in {}{}",
+               cfg.node_id, grpc_port, *http_port, cfg.data_dir,
                cfg.hdd.enabled ? " (HDD emulation on)" : "");
-  if (!cfg.ready_file.empty() &&
-      !WriteFileAtomically(cfg.ready_file,
-                           absl::StrCat("{\"grpc_port\":", grpc_port, ",\"http_port\":",
-                                        *http_port, ",\"pid\":", getpid(), "}\n"))) {
-    return Fail(1, absl::StrCat("cannot write ready file ", cfg.ready_file));
+  if (absl::Status s = ringcache::WriteReadyFile(
+          cfg.ready_file, {{"grpc_port", grpc_port}, {"http_port", *http_port}});
+      !s.ok()) {
+    return Fail(1, s.ToString());
   }
 
-  int sig = 0;
-  sigwait(&sigs, &sig);
-  spdlog::info("signal {}: shutting down", sig);
+  spdlog::info("signal {}: shutting down", ringcache::WaitForTerminationSignal());
   service.SetDraining();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   http.Stop();

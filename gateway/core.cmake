@@ -4,5 +4,9 @@ add_library(rc_gateway STATIC
   ${CMAKE_CURRENT_LIST_DIR}/router.cc
   ${CMAKE_CURRENT_LIST_DIR}/catalog.cc
   ${CMAKE_CURRENT_LIST_DIR}/cache_client.cc
-  ${CMAKE_CURRENT_LIST_DIR}/admin_service.cc)
+  ${CMAKE_CURRENT_LIST_DIR}/admin_service.cc
+  ${CMAKE_CURRENT_LIST_DIR}/frontends.cc)
 target_link_libraries(rc_gateway PUBLIC rc_nbd rc_cachenode rc_ring rc_proto)
+
+add_executable(ringcache-gateway ${CMAKE_CURRENT_LIST_DIR}/main.cc)
+target_link_libraries(ringcache-gateway PRIVATE rc_gateway CLI11::CLI11 spdlog::spdlog)

@@ -15,18 +15,17 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "cachenode/cache_node.h"
 #include "cachenode/datanode_pool.h"
 #include "common/clock.h"
 #include "common/config.h"
+#include "common/daemon.h"
 #include "common/http_server.h"
 #include "common/metrics.h"
 #include "datanode/service.h"
 #include "datanode/store.h"
-#include "gateway/admin_service.h"
 #include "gateway/catalog.h"
-#include "gateway/nbd_server.h"
+#include "gateway/frontends.h"
 #include "gateway/router.h"
 
 namespace {
@@ -159,12 +158,7 @@ int main(int argc, char** argv) {
   if (absl::Status s = cfg.hdd.Validate(); !s.ok()) return Fail(2, s.ToString());
   if (absl::Status s = EnsureWritableDir(cfg.data_dir); !s.ok()) return Fail(2, s.ToString());
 
-  sigset_t sigs;
-  sigemptyset(&sigs);
-  sigaddset(&sigs, SIGINT);
-  sigaddset(&sigs, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
-  signal(SIGPIPE, SIG_IGN);
+  BlockTerminationSignals();
 
   metrics::Registry* registry = metrics::Registry::Default();
   registry->GetGauge("ringcache_build_info", "Build information.",
@@ -242,67 +236,32 @@ int main(int argc, char** argv) {
   auto router = gateway::Router::Create(catalog->get(), std::move(members), pool->get());
   if (!router.ok()) return Fail(1, router.status().ToString());
   if (absl::Status s = (*router)->RegisterAll(); !s.ok()) return Fail(1, s.ToString());
-  for (const std::string& spec : cfg.create_vdis) {
-    std::vector<std::string> parts = absl::StrSplit(spec, ':');
-    if (parts.size() != 2) return Fail(2, absl::StrCat("--create-vdi '", spec, "': want NAME:SIZE"));
-    auto size = ParseByteSize(parts[1]);
-    if (!size.ok()) return Fail(2, size.status().ToString());
-    if ((*catalog)->Find(parts[0]).ok()) continue;
-    auto r = (*router)->CreateVdi(parts[0], *size, 0, 0);
-    if (!r.ok()) return Fail(2, r.status().ToString());
-    spdlog::info("created VDI {} ({} bytes)", parts[0], *size);
-  }
-
-  // Front ends.
-  gateway::NbdServerConfig nc;
-  nc.listen = cfg.nbd_listen;
-  gateway::NbdServer nbd(nc, router->get(), registry);
-  auto nbd_port = nbd.Start();
-  if (!nbd_port.ok()) return Fail(1, nbd_port.status().ToString());
-
-  gateway::AdminService admin(router->get(), infos);
-  grpc::ServerBuilder ab;
-  int admin_port = 0;
-  ab.AddListeningPort(cfg.admin_listen, grpc::InsecureServerCredentials(), &admin_port);
-  ab.RegisterService(&admin);
-  auto admin_server = ab.BuildAndStart();
-  if (!admin_server || admin_port == 0) {
-    return Fail(1, absl::StrCat("cannot listen on ", cfg.admin_listen));
-  }
-
-  HttpServer http;
-  http.Handle("/metrics", [registry] {
-    return HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8", registry->Render()};
-  });
-  http.Handle("/healthz", [] { return HttpResponse{200, "text/plain", "ok\n"}; });
-  std::string http_host;
-  int http_port_req = 0;
-  if (absl::Status s = SplitHostPort(cfg.http_listen, &http_host, &http_port_req); !s.ok()) {
+  if (absl::Status s = gateway::CreateVdisFromSpecs(router->get(), cfg.create_vdis); !s.ok()) {
     return Fail(2, s.ToString());
   }
-  auto http_port = http.Start(http_host, http_port_req);
-  if (!http_port.ok()) return Fail(1, http_port.status().ToString());
 
+  gateway::Frontends fe;
+  if (absl::Status s = fe.Start({cfg.nbd_listen, cfg.admin_listen, cfg.http_listen},
+                                router->get(), infos, registry);
+      !s.ok()) {
+    return Fail(1, s.ToString());
+  }
   std::string nbd_host;
   int ignored = 0;
   (void)SplitHostPort(cfg.nbd_listen, &nbd_host, &ignored);
-  spdlog::info("ringcache-local ready: NBD nbd://{}:{}/<vdi>, admin {}:{}, metrics http://{}:{}/metrics "
+  spdlog::info("ringcache-local ready: NBD nbd://{}:{}/<vdi>, admin port {}, metrics port {} "
                "({} cache nodes, {} data nodes, data in {})",
-               nbd_host, *nbd_port, nbd_host, admin_port, http_host, *http_port, cfg.cache_nodes,
+               nbd_host, fe.nbd_port(), fe.admin_port(), fe.http_port(), cfg.cache_nodes,
                cfg.data_nodes, cfg.data_dir);
-  if (!cfg.ready_file.empty()) {
-    const std::string tmp = cfg.ready_file + ".tmp";
-    std::ofstream(tmp) << "{\"nbd_port\":" << *nbd_port << ",\"admin_port\":" << admin_port
-                       << ",\"http_port\":" << *http_port << ",\"pid\":" << getpid() << "}\n";
-    std::rename(tmp.c_str(), cfg.ready_file.c_str());
+  if (absl::Status s = WriteReadyFile(cfg.ready_file, {{"nbd_port", fe.nbd_port()},
+                                                       {"admin_port", fe.admin_port()},
+                                                       {"http_port", fe.http_port()}});
+      !s.ok()) {
+    return Fail(1, s.ToString());
   }
 
-  int sig = 0;
-  sigwait(&sigs, &sig);
-  spdlog::info("signal {}: shutting down", sig);
-  nbd.Stop();
-  admin_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
-  http.Stop();
+  spdlog::info("signal {}: shutting down", WaitForTerminationSignal());
+  fe.Stop();
   router->reset();
   cns.clear();  // stops destage threads; dirty blocks stay on the SSD tier
   for (auto& d : dns) {

@@ -1,0 +1,109 @@
+// ringcache-cachenode: one SSD cache node as its own process. Serves the CacheNode gRPC API to
+// gateways, HTTP /metrics and /healthz. Its peers (the data nodes) and addresses come from the
+// static cluster file: --cluster FILE --id N; flags override.
+// Exit codes: 0 clean shutdown, 1 runtime failure, 2 bad configuration.
+#include <grpcpp/grpcpp.h>
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "cachenode/cache_node.h"
+#include "cachenode/service.h"
+#include "common/cluster_file.h"
+#include "common/config.h"
+#include "common/daemon.h"
+
+namespace {
+
+int Fail(int code, const std::string& msg) {
+  std::fprintf(stderr, "ringcache-cachenode: %s\n", msg.c_str());
+  return code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace ringcache;  // NOLINT: a main file
+  CLI::App app{"ringcache-cachenode: SSD cache node of ringcache.\n"
+               "Reads its settings and its data nodes from the static cluster file."};
+  std::string cluster_path;
+  uint32_t id = 0;
+  std::optional<std::string> listen, http_listen, ssd_path, ready_file, policy, placement;
+  app.add_option("--cluster", cluster_path, "Static cluster file (YAML)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  app.add_option("--id", id, "This cache node's id in the cluster file")->required();
+  app.add_option("--listen", listen, "gRPC address (overrides the cluster file)");
+  app.add_option("--http-listen", http_listen, "HTTP /metrics address");
+  app.add_option("--ssd-path", ssd_path, "SSD slot file or block device "
+                                          "(default <data_dir>/cachenode-<id>/ssd.slots)");
+  app.add_option("--policy", policy, "Policy spec (default from the cluster file)");
+  app.add_option("--placement", placement, "RAM/SSD placement: uarc|lru");
+  app.add_option("--ready-file", ready_file, "Write the bound ports as JSON here once serving");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  auto cluster = ClusterFile::Load(cluster_path);
+  if (!cluster.ok()) return Fail(2, cluster.status().ToString());
+  auto self = cluster->Find("cachenode", id);
+  if (!self.ok()) return Fail(2, self.status().ToString());
+  if (listen) self->listen = *listen;
+  if (http_listen) self->http_listen = *http_listen;
+  const std::string dir = cluster->NodeDir(*self);
+  if (absl::Status s = EnsureWritableDir(dir); !s.ok()) return Fail(2, s.ToString());
+
+  cachenode::CacheNodeConfig cc;
+  cc.node_id = id;
+  cc.ssd_path = ssd_path ? *ssd_path : dir + "/ssd.slots";
+  cc.ssd_bytes = self->ssd_bytes;
+  cc.ram_bytes = self->ram_bytes;
+  cc.block_size = cluster->block_size;
+  cc.policy = policy ? *policy : cluster->policy;
+  cc.placement = placement ? *placement : cluster->placement;
+  if (absl::Status s = cc.Validate(); !s.ok()) return Fail(2, s.ToString());
+
+  BlockTerminationSignals();
+  metrics::Registry* registry = metrics::Registry::Default();
+  registry->GetGauge("ringcache_build_info", "Build information.",
+                     {{"version", "0.1.0"}, {"role", "cachenode"}})
+      ->Set(1);
+  std::vector<cachenode::DataNodeEndpoint> endpoints;
+  for (const auto& n : cluster->OfRole("datanode")) {
+    endpoints.push_back({n.id, n.listen, n.weight, n.zone});
+  }
+  auto pool = cachenode::DataNodePool::Create(endpoints, registry);
+  if (!pool.ok()) return Fail(2, pool.status().ToString());
+  auto node = cachenode::CacheNode::Create(cc, pool->get(), Clock::Real(), registry);
+  if (!node.ok()) return Fail(1, node.status().ToString());
+
+  cachenode::CacheNodeService service(node->get());
+  grpc::ServerBuilder b;
+  int port = 0;
+  b.AddListeningPort(self->listen, grpc::InsecureServerCredentials(), &port);
+  b.RegisterService(&service);
+  b.SetMaxReceiveMessageSize(64 << 20);
+  b.SetMaxSendMessageSize(64 << 20);
+  auto server = b.BuildAndStart();
+  if (!server || port == 0) return Fail(1, absl::StrCat("cannot listen on ", self->listen));
+  HttpServer http;
+  auto http_port = ServeMetrics(&http, registry, self->http_listen);
+  if (!http_port.ok()) return Fail(1, http_port.status().ToString());
+  spdlog::info("ringcache-cachenode {} serving gRPC on port {}, metrics on port {}, SSD {}", id,
+               port, *http_port, cc.ssd_path);
+  if (absl::Status s = WriteReadyFile(ready_file.value_or(""),
+                                      {{"grpc_port", port}, {"http_port", *http_port}});
+      !s.ok()) {
+    return Fail(1, s.ToString());
+  }
+  spdlog::info("signal {}: shutting down", WaitForTerminationSignal());
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  http.Stop();
+  node->reset();  // dirty blocks stay on the SSD tier and are destaged after restart
+  spdlog::info("stopped");
+  return 0;
+}

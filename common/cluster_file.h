@@ -1,0 +1,58 @@
+// The static cluster file: which gateway, cache nodes and data nodes make up a cluster without
+// etcd, with their addresses. Every daemon started with --cluster FILE --id N reads its own entry
+// and its peers from it; deploy/cluster.sh starts one daemon per entry.
+//
+//   data_dir: /var/lib/ringcache          # node state: <data_dir>/<role>-<id>
+//   replication: 3                        # default N for new VDIs
+//   block_size: 4096
+//   nodes:
+//     - {role: datanode, id: 1, listen: 127.0.0.1:7401, http_listen: 127.0.0.1:9401}
+//     - {role: cachenode, id: 1, listen: 127.0.0.1:7301, http_listen: 127.0.0.1:9301,
+//        ssd_bytes: 1GiB, ram_bytes: 64MiB}
+//     - {role: gateway, id: 1, nbd_listen: 127.0.0.1:10809, admin_listen: 127.0.0.1:7200,
+//        http_listen: 127.0.0.1:9200}
+//
+// Thread-compatible.
+#ifndef RINGCACHE_COMMON_CLUSTER_FILE_H_
+#define RINGCACHE_COMMON_CLUSTER_FILE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace ringcache {
+
+struct ClusterNode {
+  std::string role;         // gateway | cachenode | datanode
+  uint32_t id = 0;
+  std::string listen;       // gRPC (cache and data nodes)
+  std::string http_listen;  // /metrics
+  std::string nbd_listen;   // gateway
+  std::string admin_listen; // gateway
+  uint64_t ssd_bytes = 1ull << 30;
+  uint64_t ram_bytes = 64ull << 20;
+  double weight = 1.0;
+  std::string zone;
+};
+
+struct ClusterFile {
+  std::string data_dir = "./ringcache-cluster";
+  uint32_t replication = 3;
+  uint32_t block_size = 4096;
+  std::string policy = "vbq+lru+sieve+lcr";
+  std::string placement = "uarc";
+  std::vector<ClusterNode> nodes;
+
+  // Loads and validates `path` (unknown keys, duplicate (role, id), missing addresses are errors).
+  static absl::StatusOr<ClusterFile> Load(const std::string& path);
+  // Returns the entry (role, id) or kNotFound.
+  absl::StatusOr<ClusterNode> Find(const std::string& role, uint32_t id) const;
+  std::vector<ClusterNode> OfRole(const std::string& role) const;
+  std::string NodeDir(const ClusterNode& n) const;
+};
+
+}  // namespace ringcache
+
+#endif  // RINGCACHE_COMMON_CLUSTER_FILE_H_

@@ -1,0 +1,159 @@
+#!/usr/bin/env bash
+# Starts, stops and shows a static ringcache cluster of separate processes on 127.0.0.1:
+# data nodes, cache nodes and a gateway, described by a static cluster file.
+#
+#   deploy/cluster.sh up [--cluster-file FILE] [--dir DIR] [--cache-nodes K] [--data-nodes M]
+#                        [--base-port P] [--ssd-size S] [--ram-size R] [--hdd-emulation]
+#                        [--create-vdi NAME:SIZE]...
+#   deploy/cluster.sh status [--dir DIR]
+#   deploy/cluster.sh down   [--dir DIR]
+#
+# Without --cluster-file, `up` writes DIR/cluster.yaml for K cache nodes and M data nodes with
+# ports from P (default 17000): data node i gRPC P+100+i / metrics P+200+i, cache node i gRPC
+# P+300+i / metrics P+400+i, gateway NBD P+9 (10809 with --base-port 10800), admin P+10,
+# metrics P+11. State, logs and pids live under DIR (default ./ringcache-cluster).
+# Binaries come from $RINGCACHE_BIN (default ./build/<dir>).
+set -euo pipefail
+
+cmd=${1:-}
+shift || true
+DIR=./ringcache-cluster
+FILE=""
+K=3
+M=3
+BASE=17000
+SSD=256MiB
+RAM=32MiB
+HDD=""
+CREATE=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --cluster-file) FILE=$2; shift 2 ;;
+    --dir) DIR=$2; shift 2 ;;
+    --cache-nodes) K=$2; shift 2 ;;
+    --data-nodes) M=$2; shift 2 ;;
+    --base-port) BASE=$2; shift 2 ;;
+    --ssd-size) SSD=$2; shift 2 ;;
+    --ram-size) RAM=$2; shift 2 ;;
+    --hdd-emulation) HDD="--hdd-emulation"; shift ;;
+    --create-vdi) CREATE+=(--create-vdi "$2"); shift 2 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    *) echo "cluster.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BIN=${RINGCACHE_BIN:-$ROOT/build}
+bin() {
+  case "$1" in
+    ringcache-datanode) echo "$BIN/datanode/ringcache-datanode" ;;
+    ringcache-cachenode) echo "$BIN/cachenode/ringcache-cachenode" ;;
+    ringcache-gateway) echo "$BIN/gateway/ringcache-gateway" ;;
+  esac
+}
+mkdir -p "$DIR"
+DIR=$(cd "$DIR" && pwd)
+[ -n "$FILE" ] || FILE=$DIR/cluster.yaml
+
+# Lists "role id" for every node of the cluster file (one flow mapping per line).
+members() {
+  sed -n 's/^ *- *{ *role: *\([a-z]*\), *id: *\([0-9]*\).*/\1 \2/p' "$FILE"
+}
+
+pidfile() { echo "$DIR/pids/$1-$2.pid"; }
+
+alive() { [ -f "$(pidfile "$1" "$2")" ] && kill -0 "$(cat "$(pidfile "$1" "$2")")" 2>/dev/null; }
+
+write_cluster_file() {
+  {
+    echo "# ringcache static cluster file (written by deploy/cluster.sh)"
+    echo "data_dir: $DIR/state"
+    echo "replication: $(( M < 3 ? M : 3 ))"
+    echo "block_size: 4096"
+    echo "nodes:"
+    for i in $(seq 1 "$M"); do
+      echo "  - {role: datanode, id: $i, listen: 127.0.0.1:$((BASE+100+i)), http_listen: 127.0.0.1:$((BASE+200+i))}"
+    done
+    for i in $(seq 1 "$K"); do
+      echo "  - {role: cachenode, id: $i, listen: 127.0.0.1:$((BASE+300+i)), http_listen: 127.0.0.1:$((BASE+400+i)), ssd_bytes: $SSD, ram_bytes: $RAM}"
+    done
+    echo "  - {role: gateway, id: 1, nbd_listen: 127.0.0.1:$((BASE+9)), admin_listen: 127.0.0.1:$((BASE+10)), http_listen: 127.0.0.1:$((BASE+11))}"
+  } > "$FILE"
+}
+
+start_one() {  # role id
+  local role=$1 id=$2 extra=()
+  if alive "$role" "$id"; then return 0; fi
+  if [ "$role" = datanode ] && [ -n "$HDD" ]; then extra+=("$HDD"); fi
+  if [ "$role" = gateway ] && [ ${#CREATE[@]} -gt 0 ]; then extra+=("${CREATE[@]}"); fi
+  rm -f "$DIR/ready/$role-$id.json"
+  "$(bin "ringcache-$role")" --cluster "$FILE" --id "$id" --ready-file "$DIR/ready/$role-$id.json" \
+    "${extra[@]}" >> "$DIR/logs/$role-$id.log" 2>&1 &
+  echo $! > "$(pidfile "$role" "$id")"
+}
+
+wait_ready() {  # role id
+  for _ in $(seq 1 600); do
+    [ -f "$DIR/ready/$1-$2.json" ] && return 0
+    if ! alive "$1" "$2"; then
+      echo "cluster.sh: $1 $2 exited; log:" >&2
+      tail -20 "$DIR/logs/$1-$2.log" >&2
+      return 1
+    fi
+    sleep 0.1
+  done
+  echo "cluster.sh: $1 $2 not ready after 60 s" >&2
+  return 1
+}
+
+case "$cmd" in
+  up)
+    mkdir -p "$DIR/pids" "$DIR/logs" "$DIR/ready"
+    [ -f "$FILE" ] || write_cluster_file
+    for role in datanode cachenode gateway; do
+      while read -r r id; do
+        if [ "$r" = "$role" ]; then start_one "$r" "$id"; fi
+      done < <(members)
+      while read -r r id; do
+        if [ "$r" = "$role" ]; then wait_ready "$r" "$id"; fi
+      done < <(members)
+    done
+    "$0" status --dir "$DIR" --cluster-file "$FILE"
+    ;;
+  status)
+    bad=0
+    while read -r r id; do
+      if alive "$r" "$id"; then
+        echo "$r $id: up (pid $(cat "$(pidfile "$r" "$id")"), ready $(cat "$DIR/ready/$r-$id.json" 2>/dev/null | tr -d '\n'))"
+      else
+        echo "$r $id: down"
+        bad=1
+      fi
+    done < <(members)
+    gw=$(grep -o 'nbd_listen: *[0-9.:]*' "$FILE" | head -1 | awk '{print $2}')
+    echo "NBD: nbd://$gw/<vdi>   admin: $(grep -o 'admin_listen: *[0-9.:]*' "$FILE" | head -1 | awk '{print $2}')"
+    exit $bad
+    ;;
+  down)
+    for role in gateway cachenode datanode; do
+      while read -r r id; do
+        [ "$r" = "$role" ] || continue
+        if alive "$r" "$id"; then kill "$(cat "$(pidfile "$r" "$id")")"; fi
+      done < <(members)
+      for _ in $(seq 1 100); do
+        any=0
+        while read -r r id; do
+          if [ "$r" = "$role" ] && alive "$r" "$id"; then any=1; fi
+        done < <(members)
+        [ $any = 0 ] && break
+        sleep 0.1
+      done
+    done
+    rm -f "$DIR"/pids/*.pid
+    echo "cluster down"
+    ;;
+  *)
+    sed -n '2,18p' "$0"
+    exit 2
+    ;;
+esac

@@ -1,0 +1,55 @@
+#include "gateway/frontends.h"
+
+#include "absl/strings/str_cat.h"
+#include <spdlog/spdlog.h>
+
+#include "common/config.h"
+#include "common/daemon.h"
+#include "common/status_macros.h"
+
+namespace ringcache::gateway {
+
+absl::Status Frontends::Start(const FrontendConfig& config, Router* router,
+                              std::vector<v1::NodeInfo> nodes, metrics::Registry* registry) {
+  NbdServerConfig nc;
+  nc.listen = config.nbd_listen;
+  RC_RETURN_IF_ERROR(nc.Validate());
+  nbd_ = std::make_unique<NbdServer>(nc, router, registry);
+  RC_ASSIGN_OR_RETURN(nbd_port_, nbd_->Start());
+
+  admin_ = std::make_unique<AdminService>(router, std::move(nodes));
+  grpc::ServerBuilder ab;
+  ab.AddListeningPort(config.admin_listen, grpc::InsecureServerCredentials(), &admin_port_);
+  ab.RegisterService(admin_.get());
+  admin_server_ = ab.BuildAndStart();
+  if (!admin_server_ || admin_port_ == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", config.admin_listen));
+  }
+  RC_ASSIGN_OR_RETURN(http_port_, ServeMetrics(&http_, registry, config.http_listen));
+  return absl::OkStatus();
+}
+
+absl::Status CreateVdisFromSpecs(Router* router, const std::vector<std::string>& specs) {
+  for (const std::string& spec : specs) {
+    const size_t colon = spec.rfind(':');
+    if (colon == std::string::npos || colon == 0) {
+      return absl::InvalidArgumentError(absl::StrCat("--create-vdi '", spec, "': want NAME:SIZE"));
+    }
+    const std::string name = spec.substr(0, colon);
+    RC_ASSIGN_OR_RETURN(uint64_t size, ParseByteSize(spec.substr(colon + 1)));
+    if (router->catalog()->Find(name).ok()) continue;
+    RC_RETURN_IF_ERROR(router->CreateVdi(name, size, 0, 0).status());
+    spdlog::info("created VDI {} ({} bytes)", name, size);
+  }
+  return absl::OkStatus();
+}
+
+void Frontends::Stop() {
+  if (nbd_) nbd_->Stop();
+  if (admin_server_) {
+    admin_server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  }
+  http_.Stop();
+}
+
+}  // namespace ringcache::gateway

@@ -1,0 +1,121 @@
+// ringcache-gateway: the NBD front end of a static cluster. Routes each object's I/O to its cache
+// node on the cache ring (gRPC), keeps the VDI catalog in <data_dir>/gateway-<id>/catalog.txt,
+// serves the Admin API for ringcachectl and HTTP /metrics. Peers come from the static cluster file.
+// Exit codes: 0 clean shutdown, 1 runtime failure, 2 bad configuration.
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <optional>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "cachenode/datanode_pool.h"
+#include "common/cluster_file.h"
+#include "common/config.h"
+#include "common/daemon.h"
+#include "gateway/frontends.h"
+
+namespace {
+
+int Fail(int code, const std::string& msg) {
+  std::fprintf(stderr, "ringcache-gateway: %s\n", msg.c_str());
+  return code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace ringcache;  // NOLINT: a main file
+  CLI::App app{"ringcache-gateway: NBD gateway of ringcache (export name = VDI name).\n"
+               "Reads its addresses and its peers from the static cluster file."};
+  std::string cluster_path;
+  uint32_t id = 1;
+  std::optional<std::string> nbd_listen, admin_listen, http_listen, ready_file;
+  std::vector<std::string> create;
+  app.add_option("--cluster", cluster_path, "Static cluster file (YAML)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  app.add_option("--id", id, "This gateway's id in the cluster file (default 1)");
+  app.add_option("--nbd-listen", nbd_listen, "NBD address (overrides the cluster file)");
+  app.add_option("--admin-listen", admin_listen, "Admin gRPC address");
+  app.add_option("--http-listen", http_listen, "HTTP /metrics address");
+  app.add_option("--create-vdi", create, "Create VDI NAME:SIZE at start if missing (repeatable)");
+  app.add_option("--ready-file", ready_file, "Write the bound ports as JSON here once serving");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  auto cluster = ClusterFile::Load(cluster_path);
+  if (!cluster.ok()) return Fail(2, cluster.status().ToString());
+  auto self = cluster->Find("gateway", id);
+  if (!self.ok()) return Fail(2, self.status().ToString());
+  gateway::FrontendConfig fc{self->nbd_listen, self->admin_listen, self->http_listen};
+  if (nbd_listen) fc.nbd_listen = *nbd_listen;
+  if (admin_listen) fc.admin_listen = *admin_listen;
+  if (http_listen) fc.http_listen = *http_listen;
+  const std::string dir = cluster->NodeDir(*self);
+  if (absl::Status s = EnsureWritableDir(dir); !s.ok()) return Fail(2, s.ToString());
+
+  BlockTerminationSignals();
+  metrics::Registry* registry = metrics::Registry::Default();
+  registry->GetGauge("ringcache_build_info", "Build information.",
+                     {{"version", "0.1.0"}, {"role", "gateway"}})
+      ->Set(1);
+  std::vector<cachenode::DataNodeEndpoint> endpoints;
+  std::vector<v1::NodeInfo> infos;
+  for (const auto& n : cluster->nodes) {
+    v1::NodeInfo i;
+    i.set_role(n.role);
+    i.set_id(n.id);
+    i.set_address(n.role == "gateway" ? n.nbd_listen : n.listen);
+    i.set_capacity_bytes(n.role == "cachenode" ? n.ssd_bytes : 0);
+    i.set_zone(n.zone);
+    i.set_state("configured");
+    infos.push_back(i);
+    if (n.role == "datanode") endpoints.push_back({n.id, n.listen, n.weight, n.zone});
+  }
+  auto pool = cachenode::DataNodePool::Create(endpoints, registry);
+  if (!pool.ok()) return Fail(2, pool.status().ToString());
+  std::vector<gateway::CacheMember> members;
+  for (const auto& n : cluster->OfRole("cachenode")) {
+    members.push_back({n.id, n.weight, gateway::MakeGrpcCacheClient(n.listen)});
+  }
+  gateway::VdiDefaults defaults;
+  defaults.block_size = cluster->block_size;
+  defaults.replication = cluster->replication;
+  auto catalog = gateway::Catalog::Open(dir + "/catalog.txt", defaults);
+  if (!catalog.ok()) return Fail(1, catalog.status().ToString());
+  auto router = gateway::Router::Create(catalog->get(), std::move(members), pool->get());
+  if (!router.ok()) return Fail(2, router.status().ToString());
+  // Peers may still be starting: register the catalog with retries for up to a minute.
+  absl::Status reg;
+  for (int i = 0; i < 120; ++i) {
+    reg = (*router)->RegisterAll();
+    if (reg.ok()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  if (!reg.ok()) return Fail(1, absl::StrCat("cannot register VDIs with peers: ", reg.ToString()));
+
+  if (absl::Status s = gateway::CreateVdisFromSpecs(router->get(), create); !s.ok()) {
+    return Fail(2, s.ToString());
+  }
+  gateway::Frontends fe;
+  if (absl::Status s = fe.Start(fc, router->get(), infos, registry); !s.ok()) {
+    return Fail(1, s.ToString());
+  }
+  spdlog::info("ringcache-gateway {} ready: NBD port {}, admin port {}, metrics port {}", id,
+               fe.nbd_port(), fe.admin_port(), fe.http_port());
+  if (absl::Status s = WriteReadyFile(ready_file.value_or(""),
+                                      {{"nbd_port", fe.nbd_port()},
+                                       {"admin_port", fe.admin_port()},
+                                       {"http_port", fe.http_port()}});
+      !s.ok()) {
+    return Fail(1, s.ToString());
+  }
+  spdlog::info("signal {}: shutting down", WaitForTerminationSignal());
+  fe.Stop();
+  spdlog::info("stopped");
+  return 0;
+}
