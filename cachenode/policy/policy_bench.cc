@@ -43,7 +43,7 @@ class Gen {
       block = (r % 10 < 7) ? (r >> 8) % hot : (r >> 8) % all;
     }
     // VDI rates 1/2, 1/4, 1/8, ... (skewed), derived from the block so a block keeps its VDI.
-    const uint64_t h = block * 0x9E3779B97F4A7C15ull;
+    const uint64_t h = (block >> 6) * 0x9E3779B97F4A7C15ull;  // runs of 64 blocks share a VDI
     const uint32_t vdi = std::min<uint32_t>(7, static_cast<uint32_t>(__builtin_clzll(h | 1)));
     a->key = BlockKey{vdi, block};
     a->op = ((r >> 4) % 10 < 3) ? Op::kWrite : Op::kRead;
@@ -115,10 +115,12 @@ int main(int argc, char** argv) {
       hits += out.hit != Tier::kNone;
     }
     const double s = CpuNow() - t0;
-    std::printf("%-24s %12.0f accesses/s (CPU)  hit %.3f  %6.1f metadata bytes/cached block  (%zu cached)\n",
-                spec.c_str(), n / s, double(hits) / n,
-                double(policy.MetadataBytes()) / double(policy.size() ? policy.size() : 1),
-                policy.size());
+    const double bytes = double(policy.MetadataBytes());
+    std::printf(
+        "%-24s %12.0f accesses/s (CPU)  hit %.3f  metadata %6.1f B/cached block, %6.1f B/capacity "
+        "block (%zu cached)\n",
+        spec.c_str(), n / s, double(hits) / n, bytes / double(policy.size() ? policy.size() : 1),
+        bytes / double(policy.capacity()), policy.size());
   }
   return 0;
 }
