@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <string>
@@ -333,6 +334,86 @@ absl::StatusOr<std::unique_ptr<CachePolicy>> BuildComplete(const Component& c,
   return policy;
 }
 
+// The components of a spec sorted by role.
+struct Roles {
+  const Component* order = nullptr;
+  const Component* space = nullptr;
+  const Component* admission = nullptr;
+  const Component* victim = nullptr;
+  const Component* complete = nullptr;
+  std::vector<const Component*> bypasses;
+};
+
+absl::StatusOr<Roles> GroupByRole(const std::vector<Component>& comps, absl::string_view spec) {
+  Roles r;
+  for (const Component& c : comps) {
+    if (c.role == Role::kComplete && comps.size() > 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "'", c.name, "' is a complete policy and cannot be combined in '", spec, "'"));
+    }
+    if (c.role == Role::kBypass) {
+      for (const Component* b : r.bypasses) {
+        if (b->name == c.name) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("'", c.name, "' given twice in '", spec, "'"));
+        }
+      }
+      r.bypasses.push_back(&c);
+      continue;
+    }
+    const Component** slot = c.role == Role::kOrder       ? &r.order
+                             : c.role == Role::kSpace     ? &r.space
+                             : c.role == Role::kAdmission ? &r.admission
+                             : c.role == Role::kVictim    ? &r.victim
+                                                          : &r.complete;
+    if (*slot != nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("more than one ", RoleName(c.role), " ('",
+                                                     (*slot)->name, "' and '", c.name, "') in '",
+                                                     spec, "'"));
+    }
+    *slot = &c;
+  }
+  if (r.space != nullptr && r.admission != nullptr && r.admission->name == "rpac") {
+    return absl::InvalidArgumentError(
+        "'rpac' cannot be combined with 'vbq': VBQ reclaims in rounds, RPAC judges one "
+        "replacement per miss");
+  }
+  return r;
+}
+
+using SpaceMaker = std::function<std::unique_ptr<Space>(SlotTable*)>;
+
+absl::StatusOr<SpaceMaker> BuildSpace(const Component* c, size_t capacity, OrderFactory order) {
+  if (c == nullptr) {
+    return SpaceMaker([capacity, order = std::move(order)](SlotTable* t) {
+      return std::make_unique<GlobalSpace>(capacity, t, order);
+    });
+  }
+  VbqConfig cfg;
+  Params p(*c);
+  for (absl::Status s :
+       {p.Double("umax", &cfg.u_max), p.Double("umin", &cfg.u_min), p.Double("dmax", &cfg.d_max),
+        p.Double("dmin", &cfg.d_min), p.Double("xi", &cfg.xi), p.Double("alpha", &cfg.alpha),
+        p.Uint("decay", &cfg.decay_interval), p.Finish(), cfg.Validate()}) {
+    if (!s.ok()) return s;
+  }
+  return SpaceMaker([capacity, cfg, order = std::move(order)](SlotTable* t) {
+    return std::make_unique<VbqSpace>(capacity, cfg, t, order);
+  });
+}
+
+absl::StatusOr<std::unique_ptr<VictimChooser>> BuildVictim(const Component* c,
+                                                           const PolicyContext& ctx) {
+  if (c == nullptr) return std::unique_ptr<VictimChooser>(std::make_unique<TailVictim>());
+  LcrConfig cfg;
+  Params p(*c);
+  for (absl::Status s : {p.UintAs("window", &cfg.window), p.Finish(), cfg.Validate()}) {
+    if (!s.ok()) return s;
+  }
+  const size_t window = cfg.window > 0 ? cfg.window : Clamp(ctx.capacity_blocks / 64, 1, 256);
+  return std::unique_ptr<VictimChooser>(std::make_unique<LcrVictim>(window, ctx.load));
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<CachePolicy>> MakePolicy(std::string_view spec_in,
@@ -341,98 +422,38 @@ absl::StatusOr<std::unique_ptr<CachePolicy>> MakePolicy(std::string_view spec_in
   const absl::string_view spec(spec_in.data(), spec_in.size());
   absl::StatusOr<std::vector<Component>> parsed = Parse(spec);
   if (!parsed.ok()) return parsed.status();
-  const std::vector<Component>& comps = *parsed;
-
-  const Component* by_role[6] = {};
-  std::vector<const Component*> bypasses;
-  for (const Component& c : comps) {
-    if (c.role == Role::kComplete && comps.size() > 1) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("'", c.name, "' is a complete policy and cannot be combined in '", spec, "'"));
-    }
-    if (c.role == Role::kBypass) {
-      for (const Component* b : bypasses) {
-        if (b->name == c.name) {
-          return absl::InvalidArgumentError(absl::StrCat("'", c.name, "' given twice in '", spec, "'"));
-        }
-      }
-      bypasses.push_back(&c);
-      continue;
-    }
-    const Component*& slot = by_role[static_cast<int>(c.role)];
-    if (slot != nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat("more than one ", RoleName(c.role), " ('",
-                                                     slot->name, "' and '", c.name, "') in '",
-                                                     spec, "'"));
-    }
-    slot = &c;
-  }
+  absl::StatusOr<Roles> roles = GroupByRole(*parsed, spec);
+  if (!roles.ok()) return roles.status();
   if (ctx.capacity_blocks < 1) {
     return absl::InvalidArgumentError("policy context: capacity_blocks must be >= 1");
   }
-  if (const Component* whole = by_role[static_cast<int>(Role::kComplete)]) {
-    return BuildComplete(*whole, ctx);
-  }
+  if (roles->complete != nullptr) return BuildComplete(*roles->complete, ctx);
 
-  const Component* space_c = by_role[static_cast<int>(Role::kSpace)];
-  const Component* adm_c = by_role[static_cast<int>(Role::kAdmission)];
-  const Component* victim_c = by_role[static_cast<int>(Role::kVictim)];
-  if (space_c != nullptr && adm_c != nullptr && adm_c->name == "rpac") {
-    return absl::InvalidArgumentError(
-        "'rpac' cannot be combined with 'vbq': VBQ reclaims in rounds, RPAC judges one "
-        "replacement per miss");
-  }
-
-  absl::StatusOr<OrderFactory> order = BuildOrder(by_role[static_cast<int>(Role::kOrder)], ctx);
+  absl::StatusOr<OrderFactory> order = BuildOrder(roles->order, ctx);
   if (!order.ok()) return order.status();
+  absl::StatusOr<SpaceMaker> space = BuildSpace(roles->space, ctx.capacity_blocks, *order);
+  if (!space.ok()) return space.status();
+  absl::StatusOr<std::unique_ptr<Admission>> admission = BuildAdmission(roles->admission, ctx);
+  if (!admission.ok()) return admission.status();
+  absl::StatusOr<std::unique_ptr<VictimChooser>> victim = BuildVictim(roles->victim, ctx);
+  if (!victim.ok()) return victim.status();
 
   DriverParts parts;
-  const size_t capacity = ctx.capacity_blocks;
-  if (space_c != nullptr) {
-    VbqConfig cfg;
-    Params p(*space_c);
-    for (absl::Status s :
-         {p.Double("umax", &cfg.u_max), p.Double("umin", &cfg.u_min), p.Double("dmax", &cfg.d_max),
-          p.Double("dmin", &cfg.d_min), p.Double("xi", &cfg.xi), p.Double("alpha", &cfg.alpha),
-          p.Uint("decay", &cfg.decay_interval), p.Finish(), cfg.Validate()}) {
-      if (!s.ok()) return s;
-    }
-    parts.make_space = [capacity, cfg, make = *order](SlotTable* t) {
-      return std::make_unique<VbqSpace>(capacity, cfg, t, make);
-    };
-  } else {
-    parts.make_space = [capacity, make = *order](SlotTable* t) {
-      return std::make_unique<GlobalSpace>(capacity, t, make);
-    };
-  }
-
-  absl::StatusOr<std::unique_ptr<Admission>> adm = BuildAdmission(adm_c, ctx);
-  if (!adm.ok()) return adm.status();
-  parts.admission = *std::move(adm);
-
-  for (const Component* b : bypasses) {
+  parts.make_space = *std::move(space);
+  parts.admission = *std::move(admission);
+  parts.victim = *std::move(victim);
+  for (const Component* b : roles->bypasses) {
     absl::StatusOr<std::unique_ptr<Bypass>> bp = BuildBypass(*b);
     if (!bp.ok()) return bp.status();
     parts.bypasses.push_back(*std::move(bp));
   }
 
-  if (victim_c != nullptr) {
-    LcrConfig cfg;
-    Params p(*victim_c);
-    for (absl::Status s : {p.UintAs("window", &cfg.window), p.Finish(), cfg.Validate()}) {
-      if (!s.ok()) return s;
-    }
-    const size_t window = cfg.window > 0 ? cfg.window : Clamp(capacity / 64, 1, 256);
-    parts.victim = std::make_unique<LcrVictim>(window, ctx.load);
-  }
-
   DriverConfig dc;
-  std::string name(spec);
-  name.erase(std::remove_if(name.begin(), name.end(),
-                            [](unsigned char ch) { return std::isspace(ch); }),
-             name.end());
-  dc.name = std::move(name);
-  dc.capacity_blocks = capacity;
+  dc.name = std::string(spec);
+  dc.name.erase(std::remove_if(dc.name.begin(), dc.name.end(),
+                               [](unsigned char ch) { return std::isspace(ch); }),
+                dc.name.end());
+  dc.capacity_blocks = ctx.capacity_blocks;
   absl::StatusOr<std::unique_ptr<CacheDriver>> driver = CacheDriver::Create(dc, std::move(parts));
   if (!driver.ok()) return driver.status();
   return std::unique_ptr<CachePolicy>(*std::move(driver));
