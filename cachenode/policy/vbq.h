@@ -1,4 +1,5 @@
-// VbqSpace: VDI-Based Queues of paper 002 (CircularCache) §III-C/D, eq. 1-8.
+// VbqSpace: VDI-Based Queues of paper 002 (CircularCache, shared/papers/002_b79b7d1a9d737246.txt)
+// §III-C/D, eq. 1-8.
 //
 // One queue (any Order) per VDI. With A_m the access count of VDI m and count = sum A_m:
 //   L_m = A_m * S / count                                         eq. 2 (max length of queue m)
