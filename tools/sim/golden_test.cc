@@ -87,12 +87,34 @@ RunOptions GoldenOptions() {
   return o;
 }
 
-// Pinned results: {trace, policy, size} -> {hits, misses}.
-using Key = std::tuple<std::string, std::string, uint64_t>;
-const std::map<Key, std::pair<uint64_t, uint64_t>>& Golden() {
-  static const auto* g = new std::map<Key, std::pair<uint64_t, uint64_t>>{
+// Pinned results: {trace, policy, size} -> {hits, misses}. Plain aggregates (not a map
+// initializer) keep this cheap to compile, also under sanitizers.
+struct GoldenKey {
+  const char* trace;
+  const char* policy;
+  uint64_t size;
+};
+struct GoldenCount {
+  uint64_t hits;
+  uint64_t misses;
+};
+struct GoldenRow {
+  GoldenKey key;
+  GoldenCount count;
+};
+constexpr GoldenRow kGolden[] = {
 #include "tools/sim/golden_counts.inc"
-  };
+};
+
+using Key = std::tuple<std::string, std::string, uint64_t>;
+const std::map<Key, GoldenCount>& Golden() {
+  static const auto* g = [] {
+    auto* m = new std::map<Key, GoldenCount>;
+    for (const GoldenRow& row : kGolden) {
+      m->emplace(Key{row.key.trace, row.key.policy, row.key.size}, row.count);
+    }
+    return m;
+  }();
   return *g;
 }
 
@@ -151,8 +173,8 @@ TEST(SimGolden, ExactCountsAndIndependentChecks) {
         } else {
           auto it = Golden().find(Key{t.file, p, size});
           ASSERT_NE(it, Golden().end()) << "no pinned count; see the file comment";
-          EXPECT_EQ(hits, it->second.first) << "hits";
-          EXPECT_EQ(r->misses, it->second.second) << "misses";
+          EXPECT_EQ(hits, it->second.hits) << "hits";
+          EXPECT_EQ(r->misses, it->second.misses) << "misses";
         }
         // Independent checks.
         if (p == "lru") EXPECT_EQ(hits, LruHitsFromDistances(dist, size));
