@@ -35,6 +35,10 @@ absl::StatusOr<std::unique_ptr<DataNodePool>> DataNodePool::Create(
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(64 << 20);
     args.SetMaxSendMessageSize(64 << 20);
+    // Reconnect quickly after a peer restarts (gRPC's default backoff grows to minutes).
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
     n->channel = grpc::CreateCustomChannel(e.address, grpc::InsecureChannelCredentials(), args);
     n->stub = v1::DataNode::NewStub(n->channel);
     if (registry != nullptr) {

@@ -168,46 +168,66 @@ void Registry::AddCallbackCounter(const std::string& name, const std::string& he
 }
 
 std::string Registry::Render() const {
-  absl::MutexLock l(&mu_);
+  // Snapshot the families under the lock, then format (and call callbacks) without it: callbacks
+  // take other components' locks, and those components register metrics while holding them.
+  struct Item {
+    const std::string* name;
+    const Family* family;
+    const Child* child;
+    std::function<double()> callback;
+  };
+  std::vector<Item> items;
+  {
+    absl::MutexLock l(&mu_);
+    for (const auto& [name, fam] : families_) {
+      for (const auto& [labels, child] : fam.children) {
+        items.push_back({&name, &fam, child.get(), child->callback});
+      }
+    }
+  }
+  // Families and children are never removed, so the pointers stay valid.
   std::string out;
-  for (const auto& [name, fam] : families_) {
-    if (fam.children.empty()) continue;
-    const char* type = fam.type == Type::kCounter  ? "counter"
-                       : fam.type == Type::kGauge ? "gauge"
-                                                  : "histogram";
-    absl::StrAppend(&out, "# HELP ", name, " ", EscapeHelp(fam.help), "\n");
-    absl::StrAppend(&out, "# TYPE ", name, " ", type, "\n");
-    for (const auto& [labels, child] : fam.children) {
-      const std::string ls = FormatLabels(labels, nullptr);
-      switch (fam.type) {
-        case Type::kCounter: {
-          const double v = child->callback ? child->callback()
-                           : child->counter ? child->counter->value()
-                                            : 0.0;
-          absl::StrAppend(&out, name, ls, " ", FormatValue(v), "\n");
-          break;
+  const std::string* last = nullptr;
+  for (const Item& it : items) {
+    const std::string& name = *it.name;
+    const Family& fam = *it.family;
+    if (last != it.name) {
+      const char* type = fam.type == Type::kCounter  ? "counter"
+                         : fam.type == Type::kGauge ? "gauge"
+                                                    : "histogram";
+      absl::StrAppend(&out, "# HELP ", name, " ", EscapeHelp(fam.help), "\n");
+      absl::StrAppend(&out, "# TYPE ", name, " ", type, "\n");
+      last = it.name;
+    }
+    const Labels& labels = it.child->labels;
+    const std::string ls = FormatLabels(labels, nullptr);
+    switch (fam.type) {
+      case Type::kCounter:
+      case Type::kGauge: {
+        double v = 0;
+        if (it.callback) {
+          v = it.callback();
+        } else if (it.child->counter) {
+          v = it.child->counter->value();
+        } else if (it.child->gauge) {
+          v = it.child->gauge->value();
         }
-        case Type::kGauge: {
-          const double v = child->callback ? child->callback()
-                           : child->gauge  ? child->gauge->value()
-                                           : 0.0;
-          absl::StrAppend(&out, name, ls, " ", FormatValue(v), "\n");
-          break;
+        absl::StrAppend(&out, name, ls, " ", FormatValue(v), "\n");
+        break;
+      }
+      case Type::kHistogram: {
+        const Histogram& h = *it.child->histogram;
+        uint64_t cumulative = 0;
+        for (size_t i = 0; i <= h.bounds().size(); ++i) {
+          cumulative += h.bucket_count(i);
+          const std::pair<std::string, std::string> le{
+              "le", i < h.bounds().size() ? FormatValue(h.bounds()[i]) : "+Inf"};
+          absl::StrAppend(&out, name, "_bucket", FormatLabels(labels, &le), " ", cumulative,
+                          "\n");
         }
-        case Type::kHistogram: {
-          const Histogram& h = *child->histogram;
-          uint64_t cumulative = 0;
-          for (size_t i = 0; i <= h.bounds().size(); ++i) {
-            cumulative += h.bucket_count(i);
-            const std::pair<std::string, std::string> le{
-                "le", i < h.bounds().size() ? FormatValue(h.bounds()[i]) : "+Inf"};
-            absl::StrAppend(&out, name, "_bucket", FormatLabels(labels, &le), " ", cumulative,
-                            "\n");
-          }
-          absl::StrAppend(&out, name, "_sum", ls, " ", FormatValue(h.sum()), "\n");
-          absl::StrAppend(&out, name, "_count", ls, " ", cumulative, "\n");
-          break;
-        }
+        absl::StrAppend(&out, name, "_sum", ls, " ", FormatValue(h.sum()), "\n");
+        absl::StrAppend(&out, name, "_count", ls, " ", cumulative, "\n");
+        break;
       }
     }
   }

@@ -62,7 +62,16 @@ members() {
 
 pidfile() { echo "$DIR/pids/$1-$2.pid"; }
 
-alive() { [ -f "$(pidfile "$1" "$2")" ] && kill -0 "$(cat "$(pidfile "$1" "$2")")" 2>/dev/null; }
+# A process is alive if it exists and is not a zombie (killed daemons may linger unreaped when
+# their parent shell is gone and the container's init does not reap).
+alive() {
+  local f
+  f=$(pidfile "$1" "$2")
+  [ -f "$f" ] || return 1
+  local st
+  st=$(ps -o stat= -p "$(cat "$f")" 2>/dev/null) || return 1
+  [ -n "$st" ] && [ "${st:0:1}" != Z ]
+}
 
 write_cluster_file() {
   {

@@ -69,6 +69,10 @@ class GrpcCacheClient : public CacheClient {
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(64 << 20);
     args.SetMaxSendMessageSize(64 << 20);
+    // Reconnect quickly after a peer restarts (gRPC's default backoff grows to minutes).
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
     stub_ = v1::CacheNode::NewStub(
         grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
   }
@@ -178,6 +182,9 @@ class GrpcCacheClient : public CacheClient {
   }
   std::unique_ptr<grpc::ClientContext> Ctx(int timeout_ms = 0) const {
     auto ctx = std::make_unique<grpc::ClientContext>();
+    // The owner is the only place an object's dirty blocks live: wait for it (until the
+    // deadline) rather than fail while it restarts.
+    ctx->set_wait_for_ready(true);
     ctx->set_deadline(std::chrono::system_clock::now() +
                       std::chrono::milliseconds(timeout_ms ? timeout_ms : timeout_ms_));
     return ctx;

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <thread>
 
+#include <spdlog/spdlog.h>
+
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
@@ -174,6 +176,9 @@ absl::Status Router::OnOwner(const v1::VdiGeometry& g, uint64_t object,
     if (!rec.ok()) return absl::NotFoundError(absl::StrCat("VDI ", g.name(), " was deleted"));
     RC_RETURN_IF_ERROR(c->RegisterVdi(rec->geometry, rec->mode));
     s = op(c);
+  }
+  if (!s.ok() && s.code() != absl::StatusCode::kInvalidArgument) {
+    spdlog::warn("VDI {} object {}: {}", g.name(), object, s.ToString());
   }
   return s;
 }

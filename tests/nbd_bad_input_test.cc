@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -42,11 +43,24 @@ class NbdBadInputTest : public ::testing::Test {
     dir_ = testing::FreshDir(
         std::string("nbd-") + ::testing::UnitTest::GetInstance()->current_test_info()->name());
     const std::string ready = dir_ + "/ready.json";
-    ASSERT_TRUE(server_.Start(RINGCACHE_NBD_TEST_SERVER_BIN,
-                              {"--listen", "127.0.0.1:0", "--export", "disk:16M", "--export",
-                               "other:1M", "--ready-file", ready, "--http-listen", "127.0.0.1:0",
-                               "--handshake-timeout-ms", "10000"},
-                              dir_ + "/server.log"));
+    // RINGCACHE_NBD_SERVER=local runs the same attacks against the product, ringcache-local
+    // (gateway + cache nodes + data nodes), instead of the in-memory test server.
+    const char* which = std::getenv("RINGCACHE_NBD_SERVER");
+    if (which != nullptr && std::string(which) == "local") {
+      ASSERT_TRUE(server_.Start(RINGCACHE_LOCAL_BIN,
+                                {"--data-dir", dir_ + "/data", "--create-vdi", "disk:16M",
+                                 "--create-vdi", "other:1M", "--nbd-listen", "127.0.0.1:0",
+                                 "--admin-listen", "127.0.0.1:0", "--http-listen",
+                                 "127.0.0.1:0", "--ssd-size", "64M", "--ram-size", "8M",
+                                 "--ready-file", ready},
+                                dir_ + "/server.log"));
+    } else {
+      ASSERT_TRUE(server_.Start(RINGCACHE_NBD_TEST_SERVER_BIN,
+                                {"--listen", "127.0.0.1:0", "--export", "disk:16M", "--export",
+                                 "other:1M", "--ready-file", ready, "--http-listen",
+                                 "127.0.0.1:0", "--handshake-timeout-ms", "10000"},
+                                dir_ + "/server.log"));
+    }
     ASSERT_TRUE(server_.WaitReady(ready)) << testing::ReadFile(dir_ + "/server.log");
     port_ = server_.port("nbd_port");
     good_ = std::make_unique<NbdRawClient>();
