@@ -1,0 +1,242 @@
+#include "tools/ctl/cli.h"
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cmath>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "common/config.h"
+#include "tools/ctl/commands.h"
+
+namespace ringcache::ctl {
+namespace {
+
+constexpr const char* kDefaultGateway = "127.0.0.1:7200";
+
+// Everything the command line can set. CLI11 writes into these fields while parsing.
+struct Args {
+  std::string gateway = kDefaultGateway;
+  bool json = false;
+  double timeout_s = 30;
+  std::string name;
+  std::string size;
+  std::string object_size;
+  std::optional<uint32_t> replication;
+  std::string mode;
+  std::string role = "cachenode";
+  uint32_t node_id = 0;
+  std::string vdi;
+  bool yes = false;
+  bool wait = true;
+};
+
+using Action = std::function<absl::Status(const AdminSession&)>;
+
+// Returns the parsed value of a size that already passed ByteSizeCheck.
+uint64_t SizeOf(const std::string& text) { return ParseByteSize(text).value_or(0); }
+
+// A CLI11 check that accepts what common/config.h ParseByteSize accepts ("10G", "4MiB", "4096")
+// and at most `max`; the message names the problem so the usage error explains itself.
+CLI::Validator ByteSizeCheck(uint64_t max, const std::string& max_text) {
+  return CLI::Validator(
+      [max, max_text](std::string& text) -> std::string {
+        absl::StatusOr<uint64_t> v = ParseByteSize(text);
+        if (!v.ok()) return std::string(v.status().message());
+        if (*v == 0) return "'" + text + "' is zero; a size must be positive";
+        if (*v > max) return "'" + text + "' is larger than " + max_text;
+        return "";
+      },
+      "SIZE", "byte size");
+}
+
+void AddVdiCommands(CLI::App* app, Args* a, Action* action) {
+  CLI::App* vdi = app->add_subcommand("vdi", "Create, list, delete, resize VDIs; set cache modes");
+  vdi->require_subcommand(1);
+
+  CLI::App* create = vdi->add_subcommand("create", "Create a VDI (virtual disk)");
+  create->add_option("NAME", a->name, "VDI name (also the NBD export name)")->required();
+  create->add_option("--size", a->size, "Size, e.g. 10G, 512MiB (a multiple of 4 KiB)")
+      ->type_name("SIZE")
+      ->required()
+      ->check(ByteSizeCheck(UINT64_MAX, "2^64-1"));
+  create->add_option("--object-size", a->object_size, "Bytes per object (default 4M)")
+      ->type_name("SIZE")
+      ->check(ByteSizeCheck(UINT32_MAX, "4 GiB - 1"));
+  create
+      ->add_option("--replication", a->replication,
+                   "Home replicas on data nodes (default: the gateway's, 3 or fewer)")
+      ->type_name("N")
+      ->check(CLI::Range(1, 16));
+  create->callback([a, action] {
+    *action = [a](const AdminSession& s) {
+      CreateVdiArgs c;
+      c.name = a->name;
+      c.size_bytes = SizeOf(a->size);
+      c.object_size = a->object_size.empty() ? 0 : static_cast<uint32_t>(SizeOf(a->object_size));
+      c.replication = a->replication.value_or(0);
+      return CreateVdi(s, c);
+    };
+  });
+
+  vdi->add_subcommand("list", "List VDIs with their geometry and cache mode")->callback([action] {
+    *action = [](const AdminSession& s) { return ListVdis(s); };
+  });
+
+  CLI::App* del = vdi->add_subcommand("delete", "Delete a VDI and all its data");
+  del->add_option("NAME", a->name, "VDI name")->required();
+  del->add_flag("-y,--yes", a->yes, "Do not ask for confirmation (required without a terminal)");
+  del->callback(
+      [a, action] { *action = [a](const AdminSession& s) { return DeleteVdi(s, a->name); }; });
+
+  CLI::App* resize =
+      vdi->add_subcommand("resize", "Change a VDI's size (shrinking destages first)");
+  resize->add_option("NAME", a->name, "VDI name")->required();
+  resize->add_option("--size", a->size, "New size, e.g. 20G")
+      ->type_name("SIZE")
+      ->required()
+      ->check(ByteSizeCheck(UINT64_MAX, "2^64-1"));
+  resize->callback([a, action] {
+    *action = [a](const AdminSession& s) { return ResizeVdi(s, a->name, SizeOf(a->size)); };
+  });
+
+  CLI::App* mode = vdi->add_subcommand(
+      "set-mode", "Switch a VDI's cache mode (leaving writeback destages its dirty blocks first)");
+  mode->add_option("NAME", a->name, "VDI name")->required();
+  mode->add_option("MODE", a->mode, "writeback | writethrough | writearound | passthrough")
+      ->required()
+      ->check(CLI::IsMember({"writeback", "writethrough", "writearound", "passthrough"}));
+  mode->callback([a, action] {
+    *action = [a](const AdminSession& s) {
+      absl::StatusOr<v1::CacheMode> m = ParseCacheMode(a->mode);
+      if (!m.ok()) return m.status();
+      return SetVdiMode(s, a->name, *m);
+    };
+  });
+}
+
+void AddNodeCommands(CLI::App* app, Args* a, Action* action) {
+  CLI::App* node = app->add_subcommand("node", "List, drain and remove cluster nodes");
+  node->require_subcommand(1);
+  node->add_subcommand("list", "List nodes: role, id, address, capacity, zone, state")
+      ->callback([action] { *action = [](const AdminSession& s) { return ListNodes(s); }; });
+
+  for (const char* verb : {"drain", "remove"}) {
+    CLI::App* sub = node->add_subcommand(
+        verb, std::string(verb) == "drain"
+                  ? "Move a node's data away, then take it out of the ring"
+                  : "Take a node out of the ring now (needs cluster mode with etcd)");
+    sub->add_option("ID", a->node_id, "Node id, as in `node list`")->required();
+    sub->add_option("--role", a->role, "Node role (default cachenode)")
+        ->check(CLI::IsMember({"cachenode", "datanode", "gateway"}));
+    const std::string v = verb;
+    sub->callback([a, action, v] {
+      *action = [a, v](const AdminSession& s) { return RemoveNode(s, v, a->role, a->node_id); };
+    });
+  }
+}
+
+void AddClusterCommands(CLI::App* app, Args* a, Action* action) {
+  app->add_subcommand("status", "Cluster summary: epoch, nodes, VDIs, dirty bytes")
+      ->callback([action] { *action = [](const AdminSession& s) { return ClusterStatus(s); }; });
+
+  CLI::App* stats = app->add_subcommand(
+      "stats", "Per-VDI cache statistics: hit ratio, hits, misses, queue, L_m, U_i, D_i, dirty");
+  stats->add_option("--vdi", a->vdi, "Only this VDI (default: all)");
+  stats->callback(
+      [a, action] { *action = [a](const AdminSession& s) { return VdiStats(s, a->vdi); }; });
+
+  CLI::App* flush = app->add_subcommand(
+      "flush", "Destage dirty blocks to the data nodes, printing progress until done");
+  flush->add_option("--vdi", a->vdi, "Only this VDI (default: all)");
+  flush->add_flag("--wait", a->wait,
+                  "Wait until the destage is done (the default and only behaviour: progress "
+                  "lines stream until the gateway reports done)");
+  flush->callback(
+      [a, action] { *action = [a](const AdminSession& s) { return Flush(s, a->vdi); }; });
+}
+
+// Asks on `io.err` whether to delete VDI `name`; returns true on "y" or "yes".
+bool ConfirmDelete(const std::string& name, const CtlIo& io) {
+  *io.err << "Delete VDI '" << name << "' and all its data? [y/N] " << std::flush;
+  std::string answer;
+  if (!std::getline(*io.in, answer)) return false;
+  return answer == "y" || answer == "Y" || answer == "yes";
+}
+
+// Prints a usage error: the message, then the usage of the (sub)command being parsed.
+int UsageError(const CLI::App& app, const std::string& message, const CtlIo& io) {
+  *io.err << "ringcachectl: " << message << "\n\n" << app.help();
+  return kExitUsage;
+}
+
+}  // namespace
+
+int RunCtl(int argc, const char* const* argv, const CtlIo& io) {
+  CLI::App app{
+      "ringcachectl: administer a ringcache cluster through its gateway's Admin service.\n"
+      "VDIs are served over NBD as nbd://HOST:10809/NAME."};
+  app.name("ringcachectl");
+  app.fallthrough();  // global options also after the subcommand: `vdi list --json`
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "ringcachectl 0.1.0");
+  // The footer is inherited by every subcommand, so each --help names the global options too.
+  app.footer(
+      "Global options, before or after the command: --gateway HOST:PORT (env RINGCACHE_GATEWAY),\n"
+      "--json, --timeout SECONDS.\n"
+      "Exit status: 0 success, 1 the gateway refused or could not be reached, 2 usage error.\n"
+      "Examples:\n"
+      "  ringcachectl vdi create disk1 --size 10G\n"
+      "  ringcachectl --gateway 10.0.0.5:7200 stats --vdi disk1\n"
+      "  ringcachectl vdi list --json");
+
+  Args a;
+  Action action;
+  app.add_option("--gateway", a.gateway, "Admin address HOST:PORT (default 127.0.0.1:7200)")
+      ->type_name("HOST:PORT")
+      ->envname("RINGCACHE_GATEWAY");
+  app.add_flag("--json", a.json, "Print results as JSON (one document per line) for scripts");
+  app.add_option("--timeout", a.timeout_s, "Seconds to wait for each answer (default 30)")
+      ->type_name("SECONDS")
+      ->check(CLI::PositiveNumber);
+  AddVdiCommands(&app, &a, &action);
+  AddNodeCommands(&app, &a, &action);
+  AddClusterCommands(&app, &a, &action);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) {
+      return app.exit(e, *io.out, *io.err);  // --help, --version
+    }
+    return UsageError(app, e.what(), io);
+  }
+  if (!action) return UsageError(app, "no command given", io);
+
+  if (app.get_subcommand("vdi")->got_subcommand("delete") && !a.yes) {
+    if (!io.in_is_terminal) {
+      return UsageError(app,
+                        "refusing to delete VDI '" + a.name +
+                            "' without --yes (no terminal to ask for confirmation)",
+                        io);
+    }
+    if (!ConfirmDelete(a.name, io)) {
+      *io.err << "not deleted\n";
+      return kExitFailed;
+    }
+  }
+
+  AdminSession session = AdminSession::Connect(a.gateway, io.out, io.err);
+  session.json = a.json;
+  session.timeout = std::chrono::milliseconds(static_cast<int64_t>(std::ceil(a.timeout_s * 1000)));
+  absl::Status status = action(session);
+  io.out->flush();
+  if (!status.ok()) {
+    *io.err << "ringcachectl: " << status.message() << '\n';
+    return kExitFailed;
+  }
+  return kExitOk;
+}
+
+}  // namespace ringcache::ctl

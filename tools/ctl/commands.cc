@@ -1,0 +1,432 @@
+#include "tools/ctl/commands.h"
+
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "tools/ctl/format.h"
+
+namespace ringcache::ctl {
+namespace {
+
+constexpr std::pair<v1::CacheMode, const char*> kModeNames[] = {
+    {v1::WRITEBACK, "writeback"},
+    {v1::WRITETHROUGH, "writethrough"},
+    {v1::WRITEAROUND, "writearound"},
+    {v1::PASSTHROUGH, "passthrough"},
+};
+
+// Fills `ctx` for a unary call: the session's deadline.
+void SetDeadline(const AdminSession& s, grpc::ClientContext* ctx) {
+  ctx->set_deadline(std::chrono::system_clock::now() + s.timeout);
+}
+
+// Converts the result of a call into a Status. A transport failure while the channel is not
+// connected means the gateway was never reached (refused, unresolvable, or silent); any other
+// failure is the gateway's own answer and keeps its code and message.
+absl::Status FromRpc(const AdminSession& s, const grpc::Status& st) {
+  if (st.ok()) return absl::OkStatus();
+  const bool transport = st.error_code() == grpc::StatusCode::UNAVAILABLE ||
+                         st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
+  if (transport && s.channel->GetState(false) != GRPC_CHANNEL_READY) {
+    return absl::UnavailableError(absl::StrCat("cannot reach gateway at ", s.gateway, ": ",
+                                               st.error_message(),
+                                               " (set --gateway or RINGCACHE_GATEWAY)"));
+  }
+  if (st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+    return absl::DeadlineExceededError(absl::StrCat("gateway at ", s.gateway,
+                                                    " did not answer within ",
+                                                    s.timeout.count() / 1000.0, " s (--timeout)"));
+  }
+  return absl::Status(static_cast<absl::StatusCode>(st.error_code()), st.error_message());
+}
+
+void WriteGeometryJson(const v1::VdiGeometry& g, JsonWriter* j) {
+  j->Field("name", g.name())
+      .Field("id", g.vdi_id())
+      .Field("size_bytes", g.size_bytes())
+      .Field("object_size", g.object_size())
+      .Field("block_size", g.block_size())
+      .Field("replication", g.replication());
+}
+
+void WriteNodeJson(const v1::NodeInfo& n, JsonWriter* j) {
+  j->BeginObject()
+      .Field("role", n.role())
+      .Field("id", n.id())
+      .Field("address", n.address())
+      .Field("capacity_bytes", n.capacity_bytes())
+      .Field("zone", n.zone())
+      .Field("state", n.state())
+      .EndObject();
+}
+
+std::string OrDash(const std::string& s) { return s.empty() ? "-" : s; }
+
+void PrintStatsJson(const v1::VdiStatsResponse& resp, std::ostream& out) {
+  JsonWriter j;
+  j.BeginArray();
+  for (const auto& e : resp.vdis()) {
+    const v1::VdiCacheStats& x = e.stats();
+    j.BeginObject()
+        .Field("vdi", e.vdi_name())
+        .Field("mode", CacheModeName(x.mode()))
+        .Field("hit_ratio", e.hit_ratio())
+        .Field("hits_ram", x.hits_ram())
+        .Field("hits_ssd", x.hits_ssd())
+        .Field("misses", x.misses())
+        .Field("bypassed", x.bypassed())
+        .Field("queue_length", x.queue_length())
+        .Field("max_length", x.max_length())
+        .Field("upper_bound", x.upper_bound())
+        .Field("lower_bound", x.lower_bound())
+        .Field("dirty_bytes", x.dirty_bytes())
+        .EndObject();
+  }
+  j.EndArray();
+  out << j.str() << '\n';
+}
+
+// Queue length and L_m count cache blocks (DESIGN §4, VBQ); U_i and D_i are fractions of L_m.
+void PrintStatsTable(const v1::VdiStatsResponse& resp, std::ostream& out) {
+  using A = Table::Align;
+  Table t({{"VDI"},
+           {"MODE"},
+           {"HIT%", A::kRight},
+           {"RAM_HITS", A::kRight},
+           {"SSD_HITS", A::kRight},
+           {"MISSES", A::kRight},
+           {"BYPASSED", A::kRight},
+           {"QUEUE", A::kRight},
+           {"L_m", A::kRight},
+           {"U_i", A::kRight},
+           {"D_i", A::kRight},
+           {"DIRTY", A::kRight}});
+  for (const auto& e : resp.vdis()) {
+    const v1::VdiCacheStats& x = e.stats();
+    t.AddRow({e.vdi_name(), CacheModeName(x.mode()), FormatPercent(e.hit_ratio()),
+              std::to_string(x.hits_ram()), std::to_string(x.hits_ssd()),
+              std::to_string(x.misses()), std::to_string(x.bypassed()),
+              std::to_string(x.queue_length()), FormatFixed(x.max_length(), 1),
+              FormatFixed(x.upper_bound(), 3), FormatFixed(x.lower_bound(), 3),
+              FormatBytes(x.dirty_bytes())});
+  }
+  t.Render(out);
+}
+
+}  // namespace
+
+AdminSession AdminSession::Connect(const std::string& gateway, std::ostream* out,
+                                   std::ostream* err) {
+  AdminSession s;
+  s.gateway = gateway;
+  s.out = out;
+  s.err = err;
+  s.channel = grpc::CreateChannel(gateway, grpc::InsecureChannelCredentials());
+  s.stub = v1::Admin::NewStub(s.channel);
+  return s;
+}
+
+std::string CacheModeName(v1::CacheMode mode) {
+  for (const auto& [m, name] : kModeNames) {
+    if (m == mode) return name;
+  }
+  return "unspecified";
+}
+
+absl::StatusOr<v1::CacheMode> ParseCacheMode(const std::string& name) {
+  for (const auto& [m, n] : kModeNames) {
+    if (name == n) return m;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown cache mode '", name, "' (writeback, writethrough, writearound, passthrough)"));
+}
+
+absl::Status CreateVdi(const AdminSession& s, const CreateVdiArgs& args) {
+  v1::CreateVdiRequest req;
+  req.set_name(args.name);
+  req.set_size_bytes(args.size_bytes);
+  req.set_object_size(args.object_size);
+  req.set_replication(args.replication);
+  v1::CreateVdiResponse resp;
+  grpc::ClientContext ctx;
+  SetDeadline(s, &ctx);
+  if (absl::Status st = FromRpc(s, s.stub->CreateVdi(&ctx, req, &resp)); !st.ok()) return st;
+  const v1::VdiGeometry& g = resp.vdi();
+  if (s.json) {
+    JsonWriter j;
+    j.BeginObject();
+    WriteGeometryJson(g, &j);
+    j.EndObject();
+    *s.out << j.str() << '\n';
+  } else {
+    *s.out << "created VDI " << g.name() << " (id " << g.vdi_id() << "): size "
+           << FormatBytes(g.size_bytes()) << ", object " << FormatBytes(g.object_size())
+           << ", block " << FormatBytes(g.block_size()) << ", replication " << g.replication()
+           << '\n';
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ListVdis(const AdminSession& s) {
+  v1::ListVdisResponse list;
+  {
+    grpc::ClientContext ctx;
+    SetDeadline(s, &ctx);
+    absl::Status st = FromRpc(s, s.stub->ListVdis(&ctx, v1::ListVdisRequest(), &list));
+    if (!st.ok()) return st;
+  }
+  // The cache mode lives with the cache nodes' statistics, not in the geometry. The list comes
+  // from the catalog alone, so it is still printed (mode "?") when the statistics are not.
+  std::map<uint32_t, std::string> modes;
+  {
+    v1::VdiStatsResponse stats;
+    grpc::ClientContext ctx;
+    SetDeadline(s, &ctx);
+    absl::Status st = FromRpc(s, s.stub->VdiStats(&ctx, v1::VdiStatsRequest(), &stats));
+    if (st.ok()) {
+      for (const auto& e : stats.vdis())
+        modes[e.stats().vdi_id()] = CacheModeName(e.stats().mode());
+    } else {
+      for (const auto& g : list.vdis()) modes.try_emplace(g.vdi_id(), "?");
+      if (s.err != nullptr) *s.err << "ringcachectl: cache modes unknown: " << st.message() << '\n';
+    }
+  }
+  auto mode_of = [&](uint32_t id) {
+    auto it = modes.find(id);
+    return it == modes.end() ? std::string("-") : it->second;
+  };
+  if (s.json) {
+    JsonWriter j;
+    j.BeginArray();
+    for (const auto& g : list.vdis()) {
+      j.BeginObject();
+      WriteGeometryJson(g, &j);
+      j.Field("mode", mode_of(g.vdi_id()));
+      j.EndObject();
+    }
+    j.EndArray();
+    *s.out << j.str() << '\n';
+    return absl::OkStatus();
+  }
+  if (list.vdis().empty()) {
+    *s.out << "no VDIs (create one with: ringcachectl vdi create NAME --size 10G)\n";
+    return absl::OkStatus();
+  }
+  using A = Table::Align;
+  Table t({{"NAME"},
+           {"ID", A::kRight},
+           {"SIZE", A::kRight},
+           {"OBJECT", A::kRight},
+           {"BLOCK", A::kRight},
+           {"REPLICAS", A::kRight},
+           {"MODE"}});
+  for (const auto& g : list.vdis()) {
+    t.AddRow({g.name(), std::to_string(g.vdi_id()), FormatBytes(g.size_bytes()),
+              FormatBytes(g.object_size()), FormatBytes(g.block_size()),
+              std::to_string(g.replication()), mode_of(g.vdi_id())});
+  }
+  t.Render(*s.out);
+  return absl::OkStatus();
+}
+
+absl::Status DeleteVdi(const AdminSession& s, const std::string& name) {
+  v1::RemoveVdiRequest req;
+  req.set_name(name);
+  v1::RemoveVdiResponse resp;
+  grpc::ClientContext ctx;
+  SetDeadline(s, &ctx);
+  if (absl::Status st = FromRpc(s, s.stub->DeleteVdi(&ctx, req, &resp)); !st.ok()) return st;
+  if (s.json) {
+    *s.out << JsonWriter().BeginObject().Field("deleted", name).EndObject().str() << '\n';
+  } else {
+    *s.out << "deleted VDI " << name << '\n';
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ResizeVdi(const AdminSession& s, const std::string& name, uint64_t size_bytes) {
+  v1::ResizeVdiRequest req;
+  req.set_name(name);
+  req.set_size_bytes(size_bytes);
+  v1::ResizeVdiResponse resp;
+  grpc::ClientContext ctx;
+  SetDeadline(s, &ctx);
+  if (absl::Status st = FromRpc(s, s.stub->ResizeVdi(&ctx, req, &resp)); !st.ok()) return st;
+  if (s.json) {
+    JsonWriter j;
+    j.BeginObject();
+    WriteGeometryJson(resp.vdi(), &j);
+    j.EndObject();
+    *s.out << j.str() << '\n';
+  } else {
+    *s.out << "resized VDI " << resp.vdi().name() << " to " << FormatBytes(resp.vdi().size_bytes())
+           << " (" << resp.vdi().size_bytes() << " bytes)\n";
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SetVdiMode(const AdminSession& s, const std::string& name, v1::CacheMode mode) {
+  v1::SetVdiModeRequest req;
+  req.set_name(name);
+  req.set_mode(mode);
+  v1::SetVdiModeResponse resp;
+  grpc::ClientContext ctx;
+  SetDeadline(s, &ctx);
+  if (absl::Status st = FromRpc(s, s.stub->SetVdiMode(&ctx, req, &resp)); !st.ok()) return st;
+  if (s.json) {
+    *s.out << JsonWriter()
+                  .BeginObject()
+                  .Field("name", name)
+                  .Field("mode", CacheModeName(mode))
+                  .EndObject()
+                  .str()
+           << '\n';
+  } else {
+    *s.out << "VDI " << name << ": cache mode " << CacheModeName(mode) << '\n';
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ListNodes(const AdminSession& s) {
+  v1::ListNodesResponse resp;
+  grpc::ClientContext ctx;
+  SetDeadline(s, &ctx);
+  absl::Status st = FromRpc(s, s.stub->ListNodes(&ctx, v1::ListNodesRequest(), &resp));
+  if (!st.ok()) return st;
+  if (s.json) {
+    JsonWriter j;
+    j.BeginArray();
+    for (const auto& n : resp.nodes()) WriteNodeJson(n, &j);
+    j.EndArray();
+    *s.out << j.str() << '\n';
+    return absl::OkStatus();
+  }
+  using A = Table::Align;
+  Table t({{"ROLE"}, {"ID", A::kRight}, {"ADDRESS"}, {"CAPACITY", A::kRight}, {"ZONE"}, {"STATE"}});
+  for (const auto& n : resp.nodes()) {
+    t.AddRow({n.role(), std::to_string(n.id()), OrDash(n.address()),
+              n.capacity_bytes() > 0 ? FormatBytes(n.capacity_bytes()) : "-", OrDash(n.zone()),
+              OrDash(n.state())});
+  }
+  t.Render(*s.out);
+  return absl::OkStatus();
+}
+
+absl::Status RemoveNode(const AdminSession& s, const std::string& verb, const std::string& role,
+                        uint32_t id) {
+  v1::RemoveNodeRequest req;
+  req.set_role(role);
+  req.set_id(id);
+  v1::RemoveNodeResponse resp;
+  grpc::ClientContext ctx;
+  SetDeadline(s, &ctx);
+  if (absl::Status st = FromRpc(s, s.stub->RemoveNode(&ctx, req, &resp)); !st.ok()) return st;
+  if (s.json) {
+    *s.out << JsonWriter()
+                  .BeginObject()
+                  .Field("role", role)
+                  .Field("id", id)
+                  .Field("action", verb)
+                  .EndObject()
+                  .str()
+           << '\n';
+  } else if (verb == "drain") {
+    *s.out << role << ' ' << id << ": draining; it leaves the ring once its data has moved\n";
+  } else {
+    *s.out << role << ' ' << id << ": removed\n";
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ClusterStatus(const AdminSession& s) {
+  v1::ClusterStatusResponse resp;
+  grpc::ClientContext ctx;
+  SetDeadline(s, &ctx);
+  absl::Status st = FromRpc(s, s.stub->ClusterStatus(&ctx, v1::ClusterStatusRequest(), &resp));
+  if (!st.ok()) return st;
+  if (s.json) {
+    JsonWriter j;
+    j.BeginObject().Field("epoch", resp.epoch()).Key("nodes").BeginArray();
+    for (const auto& n : resp.nodes()) WriteNodeJson(n, &j);
+    j.EndArray().Field("vdis", resp.vdis()).Field("dirty_bytes", resp.dirty_bytes()).EndObject();
+    *s.out << j.str() << '\n';
+    return absl::OkStatus();
+  }
+  // "5 (2 cachenode, 3 datanode); 5 up" — roles and states in name order.
+  std::map<std::string, int> roles, states;
+  for (const auto& n : resp.nodes()) {
+    ++roles[OrDash(n.role())];
+    ++states[OrDash(n.state())];
+  }
+  auto join = [](const std::map<std::string, int>& m) {
+    std::string out;
+    for (const auto& [name, count] : m) {
+      absl::StrAppend(&out, out.empty() ? "" : ", ", count, " ", name);
+    }
+    return out;
+  };
+  std::string nodes = std::to_string(resp.nodes_size());
+  if (resp.nodes_size() > 0) absl::StrAppend(&nodes, " (", join(roles), "); ", join(states));
+  RenderFields({{"epoch", std::to_string(resp.epoch())},
+                {"nodes", nodes},
+                {"VDIs", std::to_string(resp.vdis())},
+                {"dirty", FormatBytes(resp.dirty_bytes())}},
+               *s.out);
+  return absl::OkStatus();
+}
+
+absl::Status VdiStats(const AdminSession& s, const std::string& vdi) {
+  v1::VdiStatsRequest req;
+  req.set_vdi_name(vdi);
+  v1::VdiStatsResponse resp;
+  grpc::ClientContext ctx;
+  SetDeadline(s, &ctx);
+  if (absl::Status st = FromRpc(s, s.stub->VdiStats(&ctx, req, &resp)); !st.ok()) return st;
+  if (s.json) {
+    PrintStatsJson(resp, *s.out);
+  } else if (resp.vdis().empty()) {
+    *s.out << "no VDIs\n";
+  } else {
+    PrintStatsTable(resp, *s.out);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Flush(const AdminSession& s, const std::string& vdi) {
+  v1::FlushRequest req;
+  req.set_vdi_name(vdi);
+  grpc::ClientContext ctx;  // no deadline: a large destage takes as long as it takes
+  std::unique_ptr<grpc::ClientReaderInterface<v1::FlushProgress>> reader = s.stub->Flush(&ctx, req);
+  const std::string what = vdi.empty() ? "all VDIs" : "VDI " + vdi;
+  v1::FlushProgress p;
+  bool done = false;
+  while (reader->Read(&p)) {
+    if (s.json) {
+      *s.out << JsonWriter()
+                    .BeginObject()
+                    .Field("dirty_bytes_left", p.dirty_bytes_left())
+                    .Field("dirty_blocks_left", p.dirty_blocks_left())
+                    .Field("bytes_per_second", p.bytes_per_second())
+                    .Field("done", p.done())
+                    .EndObject()
+                    .str()
+             << std::endl;  // flush each report so a pipe sees it as it happens
+    } else if (p.done()) {
+      *s.out << "flush of " << what << ": done" << std::endl;
+    } else {
+      *s.out << "flush of " << what << ": " << FormatBytes(p.dirty_bytes_left()) << " dirty left, "
+             << FormatRate(p.bytes_per_second()) << std::endl;
+    }
+    done = done || p.done();
+  }
+  if (absl::Status st = FromRpc(s, reader->Finish()); !st.ok()) return st;
+  if (!done) {
+    return absl::UnavailableError(
+        absl::StrCat("the flush stream from ", s.gateway, " ended before reporting done"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ringcache::ctl

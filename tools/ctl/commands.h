@@ -1,0 +1,84 @@
+// The commands of ringcachectl (DESIGN §8). Each one calls the gateway's Admin service
+// (proto/ringcache/v1/admin.proto) and prints its result to the session's output stream, as an
+// aligned table or as one line of JSON with --json. Parsing the command line lives in cli.cc.
+//
+// Errors come back as absl::Status: an unreachable gateway is kUnavailable with a message
+// "cannot reach gateway at HOST:PORT: ..."; a refusal by the gateway keeps the gateway's code and
+// message unchanged. Nothing is printed to the output stream for a failed unary call.
+//
+// Thread-compatible: an AdminSession and the commands run on one thread.
+#ifndef RINGCACHE_TOOLS_CTL_COMMANDS_H_
+#define RINGCACHE_TOOLS_CTL_COMMANDS_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "ringcache/v1/admin.grpc.pb.h"
+
+namespace ringcache::ctl {
+
+// What every command needs: the stub, where the gateway is, and how to print.
+struct AdminSession {
+  // Creates a session for `gateway` ("HOST:PORT") over an insecure channel.
+  static AdminSession Connect(const std::string& gateway, std::ostream* out, std::ostream* err);
+
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<v1::Admin::StubInterface> stub;
+  std::string gateway;          // as given, for messages
+  std::ostream* out = nullptr;  // not owned; results
+  std::ostream* err = nullptr;  // not owned; warnings that do not fail the command
+  bool json = false;
+  // Deadline of each unary call. Flush streams without one: it lasts as long as the destage.
+  std::chrono::milliseconds timeout{30000};
+};
+
+// Returns the command-line name of a cache mode ("writeback", ...; "unspecified" for 0).
+std::string CacheModeName(v1::CacheMode mode);
+// Parses "writeback", "writethrough", "writearound" or "passthrough".
+absl::StatusOr<v1::CacheMode> ParseCacheMode(const std::string& name);
+
+struct CreateVdiArgs {
+  std::string name;
+  uint64_t size_bytes = 0;
+  uint32_t object_size = 0;  // 0: the gateway's default (4 MiB)
+  uint32_t replication = 0;  // 0: the gateway's default
+};
+
+// vdi create: prints the new VDI's geometry.
+absl::Status CreateVdi(const AdminSession& s, const CreateVdiArgs& args);
+// vdi list: prints every VDI with its geometry and cache mode. If the cache nodes cannot report
+// the modes, the list is still printed (mode "?") and a warning goes to the session's `err`.
+absl::Status ListVdis(const AdminSession& s);
+// vdi delete: deletes the VDI and its data on every node. The caller has confirmed.
+absl::Status DeleteVdi(const AdminSession& s, const std::string& name);
+// vdi resize: sets the VDI's size; shrinking destages it first.
+absl::Status ResizeVdi(const AdminSession& s, const std::string& name, uint64_t size_bytes);
+// vdi set-mode: switches the VDI's cache mode; leaving writeback destages it first.
+absl::Status SetVdiMode(const AdminSession& s, const std::string& name, v1::CacheMode mode);
+
+// node list: prints every node (role, id, address, capacity, zone, state).
+absl::Status ListNodes(const AdminSession& s);
+// node drain / node remove: asks the gateway to take node `role`/`id` out of the ring. `verb`
+// ("drain" or "remove") only changes the message printed on success.
+absl::Status RemoveNode(const AdminSession& s, const std::string& verb, const std::string& role,
+                        uint32_t id);
+
+// status: prints the epoch, node counts by role and state, the number of VDIs and dirty bytes.
+absl::Status ClusterStatus(const AdminSession& s);
+// stats: prints per-VDI cache statistics; `vdi` empty means every VDI.
+absl::Status VdiStats(const AdminSession& s, const std::string& vdi);
+// flush: forces a destage of `vdi` (empty: all VDIs) and prints one progress line per report
+// until the gateway says done. With --json each report is one JSON object per line.
+absl::Status Flush(const AdminSession& s, const std::string& vdi);
+
+}  // namespace ringcache::ctl
+
+#endif  // RINGCACHE_TOOLS_CTL_COMMANDS_H_

@@ -1,0 +1,301 @@
+// Cross-process tests of ringcachectl: a real ringcache-local on 127.0.0.1 (ephemeral ports),
+// driven by the real ringcachectl binary; output and exit codes are checked as a user or a script
+// would see them. Data goes in through NBD with qemu-io so stats and flush have work to show.
+// Each test gets its own ringcache-local and data directory, removed afterwards unless it failed.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <regex>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/support/process.h"
+
+namespace ringcache {
+namespace {
+
+using testing::DaemonProcess;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+struct CtlResult {
+  int code = -1;
+  std::string out;  // stdout only
+  std::string err;  // stderr only
+};
+
+// Returns a TCP port on 127.0.0.1 that nothing listens on (bound, then closed).
+int ClosedPort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  ::inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+  socklen_t len = sizeof(sa);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) != 0) {
+    ::close(fd);
+    return 1;
+  }
+  ::close(fd);
+  return ntohs(sa.sin_port);
+}
+
+// Returns the unsigned number after "key": in compact JSON text, or -1 when absent.
+long long JsonNumber(const std::string& json, const std::string& key) {
+  std::smatch m;
+  if (!std::regex_search(json, m, std::regex("\"" + key + "\":([0-9]+)"))) return -1;
+  return std::stoll(m[1].str());
+}
+
+bool HaveQemuIo() {
+  std::string out;
+  return testing::RunCommand("command -v qemu-io", &out) == 0;
+}
+
+class CtlProcessTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = testing::FreshDir(std::string("ctl-") +
+                             ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    const std::string ready = dir_ + "/ready.json";
+    ASSERT_TRUE(
+        local_.Start(RINGCACHE_LOCAL_BIN,
+                     {"--data-dir", dir_ + "/data", "--create-vdi", "demo:1G", "--nbd-listen",
+                      "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--http-listen",
+                      "127.0.0.1:0", "--ready-file", ready, "--ssd-size", "256M"},
+                     dir_ + "/local.log"));
+    ASSERT_TRUE(local_.WaitReady(ready)) << testing::ReadFile(dir_ + "/local.log");
+    gateway_ = "127.0.0.1:" + std::to_string(local_.port("admin_port"));
+  }
+
+  void TearDown() override {
+    if (local_.running()) {
+      const int status = local_.Kill(SIGTERM);
+      EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+          << "ringcache-local did not stop cleanly: " << testing::ReadFile(dir_ + "/local.log");
+    }
+    if (!HasFailure()) std::filesystem::remove_all(dir_);  // keep logs of failures
+  }
+
+  // Runs `ringcachectl --gateway <ours> args` with stdin from /dev/null.
+  CtlResult Ctl(const std::string& args) { return CtlRaw("--gateway " + gateway_ + " " + args); }
+
+  // Runs ringcachectl with exactly `args`; `env` is prepended (e.g. "RINGCACHE_GATEWAY=x").
+  CtlResult CtlRaw(const std::string& args, const std::string& env = "") {
+    const std::string err_file = dir_ + "/ctl.err";
+    CtlResult r;
+    r.code = testing::RunCommand(
+        "{ " + env + " " + RINGCACHE_CTL_BIN + " " + args + " 2>" + err_file + " </dev/null; }",
+        &r.out);
+    r.err = testing::ReadFile(err_file);
+    return r;
+  }
+
+  // Runs qemu-io command `cmd` (e.g. "write -P 0x5a 0 1M") against VDI `vdi` over NBD.
+  void QemuIo(const std::string& vdi, const std::string& cmd) {
+    std::string out;
+    const std::string uri =
+        "nbd://127.0.0.1:" + std::to_string(local_.port("nbd_port")) + "/" + vdi;
+    ASSERT_EQ(testing::RunCommand("qemu-io -f raw -c '" + cmd + "' " + uri, &out), 0) << out;
+    ASSERT_THAT(out, Not(HasSubstr("Pattern verification failed"))) << out;
+  }
+
+  std::string dir_;
+  std::string gateway_;
+  DaemonProcess local_;
+};
+
+TEST_F(CtlProcessTest, VdiLifecycle) {
+  CtlResult r = Ctl("vdi list");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("NAME"));
+  EXPECT_TRUE(std::regex_search(r.out, std::regex("\ndemo +1 +1\\.0 GiB +4\\.0 MiB +4\\.0 KiB +3 "
+                                                  "+writeback\n")))
+      << r.out;
+
+  r = Ctl("vdi create disk2 --size 10G --object-size 1MiB --replication 2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "created VDI disk2 (id 2): size 10.0 GiB, object 1.0 MiB, block 4.0 KiB, "
+            "replication 2\n");
+  EXPECT_EQ(r.err, "");
+
+  r = Ctl("--json vdi list");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("{\"name\":\"disk2\",\"id\":2,\"size_bytes\":10737418240,"
+                               "\"object_size\":1048576,\"block_size\":4096,\"replication\":2,"
+                               "\"mode\":\"writeback\"}"));
+  EXPECT_EQ(r.out.front(), '[');
+
+  r = Ctl("vdi create disk2 --size 1G");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.err, "ringcachectl: VDI 'disk2' already exists\n");
+  EXPECT_EQ(r.out, "");
+
+  r = Ctl("vdi resize disk2 --size 20G");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "resized VDI disk2 to 20.0 GiB (21474836480 bytes)\n");
+
+  r = Ctl("vdi set-mode disk2 writethrough");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "VDI disk2: cache mode writethrough\n");
+  r = Ctl("vdi list");
+  EXPECT_TRUE(std::regex_search(r.out, std::regex("\ndisk2 +2 +20\\.0 GiB .* writethrough\n")))
+      << r.out;
+  r = Ctl("--json stats --vdi disk2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("\"vdi\":\"disk2\",\"mode\":\"writethrough\""));
+
+  // No terminal to ask and no --yes: refused as a usage error, and the VDI stays.
+  r = Ctl("vdi delete disk2");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, HasSubstr("refusing to delete VDI 'disk2' without --yes"));
+  EXPECT_THAT(Ctl("vdi list").out, HasSubstr("disk2"));
+
+  r = Ctl("vdi delete disk2 --yes");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "deleted VDI disk2\n");
+  EXPECT_THAT(Ctl("vdi list").out, Not(HasSubstr("disk2")));
+  r = Ctl("vdi delete disk2 -y");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.err, "ringcachectl: no VDI named 'disk2'\n");
+}
+
+TEST_F(CtlProcessTest, ErrorsFromTheGatewayExitOne) {
+  for (const std::string cmd : {"vdi resize nope --size 2G", "vdi set-mode nope passthrough",
+                                "vdi delete nope --yes", "stats --vdi nope", "flush --vdi nope"}) {
+    CtlResult r = Ctl(cmd);
+    EXPECT_EQ(r.code, 1) << cmd;
+    EXPECT_EQ(r.err, "ringcachectl: no VDI named 'nope'\n") << cmd;
+  }
+  CtlResult r = Ctl("vdi create odd --size 1000");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.err, HasSubstr("size 1000 must be a positive multiple of 4096"));
+  r = Ctl("vdi create wide --size 1G --replication 9");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.err, HasSubstr("replication 9 needs at least that many data nodes"));
+  EXPECT_THAT(Ctl("vdi list").out, Not(HasSubstr("wide")));
+}
+
+TEST_F(CtlProcessTest, UsageErrorsExitTwo) {
+  CtlResult r = Ctl("vdi create big --size 10X");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, HasSubstr("'10X' is not a byte size"));
+  EXPECT_THAT(r.err, HasSubstr("--object-size"));  // usage of `vdi create`
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(Ctl("vdi set-mode demo turbo").code, 2);
+  EXPECT_EQ(Ctl("frobnicate").code, 2);
+  EXPECT_EQ(Ctl("").code, 2);
+  EXPECT_THAT(Ctl("vdi list").out, Not(HasSubstr("big")));
+
+  r = Ctl("vdi --help");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_THAT(r.out, HasSubstr("set-mode"));
+}
+
+TEST_F(CtlProcessTest, UnreachableGatewayExitsOne) {
+  const std::string addr = "127.0.0.1:" + std::to_string(ClosedPort());
+  for (const std::string cmd : {"status", "vdi list", "flush"}) {
+    CtlResult r = CtlRaw("--gateway " + addr + " " + cmd);
+    EXPECT_EQ(r.code, 1) << cmd;
+    EXPECT_THAT(r.err, HasSubstr("ringcachectl: cannot reach gateway at " + addr + ": ")) << cmd;
+    EXPECT_EQ(r.out, "") << cmd;
+  }
+  // RINGCACHE_GATEWAY is used without --gateway, and --gateway wins over it.
+  CtlResult r = CtlRaw("status", "RINGCACHE_GATEWAY=" + addr);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.err, HasSubstr("cannot reach gateway at " + addr));
+  r = CtlRaw("status", "RINGCACHE_GATEWAY=" + gateway_);
+  EXPECT_EQ(r.code, 0) << r.err;
+  r = CtlRaw("--gateway " + gateway_ + " status", "RINGCACHE_GATEWAY=" + addr);
+  EXPECT_EQ(r.code, 0) << r.err;
+}
+
+TEST_F(CtlProcessTest, NodesAndStatus) {
+  CtlResult r = Ctl("node list");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(std::regex_search(r.out, std::regex("^ROLE +ID +ADDRESS +CAPACITY +ZONE +STATE\n")))
+      << r.out;
+  EXPECT_TRUE(
+      std::regex_search(r.out, std::regex("\ncachenode +2 +in-process +256\\.0 MiB +- +up\n")))
+      << r.out;
+  EXPECT_TRUE(
+      std::regex_search(r.out, std::regex("\ndatanode +3 +127\\.0\\.0\\.1:[0-9]+ +- +- +up")))
+      << r.out;
+
+  r = Ctl("node list --json");  // global options also after the command
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("{\"role\":\"cachenode\",\"id\":1,\"address\":\"in-process\","
+                               "\"capacity_bytes\":268435456,\"zone\":\"\",\"state\":\"up\"}"));
+
+  r = Ctl("status");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "epoch:  1\n"
+            "nodes:  5 (2 cachenode, 3 datanode); 5 up\n"
+            "VDIs:   1\n"
+            "dirty:  0 B\n");
+  r = Ctl("--json status");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(JsonNumber(r.out, "epoch"), 1);
+  EXPECT_EQ(JsonNumber(r.out, "vdis"), 1);
+  EXPECT_EQ(JsonNumber(r.out, "dirty_bytes"), 0);
+
+  // Static membership: the gateway refuses with its reason, which the user sees.
+  for (const std::string cmd : {"node drain 1", "node remove 2 --role datanode"}) {
+    r = Ctl(cmd);
+    EXPECT_EQ(r.code, 1) << cmd;
+    EXPECT_THAT(r.err, HasSubstr("ringcachectl: membership is static in this mode")) << cmd;
+  }
+}
+
+TEST_F(CtlProcessTest, StatsAndFlushAfterNbdWrites) {
+  if (!HaveQemuIo()) GTEST_SKIP() << "qemu-io not installed";
+  ASSERT_NO_FATAL_FAILURE(QemuIo("demo", "write -P 0x5a 0 1M"));
+  ASSERT_NO_FATAL_FAILURE(QemuIo("demo", "read -P 0x5a 0 1M"));
+
+  CtlResult r = Ctl("stats --vdi demo");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(std::regex_search(
+      r.out, std::regex("^VDI +MODE +HIT% +RAM_HITS +SSD_HITS +MISSES +BYPASSED +QUEUE +L_m +U_i "
+                        "+D_i +DIRTY\n")))
+      << r.out;
+  EXPECT_TRUE(std::regex_search(r.out, std::regex("\ndemo +writeback +[0-9.]+% "))) << r.out;
+
+  r = Ctl("--json stats");
+  ASSERT_EQ(r.code, 0) << r.err;
+  // 256 blocks of 4 KiB were written and read back: every read was served by the cache.
+  const long long hits = JsonNumber(r.out, "hits_ram") + JsonNumber(r.out, "hits_ssd");
+  EXPECT_GE(hits, 256) << r.out;
+  EXPECT_GT(JsonNumber(r.out, "queue_length"), 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("\"hit_ratio\":"));
+
+  r = Ctl("flush --vdi demo --wait");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(std::regex_search(
+      r.out, std::regex("^flush of VDI demo: [0-9.]+ [KMG]?i?B dirty left, [0-9.]+ [KMG]?i?B/s\n")))
+      << r.out;
+  EXPECT_THAT(r.out, HasSubstr("flush of VDI demo: done\n"));
+
+  r = Ctl("--json flush");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(std::regex_search(
+      r.out, std::regex("\\{\"dirty_bytes_left\":[0-9]+,\"dirty_blocks_left\":[0-9]+,"
+                        "\"bytes_per_second\":[-0-9.e+]+,\"done\":true\\}\n$")))
+      << r.out;
+
+  // After a completed flush and no new writes, nothing is dirty.
+  r = Ctl("status");
+  EXPECT_THAT(r.out, HasSubstr("dirty:  0 B\n"));
+  r = Ctl("--json stats --vdi demo");
+  EXPECT_EQ(JsonNumber(r.out, "dirty_bytes"), 0) << r.out;
+}
+
+}  // namespace
+}  // namespace ringcache
