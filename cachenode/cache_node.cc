@@ -232,13 +232,13 @@ void CacheNode::NoteForeground(uint64_t blocks) {
   fg_blocks_.fetch_add(blocks, std::memory_order_relaxed);
 }
 
-absl::StatusOr<uint32_t> CacheNode::AllocateSlot() {
+absl::Status CacheNode::AllocateSlots(uint32_t n, std::vector<uint32_t>* out) {
   for (int attempt = 0;; ++attempt) {
-    auto s = slots_->Allocate();
-    if (s.ok() || s.status().code() != absl::StatusCode::kResourceExhausted) return s;
+    absl::Status s = slots_->AllocateMany(n, out);
+    if (s.code() != absl::StatusCode::kResourceExhausted) return s;
     if (attempt == 0) slot_waits_->Inc();
     if (attempt > 6000) {
-      return absl::ResourceExhaustedError("no SSD slot freed within 60 s");
+      return absl::ResourceExhaustedError("no SSD slots freed within 60 s");
     }
     clock_->SleepFor(absl::Milliseconds(10));
   }
@@ -421,8 +421,9 @@ absl::Status CacheNode::ReadBlocks(const Vdi& v, uint64_t object, uint32_t first
     }
     if (release >= 0) slots_->Release(static_cast<uint32_t>(release)).IgnoreError();
     if (need_slot) {
-      // Clean fill: no sync needed (a torn clean slot fails its checksum and is dropped).
-      auto slot = AllocateSlot();
+      // Clean fill: no sync needed (a torn clean slot fails its checksum and is dropped). Never
+      // wait for a slot here (a stripe is held); without one the block is simply not cached.
+      auto slot = slots_->Allocate();
       bool ok = slot.ok() && slots_->WriteSlot(*slot, key, false, data).ok();
       absl::MutexLock l(&mu_);
       auto it = map_.find(key);
@@ -515,25 +516,42 @@ absl::Status CacheNode::Write(uint32_t vdi, uint64_t object, uint32_t offset, ui
   if (uint64_t{offset} + len > v.geometry.object_size()) {
     return absl::InvalidArgumentError("write beyond the object");
   }
+  // Chunks of at most kChunk blocks: each takes its SSD slots before its stripe lock (the
+  // reclaimer frees slots under stripe locks), then writes with one group-committed sync.
+  constexpr uint32_t kChunk = 32;
   const uint32_t first = offset / bs, last = (offset + len - 1) / bs;
-  const uint32_t count = last - first + 1;
-  absl::MutexLock stripe(&Stripe(vdi, object));
-  const char* run = data;
-  std::string tmp;
-  if (offset % bs != 0 || len % bs != 0) {
-    // Read-modify-write of the partial edge blocks.
-    tmp.assign(uint64_t{count} * bs, '\0');
-    const bool head_partial = offset % bs != 0;
-    const bool tail_partial = (offset + len) % bs != 0;
-    if (head_partial) RC_RETURN_IF_ERROR(ReadBlocks(v, object, first, 1, tmp.data(), false));
-    if (tail_partial && (last != first || !head_partial)) {
-      RC_RETURN_IF_ERROR(
-          ReadBlocks(v, object, last, 1, tmp.data() + uint64_t{count - 1} * bs, false));
+  const bool needs_slots = v.mode == CacheMode::kWriteBack || v.mode == CacheMode::kWriteThrough;
+  for (uint32_t cb = first; cb <= last; cb += kChunk) {
+    const uint32_t count = std::min(last, cb + kChunk - 1) - cb + 1;
+    const uint64_t cstart = std::max<uint64_t>(offset, uint64_t{cb} * bs);
+    const uint64_t cend = std::min<uint64_t>(uint64_t{offset} + len, uint64_t{cb + count} * bs);
+    const char* src = data + (cstart - offset);
+    std::vector<uint32_t> slots;
+    if (needs_slots) RC_RETURN_IF_ERROR(AllocateSlots(count, &slots));
+    absl::Status st;
+    {
+      absl::MutexLock stripe(&Stripe(vdi, object));
+      const char* run = src;
+      std::string tmp;
+      const bool head_partial = cstart % bs != 0;
+      const bool tail_partial = cend % bs != 0;
+      if (head_partial || tail_partial) {
+        // Read-modify-write of the partial edge blocks.
+        tmp.assign(uint64_t{count} * bs, '\0');
+        if (head_partial) st = ReadBlocks(v, object, cb, 1, tmp.data(), false);
+        if (st.ok() && tail_partial && (count > 1 || !head_partial)) {
+          st = ReadBlocks(v, object, cb + count - 1, 1, tmp.data() + uint64_t{count - 1} * bs,
+                          false);
+        }
+        std::memcpy(tmp.data() + (cstart - uint64_t{cb} * bs), src, cend - cstart);
+        run = tmp.data();
+      }
+      if (st.ok()) st = WriteRun(v, object, cb, count, run, &slots);
     }
-    std::memcpy(tmp.data() + (offset - uint64_t{first} * bs), data, len);
-    run = tmp.data();
+    for (uint32_t s : slots) slots_->Release(s).IgnoreError();  // not used
+    RC_RETURN_IF_ERROR(st);
   }
-  return WriteRun(v, object, first, count, run);
+  return absl::OkStatus();
 }
 
 absl::Status CacheNode::WriteAround(const Vdi& v, uint64_t object, uint32_t first, uint32_t count,
@@ -552,7 +570,7 @@ absl::Status CacheNode::WriteAround(const Vdi& v, uint64_t object, uint32_t firs
 }
 
 absl::Status CacheNode::WriteRun(const Vdi& v, uint64_t object, uint32_t first, uint32_t count,
-                                 const char* data) {
+                                 const char* data, std::vector<uint32_t>* free_slots) {
   const uint32_t bs = config_.block_size;
   VdiCounters& ctr = *v.counters;
   ctr.writes += count;
@@ -585,17 +603,14 @@ absl::Status CacheNode::WriteRun(const Vdi& v, uint64_t object, uint32_t first, 
                                        v.geometry.replication()));
   }
   // Every block gets a fresh slot (SlotStore invariant 1), then one group-committed sync.
-  std::vector<uint32_t> slots;
-  slots.reserve(count);
+  if (free_slots->size() < count) {
+    return absl::InternalError("WriteRun called without enough preallocated slots");
+  }
+  std::vector<uint32_t> slots(free_slots->end() - count, free_slots->end());
+  free_slots->resize(free_slots->size() - count);
   absl::Status st;
   for (uint32_t i = 0; i < count && st.ok(); ++i) {
-    auto slot = AllocateSlot();
-    if (!slot.ok()) {
-      st = slot.status();
-      break;
-    }
-    slots.push_back(*slot);
-    st = slots_->WriteSlot(*slot, KeyOf(v, object, first + i), !through,
+    st = slots_->WriteSlot(slots[i], KeyOf(v, object, first + i), !through,
                            data + uint64_t{i} * bs);
   }
   if (st.ok() && !through) st = slots_->Sync();
@@ -779,7 +794,19 @@ absl::Status CacheNode::ProcessWork(const Work& w) {
       }
       ram = it->second.ram;
     }
-    RC_ASSIGN_OR_RETURN(uint32_t slot, AllocateSlot());
+    auto got = slots_->Allocate();  // never wait: this thread is the one that frees slots
+    if (!got.ok()) {
+      // No room on SSD: a clean block may simply leave the cache.
+      absl::MutexLock l(&mu_);
+      auto it = map_.find(w.key);
+      if (it != map_.end() && it->second.ram == ram && it->second.slot < 0) {
+        policy_->Erase({w.key.vdi, w.key.block});
+        placement_->OnRemove({w.key.vdi, w.key.block});
+        RemoveEntry(w.key);
+      }
+      return absl::OkStatus();
+    }
+    const uint32_t slot = *got;
     RC_RETURN_IF_ERROR(slots_->WriteSlot(slot, w.key, false, ram->data()));
     absl::MutexLock l(&mu_);
     auto it = map_.find(w.key);

@@ -148,15 +148,18 @@ class CacheNode {
   // Block-level operations. REQUIRES: the object's stripe lock is held.
   absl::Status ReadBlocks(const Vdi& v, uint64_t object, uint32_t first, uint32_t count,
                           char* out, bool prefetch_only);
-  // Writes `count` whole blocks starting at `first` according to the VDI's mode.
+  // Writes `count` whole blocks starting at `first` according to the VDI's mode, taking the
+  // slots it needs from *slots (preallocated by the caller; unused ones stay there).
+  // REQUIRES: the object's stripe lock is held.
   absl::Status WriteRun(const Vdi& v, uint64_t object, uint32_t first, uint32_t count,
-                        const char* data);
+                        const char* data, std::vector<uint32_t>* slots);
   // Sends the run to the home replicas and drops any cached copy (write-around).
   absl::Status WriteAround(const Vdi& v, uint64_t object, uint32_t first, uint32_t count,
                            const char* data);
   absl::Status InvalidateBlock(const SlotKey& key) ;
-  // Takes a free slot, waiting for the reclaimer if none is free.
-  absl::StatusOr<uint32_t> AllocateSlot();
+  // Takes `n` free slots (all or none), waiting for the reclaimer while too few are free.
+  // REQUIRES: no stripe lock held (the reclaimer needs stripes to free slots).
+  absl::Status AllocateSlots(uint32_t n, std::vector<uint32_t>* out);
   // Handles an Outcome's evictions and the placement's demotions. REQUIRES: mu_ held.
   void ApplyEvictions(const policy::Outcome& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ApplyPlacement(const SlotKey& key, bool admitted, Entry* e)

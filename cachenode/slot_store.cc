@@ -278,6 +278,21 @@ absl::StatusOr<uint32_t> SlotStore::Allocate() {
   return slot;
 }
 
+absl::Status SlotStore::AllocateMany(uint32_t n, std::vector<uint32_t>* out) {
+  absl::MutexLock l(&mu_);
+  if (free_.size() < n) {
+    return absl::ResourceExhaustedError(absl::StrCat("fewer than ", n, " free SSD slots"));
+  }
+  for (uint32_t i = 0; i < n; ++i) {
+    const uint32_t slot = free_.back();
+    free_.pop_back();
+    meta_[slot] = Meta{};
+    meta_[slot].used = true;
+    out->push_back(slot);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status SlotStore::WriteEntry(uint32_t slot, const Meta& m) {
   DiskEntry e{};
   e.magic = kEntryMagic;

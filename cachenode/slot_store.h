@@ -81,6 +81,8 @@ class SlotStore {
 
   // Takes a free slot, or returns kResourceExhausted.
   absl::StatusOr<uint32_t> Allocate();
+  // Takes `n` free slots, all or none (kResourceExhausted), appending them to *out.
+  absl::Status AllocateMany(uint32_t n, std::vector<uint32_t>* out);
   // Writes `data` (block_size bytes) and the slot's index entry with a new sequence number.
   // Not durable until Sync(). REQUIRES: `slot` came from Allocate() and is not released.
   absl::Status WriteSlot(uint32_t slot, const SlotKey& key, bool dirty, const char* data);

@@ -1,0 +1,247 @@
+// CacheNode against real data nodes (embedded, over gRPC on 127.0.0.1): data path, restart
+// recovery, eviction with destage, cache modes, corruption, trim, idle destage, concurrency.
+#include "cachenode/cache_node.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <random>
+#include <thread>
+
+#include "cachenode/testing/embedded_datanodes.h"
+#include "gtest/gtest.h"
+
+namespace ringcache::cachenode {
+namespace {
+
+constexpr uint32_t kBs = 4096;
+constexpr uint32_t kObj = 64 * 1024;  // 16 blocks per object: small objects, many of them
+
+class CacheNodeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = ::testing::TempDir() + "/cn_" +
+           ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    dns_ = std::make_unique<testing::EmbeddedDataNodes>(dir_, 3);
+    pool_ = std::move(*DataNodePool::Create(dns_->endpoints(), &registry_));
+    geometry_.set_vdi_id(1);
+    geometry_.set_name("v");
+    geometry_.set_size_bytes(64ull << 20);
+    geometry_.set_object_size(kObj);
+    geometry_.set_block_size(kBs);
+    geometry_.set_replication(2);
+    ASSERT_TRUE(pool_->PutVdi(geometry_).ok());
+    config_.node_id = 1;
+    config_.ssd_path = dir_ + "/ssd.slots";
+    config_.ssd_bytes = 256 * kBs;
+    config_.ram_bytes = 16 * kBs;
+    config_.slot_reserve = 0.1;
+    config_.idle_ops_per_s = 1e9;  // never idle unless a test says so
+    config_.idle_window_ms = 1000000;
+  }
+  void TearDown() override {
+    node_.reset();
+    pool_.reset();
+    dns_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+  void Start() {
+    node_.reset();
+    auto n = CacheNode::Create(config_, pool_.get(), Clock::Real(), &registry_);
+    ASSERT_TRUE(n.ok()) << n.status();
+    node_ = std::move(*n);
+    ASSERT_TRUE(node_->RegisterVdi(geometry_).ok());
+  }
+  // Writes/reads at a VDI byte offset that may span objects.
+  absl::Status Write(uint64_t off, const std::string& data) {
+    uint64_t done = 0;
+    while (done < data.size()) {
+      const uint64_t pos = off + done;
+      const uint32_t in = pos % kObj;
+      const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(data.size() - done, kObj - in));
+      absl::Status s = node_->Write(1, pos / kObj, in, n, data.data() + done);
+      if (!s.ok()) return s;
+      done += n;
+    }
+    return absl::OkStatus();
+  }
+  std::string Read(uint64_t off, uint64_t len) {
+    std::string out(len, '\0');
+    uint64_t done = 0;
+    while (done < len) {
+      const uint64_t pos = off + done;
+      const uint32_t in = pos % kObj;
+      const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(len - done, kObj - in));
+      EXPECT_TRUE(node_->Read(1, pos / kObj, in, n, out.data() + done).ok());
+      done += n;
+    }
+    return out;
+  }
+  // Reads a block straight from the data nodes (what a cache miss would see).
+  std::string HomeBlock(uint64_t block) {
+    auto run = pool_->Read(1, block / (kObj / kBs), block % (kObj / kBs), 1, 2, kBs);
+    EXPECT_TRUE(run.ok()) << run.status();
+    return run.ok() ? run->data : "";
+  }
+  static std::string Pattern(uint64_t seed, size_t n) {
+    std::string s(n, '\0');
+    std::mt19937_64 r(seed);
+    for (char& c : s) c = static_cast<char>(r());
+    return s;
+  }
+
+  std::string dir_;
+  metrics::Registry registry_;
+  std::unique_ptr<testing::EmbeddedDataNodes> dns_;
+  std::unique_ptr<DataNodePool> pool_;
+  v1::VdiGeometry geometry_;
+  CacheNodeConfig config_;
+  std::unique_ptr<CacheNode> node_;
+};
+
+TEST_F(CacheNodeTest, UnalignedWritesReadBackAndUnwrittenIsZero) {
+  Start();
+  const std::string a = Pattern(1, 10000);
+  ASSERT_TRUE(Write(kObj - 3000, a).ok());  // crosses an object boundary, partial blocks
+  EXPECT_EQ(Read(kObj - 3000, a.size()), a);
+  EXPECT_EQ(Read(5 * kObj, 8192), std::string(8192, '\0'));
+  EXPECT_GT(node_->dirty_blocks(), 0u);
+}
+
+TEST_F(CacheNodeTest, DirtyBlocksSurviveRestartAndFlushReachesHome) {
+  Start();
+  const std::string a = Pattern(2, 3 * kBs);
+  ASSERT_TRUE(Write(7 * kBs, a).ok());
+  const uint64_t dirty = node_->dirty_blocks();
+  EXPECT_EQ(dirty, 3u);
+  EXPECT_EQ(HomeBlock(7), std::string(kBs, '\0')) << "write-back: nothing home yet";
+  Start();  // restart on the same SSD file
+  EXPECT_EQ(node_->recovery().slots_dirty, 3u);
+  EXPECT_EQ(node_->dirty_blocks(), 3u);
+  EXPECT_EQ(Read(7 * kBs, a.size()), a);
+  ASSERT_TRUE(node_->Flush(0).ok());
+  EXPECT_EQ(node_->dirty_blocks(), 0u);
+  EXPECT_EQ(HomeBlock(8), a.substr(kBs, kBs));
+}
+
+TEST_F(CacheNodeTest, EvictionDestagesDirtyBlocksBeforeReuse) {
+  Start();
+  // Four times the cache: most blocks are evicted, and each dirty one must be destaged first.
+  const int blocks = 1024;
+  for (int b = 0; b < blocks; ++b) {
+    ASSERT_TRUE(Write(uint64_t{b} * kBs, Pattern(100 + b, kBs)).ok()) << b;
+  }
+  for (int b = 0; b < blocks; ++b) {
+    ASSERT_EQ(Read(uint64_t{b} * kBs, kBs), Pattern(100 + b, kBs)) << "block " << b;
+  }
+  EXPECT_LE(node_->cached_blocks(), 256u);
+}
+
+TEST_F(CacheNodeTest, ModesAndLeavingWriteBackDestagesFirst) {
+  Start();
+  ASSERT_TRUE(Write(0, Pattern(3, kBs)).ok());
+  EXPECT_EQ(node_->dirty_blocks(), 1u);
+  ASSERT_TRUE(node_->SetMode(1, CacheMode::kWriteThrough).ok());
+  EXPECT_EQ(node_->dirty_blocks(), 0u);
+  EXPECT_EQ(HomeBlock(0), Pattern(3, kBs));
+  // Write-through: home at once, cached clean.
+  ASSERT_TRUE(Write(kBs, Pattern(4, kBs)).ok());
+  EXPECT_EQ(HomeBlock(1), Pattern(4, kBs));
+  EXPECT_EQ(node_->dirty_blocks(), 0u);
+  // Write-around: home at once, the cached copy dropped.
+  ASSERT_TRUE(node_->SetMode(1, CacheMode::kWriteAround).ok());
+  const uint64_t before = node_->cached_blocks();
+  ASSERT_TRUE(Write(kBs, Pattern(5, kBs)).ok());
+  EXPECT_EQ(HomeBlock(1), Pattern(5, kBs));
+  EXPECT_EQ(node_->cached_blocks(), before - 1);
+  EXPECT_EQ(Read(kBs, kBs), Pattern(5, kBs));
+  // Pass-through: reads do not fill the cache.
+  ASSERT_TRUE(node_->SetMode(1, CacheMode::kPassThrough).ok());
+  const uint64_t cached = node_->cached_blocks();
+  for (int b = 20; b < 40; ++b) Read(uint64_t{b} * kBs, kBs);
+  EXPECT_EQ(node_->cached_blocks(), cached);
+  EXPECT_EQ(*node_->GetMode(1), CacheMode::kPassThrough);
+}
+
+TEST_F(CacheNodeTest, CorruptCleanSlotIsRefetchedNeverReturned) {
+  config_.ram_bytes = 0;  // keep the block on SSD
+  Start();
+  ASSERT_TRUE(node_->SetMode(1, CacheMode::kWriteThrough).ok());
+  const std::string a = Pattern(6, kBs);
+  ASSERT_TRUE(Write(3 * kBs, a).ok());
+  node_.reset();
+  // Flip every byte that matches the block's first 64 bytes in the slot file.
+  {
+    std::string file(std::filesystem::file_size(config_.ssd_path), '\0');
+    int fd = ::open(config_.ssd_path.c_str(), O_RDWR);
+    ASSERT_EQ(::pread(fd, file.data(), file.size(), 0), static_cast<ssize_t>(file.size()));
+    const size_t pos = file.find(a.substr(0, 64));
+    ASSERT_NE(pos, std::string::npos);
+    char c = static_cast<char>(file[pos + 100] ^ 0x5a);
+    ASSERT_EQ(::pwrite(fd, &c, 1, static_cast<off_t>(pos + 100)), 1);
+    ::close(fd);
+  }
+  Start();
+  EXPECT_EQ(Read(3 * kBs, kBs), a) << "a corrupt clean copy is replaced by the home copy";
+}
+
+TEST_F(CacheNodeTest, WriteZeroesAndTrim) {
+  Start();
+  ASSERT_TRUE(Write(0, Pattern(7, 4 * kBs)).ok());
+  ASSERT_TRUE(node_->Trim(1, 0, 1000, 2 * kBs, /*zero=*/true).ok());
+  const std::string got = Read(0, 4 * kBs);
+  const std::string want = Pattern(7, 4 * kBs);
+  EXPECT_EQ(got.substr(0, 1000), want.substr(0, 1000));
+  EXPECT_EQ(got.substr(1000, 2 * kBs), std::string(2 * kBs, '\0'));
+  EXPECT_EQ(got.substr(1000 + 2 * kBs), want.substr(1000 + 2 * kBs));
+  std::vector<bool> alloc;
+  ASSERT_TRUE(node_->Allocation(1, 1, 0, kObj, &alloc).ok());
+  EXPECT_EQ(std::count(alloc.begin(), alloc.end(), true), 0);
+  ASSERT_TRUE(node_->Allocation(1, 0, 0, 4 * kBs, &alloc).ok());
+  EXPECT_EQ(alloc, (std::vector<bool>{true, false, true, true}));  // block 1 wholly zeroed
+}
+
+TEST_F(CacheNodeTest, IdleNodeDestagesByItself) {
+  config_.idle_ops_per_s = 1;
+  config_.idle_window_ms = 100;
+  Start();
+  ASSERT_TRUE(Write(0, Pattern(8, 8 * kBs)).ok());
+  // Bounded wait for the background destager (a liveness check, not a speed assertion).
+  for (int i = 0; i < 600 && node_->dirty_blocks() > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(node_->dirty_blocks(), 0u);
+  EXPECT_EQ(HomeBlock(5), Pattern(8, 8 * kBs).substr(5 * kBs, kBs));
+}
+
+TEST_F(CacheNodeTest, ConcurrentWritersAndReadersSeeTheirData) {
+  config_.idle_ops_per_s = 1;
+  config_.idle_window_ms = 50;  // destage runs concurrently too
+  Start();
+  constexpr int kThreads = 4, kBlocksPerThread = 200, kRounds = 3;
+  std::vector<std::thread> threads;
+  std::atomic<int> errors{0};
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int r = 0; r < kRounds; ++r) {
+        for (int i = 0; i < kBlocksPerThread; ++i) {
+          const uint64_t b = uint64_t{i} * kThreads + t;  // interleaved: objects shared
+          const std::string data = Pattern(b * 10 + r, kBs);
+          if (!Write(b * kBs, data).ok()) ++errors;
+          if (Read(b * kBs, kBs) != data) ++errors;
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(errors.load(), 0);
+  for (uint64_t b = 0; b < kThreads * kBlocksPerThread; ++b) {
+    ASSERT_EQ(Read(b * kBs, kBs), Pattern(b * 10 + kRounds - 1, kBs)) << b;
+  }
+}
+
+}  // namespace
+}  // namespace ringcache::cachenode

@@ -1,0 +1,34 @@
+#include "cachenode/testing/embedded_datanodes.h"
+
+#include <cstdlib>
+
+#include "absl/strings/str_cat.h"
+
+namespace ringcache::cachenode::testing {
+
+EmbeddedDataNodes::EmbeddedDataNodes(const std::string& dir, int count) {
+  for (int i = 0; i < count; ++i) {
+    auto n = std::make_unique<Node>();
+    auto store = datanode::BlockStore::Open({absl::StrCat(dir, "/dn", i + 1), 8 << 20});
+    if (!store.ok()) std::abort();
+    n->store = std::move(*store);
+    n->hdd = std::make_unique<datanode::HddEmulator>(datanode::HddConfig{}, Clock::Real());
+    n->service = std::make_unique<datanode::DataNodeService>(i + 1, n->store.get(), n->hdd.get(),
+                                                             &registry_);
+    int port = 0;
+    grpc::ServerBuilder b;
+    b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    b.RegisterService(n->service.get());
+    b.SetMaxReceiveMessageSize(64 << 20);
+    n->server = b.BuildAndStart();
+    if (!n->server || port == 0) std::abort();
+    endpoints_.push_back({static_cast<uint32_t>(i + 1), absl::StrCat("127.0.0.1:", port), 1.0, ""});
+    nodes_.push_back(std::move(n));
+  }
+}
+
+EmbeddedDataNodes::~EmbeddedDataNodes() {
+  for (auto& n : nodes_) n->server->Shutdown(std::chrono::system_clock::now());
+}
+
+}  // namespace ringcache::cachenode::testing

@@ -1,0 +1,43 @@
+// Test-only: M real data nodes (BlockStore + DataNodeService + gRPC server on 127.0.0.1) inside
+// the test process, so cache node tests exercise the real data path without child processes.
+//
+// Thread-safety: construct and destroy from one thread; the servers are thread-safe.
+#ifndef RINGCACHE_CACHENODE_TESTING_EMBEDDED_DATANODES_H_
+#define RINGCACHE_CACHENODE_TESTING_EMBEDDED_DATANODES_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cachenode/datanode_pool.h"
+#include "datanode/hdd_emulator.h"
+#include "datanode/service.h"
+#include "datanode/store.h"
+
+namespace ringcache::cachenode::testing {
+
+class EmbeddedDataNodes {
+ public:
+  // Starts `count` data nodes with state under `dir`.
+  EmbeddedDataNodes(const std::string& dir, int count);
+  ~EmbeddedDataNodes();
+  const std::vector<DataNodeEndpoint>& endpoints() const { return endpoints_; }
+  datanode::BlockStore* store(int i) { return nodes_[i]->store.get(); }
+
+ private:
+  struct Node {
+    std::unique_ptr<datanode::BlockStore> store;
+    std::unique_ptr<datanode::HddEmulator> hdd;
+    std::unique_ptr<datanode::DataNodeService> service;
+    std::unique_ptr<grpc::Server> server;
+  };
+  metrics::Registry registry_;
+  std::vector<std::unique_ptr<Node>> nodes_;
+  std::vector<DataNodeEndpoint> endpoints_;
+};
+
+}  // namespace ringcache::cachenode::testing
+
+#endif  // RINGCACHE_CACHENODE_TESTING_EMBEDDED_DATANODES_H_
