@@ -220,6 +220,37 @@ absl::Status CacheNode::RegisterVdi(const v1::VdiGeometry& vdi) {
     counter("ringcache_vdi_admissions_rejected_total", "Missed blocks admission declined.",
             &c->admissions_rejected);
     counter("ringcache_vdi_destage_bytes_total", "Bytes destaged per VDI.", &c->destaged_bytes);
+    // VBQ state (paper 002 eq. 1-5): queue length, L_m, U_i, D_i of this VDI's queue.
+    auto vbq = [this, id = vdi.vdi_id()](double policy::VdiStats::*field) {
+      return [this, id, field] {
+        absl::MutexLock l(&mu_);
+        std::vector<policy::VdiStats> ps;
+        policy_->AppendVdiStats(&ps);
+        for (const auto& p : ps) {
+          if (p.vdi == id) return p.*field;
+        }
+        return 0.0;
+      };
+    };
+    registry_->AddCallbackGauge("ringcache_vdi_queue_max_blocks",
+                                "VBQ maximum queue length L_m in blocks (paper 002 eq. 2).", lb,
+                                vbq(&policy::VdiStats::max_blocks));
+    registry_->AddCallbackGauge("ringcache_vdi_queue_upper_bound",
+                                "VBQ upper bound U_i as a fraction of L_m (eq. 4).", lb,
+                                vbq(&policy::VdiStats::upper));
+    registry_->AddCallbackGauge("ringcache_vdi_queue_lower_bound",
+                                "VBQ lower bound D_i as a fraction of L_m (eq. 5).", lb,
+                                vbq(&policy::VdiStats::lower));
+    registry_->AddCallbackGauge("ringcache_vdi_queue_blocks", "Blocks in the VDI's queue.", lb,
+                                [this, id = vdi.vdi_id()] {
+                                  absl::MutexLock l(&mu_);
+                                  std::vector<policy::VdiStats> ps;
+                                  policy_->AppendVdiStats(&ps);
+                                  for (const auto& p : ps) {
+                                    if (p.vdi == id) return static_cast<double>(p.blocks);
+                                  }
+                                  return 0.0;
+                                });
     registry_->AddCallbackGauge("ringcache_vdi_dirty_bytes", "Dirty bytes per VDI.", lb,
                                 [c, bs = config_.block_size] {
                                   return static_cast<double>(c->dirty_blocks.load() * bs);
