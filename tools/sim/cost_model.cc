@@ -46,21 +46,26 @@ DeviceModel::DeviceModel(const CostConfig& config)
       node_ops_(config.data_nodes, 0),
       blocks_per_object_(config.object_size / config.block_size) {
   for (size_t i = 0; i < config.node_speed.size(); ++i) nodes_[i].speed = config.node_speed[i];
+  if ((blocks_per_object_ & (blocks_per_object_ - 1)) == 0) {
+    object_shift_ = __builtin_ctzll(blocks_per_object_);
+  }
 }
 
 uint32_t DeviceModel::HomeNode(const policy::BlockKey& key) const {
   if (nodes_.size() == 1) return 0;
-  uint64_t object = key.block / blocks_per_object_;
+  uint64_t object = object_shift_ >= 0 ? key.block >> object_shift_ : key.block / blocks_per_object_;
   return static_cast<uint32_t>(Mix64((uint64_t{key.vdi} << 40) ^ object) % nodes_.size());
 }
 
 double DeviceModel::HomeLoad(const policy::BlockKey& key) const {
-  uint32_t first = HomeNode(key);
-  double best = -1;
-  for (uint32_t r = 0; r < cfg_.replicas; ++r) {
-    const Server& s = nodes_[(first + r) % nodes_.size()];
-    double backlog = std::max(0.0, s.busy_until - now_us_);
-    if (best < 0 || backlog < best) best = backlog;
+  // Hot in LCR's victim scan (one call per dirty candidate): no division past HomeNode's one.
+  const size_t m = nodes_.size();
+  if (m == 1) return std::max(0.0, nodes_[0].busy_until - now_us_);
+  uint32_t n = HomeNode(key);
+  double best = std::max(0.0, nodes_[n].busy_until - now_us_);
+  for (uint32_t r = 1; r < cfg_.replicas; ++r) {
+    if (++n == m) n = 0;
+    best = std::min(best, std::max(0.0, nodes_[n].busy_until - now_us_));
   }
   return best;
 }
@@ -91,10 +96,10 @@ double DeviceModel::HddCost(Server& s, const policy::BlockKey& key, double base)
 }
 
 double DeviceModel::HddRead(const policy::BlockKey& key, double t) {
-  uint32_t first = HomeNode(key);
-  uint32_t pick = first;
+  uint32_t n = HomeNode(key);
+  uint32_t pick = n;
   for (uint32_t r = 1; r < cfg_.replicas; ++r) {
-    uint32_t n = (first + r) % nodes_.size();
+    if (++n == nodes_.size()) n = 0;
     if (nodes_[n].busy_until < nodes_[pick].busy_until) pick = n;
   }
   Server& s = nodes_[pick];
@@ -107,11 +112,10 @@ double DeviceModel::HddRead(const policy::BlockKey& key, double t) {
 }
 
 double DeviceModel::HddWrite(const policy::BlockKey& key, double t) {
-  uint32_t first = HomeNode(key);
+  uint32_t n = HomeNode(key);
   double done = t;
   double max_cost = 0;
-  for (uint32_t r = 0; r < cfg_.replicas; ++r) {
-    uint32_t n = (first + r) % nodes_.size();
+  for (uint32_t r = 0; r < cfg_.replicas; ++r, n = n + 1 == nodes_.size() ? 0 : n + 1) {
     Server& s = nodes_[n];
     double cost = HddCost(s, key, cfg_.hdd_write_us);
     s.last_vdi = key.vdi;

@@ -92,6 +92,7 @@ class DeviceModel : public policy::LoadView {
   std::vector<Server> nodes_;
   std::vector<uint64_t> node_ops_;
   uint64_t blocks_per_object_;
+  int object_shift_ = -1;  // log2(blocks_per_object_) when it is a power of two
   double now_us_ = 0;
   double serial_us_ = 0;
   double makespan_us_ = 0;
