@@ -10,6 +10,7 @@
 #include "absl/synchronization/blocking_counter.h"
 #include "absl/synchronization/mutex.h"
 #include "common/checksum.h"
+#include "common/grpc_channel.h"
 #include "common/grpc_status.h"
 #include "common/status_macros.h"
 
@@ -32,14 +33,7 @@ absl::StatusOr<std::unique_ptr<DataNodePool>> DataNodePool::Create(
     rc.members.push_back(ring::Member{e.id, e.weight, e.zone});
     auto n = std::make_unique<Node>();
     n->endpoint = e;
-    grpc::ChannelArguments args;
-    args.SetMaxReceiveMessageSize(64 << 20);
-    args.SetMaxSendMessageSize(64 << 20);
-    // Reconnect quickly after a peer restarts (gRPC's default backoff grows to minutes).
-    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-    n->channel = grpc::CreateCustomChannel(e.address, grpc::InsecureChannelCredentials(), args);
+    n->channel = PeerChannel(e.address);
     n->stub = v1::DataNode::NewStub(n->channel);
     if (registry != nullptr) {
       n->latency = registry->GetHistogram("ringcache_cachenode_datanode_op_duration_seconds",

@@ -7,6 +7,13 @@
 
 namespace ringcache::datanode {
 
+void ReadHddConfig(YamlFields* parent, HddConfig* hdd) {
+  YamlFields h = parent->Sub("hdd_emulation");
+  h.Read("enabled", &hdd->enabled);
+  h.Read("seek_ms", &hdd->seek_ms);
+  h.Read("bandwidth_mb_s", &hdd->bandwidth_mb_s);
+}
+
 absl::Status DataNodeConfig::LoadYaml(const std::string& path) {
   RC_ASSIGN_OR_RETURN(YAML::Node root, LoadYamlFile(path));
   YamlFields f(root, path);
@@ -19,10 +26,7 @@ absl::Status DataNodeConfig::LoadYaml(const std::string& path) {
   f.Read("zone", &zone);
   f.ReadSize("capacity_bytes", &capacity_bytes);
   f.Read("ready_file", &ready_file);
-  YamlFields h = f.Sub("hdd_emulation");
-  h.Read("enabled", &hdd.enabled);
-  h.Read("seek_ms", &hdd.seek_ms);
-  h.Read("bandwidth_mb_s", &hdd.bandwidth_mb_s);
+  ReadHddConfig(&f, &hdd);
   return f.Finish();
 }
 

@@ -7,9 +7,13 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "common/config.h"
 #include "datanode/hdd_emulator.h"
 
 namespace ringcache::datanode {
+
+// Reads the `hdd_emulation` mapping (enabled, seek_ms, bandwidth_mb_s) of a YAML config.
+void ReadHddConfig(YamlFields* parent, HddConfig* hdd);
 
 struct DataNodeConfig {
   uint32_t node_id = 1;

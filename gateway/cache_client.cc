@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "cachenode/service.h"
+#include "common/grpc_channel.h"
 #include "common/grpc_status.h"
 
 namespace ringcache::gateway {
@@ -66,15 +67,7 @@ class GrpcCacheClient : public CacheClient {
  public:
   GrpcCacheClient(const std::string& address, int timeout_ms)
       : address_(address), timeout_ms_(timeout_ms) {
-    grpc::ChannelArguments args;
-    args.SetMaxReceiveMessageSize(64 << 20);
-    args.SetMaxSendMessageSize(64 << 20);
-    // Reconnect quickly after a peer restarts (gRPC's default backoff grows to minutes).
-    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-    stub_ = v1::CacheNode::NewStub(
-        grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
+    stub_ = v1::CacheNode::NewStub(PeerChannel(address));
   }
 
   absl::Status Read(uint32_t vdi, uint64_t object, uint32_t offset, uint32_t len,

@@ -22,6 +22,7 @@
 #include "common/daemon.h"
 #include "common/http_server.h"
 #include "common/metrics.h"
+#include "datanode/config.h"
 #include "datanode/service.h"
 #include "datanode/store.h"
 #include "gateway/catalog.h"
@@ -71,10 +72,7 @@ struct LocalConfig {
     f.Read("admin_listen", &admin_listen);
     f.Read("http_listen", &http_listen);
     f.Read("ready_file", &ready_file);
-    YamlFields h = f.Sub("hdd_emulation");
-    h.Read("enabled", &hdd.enabled);
-    h.Read("seek_ms", &hdd.seek_ms);
-    h.Read("bandwidth_mb_s", &hdd.bandwidth_mb_s);
+    datanode::ReadHddConfig(&f, &hdd);
     return f.Finish();
   }
 };
