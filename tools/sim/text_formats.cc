@@ -11,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "common/status_macros.h"
 
 namespace ringcache::sim {
 namespace {
@@ -80,12 +81,6 @@ bool LooksNumeric(absl::string_view f) {
   return !f.empty() && (absl::ascii_isdigit(f[0]) || f[0] == '.' || f[0] == '-' || f[0] == '+');
 }
 
-#define RC_SIM_RETURN_IF_ERROR(expr)      \
-  do {                                    \
-    ::absl::Status s_ = (expr);           \
-    if (!s_.ok()) return s_;              \
-  } while (0)
-
 }  // namespace
 
 absl::string_view TraceFormatName(TraceFormat f) {
@@ -123,9 +118,9 @@ absl::Status ParseMsrLine(absl::string_view line, ParsedLine* out) {
         "expected 7 comma-separated fields, got ", n > 7 ? std::string("more") : absl::StrCat(n)));
   }
   uint64_t filetime = 0;
-  RC_SIM_RETURN_IF_ERROR(ParseU64(f[0], "Timestamp", &filetime));
+  RC_RETURN_IF_ERROR(ParseU64(f[0], "Timestamp", &filetime));
   uint64_t disk = 0;
-  RC_SIM_RETURN_IF_ERROR(ParseU64(f[2], "DiskNumber", &disk));
+  RC_RETURN_IF_ERROR(ParseU64(f[2], "DiskNumber", &disk));
   if (absl::EqualsIgnoreCase(f[3], "Read")) {
     out->op = Op::kRead;
   } else if (absl::EqualsIgnoreCase(f[3], "Write")) {
@@ -134,10 +129,10 @@ absl::Status ParseMsrLine(absl::string_view line, ParsedLine* out) {
     return absl::InvalidArgumentError(
         absl::StrCat("Type must be Read or Write, got '", f[3], "'"));
   }
-  RC_SIM_RETURN_IF_ERROR(ParseU64(f[4], "Offset", &out->offset));
-  RC_SIM_RETURN_IF_ERROR(ParseU64(f[5], "Size", &out->length));
-  RC_SIM_RETURN_IF_ERROR(CheckLength(out->length));
-  RC_SIM_RETURN_IF_ERROR(CheckOffset(out->offset, out->length));
+  RC_RETURN_IF_ERROR(ParseU64(f[4], "Offset", &out->offset));
+  RC_RETURN_IF_ERROR(ParseU64(f[5], "Size", &out->length));
+  RC_RETURN_IF_ERROR(CheckLength(out->length));
+  RC_RETURN_IF_ERROR(CheckOffset(out->offset, out->length));
   if (f[1].empty()) return absl::InvalidArgumentError("Hostname is empty");
   out->time_us = filetime / 10;  // FILETIME counts 100 ns
   out->key_buf.assign(f[1].data(), f[1].size());
@@ -155,11 +150,11 @@ absl::Status ParseSpcLine(absl::string_view line, ParsedLine* out) {
         absl::StrCat("expected 5 comma-separated fields, got ", n));
   }
   uint64_t asu = 0;
-  RC_SIM_RETURN_IF_ERROR(ParseU64(f[0], "ASU", &asu));
+  RC_RETURN_IF_ERROR(ParseU64(f[0], "ASU", &asu));
   uint64_t lba = 0;
-  RC_SIM_RETURN_IF_ERROR(ParseU64(f[1], "LBA", &lba));
-  RC_SIM_RETURN_IF_ERROR(ParseU64(f[2], "Size", &out->length));
-  RC_SIM_RETURN_IF_ERROR(CheckLength(out->length));
+  RC_RETURN_IF_ERROR(ParseU64(f[1], "LBA", &lba));
+  RC_RETURN_IF_ERROR(ParseU64(f[2], "Size", &out->length));
+  RC_RETURN_IF_ERROR(CheckLength(out->length));
   if (f[3].size() == 1 && (f[3][0] == 'r' || f[3][0] == 'R')) {
     out->op = Op::kRead;
   } else if (f[3].size() == 1 && (f[3][0] == 'w' || f[3][0] == 'W')) {
@@ -177,7 +172,7 @@ absl::Status ParseSpcLine(absl::string_view line, ParsedLine* out) {
     return absl::InvalidArgumentError("LBA overflows 64-bit byte offset");
   }
   out->offset = lba * kSector;
-  RC_SIM_RETURN_IF_ERROR(CheckOffset(out->offset, out->length));
+  RC_RETURN_IF_ERROR(CheckOffset(out->offset, out->length));
   out->time_us = static_cast<uint64_t>(std::llround(seconds * 1e6));
   out->key_buf.assign("asu");
   out->key_buf.append(f[0].data(), f[0].size());
@@ -195,13 +190,13 @@ absl::Status ParseFiuLine(absl::string_view line, ParsedLine* out) {
   }
   if (n > 64) return absl::InvalidArgumentError("too many fields");
   uint64_t ts_ns = 0;
-  RC_SIM_RETURN_IF_ERROR(ParseU64(f[0], "ts", &ts_ns));
+  RC_RETURN_IF_ERROR(ParseU64(f[0], "ts", &ts_ns));
   uint64_t pid = 0;
-  RC_SIM_RETURN_IF_ERROR(ParseU64(f[1], "pid", &pid));
+  RC_RETURN_IF_ERROR(ParseU64(f[1], "pid", &pid));
   const absl::string_view* tail = f + n - 6;  // lba size op major minor md5
   uint64_t lba = 0, sectors = 0, major = 0, minor = 0;
-  RC_SIM_RETURN_IF_ERROR(ParseU64(tail[0], "lba", &lba));
-  RC_SIM_RETURN_IF_ERROR(ParseU64(tail[1], "size", &sectors));
+  RC_RETURN_IF_ERROR(ParseU64(tail[0], "lba", &lba));
+  RC_RETURN_IF_ERROR(ParseU64(tail[1], "size", &sectors));
   if (tail[2] == "R" || tail[2] == "r") {
     out->op = Op::kRead;
   } else if (tail[2] == "W" || tail[2] == "w") {
@@ -209,16 +204,16 @@ absl::Status ParseFiuLine(absl::string_view line, ParsedLine* out) {
   } else {
     return absl::InvalidArgumentError(absl::StrCat("op must be R or W, got '", tail[2], "'"));
   }
-  RC_SIM_RETURN_IF_ERROR(ParseU64(tail[3], "major", &major));
-  RC_SIM_RETURN_IF_ERROR(ParseU64(tail[4], "minor", &minor));
+  RC_RETURN_IF_ERROR(ParseU64(tail[3], "major", &major));
+  RC_RETURN_IF_ERROR(ParseU64(tail[4], "minor", &minor));
   if (lba > std::numeric_limits<uint64_t>::max() / kSector ||
       sectors > std::numeric_limits<uint64_t>::max() / kSector) {
     return absl::InvalidArgumentError("lba or size overflows a 64-bit byte count");
   }
   out->offset = lba * kSector;
   out->length = sectors * kSector;
-  RC_SIM_RETURN_IF_ERROR(CheckLength(out->length));
-  RC_SIM_RETURN_IF_ERROR(CheckOffset(out->offset, out->length));
+  RC_RETURN_IF_ERROR(CheckLength(out->length));
+  RC_RETURN_IF_ERROR(CheckOffset(out->offset, out->length));
   out->time_us = ts_ns / 1000;
   out->key_buf.assign(tail[3].data(), tail[3].size());
   out->key_buf.push_back(':');
