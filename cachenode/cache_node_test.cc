@@ -217,6 +217,21 @@ TEST_F(CacheNodeTest, IdleNodeDestagesByItself) {
   EXPECT_EQ(HomeBlock(5), Pattern(8, 8 * kBs).substr(5 * kBs, kBs));
 }
 
+TEST_F(CacheNodeTest, DirtyHighWatermarkForcesDestageUnderLoad) {
+  // Never idle, so only the watermark can start destage: above 20% of the 256 slots dirty it must
+  // destage down to below 10%, even though the foreground keeps writing.
+  config_.dirty_high_watermark = 0.2;
+  config_.dirty_low_watermark = 0.1;
+  Start();
+  for (int b = 0; b < 80; ++b) ASSERT_TRUE(Write(uint64_t{b} * kBs, Pattern(300 + b, kBs)).ok());
+  for (int i = 0; i < 600 && node_->dirty_blocks() >= 0.1 * 256; ++i) {
+    ASSERT_TRUE(Write(100 * kBs, Pattern(i, kBs)).ok());  // keep the node busy
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_LT(node_->dirty_blocks(), 0.1 * 256);
+  EXPECT_EQ(HomeBlock(3), Pattern(303, kBs)) << "destaged blocks reached their home replicas";
+}
+
 TEST_F(CacheNodeTest, ConcurrentWritersAndReadersSeeTheirData) {
   config_.idle_ops_per_s = 1;
   config_.idle_window_ms = 50;  // destage runs concurrently too
