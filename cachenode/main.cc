@@ -67,7 +67,7 @@ int main(int argc, char** argv) {
   cc.placement = placement ? *placement : cluster->placement;
   if (absl::Status s = cc.Validate(); !s.ok()) return Fail(2, s.ToString());
 
-  BlockTerminationSignals();
+  InitDaemonProcess();
   metrics::Registry* registry = metrics::Registry::Default();
   registry->GetGauge("ringcache_build_info", "Build information.",
                      {{"version", "0.1.0"}, {"role", "cachenode"}})

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "common/status_macros.h"
 
 namespace ringcache {
@@ -21,6 +22,11 @@ sigset_t TermSignals() {
 }
 
 }  // namespace
+
+void InitDaemonProcess() {
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  BlockTerminationSignals();
+}
 
 void BlockTerminationSignals() {
   sigset_t s = TermSignals();

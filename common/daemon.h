@@ -16,6 +16,13 @@
 
 namespace ringcache {
 
+// Prepares a daemon process: blocks SIGINT and SIGTERM (inherited by threads started later),
+// ignores SIGPIPE, and turns off abseil's debug-build mutex deadlock detector. Debian builds
+// abseil without NDEBUG, so the detector is on by default: it records every lock acquisition
+// order, including those of gRPC's internal absl mutexes, aborts on cycles that cannot deadlock
+// (e.g. between short-lived mutexes whose addresses are reused), and its bookkeeping sits on
+// every Lock(). Tests keep it on. REQUIRES: called first thing in main(), before any thread.
+void InitDaemonProcess();
 // Blocks SIGINT and SIGTERM (inherited by threads started later) and ignores SIGPIPE.
 void BlockTerminationSignals();
 // Waits for SIGINT or SIGTERM; returns the signal number.

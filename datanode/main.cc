@@ -94,7 +94,7 @@ int main(int argc, char** argv) {
     return Fail(2, absl::StrCat("bad configuration: ", s.ToString()));
   }
 
-  ringcache::BlockTerminationSignals();
+  ringcache::InitDaemonProcess();
 
   auto store = ringcache::datanode::BlockStore::Open({cfg.data_dir, cfg.block_cache_bytes});
   if (!store.ok()) return Fail(1, store.status().ToString());

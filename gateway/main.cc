@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
   const std::string dir = cluster->NodeDir(*self);
   if (absl::Status s = EnsureWritableDir(dir); !s.ok()) return Fail(2, s.ToString());
 
-  BlockTerminationSignals();
+  InitDaemonProcess();
   metrics::Registry* registry = metrics::Registry::Default();
   registry->GetGauge("ringcache_build_info", "Build information.",
                      {{"version", "0.1.0"}, {"role", "gateway"}})

@@ -156,7 +156,7 @@ int main(int argc, char** argv) {
   if (absl::Status s = cfg.hdd.Validate(); !s.ok()) return Fail(2, s.ToString());
   if (absl::Status s = EnsureWritableDir(cfg.data_dir); !s.ok()) return Fail(2, s.ToString());
 
-  BlockTerminationSignals();
+  InitDaemonProcess();
 
   metrics::Registry* registry = metrics::Registry::Default();
   registry->GetGauge("ringcache_build_info", "Build information.",
