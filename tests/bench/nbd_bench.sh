@@ -1,0 +1,386 @@
+#!/usr/bin/env bash
+# NBD benchmark of ringcache against anchors measured in the same run (issue 4 §7; results and
+# method in docs/benchmarks.md). Not a ctest test: it prints numbers, it asserts nothing.
+#
+#   Part A — raw speed with the working set cached. fio (ioengine=nbd) runs 4K random read QD1,
+#     4K random read QD32, 4K random write QD32 and 1M sequential read QD4 over a 256 MiB
+#     working set against
+#       qemu-nbd     qemu-nbd serving a raw file in the same temp dir (same disk), page cache on;
+#       qemu-nbd-wt  the same with --cache=writethrough (every write durable before its reply,
+#                    as ringcache's writes are), for the write workload only;
+#       ringcache-local   gateway + 2 cache nodes + 3 data nodes in one process;
+#       cluster           the same topology as separate processes (deploy/cluster.sh).
+#     The working set is written once, destaged (dirty bytes wait to reach 0) and read once, so
+#     every later read is a cache hit; the block hit % column shows it.
+#   Part B — data nodes with HDD emulation (5 ms per request, one FIFO spindle each). A 512 MiB
+#     VDI on 2 cache nodes of 64 MiB SSD + 16 MiB RAM (160 MiB of cache) gets a Zipf(1.2) workload
+#     whose hot set fits the cache: first in passthrough mode (no caching: the baseline), then
+#     in writeback mode after a warm-up run of the same workload.
+#
+# Usage: tests/bench/nbd_bench.sh [--quick] [--only A|B] [--out DIR] [--runtime S] [--keep]
+#                                 [--ram-size SIZE]
+#   --quick      3 s runs and a short warm-up (a smoke run; numbers are noisy)
+#   --only A|B   run one part
+#   --out DIR    where the raw fio JSON, logs, results.tsv and report.md go
+#                (default /tmp/nbd-bench-results.<time>)
+#   --runtime S  seconds per measured run (default 12)
+#   --keep       keep the temp dir with the servers' data and logs
+#   --ram-size S Part A RAM tier per cache node (default 64MiB, ringcache-local's default; for
+#                what-if runs such as 0 = SSD tier only)
+#   --b-replication N  Part B VDI replication (default 3, the product default)
+# Environment: RINGCACHE_BIN (default <repo>/build) with tools/ringcache-local,
+#   tools/ctl/ringcachectl (Part B), datanode/, cachenode/ and gateway/ daemons (cluster).
+#   NBD_BENCH_SERVER_ENV: extra VAR=VALUE words put in the environment of the ringcache servers
+#   only (what-if runs, e.g. LD_PRELOAD=...).
+# Every process it starts is stopped on exit (also on Ctrl-C); ports come from a random free
+# range; scratch data lives in a mktemp dir under /tmp.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+BIN=${RINGCACHE_BIN:-$ROOT/build}
+REPORT="python3 $ROOT/tests/bench/nbd_bench_report.py"
+LOCAL_BIN=$BIN/tools/ringcache-local
+CTL_BIN=$BIN/tools/ctl/ringcachectl
+
+QUICK=0
+ONLY=AB
+OUT=""
+RUNTIME=""
+KEEP=0
+RAM_A=64MiB
+B_REPL=3
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --quick) QUICK=1; shift ;;
+    --only) ONLY=$2; shift 2 ;;
+    --out) OUT=$2; shift 2 ;;
+    --runtime) RUNTIME=$2; shift 2 ;;
+    --keep) KEEP=1; shift ;;
+    --ram-size) RAM_A=$2; shift 2 ;;
+    --b-replication) B_REPL=$2; shift 2 ;;
+    -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
+    *) echo "nbd_bench.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+case "$ONLY" in A|B|AB) ;; *) echo "nbd_bench.sh: --only takes A or B" >&2; exit 2 ;; esac
+if [ -z "$RUNTIME" ]; then RUNTIME=$([ $QUICK = 1 ] && echo 3 || echo 12); fi
+WARM_B=$([ $QUICK = 1 ] && echo 10 || echo 45)   # Part B warm-up seconds
+WS=256M          # Part A working set (fits 2 x (1 GiB SSD + 64 MiB RAM) many times over)
+B_VDI_SIZE=512M  # Part B VDI
+B_SSD=64MiB      # Part B cache per node (x2 nodes)
+B_RAM=16MiB
+
+for tool in fio qemu-nbd python3 curl ss; do
+  command -v "$tool" > /dev/null || { echo "nbd_bench.sh: $tool is not installed" >&2; exit 1; }
+done
+[ -x "$LOCAL_BIN" ] || { echo "nbd_bench.sh: $LOCAL_BIN missing (build ringcache-local)" >&2; exit 1; }
+if [[ $ONLY == *B* ]] && [ ! -x "$CTL_BIN" ]; then
+  echo "nbd_bench.sh: Part B needs $CTL_BIN to switch cache modes (build target ringcachectl)" >&2
+  exit 1
+fi
+
+WORK=$(mktemp -d /tmp/nbd-bench.XXXXXX)
+[ -n "$OUT" ] || OUT=/tmp/nbd-bench-results.$(date +%Y%m%d-%H%M%S)
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+RESULTS=$OUT/results.tsv
+printf 'part\tworkload\tsystem\tiops\tp50_us\tp99_us\tblock_reads\tblock_hits\tserver_cpu_us_per_op\tfio_cpu_pct\tload1\tother_cpu_pct\n' > "$RESULTS"
+
+# Replaces the calling (background) subshell by a ringcache server with NBD_BENCH_SERVER_ENV
+# added to its environment, so that $! is the server's own pid.
+# shellcheck disable=SC2086
+server_exec() { exec env ${NBD_BENCH_SERVER_ENV:-} "$@"; }
+
+# ---- processes and clean-up --------------------------------------------------------------------
+PIDS=()          # servers started in the background, stopped by stop_pid / cleanup
+FIO_PID=""       # the fio being waited for
+CLUSTER_DIR=""   # set while a cluster is up
+cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM
+  if [ -n "$FIO_PID" ]; then stop_pid "$FIO_PID"; fi
+  for p in "${PIDS[@]}"; do stop_pid "$p"; done
+  if [ -n "$CLUSTER_DIR" ]; then
+    RINGCACHE_BIN=$BIN "$ROOT/deploy/cluster.sh" down --dir "$CLUSTER_DIR" > /dev/null 2>&1 || true
+  fi
+  if [ $KEEP = 1 ]; then echo "scratch kept in $WORK"; else rm -rf "$WORK"; fi
+  exit $rc
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# True if the process exists and is not a zombie (a crashed child stays one until reaped).
+alive() {
+  local st
+  st=$(ps -o stat= -p "$1" 2> /dev/null) || return 1
+  [ -n "$st" ] && [ "${st:0:1}" != Z ]
+}
+
+# Stops one process this script started: SIGTERM, then SIGKILL after 10 s.
+stop_pid() {
+  local p=$1
+  kill -0 "$p" 2> /dev/null || return 0
+  kill -TERM "$p" 2> /dev/null || true
+  for _ in $(seq 1 100); do
+    kill -0 "$p" 2> /dev/null || break
+    sleep 0.1
+  done
+  kill -KILL "$p" 2> /dev/null || true
+  wait "$p" 2> /dev/null || true
+  local keep=()
+  for q in "${PIDS[@]}"; do [ "$q" = "$p" ] || keep+=("$q"); done
+  PIDS=("${keep[@]+"${keep[@]}"}")
+}
+
+# Picks a base port B such that nothing listens on [B, B+999].
+pick_base() {
+  for _ in $(seq 1 50); do
+    local b=$(( (20 + RANDOM % 40) * 1000 ))
+    if [ -z "$(ss -Htln "( sport >= :$b and sport <= :$((b + 999)) )" 2> /dev/null)" ]; then
+      echo "$b"
+      return 0
+    fi
+  done
+  echo "nbd_bench.sh: no free port range found" >&2
+  return 1
+}
+BASE=$(pick_base)
+
+wait_port() {  # port pid
+  for _ in $(seq 1 300); do
+    if ss -Htln "( sport = :$1 )" 2> /dev/null | grep -q .; then return 0; fi
+    kill -0 "$2" 2> /dev/null || { echo "nbd_bench.sh: server exited during start-up" >&2; return 1; }
+    sleep 0.1
+  done
+  echo "nbd_bench.sh: port $1 not listening after 30 s" >&2
+  return 1
+}
+
+log() { echo "[$(date +%T)] $*"; }
+load1() { cut -d' ' -f1 /proc/loadavg; }
+
+# ---- fio ---------------------------------------------------------------------------------------
+# Runs fio once. Arguments: json-name uri rw bs iodepth [extra fio options...]. Time-based runs
+# pass --time_based --runtime themselves.
+fio_run() {
+  local name=$1 uri=$2 rw=$3 bs=$4 qd=$5 rc=0
+  shift 5
+  # In the background and waited for, so that a signal interrupts the wait at once (cleanup
+  # then stops fio too).
+  fio --name="$name" --ioengine=nbd --uri="$uri" --rw="$rw" --bs="$bs" --iodepth="$qd" \
+    --norandommap --randrepeat=0 --group_reporting --output-format=json \
+    --output="$OUT/$name.json" "$@" > "$OUT/$name.stdout" 2>&1 &
+  FIO_PID=$!
+  wait "$FIO_PID" || rc=$?
+  FIO_PID=""
+  if [ $rc != 0 ]; then
+    echo "nbd_bench.sh: fio $name failed (exit $rc):" >&2
+    grep -v 'io_u error' "$OUT/$name.stdout" | tail -5 >&2 || true
+    for p in "${PIDS[@]+"${PIDS[@]}"}"; do
+      alive "$p" || echo "nbd_bench.sh: server pid $p has died; see the logs in $OUT" >&2
+    done
+    return 1
+  fi
+}
+
+# Measures one workload and appends a results line. Arguments:
+#   part workload system uri rw bs qd size metrics-vdi "metrics-urls" "server-pids" [extra...]
+measure() {
+  local part=$1 wl=$2 sys=$3 uri=$4 rw=$5 bs=$6 qd=$7 size=$8 vdi=$9 urls=${10} pids=${11}
+  shift 11
+  local name="$part-$wl-$sys" m0="" m1="" s0 s1 c0 c1 w0 w1 ld
+  ld=$(load1)
+  # shellcheck disable=SC2086
+  if [ -n "$urls" ]; then m0=$($REPORT metrics "$vdi" $urls); fi
+  # shellcheck disable=SC2086
+  read -r s0 c0 < <($REPORT cputicks $pids)
+  w0=$(date +%s.%N)
+  fio_run "$name" "$uri" "$rw" "$bs" "$qd" --size="$size" --time_based --runtime="$RUNTIME" \
+    --thread "$@"
+  w1=$(date +%s.%N)
+  # shellcheck disable=SC2086
+  read -r s1 c1 < <($REPORT cputicks $pids)
+  # shellcheck disable=SC2086
+  if [ -n "$urls" ]; then m1=$($REPORT metrics "$vdi" $urls); fi
+  local iops p50 p99 fcpu scpu other reads="-" hits="-"
+  read -r iops p50 p99 fcpu scpu other < <($REPORT fio "$OUT/$name.json" $((s1 - s0)) \
+    $((c1 - c0)) "$(awk "BEGIN{print $w1 - $w0}")")
+  if [ -n "$urls" ]; then
+    local r0 hr0 hs0 r1 hr1 hs1
+    read -r r0 hr0 hs0 _ _ <<< "$m0"
+    read -r r1 hr1 hs1 _ _ <<< "$m1"
+    reads=$((r1 - r0))
+    hits=$((hr1 + hs1 - hr0 - hs0))
+  fi
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$part" "$wl" "$sys" "$iops" \
+    "$p50" "$p99" "$reads" "$hits" "$scpu" "$fcpu" "$ld" "$other" >> "$RESULTS"
+  log "  $wl on $sys: $iops IOPS, p50 $p50 µs, p99 $p99 µs (block reads $reads, hits $hits, other CPU $other%)"
+}
+
+# Waits until the VDI has no dirty bytes left on any cache node (idle destage), up to 300 s.
+wait_clean() {  # vdi urls...
+  local vdi=$1
+  shift
+  for _ in $(seq 1 600); do
+    local dirty
+    dirty=$($REPORT metrics "$vdi" "$@" | awk '{print $5}')
+    [ "$dirty" = 0 ] && return 0
+    sleep 0.5
+  done
+  echo "nbd_bench.sh: $vdi still has dirty bytes after 300 s" >&2
+  return 1
+}
+
+# Runs the Part A workloads against one system. Arguments: system uri vdi "urls" "pids"
+part_a_workloads() {
+  local sys=$1 uri=$2 vdi=$3 urls=$4 pids=$5
+  measure A randread-4k-qd1 "$sys" "$uri" randread 4k 1 $WS "$vdi" "$urls" "$pids"
+  measure A randread-4k-qd32 "$sys" "$uri" randread 4k 32 $WS "$vdi" "$urls" "$pids"
+  measure A seqread-1m-qd4 "$sys" "$uri" read 1M 4 $WS "$vdi" "$urls" "$pids"
+  measure A randwrite-4k-qd32 "$sys" "$uri" randwrite 4k 32 $WS "$vdi" "$urls" "$pids"
+}
+
+# Fills the working set (1M sequential writes), runs the settle hook (makes the writes durable /
+# waits for destage), then reads the working set once. Arguments: name uri [settle-hook]
+warm_a() {
+  fio_run "A-fill-$1" "$2" write 1M 8 --size=$WS
+  [ -z "${3:-}" ] || "$3"
+  fio_run "A-warmread-$1" "$2" read 1M 8 --size=$WS
+}
+
+# ---- Part A ------------------------------------------------------------------------------------
+part_a() {
+  log "Part A: working set $WS cached, $RUNTIME s per run, port base $BASE"
+  # (a) qemu-nbd over a raw file in the same temp dir (same file system and disk as ringcache).
+  local img=$WORK/qemu-disk.raw qport=$((BASE + 1)) qpid
+  truncate -s $WS "$img"
+  qemu-nbd -f raw -t --shared=8 -x disk --bind 127.0.0.1 -p $qport --cache=writeback \
+    --aio=threads "$img" > "$OUT/qemu-nbd.log" 2>&1 &
+  qpid=$!
+  PIDS+=("$qpid")
+  wait_port $qport "$qpid"
+  sync_img() { sync "$img"; }
+  warm_a qemu-nbd "nbd://127.0.0.1:$qport/disk" sync_img
+  part_a_workloads qemu-nbd "nbd://127.0.0.1:$qport/disk" "" "" "$qpid"
+  stop_pid "$qpid"
+  # The same file served with --cache=writethrough: writes are durable before the reply.
+  qemu-nbd -f raw -t --shared=8 -x disk --bind 127.0.0.1 -p $qport --cache=writethrough \
+    --aio=threads "$img" > "$OUT/qemu-nbd-wt.log" 2>&1 &
+  qpid=$!
+  PIDS+=("$qpid")
+  wait_port $qport "$qpid"
+  measure A randwrite-4k-qd32 qemu-nbd-wt "nbd://127.0.0.1:$qport/disk" randwrite 4k 32 $WS \
+    "" "" "$qpid"
+  stop_pid "$qpid"
+  rm -f "$img"
+
+  # (b) ringcache-local: 2 cache nodes (1 GiB SSD + 64 MiB RAM each), 3 data nodes, defaults.
+  local lp=$((BASE + 20)) lpid
+  server_exec "$LOCAL_BIN" --data-dir "$WORK/local-a" --create-vdi bench:$WS --cache-nodes 2 \
+    --data-nodes 3 --ssd-size 1GiB --ram-size "$RAM_A" --nbd-listen 127.0.0.1:$lp \
+    --admin-listen 127.0.0.1:$((lp + 1)) --http-listen 127.0.0.1:$((lp + 2)) \
+    --ready-file "$WORK/local-a.ready" > "$OUT/ringcache-local-a.log" 2>&1 &
+  lpid=$!
+  PIDS+=("$lpid")
+  wait_port $lp "$lpid"
+  local lurl="http://127.0.0.1:$((lp + 2))/metrics"
+  wait_local_clean() { wait_clean bench "$lurl"; }
+  warm_a ringcache-local "nbd://127.0.0.1:$lp/bench" wait_local_clean
+  part_a_workloads ringcache-local "nbd://127.0.0.1:$lp/bench" bench "$lurl" "$lpid"
+  stop_pid "$lpid"
+  rm -rf "$WORK/local-a"
+
+  # (c) the same topology as separate processes.
+  local cb=$((BASE + 500))
+  CLUSTER_DIR=$WORK/cluster
+  # shellcheck disable=SC2086
+  env RINGCACHE_BIN="$BIN" ${NBD_BENCH_SERVER_ENV:-} "$ROOT/deploy/cluster.sh" up \
+    --dir "$CLUSTER_DIR" --base-port $cb --cache-nodes 2 --data-nodes 3 --ssd-size 1GiB --ram-size "$RAM_A" \
+    --create-vdi bench:$WS > "$OUT/cluster-up.log" 2>&1 || {
+      cat "$OUT/cluster-up.log" >&2
+      return 1
+    }
+  local cpids="" curls="http://127.0.0.1:$((cb + 401))/metrics http://127.0.0.1:$((cb + 402))/metrics"
+  for f in "$CLUSTER_DIR"/pids/*.pid; do cpids="$cpids $(cat "$f")"; done
+  # shellcheck disable=SC2086
+  wait_cluster_clean() { wait_clean bench $curls; }
+  warm_a cluster "nbd://127.0.0.1:$((cb + 9))/bench" wait_cluster_clean
+  part_a_workloads cluster "nbd://127.0.0.1:$((cb + 9))/bench" bench "$curls" "$cpids"
+  cp "$CLUSTER_DIR"/logs/*.log "$OUT/" 2> /dev/null || true
+  RINGCACHE_BIN=$BIN "$ROOT/deploy/cluster.sh" down --dir "$CLUSTER_DIR" > /dev/null
+  CLUSTER_DIR=""
+  rm -rf "$WORK/cluster"
+}
+
+# ---- Part B ------------------------------------------------------------------------------------
+part_b() {
+  log "Part B: HDD emulation (5 ms), Zipf(1.2) over a $B_VDI_SIZE VDI (replication $B_REPL), cache 2 x ($B_SSD SSD + $B_RAM RAM)"
+  local lp=$((BASE + 30)) lpid
+  server_exec "$LOCAL_BIN" --data-dir "$WORK/local-b" --create-vdi zipf:$B_VDI_SIZE --cache-nodes 2 \
+    --data-nodes 3 --replication "$B_REPL" --ssd-size $B_SSD --ram-size $B_RAM --hdd-emulation \
+    --hdd-seek-ms 5 --nbd-listen 127.0.0.1:$lp --admin-listen 127.0.0.1:$((lp + 1)) \
+    --http-listen 127.0.0.1:$((lp + 2)) --ready-file "$WORK/local-b.ready" \
+    > "$OUT/ringcache-local-b.log" 2>&1 &
+  lpid=$!
+  PIDS+=("$lpid")
+  wait_port $lp "$lpid"
+  local uri="nbd://127.0.0.1:$lp/zipf" url="http://127.0.0.1:$((lp + 2))/metrics"
+  local ctl=("$CTL_BIN" --gateway 127.0.0.1:$((lp + 1)))
+  # Fill the whole VDI in passthrough mode: writes go around the cache straight to the three
+  # (emulated-HDD) home replicas, so the cache starts empty and every block exists at home.
+  "${ctl[@]}" vdi set-mode zipf passthrough > /dev/null
+  log "  filling $B_VDI_SIZE through passthrough (write-around to the HDD replicas)"
+  fio_run B-fill "$uri" write 4M 4 --size=$B_VDI_SIZE
+  log "  filled: $($REPORT fio "$OUT/B-fill.json" | awk '{printf "%.0f MiB/s", $1 * 4}')"
+  # Zipf traces (tests/bench/nbd_bench_report.py zipf-trace): the same hot set in every trace
+  # (a fixed rank->block permutation), a different sample sequence per run, so the measured runs
+  # never replay what the warm-up already read. (fio's own zipf:1.2 draws the hot set's position
+  # from the job's random seed, so every run without a fixed seed has a new hot set, and with one
+  # it replays the same sequence.)
+  local blocks=$(( $(numfmt --from=iec $B_VDI_SIZE) / 4096 )) n=$((RUNTIME * 20000))
+  $REPORT zipf-info $blocks 1.2 $(( 2 * ($(numfmt --from=iec ${B_SSD%iB}) / 4096) * 98 / 100 )) \
+    4096 | tee "$OUT/B-zipf.txt"
+  trace() {  # name seed read_pct count
+    $REPORT zipf-trace "$WORK/$1.iolog" $blocks 1.2 "$4" "$2" "$3" 4096 zipf
+  }
+  trace pt-r 1 100 $n
+  trace pt-rw 2 70 $n
+  trace warm 3 100 $((WARM_B * 20000))
+  trace wb-r 4 100 $n
+  trace wb-rw 5 70 $n
+  local replay=(--replay_no_stall=1)
+  local mixed=(--unified_rw_reporting=mixed)
+  measure B zipf-randread-4k-qd32 passthrough "$uri" randread 4k 32 $B_VDI_SIZE zipf "$url" \
+    "$lpid" --read_iolog="$WORK/pt-r.iolog" "${replay[@]}"
+  measure B zipf-randrw70-4k-qd32 passthrough "$uri" randrw 4k 32 $B_VDI_SIZE zipf "$url" \
+    "$lpid" --read_iolog="$WORK/pt-rw.iolog" "${replay[@]}" "${mixed[@]}"
+  # Writeback (the default mode): warm with a trace from the same distribution so the sieve
+  # admits the hot set (a block enters the cache on its second read miss), then measure.
+  "${ctl[@]}" vdi set-mode zipf writeback > /dev/null
+  log "  warming writeback with $WARM_B s of Zipf reads"
+  fio_run B-warm "$uri" randread 4k 32 --size=$B_VDI_SIZE --time_based --runtime="$WARM_B" \
+    --read_iolog="$WORK/warm.iolog" "${replay[@]}"
+  log "  warm-up: $($REPORT fio "$OUT/B-warm.json" | awk '{print $1}') IOPS"
+  measure B zipf-randread-4k-qd32 writeback "$uri" randread 4k 32 $B_VDI_SIZE zipf "$url" \
+    "$lpid" --read_iolog="$WORK/wb-r.iolog" "${replay[@]}"
+  measure B zipf-randrw70-4k-qd32 writeback "$uri" randrw 4k 32 $B_VDI_SIZE zipf "$url" \
+    "$lpid" --read_iolog="$WORK/wb-rw.iolog" "${replay[@]}" "${mixed[@]}"
+  "${ctl[@]}" stats --vdi zipf > "$OUT/B-stats.txt" 2>&1 || true
+  stop_pid "$lpid"
+  rm -rf "$WORK/local-b"
+}
+
+{
+  echo "machine: $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), $(free -g | awk '/Mem:/{print $2}') GiB RAM, /tmp on $(df --output=source /tmp | tail -1)"
+  echo "fio $(fio --version | sed 's/fio-//'), $(qemu-nbd --version | head -1), load at start: $(cat /proc/loadavg)"
+  echo "ringcache HEAD $(git -C "$ROOT" rev-parse --short HEAD 2> /dev/null || echo '?'), binaries from $BIN (ringcache-local built $(date -r "$LOCAL_BIN" '+%F %T'))"
+  echo "server environment: ${NBD_BENCH_SERVER_ENV:-(none)}; Part A RAM tier per cache node: $RAM_A"
+} | tee "$OUT/machine.txt"
+START=$(date +%s)
+if [[ $ONLY == *A* ]]; then part_a; fi
+if [[ $ONLY == *B* ]]; then part_b; fi
+echo "load at end: $(cat /proc/loadavg); $(( $(date +%s) - START )) s" | tee -a "$OUT/machine.txt"
+echo
+$REPORT report "$RESULTS"
+$REPORT report "$RESULTS" --markdown > "$OUT/report.md"
+echo "raw fio JSON, logs and report.md in $OUT"
