@@ -71,6 +71,17 @@ void DataNodePool::Observe(Node* n, double seconds) {
   if (n->latency != nullptr) n->latency->Observe(seconds);
 }
 
+void DataNodePool::SortByLoad(std::vector<uint32_t>* ids) const {
+  // Snapshot the loads first: they change concurrently, and a comparator that reads them live is
+  // not a strict weak ordering (undefined behaviour in std::sort; it crashed under load).
+  std::vector<std::pair<double, uint32_t>> by_load;
+  by_load.reserve(ids->size());
+  for (uint32_t id : *ids) by_load.emplace_back(Load(id), id);
+  std::stable_sort(by_load.begin(), by_load.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (size_t i = 0; i < ids->size(); ++i) (*ids)[i] = by_load[i].second;
+}
+
 double DataNodePool::Load(uint32_t id) const {
   Node* n = Find(id);
   if (n == nullptr) return 1e9;
@@ -123,8 +134,7 @@ absl::Status DataNodePool::DeleteVdi(uint32_t vdi_id) {
 absl::StatusOr<BlockRun> DataNodePool::Read(uint32_t vdi, uint64_t object, uint32_t first,
                                             uint32_t count, int n, uint32_t block_size) {
   RC_ASSIGN_OR_RETURN(std::vector<uint32_t> homes, Homes(vdi, object, n));
-  std::stable_sort(homes.begin(), homes.end(),
-                   [this](uint32_t a, uint32_t b) { return Load(a) < Load(b); });
+  SortByLoad(&homes);
   absl::Status last = absl::UnavailableError("no home replica");
   std::vector<uint32_t> corrupt;
   for (uint32_t id : homes) {
@@ -178,8 +188,7 @@ absl::StatusOr<BlockRun> DataNodePool::Read(uint32_t vdi, uint64_t object, uint3
 absl::StatusOr<std::vector<bool>> DataNodePool::Presence(uint32_t vdi, uint64_t object,
                                                          uint32_t first, uint32_t count, int n) {
   RC_ASSIGN_OR_RETURN(std::vector<uint32_t> homes, Homes(vdi, object, n));
-  std::stable_sort(homes.begin(), homes.end(),
-                   [this](uint32_t a, uint32_t b) { return Load(a) < Load(b); });
+  SortByLoad(&homes);
   absl::Status last = absl::UnavailableError("no home replica");
   for (uint32_t id : homes) {
     v1::ReadBlocksRequest req;

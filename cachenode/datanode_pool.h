@@ -81,6 +81,8 @@ class DataNodePool {
   };
   DataNodePool() = default;
   Node* Find(uint32_t id) const;
+  // Orders node ids by their load at the time of the call, least loaded first.
+  void SortByLoad(std::vector<uint32_t>* ids) const;
   void Observe(Node* n, double seconds);
   std::unique_ptr<grpc::ClientContext> Context() const;
 
