@@ -90,6 +90,10 @@ CacheNode::CacheNode(const CacheNodeConfig& config, DataNodePool* pool, Clock* c
   ssd_checksum_failures_ = registry_->GetCounter(
       "ringcache_cachenode_ssd_checksum_failures_total",
       "SSD slots that failed their checksum on read.", node);
+  ssd_repairs_ = registry_->GetCounter(
+      "ringcache_cachenode_ssd_repairs_total",
+      "Dirty blocks whose damaged SSD slot was served and rewritten from their log record.",
+      node);
 }
 
 absl::StatusOr<std::unique_ptr<CacheNode>> CacheNode::Create(const CacheNodeConfig& config,
@@ -133,6 +137,7 @@ absl::Status CacheNode::Init() {
     Entry& e = map_[r.key];
     e.slot = r.slot;
     e.dirty = r.dirty;
+    e.log_seq = r.log_seq;
     if (r.dirty && dirty_set_.insert(r.key).second) dirty_order_.push_back(r.key);
     ApplyEvictions(out);
   }
@@ -150,6 +155,8 @@ absl::Status CacheNode::Init() {
                               });
   registry_->AddCallbackGauge("ringcache_cachenode_free_slots", "Free SSD slots.", node,
                               [this] { return static_cast<double>(slots_->free_slots()); });
+  RC_ASSIGN_OR_RETURN(log_, WriteLog::Open({config_.node_id, config_.ssd_path + ".logseq", 200},
+                                            pool_, registry_, [this] { return LiveLogSeqs(); }));
   reclaimer_ = std::thread([this] { ReclaimerLoop(); });
   destager_ = std::thread([this] { DestagerLoop(); });
   return absl::OkStatus();
@@ -162,7 +169,18 @@ CacheNode::~CacheNode() {
   }
   if (reclaimer_.joinable()) reclaimer_.join();
   if (destager_.joinable()) destager_.join();
+  log_.reset();
   if (slots_) (void)slots_->Sync();
+}
+
+absl::flat_hash_set<uint64_t> CacheNode::LiveLogSeqs() const {
+  absl::flat_hash_set<uint64_t> live;
+  absl::MutexLock l(&mu_);
+  for (const SlotKey& k : dirty_set_) {
+    auto it = map_.find(k);
+    if (it != map_.end() && it->second.log_seq != 0) live.insert(it->second.log_seq);
+  }
+  return live;
 }
 
 absl::Mutex& CacheNode::Stripe(uint32_t vdi, uint64_t object) {
@@ -303,6 +321,8 @@ void CacheNode::RemoveEntry(const SlotKey& key) {
     dirty_set_.erase(key);
     if (auto v = vdis_.find(key.vdi); v != vdis_.end()) v->second.counters->dirty_blocks--;
   }
+  // REQUIRES (callers): whatever replaced the block is durable at home or in a newer record.
+  if (it->second.log_seq != 0) log_->Retire(it->second.log_seq);
   map_.erase(it);
 }
 
@@ -320,6 +340,7 @@ absl::Status CacheNode::ReadBlocks(const Vdi& v, uint64_t object, uint32_t first
     bool admit = false;     // fill the cache after fetching
     bool promote = false;   // SSD hit that the placement moved to RAM
     bool dirty = false;
+    uint64_t log_seq = 0;
   };
   std::vector<Plan> plan(count);
   VdiCounters& ctr = *v.counters;
@@ -336,6 +357,7 @@ absl::Status CacheNode::ReadBlocks(const Vdi& v, uint64_t object, uint32_t first
           p.ram = it->second.ram;
           p.slot = it->second.slot;
           p.dirty = it->second.dirty;
+          p.log_seq = it->second.log_seq;
         } else {
           p.miss = true;
         }
@@ -354,6 +376,7 @@ absl::Status CacheNode::ReadBlocks(const Vdi& v, uint64_t object, uint32_t first
         p.ram = e.ram;
         p.slot = e.slot;
         p.dirty = e.dirty;
+        p.log_seq = e.log_seq;
         (p.ram ? ctr.hits_ram : ctr.hits_ssd)++;
         if (e.state == State::kCached) {
           std::vector<policy::BlockKey> demote;
@@ -389,8 +412,10 @@ absl::Status CacheNode::ReadBlocks(const Vdi& v, uint64_t object, uint32_t first
       if (!s.ok()) {
         ssd_checksum_failures_->Inc();
         if (p.dirty) {
-          return absl::DataLossError(absl::StrCat("dirty block ", first + i, " of object ",
-                                                  object, ": ", s.message()));
+          // The only other copy of a dirty block is its log record (invariant 4).
+          RC_RETURN_IF_ERROR(RepairDirtyBlock(KeyOf(v, object, first + i), object, first + i,
+                                              dst));
+          continue;
         }
         // A clean copy is also on the data nodes: drop the bad slot and fetch again.
         p.miss = true;
@@ -587,17 +612,70 @@ absl::Status CacheNode::Write(uint32_t vdi, uint64_t object, uint32_t offset, ui
 
 absl::Status CacheNode::WriteAround(const Vdi& v, uint64_t object, uint32_t first, uint32_t count,
                                     const char* data) {
-  const uint32_t bs = config_.block_size;
   // Make earlier slot releases durable first, so no released (older) copy of these blocks can
   // reappear after a crash and shadow what the data nodes now hold.
   RC_RETURN_IF_ERROR(slots_->Sync());
-  RC_RETURN_IF_ERROR(pool_->WriteAll(v.geometry.vdi_id(), object, first,
-                                     std::string(data, uint64_t{count} * bs),
-                                     v.geometry.replication()));
+  RC_RETURN_IF_ERROR(WriteHome(v, object, first, count, data));
   for (uint32_t i = 0; i < count; ++i) {
     RC_RETURN_IF_ERROR(InvalidateBlock(KeyOf(v, object, first + i)));
   }
   return slots_->Sync();
+}
+
+absl::Status CacheNode::WriteHome(const Vdi& v, uint64_t object, uint32_t first, uint32_t count,
+                                  const char* data) {
+  RC_ASSIGN_OR_RETURN(const uint64_t seq, log_->Reserve(count));
+  HomeStamp stamp{config_.node_id, {}, false};
+  for (uint32_t i = 0; i < count; ++i) stamp.seqs.push_back(seq + i);
+  absl::Status s = pool_->WriteAll(v.geometry.vdi_id(), object, first,
+                                   std::string(data, uint64_t{count} * config_.block_size),
+                                   v.geometry.replication(), &stamp);
+  log_->Done(seq);
+  return s;
+}
+
+absl::Status CacheNode::RepairDirtyBlock(const SlotKey& key, uint64_t object,
+                                         uint32_t block_in_object, char* dst) {
+  uint64_t log_seq = 0;
+  {
+    absl::MutexLock l(&mu_);
+    auto it = map_.find(key);
+    if (it != map_.end() && it->second.dirty) log_seq = it->second.log_seq;
+  }
+  const std::string what =
+      absl::StrCat("dirty block ", key.block, " of VDI ", key.vdi, " failed its SSD checksum");
+  if (log_seq == 0) return absl::DataLossError(absl::StrCat(what, " and has no log record"));
+  auto rec = log_->Fetch(log_seq);
+  if (!rec.ok()) {
+    return absl::DataLossError(absl::StrCat(what, "; its log record ", log_seq,
+                                            " is unreadable: ", rec.status().message()));
+  }
+  if (rec->vdi_id() != key.vdi || rec->object_index() != object ||
+      rec->block_index() != block_in_object || rec->data().size() != config_.block_size) {
+    return absl::DataLossError(absl::StrCat(what, "; log record ", log_seq,
+                                            " belongs to another block"));
+  }
+  std::memcpy(dst, rec->data().data(), config_.block_size);
+  ssd_repairs_->Inc();
+  // Rewrite the block into a fresh slot (never wait for one: a stripe lock is held); without a
+  // free slot the record keeps serving it.
+  auto slot = slots_->Allocate();
+  if (!slot.ok()) return absl::OkStatus();
+  absl::Status st = slots_->WriteSlot(*slot, key, true, dst, log_seq);
+  if (st.ok()) st = slots_->Sync();
+  int64_t release = *slot;
+  if (st.ok()) {
+    absl::MutexLock l(&mu_);
+    auto it = map_.find(key);
+    if (it != map_.end() && it->second.dirty && it->second.log_seq == log_seq) {
+      release = it->second.slot;
+      it->second.slot = *slot;
+    }
+  }
+  if (release >= 0) slots_->Release(static_cast<uint32_t>(release)).IgnoreError();
+  spdlog::warn("cache node {}: {}; served and rewritten from log record {}", config_.node_id,
+               what, log_seq);
+  return absl::OkStatus();
 }
 
 absl::Status CacheNode::WriteRun(const Vdi& v, uint64_t object, uint32_t first, uint32_t count,
@@ -626,30 +704,53 @@ absl::Status CacheNode::WriteRun(const Vdi& v, uint64_t object, uint32_t first, 
   }
   if (bypass) {  // CMF or sequential cutoff: write around for this request
     ctr.bypassed += count;
-    return WriteAround(v, object, first, count, data);
+    absl::Status s = WriteAround(v, object, first, count, data);
+    // Write-back never fails a write that the cache can hold: with a home replica down, cache
+    // (and log) it instead; the reclaimer destages it once the homes are back.
+    if (s.ok() || through || !absl::IsUnavailable(s)) return s;
   }
-  if (through) {
-    RC_RETURN_IF_ERROR(pool_->WriteAll(v.geometry.vdi_id(), object, first,
-                                       std::string(data, uint64_t{count} * bs),
-                                       v.geometry.replication()));
-  }
+  if (through) RC_RETURN_IF_ERROR(WriteHome(v, object, first, count, data));
   // Every block gets a fresh slot (SlotStore invariant 1), then one group-committed sync.
   if (free_slots->size() < count) {
     return absl::InternalError("WriteRun called without enough preallocated slots");
   }
   std::vector<uint32_t> slots(free_slots->end() - count, free_slots->end());
   free_slots->resize(free_slots->size() - count);
-  absl::Status st;
-  for (uint32_t i = 0; i < count && st.ok(); ++i) {
-    st = slots_->WriteSlot(slots[i], KeyOf(v, object, first + i), !through,
-                           data + uint64_t{i} * bs);
+  // Write-back: the cache copy and the N-1 log copies are written in parallel; the write is done
+  // when both are durable (DESIGN §4). Write-through blocks are clean and need no log record.
+  uint64_t seq = 0;
+  if (!through) {
+    auto reserved = log_->Reserve(count);
+    if (!reserved.ok()) {
+      for (uint32_t s : slots) slots_->Release(s).IgnoreError();
+      return reserved.status();
+    }
+    seq = *reserved;
   }
-  if (st.ok() && !through) st = slots_->Sync();
+  absl::Status st;
+  auto write_cache = [&] {
+    for (uint32_t i = 0; i < count && st.ok(); ++i) {
+      st = slots_->WriteSlot(slots[i], KeyOf(v, object, first + i), !through,
+                             data + uint64_t{i} * bs, through ? 0 : seq + i);
+    }
+    if (st.ok() && !through) st = slots_->Sync();
+  };
+  absl::Status logged;
+  if (through) {
+    write_cache();
+  } else {
+    logged = log_->Append(v.geometry.vdi_id(), object, first, bs, data, count,
+                          static_cast<int>(v.geometry.replication()), seq, write_cache);
+  }
+  if (st.ok()) st = logged;
   if (!st.ok()) {
+    // Not acknowledged: its log records (if any landed) are found by the collector.
+    if (!through) log_->Done(seq);
     for (uint32_t s : slots) slots_->Release(s).IgnoreError();
     return st;
   }
   std::vector<int64_t> release;
+  std::vector<uint64_t> retire;
   {
     absl::MutexLock l(&mu_);
     for (uint32_t i = 0; i < count; ++i) {
@@ -658,6 +759,8 @@ absl::Status CacheNode::WriteRun(const Vdi& v, uint64_t object, uint32_t first, 
       Entry& e = map_[key];
       if (e.slot >= 0) release.push_back(e.slot);
       const bool was_dirty = e.dirty;
+      if (e.log_seq != 0) retire.push_back(e.log_seq);  // superseded (or now home: through)
+      e.log_seq = through ? 0 : seq + i;
       e.slot = slots[i];
       e.ram.reset();
       e.dirty = !through;
@@ -688,6 +791,8 @@ absl::Status CacheNode::WriteRun(const Vdi& v, uint64_t object, uint32_t first, 
       }
     }
   }
+  if (!through) log_->Done(seq);
+  log_->Retire(retire);
   for (int64_t s : release) slots_->Release(static_cast<uint32_t>(s)).IgnoreError();
   return absl::OkStatus();
 }
@@ -720,8 +825,15 @@ absl::Status CacheNode::Trim(uint32_t vdi, uint64_t object, uint32_t offset, uin
   if (full_first >= full_end) return absl::OkStatus();
   absl::MutexLock stripe(&Stripe(vdi, object));
   RC_RETURN_IF_ERROR(slots_->Sync());
-  RC_RETURN_IF_ERROR(pool_->TrimAll(vdi, object, full_first, full_end - full_first,
-                                    v.geometry.replication()));
+  // Stamped: the tombstones outrank any older log record of these blocks.
+  const uint32_t n = full_end - full_first;
+  RC_ASSIGN_OR_RETURN(const uint64_t seq, log_->Reserve(n));
+  HomeStamp stamp{config_.node_id, {}, false};
+  for (uint32_t i = 0; i < n; ++i) stamp.seqs.push_back(seq + i);
+  absl::Status trimmed =
+      pool_->TrimAll(vdi, object, full_first, n, v.geometry.replication(), &stamp);
+  log_->Done(seq);
+  RC_RETURN_IF_ERROR(trimmed);
   for (uint32_t b = full_first; b < full_end; ++b) {
     RC_RETURN_IF_ERROR(InvalidateBlock(KeyOf(v, object, b)));
   }
@@ -739,6 +851,7 @@ absl::Status CacheNode::DestageAround(const Vdi& v, const SlotKey& key, uint64_t
   struct Item {
     std::shared_ptr<const std::string> ram;
     int64_t slot;
+    uint64_t log_seq;
   };
   std::vector<Item> items;
   uint64_t lo = key.block;
@@ -755,7 +868,7 @@ absl::Status CacheNode::DestageAround(const Vdi& v, const SlotKey& key, uint64_t
                           items.size() < config_.destage_max_blocks;
          ++b) {
       const Entry& e = map_.at(SlotKey{key.vdi, b});
-      items.push_back({e.ram, e.slot});
+      items.push_back({e.ram, e.slot, e.log_seq});
     }
   }
   std::string data(items.size() * bs, '\0');
@@ -767,14 +880,29 @@ absl::Status CacheNode::DestageAround(const Vdi& v, const SlotKey& key, uint64_t
       absl::Status s = slots_->ReadSlot(static_cast<uint32_t>(items[i].slot), dst);
       if (!s.ok()) {
         ssd_checksum_failures_->Inc();
+        s = RepairDirtyBlock(SlotKey{key.vdi, lo + i}, object,
+                             static_cast<uint32_t>(lo + i - base), dst);
+      }
+      if (!s.ok()) {
         spdlog::error("cache node {}: dirty block {}/{} unreadable: {}", config_.node_id, key.vdi,
                       lo + i, s.ToString());
         return s;
       }
     }
   }
+  // Stamp each block with its log record's sequence (a fresh one where it has none), so replay
+  // never puts an older record over what this destage wrote.
+  HomeStamp stamp{config_.node_id, {}, false};
+  uint32_t unlogged = 0;
+  for (const Item& it : items) unlogged += it.log_seq == 0;
+  uint64_t fresh = 0;
+  if (unlogged > 0) {
+    RC_ASSIGN_OR_RETURN(fresh, log_->Reserve(unlogged));
+  }
+  for (const Item& it : items) stamp.seqs.push_back(it.log_seq != 0 ? it.log_seq : fresh++);
   absl::Status s = pool_->WriteAll(key.vdi, object, static_cast<uint32_t>(lo - base), data,
-                                   v.geometry.replication());
+                                   v.geometry.replication(), &stamp);
+  if (unlogged > 0) log_->Done(fresh - unlogged);
   if (!s.ok()) {
     destage_errors_->Inc();
     return s;
@@ -789,6 +917,9 @@ absl::Status CacheNode::DestageAround(const Vdi& v, const SlotKey& key, uint64_t
       auto it = map_.find(k);
       if (it == map_.end() || !it->second.dirty) continue;
       it->second.dirty = false;
+      // At all N homes now: its log record is no longer needed.
+      if (it->second.log_seq != 0) log_->Retire(it->second.log_seq);
+      it->second.log_seq = 0;
       dirty_set_.erase(k);
       v.counters->dirty_blocks--;
       policy_->MarkClean({k.vdi, k.block});
@@ -921,6 +1052,8 @@ void CacheNode::DestagerLoop() {
     const uint64_t slots = slots_->num_slots();
     if (dirty > config_.dirty_high_watermark * slots) forcing = true;
     if (dirty < config_.dirty_low_watermark * slots) forcing = false;
+    // Pushback: a data node's log area is over its limit; destage so records can be reclaimed.
+    if (log_->over_limit() && dirty > 0) forcing = true;
     if (!idle && !forcing) continue;
     // Destage a batch: oldest dirty blocks first, until load returns (idle) or we are back
     // under the low watermark (forced, rate-limited).
@@ -977,7 +1110,10 @@ absl::Status CacheNode::Flush(uint32_t vdi) {
         if (vdi == 0 || k.vdi == vdi) keys.push_back(k);
       }
     }
-    if (keys.empty()) return absl::OkStatus();
+    if (keys.empty()) {
+      log_->ReclaimNow().IgnoreError();  // a down data node's copies are collected later
+      return absl::OkStatus();
+    }
     std::sort(keys.begin(), keys.end(), [](const SlotKey& a, const SlotKey& b) {
       return a.vdi != b.vdi ? a.vdi < b.vdi : a.block < b.block;
     });

@@ -17,6 +17,10 @@
 //     reclaimer has destaged it (if dirty) and released its storage; only then may a read miss go
 //     to the data nodes, so no read returns stale data.
 //  3. A dirty cached block is the authoritative copy; data nodes see it only through destage.
+//  4. A dirty block's data is also in its write-back log record (Entry::log_seq) on N-1 data
+//     nodes before the write that dirtied it returns (cachenode/write_log.h). Its record is
+//     retired only after a newer record of the block is durable or the block reached all N
+//     homes. Every write sent home carries a version stamp from the log's sequence counter.
 //
 // Thread-safety: thread-safe.
 #ifndef RINGCACHE_CACHENODE_CACHE_NODE_H_
@@ -40,6 +44,7 @@
 #include "cachenode/policy/placement.h"
 #include "cachenode/policy/types.h"
 #include "cachenode/slot_store.h"
+#include "cachenode/write_log.h"
 #include "common/clock.h"
 #include "common/metrics.h"
 #include "ringcache/v1/cachenode.pb.h"
@@ -117,6 +122,7 @@ class CacheNode {
   uint64_t cached_blocks() const;
   uint32_t block_size() const { return config_.block_size; }
   const RecoveryStats& recovery() const { return recovery_; }
+  WriteLog* write_log() const { return log_.get(); }
 
  private:
   static constexpr size_t kStripes = 1024;
@@ -126,6 +132,7 @@ class CacheNode {
     std::shared_ptr<const std::string> ram;    // RAM copy (RAM tier), null if none
     bool dirty = false;
     State state = State::kCached;
+    uint64_t log_seq = 0;                      // dirty: its write-back log record (0 = none)
   };
   struct Vdi {
     v1::VdiGeometry geometry;
@@ -156,7 +163,16 @@ class CacheNode {
   // Sends the run to the home replicas and drops any cached copy (write-around).
   absl::Status WriteAround(const Vdi& v, uint64_t object, uint32_t first, uint32_t count,
                            const char* data);
-  absl::Status InvalidateBlock(const SlotKey& key) ;
+  absl::Status InvalidateBlock(const SlotKey& key);
+  // Sends `count` blocks home with fresh version stamps (write-through, write-around).
+  absl::Status WriteHome(const Vdi& v, uint64_t object, uint32_t first, uint32_t count,
+                         const char* data);
+  // Reads a dirty block whose SSD slot failed its checksum from its log record into `dst`, and
+  // rewrites the slot when one is free. REQUIRES: the object's stripe lock is held.
+  absl::Status RepairDirtyBlock(const SlotKey& key, uint64_t object, uint32_t block_in_object,
+                                char* dst);
+  // Returns the log sequences of every dirty block (the write log's collector keeps them).
+  absl::flat_hash_set<uint64_t> LiveLogSeqs() const;
   // Takes `n` free slots (all or none), waiting for the reclaimer while too few are free.
   // REQUIRES: no stripe lock held (the reclaimer needs stripes to free slots).
   absl::Status AllocateSlots(uint32_t n, std::vector<uint32_t>* out);
@@ -180,6 +196,7 @@ class CacheNode {
   Clock* const clock_;
   metrics::Registry* const registry_;
   std::unique_ptr<SlotStore> slots_;
+  std::unique_ptr<WriteLog> log_;
   RecoveryStats recovery_;
   std::unique_ptr<absl::Mutex[]> stripes_;
 
@@ -208,6 +225,7 @@ class CacheNode {
   metrics::Counter* evictions_;
   metrics::Counter* slot_waits_;
   metrics::Counter* ssd_checksum_failures_;
+  metrics::Counter* ssd_repairs_;
   class PoolLoad;
   friend class PoolLoad;
   std::unique_ptr<PoolLoad> load_view_;

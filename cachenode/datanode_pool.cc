@@ -21,6 +21,17 @@ double Seconds(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
 }
 
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+bool Unreachable(const grpc::Status& s) {
+  return s.error_code() == grpc::StatusCode::UNAVAILABLE ||
+         s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<DataNodePool>> DataNodePool::Create(
@@ -175,6 +186,10 @@ absl::StatusOr<BlockRun> DataNodePool::Read(uint32_t vdi, uint64_t object, uint3
         w.mutable_range()->set_first_block(first + i);
         w.set_data(run.data.substr(uint64_t{i} * block_size, block_size));
         w.add_checksums(BlockChecksum(w.data()));
+        if (resp.writers_size() == static_cast<int>(count) && resp.writers(i) != 0) {
+          w.set_writer_node(resp.writers(i));  // keep the good copy's version
+          w.add_versions(resp.versions(i));
+        }
         v1::WriteBlocksResponse wr;
         auto wctx = Context();
         if (b->stub->WriteBlocks(wctx.get(), w, &wr).ok()) repairs_.fetch_add(1);
@@ -211,13 +226,19 @@ absl::StatusOr<std::vector<bool>> DataNodePool::Presence(uint32_t vdi, uint64_t 
 }
 
 absl::Status DataNodePool::WriteAll(uint32_t vdi, uint64_t object, uint32_t first,
-                                    const std::string& data, int n) {
+                                    const std::string& data, int n, const HomeStamp* stamp,
+                                    uint32_t* stored) {
   RC_ASSIGN_OR_RETURN(std::vector<uint32_t> homes, Homes(vdi, object, n));
   v1::WriteBlocksRequest req;
   req.mutable_range()->set_vdi_id(vdi);
   req.mutable_range()->set_object_index(object);
   req.mutable_range()->set_first_block(first);
   req.set_data(data);
+  if (stamp != nullptr) {
+    req.set_writer_node(stamp->writer);
+    for (uint64_t s : stamp->seqs) req.add_versions(s);
+    req.set_only_if_newer(stamp->only_if_newer);
+  }
   struct Call {
     std::unique_ptr<grpc::ClientContext> ctx;
     v1::WriteBlocksResponse resp;
@@ -233,6 +254,7 @@ absl::Status DataNodePool::WriteAll(uint32_t vdi, uint64_t object, uint32_t firs
     node->inflight.fetch_add(1);
     node->stub->async()->WriteBlocks(calls[i].ctx.get(), &req, &calls[i].resp,
                                      [&, i, node](grpc::Status s) {
+                                       if (!s.ok()) node->failed_at_ms = NowMs();
                                        calls[i].status = std::move(s);
                                        node->inflight.fetch_sub(1);
                                        Observe(node, Seconds(calls[i].start));
@@ -243,11 +265,15 @@ absl::Status DataNodePool::WriteAll(uint32_t vdi, uint64_t object, uint32_t firs
   for (size_t i = 0; i < homes.size(); ++i) {
     RC_RETURN_IF_ERROR(FromGrpc(calls[i].status, absl::StrCat("write to data node ", homes[i])));
   }
+  if (stored != nullptr) {
+    *stored = 0;
+    for (const Call& c : calls) *stored = std::max(*stored, c.resp.blocks_stored());
+  }
   return absl::OkStatus();
 }
 
 absl::Status DataNodePool::TrimAll(uint32_t vdi, uint64_t object, uint32_t first,
-                                   uint32_t count, int n) {
+                                   uint32_t count, int n, const HomeStamp* stamp) {
   RC_ASSIGN_OR_RETURN(std::vector<uint32_t> homes, Homes(vdi, object, n));
   for (uint32_t id : homes) {
     v1::TrimBlocksRequest req;
@@ -255,6 +281,10 @@ absl::Status DataNodePool::TrimAll(uint32_t vdi, uint64_t object, uint32_t first
     req.mutable_range()->set_object_index(object);
     req.mutable_range()->set_first_block(first);
     req.mutable_range()->set_block_count(count);
+    if (stamp != nullptr) {
+      req.set_writer_node(stamp->writer);
+      for (uint64_t s : stamp->seqs) req.add_versions(s);
+    }
     v1::TrimBlocksResponse resp;
     auto ctx = Context();
     RC_RETURN_IF_ERROR(
@@ -262,6 +292,176 @@ absl::Status DataNodePool::TrimAll(uint32_t vdi, uint64_t object, uint32_t first
                  absl::StrCat("trim on data node ", id)));
   }
   return absl::OkStatus();
+}
+
+std::vector<uint32_t> DataNodePool::node_ids() const {
+  std::vector<uint32_t> ids;
+  for (const auto& n : nodes_) ids.push_back(n->endpoint.id);
+  return ids;
+}
+
+std::vector<uint32_t> DataNodePool::LogCandidates(uint32_t vdi, uint64_t object, int n) const {
+  const int total = static_cast<int>(nodes_.size());
+  n = std::min(n, total);
+  auto order = ring_->Owners(ring::ObjectKey{vdi, object}, total);
+  if (!order.ok()) return {};
+  // DESIGN §4: log copies live outside the object's N homes, on the next nodes of the data ring;
+  // only when the cluster is too small do they fall back on the homes (last home first).
+  std::vector<uint32_t> out(order->begin() + n, order->end());
+  for (int i = n - 1; i >= 0; --i) out.push_back((*order)[i]);
+  return out;
+}
+
+absl::StatusOr<LogAppendResult> DataNodePool::LogAppend(
+    uint32_t vdi, uint64_t object, int n, int copies, const std::vector<v1::LogRecord>& records,
+    const std::function<void()>& overlap) {
+  LogAppendResult result;
+  if (copies <= 0 || records.empty()) {
+    if (overlap) overlap();
+    return result;
+  }
+  std::vector<uint32_t> cand = LogCandidates(vdi, object, n);
+  // Nodes that failed in the last second go last, so one dead node does not cost every write a
+  // timeout (the order stays deterministic among healthy nodes).
+  const int64_t now = NowMs();
+  std::stable_partition(cand.begin(), cand.end(), [&](uint32_t id) {
+    return now - Find(id)->failed_at_ms.load() > 1000;
+  });
+  v1::LogAppendRequest req;
+  for (const auto& r : records) *req.add_records() = r;
+  struct Call {
+    std::unique_ptr<grpc::ClientContext> ctx;
+    v1::LogAppendResponse resp;
+    grpc::Status status;
+  };
+  size_t next = 0;
+  absl::Status last = absl::UnavailableError("no data node to hold the log records");
+  while (static_cast<int>(result.nodes.size()) < copies && next < cand.size()) {
+    const size_t want = std::min<size_t>(copies - result.nodes.size(), cand.size() - next);
+    std::vector<Call> calls(want);
+    std::vector<uint32_t> ids(cand.begin() + next, cand.begin() + next + want);
+    next += want;
+    absl::BlockingCounter pending(static_cast<int>(want));
+    for (size_t i = 0; i < want; ++i) {
+      Node* node = Find(ids[i]);
+      calls[i].ctx = Context();
+      node->inflight.fetch_add(1);
+      const auto start = std::chrono::steady_clock::now();
+      node->stub->async()->LogAppend(calls[i].ctx.get(), &req, &calls[i].resp,
+                                     [&, i, node, start](grpc::Status s) {
+                                       if (!s.ok()) node->failed_at_ms = NowMs();
+                                       calls[i].status = std::move(s);
+                                       node->inflight.fetch_sub(1);
+                                       Observe(node, Seconds(start));
+                                       pending.DecrementCount();
+                                     });
+    }
+    if (next == want && overlap) overlap();  // first round only
+    pending.Wait();
+    for (size_t i = 0; i < want; ++i) {
+      if (!calls[i].status.ok()) {
+        last = FromGrpc(calls[i].status, absl::StrCat("log append on data node ", ids[i]));
+        continue;
+      }
+      result.nodes.push_back(ids[i]);
+      result.over_limit |= calls[i].resp.over_limit();
+    }
+  }
+  if (next == 0 && overlap) overlap();  // no candidate at all
+  if (static_cast<int>(result.nodes.size()) < copies) {
+    return absl::UnavailableError(absl::StrCat("log records on ", result.nodes.size(), " of ",
+                                               copies, " data nodes: ", last.message()));
+  }
+  // Overlap: a holder that is one of the object's homes.
+  auto homes = Homes(vdi, object, n);
+  if (homes.ok()) {
+    for (uint32_t id : result.nodes) {
+      if (std::find(homes->begin(), homes->end(), id) != homes->end()) ++result.overlapping;
+    }
+  }
+  return result;
+}
+
+std::vector<uint32_t> DataNodePool::LogReclaim(uint32_t cache_node,
+                                               const std::vector<uint64_t>& seqs, uint64_t below) {
+  std::vector<uint32_t> failed;
+  if (seqs.empty() && below == 0) return failed;
+  v1::LogReclaimRequest req;
+  req.set_cache_node_id(cache_node);
+  for (uint64_t s : seqs) req.add_sequences(s);
+  req.set_below_sequence(below);
+  struct Call {
+    std::unique_ptr<grpc::ClientContext> ctx;
+    v1::LogReclaimResponse resp;
+    grpc::Status status;
+  };
+  std::vector<Call> calls(nodes_.size());
+  absl::BlockingCounter pending(static_cast<int>(nodes_.size()));
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    Node* node = nodes_[i].get();
+    calls[i].ctx = Context();
+    node->stub->async()->LogReclaim(calls[i].ctx.get(), &req, &calls[i].resp,
+                                    [&, i](grpc::Status s) {
+                                      calls[i].status = std::move(s);
+                                      pending.DecrementCount();
+                                    });
+  }
+  pending.Wait();
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    if (!calls[i].status.ok()) {
+      nodes_[i]->failed_at_ms = NowMs();
+      failed.push_back(nodes_[i]->endpoint.id);
+    }
+  }
+  return failed;
+}
+
+absl::Status DataNodePool::LogScan(uint32_t node, uint32_t cache_node, uint64_t from,
+                                   bool include_data,
+                                   const std::function<void(v1::LogRecord&)>& fn) {
+  Node* n = Find(node);
+  if (n == nullptr) return absl::InvalidArgumentError(absl::StrCat("unknown data node ", node));
+  for (;;) {
+    v1::LogScanRequest req;
+    req.set_cache_node_id(cache_node);
+    req.set_from_sequence(from);
+    req.set_limit(include_data ? 256 : 4096);
+    req.set_include_data(include_data);
+    v1::LogScanResponse resp;
+    auto ctx = Context();
+    grpc::Status s = n->stub->LogScan(ctx.get(), req, &resp);
+    if (!s.ok()) {
+      if (Unreachable(s)) n->failed_at_ms = NowMs();
+      return FromGrpc(s, absl::StrCat("log scan on data node ", node));
+    }
+    for (auto& r : *resp.mutable_records()) fn(r);
+    if (resp.done() || resp.records_size() == 0) return absl::OkStatus();
+    from = resp.next_sequence();
+  }
+}
+
+absl::StatusOr<v1::LogRecord> DataNodePool::FetchLogRecord(uint32_t cache_node, uint64_t seq) {
+  absl::Status last = absl::NotFoundError(
+      absl::StrCat("log record ", seq, " of cache node ", cache_node, " is on no data node"));
+  for (const auto& n : nodes_) {
+    v1::LogScanRequest req;
+    req.set_cache_node_id(cache_node);
+    req.set_from_sequence(seq);
+    req.set_limit(1);
+    req.set_include_data(true);
+    v1::LogScanResponse resp;
+    auto ctx = Context();
+    grpc::Status s = n->stub->LogScan(ctx.get(), req, &resp);
+    if (!s.ok()) {
+      last = FromGrpc(s, absl::StrCat("log fetch on data node ", n->endpoint.id));
+      continue;
+    }
+    if (resp.records_size() == 1 && resp.records(0).sequence() == seq &&
+        BlockChecksum(resp.records(0).data()) == resp.records(0).checksum()) {
+      return std::move(*resp.mutable_records(0));
+    }
+  }
+  return last;
 }
 
 }  // namespace ringcache::cachenode

@@ -9,6 +9,7 @@
 #define RINGCACHE_CACHENODE_DATANODE_POOL_H_
 
 #include <atomic>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -33,6 +34,21 @@ struct DataNodeEndpoint {
 struct BlockRun {
   std::string data;                 // count × block_size bytes (zeros where absent)
   std::vector<bool> present;        // per block
+};
+
+// Version stamp of a write sent home (see datanode/store.h WriteStamp): the cache node's id and
+// one sequence per block from the counter of its log records.
+struct HomeStamp {
+  uint32_t writer = 0;
+  std::vector<uint64_t> seqs;
+  bool only_if_newer = false;  // log replay: never overwrite a copy at least as new
+};
+
+// Result of appending log records.
+struct LogAppendResult {
+  std::vector<uint32_t> nodes;  // data nodes that hold the records durably
+  uint32_t overlapping = 0;     // of which also home replicas of the object (cluster too small)
+  bool over_limit = false;      // some log area is over its limit: destage to relieve it
 };
 
 class DataNodePool {
@@ -62,10 +78,35 @@ class DataNodePool {
   absl::StatusOr<std::vector<bool>> Presence(uint32_t vdi, uint64_t object, uint32_t first,
                                              uint32_t count, int n);
   // Writes the run to all n homes in parallel; succeeds only when every home acknowledged.
+  // `stamp` (may be null) versions the blocks; with stamp->only_if_newer, *stored (may be null)
+  // receives the most blocks any one home stored.
   absl::Status WriteAll(uint32_t vdi, uint64_t object, uint32_t first, const std::string& data,
-                        int n);
+                        int n, const HomeStamp* stamp = nullptr, uint32_t* stored = nullptr);
   // Trims the run on all n homes.
-  absl::Status TrimAll(uint32_t vdi, uint64_t object, uint32_t first, uint32_t count, int n);
+  absl::Status TrimAll(uint32_t vdi, uint64_t object, uint32_t first, uint32_t count, int n,
+                       const HomeStamp* stamp = nullptr);
+
+  // Returns where the log records of an object with n homes go, in preference order: the nodes
+  // after its homes on the data ring, then (cluster too small) its homes from the last one.
+  std::vector<uint32_t> LogCandidates(uint32_t vdi, uint64_t object, int n) const;
+  // Appends `records` (all of one object) durably on `copies` data nodes among the object's log
+  // candidates, in parallel, moving on to the next candidate when one fails. Fails (kUnavailable)
+  // only when fewer than `copies` candidates accepted them. `overlap` (may be empty) runs on the
+  // calling thread while the first round of appends is in flight.
+  absl::StatusOr<LogAppendResult> LogAppend(uint32_t vdi, uint64_t object, int n, int copies,
+                                            const std::vector<v1::LogRecord>& records,
+                                            const std::function<void()>& overlap = nullptr);
+  // Drops the listed log records of `cache_node` on every data node. Returns the ids of the data
+  // nodes that could not be reached (they still hold the records).
+  std::vector<uint32_t> LogReclaim(uint32_t cache_node, const std::vector<uint64_t>& seqs,
+                                   uint64_t below = 0);
+  // Calls fn(record) for every log record of `cache_node` held by data node `node` with sequence
+  // >= from, in order, a page at a time.
+  absl::Status LogScan(uint32_t node, uint32_t cache_node, uint64_t from, bool include_data,
+                       const std::function<void(v1::LogRecord&)>& fn);
+  // Fetches log record `seq` of `cache_node` from any data node that holds a good copy.
+  absl::StatusOr<v1::LogRecord> FetchLogRecord(uint32_t cache_node, uint64_t seq);
+  std::vector<uint32_t> node_ids() const;
 
   size_t size() const { return nodes_.size(); }
   uint64_t repairs() const { return repairs_.load(); }
@@ -77,6 +118,7 @@ class DataNodePool {
     std::unique_ptr<v1::DataNode::Stub> stub;
     std::atomic<int> inflight{0};
     std::atomic<double> ewma_latency_s{0.0};
+    std::atomic<int64_t> failed_at_ms{0};  // last RPC failure (steady clock), 0 = none
     metrics::Histogram* latency = nullptr;
   };
   DataNodePool() = default;

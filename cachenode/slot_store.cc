@@ -35,7 +35,8 @@ struct DiskEntry {
   uint64_t block;
   uint64_t seq;
   uint64_t data_checksum;
-  uint8_t reserved[16];
+  uint64_t log_seq;  // write-back log record of a dirty block (cachenode/write_log.h), 0 = none
+  uint8_t reserved[8];
   uint64_t entry_checksum;  // XXH3 of the 56 bytes above
 };
 static_assert(sizeof(DiskEntry) == kEntrySize);
@@ -241,8 +242,8 @@ absl::Status SlotStore::Recover(std::vector<RecoveredSlot>* recovered, RecoveryS
       }
       kept = true;
       const bool dirty = (c.e.flags & 2) != 0;
-      meta_[c.slot] = Meta{key, c.e.seq, c.e.data_checksum, dirty, true};
-      recovered->push_back({c.slot, key, dirty, c.e.seq});
+      meta_[c.slot] = Meta{key, c.e.seq, c.e.data_checksum, dirty, true, c.e.log_seq};
+      recovered->push_back({c.slot, key, dirty, c.e.seq, dirty ? c.e.log_seq : 0});
       ++stats->slots_valid;
       if (dirty) ++stats->slots_dirty;
     }
@@ -301,6 +302,7 @@ absl::Status SlotStore::WriteEntry(uint32_t slot, const Meta& m) {
   e.block = m.key.block;
   e.seq = m.seq;
   e.data_checksum = m.checksum;
+  e.log_seq = m.log_seq;
   e.entry_checksum = BlockChecksum(&e, offsetof(DiskEntry, entry_checksum));
   return PwriteAll(fd_, &e, sizeof(e), index_offset_ + uint64_t{slot} * kEntrySize,
                    "write index entry");
@@ -312,9 +314,9 @@ void SlotStore::NoteWrite() {
 }
 
 absl::Status SlotStore::WriteSlot(uint32_t slot, const SlotKey& key, bool dirty,
-                                  const char* data) {
+                                  const char* data, uint64_t log_seq) {
   if (slot >= num_slots_) return absl::InvalidArgumentError("slot out of range");
-  Meta m{key, 0, BlockChecksum(data, block_size_), dirty, true};
+  Meta m{key, 0, BlockChecksum(data, block_size_), dirty, true, log_seq};
   {
     absl::MutexLock l(&mu_);
     m.seq = next_seq_++;
@@ -339,6 +341,7 @@ absl::Status SlotStore::SetDirty(uint32_t slot, bool dirty) {
       return absl::FailedPreconditionError(absl::StrCat("slot ", slot, " is not in use"));
     }
     meta_[slot].dirty = dirty;
+    if (!dirty) meta_[slot].log_seq = 0;
     m = meta_[slot];
   }
   RC_RETURN_IF_ERROR(WriteEntry(slot, m));

@@ -49,6 +49,7 @@ struct RecoveredSlot {
   SlotKey key;
   bool dirty = false;
   uint64_t seq = 0;
+  uint64_t log_seq = 0;  // dirty blocks: sequence of their write-back log record (0 = none)
 };
 
 struct SlotStoreOptions {
@@ -83,10 +84,13 @@ class SlotStore {
   absl::StatusOr<uint32_t> Allocate();
   // Takes `n` free slots, all or none (kResourceExhausted), appending them to *out.
   absl::Status AllocateMany(uint32_t n, std::vector<uint32_t>* out);
-  // Writes `data` (block_size bytes) and the slot's index entry with a new sequence number.
+  // Writes `data` (block_size bytes) and the slot's index entry with a new sequence number and
+  // the block's log record sequence (dirty blocks; 0 = none).
   // Not durable until Sync(). REQUIRES: `slot` came from Allocate() and is not released.
-  absl::Status WriteSlot(uint32_t slot, const SlotKey& key, bool dirty, const char* data);
-  // Rewrites the index entry's dirty flag (e.g. clean after destage). Not durable until Sync().
+  absl::Status WriteSlot(uint32_t slot, const SlotKey& key, bool dirty, const char* data,
+                         uint64_t log_seq = 0);
+  // Rewrites the index entry's dirty flag (e.g. clean after destage; clean also forgets the log
+  // sequence). Not durable until Sync().
   absl::Status SetDirty(uint32_t slot, bool dirty);
   // Reads the slot's block into `data` and verifies it against the checksum written with it:
   // kDataLoss on mismatch.
@@ -106,6 +110,7 @@ class SlotStore {
     uint64_t checksum = 0;
     bool dirty = false;
     bool used = false;
+    uint64_t log_seq = 0;
   };
   SlotStore() = default;
   absl::Status WriteEntry(uint32_t slot, const Meta& m);

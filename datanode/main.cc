@@ -102,6 +102,7 @@ int main(int argc, char** argv) {
   ringcache::metrics::Registry* registry = ringcache::metrics::Registry::Default();
   ringcache::datanode::HddEmulator hdd_emu(cfg.hdd, ringcache::Clock::Real());
   ringcache::datanode::DataNodeService service(cfg.node_id, store->get(), &hdd_emu, registry);
+  service.SetLogLimit(cfg.log_limit_bytes);
   registry->GetGauge("ringcache_build_info", "Build information.",
                      {{"version", "0.1.0"}, {"role", "datanode"}})
       ->Set(1);

@@ -31,6 +31,9 @@ DataNodeService::DataNodeService(uint32_t node_id, BlockStore* store, HddEmulato
                                      "Reads refused because stored data failed its checksum.");
   log_records_appended_ = registry_->GetCounter("ringcache_datanode_log_records_appended_total",
                                                 "Write-back log records appended.");
+  log_over_limit_ = registry_->GetCounter(
+      "ringcache_datanode_log_over_limit_total",
+      "Log appends answered with over_limit (the writing cache node must destage).");
   log_records_reclaimed_ = registry_->GetCounter(
       "ringcache_datanode_log_records_reclaimed_total", "Write-back log records reclaimed.");
   registry_->AddCallbackGauge("ringcache_datanode_log_records",
@@ -86,7 +89,7 @@ grpc::Status DataNodeService::DeleteVdi(grpc::ServerContext*, const v1::DeleteVd
 
 grpc::Status DataNodeService::WriteBlocks(grpc::ServerContext*,
                                           const v1::WriteBlocksRequest* req,
-                                          v1::WriteBlocksResponse*) {
+                                          v1::WriteBlocksResponse* resp) {
   return Timed(&write_, [&]() -> absl::Status {
     const auto& r = req->range();
     auto vdi = store_->GetVdi(r.vdi_id());
@@ -96,10 +99,15 @@ grpc::Status DataNodeService::WriteBlocks(grpc::ServerContext*,
       return absl::InvalidArgumentError("block_count does not match the payload size");
     }
     hdd_->Charge(req->data().size());
-    absl::Status s = store_->WriteBlocks(r.vdi_id(), r.object_index(), r.first_block(),
-                                         req->data(), Checksums(req->checksums()));
-    if (s.ok()) bytes_written_->Inc(static_cast<double>(req->data().size()));
-    return s;
+    WriteStamp stamp{req->writer_node(),
+                     std::vector<uint64_t>(req->versions().begin(), req->versions().end()),
+                     req->only_if_newer()};
+    auto stored = store_->WriteBlocks(r.vdi_id(), r.object_index(), r.first_block(),
+                                      req->data(), Checksums(req->checksums()), stamp);
+    if (!stored.ok()) return stored.status();
+    resp->set_blocks_stored(*stored);
+    bytes_written_->Inc(static_cast<double>(req->data().size()));
+    return absl::OkStatus();
   });
 }
 
@@ -111,6 +119,10 @@ grpc::Status DataNodeService::ReadBlocks(grpc::ServerContext*, const v1::ReadBlo
     if (!res.ok()) return res.status();
     for (bool p : res->present) resp->add_present(p);
     for (uint64_t c : res->checksums) resp->add_checksums(c);
+    for (const BlockVersion& v : res->versions) {
+      resp->add_writers(v.writer);
+      resp->add_versions(v.seq);
+    }
     if (req->presence_only()) return absl::OkStatus();
     hdd_->Charge(res->data.size());
     bytes_read_->Inc(static_cast<double>(res->data.size()));
@@ -123,7 +135,10 @@ grpc::Status DataNodeService::TrimBlocks(grpc::ServerContext*, const v1::TrimBlo
                                          v1::TrimBlocksResponse*) {
   return Timed(&trim_, [&] {
     const auto& r = req->range();
-    return store_->TrimBlocks(r.vdi_id(), r.object_index(), r.first_block(), r.block_count());
+    WriteStamp stamp{req->writer_node(),
+                     std::vector<uint64_t>(req->versions().begin(), req->versions().end()), false};
+    return store_->TrimBlocks(r.vdi_id(), r.object_index(), r.first_block(), r.block_count(),
+                              stamp);
   });
 }
 
@@ -143,6 +158,12 @@ grpc::Status DataNodeService::LogAppend(grpc::ServerContext*, const v1::LogAppen
     if (!size.ok()) return size.status();
     log_records_appended_->Inc(static_cast<double>(entries.size()));
     resp->set_log_bytes(*size);
+    const uint64_t limit = log_limit_bytes_.load();
+    resp->set_limit_bytes(limit);
+    if (limit > 0 && *size > limit) {
+      resp->set_over_limit(true);
+      log_over_limit_->Inc();
+    }
     return absl::OkStatus();
   });
 }

@@ -43,6 +43,8 @@ class DataNodeService final : public v1::DataNode::Service {
   grpc::Status Stats(grpc::ServerContext*, const v1::StatsRequest*,
                      v1::StatsResponse*) override;
 
+  // Sets the log area size above which appends answer over_limit (0 = no limit).
+  void SetLogLimit(uint64_t bytes) { log_limit_bytes_ = bytes; }
   // Makes every later call fail with UNAVAILABLE (used while shutting down).
   void SetDraining() { draining_ = true; }
 
@@ -68,6 +70,8 @@ class DataNodeService final : public v1::DataNode::Service {
   metrics::Counter* data_loss_;
   metrics::Counter* log_records_appended_;
   metrics::Counter* log_records_reclaimed_;
+  metrics::Counter* log_over_limit_;
+  std::atomic<uint64_t> log_limit_bytes_{0};
 };
 
 }  // namespace ringcache::datanode

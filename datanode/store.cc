@@ -56,6 +56,50 @@ std::string VdiKey(uint32_t vdi) {
 
 uint64_t BlocksPerObject(const v1::VdiGeometry& g) { return g.object_size() / g.block_size(); }
 
+constexpr size_t kVersionBytes = 4 + 8;
+constexpr size_t kTombstoneBytes = 1 + kVersionBytes;
+
+void PutVersion(std::string* s, const BlockVersion& v) {
+  PutBe32(s, v.writer);
+  PutBe64(s, v.seq);
+}
+BlockVersion GetVersion(const char* p) {
+  return {static_cast<uint32_t>(GetBe(p, 4)), GetBe(p + 4, 8)};
+}
+
+// Decoded stored block value (see the key layout in store.h).
+struct StoredBlock {
+  bool present = false;     // false: tombstone
+  uint64_t checksum = 0;
+  const char* data = nullptr;
+  BlockVersion version;
+};
+
+absl::StatusOr<StoredBlock> DecodeBlock(const std::string& v, uint32_t bs, const std::string& what) {
+  StoredBlock b;
+  if (v.size() == kTombstoneBytes && v[0] == 'T') {
+    b.version = GetVersion(v.data() + 1);
+    return b;
+  }
+  if (v.size() != 8 + bs && v.size() != 8 + bs + kVersionBytes) {
+    return absl::DataLossError(absl::StrCat(what, " has ", v.size(), " stored bytes, expected ",
+                                            8 + bs, " or ", 8 + bs + kVersionBytes));
+  }
+  b.present = true;
+  b.checksum = GetBe(v.data(), 8);
+  b.data = v.data() + 8;
+  if (v.size() > 8 + bs) b.version = GetVersion(v.data() + 8 + bs);
+  if (BlockChecksum(b.data, bs) != b.checksum) {
+    return absl::DataLossError(absl::StrCat("checksum mismatch: ", what));
+  }
+  return b;
+}
+
+// True when a block stamped `incoming` must not replace the stored `have` in a replay.
+bool AsNewAs(const BlockVersion& have, const BlockVersion& incoming) {
+  return have.writer != 0 && have.writer == incoming.writer && have.seq >= incoming.seq;
+}
+
 }  // namespace
 
 absl::Status FromRocks(const rocksdb::Status& s, const std::string& what) {
@@ -215,9 +259,24 @@ absl::Status BlockStore::CheckRange(const v1::VdiGeometry& vdi, uint64_t object_
   return absl::OkStatus();
 }
 
-absl::Status BlockStore::WriteBlocks(uint32_t vdi_id, uint64_t object_index, uint32_t first_block,
-                                     const std::string& data,
-                                     const std::vector<uint64_t>& checksums) {
+static absl::Status CheckStamp(const WriteStamp& stamp, uint64_t n) {
+  if (!stamp.seqs.empty() && stamp.seqs.size() != n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(stamp.seqs.size(), " versions for ", n, " blocks"));
+  }
+  if (!stamp.seqs.empty() && stamp.writer == 0) {
+    return absl::InvalidArgumentError("versions given without a writer node id");
+  }
+  if (stamp.only_if_newer && stamp.seqs.empty()) {
+    return absl::InvalidArgumentError("a conditional (replay) write needs versions");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint32_t> BlockStore::WriteBlocks(uint32_t vdi_id, uint64_t object_index,
+                                                 uint32_t first_block, const std::string& data,
+                                                 const std::vector<uint64_t>& checksums,
+                                                 const WriteStamp& stamp) {
   RC_ASSIGN_OR_RETURN(v1::VdiGeometry vdi, GetVdi(vdi_id));
   const uint32_t bs = vdi.block_size();
   if (data.empty() || data.size() % bs != 0) {
@@ -230,8 +289,12 @@ absl::Status BlockStore::WriteBlocks(uint32_t vdi_id, uint64_t object_index, uin
     return absl::InvalidArgumentError(
         absl::StrCat(checksums.size(), " checksums for ", n, " blocks"));
   }
+  RC_RETURN_IF_ERROR(CheckStamp(stamp, n));
+  // Conditional writes read, compare and write under one lock so two replays cannot interleave.
+  absl::MutexLockMaybe cond_lock(stamp.only_if_newer ? &cond_mu_ : nullptr);
   rocksdb::WriteBatch batch;
-  std::string value;
+  std::string value, existing;
+  uint32_t stored = 0;
   for (uint64_t i = 0; i < n; ++i) {
     const char* p = data.data() + i * bs;
     const uint64_t sum = BlockChecksum(p, bs);
@@ -240,15 +303,30 @@ absl::Status BlockStore::WriteBlocks(uint32_t vdi_id, uint64_t object_index, uin
           absl::StrCat("checksum mismatch on block ", first_block + i, " of object ",
                        object_index, ": the payload was damaged in transit"));
     }
+    const std::string key =
+        BlockKey(vdi_id, object_index, static_cast<uint32_t>(first_block + i));
+    const BlockVersion incoming{stamp.writer, stamp.seqs.empty() ? 0 : stamp.seqs[i]};
+    if (stamp.only_if_newer) {
+      rocksdb::Status gs = db_->Get(rocksdb::ReadOptions(), blocks_cf_, key, &existing);
+      if (!gs.IsNotFound()) {
+        RC_RETURN_IF_ERROR(FromRocks(gs, "read block before a conditional write"));
+        auto have = DecodeBlock(existing, bs, "stored block");
+        // A damaged stored copy is always replaced.
+        if (have.ok() && AsNewAs(have->version, incoming)) continue;
+      }
+    }
     value.clear();
     PutBe64(&value, sum);
     value.append(p, bs);
-    batch.Put(blocks_cf_, BlockKey(vdi_id, object_index, static_cast<uint32_t>(first_block + i)),
-              value);
+    if (incoming.writer != 0) PutVersion(&value, incoming);
+    batch.Put(blocks_cf_, key, value);
+    ++stored;
   }
+  if (stored == 0) return 0u;
   rocksdb::WriteOptions wo;
   wo.sync = true;
-  return FromRocks(db_->Write(wo, &batch), "write blocks");
+  RC_RETURN_IF_ERROR(FromRocks(db_->Write(wo, &batch), "write blocks"));
+  return stored;
 }
 
 absl::StatusOr<ReadResult> BlockStore::ReadBlocks(uint32_t vdi_id, uint64_t object_index,
@@ -272,35 +350,41 @@ absl::StatusOr<ReadResult> BlockStore::ReadBlocks(uint32_t vdi_id, uint64_t obje
   r.data.assign(static_cast<size_t>(block_count) * bs, '\0');
   r.present.assign(block_count, false);
   r.checksums.assign(block_count, 0);
+  r.versions.assign(block_count, BlockVersion{});
   for (uint32_t i = 0; i < block_count; ++i) {
     if (st[i].IsNotFound()) continue;
     RC_RETURN_IF_ERROR(FromRocks(
         st[i], absl::StrCat("read block ", first_block + i, " of object ", object_index)));
-    const std::string& v = values[i];
-    if (v.size() != 8 + bs) {
-      return absl::DataLossError(absl::StrCat("block ", first_block + i, " of object ",
-                                              object_index, " of VDI ", vdi_id, " has ",
-                                              v.size(), " stored bytes, expected ", 8 + bs));
-    }
-    const uint64_t want = GetBe(v.data(), 8);
-    if (BlockChecksum(v.data() + 8, bs) != want) {
-      return absl::DataLossError(absl::StrCat("checksum mismatch: block ", first_block + i,
-                                              " of object ", object_index, " of VDI ", vdi_id));
-    }
-    std::memcpy(r.data.data() + static_cast<size_t>(i) * bs, v.data() + 8, bs);
+    RC_ASSIGN_OR_RETURN(StoredBlock b,
+                        DecodeBlock(values[i], bs,
+                                    absl::StrCat("block ", first_block + i, " of object ",
+                                                 object_index, " of VDI ", vdi_id)));
+    r.versions[i] = b.version;
+    if (!b.present) continue;  // trimmed
+    std::memcpy(r.data.data() + static_cast<size_t>(i) * bs, b.data, bs);
     r.present[i] = true;
-    r.checksums[i] = want;
+    r.checksums[i] = b.checksum;
   }
   return r;
 }
 
 absl::Status BlockStore::TrimBlocks(uint32_t vdi_id, uint64_t object_index, uint32_t first_block,
-                                    uint32_t block_count) {
+                                    uint32_t block_count, const WriteStamp& stamp) {
   RC_ASSIGN_OR_RETURN(v1::VdiGeometry vdi, GetVdi(vdi_id));
   RC_RETURN_IF_ERROR(CheckRange(vdi, object_index, first_block, block_count));
+  RC_RETURN_IF_ERROR(CheckStamp(stamp, block_count));
+  if (stamp.only_if_newer) return absl::InvalidArgumentError("trims are never conditional");
   rocksdb::WriteBatch batch;
+  std::string tomb;
   for (uint32_t i = 0; i < block_count; ++i) {
-    batch.Delete(blocks_cf_, BlockKey(vdi_id, object_index, first_block + i));
+    const std::string key = BlockKey(vdi_id, object_index, first_block + i);
+    if (stamp.seqs.empty()) {
+      batch.Delete(blocks_cf_, key);
+      continue;
+    }
+    tomb.assign(1, 'T');
+    PutVersion(&tomb, {stamp.writer, stamp.seqs[i]});
+    batch.Put(blocks_cf_, key, tomb);
   }
   rocksdb::WriteOptions wo;
   wo.sync = true;

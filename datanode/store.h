@@ -3,6 +3,8 @@
 // Column families and key layout (all integers big-endian so keys sort numerically):
 //   default : "vdi/" vdi_id(4)                       -> VdiGeometry (protobuf)
 //   blocks  : vdi_id(4) object(8) block(4)            -> checksum(8) | block bytes
+//                                                        [| writer(4) version(8)]
+//                                                      or 'T' writer(4) version(8) (trimmed)
 //   log     : cache_node(4) sequence(8)               -> vdi(4) object(8) block(4) checksum(8) | data
 // Every mutation is one WriteBatch written with sync=true, so it is on disk before the call
 // returns (RocksDB groups concurrent synced writes into one fsync: group commit).
@@ -38,10 +40,29 @@ struct StoreOptions {
   absl::Status Validate() const;
 };
 
+// Who last wrote a block and at which of its sequence numbers. Cache nodes stamp every write
+// they send home (destage, write-through, write-around, trim) with their id and a sequence taken
+// from the same counter as their log records, so log replay can tell a record that is older than
+// the home copy from one that is newer (DESIGN §7; docs/durability.md).
+struct BlockVersion {
+  uint32_t writer = 0;   // cache node id; 0 = unversioned (written before versions, or by tools)
+  uint64_t seq = 0;
+};
+
+// How a write is stamped. `seqs` is empty (unversioned) or holds one sequence per block.
+struct WriteStamp {
+  uint32_t writer = 0;
+  std::vector<uint64_t> seqs;
+  // Replay: store a block only if the stored one is not already as new, i.e. unless it carries
+  // the same writer with a sequence >= this one.
+  bool only_if_newer = false;
+};
+
 struct ReadResult {
   std::string data;                 // block_count * block_size bytes, zeros where absent
   std::vector<bool> present;
   std::vector<uint64_t> checksums;  // 0 where absent
+  std::vector<BlockVersion> versions;  // per block ({0,0} where absent and never trimmed)
 };
 
 struct LogEntry {
@@ -74,12 +95,18 @@ class BlockStore {
 
   // Writes data (a whole number of blocks) starting at `first_block` of the object. When
   // `checksums` is non-empty it must hold one checksum per block, each verified first.
-  absl::Status WriteBlocks(uint32_t vdi_id, uint64_t object_index, uint32_t first_block,
-                           const std::string& data, const std::vector<uint64_t>& checksums);
+  // `stamp` versions the blocks (see WriteStamp); returns how many blocks were stored (fewer
+  // than given only with stamp.only_if_newer).
+  absl::StatusOr<uint32_t> WriteBlocks(uint32_t vdi_id, uint64_t object_index,
+                                       uint32_t first_block, const std::string& data,
+                                       const std::vector<uint64_t>& checksums,
+                                       const WriteStamp& stamp = {});
   absl::StatusOr<ReadResult> ReadBlocks(uint32_t vdi_id, uint64_t object_index,
                                         uint32_t first_block, uint32_t block_count) const;
+  // Drops the blocks. A stamped trim leaves a small tombstone carrying the version, so a log
+  // record older than the trim is never replayed over it.
   absl::Status TrimBlocks(uint32_t vdi_id, uint64_t object_index, uint32_t first_block,
-                          uint32_t block_count);
+                          uint32_t block_count, const WriteStamp& stamp = {});
 
   // Appends records atomically; each record's data must be one block of its (known) VDI and
   // match its checksum. Returns the log area's size in bytes afterwards.
@@ -108,6 +135,7 @@ class BlockStore {
   rocksdb::ColumnFamilyHandle* blocks_cf_ = nullptr;
   rocksdb::ColumnFamilyHandle* log_cf_ = nullptr;
 
+  absl::Mutex cond_mu_;  // serialises conditional (replay) writes
   mutable absl::Mutex mu_;
   absl::flat_hash_map<uint32_t, v1::VdiGeometry> vdis_ ABSL_GUARDED_BY(mu_);
   // Log size, recounted at Open and kept by atomics; a concurrent duplicate append of the same

@@ -45,6 +45,50 @@ TEST_F(StoreTest, WriteReadRoundTripAndHoles) {
   EXPECT_EQ(r->checksums[1], BlockChecksum(Pattern('a')));
 }
 
+TEST_F(StoreTest, VersionedWritesAndTombstonesGuardReplay) {
+  // A destage stamps blocks with (writer 4, seq 10, 11).
+  ASSERT_TRUE(store_->WriteBlocks(7, 1, 0, Pattern('n') + Pattern('m'), {},
+                                  WriteStamp{4, {10, 11}, false})
+                  .ok());
+  auto r = store_->ReadBlocks(7, 1, 0, 2);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->versions[0].writer, 4u);
+  EXPECT_EQ(r->versions[1].seq, 11u);
+  // Replaying older records of the same writer changes nothing; a newer one lands.
+  auto stored = store_->WriteBlocks(7, 1, 0, Pattern('o') + Pattern('p'), {},
+                                    WriteStamp{4, {9, 12}, true});
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  EXPECT_EQ(*stored, 1u);
+  r = store_->ReadBlocks(7, 1, 0, 2);
+  EXPECT_EQ(r->data, Pattern('n') + Pattern('p'));
+  // Another writer's (or an unversioned) copy is replaced by a replay.
+  ASSERT_TRUE(store_->WriteBlocks(7, 1, 2, Pattern('x'), {}).ok());
+  stored = store_->WriteBlocks(7, 1, 2, Pattern('y'), {}, WriteStamp{4, {1}, true});
+  EXPECT_EQ(*stored, 1u);
+  // A stamped trim leaves a tombstone: absent to readers, but newer than an old record.
+  ASSERT_TRUE(store_->TrimBlocks(7, 1, 0, 1, WriteStamp{4, {20}, false}).ok());
+  r = store_->ReadBlocks(7, 1, 0, 1);
+  EXPECT_FALSE(r->present[0]);
+  EXPECT_EQ(r->data, Pattern('\0'));
+  EXPECT_EQ(r->versions[0].seq, 20u);
+  stored = store_->WriteBlocks(7, 1, 0, Pattern('s'), {}, WriteStamp{4, {15}, true});
+  EXPECT_EQ(*stored, 0u);
+  stored = store_->WriteBlocks(7, 1, 0, Pattern('t'), {}, WriteStamp{4, {21}, true});
+  EXPECT_EQ(*stored, 1u);
+  Reopen();
+  r = store_->ReadBlocks(7, 1, 0, 1);
+  EXPECT_EQ(r->data, Pattern('t'));
+  // Malformed stamps are refused.
+  EXPECT_EQ(store_->WriteBlocks(7, 1, 0, Pattern('a'), {}, WriteStamp{4, {1, 2}, false})
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->WriteBlocks(7, 1, 0, Pattern('a'), {}, WriteStamp{0, {1}, false})
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST_F(StoreTest, SurvivesReopen) {
   ASSERT_TRUE(store_->WriteBlocks(7, 0, 0, Pattern('z'), {}).ok());
   Reopen();
@@ -55,17 +99,17 @@ TEST_F(StoreTest, SurvivesReopen) {
 }
 
 TEST_F(StoreTest, RejectsBadRequests) {
-  EXPECT_EQ(store_->WriteBlocks(8, 0, 0, Pattern('a'), {}).code(),
+  EXPECT_EQ(store_->WriteBlocks(8, 0, 0, Pattern('a'), {}).status().code(),
             absl::StatusCode::kInvalidArgument);  // unknown VDI
-  EXPECT_EQ(store_->WriteBlocks(7, 0, 256, Pattern('a'), {}).code(),
+  EXPECT_EQ(store_->WriteBlocks(7, 0, 256, Pattern('a'), {}).status().code(),
             absl::StatusCode::kInvalidArgument);  // block beyond the object (256 per object)
-  EXPECT_EQ(store_->WriteBlocks(7, 0, 255, Pattern('a', 8192), {}).code(),
+  EXPECT_EQ(store_->WriteBlocks(7, 0, 255, Pattern('a', 8192), {}).status().code(),
             absl::StatusCode::kInvalidArgument);  // run crosses the object end
-  EXPECT_EQ(store_->WriteBlocks(7, 0, 0, Pattern('a', 100), {}).code(),
+  EXPECT_EQ(store_->WriteBlocks(7, 0, 0, Pattern('a', 100), {}).status().code(),
             absl::StatusCode::kInvalidArgument);  // payload not a whole block
-  EXPECT_EQ(store_->WriteBlocks(7, 64, 0, Pattern('a'), {}).code(),
+  EXPECT_EQ(store_->WriteBlocks(7, 64, 0, Pattern('a'), {}).status().code(),
             absl::StatusCode::kInvalidArgument);  // object beyond the VDI
-  EXPECT_EQ(store_->WriteBlocks(7, 0, 0, Pattern('a'), {12345}).code(),
+  EXPECT_EQ(store_->WriteBlocks(7, 0, 0, Pattern('a'), {12345}).status().code(),
             absl::StatusCode::kInvalidArgument);  // checksum mismatch
   EXPECT_TRUE(store_->WriteBlocks(7, 0, 0, Pattern('a'), {BlockChecksum(Pattern('a'))}).ok());
   EXPECT_EQ(store_->ReadBlocks(7, 0, 0, 0).status().code(), absl::StatusCode::kInvalidArgument);
