@@ -130,7 +130,22 @@ absl::Status CacheNode::Init() {
   // Warm restart: every recovered block re-enters the policy (as a write, which is always
   // admitted), clean ones are then marked clean. Recovered blocks stay on SSD.
   policy::Outcome out;
-  for (const RecoveredSlot& r : recovered) {
+  for (RecoveredSlot& r : recovered) {
+    if (r.damaged) {
+      const int64_t older = map_.contains(r.key) ? map_[r.key].slot : -1;
+      if (!RepairRecoveredSlot(r).ok()) {
+        slots_->Release(r.slot).IgnoreError();
+        continue;  // keep the older version, if any
+      }
+      if (older >= 0) {
+        slots_->Release(static_cast<uint32_t>(older)).IgnoreError();
+        map_[r.key].slot = r.slot;
+        map_[r.key].dirty = true;
+        map_[r.key].log_seq = r.log_seq;
+        if (dirty_set_.insert(r.key).second) dirty_order_.push_back(r.key);
+        continue;
+      }
+    }
     policy::Access a{{r.key.vdi, r.key.block}, policy::Op::kWrite, 0, seq_++};
     policy_->OnAccess(a, &out);
     if (!r.dirty) policy_->MarkClean(a.key);
@@ -171,6 +186,34 @@ CacheNode::~CacheNode() {
   if (destager_.joinable()) destager_.join();
   log_.reset();
   if (slots_) (void)slots_->Sync();
+}
+
+absl::Status CacheNode::RepairRecoveredSlot(const RecoveredSlot& r) {
+  // Data nodes may still be starting: retry for a while before giving up on the record (then
+  // the older version, if any, is what survives, and the loss is logged loudly).
+  absl::Status last;
+  for (int attempt = 0; attempt < 60; ++attempt) {
+    auto rec = pool_->FetchLogRecord(config_.node_id, r.log_seq);
+    if (rec.ok()) {
+      if (rec->vdi_id() != r.key.vdi || rec->data().size() != config_.block_size) {
+        last = absl::DataLossError("log record belongs to another block");
+        break;
+      }
+      RC_RETURN_IF_ERROR(slots_->WriteSlot(r.slot, r.key, true, rec->data().data(), r.log_seq));
+      RC_RETURN_IF_ERROR(slots_->Sync());
+      ssd_repairs_->Inc();
+      spdlog::warn("cache node {}: dirty block {}/{} was damaged on SSD; restored from log "
+                   "record {}", config_.node_id, r.key.vdi, r.key.block, r.log_seq);
+      return absl::OkStatus();
+    }
+    last = rec.status();
+    if (absl::IsNotFound(last)) break;
+    clock_->SleepFor(absl::Milliseconds(500));
+  }
+  spdlog::error("cache node {}: dirty block {}/{} is damaged on SSD and its log record {} is "
+                "unavailable ({}); an older version is kept if there is one",
+                config_.node_id, r.key.vdi, r.key.block, r.log_seq, last.ToString());
+  return last;
 }
 
 absl::flat_hash_set<uint64_t> CacheNode::LiveLogSeqs() const {

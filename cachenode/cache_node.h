@@ -171,6 +171,8 @@ class CacheNode {
   // rewrites the slot when one is free. REQUIRES: the object's stripe lock is held.
   absl::Status RepairDirtyBlock(const SlotKey& key, uint64_t object, uint32_t block_in_object,
                                 char* dst);
+  // Rewrites a damaged recovered slot from its log record. REQUIRES: Init, before the threads.
+  absl::Status RepairRecoveredSlot(const RecoveredSlot& r);
   // Returns the log sequences of every dirty block (the write log's collector keeps them).
   absl::flat_hash_set<uint64_t> LiveLogSeqs() const;
   // Takes `n` free slots (all or none), waiting for the reclaimer while too few are free.

@@ -225,7 +225,7 @@ absl::Status SlotStore::Recover(std::vector<RecoveredSlot>* recovered, RecoveryS
   for (auto& [key, cands] : by_key) {
     std::sort(cands.begin(), cands.end(),
               [](const Candidate& a, const Candidate& b) { return a.e.seq > b.e.seq; });
-    bool kept = false;
+    bool kept = false, damaged = false;
     for (const Candidate& c : cands) {
       max_seq = std::max(max_seq, c.e.seq);
       if (kept) {
@@ -237,6 +237,15 @@ absl::Status SlotStore::Recover(std::vector<RecoveredSlot>* recovered, RecoveryS
                                   data_offset_ + uint64_t{c.slot} * block_size_, "read slot"));
       if (BlockChecksum(data.data(), block_size_) != c.e.data_checksum) {
         ++stats->torn_or_corrupt;
+        if ((c.e.flags & 2) != 0 && c.e.log_seq != 0 && !damaged) {
+          // The newest version of a dirty block is damaged, but its write-back log record can
+          // restore it: keep the slot for the cache node to repair, and an older good version
+          // (if any) as a fallback.
+          damaged = true;
+          meta_[c.slot] = Meta{key, c.e.seq, c.e.data_checksum, true, true, c.e.log_seq};
+          recovered->push_back({c.slot, key, true, c.e.seq, c.e.log_seq, true});
+          continue;
+        }
         to_clear.push_back(c.slot);
         continue;
       }

@@ -50,6 +50,9 @@ struct RecoveredSlot {
   bool dirty = false;
   uint64_t seq = 0;
   uint64_t log_seq = 0;  // dirty blocks: sequence of their write-back log record (0 = none)
+  // The data failed its checksum; the slot is kept only so the cache node can rewrite it from
+  // the log record `log_seq` (an older good version of the key, if any, is listed before it).
+  bool damaged = false;
 };
 
 struct SlotStoreOptions {

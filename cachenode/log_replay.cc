@@ -1,0 +1,77 @@
+// Replay of a lost cache node's write-back log to the home replicas.
+#include "cachenode/log_replay.h"
+
+#include <map>
+#include <tuple>
+
+#include <spdlog/spdlog.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/checksum.h"
+#include "common/status_macros.h"
+
+namespace ringcache::cachenode {
+
+absl::StatusOr<ReplayStats> ReplayCacheNodeLog(
+    DataNodePool* pool, uint32_t cache_node,
+    const std::function<uint32_t(uint32_t vdi)>& replication) {
+  ReplayStats stats;
+  // Latest record per block, ordered by (vdi, object, block) so runs coalesce.
+  using Key = std::tuple<uint32_t, uint64_t, uint32_t>;
+  std::map<Key, v1::LogRecord> latest;
+  uint64_t max_seq = 0;
+  for (uint32_t id : pool->node_ids()) {
+    RC_RETURN_IF_ERROR(pool->LogScan(id, cache_node, 0, true, [&](v1::LogRecord& r) {
+      ++stats.records;
+      max_seq = std::max(max_seq, r.sequence());
+      // The data node verified the checksum on the way out; check again after the wire.
+      if (BlockChecksum(r.data()) != r.checksum()) return;
+      v1::LogRecord& best = latest[Key{r.vdi_id(), r.object_index(), r.block_index()}];
+      if (r.sequence() > best.sequence()) best = std::move(r);
+    }));
+  }
+  stats.blocks = latest.size();
+  // Write runs of consecutive blocks of one object home, conditionally.
+  for (auto it = latest.begin(); it != latest.end();) {
+    const auto [vdi, object, first] = it->first;
+    const uint32_t n = replication(vdi);
+    auto end = it;
+    std::string data;
+    HomeStamp stamp{cache_node, {}, true};
+    uint32_t next = first;
+    while (end != latest.end() && std::get<0>(end->first) == vdi &&
+           std::get<1>(end->first) == object && std::get<2>(end->first) == next) {
+      data += end->second.data();
+      stamp.seqs.push_back(end->second.sequence());
+      ++next;
+      ++end;
+    }
+    const uint32_t count = next - first;
+    if (n == 0) {
+      stats.blocks_orphaned += count;
+    } else {
+      uint32_t stored = 0;
+      RC_RETURN_IF_ERROR(pool->WriteAll(vdi, object, first, data, static_cast<int>(n), &stamp,
+                                        &stored));
+      stats.blocks_written += stored;
+      stats.blocks_skipped += count - stored;
+    }
+    it = end;
+  }
+  // Everything is home: drop the node's log. A data node that misses this keeps harmless
+  // leftovers (they can never win over the stamped home copies).
+  if (max_seq > 0) {
+    std::vector<uint32_t> missed = pool->LogReclaim(cache_node, {}, max_seq + 1);
+    if (!missed.empty()) {
+      spdlog::warn("log replay of cache node {}: {} data node(s) kept its records (unreachable)",
+                   cache_node, missed.size());
+    }
+  }
+  spdlog::info("log replay of cache node {}: {} record copies, {} blocks, {} written home, {} "
+               "already home, {} of deleted VDIs",
+               cache_node, stats.records, stats.blocks, stats.blocks_written,
+               stats.blocks_skipped, stats.blocks_orphaned);
+  return stats;
+}
+
+}  // namespace ringcache::cachenode

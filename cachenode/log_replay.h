@@ -1,0 +1,44 @@
+// Log replay: what the cluster does when a cache node is lost (DESIGN §7, paper 002 §III-G).
+// The data nodes holding the lost node's write-back log records are scanned, the record with the
+// latest sequence of each block wins, and it is written to the block's N home replicas as a
+// conditional write that never replaces a home copy at least as new (the version stamps of
+// datanode/store.h): a record older than a destage, write-around or trim the node made before it
+// died changes nothing. Then every record of the node is dropped.
+//
+// REQUIRES: the cache node is dead or fenced, and no other cache node serves its objects until
+// the replay returned OK (the gateway's router holds their requests meanwhile).
+//
+// Every data node must answer the scan: a record's copies may all sit on one that does not, so a
+// replay with a data node unreachable fails with kUnavailable and is retried by the caller.
+// Memory: the lost node's log records are held in memory during the replay (bounded by its dirty
+// data; fine for cache nodes of a few GiB of dirty data, see docs/durability.md).
+//
+// Thread-safety: a free function; concurrent replays of different cache nodes are safe.
+#ifndef RINGCACHE_CACHENODE_LOG_REPLAY_H_
+#define RINGCACHE_CACHENODE_LOG_REPLAY_H_
+
+#include <cstdint>
+#include <functional>
+
+#include "absl/status/statusor.h"
+#include "cachenode/datanode_pool.h"
+
+namespace ringcache::cachenode {
+
+struct ReplayStats {
+  uint64_t records = 0;         // record copies scanned
+  uint64_t blocks = 0;          // distinct blocks with a record
+  uint64_t blocks_written = 0;  // of which newer than their home copy (written home)
+  uint64_t blocks_skipped = 0;  // of which the home copy was already as new
+  uint64_t blocks_orphaned = 0; // of which belong to a VDI that no longer exists
+};
+
+// Replays the log of cache node `cache_node`. `replication` returns a VDI's N, or 0 if the VDI
+// no longer exists (its records are dropped). `pool` is not owned.
+absl::StatusOr<ReplayStats> ReplayCacheNodeLog(
+    DataNodePool* pool, uint32_t cache_node,
+    const std::function<uint32_t(uint32_t vdi)>& replication);
+
+}  // namespace ringcache::cachenode
+
+#endif  // RINGCACHE_CACHENODE_LOG_REPLAY_H_

@@ -1,0 +1,275 @@
+// The write-back log against real (embedded) data nodes: where log copies go (N = 2 and 3, and a
+// cluster too small to keep them apart from the homes), reclaim after destage, replay after the
+// loss of a cache node (latest record wins, never over a newer home copy), repair of damaged
+// dirty SSD slots from their records, and a warm cache across a restart.
+#include "cachenode/write_log.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <map>
+#include <random>
+
+#include "cachenode/cache_node.h"
+#include "cachenode/log_replay.h"
+#include "cachenode/testing/embedded_datanodes.h"
+#include "common/checksum.h"
+#include "gtest/gtest.h"
+
+namespace ringcache::cachenode {
+namespace {
+
+constexpr uint32_t kBs = 4096;
+constexpr uint32_t kObj = 64 * 1024;  // 16 blocks per object
+constexpr uint32_t kPerObj = kObj / kBs;
+
+class WriteLogTest : public ::testing::Test {
+ protected:
+  void Init(int data_nodes, uint32_t replication) {
+    dir_ = ::testing::TempDir() + "/wl_" +
+           ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    dns_ = std::make_unique<testing::EmbeddedDataNodes>(dir_, data_nodes);
+    pool_ = std::move(*DataNodePool::Create(dns_->endpoints(), &registry_));
+    geometry_.set_vdi_id(1);
+    geometry_.set_name("v");
+    geometry_.set_size_bytes(64ull << 20);
+    geometry_.set_object_size(kObj);
+    geometry_.set_block_size(kBs);
+    geometry_.set_replication(replication);
+    ASSERT_TRUE(pool_->PutVdi(geometry_).ok());
+    config_.node_id = 9;
+    config_.ssd_path = dir_ + "/ssd.slots";
+    config_.ssd_bytes = 256 * kBs;
+    config_.ram_bytes = 16 * kBs;
+    config_.slot_reserve = 0.1;
+    config_.idle_ops_per_s = 1e9;  // never idle: destage only when a test flushes
+    config_.idle_window_ms = 1000000;
+  }
+  void TearDown() override {
+    node_.reset();
+    pool_.reset();
+    dns_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+  void Start() {
+    node_.reset();
+    auto n = CacheNode::Create(config_, pool_.get(), Clock::Real(), &registry_);
+    ASSERT_TRUE(n.ok()) << n.status();
+    node_ = std::move(*n);
+    ASSERT_TRUE(node_->RegisterVdi(geometry_).ok());
+  }
+  absl::Status WriteBlock(uint64_t block, const std::string& data) {
+    return node_->Write(1, block / kPerObj, (block % kPerObj) * kBs, kBs, data.data());
+  }
+  std::string ReadBlock(uint64_t block) {
+    std::string out(kBs, '\0');
+    EXPECT_TRUE(node_->Read(1, block / kPerObj, (block % kPerObj) * kBs, kBs, out.data()).ok());
+    return out;
+  }
+  std::string HomeBlock(uint64_t block) {
+    auto run = pool_->Read(1, block / kPerObj, block % kPerObj, 1,
+                           static_cast<int>(geometry_.replication()), kBs);
+    EXPECT_TRUE(run.ok()) << run.status();
+    return run.ok() ? run->data : "";
+  }
+  // Log records of cache node 9 per data node id: sequence -> (object, block).
+  std::map<uint32_t, std::vector<datanode::LogEntry>> LogsByDataNode() {
+    std::map<uint32_t, std::vector<datanode::LogEntry>> out;
+    for (size_t i = 0; i < dns_->endpoints().size(); ++i) {
+      uint64_t next;
+      bool done;
+      auto recs = dns_->store(static_cast<int>(i))->LogScan(9, 0, 100000, true, &next, &done);
+      EXPECT_TRUE(recs.ok());
+      out[dns_->endpoints()[i].id] = *recs;
+    }
+    return out;
+  }
+  size_t TotalRecords() {
+    size_t n = 0;
+    for (auto& [id, recs] : LogsByDataNode()) n += recs.size();
+    return n;
+  }
+  static std::string Pattern(uint64_t seed) {
+    std::string s(kBs, '\0');
+    std::mt19937_64 r(seed);
+    for (char& c : s) c = static_cast<char>(r());
+    return s;
+  }
+  // Checks that every record has exactly n-1 copies and where they are.
+  void ExpectCopies(uint32_t n, bool expect_overlap) {
+    std::map<uint64_t, std::vector<uint32_t>> holders;
+    std::map<uint64_t, datanode::LogEntry> rec;
+    for (auto& [id, recs] : LogsByDataNode()) {
+      for (auto& r : recs) {
+        holders[r.sequence].push_back(id);
+        rec[r.sequence] = r;
+      }
+    }
+    ASSERT_FALSE(holders.empty());
+    bool overlapped = false;
+    for (auto& [seq, ids] : holders) {
+      EXPECT_EQ(ids.size(), n - 1) << "record " << seq;
+      auto homes = pool_->Homes(1, rec[seq].object_index, static_cast<int>(n));
+      ASSERT_TRUE(homes.ok());
+      for (uint32_t id : ids) {
+        const bool home = std::find(homes->begin(), homes->end(), id) != homes->end();
+        overlapped |= home;
+        if (!expect_overlap) {
+          EXPECT_FALSE(home) << "record " << seq << " on home " << id;
+        }
+      }
+      EXPECT_EQ(BlockChecksum(rec[seq].data), rec[seq].checksum);
+    }
+    EXPECT_EQ(overlapped, expect_overlap);
+  }
+
+  std::string dir_;
+  metrics::Registry registry_;
+  std::unique_ptr<testing::EmbeddedDataNodes> dns_;
+  std::unique_ptr<DataNodePool> pool_;
+  v1::VdiGeometry geometry_;
+  CacheNodeConfig config_;
+  std::unique_ptr<CacheNode> node_;
+};
+
+TEST_F(WriteLogTest, TwoReplicasKeepOneLogCopyOutsideTheHomes) {
+  Init(4, 2);
+  Start();
+  for (uint64_t b = 0; b < 40; ++b) ASSERT_TRUE(WriteBlock(b * 3, Pattern(b)).ok());
+  ExpectCopies(2, false);
+}
+
+TEST_F(WriteLogTest, ThreeReplicasKeepTwoLogCopiesOutsideTheHomes) {
+  Init(5, 3);
+  Start();
+  for (uint64_t b = 0; b < 40; ++b) ASSERT_TRUE(WriteBlock(b * 5, Pattern(b)).ok());
+  ExpectCopies(3, false);
+}
+
+TEST_F(WriteLogTest, TooSmallClusterOverlapsHomesAndCountsIt) {
+  Init(3, 3);  // 2N-1 = 5 > 3 data nodes
+  Start();
+  for (uint64_t b = 0; b < 10; ++b) ASSERT_TRUE(WriteBlock(b * 17, Pattern(b)).ok());
+  ExpectCopies(3, true);
+  EXPECT_NE(registry_.Render().find("ringcache_cachenode_log_overlap_records_total{node=\"9\"} 20"),
+            std::string::npos)
+      << registry_.Render();
+}
+
+TEST_F(WriteLogTest, DestageReclaimsRecordsAndOverwritesRetireOldOnes) {
+  Init(4, 3);
+  Start();
+  for (int round = 0; round < 5; ++round) {
+    for (uint64_t b = 0; b < 20; ++b) ASSERT_TRUE(WriteBlock(b, Pattern(round * 100 + b)).ok());
+  }
+  // Superseded records go in the background: eventually only the latest 20 remain (2 copies).
+  for (int i = 0; i < 200 && TotalRecords() > 40; ++i) usleep(50 * 1000);
+  EXPECT_EQ(TotalRecords(), 40u);
+  ASSERT_TRUE(node_->Flush(0).ok());
+  for (int i = 0; i < 200 && TotalRecords() > 0; ++i) usleep(50 * 1000);
+  EXPECT_EQ(TotalRecords(), 0u);
+  for (uint64_t b = 0; b < 20; ++b) EXPECT_EQ(HomeBlock(b), Pattern(400 + b));
+}
+
+TEST_F(WriteLogTest, ReplayAfterLossRestoresLatestAcknowledgedData) {
+  Init(5, 3);
+  Start();
+  // Block 1: destaged v1, then dirty v2. Block 2: v1 then v2, both dirty (superseded record).
+  // Block 3: dirty, then trimmed. Block 20..35: a whole dirty object.
+  ASSERT_TRUE(WriteBlock(1, Pattern(11)).ok());
+  ASSERT_TRUE(node_->Flush(0).ok());
+  ASSERT_TRUE(WriteBlock(1, Pattern(12)).ok());
+  ASSERT_TRUE(WriteBlock(2, Pattern(21)).ok());
+  ASSERT_TRUE(WriteBlock(2, Pattern(22)).ok());
+  ASSERT_TRUE(WriteBlock(3, Pattern(31)).ok());
+  ASSERT_TRUE(node_->Trim(1, 0, 3 * kBs, kBs, false).ok());
+  for (uint64_t b = 32; b < 48; ++b) ASSERT_TRUE(WriteBlock(b, Pattern(b)).ok());
+  // A stale record of block 3 older than the trim, as a crash before its reclaim would leave.
+  v1::LogRecord stale;
+  stale.set_cache_node_id(9);
+  stale.set_sequence(1);
+  stale.set_vdi_id(1);
+  stale.set_object_index(0);
+  stale.set_block_index(3);
+  stale.set_data(Pattern(31));
+  stale.set_checksum(BlockChecksum(stale.data()));
+  ASSERT_TRUE(pool_->LogAppend(1, 0, 3, 2, {stale}).ok());
+  EXPECT_EQ(HomeBlock(1), Pattern(11)) << "write-back: v2 not home yet";
+
+  node_.reset();  // the cache node is lost (its SSD is never read again)
+  auto stats = ReplayCacheNodeLog(pool_.get(), 9, [](uint32_t vdi) { return vdi == 1 ? 3 : 0; });
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_GE(stats->blocks_written, 18u);
+  EXPECT_GE(stats->blocks_skipped, 1u);  // the stale record of block 3
+  EXPECT_EQ(HomeBlock(1), Pattern(12));
+  EXPECT_EQ(HomeBlock(2), Pattern(22));
+  EXPECT_EQ(HomeBlock(3), std::string(kBs, '\0'));
+  for (uint64_t b = 32; b < 48; ++b) EXPECT_EQ(HomeBlock(b), Pattern(b)) << b;
+  EXPECT_EQ(TotalRecords(), 0u);
+  // A second replay finds nothing and changes nothing.
+  stats = ReplayCacheNodeLog(pool_.get(), 9, [](uint32_t) { return 3; });
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->blocks, 0u);
+}
+
+TEST_F(WriteLogTest, DamagedDirtySlotsAreRestoredFromTheLog) {
+  Init(4, 2);
+  Start();
+  for (uint64_t b = 0; b < 8; ++b) ASSERT_TRUE(WriteBlock(b, Pattern(70 + b)).ok());
+  node_.reset();
+  // Flip a byte in every slot's data (data area starts at 1 MiB for 256 slots).
+  auto corrupt_all = [&] {
+    const int fd = ::open(config_.ssd_path.c_str(), O_RDWR);
+    ASSERT_GE(fd, 0);
+    for (uint64_t slot = 0; slot < 256; ++slot) {
+      char c;
+      const off_t off = static_cast<off_t>((1 << 20) + slot * kBs + 100);
+      ASSERT_EQ(::pread(fd, &c, 1, off), 1);
+      c = static_cast<char>(c ^ 0x5a);
+      ASSERT_EQ(::pwrite(fd, &c, 1, off), 1);
+    }
+    ::fsync(fd);
+    ::close(fd);
+  };
+  corrupt_all();
+  Start();  // recovery finds the damage and restores each block from its log record
+  EXPECT_GE(node_->recovery().torn_or_corrupt, 8u);
+  EXPECT_EQ(node_->dirty_blocks(), 8u);
+  // Damage again while running: reads (SSD hits) are served from the log and repaired.
+  corrupt_all();
+  for (uint64_t b = 0; b < 8; ++b) EXPECT_EQ(ReadBlock(b), Pattern(70 + b)) << b;
+  EXPECT_NE(registry_.Render().find("ringcache_cachenode_ssd_repairs_total{node=\"9\"} 16"),
+            std::string::npos);
+  ASSERT_TRUE(node_->Flush(0).ok());
+  for (uint64_t b = 0; b < 8; ++b) EXPECT_EQ(HomeBlock(b), Pattern(70 + b)) << b;
+}
+
+TEST_F(WriteLogTest, RestartKeepsTheHotSetWarm) {
+  Init(3, 2);
+  config_.ssd_bytes = 1024 * kBs;
+  config_.ram_bytes = 32 * kBs;  // RAM is not persistent: ~6% of the hot set, as by default
+  Start();
+  const uint64_t hot = 500;
+  for (uint64_t b = 0; b < hot; ++b) ASSERT_TRUE(WriteBlock(b, Pattern(b)).ok());
+  ASSERT_TRUE(node_->Flush(0).ok());  // clean, as a hot set usually is
+  auto hit_ratio = [&] {
+    std::vector<v1::VdiCacheStats> before, after;
+    node_->Stats(1, &before);
+    for (uint64_t b = 0; b < hot; ++b) EXPECT_EQ(ReadBlock(b), Pattern(b));
+    node_->Stats(1, &after);
+    const double hits = (after[0].hits_ram() + after[0].hits_ssd()) -
+                        (before[0].hits_ram() + before[0].hits_ssd());
+    return hits / hot;
+  };
+  hit_ratio();
+  const double warm = hit_ratio();
+  Start();  // restart on the same SSD file
+  const double restarted = hit_ratio();
+  EXPECT_GE(restarted, 0.9 * warm) << "warm " << warm << ", after restart " << restarted;
+}
+
+}  // namespace
+}  // namespace ringcache::cachenode
