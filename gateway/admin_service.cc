@@ -1,6 +1,9 @@
 #include "gateway/admin_service.h"
 
 #include <chrono>
+#include <map>
+
+#include "cachenode/log_replay.h"
 
 #include "common/grpc_status.h"
 
@@ -44,21 +47,62 @@ grpc::Status AdminService::SetVdiMode(grpc::ServerContext*, const v1::SetVdiMode
 
 grpc::Status AdminService::ListNodes(grpc::ServerContext*, const v1::ListNodesRequest*,
                                      v1::ListNodesResponse* resp) {
+  absl::MutexLock l(&mu_);
   for (const auto& n : nodes_) *resp->add_nodes() = n;
   return grpc::Status::OK;
 }
 
-grpc::Status AdminService::RemoveNode(grpc::ServerContext*, const v1::RemoveNodeRequest*,
+grpc::Status AdminService::RemoveNode(grpc::ServerContext*, const v1::RemoveNodeRequest* req,
                                       v1::RemoveNodeResponse*) {
-  return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                      "membership is static in this mode (single-process or static cluster "
-                      "file); node removal needs cluster mode with etcd");
+  const std::string role = req->role().empty() ? "cachenode" : req->role();
+  if (role != "cachenode") {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        role == "datanode"
+                            ? "data nodes cannot be removed in this mode: their replicas would "
+                              "need rebalancing (cluster mode); a data node that is down is "
+                              "simply skipped by reads and retried by destage"
+                            : "only cache nodes can be removed");
+  }
+  cachenode::DataNodePool* pool = router_->data_nodes();
+  Catalog* catalog = router_->catalog();
+  const uint32_t id = req->id();
+  // A live node destages everything (its log records are reclaimed as blocks reach home); a dead
+  // one's dirty blocks are replayed from its log copies on the data nodes (DESIGN §7).
+  auto settle = [pool, catalog, id](CacheClient* c, bool alive) -> absl::Status {
+    if (alive) {
+      auto left = c->Flush(0);
+      if (!left.ok()) return left.status();
+      if (*left != 0) return absl::UnavailableError("dirty blocks left after the flush");
+      return absl::OkStatus();
+    }
+    if (pool == nullptr) return absl::FailedPreconditionError("no data nodes to replay to");
+    std::map<uint32_t, uint32_t> replication;
+    for (const auto& r : catalog->List()) {
+      replication[r.geometry.vdi_id()] = r.geometry.replication();
+    }
+    return cachenode::ReplayCacheNodeLog(pool, id, [&](uint32_t vdi) {
+             auto it = replication.find(vdi);
+             return it == replication.end() ? 0u : it->second;
+           })
+        .status();
+  };
+  absl::Status s = router_->RemoveCacheNode(id, settle, nullptr);
+  if (s.ok()) {
+    absl::MutexLock l(&mu_);
+    for (auto& n : nodes_) {
+      if (n.role() == "cachenode" && n.id() == id) n.set_state("removed");
+    }
+  }
+  return ToGrpc(s);
 }
 
 grpc::Status AdminService::ClusterStatus(grpc::ServerContext*, const v1::ClusterStatusRequest*,
                                          v1::ClusterStatusResponse* resp) {
-  resp->set_epoch(1);
-  for (const auto& n : nodes_) *resp->add_nodes() = n;
+  resp->set_epoch(1 + router_->removed().size());  // static mode: one epoch per removal
+  {
+    absl::MutexLock l(&mu_);
+    for (const auto& n : nodes_) *resp->add_nodes() = n;
+  }
   resp->set_vdis(router_->List().size());
   std::vector<v1::VdiCacheStats> stats;
   absl::Status s = router_->Stats("", &stats);

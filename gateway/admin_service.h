@@ -7,6 +7,7 @@
 
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "gateway/router.h"
 #include "ringcache/v1/admin.grpc.pb.h"
 
@@ -41,7 +42,8 @@ class AdminService final : public v1::Admin::Service {
 
  private:
   Router* const router_;
-  const std::vector<v1::NodeInfo> nodes_;
+  mutable absl::Mutex mu_;
+  std::vector<v1::NodeInfo> nodes_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace ringcache::gateway

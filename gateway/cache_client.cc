@@ -58,6 +58,7 @@ class LocalCacheClient : public CacheClient {
     node_->Stats(vdi, out);
     return absl::OkStatus();
   }
+  absl::Status Probe(int) override { return absl::OkStatus(); }
 
  private:
   cachenode::CacheNode* const node_;
@@ -161,6 +162,14 @@ class GrpcCacheClient : public CacheClient {
     absl::Status s = FromGrpc(stub_->Stats(ctx.get(), req, &resp), What("stats"));
     for (const auto& v : resp.vdis()) out->push_back(v);
     return s;
+  }
+  absl::Status Probe(int timeout_ms) override {
+    v1::CacheStatsRequest req;
+    req.set_vdi_id(0xffffffffu);  // no such VDI: a cheap answer
+    v1::CacheStatsResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(timeout_ms));
+    return FromGrpc(stub_->Stats(&ctx, req, &resp), What("probe"));
   }
 
  private:

@@ -35,6 +35,8 @@ class CacheClient {
   // Destages (vdi, or all when 0); returns dirty bytes left on this node.
   virtual absl::StatusOr<uint64_t> Flush(uint32_t vdi) = 0;
   virtual absl::Status Stats(uint32_t vdi, std::vector<v1::VdiCacheStats>* out) = 0;
+  // Returns OK if the node answers within `timeout_ms` (no waiting for it to come up).
+  virtual absl::Status Probe(int timeout_ms) = 0;
 };
 
 // In-process client over a CacheNode (not owned).

@@ -89,6 +89,9 @@ int main(int argc, char** argv) {
   if (!catalog.ok()) return Fail(1, catalog.status().ToString());
   auto router = gateway::Router::Create(catalog->get(), std::move(members), pool->get());
   if (!router.ok()) return Fail(2, router.status().ToString());
+  if (absl::Status s = (*router)->LoadRemoved(dir + "/removed_cache_nodes"); !s.ok()) {
+    return Fail(1, s.ToString());
+  }
   // Peers may still be starting: register the catalog with retries for up to a minute.
   absl::Status reg;
   for (int i = 0; i < 120; ++i) {

@@ -3,11 +3,17 @@
 
 #include <algorithm>
 #include <cstring>
+#include <cstdio>
 #include <thread>
+
+#include <unistd.h>
 
 #include <spdlog/spdlog.h>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 
 namespace ringcache::gateway {
@@ -154,9 +160,131 @@ absl::StatusOr<std::unique_ptr<Router>> Router::Create(Catalog* catalog,
   for (const auto& m : cache_nodes) rc.members.push_back(ring::Member{m.id, m.weight, ""});
   rc.cached_owners = 1;
   RC_ASSIGN_OR_RETURN(ring::Ring ring, ring::Ring::Build(rc));
+  absl::MutexLock l(&r->mu_);
   r->ring_ = std::make_unique<ring::Ring>(std::move(ring));
   r->members_ = std::move(cache_nodes);
   return r;
+}
+
+size_t Router::cache_node_count() const {
+  absl::MutexLock l(&mu_);
+  return members_.size() - removed_.size();
+}
+
+std::vector<CacheMember*> Router::Live() const {
+  absl::MutexLock l(&mu_);
+  std::vector<CacheMember*> out;
+  for (const auto& m : members_) {
+    if (!removed_.contains(m.id)) out.push_back(const_cast<CacheMember*>(&m));
+  }
+  return out;
+}
+
+std::vector<uint32_t> Router::removed() const {
+  absl::MutexLock l(&mu_);
+  std::vector<uint32_t> out(removed_.begin(), removed_.end());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+absl::Status Router::RebuildRing() {
+  ring::RingConfig rc;
+  for (const auto& m : members_) {
+    if (!removed_.contains(m.id)) rc.members.push_back(ring::Member{m.id, m.weight, ""});
+  }
+  rc.cached_owners = 1;
+  RC_ASSIGN_OR_RETURN(ring::Ring ring, ring::Ring::Build(rc));
+  ring_ = std::make_unique<ring::Ring>(std::move(ring));
+  return absl::OkStatus();
+}
+
+absl::Status Router::SaveRemoved() {
+  if (removed_path_.empty()) return absl::OkStatus();
+  std::string text = "# cache nodes removed from the ring (ringcachectl node remove)\n";
+  for (uint32_t id : removed_) absl::StrAppend(&text, id, "\n");
+  const std::string tmp = removed_path_ + ".tmp";
+  FILE* f = std::fopen(tmp.c_str(), "w");
+  if (f == nullptr) return absl::UnavailableError(absl::StrCat("cannot write ", tmp));
+  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size() &&
+                  std::fflush(f) == 0 && ::fsync(fileno(f)) == 0;
+  std::fclose(f);
+  if (!ok || std::rename(tmp.c_str(), removed_path_.c_str()) != 0) {
+    return absl::UnavailableError(absl::StrCat("cannot write ", removed_path_));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Router::LoadRemoved(const std::string& path) {
+  absl::MutexLock l(&mu_);
+  removed_path_ = path;
+  FILE* f = std::fopen(path.c_str(), "r");
+  if (f == nullptr) return absl::OkStatus();  // nothing removed yet
+  char line[64];
+  while (std::fgets(line, sizeof(line), f) != nullptr) {
+    if (line[0] == '#' || line[0] == '\n') continue;
+    uint32_t id = 0;
+    if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(line), &id)) {
+      std::fclose(f);
+      return absl::DataLossError(absl::StrCat(path, ": not a node id: ", line));
+    }
+    removed_.insert(id);
+  }
+  std::fclose(f);
+  if (removed_.size() >= members_.size()) {
+    return absl::FailedPreconditionError(absl::StrCat(path, " removes every cache node"));
+  }
+  if (!removed_.empty()) {
+    spdlog::info("cache nodes removed earlier (from {}): {}", path,
+                 absl::StrJoin(removed_, ","));
+  }
+  return RebuildRing();
+}
+
+absl::Status Router::RemoveCacheNode(
+    uint32_t id, const std::function<absl::Status(CacheClient*, bool)>& settle,
+    const std::function<void(const std::string&)>& progress, int attempts) {
+  auto say = [&](const std::string& m) {
+    spdlog::info("remove cache node {}: {}", id, m);
+    if (progress) progress(m);
+  };
+  CacheClient* client = Client(id);
+  {
+    absl::MutexLock l(&mu_);
+    if (client == nullptr || removed_.contains(id)) {
+      return absl::NotFoundError(absl::StrCat("no cache node ", id, " in the ring"));
+    }
+    if (!removing_.empty()) {
+      return absl::FailedPreconditionError("another cache node is being removed");
+    }
+    if (members_.size() - removed_.size() <= 1) {
+      return absl::FailedPreconditionError("cannot remove the last cache node");
+    }
+    removing_.insert(id);
+    say("holding its requests; waiting for requests in flight");
+    auto drained = [this, id]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      auto it = inflight_.find(id);
+      return it == inflight_.end() || it->second == 0;
+    };
+    mu_.Await(absl::Condition(&drained));
+  }
+  absl::Status s;
+  for (int i = 0; i < attempts; ++i) {
+    const bool alive = client->Probe(1000).ok();
+    say(alive ? "node answers: destaging its dirty blocks"
+              : "node does not answer: replaying its write-back log from the data nodes");
+    s = settle(client, alive);
+    if (s.ok()) break;
+    say(absl::StrCat("not settled yet (", s.ToString(), "); retrying"));
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+  absl::MutexLock l(&mu_);
+  removing_.erase(id);
+  if (!s.ok()) return s;  // requests go to the node again
+  removed_.insert(id);
+  absl::Status rs = RebuildRing();
+  if (rs.ok()) rs = SaveRemoved();
+  say(rs.ok() ? "removed; its objects now go to their next owners" : rs.ToString());
+  return rs;
 }
 
 CacheClient* Router::Client(uint32_t id) const {
@@ -168,7 +296,34 @@ CacheClient* Router::Client(uint32_t id) const {
 
 absl::Status Router::OnOwner(const v1::VdiGeometry& g, uint64_t object,
                              const std::function<absl::Status(CacheClient*)>& op) {
-  CacheClient* c = Client(ring_->Owner(ring::ObjectKey{g.vdi_id(), object}));
+  const ring::ObjectKey key{g.vdi_id(), object};
+  for (;;) {
+    uint32_t owner;
+    {
+      absl::MutexLock l(&mu_);
+      // An object whose owner is leaving waits until the leaving node's data is settled.
+      auto ready = [this, &key]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return !removing_.contains(ring_->Owner(key));
+      };
+      mu_.Await(absl::Condition(&ready));
+      owner = ring_->Owner(key);
+      ++inflight_[owner];
+    }
+    absl::Status s = OnMember(g, object, Client(owner), op);
+    absl::MutexLock l(&mu_);
+    --inflight_[owner];
+    // A request that failed because its owner died and was removed meanwhile goes to the new
+    // owner (it was not acknowledged, so trying again is safe).
+    const bool moved = removed_.contains(owner) || removing_.contains(owner);
+    if (s.ok() || !moved ||
+        (!absl::IsUnavailable(s) && !absl::IsDeadlineExceeded(s) && !absl::IsCancelled(s))) {
+      return s;
+    }
+  }
+}
+
+absl::Status Router::OnMember(const v1::VdiGeometry& g, uint64_t object, CacheClient* c,
+                              const std::function<absl::Status(CacheClient*)>& op) {
   absl::Status s = op(c);
   if (s.code() == absl::StatusCode::kFailedPrecondition &&
       s.message().find("unknown VDI") != absl::string_view::npos) {
@@ -202,7 +357,7 @@ absl::StatusOr<std::shared_ptr<BlockDevice>> Router::Open(const std::string& nam
 absl::Status Router::RegisterAll() {
   for (const auto& r : catalog_->List()) {
     if (data_nodes_ != nullptr) RC_RETURN_IF_ERROR(data_nodes_->PutVdi(r.geometry));
-    for (auto& m : members_) RC_RETURN_IF_ERROR(m.client->RegisterVdi(r.geometry, r.mode));
+    for (CacheMember* m : Live()) RC_RETURN_IF_ERROR(m->client->RegisterVdi(r.geometry, r.mode));
   }
   return absl::OkStatus();
 }
@@ -216,8 +371,8 @@ absl::StatusOr<VdiRecord> Router::CreateVdi(const std::string& name, uint64_t si
   }
   RC_ASSIGN_OR_RETURN(VdiRecord r, catalog_->Create(name, size, object_size, replication));
   absl::Status s = data_nodes_->PutVdi(r.geometry);
-  for (auto& m : members_) {
-    if (s.ok()) s = m.client->RegisterVdi(r.geometry, r.mode);
+  for (CacheMember* m : Live()) {
+    if (s.ok()) s = m->client->RegisterVdi(r.geometry, r.mode);
   }
   if (!s.ok()) {
     catalog_->Delete(name).IgnoreError();
@@ -228,7 +383,7 @@ absl::StatusOr<VdiRecord> Router::CreateVdi(const std::string& name, uint64_t si
 
 absl::Status Router::DeleteVdi(const std::string& name) {
   RC_ASSIGN_OR_RETURN(VdiRecord r, catalog_->Find(name));
-  for (auto& m : members_) RC_RETURN_IF_ERROR(m.client->DropVdi(r.geometry.vdi_id()));
+  for (CacheMember* m : Live()) RC_RETURN_IF_ERROR(m->client->DropVdi(r.geometry.vdi_id()));
   RC_RETURN_IF_ERROR(data_nodes_->DeleteVdi(r.geometry.vdi_id()));
   return catalog_->Delete(name);
 }
@@ -238,17 +393,19 @@ absl::StatusOr<VdiRecord> Router::ResizeVdi(const std::string& name, uint64_t si
   if (size < old.geometry.size_bytes()) {
     // Drop cached blocks beyond the new end by re-registering after the shrink; data nodes refuse
     // objects beyond the size from now on.
-    for (auto& m : members_) RC_RETURN_IF_ERROR(m.client->Flush(old.geometry.vdi_id()).status());
+    for (CacheMember* m : Live()) {
+      RC_RETURN_IF_ERROR(m->client->Flush(old.geometry.vdi_id()).status());
+    }
   }
   RC_ASSIGN_OR_RETURN(VdiRecord r, catalog_->Resize(name, size));
   RC_RETURN_IF_ERROR(data_nodes_->PutVdi(r.geometry));
-  for (auto& m : members_) RC_RETURN_IF_ERROR(m.client->RegisterVdi(r.geometry, r.mode));
+  for (CacheMember* m : Live()) RC_RETURN_IF_ERROR(m->client->RegisterVdi(r.geometry, r.mode));
   return r;
 }
 
 absl::Status Router::SetMode(const std::string& name, v1::CacheMode mode) {
   RC_ASSIGN_OR_RETURN(VdiRecord r, catalog_->Find(name));
-  for (auto& m : members_) RC_RETURN_IF_ERROR(m.client->SetMode(r.geometry.vdi_id(), mode));
+  for (CacheMember* m : Live()) RC_RETURN_IF_ERROR(m->client->SetMode(r.geometry.vdi_id(), mode));
   return catalog_->SetMode(name, mode);
 }
 
@@ -260,8 +417,9 @@ absl::Status Router::Flush(const std::string& name,
     vdi = r.geometry.vdi_id();
   }
   uint64_t left = 0;
-  for (size_t i = 0; i < members_.size(); ++i) {
-    RC_ASSIGN_OR_RETURN(uint64_t l, members_[i].client->Flush(vdi));
+  const std::vector<CacheMember*> live = Live();
+  for (size_t i = 0; i < live.size(); ++i) {
+    RC_ASSIGN_OR_RETURN(uint64_t l, live[i]->client->Flush(vdi));
     left += l;
     if (progress) progress(i + 1, left);
   }
@@ -276,9 +434,9 @@ absl::Status Router::Stats(const std::string& name, std::vector<v1::VdiCacheStat
   }
   std::map<uint32_t, v1::VdiCacheStats> sum;
   std::map<uint32_t, int> n;
-  for (auto& m : members_) {
+  for (CacheMember* m : Live()) {
     std::vector<v1::VdiCacheStats> s;
-    RC_RETURN_IF_ERROR(m.client->Stats(vdi, &s));
+    RC_RETURN_IF_ERROR(m->client->Stats(vdi, &s));
     for (const auto& x : s) {
       v1::VdiCacheStats& t = sum[x.vdi_id()];
       t.set_vdi_id(x.vdi_id());

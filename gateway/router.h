@@ -3,7 +3,13 @@
 // request in parallel), and assembles the reply. Also carries out VDI administration: every VDI
 // is registered on every data node (geometry checks) and cache node (its blocks' home).
 //
-// Thread-safety: thread-safe. Membership is static (fixed at construction).
+// Membership: the cache nodes given at construction, minus those removed (RemoveCacheNode). A
+// removal holds the requests for the leaving node's objects while its dirty data is settled
+// (destaged by a live node, replayed from the log for a dead one), then routes them to their
+// next owners on the new ring; removals are kept in a state file so a restarted gateway never
+// routes to a removed node again.
+//
+// Thread-safety: thread-safe.
 #ifndef RINGCACHE_GATEWAY_ROUTER_H_
 #define RINGCACHE_GATEWAY_ROUTER_H_
 
@@ -13,7 +19,11 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "cachenode/datanode_pool.h"
 #include "gateway/block_device.h"
 #include "gateway/cache_client.h"
@@ -59,18 +69,42 @@ class Router : public ExportProvider {
   // node does not know it (it restarted).
   absl::Status OnOwner(const v1::VdiGeometry& g, uint64_t object,
                        const std::function<absl::Status(CacheClient*)>& op);
-  const ring::Ring& cache_ring() const { return *ring_; }
   Catalog* catalog() const { return catalog_; }
-  size_t cache_node_count() const { return members_.size(); }
+  size_t cache_node_count() const;
+  cachenode::DataNodePool* data_nodes() const { return data_nodes_; }
+
+  // Loads the removed cache nodes from `path` (if it exists) and keeps later removals there.
+  absl::Status LoadRemoved(const std::string& path);
+  // Takes cache node `id` out of the cache ring. Requests for its objects wait (new ones) or
+  // finish (in flight) first; then `settle(client, alive)` must leave none of the node's dirty
+  // data behind (alive: it answered a probe) and is retried until it succeeds or `attempts` run
+  // out; only then do the objects move to their next owners. `progress` (may be empty) is told
+  // what happens.
+  absl::Status RemoveCacheNode(
+      uint32_t id, const std::function<absl::Status(CacheClient*, bool alive)>& settle,
+      const std::function<void(const std::string&)>& progress, int attempts = 600);
+  std::vector<uint32_t> removed() const;
 
  private:
   Router() = default;
   CacheClient* Client(uint32_t id) const;
+  absl::Status OnMember(const v1::VdiGeometry& g, uint64_t object, CacheClient* c,
+                        const std::function<absl::Status(CacheClient*)>& op);
+  // Members not removed (their clients stay valid for the router's lifetime).
+  std::vector<CacheMember*> Live() const;
+  absl::Status RebuildRing() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status SaveRemoved() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   Catalog* catalog_ = nullptr;
   cachenode::DataNodePool* data_nodes_ = nullptr;
-  std::vector<CacheMember> members_;
-  std::unique_ptr<ring::Ring> ring_;
+  std::vector<CacheMember> members_;  // fixed after Create; see removed_
+
+  mutable absl::Mutex mu_;
+  std::unique_ptr<ring::Ring> ring_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<uint32_t> removed_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<uint32_t> removing_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint32_t, int> inflight_ ABSL_GUARDED_BY(mu_);
+  std::string removed_path_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace ringcache::gateway

@@ -125,8 +125,9 @@ void AddNodeCommands(CLI::App* app, Args* a, Action* action) {
   for (const char* verb : {"drain", "remove"}) {
     CLI::App* sub = node->add_subcommand(
         verb, std::string(verb) == "drain"
-                  ? "Move a node's data away, then take it out of the ring"
-                  : "Take a node out of the ring now (needs cluster mode with etcd)");
+                  ? "Destage a live cache node's data, then take it out of the ring"
+                  : "Take a cache node out of the ring: a live one destages first, a dead one's "
+                    "write-back log is replayed home; its objects then go to the next nodes");
     sub->add_option("ID", a->node_id, "Node id, as in `node list`")->required();
     sub->add_option("--role", a->role, "Node role (default cachenode)")
         ->check(CLI::IsMember({"cachenode", "datanode", "gateway"}));

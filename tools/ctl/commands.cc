@@ -1,5 +1,7 @@
 #include "tools/ctl/commands.h"
 
+#include <algorithm>
+#include <chrono>
 #include <map>
 #include <utility>
 #include <vector>
@@ -321,7 +323,10 @@ absl::Status RemoveNode(const AdminSession& s, const std::string& verb, const st
   req.set_id(id);
   v1::RemoveNodeResponse resp;
   grpc::ClientContext ctx;
-  SetDeadline(s, &ctx);
+  // Removal waits for requests in flight and destages or replays the node's dirty data: allow
+  // far longer than an ordinary answer.
+  ctx.set_deadline(std::chrono::system_clock::now() +
+                   std::max<std::chrono::milliseconds>(s.timeout, std::chrono::minutes(15)));
   if (absl::Status st = FromRpc(s, s.stub->RemoveNode(&ctx, req, &resp)); !st.ok()) return st;
   if (s.json) {
     *s.out << JsonWriter()
@@ -333,9 +338,9 @@ absl::Status RemoveNode(const AdminSession& s, const std::string& verb, const st
                   .str()
            << '\n';
   } else if (verb == "drain") {
-    *s.out << role << ' ' << id << ": draining; it leaves the ring once its data has moved\n";
+    *s.out << role << ' ' << id << ": drained and removed from the ring\n";
   } else {
-    *s.out << role << ' ' << id << ": removed\n";
+    *s.out << role << ' ' << id << ": removed; its dirty data was destaged or replayed home\n";
   }
   return absl::OkStatus();
 }

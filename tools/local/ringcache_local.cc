@@ -233,6 +233,9 @@ int main(int argc, char** argv) {
   if (!catalog.ok()) return Fail(1, catalog.status().ToString());
   auto router = gateway::Router::Create(catalog->get(), std::move(members), pool->get());
   if (!router.ok()) return Fail(1, router.status().ToString());
+  if (absl::Status s = (*router)->LoadRemoved(cfg.data_dir + "/removed_cache_nodes"); !s.ok()) {
+    return Fail(1, s.ToString());
+  }
   if (absl::Status s = (*router)->RegisterAll(); !s.ok()) return Fail(1, s.ToString());
   if (absl::Status s = gateway::CreateVdisFromSpecs(router->get(), cfg.create_vdis); !s.ok()) {
     return Fail(2, s.ToString());
