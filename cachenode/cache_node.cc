@@ -142,7 +142,7 @@ absl::Status CacheNode::Init() {
         map_[r.key].slot = r.slot;
         map_[r.key].dirty = true;
         map_[r.key].log_seq = r.log_seq;
-        if (dirty_set_.insert(r.key).second) dirty_order_.push_back(r.key);
+        if (dirty_set_.insert(r.key).second) dirty_order_[r.key.vdi].push_back(r.key);
         continue;
       }
     }
@@ -153,7 +153,7 @@ absl::Status CacheNode::Init() {
     e.slot = r.slot;
     e.dirty = r.dirty;
     e.log_seq = r.log_seq;
-    if (r.dirty && dirty_set_.insert(r.key).second) dirty_order_.push_back(r.key);
+    if (r.dirty && dirty_set_.insert(r.key).second) dirty_order_[r.key.vdi].push_back(r.key);
     ApplyEvictions(out);
   }
   spdlog::info("cache node {}: {} SSD slots of {} bytes, recovered {} blocks ({} dirty, {} stale, "
@@ -827,7 +827,7 @@ absl::Status CacheNode::WriteRun(const Vdi& v, uint64_t object, uint32_t first, 
       }
       if (e.dirty && !was_dirty) {
         ctr.dirty_blocks++;
-        if (dirty_set_.insert(key).second) dirty_order_.push_back(key);
+        if (dirty_set_.insert(key).second) dirty_order_[key.vdi].push_back(key);
       } else if (!e.dirty && was_dirty) {
         ctr.dirty_blocks--;
         dirty_set_.erase(key);
@@ -1071,7 +1071,45 @@ void CacheNode::ReclaimerLoop() {
   }
 }
 
-bool CacheNode::Idle() { return false; }
+bool CacheNode::NextDirty(SlotKey* key) {
+  // DESIGN §4: destage the coldest VBQ queue first — the VDI with the fewest accesses A_m
+  // (paper 002 eq. 1) among those with dirty blocks — and inside it the block dirtied longest
+  // ago (the queue's tail end; exact LRU position is the policy's and not exposed).
+  std::vector<policy::VdiStats> stats;
+  policy_->AppendVdiStats(&stats);
+  absl::flat_hash_map<uint32_t, uint64_t> accesses;
+  for (const auto& st : stats) accesses[st.vdi] = st.accesses;
+  uint32_t best = 0;
+  uint64_t best_accesses = UINT64_MAX;
+  for (auto it = dirty_order_.begin(); it != dirty_order_.end();) {
+    std::deque<SlotKey>& q = it->second;
+    while (!q.empty() && !dirty_set_.contains(q.front())) q.pop_front();
+    if (q.empty()) {
+      dirty_order_.erase(it++);
+      continue;
+    }
+    const auto a = accesses.find(it->first);
+    const uint64_t n = a == accesses.end() ? 0 : a->second;
+    if (n < best_accesses || (n == best_accesses && it->first < best)) {
+      best = it->first;
+      best_accesses = n;
+    }
+    ++it;
+  }
+  if (best_accesses == UINT64_MAX) return false;
+  std::deque<SlotKey>& q = dirty_order_[best];
+  *key = q.front();
+  q.pop_front();
+  return true;
+}
+
+std::optional<SlotKey> CacheNode::NextDestageForTest() {
+  absl::MutexLock l(&mu_);
+  SlotKey key;
+  if (!NextDirty(&key)) return std::nullopt;
+  dirty_order_[key.vdi].push_front(key);
+  return key;
+}
 
 void CacheNode::DestagerLoop() {
   uint64_t last_count = fg_blocks_.load();
@@ -1108,15 +1146,10 @@ void CacheNode::DestagerLoop() {
       {
         absl::MutexLock l(&mu_);
         if (stop_) return;
-        while (!dirty_order_.empty() && !dirty_set_.contains(dirty_order_.front())) {
-          dirty_order_.pop_front();
-        }
-        if (dirty_order_.empty()) break;
-        key = dirty_order_.front();
-        dirty_order_.pop_front();
+        if (!NextDirty(&key)) break;
         auto it = vdis_.find(key.vdi);
         if (it == vdis_.end()) {
-          dirty_order_.push_back(key);  // not registered yet; later
+          dirty_order_[key.vdi].push_back(key);  // not registered yet; later
           break;
         }
         v = it->second;
@@ -1129,7 +1162,7 @@ void CacheNode::DestagerLoop() {
       }
       if (!s.ok()) {
         absl::MutexLock l(&mu_);
-        if (dirty_set_.contains(key)) dirty_order_.push_back(key);
+        if (dirty_set_.contains(key)) dirty_order_[key.vdi].push_back(key);
         break;
       }
       bytes += done * config_.block_size;

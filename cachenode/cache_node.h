@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -123,6 +124,8 @@ class CacheNode {
   uint32_t block_size() const { return config_.block_size; }
   const RecoveryStats& recovery() const { return recovery_; }
   WriteLog* write_log() const { return log_.get(); }
+  // Returns the block the destager would take next (and puts it back), or nullopt.
+  std::optional<SlotKey> NextDestageForTest();
 
  private:
   static constexpr size_t kStripes = 1024;
@@ -192,6 +195,8 @@ class CacheNode {
   void DestagerLoop();
   absl::Status ProcessWork(const Work& w);
   bool Idle();
+  // Picks the next block to destage and removes it from dirty_order_; false if none.
+  bool NextDirty(SlotKey* key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const CacheNodeConfig config_;
   DataNodePool* const pool_;
@@ -207,8 +212,9 @@ class CacheNode {
   std::unique_ptr<policy::Placement> placement_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<SlotKey, Entry> map_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint32_t, Vdi> vdis_ ABSL_GUARDED_BY(mu_);
-  // Dirty blocks in the order they became dirty (oldest first): the destager's scan order.
-  std::deque<SlotKey> dirty_order_ ABSL_GUARDED_BY(mu_);
+  // Per VDI, dirty blocks in the order they became dirty (oldest first): the destager takes the
+  // coldest VDI's oldest (NextDirty).
+  absl::flat_hash_map<uint32_t, std::deque<SlotKey>> dirty_order_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<SlotKey> dirty_set_ ABSL_GUARDED_BY(mu_);
   std::deque<Work> work_ ABSL_GUARDED_BY(mu_);
   uint64_t seq_ ABSL_GUARDED_BY(mu_) = 0;

@@ -258,5 +258,25 @@ TEST_F(CacheNodeTest, ConcurrentWritersAndReadersSeeTheirData) {
   }
 }
 
+TEST_F(CacheNodeTest, DestageTakesTheColdestQueueFirst) {
+  Start();
+  v1::VdiGeometry cold = geometry_;
+  cold.set_vdi_id(2);
+  cold.set_name("cold");
+  ASSERT_TRUE(pool_->PutVdi(cold).ok());
+  ASSERT_TRUE(node_->RegisterVdi(cold).ok());
+  // VDI 1 is dirtied first (oldest) but is hot; VDI 2 is dirtied later and never read.
+  for (uint64_t b = 0; b < 4; ++b) ASSERT_TRUE(Write(b * kBs, Pattern(b, kBs)).ok());
+  const std::string x = Pattern(9, kBs);
+  for (uint32_t b = 0; b < 4; ++b) ASSERT_TRUE(node_->Write(2, 0, b * kBs, kBs, x.data()).ok());
+  for (int i = 0; i < 50; ++i) Read(0, 4 * kBs);
+  auto next = node_->NextDestageForTest();
+  ASSERT_TRUE(next.has_value());
+  EXPECT_EQ(next->vdi, 2u) << "the cold VDI's queue goes first (VBQ order, DESIGN §4)";
+  EXPECT_EQ(next->block, 0u) << "oldest dirty block of that queue first";
+  ASSERT_TRUE(node_->Flush(0).ok());
+  EXPECT_FALSE(node_->NextDestageForTest().has_value());
+}
+
 }  // namespace
 }  // namespace ringcache::cachenode
