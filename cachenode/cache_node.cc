@@ -62,6 +62,9 @@ absl::Status CacheNodeConfig::Validate() const {
     return absl::InvalidArgumentError(
         "need 0 <= dirty_low_watermark < dirty_high_watermark <= 1");
   }
+  if (forced_destage_duty <= 0 || forced_destage_duty > 1) {
+    return absl::InvalidArgumentError("forced_destage_duty must be in (0, 1]");
+  }
   if (idle_window_ms <= 0 || idle_ops_per_s < 0 || forced_destage_mb_s <= 0) {
     return absl::InvalidArgumentError(
         "idle_window_ms and forced_destage_mb_s must be positive, idle_ops_per_s >= 0");
@@ -1156,6 +1159,7 @@ void CacheNode::DestagerLoop() {
       }
       uint64_t done = 0;
       absl::Status s;
+      const int64_t one_start = clock_->NowMicros();
       {
         absl::MutexLock stripe(&Stripe(key.vdi, key.block / BlocksPerObject(v)));
         s = DestageAround(v, key, &done);
@@ -1166,11 +1170,16 @@ void CacheNode::DestagerLoop() {
         break;
       }
       bytes += done * config_.block_size;
-      if (!idle && fg_blocks_.load() != count) {
-        // Forced under load: hold to the configured rate.
+      if (!idle && fg_blocks_.load() != count && !log_->over_limit()) {
+        // Forced under load (not log pushback, which destages at full speed): hold to the configured byte rate, and keep the data nodes busy with
+        // destage for at most forced_destage_duty of the time (on HDDs a destage costs seeks,
+        // not bytes; the duty cycle bounds what foreground requests queue behind).
+        const int64_t one = clock_->NowMicros() - one_start;
         const double allowed_us = bytes / (config_.forced_destage_mb_s * 1048576.0) * 1e6;
         const int64_t spent = clock_->NowMicros() - batch_start;
-        if (allowed_us > spent) clock_->SleepFor(absl::Microseconds(allowed_us - spent));
+        double pause = std::max(0.0, allowed_us - spent);
+        pause = std::max(pause, one * (1.0 / config_.forced_destage_duty - 1.0));
+        if (pause > 0) clock_->SleepFor(absl::Microseconds(static_cast<int64_t>(pause)));
       }
       if (idle && fg_blocks_.load() - count > 0) break;  // load returned
     }

@@ -74,6 +74,7 @@ struct CacheNodeConfig {
   double dirty_high_watermark = 0.6;
   double dirty_low_watermark = 0.4;
   double forced_destage_mb_s = 64;
+  double forced_destage_duty = 0.25;    // forced destage's share of wall time, (0, 1]
   uint32_t destage_max_blocks = 256;    // largest coalesced destage write (blocks)
   absl::Status Validate() const;
 };

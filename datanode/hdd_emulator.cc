@@ -18,19 +18,22 @@ absl::Status HddConfig::Validate() const {
   return absl::OkStatus();
 }
 
-int64_t HddEmulator::Reserve(uint64_t bytes) {
+int64_t HddEmulator::Reserve(uint64_t bytes, bool log_append) {
   const double transfer_us =
       static_cast<double>(bytes) / (config_.bandwidth_mb_s * 1024.0 * 1024.0) * 1e6;
-  const int64_t cost = static_cast<int64_t>(config_.seek_ms * 1000.0 + transfer_us);
   const int64_t now = clock_->NowMicros();
   absl::MutexLock l(&mu_);
+  const bool seek = !(log_append && head_at_log_);
+  head_at_log_ = log_append;
+  const int64_t cost =
+      static_cast<int64_t>((seek ? config_.seek_ms * 1000.0 : 0.0) + transfer_us);
   busy_until_us_ = std::max(busy_until_us_, now) + cost;
   return busy_until_us_;
 }
 
-void HddEmulator::Charge(uint64_t bytes) {
+void HddEmulator::Charge(uint64_t bytes, bool log_append) {
   if (!config_.enabled) return;
-  const int64_t done = Reserve(bytes);
+  const int64_t done = Reserve(bytes, log_append);
   const int64_t wait = done - clock_->NowMicros();
   if (wait > 0) clock_->SleepFor(absl::Microseconds(wait));
 }

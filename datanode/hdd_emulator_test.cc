@@ -17,6 +17,15 @@ TEST(HddEmulatorTest, RequestsQueueLikeOneSpindle) {
   EXPECT_EQ(hdd.Reserve(0), 1000 + 1000000 + 5000);
 }
 
+TEST(HddEmulatorTest, ConsecutiveLogAppendsDoNotSeek) {
+  SimulatedClock clock(0);
+  HddEmulator hdd(HddConfig{true, 5.0, 100.0}, &clock);
+  EXPECT_EQ(hdd.Reserve(0, true), 5000);          // head moves to the log
+  EXPECT_EQ(hdd.Reserve(0, true), 5000);          // already there
+  EXPECT_EQ(hdd.Reserve(0, false), 10000);        // a block write seeks away
+  EXPECT_EQ(hdd.Reserve(0, true), 15000);         // and back
+}
+
 TEST(HddEmulatorTest, DisabledNeverSleeps) {
   SimulatedClock clock;
   HddEmulator hdd(HddConfig{}, &clock);

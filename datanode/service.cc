@@ -153,7 +153,7 @@ grpc::Status DataNodeService::LogAppend(grpc::ServerContext*, const v1::LogAppen
                          r.block_index(), r.checksum(), r.data()});
       bytes += r.data().size();
     }
-    hdd_->Charge(bytes);
+    hdd_->Charge(bytes, /*log_append=*/true);
     auto size = store_->LogAppend(entries);
     if (!size.ok()) return size.status();
     log_records_appended_->Inc(static_cast<double>(entries.size()));

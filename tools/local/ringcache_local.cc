@@ -19,6 +19,7 @@
 #include "cachenode/datanode_pool.h"
 #include "common/clock.h"
 #include "common/config.h"
+#include "common/status_macros.h"
 #include "common/daemon.h"
 #include "common/http_server.h"
 #include "common/metrics.h"
@@ -54,6 +55,12 @@ struct LocalConfig {
   std::string ready_file;
   std::vector<std::string> create_vdis;  // NAME:SIZE
   datanode::HddConfig hdd;
+  // Destage knobs of every cache node (cachenode/cache_node.h CacheNodeConfig).
+  double idle_ops_per_s = 100;
+  double dirty_high_watermark = 0.6;
+  double dirty_low_watermark = 0.4;
+  double forced_destage_mb_s = 64;
+  uint64_t log_limit_bytes = 4ull << 30;  // per data node
 
   absl::Status LoadYaml(const std::string& path) {
     auto root = LoadYamlFile(path);
@@ -73,6 +80,15 @@ struct LocalConfig {
     f.Read("http_listen", &http_listen);
     f.Read("ready_file", &ready_file);
     datanode::ReadHddConfig(&f, &hdd);
+    {
+      YamlFields d = f.Sub("destage");
+      d.Read("idle_ops_per_s", &idle_ops_per_s);
+      d.Read("dirty_high_watermark", &dirty_high_watermark);
+      d.Read("dirty_low_watermark", &dirty_low_watermark);
+      d.Read("forced_destage_mb_s", &forced_destage_mb_s);
+      RC_RETURN_IF_ERROR(d.Finish());
+    }
+    f.ReadSize("log_limit_bytes", &log_limit_bytes);
     return f.Finish();
   }
 };
@@ -116,6 +132,17 @@ int main(int argc, char** argv) {
   app.add_option("--ready-file", ready_file, "Write the bound ports as JSON here once serving");
   app.add_flag("--hdd-emulation", hdd, "Emulate HDDs on the data nodes (5 ms per request)");
   app.add_option("--hdd-seek-ms", seek_ms, "Emulated HDD seek per request (ms)");
+  std::optional<double> high_wm, forced_mb_s, idle_ops;
+  std::optional<std::string> log_limit;
+  app.add_option("--dirty-high-watermark", high_wm,
+                 "Dirty fraction of SSD slots that forces destage under load (default 0.6)");
+  app.add_option("--forced-destage-mb-s", forced_mb_s,
+                 "Rate limit of forced destage in MiB/s (default 64)");
+  app.add_option("--idle-ops-per-s", idle_ops,
+                 "Block ops/s under which a cache node counts as idle and destages (default 100)");
+  app.add_option("--log-limit", log_limit,
+                 "Write-back log area per data node above which cache nodes are pushed to "
+                 "destage (default 4GiB)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -123,6 +150,14 @@ int main(int argc, char** argv) {
   }
   if (!config_path.empty()) {
     if (absl::Status s = cfg.LoadYaml(config_path); !s.ok()) return Fail(2, s.ToString());
+  }
+  if (high_wm) cfg.dirty_high_watermark = *high_wm;
+  if (forced_mb_s) cfg.forced_destage_mb_s = *forced_mb_s;
+  if (idle_ops) cfg.idle_ops_per_s = *idle_ops;
+  if (log_limit) {
+    auto v = ParseByteSize(*log_limit);
+    if (!v.ok()) return Fail(2, absl::StrCat("--log-limit: ", v.status().message()));
+    cfg.log_limit_bytes = *v;
   }
   if (data_dir) cfg.data_dir = *data_dir;
   if (cache_nodes) cfg.cache_nodes = *cache_nodes;
@@ -175,6 +210,7 @@ int main(int argc, char** argv) {
     d.hdd = std::make_unique<datanode::HddEmulator>(cfg.hdd, Clock::Real());
     d.service = std::make_unique<datanode::DataNodeService>(i + 1, d.store.get(), d.hdd.get(),
                                                             registry);
+    d.service->SetLogLimit(cfg.log_limit_bytes);
     grpc::ServerBuilder b;
     b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &d.port);
     b.RegisterService(d.service.get());
@@ -202,6 +238,10 @@ int main(int argc, char** argv) {
     cc.block_size = cfg.block_size;
     cc.policy = cfg.policy;
     cc.placement = cfg.placement;
+    cc.idle_ops_per_s = cfg.idle_ops_per_s;
+    cc.dirty_high_watermark = cfg.dirty_high_watermark;
+    cc.dirty_low_watermark = std::min(cfg.dirty_low_watermark, cfg.dirty_high_watermark);
+    cc.forced_destage_mb_s = cfg.forced_destage_mb_s;
     auto node = cachenode::CacheNode::Create(cc, pool->get(), Clock::Real(), registry);
     if (!node.ok()) {
       return Fail(node.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1,
