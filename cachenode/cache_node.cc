@@ -1139,6 +1139,12 @@ void CacheNode::DestagerLoop() {
     // Pushback: a data node's log area is over its limit; destage so records can be reclaimed.
     if (log_->over_limit() && dirty > 0) forcing = true;
     if (!idle && !forcing) continue;
+    std::function<bool()> gate;
+    {
+      absl::MutexLock l(&mu_);
+      gate = destage_gate_;
+    }
+    if (gate && !gate()) continue;  // fenced: the objects may have a new owner already
     // Destage a batch: oldest dirty blocks first, until load returns (idle) or we are back
     // under the low watermark (forced, rate-limited).
     const int64_t batch_start = clock_->NowMicros();
@@ -1242,6 +1248,40 @@ absl::Status CacheNode::DropVdi(uint32_t vdi_id) {
   absl::MutexLock l(&mu_);
   vdis_.erase(vdi_id);
   return absl::OkStatus();
+}
+
+void CacheNode::SetDestageGate(std::function<bool()> gate) {
+  absl::MutexLock l(&mu_);
+  destage_gate_ = std::move(gate);
+}
+
+absl::StatusOr<CacheNode::DropResult> CacheNode::DropBlocks(bool drop_dirty,
+                                                            const ring::Ring* ring) {
+  DropResult r;
+  std::vector<SlotKey> keys;
+  {
+    absl::MutexLock l(&mu_);
+    for (const auto& [k, e] : map_) {
+      if (ring != nullptr) {
+        auto v = vdis_.find(k.vdi);
+        if (v != vdis_.end()) {
+          const uint64_t object = k.block / BlocksPerObject(v->second);
+          if (ring->Owner(ring::ObjectKey{k.vdi, object}) == config_.node_id) continue;
+        }
+      }
+      if (e.dirty && !drop_dirty) {
+        ++r.dirty_kept;
+        continue;
+      }
+      keys.push_back(k);
+    }
+  }
+  for (const SlotKey& k : keys) RC_RETURN_IF_ERROR(InvalidateBlock(k));
+  RC_RETURN_IF_ERROR(slots_->Sync());
+  r.dropped = keys.size();
+  spdlog::info("cache node {}: dropped {} cached blocks ({}), kept {} dirty", config_.node_id,
+               r.dropped, ring == nullptr ? "all" : "objects owned elsewhere", r.dirty_kept);
+  return r;
 }
 
 uint64_t CacheNode::dirty_blocks() const {

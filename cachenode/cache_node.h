@@ -29,6 +29,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -48,6 +49,7 @@
 #include "cachenode/write_log.h"
 #include "common/clock.h"
 #include "common/metrics.h"
+#include "ring/ring.h"
 #include "ringcache/v1/cachenode.pb.h"
 #include "ringcache/v1/common.pb.h"
 
@@ -127,6 +129,22 @@ class CacheNode {
   WriteLog* write_log() const { return log_.get(); }
   // Returns the block the destager would take next (and puts it back), or nullopt.
   std::optional<SlotKey> NextDestageForTest();
+
+  // Cluster mode. Sets the gate the destager asks before each background batch: while it
+  // returns false (the node is fenced: its etcd lease may have expired, so its objects may
+  // already belong to another node) nothing is destaged in the background. Flush() is not gated:
+  // the gateway calls it only while it holds the node's requests. May be empty (no gate).
+  void SetDestageGate(std::function<bool()> gate);
+  struct DropResult {
+    uint64_t dropped = 0;     // blocks dropped
+    uint64_t dirty_kept = 0;  // dirty blocks kept (only when !drop_dirty)
+  };
+  // Drops cached blocks WITHOUT destaging them (a membership change). With `ring` null every
+  // block is dropped; otherwise only those of objects that `ring` does not assign to this node
+  // (and of VDIs this node does not know). Dirty blocks are dropped only if `drop_dirty`.
+  // REQUIRES: dirty blocks dropped were settled elsewhere (destaged, or the log replayed), and no
+  // request for the dropped objects is being served (the gateway holds them).
+  absl::StatusOr<DropResult> DropBlocks(bool drop_dirty, const ring::Ring* ring);
 
  private:
   static constexpr size_t kStripes = 1024;
@@ -221,6 +239,7 @@ class CacheNode {
   uint64_t seq_ ABSL_GUARDED_BY(mu_) = 0;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t flush_requests_ ABSL_GUARDED_BY(mu_) = 0;
+  std::function<bool()> destage_gate_ ABSL_GUARDED_BY(mu_);
 
   // Foreground rate for idle detection.
   std::atomic<uint64_t> fg_blocks_{0};

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <random>
 #include <thread>
@@ -215,6 +216,61 @@ TEST_F(CacheNodeTest, IdleNodeDestagesByItself) {
   }
   EXPECT_EQ(node_->dirty_blocks(), 0u);
   EXPECT_EQ(HomeBlock(5), Pattern(8, 8 * kBs).substr(5 * kBs, kBs));
+}
+
+TEST_F(CacheNodeTest, ClosedDestageGateStopsBackgroundDestageButNotFlush) {
+  // Cluster mode: a fenced node must not write home in the background (its objects may already
+  // have a new owner); the gateway's explicit Flush still destages.
+  config_.idle_ops_per_s = 1;
+  config_.idle_window_ms = 100;
+  Start();
+  std::atomic<bool> open{false};
+  node_->SetDestageGate([&open] { return open.load(); });
+  ASSERT_TRUE(Write(0, Pattern(8, 8 * kBs)).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));  // several idle windows
+  EXPECT_EQ(node_->dirty_blocks(), 8u) << "destaged while fenced";
+  EXPECT_EQ(HomeBlock(5), std::string(kBs, '\0'));
+  ASSERT_TRUE(node_->Flush(0).ok());
+  EXPECT_EQ(node_->dirty_blocks(), 0u);
+  EXPECT_EQ(HomeBlock(5), Pattern(8, 8 * kBs).substr(5 * kBs, kBs));
+  node_->SetDestageGate(nullptr);
+}
+
+TEST_F(CacheNodeTest, DropBlocksKeepsOwnedObjectsAndNeverDestages) {
+  Start();
+  // Two members: find one object this node (id 1) owns and one it does not.
+  ring::RingConfig rc;
+  rc.members = {{1, 1.0, ""}, {2, 1.0, ""}};
+  rc.cached_owners = 1;
+  auto ring = ring::Ring::Build(rc);
+  ASSERT_TRUE(ring.ok());
+  int64_t mine = -1, theirs = -1;
+  for (uint64_t o = 0; o < 64 && (mine < 0 || theirs < 0); ++o) {
+    (ring->Owner(ring::ObjectKey{1, o}) == 1 ? mine : theirs) = static_cast<int64_t>(o);
+  }
+  ASSERT_GE(mine, 0);
+  ASSERT_GE(theirs, 0);
+  ASSERT_TRUE(Write(mine * kObj, Pattern(3, kBs)).ok());
+  ASSERT_TRUE(Write(theirs * kObj, Pattern(4, kBs)).ok());
+  // Dirty blocks survive a ring-filtered drop (they were not settled).
+  auto r = node_->DropBlocks(false, &*ring);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->dropped, 0u);
+  EXPECT_EQ(r->dirty_kept, 1u);
+  ASSERT_TRUE(node_->Flush(0).ok());
+  r = node_->DropBlocks(false, &*ring);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->dropped, 1u) << "the clean block of the object owned by node 2";
+  EXPECT_EQ(node_->cached_blocks(), 1u);
+  // Drop all: dirty blocks go too, without reaching home.
+  ASSERT_TRUE(Write(mine * kObj + kBs, Pattern(5, kBs)).ok());
+  r = node_->DropBlocks(true, nullptr);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->dropped, 2u);
+  EXPECT_EQ(node_->cached_blocks(), 0u);
+  EXPECT_EQ(node_->dirty_blocks(), 0u);
+  EXPECT_EQ(HomeBlock(mine * (kObj / kBs) + 1), std::string(kBs, '\0'));
+  EXPECT_EQ(Read(mine * kObj, kBs), Pattern(3, kBs)) << "destaged earlier: read from home";
 }
 
 TEST_F(CacheNodeTest, DirtyHighWatermarkForcesDestageUnderLoad) {

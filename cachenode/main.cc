@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <atomic>
 #include <cstdio>
 #include <optional>
 
@@ -15,6 +16,8 @@
 #include "common/cluster_file.h"
 #include "common/config.h"
 #include "common/daemon.h"
+#include "common/http_server.h"
+#include "membership/presence.h"
 
 namespace {
 
@@ -43,6 +46,13 @@ int main(int argc, char** argv) {
   app.add_option("--policy", policy, "Policy spec (default from the cluster file)");
   app.add_option("--placement", placement, "RAM/SSD placement: uarc|lru");
   app.add_option("--ready-file", ready_file, "Write the bound ports as JSON here once serving");
+  std::optional<std::string> etcd, etcd_prefix;
+  std::optional<uint32_t> lease_ttl;
+  app.add_option("--etcd", etcd,
+                 "Cluster mode: register in etcd at these endpoints (host:port,...) and serve "
+                 "only while the lease is valid (default: etcd_endpoints of the cluster file)");
+  app.add_option("--etcd-prefix", etcd_prefix, "Key prefix in etcd (default /ringcache)");
+  app.add_option("--lease-ttl", lease_ttl, "etcd lease TTL in seconds (default 5)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -66,6 +76,10 @@ int main(int argc, char** argv) {
   cc.policy = policy ? *policy : cluster->policy;
   cc.placement = placement ? *placement : cluster->placement;
   if (absl::Status s = cc.Validate(); !s.ok()) return Fail(2, s.ToString());
+  membership::EtcdSettings etcd_settings{
+      etcd.value_or(cluster->etcd_endpoints), etcd_prefix.value_or(cluster->etcd_prefix),
+      static_cast<int>(lease_ttl.value_or(cluster->etcd_lease_ttl_s))};
+  if (absl::Status s = etcd_settings.Validate(); !s.ok()) return Fail(2, s.ToString());
 
   InitDaemonProcess();
   metrics::Registry* registry = metrics::Registry::Default();
@@ -81,7 +95,22 @@ int main(int argc, char** argv) {
   auto node = cachenode::CacheNode::Create(cc, pool->get(), Clock::Real(), registry);
   if (!node.ok()) return Fail(1, node.status().ToString());
 
-  cachenode::CacheNodeService service(node->get());
+  // Cluster mode: the fence reads the registration, which exists only once we serve (below);
+  // until then (and in static mode) `presence` is null and the fence is open.
+  std::unique_ptr<membership::Presence> presence;
+  std::atomic<membership::NodeRegistration*> registration{nullptr};
+  std::atomic<bool> leaving{false};
+  std::unique_ptr<cachenode::Fence> fence;
+  if (etcd_settings.enabled()) {
+    fence = std::make_unique<cachenode::Fence>([&registration, &leaving] {
+      if (leaving.load()) return false;  // lease revoked at shutdown
+      membership::NodeRegistration* r = registration.load();
+      return r == nullptr || r->LeaseValid();
+    });
+    cachenode::Fence* f = fence.get();
+    (*node)->SetDestageGate([f] { return f->Open(); });
+  }
+  cachenode::CacheNodeService service(node->get(), fence.get(), registry);
   grpc::ServerBuilder b;
   int port = 0;
   b.AddListeningPort(self->listen, grpc::InsecureServerCredentials(), &port);
@@ -95,12 +124,38 @@ int main(int argc, char** argv) {
   if (!http_port.ok()) return Fail(1, http_port.status().ToString());
   spdlog::info("ringcache-cachenode {} serving gRPC on port {}, metrics on port {}, SSD {}", id,
                port, *http_port, cc.ssd_path);
+  if (etcd_settings.enabled()) {
+    std::string host;
+    int unused = 0;
+    if (absl::Status s = SplitHostPort(self->listen, &host, &unused); !s.ok()) {
+      return Fail(2, s.ToString());
+    }
+    membership::NodeRecord record;
+    record.role = membership::Role::kCache;
+    record.id = id;
+    record.address = absl::StrCat(host, ":", port);
+    record.http_address = absl::StrCat(host, ":", *http_port);
+    record.capacity_bytes = cc.ssd_bytes;
+    record.weight = self->weight;
+    record.zone = self->zone;
+    cachenode::Fence* f = fence.get();
+    auto p = membership::Presence::Start(etcd_settings, record,
+                                         [f](int64_t, int64_t) { f->LeaseLost(); });
+    if (!p.ok()) return Fail(1, p.status().ToString());
+    presence = *std::move(p);
+    registration.store(presence->registration());
+    spdlog::info("registered in etcd as {} (lease TTL {} s); serving only while it is valid",
+                 presence->registration()->key(), etcd_settings.lease_ttl_s);
+  }
   if (absl::Status s = WriteReadyFile(ready_file.value_or(""),
                                       {{"grpc_port", port}, {"http_port", *http_port}});
       !s.ok()) {
     return Fail(1, s.ToString());
   }
   spdlog::info("signal {}: shutting down", WaitForTerminationSignal());
+  leaving.store(true);
+  registration.store(nullptr);
+  presence.reset();  // revoke the lease: the gateway settles our objects at once
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   http.Stop();
   node->reset();  // dirty blocks stay on the SSD tier and are destaged after restart

@@ -1,8 +1,53 @@
 #include "cachenode/service.h"
 
+#include <spdlog/spdlog.h>
+
 #include "common/grpc_status.h"
 
 namespace ringcache::cachenode {
+
+absl::Status Fence::Check() const {
+  {
+    absl::MutexLock l(&mu_);
+    if (quarantined_) {
+      return absl::UnavailableError(
+          "fenced: etcd lease was lost; waiting for the gateway to re-admit this node");
+    }
+  }
+  if (lease_valid_ && !lease_valid_()) {
+    return absl::UnavailableError("fenced: etcd lease not valid");
+  }
+  return absl::OkStatus();
+}
+
+void Fence::LeaseLost() {
+  absl::MutexLock l(&mu_);
+  if (!quarantined_) spdlog::warn("etcd lease lost: quarantined until the gateway re-admits us");
+  quarantined_ = true;
+}
+
+void Fence::Readmit() {
+  absl::MutexLock l(&mu_);
+  if (quarantined_) spdlog::info("re-admitted by the gateway: serving again");
+  quarantined_ = false;
+}
+
+CacheNodeService::CacheNodeService(CacheNode* node, Fence* fence, metrics::Registry* registry)
+    : node_(node), fence_(fence) {
+  if (registry != nullptr) {
+    fenced_requests_ = registry->GetCounter(
+        "ringcache_cachenode_fenced_requests_total",
+        "Block requests refused because the node was fenced (etcd lease not valid, or lost).");
+  }
+}
+
+grpc::Status CacheNodeService::CheckFence() {
+  if (fence_ == nullptr) return grpc::Status::OK;
+  absl::Status s = fence_->Check();
+  if (s.ok()) return grpc::Status::OK;
+  if (fenced_requests_ != nullptr) fenced_requests_->Inc();
+  return ToGrpc(s);
+}
 
 CacheMode FromProto(v1::CacheMode m) {
   switch (m) {
@@ -25,6 +70,7 @@ v1::CacheMode ToProto(CacheMode m) {
 
 grpc::Status CacheNodeService::Read(grpc::ServerContext*, const v1::CacheReadRequest* req,
                                     v1::CacheReadResponse* resp) {
+  if (grpc::Status f = CheckFence(); !f.ok()) return f;
   if (req->length() > (64u << 20)) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "read longer than 64 MiB");
   }
@@ -36,12 +82,14 @@ grpc::Status CacheNodeService::Read(grpc::ServerContext*, const v1::CacheReadReq
 
 grpc::Status CacheNodeService::Write(grpc::ServerContext*, const v1::CacheWriteRequest* req,
                                      v1::CacheWriteResponse*) {
+  if (grpc::Status f = CheckFence(); !f.ok()) return f;
   return ToGrpc(node_->Write(req->vdi_id(), req->object_index(), req->offset(),
                              static_cast<uint32_t>(req->data().size()), req->data().data()));
 }
 
 grpc::Status CacheNodeService::Trim(grpc::ServerContext*, const v1::CacheTrimRequest* req,
                                     v1::CacheTrimResponse*) {
+  if (grpc::Status f = CheckFence(); !f.ok()) return f;
   return ToGrpc(
       node_->Trim(req->vdi_id(), req->object_index(), req->offset(), req->length(), req->zero()));
 }
@@ -86,16 +134,38 @@ grpc::Status CacheNodeService::DropVdi(grpc::ServerContext*, const v1::DropVdiRe
 
 grpc::Status CacheNodeService::Prefetch(grpc::ServerContext*, const v1::CacheReadRequest* req,
                                         v1::PrefetchResponse*) {
+  if (grpc::Status f = CheckFence(); !f.ok()) return f;
   return ToGrpc(node_->Prefetch(req->vdi_id(), req->object_index(), req->offset(), req->length()));
 }
 
 grpc::Status CacheNodeService::Allocation(grpc::ServerContext*, const v1::CacheReadRequest* req,
                                           v1::AllocationResponse* resp) {
+  if (grpc::Status f = CheckFence(); !f.ok()) return f;
   std::vector<bool> alloc;
   absl::Status s =
       node_->Allocation(req->vdi_id(), req->object_index(), req->offset(), req->length(), &alloc);
   for (bool a : alloc) resp->add_allocated(a);
   return ToGrpc(s);
+}
+
+grpc::Status CacheNodeService::DropBlocks(grpc::ServerContext*, const v1::DropBlocksRequest* req,
+                                          v1::DropBlocksResponse* resp) {
+  absl::StatusOr<CacheNode::DropResult> r;
+  if (req->all()) {
+    r = node_->DropBlocks(/*drop_dirty=*/true, nullptr);
+  } else {
+    ring::RingConfig rc;
+    for (const auto& m : req->ring_members()) rc.members.push_back({m.id(), m.weight(), ""});
+    rc.cached_owners = 1;  // as the gateway's router builds it
+    auto ring = ring::Ring::Build(rc);
+    if (!ring.ok()) return ToGrpc(ring.status());
+    r = node_->DropBlocks(/*drop_dirty=*/false, &*ring);
+  }
+  if (!r.ok()) return ToGrpc(r.status());
+  if (req->all() && fence_ != nullptr) fence_->Readmit();
+  resp->set_dropped_blocks(r->dropped);
+  resp->set_dirty_blocks_kept(r->dirty_kept);
+  return grpc::Status::OK;
 }
 
 }  // namespace ringcache::cachenode

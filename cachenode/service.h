@@ -1,18 +1,54 @@
 // The CacheNode gRPC service: the network face of a CacheNode for ringcache-cachenode. Converts
 // between protobuf and CacheNode calls; absl::Status becomes grpc::Status here, at the edge.
 //
-// Thread-safety: thread-safe (CacheNode is).
+// Cluster mode (etcd, DESIGN §7): a Fence says whether the node may serve as owner. While it
+// does not, block I/O (Read, Write, Trim, Prefetch, Allocation) is refused with UNAVAILABLE
+// ("fenced: ..."), so a node cut off from etcd stops serving before its lease can expire at the
+// server and its objects be given to another node. Administration (Flush, Stats, RegisterVdi,
+// DropBlocks, ...) stays open: the gateway settles a fenced node's dirty data through it.
+//
+// Thread-safety: thread-safe (CacheNode is; the fence is read under its own lock).
 #ifndef RINGCACHE_CACHENODE_SERVICE_H_
 #define RINGCACHE_CACHENODE_SERVICE_H_
 
+#include <functional>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "cachenode/cache_node.h"
+#include "common/metrics.h"
 #include "ringcache/v1/cachenode.grpc.pb.h"
 
 namespace ringcache::cachenode {
 
+// Whether a cluster-mode cache node may serve as owner: its etcd lease is certainly valid, and it
+// has not lost a lease since the gateway last admitted it (after a lost lease its objects went
+// to other nodes, so its cached blocks may be stale and its dirty ones were settled: it stays
+// quarantined until the gateway drops its blocks with DropBlocks(all)).
+//
+// Thread-safety: thread-safe.
+class Fence {
+ public:
+  // `lease_valid` reports whether the registration's lease is certainly valid now.
+  explicit Fence(std::function<bool()> lease_valid) : lease_valid_(std::move(lease_valid)) {}
+  // Returns OK, or UNAVAILABLE naming why the node must not serve.
+  absl::Status Check() const;
+  bool Open() const { return Check().ok(); }
+  // Called when the lease was lost and a new one granted: quarantine until Readmit().
+  void LeaseLost();
+  void Readmit();
+
+ private:
+  const std::function<bool()> lease_valid_;
+  mutable absl::Mutex mu_;
+  bool quarantined_ ABSL_GUARDED_BY(mu_) = false;
+};
+
 class CacheNodeService final : public v1::CacheNode::Service {
  public:
-  explicit CacheNodeService(CacheNode* node) : node_(node) {}  // not owned
+  // `node`, `fence` and `registry` are not owned; `fence` null means static mode (never fenced).
+  explicit CacheNodeService(CacheNode* node, Fence* fence = nullptr,
+                            metrics::Registry* registry = nullptr);
 
   grpc::Status Read(grpc::ServerContext*, const v1::CacheReadRequest*,
                     v1::CacheReadResponse*) override;
@@ -34,9 +70,16 @@ class CacheNodeService final : public v1::CacheNode::Service {
                         v1::PrefetchResponse*) override;
   grpc::Status Allocation(grpc::ServerContext*, const v1::CacheReadRequest*,
                           v1::AllocationResponse*) override;
+  grpc::Status DropBlocks(grpc::ServerContext*, const v1::DropBlocksRequest*,
+                          v1::DropBlocksResponse*) override;
 
  private:
+  // Returns OK if block I/O may be served, else the fence's refusal (counted).
+  grpc::Status CheckFence();
+
   CacheNode* const node_;
+  Fence* const fence_;
+  metrics::Counter* fenced_requests_ = nullptr;
 };
 
 // Converts between the wire enum and CacheMode.

@@ -18,6 +18,9 @@ absl::StatusOr<ClusterFile> ClusterFile::Load(const std::string& path) {
   f.Read("block_size", &c.block_size);
   f.Read("policy", &c.policy);
   f.Read("placement", &c.placement);
+  f.Read("etcd_endpoints", &c.etcd_endpoints);
+  f.Read("etcd_prefix", &c.etcd_prefix);
+  f.Read("etcd_lease_ttl_s", &c.etcd_lease_ttl_s);
   // "nodes" is a sequence: read each mapping strictly with its own YamlFields.
   YAML::Node nodes = root["nodes"];
   f.Skip("nodes");

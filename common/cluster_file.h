@@ -5,6 +5,9 @@
 //   data_dir: /var/lib/ringcache          # node state: <data_dir>/<role>-<id>
 //   replication: 3                        # default N for new VDIs
 //   block_size: 4096
+//   etcd_endpoints: 127.0.0.1:2379        # optional: cluster mode (membership in etcd)
+//   etcd_prefix: /ringcache               # optional, default /ringcache
+//   etcd_lease_ttl_s: 5                   # optional, default 5 (>= 2)
 //   nodes:
 //     - {role: datanode, id: 1, listen: 127.0.0.1:7401, http_listen: 127.0.0.1:9401}
 //     - {role: cachenode, id: 1, listen: 127.0.0.1:7301, http_listen: 127.0.0.1:9301,
@@ -43,6 +46,10 @@ struct ClusterFile {
   uint32_t block_size = 4096;
   std::string policy = "vbq+lru+sieve+lcr";
   std::string placement = "uarc";
+  // Cluster mode (membership/README.md) when non-empty: comma-separated etcd host:port list.
+  std::string etcd_endpoints;
+  std::string etcd_prefix = "/ringcache";
+  uint32_t etcd_lease_ttl_s = 5;
   std::vector<ClusterNode> nodes;
 
   // Loads and validates `path` (unknown keys, duplicate (role, id), missing addresses are errors).

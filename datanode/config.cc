@@ -26,6 +26,9 @@ absl::Status DataNodeConfig::LoadYaml(const std::string& path) {
   f.Read("zone", &zone);
   f.ReadSize("capacity_bytes", &capacity_bytes);
   f.Read("ready_file", &ready_file);
+  f.Read("etcd_endpoints", &etcd_endpoints);
+  f.Read("etcd_prefix", &etcd_prefix);
+  f.Read("etcd_lease_ttl_s", &etcd_lease_ttl_s);
   ReadHddConfig(&f, &hdd);
   return f.Finish();
 }

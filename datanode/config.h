@@ -25,6 +25,10 @@ struct DataNodeConfig {
   std::string zone;                             // optional failure domain
   uint64_t capacity_bytes = 0;                  // ring weight; 0 = 1 TiB nominal
   std::string ready_file;                       // written with the bound ports once serving
+  // Cluster mode when non-empty: register in etcd (comma-separated host:port list).
+  std::string etcd_endpoints;
+  std::string etcd_prefix = "/ringcache";
+  uint32_t etcd_lease_ttl_s = 5;
   HddConfig hdd;
 
   // Merges the YAML file at `path` into this config.

@@ -21,6 +21,7 @@
 #include "datanode/config.h"
 #include "datanode/service.h"
 #include "datanode/store.h"
+#include "membership/presence.h"
 
 namespace {
 
@@ -60,6 +61,12 @@ int main(int argc, char** argv) {
                  "{role: datanode, id: --id}")
       ->check(CLI::ExistingFile);
   app.add_option("--id", cluster_id, "This data node's id in the cluster file");
+  std::optional<std::string> etcd, etcd_prefix;
+  std::optional<uint32_t> lease_ttl;
+  app.add_option("--etcd", etcd,
+                 "Cluster mode: register in etcd at these endpoints (host:port,...)");
+  app.add_option("--etcd-prefix", etcd_prefix, "Key prefix in etcd (default /ringcache)");
+  app.add_option("--lease-ttl", lease_ttl, "etcd lease TTL in seconds (default 5)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -80,7 +87,16 @@ int main(int argc, char** argv) {
     cfg.http_listen = self->http_listen;
     cfg.zone = self->zone;
     cfg.data_dir = cluster->NodeDir(*self);
+    cfg.etcd_endpoints = cluster->etcd_endpoints;
+    cfg.etcd_prefix = cluster->etcd_prefix;
+    cfg.etcd_lease_ttl_s = cluster->etcd_lease_ttl_s;
   }
+  if (etcd) cfg.etcd_endpoints = *etcd;
+  if (etcd_prefix) cfg.etcd_prefix = *etcd_prefix;
+  if (lease_ttl) cfg.etcd_lease_ttl_s = *lease_ttl;
+  ringcache::membership::EtcdSettings etcd_settings{cfg.etcd_endpoints, cfg.etcd_prefix,
+                                                    static_cast<int>(cfg.etcd_lease_ttl_s)};
+  if (absl::Status s = etcd_settings.Validate(); !s.ok()) return Fail(2, s.ToString());
   if (node_id) cfg.node_id = *node_id;
   if (listen) cfg.listen = *listen;
   if (http_listen) cfg.http_listen = *http_listen;
@@ -125,6 +141,27 @@ int main(int argc, char** argv) {
   spdlog::info("ringcache-datanode {} serving gRPC on port {}, metrics on port {}, data in {}{}",
                cfg.node_id, grpc_port, *http_port, cfg.data_dir,
                cfg.hdd.enabled ? " (HDD emulation on)" : "");
+  // Cluster mode: register (after serving, so that whoever sees the record can reach us).
+  std::unique_ptr<ringcache::membership::Presence> presence;
+  if (etcd_settings.enabled()) {
+    std::string host;
+    int unused = 0;
+    if (absl::Status s = ringcache::SplitHostPort(cfg.listen, &host, &unused); !s.ok()) {
+      return Fail(2, s.ToString());
+    }
+    ringcache::membership::NodeRecord record;
+    record.role = ringcache::membership::Role::kData;
+    record.id = cfg.node_id;
+    record.address = absl::StrCat(host, ":", grpc_port);
+    record.http_address = absl::StrCat(host, ":", *http_port);
+    record.capacity_bytes = cfg.capacity_bytes;
+    record.zone = cfg.zone;
+    auto p = ringcache::membership::Presence::Start(etcd_settings, record);
+    if (!p.ok()) return Fail(1, p.status().ToString());
+    presence = *std::move(p);
+    spdlog::info("registered in etcd as {} (lease TTL {} s)", presence->registration()->key(),
+                 cfg.etcd_lease_ttl_s);
+  }
   if (absl::Status s = ringcache::WriteReadyFile(
           cfg.ready_file, {{"grpc_port", grpc_port}, {"http_port", *http_port}});
       !s.ok()) {
@@ -132,6 +169,7 @@ int main(int argc, char** argv) {
   }
 
   spdlog::info("signal {}: shutting down", ringcache::WaitForTerminationSignal());
+  presence.reset();  // revoke the lease: leave the membership at once
   service.SetDraining();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   http.Stop();

@@ -63,13 +63,33 @@ grpc::Status AdminService::RemoveNode(grpc::ServerContext*, const v1::RemoveNode
                               "simply skipped by reads and retried by destage"
                             : "only cache nodes can be removed");
   }
-  cachenode::DataNodePool* pool = router_->data_nodes();
-  Catalog* catalog = router_->catalog();
   const uint32_t id = req->id();
+  auto settle = CacheNodeSettle(router_, id, /*register_first=*/false);
+  absl::Status s = router_->RemoveCacheNode(id, settle, nullptr);
+  if (s.ok()) SetNodeState("cachenode", id, "removed");
+  return ToGrpc(s);
+}
+
+void AdminService::SetNodeState(const std::string& role, uint32_t id, const std::string& state) {
+  absl::MutexLock l(&mu_);
+  for (auto& n : nodes_) {
+    if (n.role() == role && n.id() == id) n.set_state(state);
+  }
+}
+
+std::function<absl::Status(CacheClient*, bool)> CacheNodeSettle(Router* router, uint32_t id,
+                                                                bool register_first) {
+  cachenode::DataNodePool* pool = router->data_nodes();
+  Catalog* catalog = router->catalog();
   // A live node destages everything (its log records are reclaimed as blocks reach home); a dead
   // one's dirty blocks are replayed from its log copies on the data nodes (DESIGN §7).
-  auto settle = [pool, catalog, id](CacheClient* c, bool alive) -> absl::Status {
+  return [pool, catalog, id, register_first](CacheClient* c, bool alive) -> absl::Status {
     if (alive) {
+      if (register_first) {
+        for (const auto& r : catalog->List()) {
+          if (absl::Status s = c->RegisterVdi(r.geometry, r.mode); !s.ok()) return s;
+        }
+      }
       auto left = c->Flush(0);
       if (!left.ok()) return left.status();
       if (*left != 0) return absl::UnavailableError("dirty blocks left after the flush");
@@ -86,19 +106,13 @@ grpc::Status AdminService::RemoveNode(grpc::ServerContext*, const v1::RemoveNode
            })
         .status();
   };
-  absl::Status s = router_->RemoveCacheNode(id, settle, nullptr);
-  if (s.ok()) {
-    absl::MutexLock l(&mu_);
-    for (auto& n : nodes_) {
-      if (n.role() == "cachenode" && n.id() == id) n.set_state("removed");
-    }
-  }
-  return ToGrpc(s);
 }
 
 grpc::Status AdminService::ClusterStatus(grpc::ServerContext*, const v1::ClusterStatusRequest*,
                                          v1::ClusterStatusResponse* resp) {
-  resp->set_epoch(1 + router_->removed().size());  // static mode: one epoch per removal
+  const uint64_t epoch = epoch_.load();
+  // Static mode: one epoch per removal. Cluster mode: the etcd revision the ring follows.
+  resp->set_epoch(epoch != 0 ? epoch : 1 + router_->removed().size());
   {
     absl::MutexLock l(&mu_);
     for (const auto& n : nodes_) *resp->add_nodes() = n;

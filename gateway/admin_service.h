@@ -5,6 +5,8 @@
 #ifndef RINGCACHE_GATEWAY_ADMIN_SERVICE_H_
 #define RINGCACHE_GATEWAY_ADMIN_SERVICE_H_
 
+#include <atomic>
+#include <functional>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
@@ -12,6 +14,13 @@
 #include "ringcache/v1/admin.grpc.pb.h"
 
 namespace ringcache::gateway {
+
+// Returns the `settle` of Router::RemoveCacheNode for cache node `id`: a node that answers
+// destages everything (with `register_first`, the catalogued VDIs are registered on it first, so
+// that a node which restarted and forgot them can destage); a dead one's write-back log is
+// replayed home from the data nodes (DESIGN §7). `router` is not owned.
+std::function<absl::Status(CacheClient*, bool alive)> CacheNodeSettle(Router* router, uint32_t id,
+                                                                     bool register_first);
 
 class AdminService final : public v1::Admin::Service {
  public:
@@ -40,7 +49,14 @@ class AdminService final : public v1::Admin::Service {
   grpc::Status Flush(grpc::ServerContext*, const v1::FlushRequest*,
                      grpc::ServerWriter<v1::FlushProgress>*) override;
 
+  // Sets the state ListNodes shows for node (role, id) ("up", "removed", ...).
+  void SetNodeState(const std::string& role, uint32_t id, const std::string& state);
+  // Cluster mode: ClusterStatus reports this epoch (the etcd revision of the membership the
+  // ring follows) instead of the static one.
+  void SetEpoch(uint64_t epoch) { epoch_.store(epoch); }
+
  private:
+  std::atomic<uint64_t> epoch_{0};  // 0: static mode
   Router* const router_;
   mutable absl::Mutex mu_;
   std::vector<v1::NodeInfo> nodes_ ABSL_GUARDED_BY(mu_);

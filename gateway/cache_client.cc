@@ -59,6 +59,21 @@ class LocalCacheClient : public CacheClient {
     return absl::OkStatus();
   }
   absl::Status Probe(int) override { return absl::OkStatus(); }
+  absl::StatusOr<uint64_t> DropBlocks(bool all, const std::vector<ring::Member>& ring) override {
+    if (all) {
+      auto r = node_->DropBlocks(true, nullptr);
+      if (!r.ok()) return r.status();
+      return r->dirty_kept;
+    }
+    ring::RingConfig rc;
+    rc.members = ring;
+    rc.cached_owners = 1;
+    auto built = ring::Ring::Build(rc);
+    if (!built.ok()) return built.status();
+    auto r = node_->DropBlocks(false, &*built);
+    if (!r.ok()) return r.status();
+    return r->dirty_kept;
+  }
 
  private:
   cachenode::CacheNode* const node_;
@@ -170,6 +185,20 @@ class GrpcCacheClient : public CacheClient {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(timeout_ms));
     return FromGrpc(stub_->Stats(&ctx, req, &resp), What("probe"));
+  }
+  absl::StatusOr<uint64_t> DropBlocks(bool all, const std::vector<ring::Member>& ring) override {
+    v1::DropBlocksRequest req;
+    req.set_all(all);
+    for (const auto& m : ring) {
+      v1::RingMember* rm = req.add_ring_members();
+      rm->set_id(m.id);
+      rm->set_weight(m.weight);
+    }
+    v1::DropBlocksResponse resp;
+    auto ctx = Ctx(600 * 1000);
+    absl::Status s = FromGrpc(stub_->DropBlocks(ctx.get(), req, &resp), What("drop blocks"));
+    if (!s.ok()) return s;
+    return resp.dirty_blocks_kept();
   }
 
  private:

@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "cachenode/cache_node.h"
+#include "ring/ring.h"
 #include "ringcache/v1/cachenode.grpc.pb.h"
 
 namespace ringcache::gateway {
@@ -37,6 +38,10 @@ class CacheClient {
   virtual absl::Status Stats(uint32_t vdi, std::vector<v1::VdiCacheStats>* out) = 0;
   // Returns OK if the node answers within `timeout_ms` (no waiting for it to come up).
   virtual absl::Status Probe(int timeout_ms) = 0;
+  // Drops cached blocks without destaging (the DropBlocks RPC): every block when `all` (and
+  // re-admits a quarantined node), else the clean blocks of objects that the cache ring of
+  // `ring` does not give to this node. Returns the dirty blocks kept.
+  virtual absl::StatusOr<uint64_t> DropBlocks(bool all, const std::vector<ring::Member>& ring) = 0;
 };
 
 // In-process client over a CacheNode (not owned).

@@ -9,4 +9,8 @@ add_library(rc_gateway STATIC
 target_link_libraries(rc_gateway PUBLIC rc_nbd rc_cachenode rc_ring rc_proto)
 
 add_executable(ringcache-gateway ${CMAKE_CURRENT_LIST_DIR}/main.cc)
-target_link_libraries(ringcache-gateway PRIVATE rc_gateway CLI11::CLI11 spdlog::spdlog)
+target_link_libraries(ringcache-gateway PRIVATE rc_gateway rc_gateway_cluster CLI11::CLI11 spdlog::spdlog)
+
+# Cluster mode (etcd): the gateway follows the cache nodes registered in etcd.
+add_library(rc_gateway_cluster STATIC ${CMAKE_CURRENT_LIST_DIR}/membership_sync.cc)
+target_link_libraries(rc_gateway_cluster PUBLIC rc_gateway rc_membership)

@@ -38,6 +38,8 @@ class Frontends {
   int nbd_port() const { return nbd_port_; }
   int admin_port() const { return admin_port_; }
   int http_port() const { return http_port_; }
+  // The admin service (null before Start).
+  AdminService* admin() const { return admin_.get(); }
 
  private:
   std::unique_ptr<NbdServer> nbd_;

@@ -14,7 +14,10 @@
 #include "common/cluster_file.h"
 #include "common/config.h"
 #include "common/daemon.h"
+#include "common/http_server.h"
 #include "gateway/frontends.h"
+#include "gateway/membership_sync.h"
+#include "membership/presence.h"
 
 namespace {
 
@@ -42,6 +45,14 @@ int main(int argc, char** argv) {
   app.add_option("--http-listen", http_listen, "HTTP /metrics address");
   app.add_option("--create-vdi", create, "Create VDI NAME:SIZE at start if missing (repeatable)");
   app.add_option("--ready-file", ready_file, "Write the bound ports as JSON here once serving");
+  std::optional<std::string> etcd, etcd_prefix;
+  std::optional<uint32_t> lease_ttl;
+  app.add_option("--etcd", etcd,
+                 "Cluster mode: follow the cache nodes registered in etcd at these endpoints "
+                 "(host:port,...) and register this gateway (default: etcd_endpoints of the "
+                 "cluster file)");
+  app.add_option("--etcd-prefix", etcd_prefix, "Key prefix in etcd (default /ringcache)");
+  app.add_option("--lease-ttl", lease_ttl, "etcd lease TTL in seconds (default 5)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -57,6 +68,10 @@ int main(int argc, char** argv) {
   if (http_listen) fc.http_listen = *http_listen;
   const std::string dir = cluster->NodeDir(*self);
   if (absl::Status s = EnsureWritableDir(dir); !s.ok()) return Fail(2, s.ToString());
+  membership::EtcdSettings etcd_settings{
+      etcd.value_or(cluster->etcd_endpoints), etcd_prefix.value_or(cluster->etcd_prefix),
+      static_cast<int>(lease_ttl.value_or(cluster->etcd_lease_ttl_s))};
+  if (absl::Status s = etcd_settings.Validate(); !s.ok()) return Fail(2, s.ToString());
 
   InitDaemonProcess();
   metrics::Registry* registry = metrics::Registry::Default();
@@ -110,6 +125,35 @@ int main(int argc, char** argv) {
   }
   spdlog::info("ringcache-gateway {} ready: NBD port {}, admin port {}, metrics port {}", id,
                fe.nbd_port(), fe.admin_port(), fe.http_port());
+  // Cluster mode: register, then make the cache ring follow the cache nodes registered in etcd.
+  std::unique_ptr<membership::Presence> presence;
+  std::unique_ptr<gateway::MembershipSync> sync;
+  if (etcd_settings.enabled()) {
+    std::string host;
+    int unused = 0;
+    if (absl::Status s = SplitHostPort(fc.admin_listen, &host, &unused); !s.ok()) {
+      return Fail(2, s.ToString());
+    }
+    membership::NodeRecord record;
+    record.role = membership::Role::kGateway;
+    record.id = id;
+    record.address = absl::StrCat(host, ":", fe.admin_port());
+    record.http_address = absl::StrCat(host, ":", fe.http_port());
+    auto p = membership::Presence::Start(etcd_settings, record);
+    if (!p.ok()) return Fail(1, p.status().ToString());
+    presence = *std::move(p);
+    gateway::AdminService* admin = fe.admin();
+    gateway::MembershipSync::Options so;
+    so.prefix = etcd_settings.prefix;
+    sync = gateway::MembershipSync::Start(
+        presence->client(), router->get(), so,
+        [admin](uint32_t node, const std::string& state) {
+          admin->SetNodeState("cachenode", node, state);
+        },
+        [admin](uint64_t epoch) { admin->SetEpoch(epoch); });
+    spdlog::info("cluster mode: registered as {}; following the cache nodes in etcd at {}",
+                 presence->registration()->key(), etcd_settings.endpoints);
+  }
   if (absl::Status s = WriteReadyFile(ready_file.value_or(""),
                                       {{"nbd_port", fe.nbd_port()},
                                        {"admin_port", fe.admin_port()},
@@ -118,6 +162,8 @@ int main(int argc, char** argv) {
     return Fail(1, s.ToString());
   }
   spdlog::info("signal {}: shutting down", WaitForTerminationSignal());
+  sync.reset();
+  presence.reset();
   fe.Stop();
   spdlog::info("stopped");
   return 0;

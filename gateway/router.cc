@@ -253,8 +253,8 @@ absl::Status Router::RemoveCacheNode(
     if (client == nullptr || removed_.contains(id)) {
       return absl::NotFoundError(absl::StrCat("no cache node ", id, " in the ring"));
     }
-    if (!removing_.empty()) {
-      return absl::FailedPreconditionError("another cache node is being removed");
+    if (!removing_.empty() || joining_) {
+      return absl::FailedPreconditionError("another cache node is being removed or added");
     }
     if (members_.size() - removed_.size() <= 1) {
       return absl::FailedPreconditionError("cannot remove the last cache node");
@@ -287,6 +287,83 @@ absl::Status Router::RemoveCacheNode(
   return rs;
 }
 
+std::vector<uint32_t> Router::member_ids() const {
+  std::vector<uint32_t> out;
+  for (const auto& m : members_) out.push_back(m.id);
+  return out;
+}
+
+absl::Status Router::AddCacheNode(uint32_t id,
+                                  const std::function<void(const std::string&)>& progress,
+                                  int attempts) {
+  auto say = [&](const std::string& m) {
+    spdlog::info("add cache node {}: {}", id, m);
+    if (progress) progress(m);
+  };
+  CacheClient* joiner = Client(id);
+  std::vector<ring::Member> next;
+  {
+    absl::MutexLock l(&mu_);
+    if (joiner == nullptr) return absl::NotFoundError(absl::StrCat("unknown cache node ", id));
+    if (!removed_.contains(id)) {
+      return absl::AlreadyExistsError(absl::StrCat("cache node ", id, " is in the ring"));
+    }
+    if (!removing_.empty() || joining_) {
+      return absl::FailedPreconditionError("another cache node is being removed or added");
+    }
+    joining_ = true;
+    say("holding every request; waiting for requests in flight");
+    auto drained = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      for (const auto& [node, n] : inflight_) {
+        if (n != 0) return false;
+      }
+      return true;
+    };
+    mu_.Await(absl::Condition(&drained));
+    for (const auto& m : members_) {
+      if (!removed_.contains(m.id) || m.id == id) next.push_back({m.id, m.weight, ""});
+    }
+  }
+  auto attempt = [&]() -> absl::Status {
+    const std::vector<CacheMember*> live = Live();
+    for (CacheMember* m : live) {
+      RC_ASSIGN_OR_RETURN(uint64_t left, m->client->Flush(0));
+      if (left != 0) {
+        return absl::UnavailableError(
+            absl::StrCat("cache node ", m->id, " has ", left, " dirty bytes after a flush"));
+      }
+    }
+    say("every member destaged; dropping clean copies of objects that move");
+    for (CacheMember* m : live) {
+      RC_ASSIGN_OR_RETURN(uint64_t kept, m->client->DropBlocks(false, next));
+      if (kept != 0) {
+        return absl::UnavailableError(
+            absl::StrCat("cache node ", m->id, " kept ", kept, " dirty blocks of moving objects"));
+      }
+    }
+    RC_RETURN_IF_ERROR(joiner->DropBlocks(true, {}).status());
+    for (const auto& r : catalog_->List()) {
+      RC_RETURN_IF_ERROR(joiner->RegisterVdi(r.geometry, r.mode));
+    }
+    return absl::OkStatus();
+  };
+  absl::Status s;
+  for (int i = 0; i < attempts; ++i) {
+    s = attempt();
+    if (s.ok()) break;
+    say(absl::StrCat("not ready yet (", s.ToString(), "); retrying"));
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+  absl::MutexLock l(&mu_);
+  joining_ = false;
+  if (!s.ok()) return s;
+  removed_.erase(id);
+  absl::Status rs = RebuildRing();
+  if (rs.ok()) rs = SaveRemoved();
+  say(rs.ok() ? "joined; its objects now go to it" : rs.ToString());
+  return rs;
+}
+
 CacheClient* Router::Client(uint32_t id) const {
   for (const auto& m : members_) {
     if (m.id == id) return m.client.get();
@@ -297,28 +374,40 @@ CacheClient* Router::Client(uint32_t id) const {
 absl::Status Router::OnOwner(const v1::VdiGeometry& g, uint64_t object,
                              const std::function<absl::Status(CacheClient*)>& op) {
   const ring::ObjectKey key{g.vdi_id(), object};
+  constexpr int kMaxFencedRetries = 600;  // 100 ms apart: a minute
+  int fenced_retries = 0;
   for (;;) {
     uint32_t owner;
     {
       absl::MutexLock l(&mu_);
       // An object whose owner is leaving waits until the leaving node's data is settled.
       auto ready = [this, &key]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return !removing_.contains(ring_->Owner(key));
+        return !joining_ && !removing_.contains(ring_->Owner(key));
       };
       mu_.Await(absl::Condition(&ready));
       owner = ring_->Owner(key);
       ++inflight_[owner];
     }
     absl::Status s = OnMember(g, object, Client(owner), op);
-    absl::MutexLock l(&mu_);
-    --inflight_[owner];
-    // A request that failed because its owner died and was removed meanwhile goes to the new
-    // owner (it was not acknowledged, so trying again is safe).
-    const bool moved = removed_.contains(owner) || removing_.contains(owner);
-    if (s.ok() || !moved ||
-        (!absl::IsUnavailable(s) && !absl::IsDeadlineExceeded(s) && !absl::IsCancelled(s))) {
-      return s;
+    {
+      absl::MutexLock l(&mu_);
+      --inflight_[owner];
+      // A request that failed because its owner died and was removed meanwhile goes to the new
+      // owner (it was not acknowledged, so trying again is safe).
+      const bool moved = removed_.contains(owner) || removing_.contains(owner) || joining_;
+      // Cluster mode: a fenced owner refused the request without doing anything; it serves
+      // again once its lease is renewed (etcd back), or the object moves (the node is removed).
+      const bool fenced =
+          absl::IsUnavailable(s) && s.message().find("fenced:") != absl::string_view::npos;
+      if (!(fenced && !moved && ++fenced_retries <= kMaxFencedRetries)) {
+        if (s.ok() || !moved ||
+            (!absl::IsUnavailable(s) && !absl::IsDeadlineExceeded(s) && !absl::IsCancelled(s))) {
+          return s;
+        }
+        continue;
+      }
     }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // fenced: wait, then retry
   }
 }
 

@@ -84,6 +84,18 @@ class Router : public ExportProvider {
       uint32_t id, const std::function<absl::Status(CacheClient*, bool alive)>& settle,
       const std::function<void(const std::string&)>& progress, int attempts = 600);
   std::vector<uint32_t> removed() const;
+  // Returns every cache node id the router knows (from construction), removed or not.
+  std::vector<uint32_t> member_ids() const;
+
+  // Brings removed cache node `id` back into the ring (cluster mode: it registered again).
+  // Simple rather than fast: every request is held (in-flight ones finish first); every current
+  // member destages everything (Flush(0)) so that no dirty block of a moving object stays with
+  // its old owner, and drops its clean blocks of objects it loses; the joining node drops every
+  // block it had (they may be stale: it was out of the ring while others wrote); the VDIs are
+  // registered on it; only then does the ring grow and requests resume. On error nothing
+  // changes (the node stays removed; dropped clean blocks are only a colder cache).
+  absl::Status AddCacheNode(uint32_t id, const std::function<void(const std::string&)>& progress,
+                            int attempts = 60);
 
  private:
   Router() = default;
@@ -103,6 +115,7 @@ class Router : public ExportProvider {
   std::unique_ptr<ring::Ring> ring_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<uint32_t> removed_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<uint32_t> removing_ ABSL_GUARDED_BY(mu_);
+  bool joining_ ABSL_GUARDED_BY(mu_) = false;  // AddCacheNode holds every request
   absl::flat_hash_map<uint32_t, int> inflight_ ABSL_GUARDED_BY(mu_);
   std::string removed_path_ ABSL_GUARDED_BY(mu_);
 };

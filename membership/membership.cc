@@ -374,6 +374,7 @@ MemberView MembershipWatcher::PublishLocked(int64_t revision) {
           absl::StrCat(key, ": record says ", RoleName(record->role), "/", record->id));
       continue;
     }
+    if (auto l = leases_.find(key); l != leases_.end()) view.leases[*where] = l->second;
     view.by_role[static_cast<int>(where->first)].push_back(*std::move(record));
   }
   for (auto& nodes : view.by_role) {
@@ -391,8 +392,10 @@ void MembershipWatcher::OnEvents(const std::vector<Event>& events, int64_t revis
     for (const Event& e : events) {
       if (e.type == Event::Type::kPut) {
         keys_[e.kv.key] = e.kv.value;
+        leases_[e.kv.key] = e.kv.lease;
       } else {
         keys_.erase(e.kv.key);
+        leases_.erase(e.kv.key);
       }
     }
     view = PublishLocked(revision);
@@ -419,7 +422,11 @@ void MembershipWatcher::Run() {
     {
       absl::MutexLock l(&mu_);
       keys_.clear();
-      for (KeyValue& kv : list->kvs) keys_[std::move(kv.key)] = std::move(kv.value);
+      leases_.clear();
+      for (KeyValue& kv : list->kvs) {
+        leases_[kv.key] = kv.lease;
+        keys_[std::move(kv.key)] = std::move(kv.value);
+      }
       ++lists_;
       view = PublishLocked(list->revision);
     }

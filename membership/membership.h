@@ -97,8 +97,16 @@ struct MemberView {
   // Keys under P/nodes/ whose record could not be used, each with the reason. They are not
   // members; surfaced so that operators see them.
   std::vector<std::string> malformed;
+  // The lease each member's key is attached to. A node that registered again (restarted, or
+  // lost its lease and granted a new one) shows a new lease even when no view ever lacked it.
+  std::map<std::pair<Role, uint32_t>, int64_t> leases;
 
   const std::vector<NodeRecord>& nodes(Role role) const { return by_role[static_cast<int>(role)]; }
+  // Returns the lease of member (role, id), or 0 if it is not a member.
+  int64_t LeaseOf(Role role, uint32_t id) const {
+    auto it = leases.find({role, id});
+    return it == leases.end() ? 0 : it->second;
+  }
 };
 
 // Keeps one node registered: P/nodes/<role>/<id> holds its record, attached to a lease that a
@@ -223,6 +231,7 @@ class MembershipWatcher {
   bool relist_ ABSL_GUARDED_BY(mu_) = false;
   int lists_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::string, std::string> keys_ ABSL_GUARDED_BY(mu_);  // key -> record JSON
+  std::map<std::string, int64_t> leases_ ABSL_GUARDED_BY(mu_);     // key -> lease id
   std::optional<MemberView> current_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
 };

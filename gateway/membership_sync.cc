@@ -1,0 +1,143 @@
+#include "gateway/membership_sync.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "gateway/admin_service.h"
+
+namespace ringcache::gateway {
+
+using membership::MemberView;
+using membership::Role;
+
+std::unique_ptr<MembershipSync> MembershipSync::Start(membership::EtcdClient* client,
+                                                      Router* router, Options options,
+                                                      StateCallback on_state,
+                                                      EpochCallback on_epoch) {
+  std::unique_ptr<MembershipSync> s(
+      new MembershipSync(router, options, std::move(on_state), std::move(on_epoch)));
+  s->thread_ = std::thread([p = s.get()] { p->Loop(); });
+  membership::MembershipWatcher::Options wo;
+  wo.prefix = options.prefix;
+  MembershipSync* p = s.get();
+  s->watcher_ = membership::MembershipWatcher::Start(client, wo, [p](const MemberView& view) {
+    absl::MutexLock l(&p->mu_);
+    p->pending_ = view;  // only the latest view matters: leases tell re-registrations apart
+  });
+  return s;
+}
+
+MembershipSync::MembershipSync(Router* router, Options options, StateCallback on_state,
+                               EpochCallback on_epoch)
+    : router_(router),
+      options_(std::move(options)),
+      on_state_(std::move(on_state)),
+      on_epoch_(std::move(on_epoch)) {}
+
+MembershipSync::~MembershipSync() {
+  watcher_.reset();
+  {
+    absl::MutexLock l(&mu_);
+    stop_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+void MembershipSync::Loop() {
+  std::optional<MemberView> retry;  // a view not fully applied yet
+  for (;;) {
+    MemberView view;
+    {
+      absl::MutexLock l(&mu_);
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stop_ || pending_.has_value();
+      };
+      if (retry.has_value()) {
+        mu_.AwaitWithTimeout(absl::Condition(&ready), options_.retry_interval);
+      } else {
+        mu_.Await(absl::Condition(&ready));
+      }
+      if (stop_) return;
+      if (pending_.has_value()) {
+        view = *std::move(pending_);
+        pending_.reset();
+      } else {
+        view = *retry;
+      }
+    }
+    retry.reset();
+    if (!Reconcile(view)) {
+      retry = view;
+      continue;
+    }
+    if (static_cast<uint64_t>(view.revision) > epoch_.load()) {
+      epoch_.store(view.revision);
+      spdlog::info("cluster membership: epoch {} ({} cache nodes registered)", view.revision,
+                   view.nodes(Role::kCache).size());
+      if (on_epoch_) on_epoch_(view.revision);
+    }
+  }
+}
+
+bool MembershipSync::Remove(uint32_t id, const char* why) {
+  spdlog::warn("cache node {}: {}; taking it out of the ring", id, why);
+  absl::Status s = router_->RemoveCacheNode(
+      id, CacheNodeSettle(router_, id, /*register_first=*/true), nullptr, /*attempts=*/30);
+  if (!s.ok()) {
+    spdlog::warn("cache node {}: removal not done yet: {}", id, s.ToString());
+    return false;
+  }
+  accepted_lease_.erase(id);
+  if (on_state_) on_state_(id, "removed");
+  return true;
+}
+
+bool MembershipSync::Reconcile(const MemberView& view) {
+  const std::vector<uint32_t> removed_list = router_->removed();
+  const std::set<uint32_t> removed(removed_list.begin(), removed_list.end());
+  const std::vector<uint32_t> known = router_->member_ids();
+  bool ok = true;
+  for (const auto& rec : view.nodes(Role::kCache)) {
+    if (std::find(known.begin(), known.end(), rec.id) == known.end()) {
+      spdlog::warn("cache node {} registered at {} but is not in the cluster file: ignored",
+                   rec.id, rec.address);
+    }
+  }
+  for (uint32_t id : known) {
+    const int64_t lease = view.LeaseOf(Role::kCache, id);
+    const bool in_ring = !removed.contains(id);
+    if (lease == 0) {
+      if (in_ring && !Remove(id, "registration gone (lease expired or revoked)")) ok = false;
+      continue;
+    }
+    if (in_ring) {
+      auto it = accepted_lease_.find(id);
+      if (it == accepted_lease_.end()) {
+        accepted_lease_[id] = lease;  // first sight: the member we already route to
+        continue;
+      }
+      if (it->second == lease) continue;
+      // Registered again under a new lease without any view lacking it: the node restarted or
+      // lost its lease in between, so it must leave and rejoin like any returning node.
+      if (!Remove(id, "registered again under a new lease")) {
+        ok = false;
+        continue;
+      }
+    }
+    spdlog::info("cache node {}: registered; adding it to the ring", id);
+    absl::Status s = router_->AddCacheNode(id, nullptr, /*attempts=*/10);
+    if (!s.ok()) {
+      spdlog::warn("cache node {}: rejoin not done yet: {}", id, s.ToString());
+      ok = false;
+      continue;
+    }
+    accepted_lease_[id] = lease;
+    if (on_state_) on_state_(id, "up");
+  }
+  return ok;
+}
+
+}  // namespace ringcache::gateway

@@ -1,0 +1,85 @@
+// MembershipSync: the gateway's side of cluster mode (DESIGN §7). A MembershipWatcher follows
+// the nodes registered in etcd; a reconciler thread makes the router's cache ring follow the
+// registered cache nodes:
+//  - a ring member whose registration disappeared (lease expired: killed, hung or cut off from
+//    etcd; or revoked at shutdown) is removed with Router::RemoveCacheNode: its requests wait
+//    while its dirty data is settled — destaged if it still answers (it is fenced: its lease is
+//    gone, so it serves no I/O), replayed from its write-back log if not;
+//  - a removed node that registers again rejoins with Router::AddCacheNode;
+//  - a member that registered again under a new lease without any view lacking it (it
+//    restarted, or lost and re-granted its lease, between two views) is removed and re-added,
+//    since a node that lost its lease may have been replaced meanwhile.
+// The epoch is the etcd revision of the last view the ring was brought in line with.
+//
+// Only cache nodes of the static cluster file take part (their addresses come from there); a
+// registered cache node id that the file does not list is logged and ignored. One gateway per
+// cluster: two gateways would each settle and re-add on their own.
+//
+// Thread-safety: thread-safe; callbacks run on the reconciler thread.
+#ifndef RINGCACHE_GATEWAY_MEMBERSHIP_SYNC_H_
+#define RINGCACHE_GATEWAY_MEMBERSHIP_SYNC_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "gateway/router.h"
+#include "membership/membership.h"
+
+namespace ringcache::gateway {
+
+class MembershipSync {
+ public:
+  struct Options {
+    std::string prefix = std::string(membership::kDefaultPrefix);
+    // Pause before reconciling again after a step failed (e.g. a replay while a data node is
+    // down).
+    absl::Duration retry_interval = absl::Seconds(1);
+  };
+  // Called after a cache node's state changed ("up", "removed") and after each epoch change.
+  using StateCallback = std::function<void(uint32_t id, const std::string& state)>;
+  using EpochCallback = std::function<void(uint64_t epoch)>;
+
+  // Starts watching and reconciling. `client` and `router` are not owned and must outlive the
+  // returned object.
+  static std::unique_ptr<MembershipSync> Start(membership::EtcdClient* client, Router* router,
+                                               Options options, StateCallback on_state,
+                                               EpochCallback on_epoch);
+  ~MembershipSync();  // stops the watcher, then the reconciler (after its current step)
+  MembershipSync(const MembershipSync&) = delete;
+  MembershipSync& operator=(const MembershipSync&) = delete;
+
+  uint64_t epoch() const { return epoch_.load(); }
+
+ private:
+  MembershipSync(Router* router, Options options, StateCallback on_state, EpochCallback on_epoch);
+  void Loop();
+  // Brings the ring in line with `view`; false if some step failed (retried later).
+  bool Reconcile(const membership::MemberView& view);
+  bool Remove(uint32_t id, const char* why);
+
+  Router* const router_;
+  const Options options_;
+  const StateCallback on_state_;
+  const EpochCallback on_epoch_;
+  std::atomic<uint64_t> epoch_{0};
+  std::map<uint32_t, int64_t> accepted_lease_;  // reconciler thread only
+
+  absl::Mutex mu_;
+  std::optional<membership::MemberView> pending_ ABSL_GUARDED_BY(mu_);
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+
+  std::thread thread_;
+  std::unique_ptr<membership::MembershipWatcher> watcher_;
+};
+
+}  // namespace ringcache::gateway
+
+#endif  // RINGCACHE_GATEWAY_MEMBERSHIP_SYNC_H_
