@@ -6,11 +6,11 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
-#include <atomic>
 #include <cstdio>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "cachenode/cache_node.h"
 #include "cachenode/service.h"
 #include "common/cluster_file.h"
@@ -98,14 +98,16 @@ int main(int argc, char** argv) {
   // Cluster mode: the fence reads the registration, which exists only once we serve (below);
   // until then (and in static mode) `presence` is null and the fence is open.
   std::unique_ptr<membership::Presence> presence;
-  std::atomic<membership::NodeRegistration*> registration{nullptr};
-  std::atomic<bool> leaving{false};
+  // The fence reads the registration under reg_mu, so that shutdown can take it away safely.
+  absl::Mutex reg_mu;
+  membership::NodeRegistration* registration = nullptr;  // guarded by reg_mu
+  bool leaving = false;                                  // guarded by reg_mu
   std::unique_ptr<cachenode::Fence> fence;
   if (etcd_settings.enabled()) {
-    fence = std::make_unique<cachenode::Fence>([&registration, &leaving] {
-      if (leaving.load()) return false;  // lease revoked at shutdown
-      membership::NodeRegistration* r = registration.load();
-      return r == nullptr || r->LeaseValid();
+    fence = std::make_unique<cachenode::Fence>([&] {
+      absl::MutexLock l(&reg_mu);
+      if (leaving) return false;  // lease revoked at shutdown
+      return registration == nullptr || registration->LeaseValid();
     });
     cachenode::Fence* f = fence.get();
     (*node)->SetDestageGate([f] { return f->Open(); });
@@ -143,7 +145,10 @@ int main(int argc, char** argv) {
                                          [f](int64_t, int64_t) { f->LeaseLost(); });
     if (!p.ok()) return Fail(1, p.status().ToString());
     presence = *std::move(p);
-    registration.store(presence->registration());
+    {
+      absl::MutexLock l(&reg_mu);
+      registration = presence->registration();
+    }
     spdlog::info("registered in etcd as {} (lease TTL {} s); serving only while it is valid",
                  presence->registration()->key(), etcd_settings.lease_ttl_s);
   }
@@ -153,8 +158,11 @@ int main(int argc, char** argv) {
     return Fail(1, s.ToString());
   }
   spdlog::info("signal {}: shutting down", WaitForTerminationSignal());
-  leaving.store(true);
-  registration.store(nullptr);
+  {
+    absl::MutexLock l(&reg_mu);
+    leaving = true;
+    registration = nullptr;
+  }
   presence.reset();  // revoke the lease: the gateway settles our objects at once
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   http.Stop();

@@ -107,14 +107,22 @@ int main(int argc, char** argv) {
   if (absl::Status s = (*router)->LoadRemoved(dir + "/removed_cache_nodes"); !s.ok()) {
     return Fail(1, s.ToString());
   }
-  // Peers may still be starting: register the catalog with retries for up to a minute.
+  // Peers may still be starting: register the catalog with retries for up to a minute. In
+  // cluster mode a cache node that stays down is taken out of the ring once the membership is
+  // followed (below), and the others learn the VDIs on their first request: go on after 20 s.
   absl::Status reg;
-  for (int i = 0; i < 120; ++i) {
+  const int tries = etcd_settings.enabled() ? 40 : 120;
+  for (int i = 0; i < tries; ++i) {
     reg = (*router)->RegisterAll();
     if (reg.ok()) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }
-  if (!reg.ok()) return Fail(1, absl::StrCat("cannot register VDIs with peers: ", reg.ToString()));
+  if (!reg.ok() && etcd_settings.enabled()) {
+    spdlog::warn("cannot register VDIs with every peer yet ({}); going on: cluster mode",
+                 reg.ToString());
+  } else if (!reg.ok()) {
+    return Fail(1, absl::StrCat("cannot register VDIs with peers: ", reg.ToString()));
+  }
 
   if (absl::Status s = gateway::CreateVdisFromSpecs(router->get(), create); !s.ok()) {
     return Fail(2, s.ToString());

@@ -117,6 +117,7 @@ bool MembershipSync::Reconcile(const MemberView& view) {
       auto it = accepted_lease_.find(id);
       if (it == accepted_lease_.end()) {
         accepted_lease_[id] = lease;  // first sight: the member we already route to
+        if (on_state_) on_state_(id, "up");
         continue;
       }
       if (it->second == lease) continue;

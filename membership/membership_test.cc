@@ -243,6 +243,28 @@ TEST_F(MembershipTest, LostLeaseIsReregisteredAndReported) {
   EXPECT_TRUE((*reg)->LeaseValid());
 }
 
+TEST_F(MembershipTest, ViewsCarryEachMembersLeaseSoReregistrationsShow) {
+  ViewLog log;
+  auto watcher = Watcher(&log);
+  auto reg = Register(Node(Role::kCache, 6));
+  ASSERT_TRUE(reg.ok()) << reg.status();
+  const int64_t first = (*reg)->lease_id();
+  ASSERT_TRUE(WaitFor([&] { return log.last().LeaseOf(Role::kCache, 6) == first; }));
+  EXPECT_EQ(log.last().LeaseOf(Role::kCache, 7), 0) << "not a member";
+  // The lease is lost and re-granted: the node stays a member, under a new lease.
+  ASSERT_TRUE(client_->LeaseRevoke(first).ok());
+  ASSERT_TRUE(WaitFor([&] {
+    const int64_t now = log.last().LeaseOf(Role::kCache, 6);
+    return now != 0 && now != first;
+  }));
+  EXPECT_EQ(log.last().LeaseOf(Role::kCache, 6), (*reg)->lease_id());
+  // A fresh list (a second watcher) reports the same lease.
+  ViewLog log2;
+  auto watcher2 = Watcher(&log2);
+  ASSERT_TRUE(WaitFor([&] { return log2.last().revision > 0; }));
+  EXPECT_EQ(log2.last().LeaseOf(Role::kCache, 6), (*reg)->lease_id());
+}
+
 TEST_F(MembershipTest, WatchersSeeAddsAndRemovesAndAgreeOnEpochs) {
   ViewLog log_a, log_b;
   auto a = Watcher(&log_a);

@@ -1,0 +1,197 @@
+#!/usr/bin/env bash
+# Cluster mode with etcd end to end (DESIGN §7, membership/README.md), on separate processes on
+# 127.0.0.1: a real etcd, 4 data nodes, 3 cache nodes and a gateway, all given etcd_endpoints in
+# the static cluster file (deploy/cluster.sh --cluster-file starts and kills them).
+#  1. Every daemon registers: `etcdctl get --prefix` shows 4 data, 3 cache and 1 gateway record.
+#  2. qemu-io writes patterns that stay dirty in the cache nodes; cache node 2 is killed with
+#     SIGKILL. Its lease expires, the gateway takes it out of the ring by itself (its write-back
+#     log is replayed home), and every pattern reads back through NBD.
+#  3. Cache node 2 is restarted: it registers again and rejoins the ring (every member destages,
+#     it drops its stale blocks); the epoch grew; the old patterns read back, new ones too.
+#  4. etcd is killed and restarted while a qemu-io write loop runs: no client error, and every
+#     write of the loop reads back.
+# Exits 77 (skipped) when etcd, etcdctl or qemu-io is not installed.
+#
+#   tests/e2e/etcd_cluster_test.sh BUILD_DIR
+set -euo pipefail
+
+BUILD=$(cd "${1:?usage: etcd_cluster_test.sh BUILD_DIR}" && pwd)
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+for tool in etcd etcdctl qemu-io; do
+  command -v "$tool" > /dev/null || { echo "$tool not installed: skipping"; exit 77; }
+done
+WORK=$(mktemp -d "${TEST_TMPDIR:-/tmp}/rc-etcd.XXXXXX")
+BASE=$(( 20000 + (RANDOM % 400) * 50 ))
+ETCD_EP=127.0.0.1:$((BASE+1))
+PREFIX=/ringcache
+ETCD_PID=""
+
+log() { echo "[etcd-cluster] $(date +%T) $*"; }
+fail() {
+  echo "[etcd-cluster] FAIL: $*" >&2
+  tail -n 40 "$WORK"/cluster/logs/gateway-1.log >&2 || true
+  exit 1
+}
+cluster() {
+  RINGCACHE_BIN=$BUILD bash "$ROOT/deploy/cluster.sh" "$@" --dir "$WORK/cluster" \
+    --cluster-file "$WORK/cluster.yaml"
+}
+etcdctl_() { ETCDCTL_API=3 etcdctl --endpoints "$ETCD_EP" --command-timeout=3s "$@"; }
+start_etcd() {
+  etcd --name rc --data-dir "$WORK/etcd" --listen-client-urls "http://$ETCD_EP" \
+    --advertise-client-urls "http://$ETCD_EP" --listen-peer-urls "http://127.0.0.1:$((BASE+2))" \
+    --initial-advertise-peer-urls "http://127.0.0.1:$((BASE+2))" \
+    --initial-cluster "rc=http://127.0.0.1:$((BASE+2))" >> "$WORK/etcd.log" 2>&1 &
+  ETCD_PID=$!
+  for _ in $(seq 1 100); do
+    etcdctl_ endpoint health > /dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+  tail -20 "$WORK/etcd.log" >&2
+  fail "etcd did not come up"
+}
+stop_etcd() {
+  if [ -n "$ETCD_PID" ]; then
+    kill -9 "$ETCD_PID" 2> /dev/null || true
+    wait "$ETCD_PID" 2> /dev/null || true
+    ETCD_PID=""
+  fi
+}
+cleanup() {
+  set +e
+  [ -n "${LOOP_PID:-}" ] && kill "$LOOP_PID" 2> /dev/null
+  cluster down > /dev/null 2>&1
+  stop_etcd
+  if [ "${KEEP:-0}" = 1 ]; then echo "kept $WORK"; else rm -rf "$WORK"; fi
+}
+trap cleanup EXIT
+
+CTL=("$BUILD/tools/ctl/ringcachectl" --gateway "127.0.0.1:$((BASE+10))")
+NBD="nbd://127.0.0.1:$((BASE+9))/disk"
+qio() { qemu-io -f raw "$NBD" -c "$1"; }
+json_field() { python3 -c "import json,sys; print(json.load(sys.stdin)[\"$1\"])"; }
+node_state() {  # cache node id -> its state in `ringcachectl node list`
+  "${CTL[@]}" --json node list | python3 -c "
+import json, sys
+nodes = json.load(sys.stdin)
+nodes = nodes['nodes'] if isinstance(nodes, dict) else nodes
+print([n.get('state') for n in nodes if n['role'] == 'cachenode' and int(n['id']) == $1][0])"
+}
+wait_for() {  # seconds description command...
+  local secs=$1 what=$2
+  shift 2
+  for _ in $(seq 1 $((secs * 5))); do
+    if "$@" > /dev/null 2>&1; then return 0; fi
+    sleep 0.2
+  done
+  fail "timed out after ${secs}s waiting for: $what"
+}
+registered() { etcdctl_ get --keys-only --prefix "$PREFIX/nodes/$1/$2" | grep -q .; }
+not_registered() { ! registered "$@"; }
+state_is() { [ "$(node_state "$1")" = "$2" ]; }
+# Static mode reports 1 + removals; cluster mode the etcd revision (several puts in: > 1).
+epoch_from_etcd() { [ "$("${CTL[@]}" --json status | json_field epoch)" -gt 1 ]; }
+
+start_etcd
+log "etcd on $ETCD_EP"
+mkdir -p "$WORK/cluster"
+{
+  echo "data_dir: $WORK/cluster/state"
+  echo "replication: 3"
+  echo "block_size: 4096"
+  echo "etcd_endpoints: $ETCD_EP"
+  echo "etcd_prefix: $PREFIX"
+  echo "etcd_lease_ttl_s: 4"
+  echo "nodes:"
+  for i in 1 2 3 4; do
+    echo "  - {role: datanode, id: $i, listen: 127.0.0.1:$((BASE+100+i)), http_listen: 127.0.0.1:$((BASE+200+i))}"
+  done
+  for i in 1 2 3; do
+    echo "  - {role: cachenode, id: $i, listen: 127.0.0.1:$((BASE+300+i)), http_listen: 127.0.0.1:$((BASE+400+i)), ssd_bytes: 128MiB, ram_bytes: 8MiB}"
+  done
+  echo "  - {role: gateway, id: 1, nbd_listen: 127.0.0.1:$((BASE+9)), admin_listen: 127.0.0.1:$((BASE+10)), http_listen: 127.0.0.1:$((BASE+11))}"
+} > "$WORK/cluster.yaml"
+cluster up --create-vdi disk:256MiB > "$WORK/up.log" 2>&1 || { cat "$WORK/up.log"; fail "cluster up"; }
+log "cluster up on base port $BASE"
+
+# 1. Registration.
+keys=$(etcdctl_ get --keys-only --prefix "$PREFIX/nodes/" | grep . | sort)
+echo "$keys"
+[ "$(echo "$keys" | grep -c "^$PREFIX/nodes/data/")" = 4 ] || fail "expected 4 data node records"
+[ "$(echo "$keys" | grep -c "^$PREFIX/nodes/cache/")" = 3 ] || fail "expected 3 cache node records"
+[ "$(echo "$keys" | grep -c "^$PREFIX/nodes/gateway/")" = 1 ] || fail "expected 1 gateway record"
+etcdctl_ get --print-value-only "$PREFIX/nodes/cache/2" | grep -q '"role":"cache"' ||
+  fail "cache node 2's record"
+wait_for 20 "a first membership epoch" epoch_from_etcd
+epoch0=$("${CTL[@]}" --json status | json_field epoch)
+log "all daemons registered; epoch $epoch0"
+
+# 64 runs of 64 KiB spread over the disk (every object, so every cache node owns some).
+write_round() {  # seed
+  local i
+  for i in $(seq 0 63); do
+    qio "write -P $(( ($1 + i) % 250 + 1 )) $(( i * 4 ))M 64k" > /dev/null || fail "write $i"
+  done
+}
+check_round() {  # seed
+  local i out
+  for i in $(seq 0 63); do
+    out=$(qio "read -P $(( ($1 + i) % 250 + 1 )) $(( i * 4 ))M 64k" 2>&1) || fail "read $i: $out"
+    if echo "$out" | grep -q "Pattern verification failed"; then fail "stale data at run $i: $out"; fi
+  done
+}
+
+# 2. Kill -9 a cache node holding dirty data: its lease expires and the gateway settles it.
+write_round 7
+dirty=$("${CTL[@]}" --json status | json_field dirty_bytes)
+log "written; dirty bytes in the cache nodes: $dirty"
+[ "$dirty" -gt 0 ] || fail "expected dirty data before the kill"
+cluster kill cachenode 2 > /dev/null
+log "cache node 2 killed"
+wait_for 20 "cache node 2's lease to expire" not_registered cache 2
+log "its registration is gone"
+wait_for 60 "the gateway to take cache node 2 out of the ring" state_is 2 removed
+epoch1=$("${CTL[@]}" --json status | json_field epoch)
+[ "$epoch1" -gt "$epoch0" ] || fail "epoch did not grow ($epoch0 -> $epoch1)"
+check_round 7
+log "cache node 2 removed at epoch $epoch1; all data read back (its log was replayed)"
+
+# 3. Restart it: it registers again and rejoins.
+cluster start cachenode 2 > /dev/null || fail "restart cache node 2"
+wait_for 20 "cache node 2 to register again" registered cache 2
+wait_for 60 "cache node 2 to rejoin the ring" state_is 2 up
+epoch2=$("${CTL[@]}" --json status | json_field epoch)
+[ "$epoch2" -gt "$epoch1" ] || fail "epoch did not grow ($epoch1 -> $epoch2)"
+check_round 7
+write_round 11
+check_round 11
+grep -q "joined; its objects now go to it" "$WORK/cluster/logs/gateway-1.log" ||
+  fail "the gateway did not log the rejoin"
+log "cache node 2 rejoined at epoch $epoch2; old and new data read back"
+
+# 4. Restart etcd in the middle of a write loop: no client error.
+(
+  for i in $(seq 0 39); do
+    qio "write -P $(( (23 + i) % 250 + 1 )) $(( i * 4 ))M 64k" > /dev/null ||
+      { echo "write $i failed" >&2; exit 1; }
+    sleep 0.1
+  done
+) > "$WORK/loop.log" 2>&1 &
+LOOP_PID=$!
+sleep 1
+stop_etcd
+log "etcd killed during the write loop"
+sleep 2
+start_etcd
+log "etcd restarted"
+wait "$LOOP_PID" || { cat "$WORK/loop.log"; LOOP_PID=""; fail "client error while etcd restarted"; }
+LOOP_PID=""
+for i in $(seq 0 39); do
+  out=$(qio "read -P $(( (23 + i) % 250 + 1 )) $(( i * 4 ))M 64k" 2>&1) || fail "read $i: $out"
+  if echo "$out" | grep -q "Pattern verification failed"; then fail "loop write $i lost: $out"; fi
+done
+wait_for 20 "every node registered after the etcd restart" bash -c \
+  "[ \$(ETCDCTL_API=3 etcdctl --endpoints $ETCD_EP get --keys-only --prefix $PREFIX/nodes/ | grep -c .) = 8 ]"
+[ "$(node_state 1)" = up ] || [ "$(node_state 1)" = configured ] || fail "cache node 1 left"
+log "write loop across an etcd restart: no client error, every write read back"
+log "PASS"
