@@ -64,6 +64,14 @@ grpc::Status AdminService::RemoveNode(grpc::ServerContext*, const v1::RemoveNode
                             : "only cache nodes can be removed");
   }
   const uint32_t id = req->id();
+  std::function<absl::Status(uint32_t)> before_remove;
+  {
+    absl::MutexLock l(&mu_);
+    before_remove = before_remove_;
+  }
+  if (before_remove) {
+    if (absl::Status s = before_remove(id); !s.ok()) return ToGrpc(s);
+  }
   auto settle = CacheNodeSettle(router_, id, /*register_first=*/false);
   absl::Status s = router_->RemoveCacheNode(id, settle, nullptr);
   if (s.ok()) SetNodeState("cachenode", id, "removed");

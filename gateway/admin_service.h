@@ -54,12 +54,20 @@ class AdminService final : public v1::Admin::Service {
   // Cluster mode: ClusterStatus reports this epoch (the etcd revision of the membership the
   // ring follows) instead of the static one.
   void SetEpoch(uint64_t epoch) { epoch_.store(epoch); }
+  // Cluster mode: runs before an operator's RemoveNode of cache node `id` (the gateway marks the
+  // node as drained in etcd, so that the membership does not bring it back). Set before serving.
+  void SetBeforeRemove(std::function<absl::Status(uint32_t id)> hook) {
+    absl::MutexLock l(&mu_);
+    before_remove_ = std::move(hook);
+  }
 
  private:
   std::atomic<uint64_t> epoch_{0};  // 0: static mode
+
   Router* const router_;
   mutable absl::Mutex mu_;
   std::vector<v1::NodeInfo> nodes_ ABSL_GUARDED_BY(mu_);
+  std::function<absl::Status(uint32_t)> before_remove_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace ringcache::gateway

@@ -151,6 +151,11 @@ int main(int argc, char** argv) {
     if (!p.ok()) return Fail(1, p.status().ToString());
     presence = *std::move(p);
     gateway::AdminService* admin = fe.admin();
+    membership::EtcdClient* etcd_client = presence->client();
+    const std::string prefix = etcd_settings.prefix;
+    admin->SetBeforeRemove([etcd_client, prefix](uint32_t node) {
+      return gateway::MembershipSync::MarkDrained(etcd_client, prefix, node);
+    });
     gateway::MembershipSync::Options so;
     so.prefix = etcd_settings.prefix;
     sync = gateway::MembershipSync::Start(

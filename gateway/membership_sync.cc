@@ -18,7 +18,7 @@ std::unique_ptr<MembershipSync> MembershipSync::Start(membership::EtcdClient* cl
                                                       StateCallback on_state,
                                                       EpochCallback on_epoch) {
   std::unique_ptr<MembershipSync> s(
-      new MembershipSync(router, options, std::move(on_state), std::move(on_epoch)));
+      new MembershipSync(client, router, options, std::move(on_state), std::move(on_epoch)));
   s->thread_ = std::thread([p = s.get()] { p->Loop(); });
   membership::MembershipWatcher::Options wo;
   wo.prefix = options.prefix;
@@ -30,9 +30,26 @@ std::unique_ptr<MembershipSync> MembershipSync::Start(membership::EtcdClient* cl
   return s;
 }
 
-MembershipSync::MembershipSync(Router* router, Options options, StateCallback on_state,
-                               EpochCallback on_epoch)
-    : router_(router),
+absl::Status MembershipSync::MarkDrained(membership::EtcdClient* client,
+                                         const std::string& prefix, uint32_t id) {
+  absl::StatusOr<int64_t> rev =
+      client->Put(membership::DrainingKey(prefix, id), "ringcachectl node remove");
+  if (!rev.ok()) {
+    return absl::UnavailableError(absl::StrCat("cannot mark cache node ", id,
+                                               " drained in etcd: ", rev.status().message()));
+  }
+  return absl::OkStatus();
+}
+
+bool MembershipSync::Drained(uint32_t id) {
+  auto kv = client_->Get(membership::DrainingKey(options_.prefix, id));
+  return kv.ok() && kv->has_value();
+}
+
+MembershipSync::MembershipSync(membership::EtcdClient* client, Router* router, Options options,
+                               StateCallback on_state, EpochCallback on_epoch)
+    : client_(client),
+      router_(router),
       options_(std::move(options)),
       on_state_(std::move(on_state)),
       on_epoch_(std::move(on_epoch)) {}
@@ -128,6 +145,14 @@ bool MembershipSync::Reconcile(const MemberView& view) {
         continue;
       }
     }
+    if (Drained(id)) {
+      if (said_drained_.insert(id).second) {
+        spdlog::info("cache node {}: registered but marked drained ({}): staying out", id,
+                     membership::DrainingKey(options_.prefix, id));
+      }
+      continue;
+    }
+    said_drained_.erase(id);
     spdlog::info("cache node {}: registered; adding it to the ring", id);
     absl::Status s = router_->AddCacheNode(id, nullptr, /*attempts=*/10);
     if (!s.ok()) {

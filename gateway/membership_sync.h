@@ -5,7 +5,9 @@
 //    etcd; or revoked at shutdown) is removed with Router::RemoveCacheNode: its requests wait
 //    while its dirty data is settled — destaged if it still answers (it is fenced: its lease is
 //    gone, so it serves no I/O), replayed from its write-back log if not;
-//  - a removed node that registers again rejoins with Router::AddCacheNode;
+//  - a removed node that registers again rejoins with Router::AddCacheNode, unless it is marked
+//    drained (P/draining/<id>: `ringcachectl node remove|drain` in cluster mode writes it;
+//    deleting it lets the node rejoin at the next membership change);
 //  - a member that registered again under a new lease without any view lacking it (it
 //    restarted, or lost and re-granted its lease, between two views) is removed and re-added,
 //    since a node that lost its lease may have been replaced meanwhile.
@@ -25,6 +27,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -49,6 +52,10 @@ class MembershipSync {
 
   // Starts watching and reconciling. `client` and `router` are not owned and must outlive the
   // returned object.
+  // Marks cache node `id` drained in etcd (see the file comment).
+  static absl::Status MarkDrained(membership::EtcdClient* client, const std::string& prefix,
+                                  uint32_t id);
+
   static std::unique_ptr<MembershipSync> Start(membership::EtcdClient* client, Router* router,
                                                Options options, StateCallback on_state,
                                                EpochCallback on_epoch);
@@ -59,18 +66,24 @@ class MembershipSync {
   uint64_t epoch() const { return epoch_.load(); }
 
  private:
-  MembershipSync(Router* router, Options options, StateCallback on_state, EpochCallback on_epoch);
+  MembershipSync(membership::EtcdClient* client, Router* router, Options options,
+                 StateCallback on_state, EpochCallback on_epoch);
   void Loop();
   // Brings the ring in line with `view`; false if some step failed (retried later).
   bool Reconcile(const membership::MemberView& view);
   bool Remove(uint32_t id, const char* why);
 
+  // Returns true if cache node `id` is marked drained (errors count as not drained).
+  bool Drained(uint32_t id);
+
+  membership::EtcdClient* const client_;
   Router* const router_;
   const Options options_;
   const StateCallback on_state_;
   const EpochCallback on_epoch_;
   std::atomic<uint64_t> epoch_{0};
   std::map<uint32_t, int64_t> accepted_lease_;  // reconciler thread only
+  std::set<uint32_t> said_drained_;             // reconciler thread only (log once)
 
   absl::Mutex mu_;
   std::optional<membership::MemberView> pending_ ABSL_GUARDED_BY(mu_);

@@ -8,6 +8,8 @@
 #     log is replayed home), and every pattern reads back through NBD.
 #  3. Cache node 2 is restarted: it registers again and rejoins the ring (every member destages,
 #     it drops its stale blocks); the epoch grew; the old patterns read back, new ones too.
+#     `ringcachectl node remove 3` marks node 3 drained in etcd: it stays out while registered,
+#     and rejoins once the mark is deleted.
 #  4. etcd is killed and restarted while a qemu-io write loop runs: no client error, and every
 #     write of the loop reads back.
 # Exits 77 (skipped) when etcd, etcdctl or qemu-io is not installed.
@@ -168,6 +170,20 @@ check_round 11
 grep -q "joined; its objects now go to it" "$WORK/cluster/logs/gateway-1.log" ||
   fail "the gateway did not log the rejoin"
 log "cache node 2 rejoined at epoch $epoch2; old and new data read back"
+
+# 3b. An operator's removal sticks: node 3 stays out while registered, until its mark is gone.
+"${CTL[@]}" node remove 3 > /dev/null || fail "node remove 3"
+etcdctl_ get --keys-only "$PREFIX/draining/3" | grep -q . || fail "no drained mark for node 3"
+etcdctl_ put "$PREFIX/nodes/cache/99" '{"role":"cache","id":99,"address":"127.0.0.1:1"}' \
+  > /dev/null  # a membership change (an id the cluster file does not list: ignored)
+sleep 2
+[ "$(node_state 3)" = removed ] || fail "cache node 3 came back while marked drained"
+check_round 11
+etcdctl_ del "$PREFIX/draining/3" > /dev/null
+etcdctl_ del "$PREFIX/nodes/cache/99" > /dev/null  # the next change lets it rejoin
+wait_for 60 "cache node 3 to rejoin once its drained mark was deleted" state_is 3 up
+check_round 11
+log "an operator's removal of cache node 3 held until its drained mark was deleted"
 
 # 4. Restart etcd in the middle of a write loop: no client error.
 (
