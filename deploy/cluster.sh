@@ -4,14 +4,18 @@
 #
 #   deploy/cluster.sh up [--cluster-file FILE] [--dir DIR] [--cache-nodes K] [--data-nodes M]
 #                        [--base-port P] [--ssd-size S] [--ram-size R] [--hdd-emulation]
-#                        [--create-vdi NAME:SIZE]...
+#                        [--replication N] [--create-vdi NAME:SIZE]...
 #   deploy/cluster.sh status [--dir DIR]
 #   deploy/cluster.sh down   [--dir DIR]
+#   deploy/cluster.sh kill   ROLE ID... [--dir DIR]   kill -9 daemons, wait until they are gone
+#   deploy/cluster.sh start  ROLE ID... [--dir DIR]   (re)start daemons, wait until they are ready
 #
 # Without --cluster-file, `up` writes DIR/cluster.yaml for K cache nodes and M data nodes with
 # ports from P (default 17000): data node i gRPC P+100+i / metrics P+200+i, cache node i gRPC
 # P+300+i / metrics P+400+i, gateway NBD P+9 (10809 with --base-port 10800), admin P+10,
-# metrics P+11. State, logs and pids live under DIR (default ./ringcache-cluster).
+# metrics P+11; the default replication of new VDIs is N (default min(M, 3)). ROLE is datanode,
+# cachenode or gateway; `start` runs a daemon from the same cluster file and state as `up` did.
+# State, logs and pids live under DIR (default ./ringcache-cluster).
 # Binaries come from $RINGCACHE_BIN (default ./build/<dir>).
 set -euo pipefail
 
@@ -25,7 +29,9 @@ BASE=17000
 SSD=256MiB
 RAM=32MiB
 HDD=""
+REPL=""
 CREATE=()
+POS=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --cluster-file) FILE=$2; shift 2 ;;
@@ -36,9 +42,11 @@ while [ $# -gt 0 ]; do
     --ssd-size) SSD=$2; shift 2 ;;
     --ram-size) RAM=$2; shift 2 ;;
     --hdd-emulation) HDD="--hdd-emulation"; shift ;;
+    --replication) REPL=$2; shift 2 ;;
     --create-vdi) CREATE+=(--create-vdi "$2"); shift 2 ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
-    *) echo "cluster.sh: unknown argument $1" >&2; exit 2 ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    -*) echo "cluster.sh: unknown argument $1" >&2; exit 2 ;;
+    *) POS+=("$1"); shift ;;
   esac
 done
 
@@ -77,7 +85,7 @@ write_cluster_file() {
   {
     echo "# ringcache static cluster file (written by deploy/cluster.sh)"
     echo "data_dir: $DIR/state"
-    echo "replication: $(( M < 3 ? M : 3 ))"
+    echo "replication: ${REPL:-$(( M < 3 ? M : 3 ))}"
     echo "block_size: 4096"
     echo "nodes:"
     for i in $(seq 1 "$M"); do
@@ -115,6 +123,26 @@ wait_ready() {  # role id
   return 1
 }
 
+# Checks the positional arguments of kill/start: ROLE then at least one id of the cluster file.
+role_ids() {
+  if [ ${#POS[@]} -lt 2 ]; then
+    echo "cluster.sh $cmd: want ROLE ID..." >&2
+    exit 2
+  fi
+  local id
+  for id in "${POS[@]:1}"; do
+    if ! members | grep -qx "${POS[0]} $id"; then
+      echo "cluster.sh $cmd: no ${POS[0]} $id in $FILE" >&2
+      exit 2
+    fi
+  done
+}
+
+if [ ${#POS[@]} -gt 0 ] && [ "$cmd" != kill ] && [ "$cmd" != start ]; then
+  echo "cluster.sh: unknown argument ${POS[0]}" >&2
+  exit 2
+fi
+
 case "$cmd" in
   up)
     mkdir -p "$DIR/pids" "$DIR/logs" "$DIR/ready"
@@ -143,6 +171,31 @@ case "$cmd" in
     echo "NBD: nbd://$gw/<vdi>   admin: $(grep -o 'admin_listen: *[0-9.:]*' "$FILE" | head -1 | awk '{print $2}')"
     exit $bad
     ;;
+  kill)
+    role_ids
+    for id in "${POS[@]:1}"; do
+      if alive "${POS[0]}" "$id"; then kill -9 "$(cat "$(pidfile "${POS[0]}" "$id")")"; fi
+    done
+    for id in "${POS[@]:1}"; do
+      for _ in $(seq 1 100); do
+        alive "${POS[0]}" "$id" || break
+        sleep 0.05
+      done
+      if alive "${POS[0]}" "$id"; then
+        echo "cluster.sh: ${POS[0]} $id still alive after kill -9" >&2
+        exit 1
+      fi
+      echo "${POS[0]} $id: killed"
+    done
+    ;;
+  start)
+    role_ids
+    for id in "${POS[@]:1}"; do start_one "${POS[0]}" "$id"; done
+    for id in "${POS[@]:1}"; do
+      wait_ready "${POS[0]}" "$id"
+      echo "${POS[0]} $id: up (pid $(cat "$(pidfile "${POS[0]}" "$id")"))"
+    done
+    ;;
   down)
     for role in gateway cachenode datanode; do
       while read -r r id; do
@@ -162,7 +215,7 @@ case "$cmd" in
     echo "cluster down"
     ;;
   *)
-    sed -n '2,18p' "$0"
+    sed -n '2,19p' "$0"
     exit 2
     ;;
 esac
