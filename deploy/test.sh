@@ -37,10 +37,15 @@ if [ "${ASAN:-1}" = "1" ] && [ "${SANITIZE:-0}" != "1" ]; then
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRINGCACHE_SANITIZE=ON
   targets=()
   for t in "${ASAN_TESTS[@]}"; do targets+=("$(basename "$t")"); done
-  cmake --build build-asan -j "$JOBS" --target "${targets[@]}" nbd-test-server
+  cmake --build build-asan -j "$JOBS" --target "${targets[@]}" nbd-test-server \
+    ringcache-datanode ringcache-cachenode ringcache-gateway ringcachectl
   for t in "${ASAN_TESTS[@]}"; do
     echo "deploy/test.sh: $t under ASan+UBSan"
     (cd build-asan && "./$t" --gtest_brief=1)
   done
+  # The fault-injection checker against sanitized daemons (it fails on any sanitizer report in
+  # their logs). Fewer faults than the main run: the sanitized daemons are several times slower.
+  echo "deploy/test.sh: fault injection against the ASan+UBSan daemons"
+  python3 tests/fault/fault_test.py --bin build-asan --faults "${ASAN_FAULTS:-20}"
 fi
 echo "deploy/test.sh: all tests passed"
