@@ -4,7 +4,7 @@
 #
 #   deploy/cluster.sh up [--cluster-file FILE] [--dir DIR] [--cache-nodes K] [--data-nodes M]
 #                        [--base-port P] [--ssd-size S] [--ram-size R] [--hdd-emulation]
-#                        [--replication N] [--create-vdi NAME:SIZE]...
+#                        [--replication N] [--create-vdi NAME:SIZE]... [--etcd]
 #   deploy/cluster.sh status [--dir DIR]
 #   deploy/cluster.sh down   [--dir DIR]
 #   deploy/cluster.sh kill   ROLE ID... [--dir DIR]   kill -9 daemons, wait until they are gone
@@ -15,6 +15,9 @@
 # P+300+i / metrics P+400+i, gateway NBD P+9 (10809 with --base-port 10800), admin P+10,
 # metrics P+11; the default replication of new VDIs is N (default min(M, 3)). ROLE is datanode,
 # cachenode or gateway; `start` runs a daemon from the same cluster file and state as `up` did.
+# With --etcd (cluster mode, membership/README.md) `up` also starts etcd on 127.0.0.1:P-1 (peer
+# port P-2, data under DIR/etcd), names it in the cluster file (etcd_endpoints) so that every
+# daemon registers there and the gateway follows the cache nodes; `down` stops it last.
 # State, logs and pids live under DIR (default ./ringcache-cluster).
 # Binaries come from $RINGCACHE_BIN (default ./build/<dir>).
 set -euo pipefail
@@ -30,6 +33,7 @@ SSD=256MiB
 RAM=32MiB
 HDD=""
 REPL=""
+ETCD=""
 CREATE=()
 POS=()
 while [ $# -gt 0 ]; do
@@ -43,8 +47,9 @@ while [ $# -gt 0 ]; do
     --ram-size) RAM=$2; shift 2 ;;
     --hdd-emulation) HDD="--hdd-emulation"; shift ;;
     --replication) REPL=$2; shift 2 ;;
+    --etcd) ETCD=1; shift ;;
     --create-vdi) CREATE+=(--create-vdi "$2"); shift 2 ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
     -*) echo "cluster.sh: unknown argument $1" >&2; exit 2 ;;
     *) POS+=("$1"); shift ;;
   esac
@@ -98,6 +103,40 @@ write_cluster_file() {
   } > "$FILE"
 }
 
+# The etcd endpoint named by the cluster file (first of etcd_endpoints), or nothing.
+etcd_endpoint() {
+  sed -n 's/^etcd_endpoints: *//p' "$FILE" | cut -d, -f1 | tr -d ' "'
+}
+
+# Starts etcd for the cluster file's etcd_endpoints (adding 127.0.0.1:P-1 to the file first if it
+# names none) unless it runs already, and waits until it answers.
+start_etcd() {
+  if ! grep -q '^etcd_endpoints:' "$FILE"; then
+    echo "etcd_endpoints: 127.0.0.1:$((BASE-1))" >> "$FILE"
+  fi
+  local ep port
+  ep=$(etcd_endpoint)
+  port=${ep##*:}
+  if alive etcd 0; then return 0; fi
+  command -v etcd > /dev/null || { echo "cluster.sh: --etcd needs etcd (etcd-server)" >&2; exit 2; }
+  etcd --name ringcache --data-dir "$DIR/etcd" --listen-client-urls "http://$ep" \
+    --advertise-client-urls "http://$ep" --listen-peer-urls "http://127.0.0.1:$((port-1))" \
+    --initial-advertise-peer-urls "http://127.0.0.1:$((port-1))" \
+    --initial-cluster "ringcache=http://127.0.0.1:$((port-1))" >> "$DIR/logs/etcd.log" 2>&1 &
+  echo $! > "$(pidfile etcd 0)"
+  for _ in $(seq 1 300); do
+    if ETCDCTL_API=3 etcdctl --endpoints "$ep" --command-timeout=1s endpoint health \
+        > /dev/null 2>&1; then
+      return 0
+    fi
+    if ! alive etcd 0; then break; fi
+    sleep 0.1
+  done
+  echo "cluster.sh: etcd on $ep did not come up; log:" >&2
+  tail -20 "$DIR/logs/etcd.log" >&2
+  exit 1
+}
+
 start_one() {  # role id
   local role=$1 id=$2 extra=()
   if alive "$role" "$id"; then return 0; fi
@@ -147,6 +186,7 @@ case "$cmd" in
   up)
     mkdir -p "$DIR/pids" "$DIR/logs" "$DIR/ready"
     [ -f "$FILE" ] || write_cluster_file
+    if [ -n "$ETCD" ]; then start_etcd; fi
     for role in datanode cachenode gateway; do
       while read -r r id; do
         if [ "$r" = "$role" ]; then start_one "$r" "$id"; fi
@@ -167,6 +207,14 @@ case "$cmd" in
         bad=1
       fi
     done < <(members)
+    if [ -f "$(pidfile etcd 0)" ]; then
+      if alive etcd 0; then
+        echo "etcd: up (pid $(cat "$(pidfile etcd 0)"), $(etcd_endpoint))"
+      else
+        echo "etcd: down"
+        bad=1
+      fi
+    fi
     gw=$(grep -o 'nbd_listen: *[0-9.:]*' "$FILE" | head -1 | awk '{print $2}')
     echo "NBD: nbd://$gw/<vdi>   admin: $(grep -o 'admin_listen: *[0-9.:]*' "$FILE" | head -1 | awk '{print $2}')"
     exit $bad
@@ -211,11 +259,18 @@ case "$cmd" in
         sleep 0.1
       done
     done
+    if alive etcd 0; then  # last: the daemons revoked their leases in it
+      kill "$(cat "$(pidfile etcd 0)")"
+      for _ in $(seq 1 100); do
+        alive etcd 0 || break
+        sleep 0.1
+      done
+    fi
     rm -f "$DIR"/pids/*.pid
     echo "cluster down"
     ;;
   *)
-    sed -n '2,19p' "$0"
+    sed -n '2,22p' "$0"
     exit 2
     ;;
 esac

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Cluster mode with etcd end to end (DESIGN §7, membership/README.md), on separate processes on
-# 127.0.0.1: a real etcd, 4 data nodes, 3 cache nodes and a gateway, all given etcd_endpoints in
-# the static cluster file (deploy/cluster.sh --cluster-file starts and kills them).
+# 127.0.0.1 started by `deploy/cluster.sh up --etcd`: a real etcd, 4 data nodes, 3 cache nodes
+# and a gateway, all given etcd_endpoints in the cluster file.
 #  1. Every daemon registers: `etcdctl get --prefix` shows 4 data, 3 cache and 1 gateway record.
 #  2. qemu-io writes patterns that stay dirty in the cache nodes; cache node 2 is killed with
 #     SIGKILL. Its lease expires, the gateway takes it out of the ring by itself (its write-back
@@ -17,16 +17,15 @@
 #   tests/e2e/etcd_cluster_test.sh BUILD_DIR
 set -euo pipefail
 
-BUILD=$(cd "${1:?usage: etcd_cluster_test.sh BUILD_DIR}" && pwd)
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 for tool in etcd etcdctl qemu-io; do
   command -v "$tool" > /dev/null || { echo "$tool not installed: skipping"; exit 77; }
 done
+BUILD=$(cd "${1:?usage: etcd_cluster_test.sh BUILD_DIR}" && pwd)
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 WORK=$(mktemp -d "${TEST_TMPDIR:-/tmp}/rc-etcd.XXXXXX")
 BASE=$(( 20000 + (RANDOM % 400) * 50 ))
-ETCD_EP=127.0.0.1:$((BASE+1))
+ETCD_EP=127.0.0.1:$((BASE-1))  # where cluster.sh --etcd puts it
 PREFIX=/ringcache
-ETCD_PID=""
 
 log() { echo "[etcd-cluster] $(date +%T) $*"; }
 fail() {
@@ -34,36 +33,25 @@ fail() {
   tail -n 40 "$WORK"/cluster/logs/gateway-1.log >&2 || true
   exit 1
 }
-cluster() {
-  RINGCACHE_BIN=$BUILD bash "$ROOT/deploy/cluster.sh" "$@" --dir "$WORK/cluster" \
-    --cluster-file "$WORK/cluster.yaml"
-}
+cluster() { RINGCACHE_BIN=$BUILD bash "$ROOT/deploy/cluster.sh" "$@" --dir "$WORK/cluster"; }
 etcdctl_() { ETCDCTL_API=3 etcdctl --endpoints "$ETCD_EP" --command-timeout=3s "$@"; }
-start_etcd() {
-  etcd --name rc --data-dir "$WORK/etcd" --listen-client-urls "http://$ETCD_EP" \
-    --advertise-client-urls "http://$ETCD_EP" --listen-peer-urls "http://127.0.0.1:$((BASE+2))" \
-    --initial-advertise-peer-urls "http://127.0.0.1:$((BASE+2))" \
-    --initial-cluster "rc=http://127.0.0.1:$((BASE+2))" >> "$WORK/etcd.log" 2>&1 &
-  ETCD_PID=$!
-  for _ in $(seq 1 100); do
-    etcdctl_ endpoint health > /dev/null 2>&1 && return 0
-    sleep 0.1
-  done
-  tail -20 "$WORK/etcd.log" >&2
-  fail "etcd did not come up"
-}
+# `up --etcd` on a running cluster starts only what is down: here, etcd.
+start_etcd() { cluster up --etcd > "$WORK/etcd-up.log" 2>&1 || { cat "$WORK/etcd-up.log"; fail "etcd restart"; }; }
 stop_etcd() {
-  if [ -n "$ETCD_PID" ]; then
-    kill -9 "$ETCD_PID" 2> /dev/null || true
-    wait "$ETCD_PID" 2> /dev/null || true
-    ETCD_PID=""
-  fi
+  local pid
+  pid=$(cat "$WORK/cluster/pids/etcd-0.pid")
+  kill -9 "$pid"
+  for _ in $(seq 1 100); do
+    kill -0 "$pid" 2> /dev/null || return 0
+    [ "$(ps -o stat= -p "$pid" | cut -c1)" = Z ] && return 0
+    sleep 0.05
+  done
+  fail "etcd still alive after kill -9"
 }
 cleanup() {
   set +e
   [ -n "${LOOP_PID:-}" ] && kill "$LOOP_PID" 2> /dev/null
-  cluster down > /dev/null 2>&1
-  stop_etcd
+  cluster down > /dev/null 2>&1  # stops etcd too
   if [ "${KEEP:-0}" = 1 ]; then echo "kept $WORK"; else rm -rf "$WORK"; fi
 }
 trap cleanup EXIT
@@ -94,27 +82,11 @@ state_is() { [ "$(node_state "$1")" = "$2" ]; }
 # Static mode reports 1 + removals; cluster mode the etcd revision (several puts in: > 1).
 epoch_from_etcd() { [ "$("${CTL[@]}" --json status | json_field epoch)" -gt 1 ]; }
 
-start_etcd
-log "etcd on $ETCD_EP"
-mkdir -p "$WORK/cluster"
-{
-  echo "data_dir: $WORK/cluster/state"
-  echo "replication: 3"
-  echo "block_size: 4096"
-  echo "etcd_endpoints: $ETCD_EP"
-  echo "etcd_prefix: $PREFIX"
-  echo "etcd_lease_ttl_s: 4"
-  echo "nodes:"
-  for i in 1 2 3 4; do
-    echo "  - {role: datanode, id: $i, listen: 127.0.0.1:$((BASE+100+i)), http_listen: 127.0.0.1:$((BASE+200+i))}"
-  done
-  for i in 1 2 3; do
-    echo "  - {role: cachenode, id: $i, listen: 127.0.0.1:$((BASE+300+i)), http_listen: 127.0.0.1:$((BASE+400+i)), ssd_bytes: 128MiB, ram_bytes: 8MiB}"
-  done
-  echo "  - {role: gateway, id: 1, nbd_listen: 127.0.0.1:$((BASE+9)), admin_listen: 127.0.0.1:$((BASE+10)), http_listen: 127.0.0.1:$((BASE+11))}"
-} > "$WORK/cluster.yaml"
-cluster up --create-vdi disk:256MiB > "$WORK/up.log" 2>&1 || { cat "$WORK/up.log"; fail "cluster up"; }
-log "cluster up on base port $BASE"
+cluster up --etcd --base-port "$BASE" --cache-nodes 3 --data-nodes 4 --replication 3 \
+  --ssd-size 128MiB --ram-size 8MiB --create-vdi disk:256MiB > "$WORK/up.log" 2>&1 ||
+  { cat "$WORK/up.log"; fail "cluster up --etcd"; }
+grep -q "^etcd: up" "$WORK/up.log" || fail "cluster.sh did not start etcd"
+log "cluster up on base port $BASE, etcd on $ETCD_EP"
 
 # 1. Registration.
 keys=$(etcdctl_ get --keys-only --prefix "$PREFIX/nodes/" | grep . | sort)
