@@ -3,13 +3,17 @@
 // write-back. See cache_node.h for the locking order and invariants.
 #include "cachenode/cache_node.h"
 
+#include <unistd.h>
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "cachenode/policy/registry.h"
+#include "common/checksum.h"
 #include "common/status_macros.h"
 
 namespace ringcache::cachenode {
@@ -105,6 +109,7 @@ absl::StatusOr<std::unique_ptr<CacheNode>> CacheNode::Create(const CacheNodeConf
   RC_RETURN_IF_ERROR(config.Validate());
   std::unique_ptr<CacheNode> node(new CacheNode(config, pool, clock, registry));
   RC_RETURN_IF_ERROR(node->Init());
+  RC_RETURN_IF_ERROR(node->LoadVdis());
   return node;
 }
 
@@ -254,6 +259,82 @@ SlotKey CacheNode::KeyOf(const Vdi& v, uint64_t object, uint32_t block) const {
 }
 
 absl::Status CacheNode::RegisterVdi(const v1::VdiGeometry& vdi) {
+  RC_RETURN_IF_ERROR(RegisterVdiInMemory(vdi));
+  return SaveVdis();
+}
+
+// The VDI table is kept in <ssd_path>.vdis so that after a restart the node can destage and
+// evict recovered blocks before any gateway registers their VDIs again (a restarted node with a
+// full SSD and unknown VDIs could otherwise free no slot). Format: "RCVDIS1\n", then per VDI
+// u32 length, VdiGeometry bytes, u8 mode; then the XXH3 checksum of everything before it.
+absl::Status CacheNode::SaveVdis() {
+  std::string body = "RCVDIS1\n";
+  uint64_t gen;
+  {
+    absl::MutexLock l(&mu_);
+    gen = ++vdis_gen_;
+    for (const auto& [id, v] : vdis_) {
+      const std::string g = v.geometry.SerializeAsString();
+      const uint32_t n = static_cast<uint32_t>(g.size());
+      body.append(reinterpret_cast<const char*>(&n), 4);
+      body += g;
+      body.push_back(static_cast<char>(v.mode));
+    }
+  }
+  const uint64_t sum = BlockChecksum(body.data(), body.size());
+  body.append(reinterpret_cast<const char*>(&sum), 8);
+  absl::MutexLock fl(&vdis_file_mu_);
+  if (gen < vdis_saved_gen_) return absl::OkStatus();  // a newer table was written already
+  const std::string path = config_.ssd_path + ".vdis", tmp = path + ".tmp";
+  FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (f == nullptr) return absl::UnavailableError(absl::StrCat("cannot write ", tmp));
+  const bool ok = std::fwrite(body.data(), 1, body.size(), f) == body.size() &&
+                  std::fflush(f) == 0 && ::fdatasync(fileno(f)) == 0;
+  std::fclose(f);
+  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return absl::UnavailableError(absl::StrCat("cannot write ", path));
+  }
+  vdis_saved_gen_ = gen;
+  return absl::OkStatus();
+}
+
+absl::Status CacheNode::LoadVdis() {
+  const std::string path = config_.ssd_path + ".vdis";
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return absl::OkStatus();  // first start
+  std::string body;
+  char buf[65536];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) body.append(buf, n);
+  std::fclose(f);
+  uint64_t sum = 0;
+  if (body.size() < 16 || body.compare(0, 8, "RCVDIS1\n") != 0 ||
+      (std::memcpy(&sum, body.data() + body.size() - 8, 8),
+       sum != BlockChecksum(body.data(), body.size() - 8))) {
+    spdlog::warn("cache node {}: {} is damaged; VDIs are known again once the gateway "
+                 "registers them", config_.node_id, path);
+    return absl::OkStatus();
+  }
+  size_t pos = 8;
+  const size_t end = body.size() - 8;
+  while (pos + 4 <= end) {
+    uint32_t len;
+    std::memcpy(&len, body.data() + pos, 4);
+    pos += 4;
+    if (pos + len + 1 > end) break;
+    v1::VdiGeometry g;
+    if (!g.ParseFromArray(body.data() + pos, static_cast<int>(len))) break;
+    pos += len;
+    const auto mode = static_cast<CacheMode>(static_cast<uint8_t>(body[pos++]));
+    if (RegisterVdiInMemory(g).ok()) {
+      absl::MutexLock l(&mu_);
+      vdis_[g.vdi_id()].mode = mode;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CacheNode::RegisterVdiInMemory(const v1::VdiGeometry& vdi) {
   if (vdi.block_size() != config_.block_size) {
     return absl::InvalidArgumentError(absl::StrCat("VDI ", vdi.name(), " uses ",
                                                    vdi.block_size(), "-byte blocks; this cache ",
@@ -327,11 +408,15 @@ void CacheNode::NoteForeground(uint64_t blocks) {
   fg_blocks_.fetch_add(blocks, std::memory_order_relaxed);
 }
 
-absl::Status CacheNode::AllocateSlots(uint32_t n, std::vector<uint32_t>* out) {
+absl::Status CacheNode::AllocateSlots(uint32_t n, std::vector<uint32_t>* out,
+                                     absl::Time deadline) {
   for (int attempt = 0;; ++attempt) {
     absl::Status s = slots_->AllocateMany(n, out);
     if (s.code() != absl::StatusCode::kResourceExhausted) return s;
     if (attempt == 0) slot_waits_->Inc();
+    if (absl::Now() > deadline) {
+      return absl::DeadlineExceededError("no SSD slot freed before the request's deadline");
+    }
     if (attempt > 6000) {
       return absl::ResourceExhaustedError("no SSD slots freed within 60 s");
     }
@@ -611,7 +696,7 @@ absl::Status CacheNode::InvalidateBlock(const SlotKey& key) {
 }
 
 absl::Status CacheNode::Write(uint32_t vdi, uint64_t object, uint32_t offset, uint32_t len,
-                              const char* data) {
+                              const char* data, absl::Time deadline) {
   RC_ASSIGN_OR_RETURN(Vdi v, GetVdi(vdi));
   const uint32_t bs = config_.block_size;
   if (len == 0) return absl::OkStatus();
@@ -629,15 +714,18 @@ absl::Status CacheNode::Write(uint32_t vdi, uint64_t object, uint32_t offset, ui
     const uint64_t cend = std::min<uint64_t>(uint64_t{offset} + len, uint64_t{cb + count} * bs);
     const char* src = data + (cstart - offset);
     std::vector<uint32_t> slots;
-    if (needs_slots) RC_RETURN_IF_ERROR(AllocateSlots(count, &slots));
+    if (needs_slots) RC_RETURN_IF_ERROR(AllocateSlots(count, &slots, deadline));
     absl::Status st;
     {
       absl::MutexLock stripe(&Stripe(vdi, object));
+      if (absl::Now() > deadline) {  // waited too long for the stripe: the client gave up
+        st = absl::DeadlineExceededError("request deadline passed before the write started");
+      }
       const char* run = src;
       std::string tmp;
       const bool head_partial = cstart % bs != 0;
       const bool tail_partial = cend % bs != 0;
-      if (head_partial || tail_partial) {
+      if (st.ok() && (head_partial || tail_partial)) {
         // Read-modify-write of the partial edge blocks.
         tmp.assign(uint64_t{count} * bs, '\0');
         if (head_partial) st = ReadBlocks(v, object, cb, 1, tmp.data(), false);
@@ -1224,6 +1312,7 @@ absl::Status CacheNode::SetMode(uint32_t vdi, CacheMode mode) {
     if (it == vdis_.end()) return absl::InvalidArgumentError(absl::StrCat("unknown VDI ", vdi));
     it->second.mode = mode;
   }
+  RC_RETURN_IF_ERROR(SaveVdis());
   // Leaving write-back: no new dirty blocks appear from now on; destage the existing ones.
   if (mode != CacheMode::kWriteBack) RC_RETURN_IF_ERROR(Flush(vdi));
   return absl::OkStatus();
@@ -1245,9 +1334,11 @@ absl::Status CacheNode::DropVdi(uint32_t vdi_id) {
   }
   for (const SlotKey& k : keys) RC_RETURN_IF_ERROR(InvalidateBlock(k));
   RC_RETURN_IF_ERROR(slots_->Sync());
-  absl::MutexLock l(&mu_);
-  vdis_.erase(vdi_id);
-  return absl::OkStatus();
+  {
+    absl::MutexLock l(&mu_);
+    vdis_.erase(vdi_id);
+  }
+  return SaveVdis();
 }
 
 void CacheNode::SetDestageGate(std::function<bool()> gate) {

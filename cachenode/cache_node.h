@@ -104,8 +104,11 @@ class CacheNode {
 
   // Byte ranges inside one object. REQUIRES: offset + len <= object size.
   absl::Status Read(uint32_t vdi, uint64_t object, uint32_t offset, uint32_t len, char* out);
+  // `deadline` (wall time; the caller's RPC deadline less a margin): a write that cannot start
+  // before it (no free SSD slot yet) fails with kDeadlineExceeded without touching anything, so
+  // a request the client already gave up on never lands later over a newer write.
   absl::Status Write(uint32_t vdi, uint64_t object, uint32_t offset, uint32_t len,
-                     const char* data);
+                     const char* data, absl::Time deadline = absl::InfiniteFuture());
   // Discards the range (zero = WRITE_ZEROES semantics: it must read back as zeros).
   absl::Status Trim(uint32_t vdi, uint64_t object, uint32_t offset, uint32_t len, bool zero);
   // Loads the range into the cache (NBD_CMD_CACHE).
@@ -186,6 +189,10 @@ class CacheNode {
   absl::Status WriteAround(const Vdi& v, uint64_t object, uint32_t first, uint32_t count,
                            const char* data);
   absl::Status InvalidateBlock(const SlotKey& key);
+  absl::Status RegisterVdiInMemory(const v1::VdiGeometry& vdi);
+  // Persists / reloads the VDI table (geometry and mode) beside the SSD file.
+  absl::Status SaveVdis();
+  absl::Status LoadVdis();
   // Sends `count` blocks home with fresh version stamps (write-through, write-around).
   absl::Status WriteHome(const Vdi& v, uint64_t object, uint32_t first, uint32_t count,
                          const char* data);
@@ -199,7 +206,8 @@ class CacheNode {
   absl::flat_hash_set<uint64_t> LiveLogSeqs() const;
   // Takes `n` free slots (all or none), waiting for the reclaimer while too few are free.
   // REQUIRES: no stripe lock held (the reclaimer needs stripes to free slots).
-  absl::Status AllocateSlots(uint32_t n, std::vector<uint32_t>* out);
+  absl::Status AllocateSlots(uint32_t n, std::vector<uint32_t>* out,
+                             absl::Time deadline = absl::InfiniteFuture());
   // Handles an Outcome's evictions and the placement's demotions. REQUIRES: mu_ held.
   void ApplyEvictions(const policy::Outcome& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ApplyPlacement(const SlotKey& key, bool admitted, Entry* e)
@@ -238,6 +246,9 @@ class CacheNode {
   std::deque<Work> work_ ABSL_GUARDED_BY(mu_);
   uint64_t seq_ ABSL_GUARDED_BY(mu_) = 0;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t vdis_gen_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Mutex vdis_file_mu_;
+  uint64_t vdis_saved_gen_ ABSL_GUARDED_BY(vdis_file_mu_) = 0;
   uint64_t flush_requests_ ABSL_GUARDED_BY(mu_) = 0;
   std::function<bool()> destage_gate_ ABSL_GUARDED_BY(mu_);
 

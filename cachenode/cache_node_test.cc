@@ -334,5 +334,33 @@ TEST_F(CacheNodeTest, DestageTakesTheColdestQueueFirst) {
   EXPECT_FALSE(node_->NextDestageForTest().has_value());
 }
 
+TEST_F(CacheNodeTest, RestartedNodeKnowsItsVdisBeforeAnyGateway) {
+  Start();
+  ASSERT_TRUE(node_->SetMode(1, CacheMode::kWriteBack).ok());
+  const std::string a = Pattern(77, 4 * kBs);
+  ASSERT_TRUE(Write(3 * kBs, a).ok());
+  node_.reset();
+  // Restart without RegisterVdi: the recovered dirty blocks can still be destaged (a full SSD
+  // of blocks of unknown VDIs could free no slot until some gateway re-registered them).
+  auto n = CacheNode::Create(config_, pool_.get(), Clock::Real(), &registry_);
+  ASSERT_TRUE(n.ok()) << n.status();
+  node_ = std::move(*n);
+  EXPECT_EQ(node_->GetMode(1).value_or(CacheMode::kPassThrough), CacheMode::kWriteBack);
+  ASSERT_TRUE(node_->Flush(0).ok());
+  EXPECT_EQ(node_->dirty_blocks(), 0u);
+  EXPECT_EQ(HomeBlock(4), a.substr(kBs, kBs));
+  EXPECT_EQ(Read(3 * kBs, a.size()), a);
+}
+
+TEST_F(CacheNodeTest, WriteThatCannotStartBeforeItsDeadlineChangesNothing) {
+  Start();
+  const std::string a = Pattern(78, kBs);
+  ASSERT_TRUE(Write(0, a).ok());
+  const std::string b = Pattern(79, kBs);
+  EXPECT_EQ(node_->Write(1, 0, 0, kBs, b.data(), absl::Now() - absl::Seconds(1)).code(),
+            absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(Read(0, kBs), a);
+}
+
 }  // namespace
 }  // namespace ringcache::cachenode
