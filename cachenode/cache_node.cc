@@ -1194,6 +1194,102 @@ bool CacheNode::NextDirty(SlotKey* key) {
   return true;
 }
 
+void CacheNode::RelogFromLostDataNodes() {
+  const std::vector<uint32_t> down = pool_->DownFor(config_.relog_after_ms);
+  const absl::flat_hash_set<uint32_t> down_set(down.begin(), down.end());
+  for (auto it = relogged_.begin(); it != relogged_.end();) {
+    if (!down_set.contains(*it)) {
+      relogged_.erase(it++);  // back: its copies count again
+    } else {
+      ++it;
+    }
+  }
+  absl::flat_hash_set<uint32_t> fresh;
+  for (uint32_t id : down) {
+    if (!relogged_.contains(id)) fresh.insert(id);
+  }
+  if (fresh.empty()) return;
+  // Dirty blocks whose preferred log nodes include a lost one (an append may have skipped a
+  // failing node, so this can take a few more blocks than needed; relogging is harmless).
+  std::vector<std::pair<SlotKey, Vdi>> todo;
+  {
+    absl::MutexLock l(&mu_);
+    for (const SlotKey& k : dirty_set_) {
+      auto e = map_.find(k);
+      auto v = vdis_.find(k.vdi);
+      if (e == map_.end() || e->second.log_seq == 0 || v == vdis_.end()) continue;
+      const int n = static_cast<int>(v->second.geometry.replication());
+      if (n < 2) continue;
+      const uint64_t object = k.block / BlocksPerObject(v->second);
+      const std::vector<uint32_t> cand = pool_->LogCandidates(k.vdi, object, n);
+      for (int i = 0; i < n - 1 && i < static_cast<int>(cand.size()); ++i) {
+        if (fresh.contains(cand[i])) {
+          todo.emplace_back(k, v->second);
+          break;
+        }
+      }
+    }
+  }
+  spdlog::warn("cache node {}: {} data node(s) unreachable for {} ms; logging {} dirty blocks "
+               "again on the others", config_.node_id, fresh.size(), config_.relog_after_ms,
+               todo.size());
+  for (const auto& [k, v] : todo) {
+    absl::MutexLock stripe(&Stripe(k.vdi, k.block / BlocksPerObject(v)));
+    if (absl::Status s = RelogBlock(v, k); !s.ok()) {
+      spdlog::warn("cache node {}: relog of block {}/{} failed: {}; retrying later",
+                   config_.node_id, k.vdi, k.block, s.ToString());
+      return;  // not marked handled: the next check tries again
+    }
+  }
+  relogged_.insert(fresh.begin(), fresh.end());
+}
+
+absl::Status CacheNode::RelogBlock(const Vdi& v, const SlotKey& key) {
+  const uint32_t bs = config_.block_size;
+  const uint64_t per_obj = BlocksPerObject(v);
+  std::shared_ptr<const std::string> ram;
+  int64_t slot = -1;
+  uint64_t old_seq = 0;
+  {
+    absl::MutexLock l(&mu_);
+    auto it = map_.find(key);
+    if (it == map_.end() || !it->second.dirty || it->second.log_seq == 0) return absl::OkStatus();
+    ram = it->second.ram;
+    slot = it->second.slot;
+    old_seq = it->second.log_seq;
+  }
+  std::string data(bs, '\0');
+  if (ram) {
+    std::memcpy(data.data(), ram->data(), bs);
+  } else if (slot >= 0) {
+    absl::Status s = slots_->ReadSlot(static_cast<uint32_t>(slot), data.data());
+    if (!s.ok()) {
+      RC_RETURN_IF_ERROR(RepairDirtyBlock(key, key.block / per_obj,
+                                          static_cast<uint32_t>(key.block % per_obj),
+                                          data.data()));
+    }
+  } else {
+    return absl::OkStatus();
+  }
+  RC_ASSIGN_OR_RETURN(const uint64_t seq, log_->Reserve(1));
+  absl::Status s = log_->Append(key.vdi, key.block / per_obj,
+                                static_cast<uint32_t>(key.block % per_obj), bs, data.data(), 1,
+                                static_cast<int>(v.geometry.replication()), seq);
+  if (s.ok() && slot >= 0) {
+    // The slot must name the new record before the old one goes (restart, collector).
+    s = slots_->SetLogSeq(static_cast<uint32_t>(slot), seq);
+    if (s.ok()) s = slots_->Sync();
+  }
+  if (s.ok()) {
+    absl::MutexLock l(&mu_);
+    auto it = map_.find(key);
+    if (it != map_.end() && it->second.log_seq == old_seq) it->second.log_seq = seq;
+  }
+  log_->Done(seq);
+  if (s.ok()) log_->Retire(old_seq);
+  return s;
+}
+
 std::optional<SlotKey> CacheNode::NextDestageForTest() {
   absl::MutexLock l(&mu_);
   SlotKey key;
@@ -1224,6 +1320,10 @@ void CacheNode::DestagerLoop() {
     const uint64_t slots = slots_->num_slots();
     if (dirty > config_.dirty_high_watermark * slots) forcing = true;
     if (dirty < config_.dirty_low_watermark * slots) forcing = false;
+    if (now - last_relog_check_us_ >= 1000000) {
+      last_relog_check_us_ = now;
+      RelogFromLostDataNodes();
+    }
     // Pushback: a data node's log area is over its limit; destage so records can be reclaimed.
     if (log_->over_limit() && dirty > 0) forcing = true;
     if (!idle && !forcing) continue;

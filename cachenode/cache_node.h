@@ -78,6 +78,9 @@ struct CacheNodeConfig {
   double forced_destage_mb_s = 64;
   double forced_destage_duty = 0.25;    // forced destage's share of wall time, (0, 1]
   uint32_t destage_max_blocks = 256;    // largest coalesced destage write (blocks)
+  // A data node unreachable this long is taken for lost: the dirty blocks whose log copies may
+  // sit on it are logged again on the remaining nodes (DESIGN §7).
+  int64_t relog_after_ms = 30000;
   absl::Status Validate() const;
 };
 
@@ -202,6 +205,11 @@ class CacheNode {
                                 char* dst);
   // Rewrites a damaged recovered slot from its log record. REQUIRES: Init, before the threads.
   absl::Status RepairRecoveredSlot(const RecoveredSlot& r);
+  // Logs again the dirty blocks whose log copies may sit on data nodes that are lost, once per
+  // loss. Called from the destager thread.
+  void RelogFromLostDataNodes();
+  // Appends a new record of one dirty block and retires its old one. REQUIRES: stripe lock held.
+  absl::Status RelogBlock(const Vdi& v, const SlotKey& key);
   // Returns the log sequences of every dirty block (the write log's collector keeps them).
   absl::flat_hash_set<uint64_t> LiveLogSeqs() const;
   // Takes `n` free slots (all or none), waiting for the reclaimer while too few are free.
@@ -247,6 +255,8 @@ class CacheNode {
   uint64_t seq_ ABSL_GUARDED_BY(mu_) = 0;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t vdis_gen_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_set<uint32_t> relogged_;  // lost data nodes already handled (destager only)
+  int64_t last_relog_check_us_ = 0;          // destager only
   absl::Mutex vdis_file_mu_;
   uint64_t vdis_saved_gen_ ABSL_GUARDED_BY(vdis_file_mu_) = 0;
   uint64_t flush_requests_ ABSL_GUARDED_BY(mu_) = 0;

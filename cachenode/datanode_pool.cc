@@ -74,6 +74,50 @@ std::unique_ptr<grpc::ClientContext> DataNodePool::Context() const {
   return ctx;
 }
 
+void DataNodePool::Note(Node* n, const grpc::Status& s) {
+  if (s.ok()) {
+    n->down_since_ms = 0;
+    return;
+  }
+  if (!Unreachable(s)) return;  // the node answered (with an error): it is up
+  const int64_t now = NowMs();
+  n->failed_at_ms = now;
+  int64_t zero = 0;
+  n->down_since_ms.compare_exchange_strong(zero, now);
+}
+
+void DataNodePool::ProbeAll(int timeout_ms) {
+  struct Call {
+    grpc::ClientContext ctx;
+    v1::HealthResponse resp;
+    grpc::Status status;
+  };
+  std::vector<Call> calls(nodes_.size());
+  v1::HealthRequest req;
+  absl::BlockingCounter pending(static_cast<int>(nodes_.size()));
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    calls[i].ctx.set_deadline(std::chrono::system_clock::now() +
+                              std::chrono::milliseconds(timeout_ms));
+    nodes_[i]->stub->async()->Health(&calls[i].ctx, &req, &calls[i].resp,
+                                     [&, i](grpc::Status st) {
+                                       calls[i].status = std::move(st);
+                                       pending.DecrementCount();
+                                     });
+  }
+  pending.Wait();
+  for (size_t i = 0; i < nodes_.size(); ++i) Note(nodes_[i].get(), calls[i].status);
+}
+
+std::vector<uint32_t> DataNodePool::DownFor(int64_t ms) const {
+  std::vector<uint32_t> out;
+  const int64_t now = NowMs();
+  for (const auto& n : nodes_) {
+    const int64_t since = n->down_since_ms.load();
+    if (since != 0 && now - since >= ms) out.push_back(n->endpoint.id);
+  }
+  return out;
+}
+
 void DataNodePool::Observe(Node* n, double seconds) {
   // EWMA with weight 1/8 on the newest sample.
   double old = n->ewma_latency_s.load(std::memory_order_relaxed);
@@ -162,6 +206,7 @@ absl::StatusOr<BlockRun> DataNodePool::Read(uint32_t vdi, uint64_t object, uint3
     grpc::Status s = node->stub->ReadBlocks(ctx.get(), req, &resp);
     node->inflight.fetch_sub(1);
     Observe(node, Seconds(start));
+    Note(node, s);
     if (!s.ok()) {
       last = FromGrpc(s, absl::StrCat("read from data node ", id));
       if (s.error_code() == grpc::StatusCode::DATA_LOSS) corrupt.push_back(id);
@@ -254,7 +299,7 @@ absl::Status DataNodePool::WriteAll(uint32_t vdi, uint64_t object, uint32_t firs
     node->inflight.fetch_add(1);
     node->stub->async()->WriteBlocks(calls[i].ctx.get(), &req, &calls[i].resp,
                                      [&, i, node](grpc::Status s) {
-                                       if (!s.ok()) node->failed_at_ms = NowMs();
+                                       Note(node, s);
                                        calls[i].status = std::move(s);
                                        node->inflight.fetch_sub(1);
                                        Observe(node, Seconds(calls[i].start));
@@ -325,7 +370,8 @@ absl::StatusOr<LogAppendResult> DataNodePool::LogAppend(
   // timeout (the order stays deterministic among healthy nodes).
   const int64_t now = NowMs();
   std::stable_partition(cand.begin(), cand.end(), [&](uint32_t id) {
-    return now - Find(id)->failed_at_ms.load() > 1000;
+    const Node* n = Find(id);
+    return n->down_since_ms.load() == 0 && now - n->failed_at_ms.load() > 1000;
   });
   v1::LogAppendRequest req;
   for (const auto& r : records) *req.add_records() = r;
@@ -349,7 +395,7 @@ absl::StatusOr<LogAppendResult> DataNodePool::LogAppend(
       const auto start = std::chrono::steady_clock::now();
       node->stub->async()->LogAppend(calls[i].ctx.get(), &req, &calls[i].resp,
                                      [&, i, node, start](grpc::Status s) {
-                                       if (!s.ok()) node->failed_at_ms = NowMs();
+                                       Note(node, s);
                                        calls[i].status = std::move(s);
                                        node->inflight.fetch_sub(1);
                                        Observe(node, Seconds(start));
@@ -408,10 +454,8 @@ std::vector<uint32_t> DataNodePool::LogReclaim(uint32_t cache_node,
   }
   pending.Wait();
   for (size_t i = 0; i < nodes_.size(); ++i) {
-    if (!calls[i].status.ok()) {
-      nodes_[i]->failed_at_ms = NowMs();
-      failed.push_back(nodes_[i]->endpoint.id);
-    }
+    Note(nodes_[i].get(), calls[i].status);
+    if (!calls[i].status.ok()) failed.push_back(nodes_[i]->endpoint.id);
   }
   return failed;
 }
@@ -430,8 +474,8 @@ absl::Status DataNodePool::LogScan(uint32_t node, uint32_t cache_node, uint64_t 
     v1::LogScanResponse resp;
     auto ctx = Context();
     grpc::Status s = n->stub->LogScan(ctx.get(), req, &resp);
+    Note(n, s);
     if (!s.ok()) {
-      if (Unreachable(s)) n->failed_at_ms = NowMs();
       return FromGrpc(s, absl::StrCat("log scan on data node ", node));
     }
     for (auto& r : *resp.mutable_records()) fn(r);

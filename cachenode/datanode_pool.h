@@ -107,6 +107,11 @@ class DataNodePool {
   // Fetches log record `seq` of `cache_node` from any data node that holds a good copy.
   absl::StatusOr<v1::LogRecord> FetchLogRecord(uint32_t cache_node, uint64_t seq);
   std::vector<uint32_t> node_ids() const;
+  // Asks every data node for its health (in parallel, `timeout_ms` each) to keep the up/down
+  // view current even for nodes no request went to lately.
+  void ProbeAll(int timeout_ms);
+  // Returns the data nodes unreachable for at least `ms` milliseconds.
+  std::vector<uint32_t> DownFor(int64_t ms) const;
 
   size_t size() const { return nodes_.size(); }
   uint64_t repairs() const { return repairs_.load(); }
@@ -119,6 +124,7 @@ class DataNodePool {
     std::atomic<int> inflight{0};
     std::atomic<double> ewma_latency_s{0.0};
     std::atomic<int64_t> failed_at_ms{0};  // last RPC failure (steady clock), 0 = none
+    std::atomic<int64_t> down_since_ms{0}; // unreachable since (steady clock), 0 = reachable
     metrics::Histogram* latency = nullptr;
   };
   DataNodePool() = default;
@@ -126,6 +132,8 @@ class DataNodePool {
   // Orders node ids by their load at the time of the call, least loaded first.
   void SortByLoad(std::vector<uint32_t>* ids) const;
   void Observe(Node* n, double seconds);
+  // Records an RPC's outcome for the up/down view.
+  void Note(Node* n, const grpc::Status& s);
   std::unique_ptr<grpc::ClientContext> Context() const;
 
   std::vector<std::unique_ptr<Node>> nodes_;

@@ -358,6 +358,21 @@ absl::Status SlotStore::SetDirty(uint32_t slot, bool dirty) {
   return absl::OkStatus();
 }
 
+absl::Status SlotStore::SetLogSeq(uint32_t slot, uint64_t log_seq) {
+  Meta m;
+  {
+    absl::MutexLock l(&mu_);
+    if (slot >= num_slots_ || !meta_[slot].used) {
+      return absl::FailedPreconditionError(absl::StrCat("slot ", slot, " is not in use"));
+    }
+    meta_[slot].log_seq = log_seq;
+    m = meta_[slot];
+  }
+  RC_RETURN_IF_ERROR(WriteEntry(slot, m));
+  NoteWrite();
+  return absl::OkStatus();
+}
+
 absl::Status SlotStore::ReadSlot(uint32_t slot, char* data) const {
   uint64_t want;
   {

@@ -95,6 +95,9 @@ class SlotStore {
   // Rewrites the index entry's dirty flag (e.g. clean after destage; clean also forgets the log
   // sequence). Not durable until Sync().
   absl::Status SetDirty(uint32_t slot, bool dirty);
+  // Rewrites the index entry's log sequence (the block was logged again). Not durable until
+  // Sync().
+  absl::Status SetLogSeq(uint32_t slot, uint64_t log_seq);
   // Reads the slot's block into `data` and verifies it against the checksum written with it:
   // kDataLoss on mismatch.
   absl::Status ReadSlot(uint32_t slot, char* data) const;

@@ -236,6 +236,7 @@ absl::StatusOr<uint64_t> WriteLog::Collect(uint32_t id) {
 }
 
 void WriteLog::Loop() {
+  uint64_t rounds = 0;
   for (;;) {
     {
       absl::MutexLock l(&mu_);
@@ -245,6 +246,7 @@ void WriteLog::Loop() {
       if (stop_) return;
     }
     ReclaimNow().IgnoreError();
+    if (++rounds % 5 == 0) pool_->ProbeAll(500);  // keeps the pool's up/down view current
     std::vector<uint32_t> todo;
     {
       absl::MutexLock l(&mu_);

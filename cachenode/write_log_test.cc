@@ -271,5 +271,37 @@ TEST_F(WriteLogTest, RestartKeepsTheHotSetWarm) {
   EXPECT_GE(restarted, 0.9 * warm) << "warm " << warm << ", after restart " << restarted;
 }
 
+TEST_F(WriteLogTest, LogCopiesOnALostDataNodeAreWrittenAgainElsewhere) {
+  Init(5, 3);
+  config_.relog_after_ms = 300;
+  Start();
+  for (uint64_t b = 0; b < 48; ++b) ASSERT_TRUE(WriteBlock(b * 7, Pattern(b)).ok());
+  // Lose the data node that holds the most log copies.
+  auto logs = LogsByDataNode();
+  uint32_t lost = 0;
+  for (auto& [id, recs] : logs) {
+    if (lost == 0 || recs.size() > logs[lost].size()) lost = id;
+  }
+  ASSERT_GT(logs[lost].size(), 0u);
+  dns_->StopForTest(static_cast<int>(lost - 1));
+  // Every dirty block gets back to N-1 = 2 live copies of its current record.
+  auto live_copies_ok = [&] {
+    std::map<uint64_t, int> copies;
+    for (auto& [id, recs] : LogsByDataNode()) {
+      if (id == lost) continue;
+      for (auto& r : recs) copies[r.sequence]++;
+    }
+    int full = 0;
+    for (auto& [seq, c] : copies) full += c >= 2;
+    return full >= 48;
+  };
+  bool ok = false;
+  for (int i = 0; i < 200 && !(ok = live_copies_ok()); ++i) usleep(100 * 1000);
+  EXPECT_TRUE(ok) << "dirty blocks still have copies on the lost data node only";
+  // And a restart keeps pointing at the new records (the slots were updated).
+  Start();
+  for (uint64_t b = 0; b < 48; ++b) EXPECT_EQ(ReadBlock(b * 7), Pattern(b)) << b;
+}
+
 }  // namespace
 }  // namespace ringcache::cachenode

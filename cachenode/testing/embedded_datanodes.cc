@@ -28,7 +28,14 @@ EmbeddedDataNodes::EmbeddedDataNodes(const std::string& dir, int count) {
 }
 
 EmbeddedDataNodes::~EmbeddedDataNodes() {
-  for (auto& n : nodes_) n->server->Shutdown(std::chrono::system_clock::now());
+  for (auto& n : nodes_) {
+    if (n->server) n->server->Shutdown(std::chrono::system_clock::now());
+  }
+}
+
+void EmbeddedDataNodes::StopForTest(int i) {
+  nodes_[i]->server->Shutdown(std::chrono::system_clock::now());
+  nodes_[i]->server.reset();
 }
 
 }  // namespace ringcache::cachenode::testing

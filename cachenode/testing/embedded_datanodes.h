@@ -25,6 +25,8 @@ class EmbeddedDataNodes {
   ~EmbeddedDataNodes();
   const std::vector<DataNodeEndpoint>& endpoints() const { return endpoints_; }
   datanode::BlockStore* store(int i) { return nodes_[i]->store.get(); }
+  // Stops node i's gRPC server for good (its store stays readable for checks).
+  void StopForTest(int i);
 
  private:
   struct Node {
