@@ -23,7 +23,9 @@ constexpr uint64_t kObjects = 64;
 class RouterMembershipTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = ::testing::TempDir() + "/router_membership";
+    // One directory per test: ctest runs the tests of this file in parallel processes.
+    dir_ = ::testing::TempDir() + "/router_membership_" +
+           ::testing::UnitTest::GetInstance()->current_test_info()->name();
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);
     dns_ = std::make_unique<cachenode::testing::EmbeddedDataNodes>(dir_, 3);
