@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "cachenode/policy/registry.h"
+#include "common/atomic_file.h"
 #include "common/checksum.h"
 #include "common/status_macros.h"
 
@@ -285,15 +286,7 @@ absl::Status CacheNode::SaveVdis() {
   body.append(reinterpret_cast<const char*>(&sum), 8);
   absl::MutexLock fl(&vdis_file_mu_);
   if (gen < vdis_saved_gen_) return absl::OkStatus();  // a newer table was written already
-  const std::string path = config_.ssd_path + ".vdis", tmp = path + ".tmp";
-  FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (f == nullptr) return absl::UnavailableError(absl::StrCat("cannot write ", tmp));
-  const bool ok = std::fwrite(body.data(), 1, body.size(), f) == body.size() &&
-                  std::fflush(f) == 0 && ::fdatasync(fileno(f)) == 0;
-  std::fclose(f);
-  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return absl::UnavailableError(absl::StrCat("cannot write ", path));
-  }
+  RC_RETURN_IF_ERROR(WriteFileAtomically(config_.ssd_path + ".vdis", body));
   vdis_saved_gen_ = gen;
   return absl::OkStatus();
 }

@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "common/atomic_file.h"
 #include "common/checksum.h"
 #include "common/status_macros.h"
 
@@ -102,25 +103,7 @@ absl::Status WriteLog::LoadMark() {
 }
 
 absl::Status WriteLog::StoreMark(uint64_t mark) {
-  const std::string tmp = config_.seq_path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return Errno(absl::StrCat("create ", tmp));
-  const std::string text = absl::StrCat(mark, "\n");
-  const bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
-                  ::fdatasync(fd) == 0;
-  ::close(fd);
-  if (!ok) return Errno(absl::StrCat("write ", tmp));
-  if (::rename(tmp.c_str(), config_.seq_path.c_str()) != 0) {
-    return Errno(absl::StrCat("rename ", tmp));
-  }
-  // Make the rename durable: sync the directory.
-  const auto slash = config_.seq_path.find_last_of('/');
-  const std::string dir = slash == std::string::npos ? "." : config_.seq_path.substr(0, slash);
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
+  RC_RETURN_IF_ERROR(WriteFileAtomically(config_.seq_path, absl::StrCat(mark, "\n")));
   mark_ = mark;
   return absl::OkStatus();
 }

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "common/atomic_file.h"
 #include "common/status_macros.h"
 
 namespace ringcache::gateway {
@@ -89,21 +90,8 @@ absl::Status Catalog::SaveLocked() const {
     out << g.vdi_id() << ' ' << name << ' ' << g.size_bytes() << ' ' << g.object_size() << ' '
         << g.block_size() << ' ' << g.replication() << ' ' << ModeName(r.mode) << '\n';
   }
-  const std::string tmp = path_ + ".tmp";
-  const std::string text = out.str();
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return absl::UnavailableError(absl::StrCat("cannot write ", tmp));
-  bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
-            ::fsync(fd) == 0;
-  ::close(fd);
-  if (!ok || std::rename(tmp.c_str(), path_.c_str()) != 0) {
-    return absl::UnavailableError(absl::StrCat("cannot save catalog ", path_));
-  }
-  const std::string dir = std::filesystem::path(path_).parent_path().string();
-  int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
+  if (absl::Status st = WriteFileAtomically(path_, out.str()); !st.ok()) {
+    return absl::UnavailableError(absl::StrCat("cannot save catalog ", path_, ": ", st.message()));
   }
   return absl::OkStatus();
 }

@@ -14,6 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/atomic_file.h"
 #include "common/status_macros.h"
 
 namespace ringcache::gateway {
@@ -202,16 +203,7 @@ absl::Status Router::SaveRemoved() {
   if (removed_path_.empty()) return absl::OkStatus();
   std::string text = "# cache nodes removed from the ring (ringcachectl node remove)\n";
   for (uint32_t id : removed_) absl::StrAppend(&text, id, "\n");
-  const std::string tmp = removed_path_ + ".tmp";
-  FILE* f = std::fopen(tmp.c_str(), "w");
-  if (f == nullptr) return absl::UnavailableError(absl::StrCat("cannot write ", tmp));
-  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size() &&
-                  std::fflush(f) == 0 && ::fsync(fileno(f)) == 0;
-  std::fclose(f);
-  if (!ok || std::rename(tmp.c_str(), removed_path_.c_str()) != 0) {
-    return absl::UnavailableError(absl::StrCat("cannot write ", removed_path_));
-  }
-  return absl::OkStatus();
+  return WriteFileAtomically(removed_path_, text);
 }
 
 absl::Status Router::LoadRemoved(const std::string& path) {

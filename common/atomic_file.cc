@@ -1,0 +1,50 @@
+// Crash-safe replacement of small state files.
+#include "common/atomic_file.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace ringcache {
+
+absl::Status WriteFileAtomically(const std::string& path, absl::string_view content) {
+  const std::string tmp = path + ".tmp";
+  auto fail = [&](const std::string& what) {
+    return absl::UnavailableError(absl::StrCat(what, ": ", std::strerror(errno)));
+  };
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return fail(absl::StrCat("cannot create ", tmp));
+  size_t done = 0;
+  while (done < content.size()) {
+    const ssize_t n = ::write(fd, content.data() + done, content.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      ::close(fd);
+      return fail(absl::StrCat("cannot write ", tmp));
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::fdatasync(fd) != 0) {
+    ::close(fd);
+    return fail(absl::StrCat("cannot sync ", tmp));
+  }
+  ::close(fd);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    return fail(absl::StrCat("cannot rename ", tmp, " to ", path));
+  }
+  // Make the rename itself durable.
+  const auto slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash + 1);
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ringcache
