@@ -358,10 +358,10 @@ std::vector<uint32_t> DataNodePool::LogCandidates(uint32_t vdi, uint64_t object,
 }
 
 absl::StatusOr<LogAppendResult> DataNodePool::LogAppend(
-    uint32_t vdi, uint64_t object, int n, int copies, const std::vector<v1::LogRecord>& records,
+    uint32_t vdi, uint64_t object, int n, int copies, const v1::LogAppendRequest& req,
     const std::function<void()>& overlap) {
   LogAppendResult result;
-  if (copies <= 0 || records.empty()) {
+  if (copies <= 0 || req.records_size() == 0) {
     if (overlap) overlap();
     return result;
   }
@@ -373,8 +373,6 @@ absl::StatusOr<LogAppendResult> DataNodePool::LogAppend(
     const Node* n = Find(id);
     return n->down_since_ms.load() == 0 && now - n->failed_at_ms.load() > 1000;
   });
-  v1::LogAppendRequest req;
-  for (const auto& r : records) *req.add_records() = r;
   struct Call {
     std::unique_ptr<grpc::ClientContext> ctx;
     v1::LogAppendResponse resp;

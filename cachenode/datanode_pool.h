@@ -89,12 +89,12 @@ class DataNodePool {
   // Returns where the log records of an object with n homes go, in preference order: the nodes
   // after its homes on the data ring, then (cluster too small) its homes from the last one.
   std::vector<uint32_t> LogCandidates(uint32_t vdi, uint64_t object, int n) const;
-  // Appends `records` (all of one object) durably on `copies` data nodes among the object's log
+  // Appends the records of `req` (all of one object) durably on `copies` data nodes among the object's log
   // candidates, in parallel, moving on to the next candidate when one fails. Fails (kUnavailable)
   // only when fewer than `copies` candidates accepted them. `overlap` (may be empty) runs on the
   // calling thread while the first round of appends is in flight.
   absl::StatusOr<LogAppendResult> LogAppend(uint32_t vdi, uint64_t object, int n, int copies,
-                                            const std::vector<v1::LogRecord>& records,
+                                            const v1::LogAppendRequest& req,
                                             const std::function<void()>& overlap = nullptr);
   // Drops the listed log records of `cache_node` on every data node. Returns the ids of the data
   // nodes that could not be reached (they still hold the records).

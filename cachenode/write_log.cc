@@ -132,9 +132,10 @@ absl::Status WriteLog::Append(uint32_t vdi, uint64_t object, uint32_t first_bloc
     if (overlap) overlap();
     return absl::OkStatus();
   }
-  std::vector<v1::LogRecord> records(count);
+  // Built straight into the request: the block data is copied once, not per copy.
+  v1::LogAppendRequest req;
   for (uint32_t i = 0; i < count; ++i) {
-    v1::LogRecord& r = records[i];
+    v1::LogRecord& r = *req.add_records();
     r.set_cache_node_id(config_.node_id);
     r.set_sequence(first_seq + i);
     r.set_vdi_id(vdi);
@@ -143,7 +144,7 @@ absl::Status WriteLog::Append(uint32_t vdi, uint64_t object, uint32_t first_bloc
     r.set_data(data + uint64_t{i} * block_size, block_size);
     r.set_checksum(BlockChecksum(r.data()));
   }
-  auto res = pool_->LogAppend(vdi, object, replication, copies, records, overlap);
+  auto res = pool_->LogAppend(vdi, object, replication, copies, req, overlap);
   if (!res.ok()) {
     append_failures_->Inc();
     return res.status();

@@ -196,7 +196,9 @@ TEST_F(WriteLogTest, ReplayAfterLossRestoresLatestAcknowledgedData) {
   stale.set_block_index(3);
   stale.set_data(Pattern(31));
   stale.set_checksum(BlockChecksum(stale.data()));
-  ASSERT_TRUE(pool_->LogAppend(1, 0, 3, 2, {stale}).ok());
+  v1::LogAppendRequest append;
+  *append.add_records() = stale;
+  ASSERT_TRUE(pool_->LogAppend(1, 0, 3, 2, append).ok());
   EXPECT_EQ(HomeBlock(1), Pattern(11)) << "write-back: v2 not home yet";
 
   node_.reset();  // the cache node is lost (its SSD is never read again)

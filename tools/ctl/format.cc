@@ -104,40 +104,6 @@ void RenderFields(const std::vector<std::pair<std::string, std::string>>& fields
   }
 }
 
-std::string JsonQuote(std::string_view text) {
-  std::string out = "\"";
-  for (const char ch : text) {
-    const auto c = static_cast<unsigned char>(ch);
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-          out += buf;
-        } else {
-          out += ch;  // bytes >= 0x80 pass through: VDI names are UTF-8 or ASCII
-        }
-    }
-  }
-  out += '"';
-  return out;
-}
-
 void JsonWriter::BeforeValue() {
   if (after_key_) {
     after_key_ = false;

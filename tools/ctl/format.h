@@ -14,7 +14,11 @@
 #include <utility>
 #include <vector>
 
+#include "common/json_quote.h"
+
 namespace ringcache::ctl {
+
+using ::ringcache::JsonQuote;
 
 // Returns `bytes` in binary units with one decimal: "0 B", "512 B", "1.0 KiB", "1.5 GiB",
 // "16.0 EiB". Values below 1 KiB are exact; larger ones are rounded to one decimal.
@@ -94,9 +98,6 @@ class JsonWriter {
   std::vector<bool> has_value_;
   bool after_key_ = false;
 };
-
-// Returns `text` as a quoted JSON string with ", \, and control characters escaped.
-std::string JsonQuote(std::string_view text);
 
 }  // namespace ringcache::ctl
 

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/json_quote.h"
 
 namespace ringcache::sim {
 namespace {
@@ -40,33 +41,6 @@ std::string JsonDouble(double v) {
 }
 
 }  // namespace
-
-std::string JsonString(absl::string_view s) {
-  std::string out = "\"";
-  for (char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          out += absl::StrFormat("\\u%04x", static_cast<unsigned>(c));
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
-}
 
 std::string FormatTable(const std::vector<SimResult>& results, const ReportOptions& options) {
   std::vector<std::vector<std::string>> rows;
@@ -147,10 +121,10 @@ std::string FormatVdiTable(const std::vector<SimResult>& results, bool with_occu
 std::string FormatJson(const SimResult& r, const ReportOptions& options) {
   std::vector<std::string> f;
   auto add = [&](absl::string_view k, std::string v) {
-    f.push_back(absl::StrCat(JsonString(k), ":", v));
+    f.push_back(absl::StrCat(JsonQuote(k), ":", v));
   };
-  add("policy", JsonString(r.policy));
-  add("policy_name", JsonString(r.policy_name));
+  add("policy", JsonQuote(r.policy));
+  add("policy_name", JsonQuote(r.policy_name));
   add("size_blocks", Num(r.capacity_blocks));
   add("ram_blocks", Num(r.ram_blocks));
   add("block_size", Num(r.block_size));
@@ -198,7 +172,7 @@ std::string FormatJson(const SimResult& r, const ReportOptions& options) {
     const VdiStats& s = r.per_vdi[v];
     if (s.accesses == 0) continue;
     vdis.push_back(absl::StrCat(
-        "{\"vdi\":", v, ",\"name\":", JsonString(s.name), ",\"requests\":", s.requests,
+        "{\"vdi\":", v, ",\"name\":", JsonQuote(s.name), ",\"requests\":", s.requests,
         ",\"accesses\":", s.accesses, ",\"reads\":", s.reads, ",\"writes\":", s.writes,
         ",\"hits\":", s.hits, ",\"misses\":", s.misses,
         ",\"hit_ratio\":", JsonDouble(double(s.hits) / s.accesses), ",\"bypassed\":", s.bypassed,

@@ -22,8 +22,6 @@ std::string FormatTable(const std::vector<SimResult>& results, const ReportOptio
 std::string FormatVdiTable(const std::vector<SimResult>& results, bool with_occupancy);
 // Returns one JSON object (no trailing newline).
 std::string FormatJson(const SimResult& result, const ReportOptions& options);
-// Returns `s` quoted and escaped as a JSON string.
-std::string JsonString(absl::string_view s);
 
 }  // namespace ringcache::sim
 
