@@ -10,7 +10,7 @@
 #include <random>
 #include <thread>
 
-#include "cachenode/testing/embedded_datanodes.h"
+#include "cachenode/testing/cache_node_harness.h"
 #include "gtest/gtest.h"
 
 namespace ringcache::cachenode {
@@ -19,43 +19,9 @@ namespace {
 constexpr uint32_t kBs = 4096;
 constexpr uint32_t kObj = 64 * 1024;  // 16 blocks per object: small objects, many of them
 
-class CacheNodeTest : public ::testing::Test {
+class CacheNodeTest : public testing::CacheNodeHarness {
  protected:
-  void SetUp() override {
-    dir_ = ::testing::TempDir() + "/cn_" +
-           ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-    dns_ = std::make_unique<testing::EmbeddedDataNodes>(dir_, 3);
-    pool_ = std::move(*DataNodePool::Create(dns_->endpoints(), &registry_));
-    geometry_.set_vdi_id(1);
-    geometry_.set_name("v");
-    geometry_.set_size_bytes(64ull << 20);
-    geometry_.set_object_size(kObj);
-    geometry_.set_block_size(kBs);
-    geometry_.set_replication(2);
-    ASSERT_TRUE(pool_->PutVdi(geometry_).ok());
-    config_.node_id = 1;
-    config_.ssd_path = dir_ + "/ssd.slots";
-    config_.ssd_bytes = 256 * kBs;
-    config_.ram_bytes = 16 * kBs;
-    config_.slot_reserve = 0.1;
-    config_.idle_ops_per_s = 1e9;  // never idle unless a test says so
-    config_.idle_window_ms = 1000000;
-  }
-  void TearDown() override {
-    node_.reset();
-    pool_.reset();
-    dns_.reset();
-    std::filesystem::remove_all(dir_);
-  }
-  void Start() {
-    node_.reset();
-    auto n = CacheNode::Create(config_, pool_.get(), Clock::Real(), &registry_);
-    ASSERT_TRUE(n.ok()) << n.status();
-    node_ = std::move(*n);
-    ASSERT_TRUE(node_->RegisterVdi(geometry_).ok());
-  }
+  void SetUp() override { SetUpCluster(3, 2, 1); }
   // Writes/reads at a VDI byte offset that may span objects.
   absl::Status Write(uint64_t off, const std::string& data) {
     uint64_t done = 0;
@@ -94,13 +60,6 @@ class CacheNodeTest : public ::testing::Test {
     return s;
   }
 
-  std::string dir_;
-  metrics::Registry registry_;
-  std::unique_ptr<testing::EmbeddedDataNodes> dns_;
-  std::unique_ptr<DataNodePool> pool_;
-  v1::VdiGeometry geometry_;
-  CacheNodeConfig config_;
-  std::unique_ptr<CacheNode> node_;
 };
 
 TEST_F(CacheNodeTest, UnalignedWritesReadBackAndUnwrittenIsZero) {

@@ -13,7 +13,7 @@
 
 #include "cachenode/cache_node.h"
 #include "cachenode/log_replay.h"
-#include "cachenode/testing/embedded_datanodes.h"
+#include "cachenode/testing/cache_node_harness.h"
 #include "common/checksum.h"
 #include "gtest/gtest.h"
 
@@ -24,43 +24,9 @@ constexpr uint32_t kBs = 4096;
 constexpr uint32_t kObj = 64 * 1024;  // 16 blocks per object
 constexpr uint32_t kPerObj = kObj / kBs;
 
-class WriteLogTest : public ::testing::Test {
+class WriteLogTest : public testing::CacheNodeHarness {
  protected:
-  void Init(int data_nodes, uint32_t replication) {
-    dir_ = ::testing::TempDir() + "/wl_" +
-           ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-    dns_ = std::make_unique<testing::EmbeddedDataNodes>(dir_, data_nodes);
-    pool_ = std::move(*DataNodePool::Create(dns_->endpoints(), &registry_));
-    geometry_.set_vdi_id(1);
-    geometry_.set_name("v");
-    geometry_.set_size_bytes(64ull << 20);
-    geometry_.set_object_size(kObj);
-    geometry_.set_block_size(kBs);
-    geometry_.set_replication(replication);
-    ASSERT_TRUE(pool_->PutVdi(geometry_).ok());
-    config_.node_id = 9;
-    config_.ssd_path = dir_ + "/ssd.slots";
-    config_.ssd_bytes = 256 * kBs;
-    config_.ram_bytes = 16 * kBs;
-    config_.slot_reserve = 0.1;
-    config_.idle_ops_per_s = 1e9;  // never idle: destage only when a test flushes
-    config_.idle_window_ms = 1000000;
-  }
-  void TearDown() override {
-    node_.reset();
-    pool_.reset();
-    dns_.reset();
-    std::filesystem::remove_all(dir_);
-  }
-  void Start() {
-    node_.reset();
-    auto n = CacheNode::Create(config_, pool_.get(), Clock::Real(), &registry_);
-    ASSERT_TRUE(n.ok()) << n.status();
-    node_ = std::move(*n);
-    ASSERT_TRUE(node_->RegisterVdi(geometry_).ok());
-  }
+  void Init(int data_nodes, uint32_t replication) { SetUpCluster(data_nodes, replication, 9); }
   absl::Status WriteBlock(uint64_t block, const std::string& data) {
     return node_->Write(1, block / kPerObj, (block % kPerObj) * kBs, kBs, data.data());
   }
@@ -126,13 +92,6 @@ class WriteLogTest : public ::testing::Test {
     EXPECT_EQ(overlapped, expect_overlap);
   }
 
-  std::string dir_;
-  metrics::Registry registry_;
-  std::unique_ptr<testing::EmbeddedDataNodes> dns_;
-  std::unique_ptr<DataNodePool> pool_;
-  v1::VdiGeometry geometry_;
-  CacheNodeConfig config_;
-  std::unique_ptr<CacheNode> node_;
 };
 
 TEST_F(WriteLogTest, TwoReplicasKeepOneLogCopyOutsideTheHomes) {

@@ -100,20 +100,8 @@ wait_for 20 "a first membership epoch" epoch_from_etcd
 epoch0=$("${CTL[@]}" --json status | json_field epoch)
 log "all daemons registered; epoch $epoch0"
 
-# 64 runs of 64 KiB spread over the disk (every object, so every cache node owns some).
-write_round() {  # seed
-  local i
-  for i in $(seq 0 63); do
-    qio "write -P $(( ($1 + i) % 250 + 1 )) $(( i * 4 ))M 64k" > /dev/null || fail "write $i"
-  done
-}
-check_round() {  # seed
-  local i out
-  for i in $(seq 0 63); do
-    out=$(qio "read -P $(( ($1 + i) % 250 + 1 )) $(( i * 4 ))M 64k" 2>&1) || fail "read $i: $out"
-    if echo "$out" | grep -q "Pattern verification failed"; then fail "stale data at run $i: $out"; fi
-  done
-}
+# write_round / check_round SEED: tests/e2e/patterns.sh
+source "$ROOT/tests/e2e/patterns.sh"
 
 # 2. Kill -9 a cache node holding dirty data: its lease expires and the gateway settles it.
 write_round 7

@@ -41,20 +41,8 @@ cluster up --base-port "$BASE" --cache-nodes 3 --data-nodes 4 --replication 3 \
   { cat "$WORK/up.log"; fail "cluster up"; }
 log "cluster up on base port $BASE"
 
-# 64 runs of 64 KiB spread over the disk (every object, so every cache node owns some).
-write_round() {  # seed
-  local i
-  for i in $(seq 0 63); do
-    qio "write -P $(( ($1 + i) % 250 + 1 )) $(( i * 4 ))M 64k" > /dev/null || fail "write $i"
-  done
-}
-check_round() {  # seed
-  local i out
-  for i in $(seq 0 63); do
-    out=$(qio "read -P $(( ($1 + i) % 250 + 1 )) $(( i * 4 ))M 64k" 2>&1) || fail "read $i: $out"
-    if echo "$out" | grep -q "Pattern verification failed"; then fail "stale data at run $i: $out"; fi
-  done
-}
+# write_round / check_round SEED: tests/e2e/patterns.sh
+source "$ROOT/tests/e2e/patterns.sh"
 
 write_round 7
 dirty=$("${CTL[@]}" --json status | python3 -c 'import json,sys; print(json.load(sys.stdin)["dirty_bytes"])')

@@ -1,0 +1,20 @@
+# Sourced by e2e tests: qemu-io pattern rounds over a 256 MiB export. The sourcing script defines
+# qio "COMMAND" (one qemu-io command against its export) and fail "MESSAGE".
+#
+# 64 runs of 64 KiB spread over the disk (every object, so every cache node owns some); the
+# pattern byte of run i is derived from the round's seed.
+
+write_round() {  # seed
+  local i
+  for i in $(seq 0 63); do
+    qio "write -P $(( ($1 + i) % 250 + 1 )) $(( i * 4 ))M 64k" > /dev/null || fail "write $i"
+  done
+}
+
+check_round() {  # seed
+  local i out
+  for i in $(seq 0 63); do
+    out=$(qio "read -P $(( ($1 + i) % 250 + 1 )) $(( i * 4 ))M 64k" 2>&1) || fail "read $i: $out"
+    if echo "$out" | grep -q "Pattern verification failed"; then fail "stale data at run $i: $out"; fi
+  done
+}
