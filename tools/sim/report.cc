@@ -2,6 +2,7 @@
 #include "tools/sim/report.h"
 
 #include <algorithm>
+#include <string_view>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -120,7 +121,7 @@ std::string FormatVdiTable(const std::vector<SimResult>& results, bool with_occu
 
 std::string FormatJson(const SimResult& r, const ReportOptions& options) {
   std::vector<std::string> f;
-  auto add = [&](absl::string_view k, std::string v) {
+  auto add = [&](std::string_view k, std::string v) {
     f.push_back(absl::StrCat(JsonQuote(k), ":", v));
   };
   add("policy", JsonQuote(r.policy));
