@@ -214,7 +214,9 @@ TEST_F(NbdBadInputTest, LengthOver32MiB) {
   GoodClientWorks();
   {  // the same with the client still pushing payload bytes
     auto w = Transmitting();
-    ASSERT_TRUE(w->SendRequest(Req(nbd::kCmdWrite, 0, 0xffffffff), std::string(1 << 20, 'p')));
+    // The server may close before the whole payload is out (then the send fails with EPIPE or
+    // ECONNRESET): either way what matters is that it closes this connection and only this one.
+    (void)w->SendRequest(Req(nbd::kCmdWrite, 0, 0xffffffff), std::string(1 << 20, 'p'));
     EXPECT_TRUE(w->WaitClosed());
   }
   GoodClientWorks();
