@@ -1,5 +1,6 @@
 #include "datanode/service.h"
 
+#include <algorithm>
 #include <chrono>
 
 namespace ringcache::datanode {
@@ -20,6 +21,7 @@ DataNodeService::DataNodeService(uint32_t node_id, BlockStore* store, HddEmulato
   write_ = MakeOp("write_blocks");
   read_ = MakeOp("read_blocks");
   trim_ = MakeOp("trim_blocks");
+  scan_ = MakeOp("scan_blocks");
   log_append_ = MakeOp("log_append");
   log_scan_ = MakeOp("log_scan");
   log_reclaim_ = MakeOp("log_reclaim");
@@ -101,7 +103,7 @@ grpc::Status DataNodeService::WriteBlocks(grpc::ServerContext*,
     hdd_->Charge(req->data().size());
     WriteStamp stamp{req->writer_node(),
                      std::vector<uint64_t>(req->versions().begin(), req->versions().end()),
-                     req->only_if_newer()};
+                     req->only_if_newer(), req->only_if_absent()};
     auto stored = store_->WriteBlocks(r.vdi_id(), r.object_index(), r.first_block(),
                                       req->data(), Checksums(req->checksums()), stamp);
     if (!stored.ok()) return stored.status();
@@ -136,9 +138,42 @@ grpc::Status DataNodeService::TrimBlocks(grpc::ServerContext*, const v1::TrimBlo
   return Timed(&trim_, [&] {
     const auto& r = req->range();
     WriteStamp stamp{req->writer_node(),
-                     std::vector<uint64_t>(req->versions().begin(), req->versions().end()), false};
+                     std::vector<uint64_t>(req->versions().begin(), req->versions().end())};
     return store_->TrimBlocks(r.vdi_id(), r.object_index(), r.first_block(), r.block_count(),
-                              stamp);
+                              stamp, req->purge());
+  });
+}
+
+grpc::Status DataNodeService::ScanBlocks(grpc::ServerContext*, const v1::ScanBlocksRequest* req,
+                                         v1::ScanBlocksResponse* resp) {
+  return Timed(&scan_, [&]() -> absl::Status {
+    ScannedBlock next;
+    bool done = false;
+    auto blocks = store_->ScanBlocks(req->vdi_id(), req->object_index(), req->block_index(),
+                                     std::min<uint32_t>(req->limit(), 4096), req->include_data(),
+                                     &next, &done);
+    if (!blocks.ok()) return blocks.status();
+    uint64_t bytes = 0;
+    for (ScannedBlock& b : *blocks) {
+      v1::ScannedBlock* o = resp->add_blocks();
+      o->set_vdi_id(b.vdi_id);
+      o->set_object_index(b.object_index);
+      o->set_block_index(b.block_index);
+      o->set_trimmed(b.trimmed);
+      o->set_writer(b.version.writer);
+      o->set_version(b.version.seq);
+      bytes += b.data.size();
+      *o->mutable_data() = std::move(b.data);
+    }
+    if (bytes > 0) {
+      hdd_->Charge(bytes);
+      bytes_read_->Inc(static_cast<double>(bytes));
+    }
+    resp->set_done(done);
+    resp->set_next_vdi_id(next.vdi_id);
+    resp->set_next_object_index(next.object_index);
+    resp->set_next_block_index(next.block_index);
+    return absl::OkStatus();
   });
 }
 

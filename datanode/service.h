@@ -32,6 +32,8 @@ class DataNodeService final : public v1::DataNode::Service {
                           v1::ReadBlocksResponse*) override;
   grpc::Status TrimBlocks(grpc::ServerContext*, const v1::TrimBlocksRequest*,
                           v1::TrimBlocksResponse*) override;
+  grpc::Status ScanBlocks(grpc::ServerContext*, const v1::ScanBlocksRequest*,
+                          v1::ScanBlocksResponse*) override;
   grpc::Status LogAppend(grpc::ServerContext*, const v1::LogAppendRequest*,
                          v1::LogAppendResponse*) override;
   grpc::Status LogScan(grpc::ServerContext*, const v1::LogScanRequest*,
@@ -64,7 +66,7 @@ class DataNodeService final : public v1::DataNode::Service {
   HddEmulator* const hdd_;
   metrics::Registry* const registry_;
   std::atomic<bool> draining_{false};
-  OpMetrics put_vdi_, delete_vdi_, write_, read_, trim_, log_append_, log_scan_, log_reclaim_;
+  OpMetrics put_vdi_, delete_vdi_, write_, read_, trim_, scan_, log_append_, log_scan_, log_reclaim_;
   metrics::Counter* bytes_written_;
   metrics::Counter* bytes_read_;
   metrics::Counter* data_loss_;

@@ -100,6 +100,31 @@ bool AsNewAs(const BlockVersion& have, const BlockVersion& incoming) {
   return have.writer != 0 && have.writer == incoming.writer && have.seq >= incoming.seq;
 }
 
+// Holds `mu` exclusively or shared for a scope (absl has no such RAII type).
+class CondLock {
+ public:
+  CondLock(absl::Mutex* mu, bool exclusive) : mu_(mu), exclusive_(exclusive) {
+    if (exclusive_) {
+      mu_->Lock();
+    } else {
+      mu_->ReaderLock();
+    }
+  }
+  ~CondLock() {
+    if (exclusive_) {
+      mu_->Unlock();
+    } else {
+      mu_->ReaderUnlock();
+    }
+  }
+  CondLock(const CondLock&) = delete;
+  CondLock& operator=(const CondLock&) = delete;
+
+ private:
+  absl::Mutex* const mu_;
+  const bool exclusive_;
+};
+
 }  // namespace
 
 absl::Status FromRocks(const rocksdb::Status& s, const std::string& what) {
@@ -230,7 +255,9 @@ absl::StatusOr<uint64_t> BlockStore::DeleteVdi(uint32_t vdi_id) {
   uint64_t count = 0;
   {
     std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), blocks_cf_));
-    for (it->Seek(begin); it->Valid() && it->key().compare(end) < 0; it->Next()) ++count;
+    for (it->Seek(begin); it->Valid() && it->key().compare(end) < 0; it->Next()) {
+      if (it->value().size() != kTombstoneBytes) ++count;  // blocks, not trim tombstones
+    }
   }
   rocksdb::WriteBatch batch;
   batch.DeleteRange(blocks_cf_, begin, vdi_id == UINT32_MAX ? std::string(5, '\xff') : end);
@@ -270,6 +297,9 @@ static absl::Status CheckStamp(const WriteStamp& stamp, uint64_t n) {
   if (stamp.only_if_newer && stamp.seqs.empty()) {
     return absl::InvalidArgumentError("a conditional (replay) write needs versions");
   }
+  if (stamp.only_if_newer && stamp.only_if_absent) {
+    return absl::InvalidArgumentError("only_if_newer and only_if_absent exclude each other");
+  }
   return absl::OkStatus();
 }
 
@@ -290,8 +320,9 @@ absl::StatusOr<uint32_t> BlockStore::WriteBlocks(uint32_t vdi_id, uint64_t objec
         absl::StrCat(checksums.size(), " checksums for ", n, " blocks"));
   }
   RC_RETURN_IF_ERROR(CheckStamp(stamp, n));
-  // Conditional writes read, compare and write under one lock so two replays cannot interleave.
-  absl::MutexLockMaybe cond_lock(stamp.only_if_newer ? &cond_mu_ : nullptr);
+  // Conditional writes read, compare and write under the exclusive lock; plain writes share it.
+  const bool conditional = stamp.only_if_newer || stamp.only_if_absent;
+  CondLock cond_lock(&cond_mu_, conditional);
   rocksdb::WriteBatch batch;
   std::string value, existing;
   uint32_t stored = 0;
@@ -306,10 +337,11 @@ absl::StatusOr<uint32_t> BlockStore::WriteBlocks(uint32_t vdi_id, uint64_t objec
     const std::string key =
         BlockKey(vdi_id, object_index, static_cast<uint32_t>(first_block + i));
     const BlockVersion incoming{stamp.writer, stamp.seqs.empty() ? 0 : stamp.seqs[i]};
-    if (stamp.only_if_newer) {
+    if (conditional) {
       rocksdb::Status gs = db_->Get(rocksdb::ReadOptions(), blocks_cf_, key, &existing);
       if (!gs.IsNotFound()) {
         RC_RETURN_IF_ERROR(FromRocks(gs, "read block before a conditional write"));
+        if (stamp.only_if_absent) continue;  // any copy or tombstone is newer than the copy
         auto have = DecodeBlock(existing, bs, "stored block");
         // A damaged stored copy is always replaced.
         if (have.ok() && AsNewAs(have->version, incoming)) continue;
@@ -369,26 +401,77 @@ absl::StatusOr<ReadResult> BlockStore::ReadBlocks(uint32_t vdi_id, uint64_t obje
 }
 
 absl::Status BlockStore::TrimBlocks(uint32_t vdi_id, uint64_t object_index, uint32_t first_block,
-                                    uint32_t block_count, const WriteStamp& stamp) {
+                                    uint32_t block_count, const WriteStamp& stamp, bool purge) {
   RC_ASSIGN_OR_RETURN(v1::VdiGeometry vdi, GetVdi(vdi_id));
   RC_RETURN_IF_ERROR(CheckRange(vdi, object_index, first_block, block_count));
   RC_RETURN_IF_ERROR(CheckStamp(stamp, block_count));
-  if (stamp.only_if_newer) return absl::InvalidArgumentError("trims are never conditional");
+  if (stamp.only_if_newer || stamp.only_if_absent) {
+    return absl::InvalidArgumentError("trims are never conditional");
+  }
+  if (purge && !stamp.seqs.empty()) {
+    return absl::InvalidArgumentError("a purge removes blocks entirely: it takes no versions");
+  }
+  CondLock cond_lock(&cond_mu_, /*exclusive=*/false);
   rocksdb::WriteBatch batch;
   std::string tomb;
   for (uint32_t i = 0; i < block_count; ++i) {
     const std::string key = BlockKey(vdi_id, object_index, first_block + i);
-    if (stamp.seqs.empty()) {
+    if (purge) {
       batch.Delete(blocks_cf_, key);
       continue;
     }
     tomb.assign(1, 'T');
-    PutVersion(&tomb, {stamp.writer, stamp.seqs[i]});
+    PutVersion(&tomb, {stamp.writer, stamp.seqs.empty() ? 0 : stamp.seqs[i]});
     batch.Put(blocks_cf_, key, tomb);
   }
   rocksdb::WriteOptions wo;
   wo.sync = true;
   return FromRocks(db_->Write(wo, &batch), "trim blocks");
+}
+
+absl::StatusOr<std::vector<ScannedBlock>> BlockStore::ScanBlocks(
+    uint32_t vdi_id, uint64_t object_index, uint32_t block_index, uint32_t limit,
+    bool include_data, ScannedBlock* next, bool* done) const {
+  if (limit == 0) limit = 1024;
+  std::vector<ScannedBlock> out;
+  rocksdb::ReadOptions ro;
+  ro.verify_checksums = true;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, blocks_cf_));
+  *done = true;
+  uint32_t geometry_of = 0;
+  uint32_t bs = 0;
+  for (it->Seek(BlockKey(vdi_id, object_index, block_index)); it->Valid(); it->Next()) {
+    const rocksdb::Slice k = it->key();
+    if (k.size() != 16) {
+      return absl::DataLossError(absl::StrCat("block key of ", k.size(), " bytes"));
+    }
+    ScannedBlock b;
+    b.vdi_id = static_cast<uint32_t>(GetBe(k.data(), 4));
+    b.object_index = GetBe(k.data() + 4, 8);
+    b.block_index = static_cast<uint32_t>(GetBe(k.data() + 12, 4));
+    if (out.size() == limit) {
+      *next = b;
+      *done = false;
+      break;
+    }
+    if (b.vdi_id != geometry_of) {
+      auto g = GetVdi(b.vdi_id);
+      bs = g.ok() ? g->block_size() : 0;  // blocks of a deleted VDI: about to be removed
+      geometry_of = b.vdi_id;
+    }
+    if (bs == 0) continue;
+    const std::string value = it->value().ToString();
+    RC_ASSIGN_OR_RETURN(StoredBlock sb,
+                        DecodeBlock(value, bs,
+                                    absl::StrCat("block ", b.block_index, " of object ",
+                                                 b.object_index, " of VDI ", b.vdi_id)));
+    b.trimmed = !sb.present;
+    b.version = sb.version;
+    if (include_data && sb.present) b.data.assign(sb.data, bs);
+    out.push_back(std::move(b));
+  }
+  RC_RETURN_IF_ERROR(FromRocks(it->status(), "scan blocks"));
+  return out;
 }
 
 absl::StatusOr<uint64_t> BlockStore::LogAppend(const std::vector<LogEntry>& records) {

@@ -56,6 +56,19 @@ struct WriteStamp {
   // Replay: store a block only if the stored one is not already as new, i.e. unless it carries
   // the same writer with a sequence >= this one.
   bool only_if_newer = false;
+  // Rebalancing copy: store a block only if there is no stored copy at all (neither data nor a
+  // tombstone), so the copy never replaces a write or trim that reached this node first.
+  bool only_if_absent = false;
+};
+
+// One entry of ScanBlocks.
+struct ScannedBlock {
+  uint32_t vdi_id = 0;
+  uint64_t object_index = 0;
+  uint32_t block_index = 0;
+  bool trimmed = false;  // a tombstone
+  std::string data;      // with include_data, one verified block
+  BlockVersion version;
 };
 
 struct ReadResult {
@@ -103,10 +116,20 @@ class BlockStore {
                                        const WriteStamp& stamp = {});
   absl::StatusOr<ReadResult> ReadBlocks(uint32_t vdi_id, uint64_t object_index,
                                         uint32_t first_block, uint32_t block_count) const;
-  // Drops the blocks. A stamped trim leaves a small tombstone carrying the version, so a log
-  // record older than the trim is never replayed over it.
+  // Drops the blocks, leaving a small tombstone carrying the stamp's version (none when
+  // unstamped): a log record older than the trim is never replayed over it, and a rebalancing
+  // copy (only_if_absent) never brings the data back. With `purge` the keys are removed
+  // entirely (rebalancing: this node is no longer a home of the blocks).
   absl::Status TrimBlocks(uint32_t vdi_id, uint64_t object_index, uint32_t first_block,
-                          uint32_t block_count, const WriteStamp& stamp = {});
+                          uint32_t block_count, const WriteStamp& stamp = {},
+                          bool purge = false);
+  // Returns up to `limit` stored blocks and tombstones with key >= (vdi, object, block), in key
+  // order; *next receives the key after the last one and *done is set when none remain.
+  // A block that fails its checksum is returned with include_data as kDataLoss.
+  absl::StatusOr<std::vector<ScannedBlock>> ScanBlocks(uint32_t vdi_id, uint64_t object_index,
+                                                       uint32_t block_index, uint32_t limit,
+                                                       bool include_data, ScannedBlock* next,
+                                                       bool* done) const;
 
   // Appends records atomically; each record's data must be one block of its (known) VDI and
   // match its checksum. Returns the log area's size in bytes afterwards.
@@ -135,7 +158,10 @@ class BlockStore {
   rocksdb::ColumnFamilyHandle* blocks_cf_ = nullptr;
   rocksdb::ColumnFamilyHandle* log_cf_ = nullptr;
 
-  absl::Mutex cond_mu_;  // serialises conditional (replay) writes
+  // Conditional writes (replay, rebalancing copies) hold it exclusively across their
+  // read-compare-write; every other block write or trim holds it shared, so none can slip in
+  // between a conditional write's read and its write.
+  absl::Mutex cond_mu_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<uint32_t, v1::VdiGeometry> vdis_ ABSL_GUARDED_BY(mu_);
   // Log size, recounted at Open and kept by atomics; a concurrent duplicate append of the same

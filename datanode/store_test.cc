@@ -133,6 +133,69 @@ TEST_F(StoreTest, TrimAndDeleteVdi) {
   EXPECT_EQ(store_->ReadBlocks(7, 1, 0, 1).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST_F(StoreTest, RebalancingCopyNeverReplacesAWriteOrTrim) {
+  // A copy lands where the node holds nothing ...
+  auto n = store_->WriteBlocks(7, 2, 0, Pattern('c'), {}, WriteStamp{3, {5}, false, true});
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_EQ(*n, 1u);
+  // ... but never over a block that a cache node wrote first ...
+  ASSERT_TRUE(store_->WriteBlocks(7, 2, 1, Pattern('w'), {}, WriteStamp{4, {9}}).ok());
+  n = store_->WriteBlocks(7, 2, 1, Pattern('o'), {}, WriteStamp{3, {50}, false, true});
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, 0u);
+  // ... nor over a trim, stamped or not: every trim leaves a tombstone.
+  ASSERT_TRUE(store_->TrimBlocks(7, 2, 2, 1).ok());
+  n = store_->WriteBlocks(7, 2, 2, Pattern('o'), {}, WriteStamp{3, {50}, false, true});
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, 0u);
+  auto r = store_->ReadBlocks(7, 2, 0, 3);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->data, Pattern('c') + Pattern('w') + Pattern('\0'));
+  EXPECT_EQ(r->present, (std::vector<bool>{true, true, false}));
+  // A purge removes block and tombstone alike: a later copy lands again.
+  ASSERT_TRUE(store_->TrimBlocks(7, 2, 0, 3, {}, /*purge=*/true).ok());
+  n = store_->WriteBlocks(7, 2, 2, Pattern('p'), {}, WriteStamp{3, {51}, false, true});
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, 1u);
+  EXPECT_EQ(store_->WriteBlocks(7, 2, 0, Pattern('x'), {}, WriteStamp{3, {1}, true, true})
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(StoreTest, ScanBlocksPagesInKeyOrder) {
+  ASSERT_TRUE(store_->WriteBlocks(7, 9, 3, Pattern('a') + Pattern('b'), {},
+                                  WriteStamp{2, {7, 8}})
+                  .ok());
+  ASSERT_TRUE(store_->WriteBlocks(7, 1, 0, Pattern('z'), {}).ok());
+  ASSERT_TRUE(store_->TrimBlocks(7, 4, 6, 1, WriteStamp{2, {9}}).ok());
+  std::vector<ScannedBlock> all;
+  ScannedBlock from;
+  for (int pages = 0;; ++pages) {
+    ASSERT_LT(pages, 10);
+    ScannedBlock next;
+    bool done = false;
+    auto page = store_->ScanBlocks(from.vdi_id, from.object_index, from.block_index, 2, true,
+                                   &next, &done);
+    ASSERT_TRUE(page.ok()) << page.status();
+    EXPECT_LE(page->size(), 2u);
+    for (auto& b : *page) all.push_back(std::move(b));
+    if (done) break;
+    from = next;
+  }
+  ASSERT_EQ(all.size(), 4u);
+  EXPECT_EQ(all[0].object_index, 1u);
+  EXPECT_EQ(all[0].data, Pattern('z'));
+  EXPECT_EQ(all[1].object_index, 4u);
+  EXPECT_TRUE(all[1].trimmed);
+  EXPECT_EQ(all[1].version.seq, 9u);
+  EXPECT_EQ(all[2].object_index, 9u);
+  EXPECT_EQ(all[2].block_index, 3u);
+  EXPECT_EQ(all[3].data, Pattern('b'));
+  EXPECT_EQ(all[3].version.writer, 2u);
+  EXPECT_EQ(all[3].version.seq, 8u);
+}
+
 LogEntry Rec(uint32_t node, uint64_t seq, char c) {
   LogEntry e{node, seq, 7, 2, 5, 0, Pattern(c)};
   e.checksum = BlockChecksum(e.data);
