@@ -268,6 +268,17 @@ absl::Status CacheNode::RegisterVdi(const v1::VdiGeometry& vdi) {
 // evict recovered blocks before any gateway registers their VDIs again (a restarted node with a
 // full SSD and unknown VDIs could otherwise free no slot). Format: "RCVDIS1\n", then per VDI
 // u32 length, VdiGeometry bytes, u8 mode; then the XXH3 checksum of everything before it.
+absl::Status CacheNode::SetDataRing(const DataRing& ring) {
+  absl::MutexLock l(&data_ring_mu_);
+  RC_RETURN_IF_ERROR(pool_->SetRing(ring));
+  RC_RETURN_IF_ERROR(SaveDataRing(DataRingPath(config_.ssd_path), pool_->ring()));
+  spdlog::info("data ring epoch {}: {} members{}", ring.epoch, ring.members.size(),
+               ring.target.empty() ? ""
+                                   : absl::StrCat(", writes also to the ", ring.target.size(),
+                                                  " members of the target ring"));
+  return absl::OkStatus();
+}
+
 absl::Status CacheNode::SaveVdis() {
   std::string body = "RCVDIS1\n";
   uint64_t gen;

@@ -151,6 +151,12 @@ class CacheNode {
   // REQUIRES: dirty blocks dropped were settled elsewhere (destaged, or the log replayed), and no
   // request for the dropped objects is being served (the gateway holds them).
   absl::StatusOr<DropResult> DropBlocks(bool drop_dirty, const ring::Ring* ring);
+  // Uses `ring` for the data nodes from now on (rebalancing; returns once no request uses the
+  // previous one) and keeps it in <ssd_path>.datanodes for the next start.
+  absl::Status SetDataRing(const DataRing& ring);
+  // Where SetDataRing keeps the ring of a node whose SSD file is `ssd_path`.
+  static std::string DataRingPath(const std::string& ssd_path) { return ssd_path + ".datanodes"; }
+  uint64_t data_ring_epoch() const { return pool_->ring().epoch; }
 
  private:
   static constexpr size_t kStripes = 1024;
@@ -195,6 +201,7 @@ class CacheNode {
   absl::Status RegisterVdiInMemory(const v1::VdiGeometry& vdi);
   // Persists / reloads the VDI table (geometry and mode) beside the SSD file.
   absl::Status SaveVdis();
+  absl::Mutex data_ring_mu_;  // serialises SetDataRing (pool switch + state file)
   absl::Status LoadVdis();
   // Sends `count` blocks home with fresh version stamps (write-through, write-around).
   absl::Status WriteHome(const Vdi& v, uint64_t object, uint32_t first, uint32_t count,

@@ -3,12 +3,19 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <google/protobuf/text_format.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
+#include <fstream>
+#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/blocking_counter.h"
 #include "absl/synchronization/mutex.h"
+#include "common/atomic_file.h"
 #include "common/checksum.h"
 #include "common/grpc_channel.h"
 #include "common/grpc_status.h"
@@ -34,38 +41,188 @@ bool Unreachable(const grpc::Status& s) {
 
 }  // namespace
 
+absl::Status DataRing::Validate() const {
+  if (members.empty()) return absl::InvalidArgumentError("data ring without members");
+  absl::flat_hash_map<uint32_t, int> seen;
+  for (const auto& n : nodes) {
+    if (n.id == 0) return absl::InvalidArgumentError("data node id 0");
+    if (n.address.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("data node ", n.id, " has no address"));
+    }
+    if (++seen[n.id] > 1) {
+      return absl::InvalidArgumentError(absl::StrCat("data node id ", n.id, " listed twice"));
+    }
+  }
+  for (const auto* ids : {&members, &target}) {
+    absl::flat_hash_map<uint32_t, int> in;
+    for (uint32_t id : *ids) {
+      if (!seen.contains(id)) {
+        return absl::InvalidArgumentError(absl::StrCat("ring member ", id, " has no address"));
+      }
+      if (++in[id] > 1) {
+        return absl::InvalidArgumentError(absl::StrCat("ring member ", id, " listed twice"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::vector<DataNodeEndpoint> DataRing::Endpoints(const std::vector<uint32_t>& ids) const {
+  std::vector<DataNodeEndpoint> out;
+  for (uint32_t id : ids) {
+    for (const auto& n : nodes) {
+      if (n.id == id) out.push_back(n);
+    }
+  }
+  return out;
+}
+
+v1::DataRing DataRing::ToProto() const {
+  v1::DataRing p;
+  p.set_epoch(epoch);
+  for (const auto& n : nodes) {
+    v1::DataNodeAddress* a = p.add_nodes();
+    a->set_id(n.id);
+    a->set_address(n.address);
+    a->set_weight(n.weight);
+    a->set_zone(n.zone);
+  }
+  for (uint32_t id : members) p.add_members(id);
+  for (uint32_t id : target) p.add_target(id);
+  return p;
+}
+
+DataRing DataRing::FromProto(const v1::DataRing& p) {
+  DataRing r;
+  r.epoch = p.epoch();
+  for (const auto& a : p.nodes()) {
+    r.nodes.push_back({a.id(), a.address(), a.weight() > 0 ? a.weight() : 1.0, a.zone()});
+  }
+  r.members.assign(p.members().begin(), p.members().end());
+  r.target.assign(p.target().begin(), p.target().end());
+  return r;
+}
+
+absl::Status SaveDataRing(const std::string& path, const DataRing& ring) {
+  std::string text;
+  if (!google::protobuf::TextFormat::PrintToString(ring.ToProto(), &text)) {
+    return absl::InternalError("cannot print the data ring");
+  }
+  return WriteFileAtomically(path, "# ringcache data ring (written by the node; do not edit)\n" + text);
+}
+
+absl::StatusOr<std::optional<DataRing>> LoadDataRing(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    if (errno == ENOENT) return std::optional<DataRing>();
+    return absl::UnavailableError(absl::StrCat("cannot read ", path, ": ", std::strerror(errno)));
+  }
+  std::stringstream body;
+  body << in.rdbuf();
+  v1::DataRing p;
+  if (!google::protobuf::TextFormat::ParseFromString(body.str(), &p)) {
+    return absl::DataLossError(absl::StrCat(path, " is not a data ring (damaged?)"));
+  }
+  DataRing r = DataRing::FromProto(p);
+  RC_RETURN_IF_ERROR(r.Validate());
+  return std::optional<DataRing>(std::move(r));
+}
+
+absl::StatusOr<ring::Ring> BuildDataRing(const std::vector<DataNodeEndpoint>& nodes) {
+  ring::RingConfig rc;
+  for (const auto& e : nodes) rc.members.push_back(ring::Member{e.id, e.weight, e.zone});
+  return ring::Ring::Build(rc);
+}
+
 absl::StatusOr<std::unique_ptr<DataNodePool>> DataNodePool::Create(
     const std::vector<DataNodeEndpoint>& nodes, metrics::Registry* registry, int rpc_timeout_ms) {
   if (nodes.empty()) return absl::InvalidArgumentError("no data nodes configured");
+  DataRing spec;
+  spec.nodes = nodes;
+  for (const auto& e : nodes) spec.members.push_back(e.id);
+  return Create(spec, registry, rpc_timeout_ms);
+}
+
+absl::StatusOr<std::unique_ptr<DataNodePool>> DataNodePool::Create(const DataRing& spec,
+                                                                  metrics::Registry* registry,
+                                                                  int rpc_timeout_ms) {
   std::unique_ptr<DataNodePool> pool(new DataNodePool());
+  pool->registry_ = registry;
   pool->rpc_timeout_ms_ = rpc_timeout_ms;
-  ring::RingConfig rc;
-  for (const auto& e : nodes) {
-    rc.members.push_back(ring::Member{e.id, e.weight, e.zone});
-    auto n = std::make_unique<Node>();
-    n->endpoint = e;
-    n->channel = PeerChannel(e.address);
-    n->stub = v1::DataNode::NewStub(n->channel);
-    if (registry != nullptr) {
-      n->latency = registry->GetHistogram("ringcache_cachenode_datanode_op_duration_seconds",
-                                          "Latency of data node operations seen by the cache node.",
-                                          {{"datanode", absl::StrCat(e.id)}});
-    }
-    if (pool->by_id_.contains(e.id)) {
-      return absl::InvalidArgumentError(absl::StrCat("data node id ", e.id, " listed twice"));
-    }
-    pool->by_id_[e.id] = n.get();
-    pool->nodes_.push_back(std::move(n));
-  }
-  RC_ASSIGN_OR_RETURN(ring::Ring r, ring::Ring::Build(rc));
-  pool->ring_ = std::make_unique<ring::Ring>(std::move(r));
+  RC_ASSIGN_OR_RETURN(std::shared_ptr<const View> v, pool->MakeView(spec));
+  absl::MutexLock l(&pool->mu_);
+  pool->view_ = std::move(v);
   return pool;
 }
 
-DataNodePool::Node* DataNodePool::Find(uint32_t id) const {
-  auto it = by_id_.find(id);
-  return it == by_id_.end() ? nullptr : it->second;
+absl::StatusOr<std::shared_ptr<const DataNodePool::View>> DataNodePool::MakeView(
+    const DataRing& spec) {
+  RC_RETURN_IF_ERROR(spec.Validate());
+  auto v = std::make_shared<View>();
+  v->spec = spec;
+  std::sort(v->spec.nodes.begin(), v->spec.nodes.end(),
+            [](const auto& a, const auto& b) { return a.id < b.id; });
+  RC_ASSIGN_OR_RETURN(ring::Ring r, BuildDataRing(v->spec.Endpoints(v->spec.members)));
+  v->ring = std::make_unique<ring::Ring>(std::move(r));
+  v->ring_members = v->spec.members;
+  if (!v->spec.target.empty()) {
+    RC_ASSIGN_OR_RETURN(ring::Ring t, BuildDataRing(v->spec.Endpoints(v->spec.target)));
+    v->target = std::make_unique<ring::Ring>(std::move(t));
+  }
+  absl::MutexLock l(&mu_);
+  for (const auto& e : v->spec.nodes) {
+    Node* found = nullptr;
+    for (const auto& n : all_nodes_) {
+      if (n->endpoint.id == e.id && n->endpoint.address == e.address) found = n.get();
+    }
+    if (found == nullptr) {
+      auto n = std::make_unique<Node>();
+      n->endpoint = e;
+      n->channel = PeerChannel(e.address);
+      n->stub = v1::DataNode::NewStub(n->channel);
+      if (registry_ != nullptr) {
+        n->latency = registry_->GetHistogram(
+            "ringcache_cachenode_datanode_op_duration_seconds",
+            "Latency of data node operations seen by the cache node.",
+            {{"datanode", absl::StrCat(e.id)}});
+      }
+      found = n.get();
+      all_nodes_.push_back(std::move(n));
+    }
+    found->endpoint.weight = e.weight;
+    v->nodes.push_back(found);
+    v->by_id[e.id] = found;
+  }
+  return std::shared_ptr<const View>(std::move(v));
 }
+
+std::shared_ptr<const DataNodePool::View> DataNodePool::view() const {
+  absl::MutexLock l(&mu_);
+  return view_;
+}
+
+absl::Status DataNodePool::SetRing(const DataRing& spec) {
+  absl::MutexLock set(&set_mu_);
+  std::shared_ptr<const View> old = view();
+  if (spec.epoch < old->spec.epoch) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "data ring epoch ", spec.epoch, " is older than the current ", old->spec.epoch));
+  }
+  if (spec.epoch == old->spec.epoch) return absl::OkStatus();
+  RC_ASSIGN_OR_RETURN(std::shared_ptr<const View> next, MakeView(spec));
+  {
+    absl::MutexLock l(&mu_);
+    view_ = std::move(next);
+  }
+  // Requests hold their snapshot for as long as they run: once only `old` is left holding the
+  // previous one, none of them can still send to the previous homes.
+  while (old.use_count() > 1) absl::SleepFor(absl::Milliseconds(1));
+  return absl::OkStatus();
+}
+
+DataRing DataNodePool::ring() const { return view()->spec; }
+
+DataNodePool::Node* DataNodePool::Find(uint32_t id) const { return view()->Find(id); }
 
 std::unique_ptr<grpc::ClientContext> DataNodePool::Context() const {
   auto ctx = std::make_unique<grpc::ClientContext>();
@@ -92,26 +249,28 @@ void DataNodePool::ProbeAll(int timeout_ms) {
     v1::HealthResponse resp;
     grpc::Status status;
   };
-  std::vector<Call> calls(nodes_.size());
+  const auto v = view();
+  const std::vector<Node*>& nodes = v->nodes;
+  std::vector<Call> calls(nodes.size());
   v1::HealthRequest req;
-  absl::BlockingCounter pending(static_cast<int>(nodes_.size()));
-  for (size_t i = 0; i < nodes_.size(); ++i) {
+  absl::BlockingCounter pending(static_cast<int>(nodes.size()));
+  for (size_t i = 0; i < nodes.size(); ++i) {
     calls[i].ctx.set_deadline(std::chrono::system_clock::now() +
                               std::chrono::milliseconds(timeout_ms));
-    nodes_[i]->stub->async()->Health(&calls[i].ctx, &req, &calls[i].resp,
+    nodes[i]->stub->async()->Health(&calls[i].ctx, &req, &calls[i].resp,
                                      [&, i](grpc::Status st) {
                                        calls[i].status = std::move(st);
                                        pending.DecrementCount();
                                      });
   }
   pending.Wait();
-  for (size_t i = 0; i < nodes_.size(); ++i) Note(nodes_[i].get(), calls[i].status);
+  for (size_t i = 0; i < nodes.size(); ++i) Note(nodes[i], calls[i].status);
 }
 
 std::vector<uint32_t> DataNodePool::DownFor(int64_t ms) const {
   std::vector<uint32_t> out;
   const int64_t now = NowMs();
-  for (const auto& n : nodes_) {
+  for (Node* n : view()->nodes) {
     const int64_t since = n->down_since_ms.load();
     if (since != 0 && now - since >= ms) out.push_back(n->endpoint.id);
   }
@@ -146,10 +305,28 @@ double DataNodePool::Load(uint32_t id) const {
          n->ewma_latency_s.load(std::memory_order_relaxed);
 }
 
+absl::StatusOr<std::vector<uint32_t>> DataNodePool::HomesIn(const View& v, uint32_t vdi,
+                                                           uint64_t object, int n) {
+  n = std::min<int>(n, static_cast<int>(v.ring_members.size()));
+  return v.ring->Owners(ring::ObjectKey{vdi, object}, n);
+}
+
+absl::StatusOr<std::vector<uint32_t>> DataNodePool::WriteHomesIn(const View& v, uint32_t vdi,
+                                                                uint64_t object, int n) {
+  RC_ASSIGN_OR_RETURN(std::vector<uint32_t> homes, HomesIn(v, vdi, object, n));
+  if (v.target == nullptr) return homes;
+  const int t = std::min<int>(n, static_cast<int>(v.spec.target.size()));
+  RC_ASSIGN_OR_RETURN(std::vector<uint32_t> more,
+                      v.target->Owners(ring::ObjectKey{vdi, object}, t));
+  for (uint32_t id : more) {
+    if (std::find(homes.begin(), homes.end(), id) == homes.end()) homes.push_back(id);
+  }
+  return homes;
+}
+
 absl::StatusOr<std::vector<uint32_t>> DataNodePool::Homes(uint32_t vdi, uint64_t object,
                                                          int n) const {
-  n = std::min<int>(n, static_cast<int>(nodes_.size()));
-  return ring_->Owners(ring::ObjectKey{vdi, object}, n);
+  return HomesIn(*view(), vdi, object, n);
 }
 
 double DataNodePool::HomeLoad(uint32_t vdi, uint64_t object, int n) const {
@@ -161,7 +338,7 @@ double DataNodePool::HomeLoad(uint32_t vdi, uint64_t object, int n) const {
 }
 
 absl::Status DataNodePool::PutVdi(const v1::VdiGeometry& vdi) {
-  for (auto& n : nodes_) {
+  for (Node* n : view()->nodes) {
     v1::PutVdiRequest req;
     *req.mutable_vdi() = vdi;
     v1::PutVdiResponse resp;
@@ -173,7 +350,7 @@ absl::Status DataNodePool::PutVdi(const v1::VdiGeometry& vdi) {
 }
 
 absl::Status DataNodePool::DeleteVdi(uint32_t vdi_id) {
-  for (auto& n : nodes_) {
+  for (Node* n : view()->nodes) {
     v1::DeleteVdiRequest req;
     req.set_vdi_id(vdi_id);
     v1::DeleteVdiResponse resp;
@@ -188,12 +365,13 @@ absl::Status DataNodePool::DeleteVdi(uint32_t vdi_id) {
 
 absl::StatusOr<BlockRun> DataNodePool::Read(uint32_t vdi, uint64_t object, uint32_t first,
                                             uint32_t count, int n, uint32_t block_size) {
-  RC_ASSIGN_OR_RETURN(std::vector<uint32_t> homes, Homes(vdi, object, n));
+  const auto v = view();
+  RC_ASSIGN_OR_RETURN(std::vector<uint32_t> homes, HomesIn(*v, vdi, object, n));
   SortByLoad(&homes);
   absl::Status last = absl::UnavailableError("no home replica");
   std::vector<uint32_t> corrupt;
   for (uint32_t id : homes) {
-    Node* node = Find(id);
+    Node* node = v->Find(id);
     v1::ReadBlocksRequest req;
     req.mutable_range()->set_vdi_id(vdi);
     req.mutable_range()->set_object_index(object);
@@ -222,7 +400,7 @@ absl::StatusOr<BlockRun> DataNodePool::Read(uint32_t vdi, uint64_t object, uint3
     run.present.assign(resp.present().begin(), resp.present().end());
     // Repair copies that failed their checksum from this good one (present blocks only).
     for (uint32_t bad : corrupt) {
-      Node* b = Find(bad);
+      Node* b = v->Find(bad);
       for (uint32_t i = 0; i < count; ++i) {
         if (!run.present[i]) continue;
         v1::WriteBlocksRequest w;
@@ -247,7 +425,8 @@ absl::StatusOr<BlockRun> DataNodePool::Read(uint32_t vdi, uint64_t object, uint3
 
 absl::StatusOr<std::vector<bool>> DataNodePool::Presence(uint32_t vdi, uint64_t object,
                                                          uint32_t first, uint32_t count, int n) {
-  RC_ASSIGN_OR_RETURN(std::vector<uint32_t> homes, Homes(vdi, object, n));
+  const auto v = view();
+  RC_ASSIGN_OR_RETURN(std::vector<uint32_t> homes, HomesIn(*v, vdi, object, n));
   SortByLoad(&homes);
   absl::Status last = absl::UnavailableError("no home replica");
   for (uint32_t id : homes) {
@@ -259,7 +438,7 @@ absl::StatusOr<std::vector<bool>> DataNodePool::Presence(uint32_t vdi, uint64_t 
     req.set_presence_only(true);
     v1::ReadBlocksResponse resp;
     auto ctx = Context();
-    grpc::Status s = Find(id)->stub->ReadBlocks(ctx.get(), req, &resp);
+    grpc::Status s = v->Find(id)->stub->ReadBlocks(ctx.get(), req, &resp);
     if (!s.ok() || resp.present_size() != static_cast<int>(count)) {
       last = s.ok() ? absl::DataLossError("short presence answer")
                     : FromGrpc(s, absl::StrCat("block status from data node ", id));
@@ -273,7 +452,8 @@ absl::StatusOr<std::vector<bool>> DataNodePool::Presence(uint32_t vdi, uint64_t 
 absl::Status DataNodePool::WriteAll(uint32_t vdi, uint64_t object, uint32_t first,
                                     const std::string& data, int n, const HomeStamp* stamp,
                                     uint32_t* stored) {
-  RC_ASSIGN_OR_RETURN(std::vector<uint32_t> homes, Homes(vdi, object, n));
+  const auto v = view();  // held until every write answered (SetRing waits for it)
+  RC_ASSIGN_OR_RETURN(std::vector<uint32_t> homes, WriteHomesIn(*v, vdi, object, n));
   v1::WriteBlocksRequest req;
   req.mutable_range()->set_vdi_id(vdi);
   req.mutable_range()->set_object_index(object);
@@ -293,7 +473,7 @@ absl::Status DataNodePool::WriteAll(uint32_t vdi, uint64_t object, uint32_t firs
   std::vector<Call> calls(homes.size());
   absl::BlockingCounter pending(static_cast<int>(homes.size()));
   for (size_t i = 0; i < homes.size(); ++i) {
-    Node* node = Find(homes[i]);
+    Node* node = v->Find(homes[i]);
     calls[i].ctx = Context();
     calls[i].start = std::chrono::steady_clock::now();
     node->inflight.fetch_add(1);
@@ -319,7 +499,8 @@ absl::Status DataNodePool::WriteAll(uint32_t vdi, uint64_t object, uint32_t firs
 
 absl::Status DataNodePool::TrimAll(uint32_t vdi, uint64_t object, uint32_t first,
                                    uint32_t count, int n, const HomeStamp* stamp) {
-  RC_ASSIGN_OR_RETURN(std::vector<uint32_t> homes, Homes(vdi, object, n));
+  const auto v = view();
+  RC_ASSIGN_OR_RETURN(std::vector<uint32_t> homes, WriteHomesIn(*v, vdi, object, n));
   for (uint32_t id : homes) {
     v1::TrimBlocksRequest req;
     req.mutable_range()->set_vdi_id(vdi);
@@ -333,7 +514,7 @@ absl::Status DataNodePool::TrimAll(uint32_t vdi, uint64_t object, uint32_t first
     v1::TrimBlocksResponse resp;
     auto ctx = Context();
     RC_RETURN_IF_ERROR(
-        FromGrpc(Find(id)->stub->TrimBlocks(ctx.get(), req, &resp),
+        FromGrpc(v->Find(id)->stub->TrimBlocks(ctx.get(), req, &resp),
                  absl::StrCat("trim on data node ", id)));
   }
   return absl::OkStatus();
@@ -341,14 +522,19 @@ absl::Status DataNodePool::TrimAll(uint32_t vdi, uint64_t object, uint32_t first
 
 std::vector<uint32_t> DataNodePool::node_ids() const {
   std::vector<uint32_t> ids;
-  for (const auto& n : nodes_) ids.push_back(n->endpoint.id);
+  for (Node* n : view()->nodes) ids.push_back(n->endpoint.id);
   return ids;
 }
 
 std::vector<uint32_t> DataNodePool::LogCandidates(uint32_t vdi, uint64_t object, int n) const {
-  const int total = static_cast<int>(nodes_.size());
+  return LogCandidatesIn(*view(), vdi, object, n);
+}
+
+std::vector<uint32_t> DataNodePool::LogCandidatesIn(const View& v, uint32_t vdi, uint64_t object,
+                                                    int n) {
+  const int total = static_cast<int>(v.ring_members.size());
   n = std::min(n, total);
-  auto order = ring_->Owners(ring::ObjectKey{vdi, object}, total);
+  auto order = v.ring->Owners(ring::ObjectKey{vdi, object}, total);
   if (!order.ok()) return {};
   // DESIGN §4: log copies live outside the object's N homes, on the next nodes of the data ring;
   // only when the cluster is too small do they fall back on the homes (last home first).
@@ -365,12 +551,13 @@ absl::StatusOr<LogAppendResult> DataNodePool::LogAppend(
     if (overlap) overlap();
     return result;
   }
-  std::vector<uint32_t> cand = LogCandidates(vdi, object, n);
+  const auto v = view();
+  std::vector<uint32_t> cand = LogCandidatesIn(*v, vdi, object, n);
   // Nodes that failed in the last second go last, so one dead node does not cost every write a
   // timeout (the order stays deterministic among healthy nodes).
   const int64_t now = NowMs();
   std::stable_partition(cand.begin(), cand.end(), [&](uint32_t id) {
-    const Node* n = Find(id);
+    const Node* n = v->Find(id);
     return n->down_since_ms.load() == 0 && now - n->failed_at_ms.load() > 1000;
   });
   struct Call {
@@ -387,7 +574,7 @@ absl::StatusOr<LogAppendResult> DataNodePool::LogAppend(
     next += want;
     absl::BlockingCounter pending(static_cast<int>(want));
     for (size_t i = 0; i < want; ++i) {
-      Node* node = Find(ids[i]);
+      Node* node = v->Find(ids[i]);
       calls[i].ctx = Context();
       node->inflight.fetch_add(1);
       const auto start = std::chrono::steady_clock::now();
@@ -417,7 +604,7 @@ absl::StatusOr<LogAppendResult> DataNodePool::LogAppend(
                                                copies, " data nodes: ", last.message()));
   }
   // Overlap: a holder that is one of the object's homes.
-  auto homes = Homes(vdi, object, n);
+  auto homes = HomesIn(*v, vdi, object, n);
   if (homes.ok()) {
     for (uint32_t id : result.nodes) {
       if (std::find(homes->begin(), homes->end(), id) != homes->end()) ++result.overlapping;
@@ -439,10 +626,12 @@ std::vector<uint32_t> DataNodePool::LogReclaim(uint32_t cache_node,
     v1::LogReclaimResponse resp;
     grpc::Status status;
   };
-  std::vector<Call> calls(nodes_.size());
-  absl::BlockingCounter pending(static_cast<int>(nodes_.size()));
-  for (size_t i = 0; i < nodes_.size(); ++i) {
-    Node* node = nodes_[i].get();
+  const auto v = view();
+  const std::vector<Node*>& nodes = v->nodes;
+  std::vector<Call> calls(nodes.size());
+  absl::BlockingCounter pending(static_cast<int>(nodes.size()));
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    Node* node = nodes[i];
     calls[i].ctx = Context();
     node->stub->async()->LogReclaim(calls[i].ctx.get(), &req, &calls[i].resp,
                                     [&, i](grpc::Status s) {
@@ -451,9 +640,9 @@ std::vector<uint32_t> DataNodePool::LogReclaim(uint32_t cache_node,
                                     });
   }
   pending.Wait();
-  for (size_t i = 0; i < nodes_.size(); ++i) {
-    Note(nodes_[i].get(), calls[i].status);
-    if (!calls[i].status.ok()) failed.push_back(nodes_[i]->endpoint.id);
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    Note(nodes[i], calls[i].status);
+    if (!calls[i].status.ok()) failed.push_back(nodes[i]->endpoint.id);
   }
   return failed;
 }
@@ -461,7 +650,8 @@ std::vector<uint32_t> DataNodePool::LogReclaim(uint32_t cache_node,
 absl::Status DataNodePool::LogScan(uint32_t node, uint32_t cache_node, uint64_t from,
                                    bool include_data,
                                    const std::function<void(v1::LogRecord&)>& fn) {
-  Node* n = Find(node);
+  const auto v = view();
+  Node* n = v->Find(node);
   if (n == nullptr) return absl::InvalidArgumentError(absl::StrCat("unknown data node ", node));
   for (;;) {
     v1::LogScanRequest req;
@@ -485,7 +675,7 @@ absl::Status DataNodePool::LogScan(uint32_t node, uint32_t cache_node, uint64_t 
 absl::StatusOr<v1::LogRecord> DataNodePool::FetchLogRecord(uint32_t cache_node, uint64_t seq) {
   absl::Status last = absl::NotFoundError(
       absl::StrCat("log record ", seq, " of cache node ", cache_node, " is on no data node"));
-  for (const auto& n : nodes_) {
+  for (Node* n : view()->nodes) {
     v1::LogScanRequest req;
     req.set_cache_node_id(cache_node);
     req.set_from_sequence(seq);
@@ -504,6 +694,85 @@ absl::StatusOr<v1::LogRecord> DataNodePool::FetchLogRecord(uint32_t cache_node, 
     }
   }
   return last;
+}
+
+absl::StatusOr<BlockScanPage> DataNodePool::ScanBlocks(uint32_t node, ring::ObjectKey from,
+                                                       uint32_t from_block, uint32_t limit,
+                                                       bool include_data) {
+  const auto v = view();
+  Node* n = v->Find(node);
+  if (n == nullptr) return absl::InvalidArgumentError(absl::StrCat("unknown data node ", node));
+  v1::ScanBlocksRequest req;
+  req.set_vdi_id(from.vdi_id);
+  req.set_object_index(from.object_index);
+  req.set_block_index(from_block);
+  req.set_limit(limit);
+  req.set_include_data(include_data);
+  v1::ScanBlocksResponse resp;
+  auto ctx = Context();
+  grpc::Status s = n->stub->ScanBlocks(ctx.get(), req, &resp);
+  Note(n, s);
+  RC_RETURN_IF_ERROR(FromGrpc(s, absl::StrCat("block scan on data node ", node)));
+  BlockScanPage page;
+  page.blocks.assign(std::make_move_iterator(resp.mutable_blocks()->begin()),
+                     std::make_move_iterator(resp.mutable_blocks()->end()));
+  page.done = resp.done();
+  page.next_object = ring::ObjectKey{resp.next_vdi_id(), resp.next_object_index()};
+  page.next_block = resp.next_block_index();
+  return page;
+}
+
+absl::StatusOr<uint32_t> DataNodePool::CopyBlocks(uint32_t node, uint32_t vdi, uint64_t object,
+                                                  uint32_t first, const std::string& data,
+                                                  const HomeStamp& stamp) {
+  const auto v = view();
+  Node* n = v->Find(node);
+  if (n == nullptr) return absl::InvalidArgumentError(absl::StrCat("unknown data node ", node));
+  v1::WriteBlocksRequest req;
+  req.mutable_range()->set_vdi_id(vdi);
+  req.mutable_range()->set_object_index(object);
+  req.mutable_range()->set_first_block(first);
+  req.set_data(data);
+  req.set_writer_node(stamp.writer);
+  for (uint64_t seq : stamp.seqs) req.add_versions(seq);
+  req.set_only_if_absent(true);
+  v1::WriteBlocksResponse resp;
+  auto ctx = Context();
+  grpc::Status s = n->stub->WriteBlocks(ctx.get(), req, &resp);
+  Note(n, s);
+  RC_RETURN_IF_ERROR(FromGrpc(s, absl::StrCat("copy to data node ", node)));
+  return resp.blocks_stored();
+}
+
+absl::Status DataNodePool::PurgeBlocks(uint32_t node, uint32_t vdi, uint64_t object,
+                                       uint32_t first, uint32_t count) {
+  const auto v = view();
+  Node* n = v->Find(node);
+  if (n == nullptr) return absl::InvalidArgumentError(absl::StrCat("unknown data node ", node));
+  v1::TrimBlocksRequest req;
+  req.mutable_range()->set_vdi_id(vdi);
+  req.mutable_range()->set_object_index(object);
+  req.mutable_range()->set_first_block(first);
+  req.mutable_range()->set_block_count(count);
+  req.set_purge(true);
+  v1::TrimBlocksResponse resp;
+  auto ctx = Context();
+  grpc::Status s = n->stub->TrimBlocks(ctx.get(), req, &resp);
+  Note(n, s);
+  return FromGrpc(s, absl::StrCat("purge on data node ", node));
+}
+
+absl::StatusOr<uint64_t> DataNodePool::BlockCount(uint32_t node) {
+  const auto v = view();
+  Node* n = v->Find(node);
+  if (n == nullptr) return absl::InvalidArgumentError(absl::StrCat("unknown data node ", node));
+  v1::StatsRequest req;
+  v1::StatsResponse resp;
+  auto ctx = Context();
+  grpc::Status s = n->stub->Stats(ctx.get(), req, &resp);
+  Note(n, s);
+  RC_RETURN_IF_ERROR(FromGrpc(s, absl::StrCat("stats of data node ", node)));
+  return resp.blocks();
 }
 
 }  // namespace ringcache::cachenode

@@ -3,8 +3,14 @@
 // which feeds read replica choice and LCR victim choice (paper 004 Alg. 1 takes device load as an
 // input; here a "device" is a home data node).
 //
-// Thread-safety: thread-safe. Membership is fixed at construction (static ring); cluster mode
-// replaces the whole pool.
+// The data ring can change while requests run (rebalancing after a data node joined, see
+// gateway/data_rebalancer.h): a DataRing names the `members` whose ring places reads, log copies
+// and — when no rebalance runs — writes; while a rebalance moves replicas it also names the
+// `target` members, and writes and trims go to the homes on both rings, so that the new homes
+// miss no write made after the copy of a block started. Every request works on one snapshot of
+// the ring (a View); SetRing returns only once no request uses an older snapshot.
+//
+// Thread-safety: thread-safe.
 #ifndef RINGCACHE_CACHENODE_DATANODE_POOL_H_
 #define RINGCACHE_CACHENODE_DATANODE_POOL_H_
 
@@ -12,14 +18,17 @@
 #include <functional>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "common/metrics.h"
 #include "ring/ring.h"
+#include "ringcache/v1/cachenode.pb.h"
 #include "ringcache/v1/datanode.grpc.pb.h"
 
 namespace ringcache::cachenode {
@@ -29,6 +38,38 @@ struct DataNodeEndpoint {
   std::string address;  // host:port of its gRPC service
   double weight = 1.0;
   std::string zone;
+};
+
+// The data nodes and data ring(s) a pool uses (see the file comment).
+struct DataRing {
+  uint64_t epoch = 0;                   // grows with every change
+  std::vector<DataNodeEndpoint> nodes;  // every node of members and target, by id
+  std::vector<uint32_t> members;        // the ring reads use
+  std::vector<uint32_t> target;         // empty unless a rebalance moves replicas there
+
+  // Returns OK, or kInvalidArgument naming the problem (no members, unknown or duplicate id).
+  absl::Status Validate() const;
+  // The endpoints of `ids`, in the order of `ids`.
+  std::vector<DataNodeEndpoint> Endpoints(const std::vector<uint32_t>& ids) const;
+  v1::DataRing ToProto() const;
+  static DataRing FromProto(const v1::DataRing& p);
+};
+
+// Keeps a data ring in a small state file (protobuf text, replaced atomically): cache nodes in
+// <ssd_path>.datanodes, the gateway in <dir>/data_ring. A ring that changed at run time wins over
+// the cluster file at the next start. Load returns nullopt when the file does not exist.
+absl::Status SaveDataRing(const std::string& path, const DataRing& ring);
+absl::StatusOr<std::optional<DataRing>> LoadDataRing(const std::string& path);
+
+// Builds the data ring over `nodes` exactly as DataNodePool places homes (same options).
+absl::StatusOr<ring::Ring> BuildDataRing(const std::vector<DataNodeEndpoint>& nodes);
+
+// One page of DataNodePool::ScanBlocks.
+struct BlockScanPage {
+  std::vector<v1::ScannedBlock> blocks;
+  bool done = true;
+  ring::ObjectKey next_object;  // where the next page starts (valid unless done)
+  uint32_t next_block = 0;
 };
 
 struct BlockRun {
@@ -53,11 +94,20 @@ struct LogAppendResult {
 
 class DataNodePool {
  public:
-  // Builds the data ring over `nodes`. `registry` (not owned, may be null) receives per-node
-  // latency metrics.
+  // Builds the data ring over `nodes` (epoch 0, all members). `registry` (not owned, may be
+  // null) receives per-node latency metrics.
   static absl::StatusOr<std::unique_ptr<DataNodePool>> Create(
       const std::vector<DataNodeEndpoint>& nodes, metrics::Registry* registry,
       int rpc_timeout_ms = 30000);
+  static absl::StatusOr<std::unique_ptr<DataNodePool>> Create(const DataRing& ring,
+                                                              metrics::Registry* registry,
+                                                              int rpc_timeout_ms = 30000);
+
+  // Switches to `ring`, then waits until no request still uses the previous one. An epoch
+  // below the current one is refused (kFailedPrecondition); the current epoch again changes
+  // nothing.
+  absl::Status SetRing(const DataRing& ring);
+  DataRing ring() const;
 
   // Registers the VDI's geometry on every data node.
   absl::Status PutVdi(const v1::VdiGeometry& vdi);
@@ -106,14 +156,32 @@ class DataNodePool {
                        const std::function<void(v1::LogRecord&)>& fn);
   // Fetches log record `seq` of `cache_node` from any data node that holds a good copy.
   absl::StatusOr<v1::LogRecord> FetchLogRecord(uint32_t cache_node, uint64_t seq);
+  // Every data node of the current ring(s).
   std::vector<uint32_t> node_ids() const;
+
+  // Rebalancing (gateway/data_rebalancer.h), one node at a time. Lists up to `limit` stored
+  // blocks and tombstones of data node `node` from (from, from_block) on, in key order.
+  absl::StatusOr<BlockScanPage> ScanBlocks(uint32_t node, ring::ObjectKey from,
+                                           uint32_t from_block, uint32_t limit,
+                                           bool include_data);
+  // Copies blocks to data node `node` unless it holds any copy of them already (a write or trim
+  // that reached it first); returns how many it stored. The stamp keeps the source's versions.
+  absl::StatusOr<uint32_t> CopyBlocks(uint32_t node, uint32_t vdi, uint64_t object,
+                                      uint32_t first, const std::string& data,
+                                      const HomeStamp& stamp);
+  // Removes blocks (and tombstones) entirely from data node `node`, no longer one of their homes.
+  absl::Status PurgeBlocks(uint32_t node, uint32_t vdi, uint64_t object, uint32_t first,
+                           uint32_t count);
+  // Returns data node `node`'s stored block count (RocksDB's estimate).
+  absl::StatusOr<uint64_t> BlockCount(uint32_t node);
   // Asks every data node for its health (in parallel, `timeout_ms` each) to keep the up/down
   // view current even for nodes no request went to lately.
   void ProbeAll(int timeout_ms);
   // Returns the data nodes unreachable for at least `ms` milliseconds.
   std::vector<uint32_t> DownFor(int64_t ms) const;
 
-  size_t size() const { return nodes_.size(); }
+  // Number of ring members (the nodes reads use).
+  size_t size() const { return view()->ring_members.size(); }
   uint64_t repairs() const { return repairs_.load(); }
 
  private:
@@ -127,7 +195,30 @@ class DataNodePool {
     std::atomic<int64_t> down_since_ms{0}; // unreachable since (steady clock), 0 = reachable
     metrics::Histogram* latency = nullptr;
   };
+  // One snapshot of the ring(s) and nodes; requests hold it while they run.
+  struct View {
+    DataRing spec;
+    std::vector<Node*> nodes;  // of spec.nodes, same order
+    absl::flat_hash_map<uint32_t, Node*> by_id;
+    std::vector<uint32_t> ring_members;
+    std::unique_ptr<ring::Ring> ring;    // spec.members
+    std::unique_ptr<ring::Ring> target;  // spec.target; null when empty
+    Node* Find(uint32_t id) const {
+      auto it = by_id.find(id);
+      return it == by_id.end() ? nullptr : it->second;
+    }
+  };
   DataNodePool() = default;
+  std::shared_ptr<const View> view() const;
+  // Builds a view of `spec`, creating channels for nodes not seen before.
+  absl::StatusOr<std::shared_ptr<const View>> MakeView(const DataRing& spec);
+  // Read homes (ring of the members) and write homes (both rings while rebalancing).
+  static absl::StatusOr<std::vector<uint32_t>> HomesIn(const View& v, uint32_t vdi,
+                                                       uint64_t object, int n);
+  static absl::StatusOr<std::vector<uint32_t>> WriteHomesIn(const View& v, uint32_t vdi,
+                                                            uint64_t object, int n);
+  static std::vector<uint32_t> LogCandidatesIn(const View& v, uint32_t vdi, uint64_t object,
+                                               int n);
   Node* Find(uint32_t id) const;
   // Orders node ids by their load at the time of the call, least loaded first.
   void SortByLoad(std::vector<uint32_t>* ids) const;
@@ -136,10 +227,13 @@ class DataNodePool {
   void Note(Node* n, const grpc::Status& s);
   std::unique_ptr<grpc::ClientContext> Context() const;
 
-  std::vector<std::unique_ptr<Node>> nodes_;
-  absl::flat_hash_map<uint32_t, Node*> by_id_;
-  std::unique_ptr<ring::Ring> ring_;
+  metrics::Registry* registry_ = nullptr;
   int rpc_timeout_ms_ = 30000;
+  mutable absl::Mutex mu_;
+  std::shared_ptr<const View> view_ ABSL_GUARDED_BY(mu_);
+  // Every node ever used (views point into it; a node whose address changed keeps its old entry).
+  std::vector<std::unique_ptr<Node>> all_nodes_ ABSL_GUARDED_BY(mu_);
+  absl::Mutex set_mu_;  // serialises SetRing
   std::atomic<uint64_t> repairs_{0};
 };
 

@@ -90,8 +90,17 @@ int main(int argc, char** argv) {
   for (const auto& n : cluster->OfRole("datanode")) {
     endpoints.push_back({n.id, n.listen, n.weight, n.zone});
   }
-  auto pool = cachenode::DataNodePool::Create(endpoints, registry);
+  // A data ring set at run time (a rebalance after data nodes joined) wins over the file's list.
+  auto saved = cachenode::LoadDataRing(cachenode::CacheNode::DataRingPath(cc.ssd_path));
+  if (!saved.ok()) return Fail(1, saved.status().ToString());
+  auto pool = saved->has_value()
+                  ? cachenode::DataNodePool::Create(**saved, registry)
+                  : cachenode::DataNodePool::Create(endpoints, registry);
   if (!pool.ok()) return Fail(2, pool.status().ToString());
+  if (saved->has_value()) {
+    spdlog::info("data ring epoch {} from {} ({} members)", (*saved)->epoch,
+                 cachenode::CacheNode::DataRingPath(cc.ssd_path), (*saved)->members.size());
+  }
   auto node = cachenode::CacheNode::Create(cc, pool->get(), Clock::Real(), registry);
   if (!node.ok()) return Fail(1, node.status().ToString());
 

@@ -72,6 +72,8 @@ class CacheNodeService final : public v1::CacheNode::Service {
                           v1::AllocationResponse*) override;
   grpc::Status DropBlocks(grpc::ServerContext*, const v1::DropBlocksRequest*,
                           v1::DropBlocksResponse*) override;
+  grpc::Status SetDataRing(grpc::ServerContext*, const v1::DataRing*,
+                           v1::SetDataRingResponse*) override;
 
  private:
   // Returns OK if block I/O may be served, else the fence's refusal (counted).

@@ -1,5 +1,6 @@
 #include "gateway/admin_service.h"
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 
@@ -45,10 +46,38 @@ grpc::Status AdminService::SetVdiMode(grpc::ServerContext*, const v1::SetVdiMode
   return ToGrpc(router_->SetMode(req->name(), req->mode()));
 }
 
+std::vector<v1::NodeInfo> AdminService::Nodes() const {
+  std::vector<v1::NodeInfo> out;
+  std::function<cachenode::DataRing()> ring_of;
+  {
+    absl::MutexLock l(&mu_);
+    out = nodes_;
+    ring_of = data_ring_;
+  }
+  if (!ring_of) return out;
+  const cachenode::DataRing ring = ring_of();
+  for (const auto& e : ring.nodes) {
+    const bool member =
+        std::find(ring.members.begin(), ring.members.end(), e.id) != ring.members.end();
+    v1::NodeInfo* info = nullptr;
+    for (auto& n : out) {
+      if (n.role() == "datanode" && n.id() == e.id) info = &n;
+    }
+    if (info == nullptr) {
+      info = &out.emplace_back();
+      info->set_role("datanode");
+      info->set_id(e.id);
+      info->set_zone(e.zone);
+    }
+    info->set_address(e.address);
+    info->set_state(member ? "up" : "joining");
+  }
+  return out;
+}
+
 grpc::Status AdminService::ListNodes(grpc::ServerContext*, const v1::ListNodesRequest*,
                                      v1::ListNodesResponse* resp) {
-  absl::MutexLock l(&mu_);
-  for (const auto& n : nodes_) *resp->add_nodes() = n;
+  for (const auto& n : Nodes()) *resp->add_nodes() = n;
   return grpc::Status::OK;
 }
 
@@ -121,10 +150,13 @@ grpc::Status AdminService::ClusterStatus(grpc::ServerContext*, const v1::Cluster
   const uint64_t epoch = epoch_.load();
   // Static mode: one epoch per removal. Cluster mode: the etcd revision the ring follows.
   resp->set_epoch(epoch != 0 ? epoch : 1 + router_->removed().size());
+  for (const auto& n : Nodes()) *resp->add_nodes() = n;
+  std::function<v1::DataRebalance()> rebalance;
   {
     absl::MutexLock l(&mu_);
-    for (const auto& n : nodes_) *resp->add_nodes() = n;
+    rebalance = rebalance_status_;
   }
+  if (rebalance) *resp->mutable_rebalance() = rebalance();
   resp->set_vdis(router_->List().size());
   std::vector<v1::VdiCacheStats> stats;
   absl::Status s = router_->Stats("", &stats);

@@ -54,6 +54,15 @@ class AdminService final : public v1::Admin::Service {
   // Cluster mode: ClusterStatus reports this epoch (the etcd revision of the membership the
   // ring follows) instead of the static one.
   void SetEpoch(uint64_t epoch) { epoch_.store(epoch); }
+  // Data rebalancing (gateway/data_rebalancer.h): ClusterStatus reports `status()`, and the
+  // data nodes of `ring()` are listed (joined ones too) with state "up" (ring member) or
+  // "joining" (replicas being copied to it). Set before serving.
+  void SetDataRingSource(std::function<v1::DataRebalance()> status,
+                         std::function<cachenode::DataRing()> ring) {
+    absl::MutexLock l(&mu_);
+    rebalance_status_ = std::move(status);
+    data_ring_ = std::move(ring);
+  }
   // Cluster mode: runs before an operator's RemoveNode of cache node `id` (the gateway marks the
   // node as drained in etcd, so that the membership does not bring it back). Set before serving.
   void SetBeforeRemove(std::function<absl::Status(uint32_t id)> hook) {
@@ -68,6 +77,10 @@ class AdminService final : public v1::Admin::Service {
   mutable absl::Mutex mu_;
   std::vector<v1::NodeInfo> nodes_ ABSL_GUARDED_BY(mu_);
   std::function<absl::Status(uint32_t)> before_remove_ ABSL_GUARDED_BY(mu_);
+  std::function<v1::DataRebalance()> rebalance_status_ ABSL_GUARDED_BY(mu_);
+  std::function<cachenode::DataRing()> data_ring_ ABSL_GUARDED_BY(mu_);
+  // The node list: the static one, with the data nodes of the current data ring merged in.
+  std::vector<v1::NodeInfo> Nodes() const;
 };
 
 }  // namespace ringcache::gateway

@@ -74,6 +74,9 @@ class LocalCacheClient : public CacheClient {
     if (!r.ok()) return r.status();
     return r->dirty_kept;
   }
+  absl::Status SetDataRing(const cachenode::DataRing& ring) override {
+    return node_->SetDataRing(ring);
+  }
 
  private:
   cachenode::CacheNode* const node_;
@@ -199,6 +202,11 @@ class GrpcCacheClient : public CacheClient {
     absl::Status s = FromGrpc(stub_->DropBlocks(ctx.get(), req, &resp), What("drop blocks"));
     if (!s.ok()) return s;
     return resp.dirty_blocks_kept();
+  }
+  absl::Status SetDataRing(const cachenode::DataRing& ring) override {
+    v1::SetDataRingResponse resp;
+    auto ctx = Ctx(120 * 1000);  // waits for the node's requests on the previous ring
+    return FromGrpc(stub_->SetDataRing(ctx.get(), ring.ToProto(), &resp), What("set data ring"));
   }
 
  private:

@@ -42,6 +42,9 @@ class CacheClient {
   // re-admits a quarantined node), else the clean blocks of objects that the cache ring of
   // `ring` does not give to this node. Returns the dirty blocks kept.
   virtual absl::StatusOr<uint64_t> DropBlocks(bool all, const std::vector<ring::Member>& ring) = 0;
+  // Makes the node use `ring` for its data nodes (the SetDataRing RPC); returns once it does
+  // and no request of the node still uses the previous ring.
+  virtual absl::Status SetDataRing(const cachenode::DataRing& ring) = 0;
 };
 
 // In-process client over a CacheNode (not owned).

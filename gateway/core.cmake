@@ -11,9 +11,14 @@ target_link_libraries(rc_gateway PUBLIC rc_nbd rc_cachenode rc_ring rc_proto)
 add_executable(ringcache-gateway ${CMAKE_CURRENT_LIST_DIR}/main.cc)
 target_link_libraries(ringcache-gateway PRIVATE rc_gateway rc_gateway_cluster CLI11::CLI11 spdlog::spdlog)
 
-# Cluster mode (etcd): the gateway follows the cache nodes registered in etcd.
-add_library(rc_gateway_cluster STATIC ${CMAKE_CURRENT_LIST_DIR}/membership_sync.cc)
+# Cluster mode (etcd): the gateway follows the cache nodes registered in etcd, and moves home
+# replicas when data nodes join (data_rebalancer).
+add_library(rc_gateway_cluster STATIC ${CMAKE_CURRENT_LIST_DIR}/membership_sync.cc
+            ${CMAKE_CURRENT_LIST_DIR}/data_rebalancer.cc)
 target_link_libraries(rc_gateway_cluster PUBLIC rc_gateway rc_membership)
 
 rc_add_gtest(router_membership_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/router_membership_test.cc
              LIBS rc_gateway rc_embedded_datanodes)
+
+rc_add_gtest(data_rebalancer_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/data_rebalancer_test.cc
+             LIBS rc_gateway_cluster rc_embedded_datanodes)

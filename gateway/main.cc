@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "cachenode/datanode_pool.h"
+#include "gateway/data_rebalancer.h"
 #include "common/cluster_file.h"
 #include "common/config.h"
 #include "common/daemon.h"
@@ -91,7 +92,13 @@ int main(int argc, char** argv) {
     infos.push_back(i);
     if (n.role == "datanode") endpoints.push_back({n.id, n.listen, n.weight, n.zone});
   }
-  auto pool = cachenode::DataNodePool::Create(endpoints, registry);
+  // The data ring as the last rebalance left it (data nodes joined at run time) wins over the
+  // cluster file's list.
+  const std::string data_ring_path = dir + "/data_ring";
+  auto saved_ring = cachenode::LoadDataRing(data_ring_path);
+  if (!saved_ring.ok()) return Fail(1, saved_ring.status().ToString());
+  auto pool = saved_ring->has_value() ? cachenode::DataNodePool::Create(**saved_ring, registry)
+                                      : cachenode::DataNodePool::Create(endpoints, registry);
   if (!pool.ok()) return Fail(2, pool.status().ToString());
   std::vector<gateway::CacheMember> members;
   for (const auto& n : cluster->OfRole("cachenode")) {
@@ -107,6 +114,15 @@ int main(int argc, char** argv) {
   if (absl::Status s = (*router)->LoadRemoved(dir + "/removed_cache_nodes"); !s.ok()) {
     return Fail(1, s.ToString());
   }
+  // Moves replicas when data nodes join (cluster mode), and gives every cache node — joining
+  // ones too — the current data ring.
+  gateway::DataRebalancer::Options ro;
+  ro.state_path = data_ring_path;
+  std::unique_ptr<gateway::DataRebalancer> rebalancer =
+      gateway::DataRebalancer::Start(router->get(), pool->get(), ro);
+  (*router)->SetJoinHook([r = rebalancer.get()](uint32_t node, gateway::CacheClient* c) {
+    return r->OnJoin(node, c);
+  });
   // Peers may still be starting: register the catalog with retries for up to a minute. In
   // cluster mode a cache node that stays down is taken out of the ring once the membership is
   // followed (below), and the others learn the VDIs on their first request: go on after 20 s.
@@ -131,6 +147,8 @@ int main(int argc, char** argv) {
   if (absl::Status s = fe.Start(fc, router->get(), infos, registry); !s.ok()) {
     return Fail(1, s.ToString());
   }
+  fe.admin()->SetDataRingSource([r = rebalancer.get()] { return r->Status(); },
+                                [p = pool->get()] { return p->ring(); });
   spdlog::info("ringcache-gateway {} ready: NBD port {}, admin port {}, metrics port {}", id,
                fe.nbd_port(), fe.admin_port(), fe.http_port());
   // Cluster mode: register, then make the cache ring follow the cache nodes registered in etcd.
@@ -164,7 +182,8 @@ int main(int argc, char** argv) {
           admin->SetNodeState("cachenode", node, state);
         },
         [admin](uint64_t epoch) { admin->SetEpoch(epoch); });
-    spdlog::info("cluster mode: registered as {}; following the cache nodes in etcd at {}",
+    rebalancer->FollowEtcd(presence->client(), etcd_settings.prefix);
+    spdlog::info("cluster mode: registered as {}; following the nodes in etcd at {}",
                  presence->registration()->key(), etcd_settings.endpoints);
   }
   if (absl::Status s = WriteReadyFile(ready_file.value_or(""),
@@ -176,8 +195,9 @@ int main(int argc, char** argv) {
   }
   spdlog::info("signal {}: shutting down", WaitForTerminationSignal());
   sync.reset();
-  presence.reset();
   fe.Stop();
+  rebalancer.reset();  // after the admin service (it reports its status), before etcd's client
+  presence.reset();
   spdlog::info("stopped");
   return 0;
 }

@@ -181,6 +181,20 @@ std::vector<CacheMember*> Router::Live() const {
   return out;
 }
 
+std::vector<std::pair<uint32_t, CacheClient*>> Router::ServingOrJoining() const {
+  absl::MutexLock l(&mu_);
+  std::vector<std::pair<uint32_t, CacheClient*>> out;
+  for (const auto& m : members_) {
+    if (!removed_.contains(m.id) || m.id == joining_id_) out.emplace_back(m.id, m.client.get());
+  }
+  return out;
+}
+
+void Router::SetJoinHook(std::function<absl::Status(uint32_t, CacheClient*)> hook) {
+  absl::MutexLock l(&mu_);
+  join_hook_ = std::move(hook);
+}
+
 std::vector<uint32_t> Router::removed() const {
   absl::MutexLock l(&mu_);
   std::vector<uint32_t> out(removed_.begin(), removed_.end());
@@ -304,6 +318,7 @@ absl::Status Router::AddCacheNode(uint32_t id,
       return absl::FailedPreconditionError("another cache node is being removed or added");
     }
     joining_ = true;
+    joining_id_ = id;
     say("holding every request; waiting for requests in flight");
     auto drained = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       for (const auto& [node, n] : inflight_) {
@@ -337,6 +352,12 @@ absl::Status Router::AddCacheNode(uint32_t id,
     for (const auto& r : catalog_->List()) {
       RC_RETURN_IF_ERROR(joiner->RegisterVdi(r.geometry, r.mode));
     }
+    std::function<absl::Status(uint32_t, CacheClient*)> hook;
+    {
+      absl::MutexLock l(&mu_);
+      hook = join_hook_;
+    }
+    if (hook) RC_RETURN_IF_ERROR(hook(id, joiner));
     return absl::OkStatus();
   };
   absl::Status s;
@@ -348,6 +369,7 @@ absl::Status Router::AddCacheNode(uint32_t id,
   }
   absl::MutexLock l(&mu_);
   joining_ = false;
+  joining_id_ = 0;
   if (!s.ok()) return s;
   removed_.erase(id);
   absl::Status rs = RebuildRing();

@@ -13,9 +13,11 @@
 #ifndef RINGCACHE_GATEWAY_ROUTER_H_
 #define RINGCACHE_GATEWAY_ROUTER_H_
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -96,6 +98,13 @@ class Router : public ExportProvider {
   // changes (the node stays removed; dropped clean blocks are only a colder cache).
   absl::Status AddCacheNode(uint32_t id, const std::function<void(const std::string&)>& progress,
                             int attempts = 60);
+  // Runs `hook(id, client)` on a joining cache node after its VDIs are registered and before it
+  // serves (a failure fails the attempt, which is retried). The data rebalancer uses it to give
+  // the node the current data ring. Set before serving.
+  void SetJoinHook(std::function<absl::Status(uint32_t, CacheClient*)> hook);
+  // The members that serve, plus a node being added (AddCacheNode) from the moment it is picked
+  // until it serves or fails: whoever must follow a change of the data ring.
+  std::vector<std::pair<uint32_t, CacheClient*>> ServingOrJoining() const;
 
  private:
   Router() = default;
@@ -116,6 +125,8 @@ class Router : public ExportProvider {
   absl::flat_hash_set<uint32_t> removed_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<uint32_t> removing_ ABSL_GUARDED_BY(mu_);
   bool joining_ ABSL_GUARDED_BY(mu_) = false;  // AddCacheNode holds every request
+  uint32_t joining_id_ ABSL_GUARDED_BY(mu_) = 0;
+  std::function<absl::Status(uint32_t, CacheClient*)> join_hook_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint32_t, int> inflight_ ABSL_GUARDED_BY(mu_);
   std::string removed_path_ ABSL_GUARDED_BY(mu_);
 };

@@ -1,0 +1,435 @@
+// Moving home replicas after the data ring changed: see data_rebalancer.h for the four steps.
+#include "gateway/data_rebalancer.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/atomic_file.h"
+#include "common/status_macros.h"
+
+namespace ringcache::gateway {
+namespace {
+
+using cachenode::DataNodeEndpoint;
+using cachenode::DataRing;
+
+// Consecutive blocks of one object bound for the same nodes, with one writer's stamps.
+struct Run {
+  uint32_t vdi = 0;
+  uint64_t object = 0;
+  uint32_t first = 0;
+  uint32_t count = 0;
+  uint32_t writer = 0;
+  std::vector<uint64_t> seqs;
+  std::string data;
+  std::vector<uint32_t> to;  // destination (copy) or holder (purge) nodes
+
+  bool Extends(const v1::ScannedBlock& b, uint32_t writer_of_b,
+               const std::vector<uint32_t>& dest) const {
+    return count > 0 && b.vdi_id() == vdi && b.object_index() == object &&
+           b.block_index() == first + count && writer_of_b == writer && dest == to;
+  }
+};
+
+int Copies(int replication, size_t members) {
+  return std::min<int>(std::max(replication, 1), static_cast<int>(members));
+}
+
+std::string PurgeMarker(const std::string& state_path) { return state_path + ".purge"; }
+
+}  // namespace
+
+std::unique_ptr<DataRebalancer> DataRebalancer::Start(Router* router,
+                                                      cachenode::DataNodePool* pool,
+                                                      Options options) {
+  std::unique_ptr<DataRebalancer> r(new DataRebalancer(router, pool, std::move(options)));
+  r->thread_ = std::thread([p = r.get()] { p->Loop(); });
+  return r;
+}
+
+DataRebalancer::DataRebalancer(Router* router, cachenode::DataNodePool* pool, Options options)
+    : router_(router), pool_(pool), options_(std::move(options)) {
+  if (!options_.state_path.empty()) {
+    purge_pending_ = std::filesystem::exists(PurgeMarker(options_.state_path));
+  }
+  const DataRing ring = pool_->ring();
+  status_.set_state("preparing");
+  status_.set_data_epoch(ring.epoch);
+  for (uint32_t id : ring.members) status_.add_members(id);
+  for (uint32_t id : ring.target) status_.add_target(id);
+}
+
+DataRebalancer::~DataRebalancer() {
+  watcher_.reset();
+  {
+    absl::MutexLock l(&mu_);
+    stop_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+bool DataRebalancer::Stopping() const {
+  absl::MutexLock l(&mu_);
+  return stop_;
+}
+
+void DataRebalancer::Add(const std::vector<DataNodeEndpoint>& nodes) {
+  absl::MutexLock l(&mu_);
+  for (const auto& n : nodes) {
+    auto same = [&](const DataNodeEndpoint& e) { return e.id == n.id; };
+    if (std::none_of(wanted_.begin(), wanted_.end(), same)) {
+      wanted_.push_back(n);
+      idle_ = false;
+    }
+  }
+}
+
+void DataRebalancer::FollowEtcd(membership::EtcdClient* client, const std::string& prefix) {
+  membership::MembershipWatcher::Options o;
+  o.prefix = prefix;
+  watcher_ = membership::MembershipWatcher::Start(
+      client, o, [this](const membership::MemberView& view) {
+        std::vector<DataNodeEndpoint> nodes;
+        for (const auto& r : view.nodes(membership::Role::kData)) {
+          nodes.push_back({r.id, r.address, r.weight, r.zone});
+        }
+        Add(nodes);
+      });
+}
+
+absl::Status DataRebalancer::OnJoin(uint32_t id, CacheClient* client) {
+  absl::MutexLock pl(&publish_mu_);
+  const DataRing ring = pool_->ring();
+  absl::Status s = client->SetDataRing(ring);
+  if (s.ok()) spdlog::info("cache node {} joins with data ring epoch {}", id, ring.epoch);
+  return s;
+}
+
+v1::DataRebalance DataRebalancer::Status() const {
+  absl::MutexLock l(&mu_);
+  return status_;
+}
+
+bool DataRebalancer::WaitIdle(absl::Duration timeout) const {
+  absl::MutexLock l(&mu_);
+  auto idle = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return idle_; };
+  return mu_.AwaitWithTimeout(absl::Condition(&idle), timeout);
+}
+
+void DataRebalancer::SetState(const std::string& state, const std::string& message) {
+  const DataRing ring = pool_->ring();
+  absl::MutexLock l(&mu_);
+  if (status_.state() != state) {
+    spdlog::info("data rebalance: {} (data ring epoch {})", state, ring.epoch);
+  }
+  status_.set_state(state);
+  status_.set_message(message);
+  status_.set_data_epoch(ring.epoch);
+  status_.clear_members();
+  status_.clear_target();
+  for (uint32_t id : ring.members) status_.add_members(id);
+  for (uint32_t id : ring.target) status_.add_target(id);
+}
+
+void DataRebalancer::Loop() {
+  bool published = false;
+  for (;;) {
+    if (Stopping()) return;
+    absl::Status s;
+    if (!published) {
+      // A restart may have left cache nodes one step behind: give them the ring first.
+      s = Publish(pool_->ring());
+      published = s.ok();
+    }
+    if (s.ok()) s = Step();
+    if (!s.ok()) {
+      if (Stopping()) return;
+      spdlog::warn("data rebalance: {}; retrying", s.ToString());
+      {
+        absl::MutexLock l(&mu_);
+        status_.set_message(s.ToString());
+      }
+      absl::MutexLock l(&mu_);
+      auto stop = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stop_; };
+      mu_.AwaitWithTimeout(absl::Condition(&stop), options_.retry_interval);
+      continue;
+    }
+    absl::MutexLock l(&mu_);
+    if (idle_) {
+      auto wake = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stop_ || !idle_; };
+      mu_.Await(absl::Condition(&wake));
+    }
+  }
+}
+
+absl::Status DataRebalancer::Step() {
+  DataRing cur = pool_->ring();
+  if (!cur.target.empty()) {
+    SetState("copying");
+    RC_RETURN_IF_ERROR(Copy(cur));
+    DataRing next;
+    next.epoch = cur.epoch + 1;
+    next.nodes = cur.Endpoints(cur.target);
+    next.members = cur.target;
+    SetState("switching");
+    if (!options_.state_path.empty()) {
+      RC_RETURN_IF_ERROR(WriteFileAtomically(PurgeMarker(options_.state_path), "purge\n"));
+    }
+    {
+      absl::MutexLock l(&mu_);
+      purge_pending_ = true;
+    }
+    RC_RETURN_IF_ERROR(Publish(next));
+    cur = next;
+  }
+  bool purge;
+  {
+    absl::MutexLock l(&mu_);
+    purge = purge_pending_;
+  }
+  if (purge) {
+    SetState("deleting");
+    RC_RETURN_IF_ERROR(Purge(cur));
+    if (!options_.state_path.empty()) {
+      std::error_code ec;
+      std::filesystem::remove(PurgeMarker(options_.state_path), ec);
+      if (ec) return absl::UnavailableError(absl::StrCat("cannot remove the purge marker: ",
+                                                         ec.message()));
+    }
+    absl::MutexLock l(&mu_);
+    purge_pending_ = false;
+  }
+  std::vector<DataNodeEndpoint> joining;
+  {
+    absl::MutexLock l(&mu_);
+    for (const auto& w : wanted_) {
+      if (std::find(cur.members.begin(), cur.members.end(), w.id) == cur.members.end()) {
+        joining.push_back(w);
+      }
+    }
+    if (joining.empty()) {
+      idle_ = true;
+      status_.set_state("idle");
+      status_.set_message("");
+      status_.set_data_epoch(cur.epoch);
+      status_.clear_members();
+      status_.clear_target();
+      for (uint32_t id : cur.members) status_.add_members(id);
+      return absl::OkStatus();
+    }
+    status_.set_blocks_scanned(0);
+    status_.set_blocks_estimated(0);
+    status_.set_blocks_copied(0);
+    status_.set_blocks_deleted(0);
+  }
+  DataRing prep = cur;
+  prep.epoch = cur.epoch + 1;
+  prep.target = cur.members;
+  std::vector<uint32_t> ids;
+  for (const auto& j : joining) {
+    prep.nodes.push_back(j);
+    prep.target.push_back(j.id);
+    ids.push_back(j.id);
+  }
+  spdlog::info("data rebalance: data nodes {} join the ring of {}", absl::StrJoin(ids, ","),
+               absl::StrJoin(cur.members, ","));
+  SetState("preparing", absl::StrCat("registering VDIs on data nodes ", absl::StrJoin(ids, ",")));
+  return Publish(prep);  // the next Step copies
+}
+
+absl::Status DataRebalancer::RegisterVdis() {
+  for (const VdiRecord& r : router_->catalog()->List()) {
+    RC_RETURN_IF_ERROR(pool_->PutVdi(r.geometry));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DataRebalancer::Publish(const DataRing& ring) {
+  {
+    absl::MutexLock pl(&publish_mu_);
+    RC_RETURN_IF_ERROR(pool_->SetRing(ring));
+    if (!options_.state_path.empty()) {
+      RC_RETURN_IF_ERROR(cachenode::SaveDataRing(options_.state_path, ring));
+    }
+  }
+  // New nodes must know every VDI before a cache node writes there; a VDI created while the
+  // pool switched is registered on the new nodes by this second pass.
+  RC_RETURN_IF_ERROR(RegisterVdis());
+  for (;;) {
+    std::vector<std::string> behind;
+    {
+      // Per round, so that a joining node (OnJoin) is not held up by a member that is down.
+      absl::MutexLock pl(&publish_mu_);
+      for (const auto& [id, client] : router_->ServingOrJoining()) {
+        absl::Status s = client->SetDataRing(ring);
+        if (!s.ok()) behind.push_back(absl::StrCat("cache node ", id, ": ", s.message()));
+      }
+    }
+    RC_RETURN_IF_ERROR(RegisterVdis());
+    if (behind.empty()) return absl::OkStatus();
+    // A member that is down is waited for until it answers or leaves the ring (its lease
+    // expires): it must not keep using an older ring.
+    {
+      absl::MutexLock l(&mu_);
+      status_.set_message(absl::StrCat("waiting for ", absl::StrJoin(behind, "; ")));
+    }
+    if (Stopping()) return absl::CancelledError("stopping");
+    absl::MutexLock l(&mu_);
+    auto stop = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stop_; };
+    mu_.AwaitWithTimeout(absl::Condition(&stop), options_.retry_interval);
+  }
+}
+
+absl::Status DataRebalancer::Copy(const DataRing& ring) {
+  RC_ASSIGN_OR_RETURN(ring::Ring old_ring, cachenode::BuildDataRing(ring.Endpoints(ring.members)));
+  RC_ASSIGN_OR_RETURN(ring::Ring new_ring, cachenode::BuildDataRing(ring.Endpoints(ring.target)));
+  absl::flat_hash_map<uint32_t, int> replication;
+  for (const VdiRecord& r : router_->catalog()->List()) {
+    replication[r.geometry.vdi_id()] = static_cast<int>(r.geometry.replication());
+  }
+  // A block is copied by the scan of its first reachable old home (all of them hold every
+  // acknowledged write: home writes succeed only on all of them).
+  pool_->ProbeAll(2000);
+  const std::vector<uint32_t> down_list = pool_->DownFor(0);
+  const absl::flat_hash_set<uint32_t> down(down_list.begin(), down_list.end());
+  uint64_t estimate = 0;
+  for (uint32_t id : ring.members) {
+    if (down.contains(id)) continue;
+    auto n = pool_->BlockCount(id);
+    if (n.ok()) estimate += *n;
+  }
+  {
+    absl::MutexLock l(&mu_);
+    status_.set_blocks_estimated(estimate);
+    status_.set_blocks_scanned(0);
+    status_.set_message(down.empty() ? ""
+                                     : absl::StrCat("copying from the other homes of data nodes ",
+                                                    absl::StrJoin(down_list, ","), " (down)"));
+  }
+  for (uint32_t d : ring.members) {
+    if (down.contains(d)) continue;
+    Run run;
+    uint64_t copied = 0;
+    auto flush = [&]() -> absl::Status {
+      if (run.count == 0) return absl::OkStatus();
+      cachenode::HomeStamp stamp;
+      stamp.writer = run.writer;
+      if (run.writer != 0) stamp.seqs = run.seqs;
+      for (uint32_t to : run.to) {
+        RC_ASSIGN_OR_RETURN(uint32_t stored, pool_->CopyBlocks(to, run.vdi, run.object, run.first,
+                                                               run.data, stamp));
+        copied += stored;
+      }
+      run = Run();
+      return absl::OkStatus();
+    };
+    ring::ObjectKey from;
+    uint32_t from_block = 0;
+    for (;;) {
+      if (Stopping()) return absl::CancelledError("stopping");
+      RC_ASSIGN_OR_RETURN(cachenode::BlockScanPage page,
+                          pool_->ScanBlocks(d, from, from_block, options_.scan_page, true));
+      if (options_.after_scan_for_test) options_.after_scan_for_test(page.blocks);
+      for (const v1::ScannedBlock& b : page.blocks) {
+        if (b.trimmed()) continue;  // nothing to copy: absent is absent
+        auto rep = replication.find(b.vdi_id());
+        if (rep == replication.end()) continue;  // VDI deleted meanwhile
+        const ring::ObjectKey key{b.vdi_id(), b.object_index()};
+        RC_ASSIGN_OR_RETURN(std::vector<uint32_t> old_homes,
+                            old_ring.Owners(key, Copies(rep->second, ring.members.size())));
+        auto src = std::find_if(old_homes.begin(), old_homes.end(),
+                                [&](uint32_t id) { return !down.contains(id); });
+        if (src == old_homes.end() || *src != d) continue;
+        RC_ASSIGN_OR_RETURN(std::vector<uint32_t> new_homes,
+                            new_ring.Owners(key, Copies(rep->second, ring.target.size())));
+        std::vector<uint32_t> dest;
+        for (uint32_t h : new_homes) {
+          if (std::find(old_homes.begin(), old_homes.end(), h) == old_homes.end()) {
+            dest.push_back(h);
+          }
+        }
+        if (dest.empty()) continue;
+        if (!run.Extends(b, b.writer(), dest)) {
+          RC_RETURN_IF_ERROR(flush());
+          run.vdi = b.vdi_id();
+          run.object = b.object_index();
+          run.first = b.block_index();
+          run.writer = b.writer();
+          run.to = dest;
+        }
+        ++run.count;
+        run.seqs.push_back(b.version());
+        run.data += b.data();
+      }
+      RC_RETURN_IF_ERROR(flush());
+      {
+        absl::MutexLock l(&mu_);
+        status_.set_blocks_scanned(status_.blocks_scanned() + page.blocks.size());
+        status_.set_blocks_copied(status_.blocks_copied() + copied);
+      }
+      copied = 0;
+      if (page.done) break;
+      from = page.next_object;
+      from_block = page.next_block;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DataRebalancer::Purge(const DataRing& ring) {
+  RC_ASSIGN_OR_RETURN(ring::Ring homes_ring, cachenode::BuildDataRing(ring.Endpoints(ring.members)));
+  absl::flat_hash_map<uint32_t, int> replication;
+  for (const VdiRecord& r : router_->catalog()->List()) {
+    replication[r.geometry.vdi_id()] = static_cast<int>(r.geometry.replication());
+  }
+  for (uint32_t d : ring.members) {
+    Run run;
+    auto flush = [&]() -> absl::Status {
+      if (run.count == 0) return absl::OkStatus();
+      RC_RETURN_IF_ERROR(pool_->PurgeBlocks(d, run.vdi, run.object, run.first, run.count));
+      {
+        absl::MutexLock l(&mu_);
+        status_.set_blocks_deleted(status_.blocks_deleted() + run.count);
+      }
+      run = Run();
+      return absl::OkStatus();
+    };
+    ring::ObjectKey from;
+    uint32_t from_block = 0;
+    for (;;) {
+      if (Stopping()) return absl::CancelledError("stopping");
+      RC_ASSIGN_OR_RETURN(cachenode::BlockScanPage page,
+                          pool_->ScanBlocks(d, from, from_block, 4096, false));
+      for (const v1::ScannedBlock& b : page.blocks) {
+        auto rep = replication.find(b.vdi_id());
+        if (rep == replication.end()) continue;
+        RC_ASSIGN_OR_RETURN(std::vector<uint32_t> homes,
+                            homes_ring.Owners(ring::ObjectKey{b.vdi_id(), b.object_index()},
+                                              Copies(rep->second, ring.members.size())));
+        if (std::find(homes.begin(), homes.end(), d) != homes.end()) continue;
+        if (!run.Extends(b, 0, run.to)) {
+          RC_RETURN_IF_ERROR(flush());
+          run.vdi = b.vdi_id();
+          run.object = b.object_index();
+          run.first = b.block_index();
+        }
+        ++run.count;
+      }
+      RC_RETURN_IF_ERROR(flush());
+      if (page.done) break;
+      from = page.next_object;
+      from_block = page.next_block;
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ringcache::gateway

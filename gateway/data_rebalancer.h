@@ -1,0 +1,112 @@
+// DataRebalancer: moves home replicas to their new data nodes when the data ring changes (a data
+// node joined; issue 5, DESIGN §7), without a read ever missing a block or seeing a stale one.
+//
+// The gateway owns the data ring: its epoch, members and (while moving) target live in
+// <gateway dir>/data_ring, and every cache node gets each change through SetDataRing before the
+// next step starts. A rebalance from members M to target T runs in four steps:
+//  1. preparing — the ring becomes (M, T): reads still go to the homes on M's ring, writes and
+//     trims go to the homes on both. The VDIs are registered on the new nodes first. Every cache
+//     node (and the gateway's own pool, used for log replay) must confirm it; a confirmation
+//     means no request of that node still uses the previous ring.
+//  2. copying — each block is copied from its first reachable home on M to each of its homes on
+//     T that M's ring did not have, with only_if_absent: a write or trim that reached the new
+//     home first (they all go there since step 1) is never overwritten by the copy. Copies
+//     before deletions: nothing is removed yet.
+//  3. switching — the ring becomes (T): reads and writes use T's homes, which now hold every
+//     block (copied, or written there since step 1). Again every node confirms.
+//  4. deleting — every member of T drops (purges) the blocks and tombstones it no longer homes.
+// A step that fails (a node unreachable) is retried; a gateway restart resumes from the saved
+// ring (steps are idempotent). Members are only added: a data node whose registration disappears
+// stays in the ring (its replicas are read from the others; DESIGN §7 data node loss), and
+// removing data nodes from the ring is not supported yet.
+//
+// Thread-safety: thread-safe; the work runs on one background thread.
+#ifndef RINGCACHE_GATEWAY_DATA_REBALANCER_H_
+#define RINGCACHE_GATEWAY_DATA_REBALANCER_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "cachenode/datanode_pool.h"
+#include "gateway/router.h"
+#include "membership/membership.h"
+#include "ringcache/v1/admin.pb.h"
+
+namespace ringcache::gateway {
+
+class DataRebalancer {
+ public:
+  struct Options {
+    std::string state_path;  // the saved data ring; "" keeps it in memory only (tests)
+    uint32_t scan_page = 256;  // blocks per scan page (with data)
+    absl::Duration retry_interval = absl::Seconds(1);
+    // Tests: runs after each page of the copy scan, before its blocks are copied (to write or
+    // trim blocks in between, as a client may).
+    std::function<void(const std::vector<v1::ScannedBlock>&)> after_scan_for_test;
+  };
+
+  // Starts the background thread. `router` and `pool` (the gateway's own data node pool, whose
+  // ring is the saved one) are not owned and must outlive the rebalancer. Resumes a rebalance
+  // that a restart interrupted, and gives every serving cache node the current ring.
+  static std::unique_ptr<DataRebalancer> Start(Router* router, cachenode::DataNodePool* pool,
+                                               Options options);
+  ~DataRebalancer();  // stops after the current page
+  DataRebalancer(const DataRebalancer&) = delete;
+  DataRebalancer& operator=(const DataRebalancer&) = delete;
+
+  // Asks for these data nodes to be ring members (in addition to the current ones).
+  void Add(const std::vector<cachenode::DataNodeEndpoint>& nodes);
+  // Cluster mode: adds every data node that registers under `prefix` in etcd. `client` is not
+  // owned and must outlive the rebalancer.
+  void FollowEtcd(membership::EtcdClient* client, const std::string& prefix);
+  // Gives a joining cache node the current data ring (Router::SetJoinHook).
+  absl::Status OnJoin(uint32_t id, CacheClient* client);
+
+  v1::DataRebalance Status() const;
+  // Returns true once nothing is to be moved, false if `timeout` passed first.
+  bool WaitIdle(absl::Duration timeout) const;
+
+ private:
+  DataRebalancer(Router* router, cachenode::DataNodePool* pool, Options options);
+  void Loop();
+  // One pass: finishes an interrupted rebalance, then moves to the wanted members if they
+  // differ from the ring's.
+  absl::Status Step();
+  // Switches the gateway's pool, saves the ring, and has every cache node confirm it.
+  absl::Status Publish(const cachenode::DataRing& ring);
+  absl::Status Copy(const cachenode::DataRing& ring);
+  absl::Status Purge(const cachenode::DataRing& ring);
+  absl::Status RegisterVdis();
+  void SetState(const std::string& state, const std::string& message = "");
+  bool Stopping() const;
+
+  Router* const router_;
+  cachenode::DataNodePool* const pool_;
+  const Options options_;
+
+  mutable absl::Mutex mu_;
+  std::vector<cachenode::DataNodeEndpoint> wanted_ ABSL_GUARDED_BY(mu_);
+  bool purge_pending_ ABSL_GUARDED_BY(mu_) = false;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  bool idle_ ABSL_GUARDED_BY(mu_) = false;
+  v1::DataRebalance status_ ABSL_GUARDED_BY(mu_);
+
+  // Held while a ring is given to cache nodes, so a joining node and a change never cross.
+  absl::Mutex publish_mu_;
+
+  std::thread thread_;
+  std::unique_ptr<membership::MembershipWatcher> watcher_;
+};
+
+}  // namespace ringcache::gateway
+
+#endif  // RINGCACHE_GATEWAY_DATA_REBALANCER_H_

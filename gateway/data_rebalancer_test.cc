@@ -1,0 +1,248 @@
+// Data rebalancing in one process: real data nodes (embedded gRPC servers), real cache nodes each
+// with its own data node pool (as separate processes have), the router and the rebalancer. A data
+// node joins while a writer keeps writing and trimming through the router in write-through mode
+// (so every write goes home during the move); afterwards every block reads back as last written,
+// from the data nodes (the cache dropped), and each block is stored exactly on its new homes.
+#include "gateway/data_rebalancer.h"
+
+#include <atomic>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cachenode/cache_node.h"
+#include "cachenode/testing/embedded_datanodes.h"
+#include "gtest/gtest.h"
+
+namespace ringcache::gateway {
+namespace {
+
+constexpr uint32_t kBs = 4096;
+constexpr uint32_t kObj = 16 * kBs;
+constexpr uint64_t kObjects = 48;
+constexpr uint64_t kBlocks = kObjects * kObj / kBs;
+constexpr uint32_t kReplication = 2;
+
+class DataRebalancerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = ::testing::TempDir() + "/data_rebalancer_" +
+           ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    dns_ = std::make_unique<cachenode::testing::EmbeddedDataNodes>(dir_, 4);
+    // Data nodes 1-3 form the ring; the fourth joins later.
+    initial_.nodes.assign(dns_->endpoints().begin(), dns_->endpoints().begin() + 3);
+    for (const auto& e : initial_.nodes) initial_.members.push_back(e.id);
+    gateway_pool_ = std::move(*cachenode::DataNodePool::Create(initial_, &registry_));
+    std::vector<CacheMember> members;
+    for (uint32_t id = 1; id <= 2; ++id) {
+      auto pool = cachenode::DataNodePool::Create(initial_, &registry_);
+      ASSERT_TRUE(pool.ok()) << pool.status();
+      cache_pools_.push_back(std::move(*pool));
+      cachenode::CacheNodeConfig cc;
+      cc.node_id = id;
+      cc.ssd_path = dir_ + "/ssd" + std::to_string(id);
+      cc.ssd_bytes = 4096 * kBs;
+      cc.ram_bytes = 16 * kBs;
+      auto n = cachenode::CacheNode::Create(cc, cache_pools_.back().get(), Clock::Real(),
+                                            &registry_);
+      ASSERT_TRUE(n.ok()) << n.status();
+      nodes_.push_back(std::move(*n));
+      members.push_back({id, 1.0, MakeLocalCacheClient(nodes_.back().get())});
+    }
+    VdiDefaults defaults;
+    defaults.object_size = kObj;
+    auto catalog = Catalog::Open(dir_ + "/catalog.txt", defaults);
+    ASSERT_TRUE(catalog.ok()) << catalog.status();
+    catalog_ = std::move(*catalog);
+    auto router = Router::Create(catalog_.get(), std::move(members), gateway_pool_.get());
+    ASSERT_TRUE(router.ok()) << router.status();
+    router_ = std::move(*router);
+    ASSERT_TRUE(router_->CreateVdi("v", kObjects * kObj, kObj, kReplication).ok());
+    auto dev = router_->Open("v");
+    ASSERT_TRUE(dev.ok()) << dev.status();
+    dev_ = *std::move(dev);
+    expected_.assign(kBlocks, std::string(kBs, '\0'));
+  }
+  void TearDown() override {
+    rebalancer_.reset();
+    dev_.reset();
+    router_.reset();
+    nodes_.clear();
+    cache_pools_.clear();
+    gateway_pool_.reset();
+    dns_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+  static std::string Block(uint64_t block, int round) {
+    std::string b(kBs, static_cast<char>('a' + (block * 7 + round) % 26));
+    std::memcpy(b.data(), &block, sizeof(block));
+    std::memcpy(b.data() + 8, &round, sizeof(round));
+    return b;
+  }
+  void WriteBlock(uint64_t block, int round) {
+    const std::string b = Block(block, round);
+    ASSERT_TRUE(dev_->Write(block * kBs, kBs, b.data(), false).ok()) << block;
+    expected_[block] = b;
+  }
+  // Reads every block from the data nodes (the cache nodes drop what they hold first).
+  int WrongBlocks() {
+    EXPECT_TRUE(router_->Flush("", nullptr).ok());
+    for (auto& n : nodes_) EXPECT_TRUE(n->DropBlocks(true, nullptr).ok());
+    int wrong = 0;
+    std::string buf(kBs, '\0');
+    for (uint64_t b = 0; b < kBlocks; ++b) {
+      EXPECT_TRUE(dev_->Read(b * kBs, kBs, buf.data()).ok()) << b;
+      if (buf != expected_[b]) ++wrong;
+    }
+    return wrong;
+  }
+
+  std::string dir_;
+  metrics::Registry registry_;
+  std::unique_ptr<cachenode::testing::EmbeddedDataNodes> dns_;
+  cachenode::DataRing initial_;
+  std::unique_ptr<cachenode::DataNodePool> gateway_pool_;
+  std::vector<std::unique_ptr<cachenode::DataNodePool>> cache_pools_;
+  std::vector<std::unique_ptr<cachenode::CacheNode>> nodes_;
+  std::unique_ptr<Catalog> catalog_;
+  std::unique_ptr<Router> router_;
+  std::shared_ptr<BlockDevice> dev_;
+  std::unique_ptr<DataRebalancer> rebalancer_;
+  std::vector<std::string> expected_;
+};
+
+TEST_F(DataRebalancerTest, JoiningDataNodeGetsItsReplicasWhileWritesGoOn) {
+  for (uint64_t b = 0; b < kBlocks; ++b) WriteBlock(b, 0);
+  ASSERT_TRUE(router_->Flush("", nullptr).ok());
+  ASSERT_TRUE(router_->SetMode("v", v1::WRITETHROUGH).ok());
+
+  DataRebalancer::Options o;
+  o.state_path = dir_ + "/data_ring";
+  o.scan_page = 16;  // many pages: writes interleave with the scan
+  o.retry_interval = absl::Milliseconds(50);
+  rebalancer_ = DataRebalancer::Start(router_.get(), gateway_pool_.get(), o);
+  ASSERT_TRUE(rebalancer_->WaitIdle(absl::Seconds(30)));
+  EXPECT_EQ(rebalancer_->Status().data_epoch(), 0u) << "nothing to move yet";
+
+  // A writer rewrites and trims blocks while data node 4 joins.
+  std::atomic<bool> stop{false};
+  std::atomic<int> rounds{0};
+  std::thread writer([&] {
+    std::mt19937_64 rng(42);
+    for (int round = 1; !stop.load() || round <= 200; ++round) {
+      const uint64_t b = rng() % kBlocks;
+      if (round % 5 == 0) {
+        ASSERT_TRUE(dev_->Trim(b * kBs, kBs).ok());
+        expected_[b].assign(kBs, '\0');
+      } else {
+        WriteBlock(b, round);
+      }
+      rounds.store(round);
+    }
+  });
+  rebalancer_->Add({dns_->endpoints()[3]});
+  ASSERT_TRUE(rebalancer_->WaitIdle(absl::Seconds(120)));
+  stop.store(true);
+  writer.join();
+
+  const v1::DataRebalance st = rebalancer_->Status();
+  EXPECT_EQ(st.state(), "idle");
+  EXPECT_EQ(st.data_epoch(), 2u) << "preparing (both rings), then switched";
+  EXPECT_EQ(st.members_size(), 4);
+  EXPECT_GT(st.blocks_copied(), 0u);
+  EXPECT_GT(st.blocks_deleted(), 0u);
+  EXPECT_GE(st.blocks_scanned(), kBlocks * kReplication / 2);
+  for (const auto& p : cache_pools_) {
+    EXPECT_EQ(p->ring().epoch, 2u);
+    EXPECT_EQ(p->ring().members.size(), 4u);
+    EXPECT_TRUE(p->ring().target.empty());
+  }
+  EXPECT_GE(rounds.load(), 200);
+
+  EXPECT_EQ(WrongBlocks(), 0) << "every block reads back as last written, from the new homes";
+
+  // Each block (or tombstone) is stored exactly on its homes of the new ring.
+  auto ring = cachenode::BuildDataRing(dns_->endpoints());
+  ASSERT_TRUE(ring.ok());
+  std::map<std::pair<uint64_t, uint32_t>, int> copies;
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t id = dns_->endpoints()[i].id;
+    datanode::ScannedBlock from, next;
+    bool done = false;
+    auto all = dns_->store(i)->ScanBlocks(0, 0, 0, 100000, false, &next, &done);
+    ASSERT_TRUE(all.ok()) << all.status();
+    ASSERT_TRUE(done);
+    for (const auto& b : *all) {
+      auto homes = ring->Owners({b.vdi_id, b.object_index}, kReplication);
+      ASSERT_TRUE(homes.ok());
+      EXPECT_NE(std::find(homes->begin(), homes->end(), id), homes->end())
+          << "data node " << id << " keeps object " << b.object_index << " it no longer homes";
+      if (!b.trimmed) ++copies[{b.object_index, b.block_index}];
+    }
+    if (i == 3) EXPECT_GT(all->size(), 0u) << "the new node holds replicas";
+  }
+  for (const auto& [key, n] : copies) {
+    EXPECT_EQ(n, static_cast<int>(kReplication)) << "object " << key.first << " block "
+                                                 << key.second;
+  }
+
+  // The ring survives a restart of the gateway's state: a new pool from the saved file.
+  auto saved = cachenode::LoadDataRing(dir_ + "/data_ring");
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  ASSERT_TRUE(saved->has_value());
+  EXPECT_EQ((*saved)->epoch, 2u);
+  EXPECT_EQ((*saved)->members.size(), 4u);
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/data_ring.purge"));
+  EXPECT_TRUE(std::filesystem::exists(dir_ + "/ssd1.datanodes"));
+}
+
+TEST_F(DataRebalancerTest, CopyNeverOverwritesWhatArrivedFirst) {
+  for (uint64_t b = 0; b < kBlocks; ++b) WriteBlock(b, 0);
+  ASSERT_TRUE(router_->SetMode("v", v1::WRITETHROUGH).ok());  // destages what is dirty
+  DataRebalancer::Options o;
+  o.scan_page = 8;
+  o.retry_interval = absl::Milliseconds(50);
+  // Between the scan of a page and the copy of its blocks, a client rewrites or trims every
+  // scanned block: the copies of the scanned (older) data must not land over them.
+  int round = 1;
+  o.after_scan_for_test = [&](const std::vector<v1::ScannedBlock>& page) {
+    for (const auto& sb : page) {
+      const uint64_t b = sb.object_index() * (kObj / kBs) + sb.block_index();
+      if (++round % 3 == 0) {
+        ASSERT_TRUE(dev_->Trim(b * kBs, kBs).ok());
+        expected_[b].assign(kBs, '\0');
+      } else {
+        WriteBlock(b, round);
+      }
+    }
+  };
+  rebalancer_ = DataRebalancer::Start(router_.get(), gateway_pool_.get(), o);
+  rebalancer_->Add({dns_->endpoints()[3]});
+  ASSERT_TRUE(rebalancer_->WaitIdle(absl::Seconds(120)));
+  EXPECT_GT(round, static_cast<int>(kBlocks)) << "every block was rewritten during the copy";
+  EXPECT_EQ(rebalancer_->Status().members_size(), 4);
+  EXPECT_EQ(WrongBlocks(), 0);
+}
+
+TEST_F(DataRebalancerTest, OlderRingIsRefused) {
+  cachenode::DataRing next = initial_;
+  next.epoch = 5;
+  ASSERT_TRUE(cache_pools_[0]->SetRing(next).ok());
+  next.epoch = 4;
+  EXPECT_EQ(cache_pools_[0]->SetRing(next).code(), absl::StatusCode::kFailedPrecondition);
+  next.epoch = 5;
+  EXPECT_TRUE(cache_pools_[0]->SetRing(next).ok()) << "the same epoch again changes nothing";
+  cachenode::DataRing bad = initial_;
+  bad.epoch = 6;
+  bad.members.push_back(99);
+  EXPECT_EQ(cache_pools_[0]->SetRing(bad).code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace ringcache::gateway
