@@ -237,15 +237,18 @@ TEST_F(CtlProcessTest, NodesAndStatus) {
   r = Ctl("status");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out,
-            "epoch:  1\n"
-            "nodes:  5 (2 cachenode, 3 datanode); 5 up\n"
-            "VDIs:   1\n"
-            "dirty:  0 B\n");
+            "epoch:      1\n"
+            "nodes:      5 (2 cachenode, 3 datanode); 5 up\n"
+            "VDIs:       1\n"
+            "dirty:      0 B\n"
+            "rebalance:  idle (data ring 1,2,3, epoch 0)\n");
   r = Ctl("--json status");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(JsonNumber(r.out, "epoch"), 1);
   EXPECT_EQ(JsonNumber(r.out, "vdis"), 1);
   EXPECT_EQ(JsonNumber(r.out, "dirty_bytes"), 0);
+  EXPECT_THAT(r.out, HasSubstr("\"rebalance\":{\"state\":\"idle\",\"data_epoch\":0,"
+                               "\"members\":[1,2,3],\"target\":[]"));
 
   // Data nodes cannot be removed without rebalancing; the gateway says why, the user sees it.
   r = Ctl("node remove 2 --role datanode");
@@ -293,7 +296,7 @@ TEST_F(CtlProcessTest, StatsAndFlushAfterNbdWrites) {
 
   // After a completed flush and no new writes, nothing is dirty.
   r = Ctl("status");
-  EXPECT_THAT(r.out, HasSubstr("dirty:  0 B\n"));
+  EXPECT_THAT(r.out, HasSubstr("dirty:      0 B\n"));
   r = Ctl("--json stats --vdi demo");
   EXPECT_EQ(JsonNumber(r.out, "dirty_bytes"), 0) << r.out;
 }

@@ -287,6 +287,17 @@ int main(int argc, char** argv) {
       !s.ok()) {
     return Fail(1, s.ToString());
   }
+  // Single-process mode has a static data ring: nothing is ever rebalanced.
+  fe.admin()->SetDataRingSource(
+      [p = pool->get()] {
+        v1::DataRebalance r;
+        r.set_state("idle");
+        const cachenode::DataRing ring = p->ring();
+        r.set_data_epoch(ring.epoch);
+        for (uint32_t id : ring.members) r.add_members(id);
+        return r;
+      },
+      [p = pool->get()] { return p->ring(); });
   std::string nbd_host;
   int ignored = 0;
   (void)SplitHostPort(cfg.nbd_listen, &nbd_host, &ignored);
