@@ -270,8 +270,10 @@ absl::Status CacheNode::RegisterVdi(const v1::VdiGeometry& vdi) {
 // u32 length, VdiGeometry bytes, u8 mode; then the XXH3 checksum of everything before it.
 absl::Status CacheNode::SetDataRing(const DataRing& ring) {
   absl::MutexLock l(&data_ring_mu_);
+  const uint64_t before = pool_->ring().epoch;
   RC_RETURN_IF_ERROR(pool_->SetRing(ring));
   RC_RETURN_IF_ERROR(SaveDataRing(DataRingPath(config_.ssd_path), pool_->ring()));
+  if (ring.epoch == before) return absl::OkStatus();
   spdlog::info("data ring epoch {}: {} members{}", ring.epoch, ring.members.size(),
                ring.target.empty() ? ""
                                    : absl::StrCat(", writes also to the ", ring.target.size(),

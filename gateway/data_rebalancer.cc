@@ -216,6 +216,12 @@ absl::Status DataRebalancer::Step() {
       }
     }
     if (joining.empty()) {
+      if (status_.state() != "idle" && status_.state() != "preparing") {
+        spdlog::info("data rebalance: done; data ring {} (epoch {}): {} blocks scanned, {} "
+                     "copied, {} deleted",
+                     absl::StrJoin(cur.members, ","), cur.epoch, status_.blocks_scanned(),
+                     status_.blocks_copied(), status_.blocks_deleted());
+      }
       idle_ = true;
       status_.set_state("idle");
       status_.set_message("");

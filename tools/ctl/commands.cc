@@ -397,6 +397,10 @@ absl::Status ClusterStatus(const AdminSession& s) {
   if (state == "idle") {
     rebalance = absl::StrCat("idle (data ring ", absl::StrJoin(r.members(), ","), ", epoch ",
                              r.data_epoch(), ")");
+    if (r.blocks_copied() + r.blocks_deleted() > 0) {
+      absl::StrAppend(&rebalance, "; last move: ", r.blocks_copied(), " blocks copied, ",
+                      r.blocks_deleted(), " deleted");
+    }
   } else {
     rebalance = absl::StrCat(state, " from data ring ", absl::StrJoin(r.members(), ","),
                              r.target_size() > 0 ? " to " : "", absl::StrJoin(r.target(), ","),
