@@ -112,17 +112,51 @@ bool MembershipSync::Remove(uint32_t id, const char* why) {
   return true;
 }
 
-bool MembershipSync::Reconcile(const MemberView& view) {
-  const std::vector<uint32_t> removed_list = router_->removed();
-  const std::set<uint32_t> removed(removed_list.begin(), removed_list.end());
+bool MembershipSync::Learn(const MemberView& view) {
   const std::vector<uint32_t> known = router_->member_ids();
   bool ok = true;
   for (const auto& rec : view.nodes(Role::kCache)) {
-    if (std::find(known.begin(), known.end(), rec.id) == known.end()) {
-      spdlog::warn("cache node {} registered at {} but is not in the cluster file: ignored",
-                   rec.id, rec.address);
+    if (std::find(known.begin(), known.end(), rec.id) != known.end()) continue;
+    if (Drained(rec.id)) {
+      if (said_drained_.insert(rec.id).second) {
+        spdlog::info("cache node {}: registered at {} but marked drained ({}): staying out",
+                     rec.id, rec.address, membership::DrainingKey(options_.prefix, rec.id));
+      }
+      continue;
     }
+    absl::Status s = router_->LearnCacheNode(rec.id, rec.address, rec.weight);
+    if (!s.ok()) {
+      spdlog::warn("cache node {} registered at {}: cannot take it in yet: {}", rec.id,
+                   rec.address, s.ToString());
+      ok = false;
+      continue;
+    }
+    if (on_state_) on_state_(rec.id, "joining");
   }
+  return ok;
+}
+
+bool MembershipSync::SameAddress(const MemberView& view, uint32_t id) {
+  const std::string known = router_->LearnedAddress(id);
+  if (known.empty()) return true;  // the cluster file's address
+  for (const auto& rec : view.nodes(Role::kCache)) {
+    if (rec.id != id || rec.address == known) continue;
+    if (said_moved_.insert(id).second) {
+      spdlog::warn("cache node {}: registered at {}, but it joined at {} and the gateway keeps "
+                   "that address: staying out (restart it at {})",
+                   id, rec.address, known, known);
+    }
+    return false;
+  }
+  said_moved_.erase(id);
+  return true;
+}
+
+bool MembershipSync::Reconcile(const MemberView& view) {
+  bool ok = Learn(view);
+  const std::vector<uint32_t> removed_list = router_->removed();
+  const std::set<uint32_t> removed(removed_list.begin(), removed_list.end());
+  const std::vector<uint32_t> known = router_->member_ids();
   for (uint32_t id : known) {
     const int64_t lease = view.LeaseOf(Role::kCache, id);
     const bool in_ring = !removed.contains(id);
@@ -153,6 +187,7 @@ bool MembershipSync::Reconcile(const MemberView& view) {
       continue;
     }
     said_drained_.erase(id);
+    if (!SameAddress(view, id)) continue;
     spdlog::info("cache node {}: registered; adding it to the ring", id);
     absl::Status s = router_->AddCacheNode(id, nullptr, /*attempts=*/10);
     if (!s.ok()) {

@@ -13,9 +13,10 @@
 //    since a node that lost its lease may have been replaced meanwhile.
 // The epoch is the etcd revision of the last view the ring was brought in line with.
 //
-// Only cache nodes of the static cluster file take part (their addresses come from there); a
-// registered cache node id that the file does not list is logged and ignored. One gateway per
-// cluster: two gateways would each settle and re-add on their own.
+// A registered cache node that the cluster file does not list is learned from its NodeRecord
+// (address, weight: Router::LearnCacheNode, kept in the gateway's state) and joins like a
+// returning node; it keeps the address it joined at (a node of the file keeps the file's). One
+// gateway per cluster: two gateways would each settle and re-add on their own.
 //
 // Thread-safety: thread-safe; callbacks run on the reconciler thread.
 #ifndef RINGCACHE_GATEWAY_MEMBERSHIP_SYNC_H_
@@ -46,7 +47,8 @@ class MembershipSync {
     // down).
     absl::Duration retry_interval = absl::Seconds(1);
   };
-  // Called after a cache node's state changed ("up", "removed") and after each epoch change.
+  // Called after a cache node's state changed ("joining": learned, not in the ring yet; "up";
+  // "removed") and after each epoch change.
   using StateCallback = std::function<void(uint32_t id, const std::string& state)>;
   using EpochCallback = std::function<void(uint64_t epoch)>;
 
@@ -72,6 +74,11 @@ class MembershipSync {
   // Brings the ring in line with `view`; false if some step failed (retried later).
   bool Reconcile(const membership::MemberView& view);
   bool Remove(uint32_t id, const char* why);
+  // Makes the router know every registered cache node that is not drained; false if one failed.
+  bool Learn(const membership::MemberView& view);
+  // Returns false (and says so once) if learned node `id` registered at another address than
+  // the one it joined at.
+  bool SameAddress(const membership::MemberView& view, uint32_t id);
 
   // Returns true if cache node `id` is marked drained (errors count as not drained).
   bool Drained(uint32_t id);
@@ -84,6 +91,7 @@ class MembershipSync {
   std::atomic<uint64_t> epoch_{0};
   std::map<uint32_t, int64_t> accepted_lease_;  // reconciler thread only
   std::set<uint32_t> said_drained_;             // reconciler thread only (log once)
+  std::set<uint32_t> said_moved_;               // reconciler thread only (log once)
 
   absl::Mutex mu_;
   std::optional<membership::MemberView> pending_ ABSL_GUARDED_BY(mu_);

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cstring>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include <unistd.h>
@@ -14,6 +16,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "common/atomic_file.h"
 #include "common/status_macros.h"
 
@@ -163,7 +166,7 @@ absl::StatusOr<std::unique_ptr<Router>> Router::Create(Catalog* catalog,
   RC_ASSIGN_OR_RETURN(ring::Ring ring, ring::Ring::Build(rc));
   absl::MutexLock l(&r->mu_);
   r->ring_ = std::make_unique<ring::Ring>(std::move(ring));
-  r->members_ = std::move(cache_nodes);
+  for (auto& m : cache_nodes) r->members_.push_back(std::move(m));
   return r;
 }
 
@@ -223,8 +226,13 @@ absl::Status Router::SaveRemoved() {
 absl::Status Router::LoadRemoved(const std::string& path) {
   absl::MutexLock l(&mu_);
   removed_path_ = path;
+  RC_RETURN_IF_ERROR(
+      LoadLearned((std::filesystem::path(path).parent_path() / "added_cache_nodes").string()));
   FILE* f = std::fopen(path.c_str(), "r");
-  if (f == nullptr) return absl::OkStatus();  // nothing removed yet
+  if (f == nullptr) {  // nothing removed yet; a learned node is out until it joins
+    for (const auto& [id, unused] : learned_) removed_.insert(id);
+    return absl::OkStatus();
+  }
   char line[64];
   while (std::fgets(line, sizeof(line), f) != nullptr) {
     if (line[0] == '#' || line[0] == '\n') continue;
@@ -233,7 +241,11 @@ absl::Status Router::LoadRemoved(const std::string& path) {
       std::fclose(f);
       return absl::DataLossError(absl::StrCat(path, ": not a node id: ", line));
     }
-    removed_.insert(id);
+    // An id the router does not know was being learned when the gateway stopped (LearnCacheNode
+    // writes this file first): forget it; it is learned again if it is still registered.
+    bool known = false;
+    for (const auto& m : members_) known = known || m.id == id;
+    if (known) removed_.insert(id);
   }
   std::fclose(f);
   if (removed_.size() >= members_.size()) {
@@ -294,9 +306,84 @@ absl::Status Router::RemoveCacheNode(
 }
 
 std::vector<uint32_t> Router::member_ids() const {
+  absl::MutexLock l(&mu_);
   std::vector<uint32_t> out;
   for (const auto& m : members_) out.push_back(m.id);
   return out;
+}
+
+void Router::SetClientFactoryForTest(ClientFactory factory) {
+  absl::MutexLock l(&mu_);
+  client_factory_ = std::move(factory);
+}
+
+std::unique_ptr<CacheClient> Router::NewClient(uint32_t id, const std::string& address) const {
+  return client_factory_ ? client_factory_(id, address) : MakeGrpcCacheClient(address);
+}
+
+std::string Router::LearnedAddress(uint32_t id) const {
+  absl::MutexLock l(&mu_);
+  auto it = learned_.find(id);
+  return it == learned_.end() ? "" : it->second.address;
+}
+
+absl::Status Router::SaveLearned() {
+  if (learned_path_.empty()) return absl::OkStatus();
+  std::string text =
+      "# cache nodes that registered in etcd but are not in the cluster file: id address weight\n";
+  for (const auto& [id, l] : learned_) {
+    absl::StrAppend(&text, id, " ", l.address, " ", l.weight, "\n");
+  }
+  return WriteFileAtomically(learned_path_, text);
+}
+
+absl::Status Router::LoadLearned(const std::string& path) {
+  learned_path_ = path;
+  std::ifstream in(path);
+  if (!in) return absl::OkStatus();  // none learned yet
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::vector<std::string> f = absl::StrSplit(line, ' ', absl::SkipWhitespace());
+    uint32_t id = 0;
+    double weight = 0;
+    if (f.size() != 3 || !absl::SimpleAtoi(f[0], &id) || !absl::SimpleAtod(f[2], &weight) ||
+        !(weight > 0)) {
+      return absl::DataLossError(absl::StrCat(path, ": not \"id address weight\": ", line));
+    }
+    bool known = false;
+    for (const auto& m : members_) known = known || m.id == id;
+    if (known) continue;  // the cluster file lists it now: its entry wins
+    learned_[id] = {f[1], weight};
+    members_.push_back({id, weight, NewClient(id, f[1])});
+    spdlog::info("cache node {} at {}: learned earlier in cluster mode (from {})", id, f[1], path);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Router::LearnCacheNode(uint32_t id, const std::string& address, double weight) {
+  absl::MutexLock l(&mu_);
+  for (const auto& m : members_) {
+    if (m.id == id) return absl::AlreadyExistsError(absl::StrCat("cache node ", id, " is known"));
+  }
+  if (!(weight > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("cache node ", id, ": weight ", weight));
+  }
+  // Removed first: a gateway restarted between the two writes forgets a removed id it does not
+  // know (LoadRemoved), whereas a learned node not marked removed would be routed to unjoined.
+  removed_.insert(id);
+  learned_[id] = {address, weight};
+  absl::Status s = SaveRemoved();
+  if (s.ok()) s = SaveLearned();
+  if (!s.ok()) {
+    removed_.erase(id);
+    learned_.erase(id);
+    return s;
+  }
+  members_.push_back({id, weight, NewClient(id, address)});
+  spdlog::info("cache node {} at {} (weight {}): learned from etcd; not in the ring yet", id,
+               address, weight);
+  return absl::OkStatus();
 }
 
 absl::Status Router::AddCacheNode(uint32_t id,
@@ -379,6 +466,7 @@ absl::Status Router::AddCacheNode(uint32_t id,
 }
 
 CacheClient* Router::Client(uint32_t id) const {
+  absl::MutexLock l(&mu_);
   for (const auto& m : members_) {
     if (m.id == id) return m.client.get();
   }

@@ -3,17 +3,19 @@
 // request in parallel), and assembles the reply. Also carries out VDI administration: every VDI
 // is registered on every data node (geometry checks) and cache node (its blocks' home).
 //
-// Membership: the cache nodes given at construction, minus those removed (RemoveCacheNode). A
-// removal holds the requests for the leaving node's objects while its dirty data is settled
-// (destaged by a live node, replayed from the log for a dead one), then routes them to their
-// next owners on the new ring; removals are kept in a state file so a restarted gateway never
-// routes to a removed node again.
+// Membership: the cache nodes given at construction plus those learned later (LearnCacheNode:
+// cluster mode, registered in etcd but not in the cluster file), minus those removed
+// (RemoveCacheNode). A removal holds the requests for the leaving node's objects while its dirty
+// data is settled (destaged by a live node, replayed from the log for a dead one), then routes
+// them to their next owners on the new ring; removals and learned nodes are kept in state files
+// so a restarted gateway routes to the same ring.
 //
 // Thread-safety: thread-safe.
 #ifndef RINGCACHE_GATEWAY_ROUTER_H_
 #define RINGCACHE_GATEWAY_ROUTER_H_
 
 #include <functional>
+#include <deque>
 #include <map>
 #include <memory>
 #include <string>
@@ -75,7 +77,9 @@ class Router : public ExportProvider {
   size_t cache_node_count() const;
   cachenode::DataNodePool* data_nodes() const { return data_nodes_; }
 
-  // Loads the removed cache nodes from `path` (if it exists) and keeps later removals there.
+  // Loads the removed cache nodes from `path` (if it exists) and keeps later removals there; also
+  // loads the learned cache nodes (LearnCacheNode) from `added_cache_nodes` in the same
+  // directory, and keeps later ones there. Call before serving.
   absl::Status LoadRemoved(const std::string& path);
   // Takes cache node `id` out of the cache ring. Requests for its objects wait (new ones) or
   // finish (in flight) first; then `settle(client, alive)` must leave none of the node's dirty
@@ -86,8 +90,23 @@ class Router : public ExportProvider {
       uint32_t id, const std::function<absl::Status(CacheClient*, bool alive)>& settle,
       const std::function<void(const std::string&)>& progress, int attempts = 600);
   std::vector<uint32_t> removed() const;
-  // Returns every cache node id the router knows (from construction), removed or not.
+  // Returns every cache node id the router knows (from construction or learned), removed or not.
   std::vector<uint32_t> member_ids() const;
+
+  // Creates the client of a learned cache node at `address` (default: MakeGrpcCacheClient).
+  using ClientFactory =
+      std::function<std::unique_ptr<CacheClient>(uint32_t id, const std::string& address)>;
+  // Replaces the client factory. Call before LoadRemoved and LearnCacheNode (tests).
+  void SetClientFactoryForTest(ClientFactory factory);
+  // Cluster mode: makes cache node `id`, registered at `address` with ring weight `weight` but not
+  // in the cluster file, a member that is out of the ring (as if removed), so that AddCacheNode
+  // can bring it in with the same safe join as a returning node. Kept in `added_cache_nodes` (see
+  // LoadRemoved), marked removed there first, so that a gateway restarted at any point neither
+  // forgets it nor routes to it before its join. kAlreadyExists if the router knows `id`.
+  absl::Status LearnCacheNode(uint32_t id, const std::string& address, double weight);
+  // Returns the address of learned cache node `id`, or "" for a node of the cluster file or an
+  // unknown one.
+  std::string LearnedAddress(uint32_t id) const;
 
   // Brings removed cache node `id` back into the ring (cluster mode: it registered again).
   // Simple rather than fast: every request is held (in-flight ones finish first); every current
@@ -118,9 +137,22 @@ class Router : public ExportProvider {
 
   Catalog* catalog_ = nullptr;
   cachenode::DataNodePool* data_nodes_ = nullptr;
-  std::vector<CacheMember> members_;  // fixed after Create; see removed_
+  absl::Status SaveLearned() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status LoadLearned(const std::string& path) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::unique_ptr<CacheClient> NewClient(uint32_t id, const std::string& address) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   mutable absl::Mutex mu_;
+  // Only grows (LearnCacheNode): a deque keeps the members' addresses, which Live() hands out,
+  // valid; see removed_ for who is in the ring.
+  std::deque<CacheMember> members_ ABSL_GUARDED_BY(mu_);
+  struct Learned {
+    std::string address;
+    double weight = 1.0;
+  };
+  std::map<uint32_t, Learned> learned_ ABSL_GUARDED_BY(mu_);  // members not from the file
+  std::string learned_path_ ABSL_GUARDED_BY(mu_);
+  ClientFactory client_factory_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<ring::Ring> ring_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<uint32_t> removed_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<uint32_t> removing_ ABSL_GUARDED_BY(mu_);

@@ -1,8 +1,11 @@
 // Router membership changes in one process (real CacheNodes over embedded data nodes): a cache
 // node that leaves and rejoins never makes a read return stale data — neither from the blocks the
 // joining node kept from before (it drops them) nor from the clean copies an old owner kept of
-// objects that moved away and then came back (members drop those at the join).
+// objects that moved away and then came back (members drop those at the join). A cache node the
+// router did not start with (cluster mode: registered in etcd, not in the cluster file) is learned
+// and joins the same way, and a restarted router keeps it.
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -31,7 +34,7 @@ class RouterMembershipTest : public ::testing::Test {
     dns_ = std::make_unique<cachenode::testing::EmbeddedDataNodes>(dir_, 3);
     pool_ = std::move(*cachenode::DataNodePool::Create(dns_->endpoints(), &registry_));
     std::vector<CacheMember> members;
-    for (uint32_t id = 1; id <= 2; ++id) {
+    for (uint32_t id = 1; id <= 3; ++id) {
       cachenode::CacheNodeConfig cc;
       cc.node_id = id;
       cc.ssd_path = dir_ + "/ssd" + std::to_string(id);
@@ -42,16 +45,16 @@ class RouterMembershipTest : public ::testing::Test {
       auto n = cachenode::CacheNode::Create(cc, pool_.get(), Clock::Real(), &registry_);
       ASSERT_TRUE(n.ok()) << n.status();
       nodes_.push_back(std::move(*n));
-      members.push_back({id, 1.0, MakeLocalCacheClient(nodes_.back().get())});
+      // Node 3 is not in the "cluster file": the router learns it (LearnCacheNode).
+      if (id <= 2) members.push_back({id, 1.0, MakeLocalCacheClient(nodes_.back().get())});
     }
     VdiDefaults defaults;
     defaults.object_size = kObj;
     auto catalog = Catalog::Open(dir_ + "/catalog.txt", defaults);
     ASSERT_TRUE(catalog.ok()) << catalog.status();
     catalog_ = std::move(*catalog);
-    auto router = Router::Create(catalog_.get(), std::move(members), pool_.get());
-    ASSERT_TRUE(router.ok()) << router.status();
-    router_ = std::move(*router);
+    router_ = NewRouter(std::move(members));
+    ASSERT_NE(router_, nullptr);
     ASSERT_TRUE(router_->CreateVdi("v", kObjects * kObj, kObj, 2).ok());
     auto dev = router_->Open("v");
     ASSERT_TRUE(dev.ok()) << dev.status();
@@ -84,6 +87,28 @@ class RouterMembershipTest : public ::testing::Test {
       if (buf != Block(phase, o)) ++stale;
     }
     return stale;
+  }
+  // Returns a router over the fixture's catalog and data nodes with `members` (node 3 comes from
+  // LearnCacheNode: its address "local:3" maps to nodes_[2]), with its state in dir_.
+  std::unique_ptr<Router> NewRouter(std::vector<CacheMember> members) {
+    auto router = Router::Create(catalog_.get(), std::move(members), pool_.get());
+    EXPECT_TRUE(router.ok()) << router.status();
+    if (!router.ok()) return nullptr;
+    (*router)->SetClientFactoryForTest([this](uint32_t id, const std::string& address) {
+      EXPECT_EQ(address, "local:" + std::to_string(id));
+      return MakeLocalCacheClient(nodes_[id - 1].get());
+    });
+    absl::Status s = (*router)->LoadRemoved(dir_ + "/removed_cache_nodes");
+    EXPECT_TRUE(s.ok()) << s;
+    return *std::move(router);
+  }
+  // The members of the "cluster file": nodes 1 and 2.
+  std::vector<CacheMember> FileMembers() {
+    std::vector<CacheMember> members;
+    for (uint32_t id = 1; id <= 2; ++id) {
+      members.push_back({id, 1.0, MakeLocalCacheClient(nodes_[id - 1].get())});
+    }
+    return members;
   }
   absl::Status Remove(uint32_t id) {
     return router_->RemoveCacheNode(id, CacheNodeSettle(router_.get(), id, true), nullptr, 3);
@@ -128,6 +153,72 @@ TEST_F(RouterMembershipTest, LeaveAndRejoinNeverReadsStaleData) {
   EXPECT_EQ(StaleObjects('c'), 0);
   WriteAll('d');
   EXPECT_EQ(StaleObjects('d'), 0);
+}
+
+TEST_F(RouterMembershipTest, LearnedNodeJoinsWithoutStaleReads) {
+  WriteAll('a');
+  ASSERT_TRUE(router_->LearnCacheNode(3, "local:3", 1.0).ok());
+  EXPECT_EQ(router_->cache_node_count(), 2u) << "learned, not in the ring yet";
+  EXPECT_EQ(router_->removed(), std::vector<uint32_t>{3});
+  EXPECT_EQ(router_->member_ids(), (std::vector<uint32_t>{1, 2, 3}));
+  EXPECT_EQ(router_->LearnedAddress(3), "local:3");
+  EXPECT_EQ(router_->LearnedAddress(1), "") << "a node of the cluster file";
+  EXPECT_EQ(router_->LearnCacheNode(3, "local:3", 1.0).code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(router_->LearnCacheNode(1, "local:1", 1.0).code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(router_->LearnCacheNode(4, "local:4", 0).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(StaleObjects('a'), 0);
+  EXPECT_EQ(nodes_[2]->cached_blocks(), 0u) << "no request goes to a node before its join";
+
+  ASSERT_TRUE(router_->AddCacheNode(3, nullptr, 3).ok());
+  EXPECT_EQ(router_->cache_node_count(), 3u);
+  EXPECT_TRUE(router_->removed().empty());
+  EXPECT_EQ(StaleObjects('a'), 0);
+  WriteAll('b');
+  EXPECT_GT(nodes_[2]->cached_blocks(), 0u) << "node 3 owns some objects now";
+  EXPECT_EQ(StaleObjects('b'), 0);
+
+  // It leaves and comes back like any member: its 'b' copies must not be served after 'c'.
+  ASSERT_TRUE(Remove(3).ok());
+  WriteAll('c');
+  ASSERT_TRUE(router_->AddCacheNode(3, nullptr, 3).ok());
+  EXPECT_EQ(StaleObjects('c'), 0);
+}
+
+TEST_F(RouterMembershipTest, RestartedRouterKeepsLearnedNodes) {
+  ASSERT_TRUE(router_->LearnCacheNode(3, "local:3", 2.0).ok());
+  {
+    // Restarted before the join: node 3 is known and still out of the ring.
+    std::unique_ptr<Router> again = NewRouter(FileMembers());
+    EXPECT_EQ(again->member_ids(), (std::vector<uint32_t>{1, 2, 3}));
+    EXPECT_EQ(again->removed(), std::vector<uint32_t>{3});
+    EXPECT_EQ(again->LearnedAddress(3), "local:3");
+  }
+  ASSERT_TRUE(router_->AddCacheNode(3, nullptr, 3).ok());
+  WriteAll('a');
+  ASSERT_GT(nodes_[2]->cached_blocks(), 0u);
+  // Restarted after the join: the same ring, so every object reads back from its owner (node 3
+  // holds dirty blocks that no other node or data node has).
+  dev_.reset();
+  router_ = NewRouter(FileMembers());
+  ASSERT_NE(router_, nullptr);
+  EXPECT_EQ(router_->cache_node_count(), 3u);
+  EXPECT_TRUE(router_->removed().empty());
+  auto dev = router_->Open("v");
+  ASSERT_TRUE(dev.ok()) << dev.status();
+  dev_ = *std::move(dev);
+  EXPECT_EQ(StaleObjects('a'), 0);
+}
+
+TEST_F(RouterMembershipTest, RemovedIdsTheRouterDoesNotKnowAreForgotten) {
+  // A gateway stopped between LearnCacheNode's two writes: the removed file names node 9, the
+  // learned file does not.
+  {
+    std::ofstream f(dir_ + "/removed_cache_nodes");
+    f << "# removed\n2\n9\n";
+  }
+  std::unique_ptr<Router> again = NewRouter(FileMembers());
+  EXPECT_EQ(again->removed(), std::vector<uint32_t>{2});
+  EXPECT_EQ(again->cache_node_count(), 1u);
 }
 
 TEST_F(RouterMembershipTest, AddCacheNodeRefusesMembersAndUnknownIds) {
