@@ -2,6 +2,7 @@
 // MembershipWatcher's list-then-watch loop. See membership.h.
 #include "membership/membership.h"
 
+#include <spdlog/spdlog.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -203,7 +204,8 @@ absl::StatusOr<std::unique_ptr<NodeRegistration>> NodeRegistration::Start(
   RC_RETURN_IF_ERROR(record.Validate());
   std::unique_ptr<NodeRegistration> reg(new NodeRegistration(
       client, clock, std::move(options), std::move(record), std::move(on_reregistered)));
-  RC_RETURN_IF_ERROR(reg->Register().status());
+  RC_ASSIGN_OR_RETURN(const Registered first, reg->Register());
+  reg->OpenWindow(first.valid_until);
   reg->thread_ = std::thread([r = reg.get()] { r->Run(); });
   return reg;
 }
@@ -258,7 +260,7 @@ int64_t NodeRegistration::lease_id() const {
   return lease_id_;
 }
 
-absl::StatusOr<int64_t> NodeRegistration::Register() {
+absl::StatusOr<NodeRegistration::Registered> NodeRegistration::Register() {
   const EtcdClient::CallOptions call{options_.ttl / 3};
   // Taken before the grant is sent: the server's TTL starts later than this.
   const absl::Time sent = ClockNow(clock_);
@@ -272,8 +274,12 @@ absl::StatusOr<int64_t> NodeRegistration::Register() {
   absl::MutexLock l(&mu_);
   lease_id_ = lease;
   // The requested TTL, not the granted one: etcd only ever raises it.
-  valid_until_ = sent + options_.ttl - options_.safety_margin;
-  return revision;
+  return Registered{*revision, sent + options_.ttl - options_.safety_margin};
+}
+
+void NodeRegistration::OpenWindow(absl::Time valid_until) {
+  absl::MutexLock l(&mu_);
+  valid_until_ = std::max(valid_until_, valid_until);
 }
 
 NodeRegistration::Renewal NodeRegistration::RenewOnce() {
@@ -296,6 +302,7 @@ void NodeRegistration::Run() {
   const absl::Duration interval = options_.ttl / 3;
   absl::Duration wait = interval;
   bool lost = false;
+  bool said_fenced = false;  // logged that the window closed without a renewal
   for (;;) {
     {
       absl::MutexLock l(&mu_);
@@ -304,20 +311,38 @@ void NodeRegistration::Run() {
     }
     if (!lost) {
       const Renewal renewal = RenewOnce();
+      if (renewal == Renewal::kUnreachable && !said_fenced && !LeaseValid()) {
+        said_fenced = true;
+        spdlog::warn("etcd lease {:x} of {}: not renewed within its TTL (etcd unreachable); it "
+                     "may expire, so this node is fenced until a renewal succeeds",
+                     lease_id(), key_);
+      }
+      if (renewal == Renewal::kRenewed && said_fenced) {
+        said_fenced = false;
+        spdlog::info("etcd lease {:x} of {}: renewed again; no longer fenced", lease_id(), key_);
+      }
       if (renewal != Renewal::kLost) {
         wait = renewal == Renewal::kRenewed ? interval : options_.retry_interval;
         continue;
       }
+      spdlog::warn("etcd lease {:x} of {}: expired at the server; registering again",
+                   lease_id(), key_);
       lost = true;
     }
-    absl::StatusOr<int64_t> revision = Register();
-    if (!revision.ok()) {
+    absl::StatusOr<Registered> registered = Register();
+    if (!registered.ok()) {
       wait = options_.retry_interval;
       continue;
     }
     lost = false;
+    said_fenced = false;
     wait = interval;
-    if (on_reregistered_) on_reregistered_(lease_id(), *revision);
+    spdlog::info("{} registered again under etcd lease {:x}", key_, lease_id());
+    // The callback runs before the window opens (see ReregisteredCallback): a cache node must be
+    // quarantined before LeaseValid() can say yes, or its destager could write stale blocks home
+    // in between.
+    if (on_reregistered_) on_reregistered_(lease_id(), registered->revision);
+    OpenWindow(registered->valid_until);
   }
 }
 

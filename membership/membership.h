@@ -126,7 +126,9 @@ class NodeRegistration {
     // Returns OK, or kInvalidArgument naming the bad field.
     absl::Status Validate() const;
   };
-  // Called on the registration thread after the record was written again under a new lease.
+  // Called on the registration thread after the record was written again under a new lease,
+  // before the new lease's validity window opens: LeaseValid() stays false until it returned,
+  // so whatever it closes (the cache node's quarantine) is closed before the node counts as valid.
   using ReregisteredCallback = std::function<void(int64_t new_lease_id, int64_t revision)>;
 
   // Grants a lease, writes `record` under it and starts renewing it. Returns the Validate()
@@ -160,9 +162,15 @@ class NodeRegistration {
   NodeRegistration(EtcdClient* client, Clock* clock, Options options, NodeRecord record,
                    ReregisteredCallback on_reregistered);
 
-  // Grants a lease and writes the record under it; on success installs the lease and its
-  // validity window and returns the revision of the write.
-  absl::StatusOr<int64_t> Register();
+  // Grants a lease and writes the record under it; on success installs the lease (not yet its
+  // validity window: OpenWindow does that) and returns the revision of the write and the end of
+  // the new lease's validity window.
+  struct Registered {
+    int64_t revision = 0;
+    absl::Time valid_until;
+  };
+  absl::StatusOr<Registered> Register();
+  void OpenWindow(absl::Time valid_until);
   enum class Renewal { kRenewed, kUnreachable, kLost };
   // Renews once, extending the validity window on success and closing it if the lease is gone.
   Renewal RenewOnce();

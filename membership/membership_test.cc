@@ -218,12 +218,18 @@ TEST_F(MembershipTest, DestroyingARegistrationRemovesItAtOnce) {
 TEST_F(MembershipTest, LostLeaseIsReregisteredAndReported) {
   absl::Mutex mu;
   std::vector<int64_t> reported;
+  std::atomic<NodeRegistration*> self{nullptr};
+  bool valid_in_callback = true;
   auto reg = Register(Node(Role::kCache, 5), Clock::Real(), [&](int64_t lease, int64_t rev) {
     absl::MutexLock l(&mu);
     reported.push_back(lease);
     EXPECT_GT(rev, 0);
+    // The cache node quarantines itself here: the new lease must not count as valid before
+    // that, or its destager could write stale blocks home in between.
+    valid_in_callback = self.load()->LeaseValid();
   });
   ASSERT_TRUE(reg.ok()) << reg.status();
+  self = reg->get();
   const int64_t old_lease = (*reg)->lease_id();
   // Someone (an operator, or the server after an expiry) removes the lease.
   ASSERT_TRUE(client_->LeaseRevoke(old_lease).ok());
@@ -236,6 +242,7 @@ TEST_F(MembershipTest, LostLeaseIsReregisteredAndReported) {
   {
     absl::MutexLock l(&mu);
     EXPECT_EQ(reported.back(), new_lease);
+    EXPECT_FALSE(valid_in_callback) << "the new lease's window opened before the callback";
   }
   auto kv = client_->Get((*reg)->key());
   ASSERT_TRUE(kv.ok() && kv->has_value());
