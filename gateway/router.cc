@@ -394,10 +394,16 @@ absl::Status Router::AddCacheNode(uint32_t id,
     if (progress) progress(m);
   };
   CacheClient* joiner = Client(id);
+  if (joiner == nullptr) return absl::NotFoundError(absl::StrCat("unknown cache node ", id));
+  // Before any request is held: a registered node that does not answer (crashed just after
+  // registering, or a bogus record) must not stall the cluster for the attempts below.
+  if (absl::Status p = joiner->Probe(1000); !p.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("cache node ", id, " does not answer: ", p.message()));
+  }
   std::vector<ring::Member> next;
   {
     absl::MutexLock l(&mu_);
-    if (joiner == nullptr) return absl::NotFoundError(absl::StrCat("unknown cache node ", id));
     if (!removed_.contains(id)) {
       return absl::AlreadyExistsError(absl::StrCat("cache node ", id, " is in the ring"));
     }

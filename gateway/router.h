@@ -109,9 +109,10 @@ class Router : public ExportProvider {
   std::string LearnedAddress(uint32_t id) const;
 
   // Brings removed cache node `id` back into the ring (cluster mode: it registered again).
-  // Simple rather than fast: every request is held (in-flight ones finish first); every current
-  // member destages everything (Flush(0)) so that no dirty block of a moving object stays with
-  // its old owner, and drops its clean blocks of objects it loses; the joining node drops every
+  // kUnavailable at once if the node does not answer a probe. Otherwise simple rather than
+  // fast: every request is held (in-flight ones finish first); every current member destages
+  // everything (Flush(0)) so that no dirty block of a moving object stays with its old owner,
+  // and drops its clean blocks of objects it loses; the joining node drops every
   // block it had (they may be stale: it was out of the ring while others wrote); the VDIs are
   // registered on it; only then does the ring grow and requests resume. On error nothing
   // changes (the node stays removed; dropped clean blocks are only a colder cache).

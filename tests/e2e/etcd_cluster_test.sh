@@ -135,7 +135,7 @@ log "cache node 2 rejoined at epoch $epoch2; old and new data read back"
 "${CTL[@]}" node remove 3 > /dev/null || fail "node remove 3"
 etcdctl_ get --keys-only "$PREFIX/draining/3" | grep -q . || fail "no drained mark for node 3"
 etcdctl_ put "$PREFIX/nodes/cache/99" '{"role":"cache","id":99,"address":"127.0.0.1:1"}' \
-  > /dev/null  # a membership change (an id the cluster file does not list: ignored)
+  > /dev/null  # a membership change (a node nobody runs: learned, but it never answers, so never joins)
 sleep 2
 [ "$(node_state 3)" = removed ] || fail "cache node 3 came back while marked drained"
 check_round 11
