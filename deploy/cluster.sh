@@ -9,6 +9,7 @@
 #   deploy/cluster.sh down   [--dir DIR]
 #   deploy/cluster.sh kill   ROLE ID... [--dir DIR]   kill -9 daemons, wait until they are gone
 #   deploy/cluster.sh start  ROLE ID... [--dir DIR]   (re)start daemons, wait until they are ready
+#   deploy/cluster.sh add    ROLE ID    [--dir DIR]   start a new cache or data node (cluster mode)
 #
 # Without --cluster-file, `up` writes DIR/cluster.yaml for K cache nodes and M data nodes with
 # ports from P (default 17000): data node i gRPC P+100+i / metrics P+200+i, cache node i gRPC
@@ -18,6 +19,12 @@
 # With --etcd (cluster mode, membership/README.md) `up` also starts etcd on 127.0.0.1:P-1 (peer
 # port P-2, data under DIR/etcd), names it in the cluster file (etcd_endpoints) so that every
 # daemon registers there and the gateway follows the cache nodes; `down` stops it last.
+# `add cachenode|datanode ID` (cluster mode only) starts a node that the cluster file does not list,
+# with the ports of the scheme above for its id (1..99) and `up`'s sizes (kept in DIR/cluster.env),
+# from its own file DIR/added/ROLE-ID.yaml (the cluster file plus its entry; the gateway's file
+# stays as it is): it registers in etcd, and the gateway takes it in (cache node: it joins the
+# ring; data node: replicas rebalance to it). Added nodes are listed in DIR/added_nodes; status,
+# kill, start, up and down handle them like the others.
 # State, logs and pids live under DIR (default ./ringcache-cluster).
 # Binaries come from $RINGCACHE_BIN (default ./build/<dir>).
 set -euo pipefail
@@ -36,20 +43,21 @@ REPL=""
 ETCD=""
 CREATE=()
 POS=()
+SET=" "  # the settings given on the command line (the others may come from DIR/cluster.env)
 while [ $# -gt 0 ]; do
   case "$1" in
     --cluster-file) FILE=$2; shift 2 ;;
     --dir) DIR=$2; shift 2 ;;
     --cache-nodes) K=$2; shift 2 ;;
     --data-nodes) M=$2; shift 2 ;;
-    --base-port) BASE=$2; shift 2 ;;
-    --ssd-size) SSD=$2; shift 2 ;;
-    --ram-size) RAM=$2; shift 2 ;;
-    --hdd-emulation) HDD="--hdd-emulation"; shift ;;
+    --base-port) BASE=$2; SET+="BASE "; shift 2 ;;
+    --ssd-size) SSD=$2; SET+="SSD "; shift 2 ;;
+    --ram-size) RAM=$2; SET+="RAM "; shift 2 ;;
+    --hdd-emulation) HDD="--hdd-emulation"; SET+="HDD "; shift ;;
     --replication) REPL=$2; shift 2 ;;
     --etcd) ETCD=1; shift ;;
     --create-vdi) CREATE+=(--create-vdi "$2"); shift 2 ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
     -*) echo "cluster.sh: unknown argument $1" >&2; exit 2 ;;
     *) POS+=("$1"); shift ;;
   esac
@@ -67,10 +75,54 @@ bin() {
 mkdir -p "$DIR"
 DIR=$(cd "$DIR" && pwd)
 [ -n "$FILE" ] || FILE=$DIR/cluster.yaml
+ADDED=$DIR/added_nodes  # "role id" of the nodes started by `add`
 
-# Lists "role id" for every node of the cluster file (one flow mapping per line).
+# The settings `up` used (base port, sizes, HDD emulation), for `add` and `start`; the command
+# line wins.
+if [ -f "$DIR/cluster.env" ]; then
+  while IFS='=' read -r key value; do
+    case "$SET" in *" $key "*) continue ;; esac
+    case "$key" in
+      BASE) BASE=$value ;;
+      SSD) SSD=$value ;;
+      RAM) RAM=$value ;;
+      HDD) HDD=$value ;;
+    esac
+  done < "$DIR/cluster.env"
+fi
+save_env() {
+  printf 'BASE=%s\nSSD=%s\nRAM=%s\nHDD=%s\n' "$BASE" "$SSD" "$RAM" "$HDD" > "$DIR/cluster.env"
+}
+
+# Lists "role id" for every node of the cluster file (one flow mapping per line), then for every
+# node started by `add`. Read all of it: under pipefail a `grep -q` that stops early fails the
+# pipeline with SIGPIPE.
 members() {
   sed -n 's/^ *- *{ *role: *\([a-z]*\), *id: *\([0-9]*\).*/\1 \2/p' "$FILE"
+  if [ -f "$ADDED" ]; then cat "$ADDED"; fi
+}
+
+is_added() { [ -f "$ADDED" ] && grep -qx "$1 $2" "$ADDED"; }
+
+# The cluster file entry of a node that `add` starts: the ports of the scheme for its id.
+added_entry() {  # role id
+  case "$1" in
+    datanode)
+      echo "{role: datanode, id: $2, listen: 127.0.0.1:$((BASE+100+$2)), http_listen: 127.0.0.1:$((BASE+200+$2))}" ;;
+    cachenode)
+      echo "{role: cachenode, id: $2, listen: 127.0.0.1:$((BASE+300+$2)), http_listen: 127.0.0.1:$((BASE+400+$2)), ssd_bytes: $SSD, ram_bytes: $RAM}" ;;
+  esac
+}
+
+# Writes DIR/added/ROLE-ID.yaml, the file an added node runs from: the cluster file (as it is now:
+# same etcd, data dir and peers) with the node's entry as the first of its nodes; prints its path.
+added_file() {  # role id
+  local f=$DIR/added/$1-$2.yaml indent
+  mkdir -p "$DIR/added"
+  indent=$(grep -m1 -o '^ *- *{' "$FILE" | sed 's/{$//')
+  awk -v entry="${indent:-  - }$(added_entry "$1" "$2")" \
+    '{ print } /^nodes:/ { print entry }' "$FILE" > "$f"
+  echo "$f"
 }
 
 pidfile() { echo "$DIR/pids/$1-$2.pid"; }
@@ -138,12 +190,13 @@ start_etcd() {
 }
 
 start_one() {  # role id
-  local role=$1 id=$2 extra=()
+  local role=$1 id=$2 extra=() file=$FILE
   if alive "$role" "$id"; then return 0; fi
   if [ "$role" = datanode ] && [ -n "$HDD" ]; then extra+=("$HDD"); fi
   if [ "$role" = gateway ] && [ ${#CREATE[@]} -gt 0 ]; then extra+=("${CREATE[@]}"); fi
+  if is_added "$role" "$id"; then file=$(added_file "$role" "$id"); fi
   rm -f "$DIR/ready/$role-$id.json"
-  "$(bin "ringcache-$role")" --cluster "$FILE" --id "$id" --ready-file "$DIR/ready/$role-$id.json" \
+  "$(bin "ringcache-$role")" --cluster "$file" --id "$id" --ready-file "$DIR/ready/$role-$id.json" \
     "${extra[@]}" >> "$DIR/logs/$role-$id.log" 2>&1 &
   echo $! > "$(pidfile "$role" "$id")"
 }
@@ -170,14 +223,48 @@ role_ids() {
   fi
   local id
   for id in "${POS[@]:1}"; do
-    if ! members | grep -qx "${POS[0]} $id"; then
+    if ! members | grep -x "${POS[0]} $id" > /dev/null; then
       echo "cluster.sh $cmd: no ${POS[0]} $id in $FILE" >&2
       exit 2
     fi
   done
 }
 
-if [ ${#POS[@]} -gt 0 ] && [ "$cmd" != kill ] && [ "$cmd" != start ]; then
+# Checks the positional arguments of add: ROLE (cachenode or datanode) and one new id; checks
+# that the cluster runs in cluster mode.
+add_args() {
+  if [ ${#POS[@]} -ne 2 ] || { [ "${POS[0]}" != cachenode ] && [ "${POS[0]}" != datanode ]; }; then
+    echo "cluster.sh add: want ROLE ID with ROLE cachenode or datanode" >&2
+    exit 2
+  fi
+  if ! [[ "${POS[1]}" =~ ^[1-9][0-9]?$ ]]; then
+    echo "cluster.sh add: ID must be 1..99 (its ports are P+100+ID ... P+400+ID)" >&2
+    exit 2
+  fi
+  if [ ! -f "$FILE" ] || [ ! -f "$DIR/cluster.env" ]; then
+    echo "cluster.sh add: no cluster in $DIR (start one with \`cluster.sh up --etcd\`)" >&2
+    exit 2
+  fi
+  if ! grep -q '^etcd_endpoints:' "$FILE"; then
+    echo "cluster.sh add: the cluster in $DIR runs without etcd; a node that is not in the" \
+      "cluster file can only join in cluster mode (start the cluster with \`cluster.sh up --etcd\`)" >&2
+    exit 2
+  fi
+  if [ -f "$(pidfile etcd 0)" ] && ! alive etcd 0; then
+    echo "cluster.sh add: etcd is down (\`cluster.sh up --etcd\` starts it again)" >&2
+    exit 1
+  fi
+  if members | grep -x "${POS[0]} ${POS[1]}" > /dev/null; then
+    if is_added "${POS[0]}" "${POS[1]}"; then
+      echo "cluster.sh add: ${POS[0]} ${POS[1]} was added already (\`cluster.sh start ${POS[0]} ${POS[1]}\` restarts it)" >&2
+    else
+      echo "cluster.sh add: ${POS[0]} ${POS[1]} is in $FILE already" >&2
+    fi
+    exit 2
+  fi
+}
+
+if [ ${#POS[@]} -gt 0 ] && [ "$cmd" != kill ] && [ "$cmd" != start ] && [ "$cmd" != add ]; then
   echo "cluster.sh: unknown argument ${POS[0]}" >&2
   exit 2
 fi
@@ -185,7 +272,11 @@ fi
 case "$cmd" in
   up)
     mkdir -p "$DIR/pids" "$DIR/logs" "$DIR/ready"
-    [ -f "$FILE" ] || write_cluster_file
+    if [ ! -f "$FILE" ]; then
+      write_cluster_file
+      save_env
+    fi
+    [ -f "$DIR/cluster.env" ] || save_env
     if [ -n "$ETCD" ]; then start_etcd; fi
     for role in datanode cachenode gateway; do
       while read -r r id; do
@@ -200,10 +291,12 @@ case "$cmd" in
   status)
     bad=0
     while read -r r id; do
+      what=""
+      if is_added "$r" "$id"; then what=" (added)"; fi
       if alive "$r" "$id"; then
-        echo "$r $id: up (pid $(cat "$(pidfile "$r" "$id")"), ready $(cat "$DIR/ready/$r-$id.json" 2>/dev/null | tr -d '\n'))"
+        echo "$r $id$what: up (pid $(cat "$(pidfile "$r" "$id")"), ready $(cat "$DIR/ready/$r-$id.json" 2>/dev/null | tr -d '\n'))"
       else
-        echo "$r $id: down"
+        echo "$r $id$what: down"
         bad=1
       fi
     done < <(members)
@@ -244,6 +337,20 @@ case "$cmd" in
       echo "${POS[0]} $id: up (pid $(cat "$(pidfile "${POS[0]}" "$id")"))"
     done
     ;;
+  add)
+    add_args
+    mkdir -p "$DIR/pids" "$DIR/logs" "$DIR/ready"
+    echo "${POS[0]} ${POS[1]}" >> "$ADDED"
+    start_one "${POS[0]}" "${POS[1]}"
+    if ! wait_ready "${POS[0]}" "${POS[1]}"; then
+      # Not recorded: a failed add leaves nothing behind for status, start or down.
+      kill "$(cat "$(pidfile "${POS[0]}" "${POS[1]}")")" 2> /dev/null || true
+      grep -vx "${POS[0]} ${POS[1]}" "$ADDED" > "$ADDED.tmp" || true
+      mv "$ADDED.tmp" "$ADDED"
+      exit 1
+    fi
+    echo "${POS[0]} ${POS[1]} (added): up (pid $(cat "$(pidfile "${POS[0]}" "${POS[1]}")"), $(sed -n 's/^ *- *{role: [a-z]*, id: [0-9]*, listen: \([0-9.:]*\).*/\1/p' "$DIR/added/${POS[0]}-${POS[1]}.yaml" | head -1))"
+    ;;
   down)
     for role in gateway cachenode datanode; do
       while read -r r id; do
@@ -270,7 +377,7 @@ case "$cmd" in
     echo "cluster down"
     ;;
   *)
-    sed -n '2,22p' "$0"
+    sed -n '2,29p' "$0"
     exit 2
     ;;
 esac
