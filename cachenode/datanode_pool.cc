@@ -103,12 +103,24 @@ DataRing DataRing::FromProto(const v1::DataRing& p) {
   return r;
 }
 
-absl::Status SaveDataRing(const std::string& path, const DataRing& ring) {
+std::string EncodeDataRing(const DataRing& ring) {
   std::string text;
-  if (!google::protobuf::TextFormat::PrintToString(ring.ToProto(), &text)) {
-    return absl::InternalError("cannot print the data ring");
+  google::protobuf::TextFormat::PrintToString(ring.ToProto(), &text);
+  return "# ringcache data ring (written by the node; do not edit)\n" + text;
+}
+
+absl::StatusOr<DataRing> DecodeDataRing(const std::string& text) {
+  v1::DataRing p;
+  if (!google::protobuf::TextFormat::ParseFromString(text, &p)) {
+    return absl::DataLossError("not a data ring (damaged?)");
   }
-  return WriteFileAtomically(path, "# ringcache data ring (written by the node; do not edit)\n" + text);
+  DataRing r = DataRing::FromProto(p);
+  RC_RETURN_IF_ERROR(r.Validate());
+  return r;
+}
+
+absl::Status SaveDataRing(const std::string& path, const DataRing& ring) {
+  return WriteFileAtomically(path, EncodeDataRing(ring));
 }
 
 absl::StatusOr<std::optional<DataRing>> LoadDataRing(const std::string& path) {
@@ -119,13 +131,9 @@ absl::StatusOr<std::optional<DataRing>> LoadDataRing(const std::string& path) {
   }
   std::stringstream body;
   body << in.rdbuf();
-  v1::DataRing p;
-  if (!google::protobuf::TextFormat::ParseFromString(body.str(), &p)) {
-    return absl::DataLossError(absl::StrCat(path, " is not a data ring (damaged?)"));
-  }
-  DataRing r = DataRing::FromProto(p);
-  RC_RETURN_IF_ERROR(r.Validate());
-  return std::optional<DataRing>(std::move(r));
+  auto r = DecodeDataRing(body.str());
+  if (!r.ok()) return absl::DataLossError(absl::StrCat(path, ": ", r.status().message()));
+  return std::optional<DataRing>(*std::move(r));
 }
 
 absl::StatusOr<ring::Ring> BuildDataRing(const std::vector<DataNodeEndpoint>& nodes) {

@@ -59,6 +59,9 @@ struct DataRing {
 // <ssd_path>.datanodes, the gateway in <dir>/data_ring. A ring that changed at run time wins over
 // the cluster file at the next start. Load returns nullopt when the file does not exist.
 absl::Status SaveDataRing(const std::string& path, const DataRing& ring);
+// The text both use (also the value of the data ring's key in etcd); Decode validates.
+std::string EncodeDataRing(const DataRing& ring);
+absl::StatusOr<DataRing> DecodeDataRing(const std::string& text);
 absl::StatusOr<std::optional<DataRing>> LoadDataRing(const std::string& path);
 
 // Builds the data ring over `nodes` exactly as DataNodePool places homes (same options).

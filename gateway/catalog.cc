@@ -50,6 +50,32 @@ absl::Status ValidateVdiName(const std::string& name) {
   return absl::OkStatus();
 }
 
+std::string EncodeVdiLine(const VdiRecord& r) {
+  const auto& g = r.geometry;
+  return absl::StrCat(g.vdi_id(), " ", g.name(), " ", g.size_bytes(), " ", g.object_size(), " ",
+                      g.block_size(), " ", g.replication(), " ", ModeName(r.mode));
+}
+
+absl::StatusOr<VdiRecord> DecodeVdiLine(const std::string& line) {
+  std::istringstream ss(line);
+  uint32_t id, object_size, block_size, replication;
+  uint64_t size;
+  std::string name, mode, extra;
+  VdiRecord r;
+  if (!(ss >> id >> name >> size >> object_size >> block_size >> replication >> mode) ||
+      (ss >> extra) || !ParseMode(mode, &r.mode) || !ValidateVdiName(name).ok() || id == 0 ||
+      block_size == 0 || object_size == 0 || object_size % block_size != 0) {
+    return absl::DataLossError(absl::StrCat("malformed catalog record \"", line, "\""));
+  }
+  r.geometry.set_vdi_id(id);
+  r.geometry.set_name(name);
+  r.geometry.set_size_bytes(size);
+  r.geometry.set_object_size(object_size);
+  r.geometry.set_block_size(block_size);
+  r.geometry.set_replication(replication);
+  return r;
+}
+
 absl::StatusOr<std::unique_ptr<Catalog>> Catalog::Open(const std::string& path,
                                                        VdiDefaults defaults) {
   std::unique_ptr<Catalog> c(new Catalog(path, defaults));
@@ -61,35 +87,46 @@ absl::StatusOr<std::unique_ptr<Catalog>> Catalog::Open(const std::string& path,
   while (std::getline(in, line)) {
     ++lineno;
     if (line.empty() || line[0] == '#') continue;
-    std::istringstream ss(line);
-    uint32_t id, object_size, block_size, replication;
-    uint64_t size;
-    std::string name, mode;
-    VdiRecord r;
-    if (!(ss >> id >> name >> size >> object_size >> block_size >> replication >> mode) ||
-        !ParseMode(mode, &r.mode) || !ValidateVdiName(name).ok()) {
+    auto r = DecodeVdiLine(line);
+    if (!r.ok()) {
       return absl::DataLossError(absl::StrCat(path, ":", lineno, ": malformed catalog line"));
     }
-    r.geometry.set_vdi_id(id);
-    r.geometry.set_name(name);
-    r.geometry.set_size_bytes(size);
-    r.geometry.set_object_size(object_size);
-    r.geometry.set_block_size(block_size);
-    r.geometry.set_replication(replication);
-    c->by_name_[name] = r;
-    c->next_id_ = std::max(c->next_id_, id + 1);
+    c->next_id_ = std::max(c->next_id_, r->geometry.vdi_id() + 1);
+    c->by_name_[r->geometry.name()] = *std::move(r);
   }
   return c;
 }
 
-absl::Status Catalog::SaveLocked() const {
+absl::Status Catalog::AttachStore(CatalogStore* store) {
+  RC_ASSIGN_OR_RETURN(std::vector<VdiRecord> remote, store->LoadAll());
+  absl::MutexLock l(&mu_);
+  if (remote.empty()) {
+    for (const auto& [name, r] : by_name_) RC_RETURN_IF_ERROR(store->Put(r));
+  } else {
+    by_name_.clear();
+    next_id_ = 1;
+    for (VdiRecord& r : remote) {
+      next_id_ = std::max(next_id_, r.geometry.vdi_id() + 1);
+      by_name_[r.geometry.name()] = std::move(r);
+    }
+    RC_RETURN_IF_ERROR(SaveFileLocked());
+  }
+  store_ = store;
+  return absl::OkStatus();
+}
+
+absl::Status Catalog::SaveLocked(const std::string& name) const {
+  if (store_ != nullptr) {
+    auto it = by_name_.find(name);
+    RC_RETURN_IF_ERROR(it == by_name_.end() ? store_->Remove(name) : store_->Put(it->second));
+  }
+  return SaveFileLocked();
+}
+
+absl::Status Catalog::SaveFileLocked() const {
   std::ostringstream out;
   out << "# ringcache catalog v1: id name size_bytes object_size block_size replication mode\n";
-  for (const auto& [name, r] : by_name_) {
-    const auto& g = r.geometry;
-    out << g.vdi_id() << ' ' << name << ' ' << g.size_bytes() << ' ' << g.object_size() << ' '
-        << g.block_size() << ' ' << g.replication() << ' ' << ModeName(r.mode) << '\n';
-  }
+  for (const auto& [name, r] : by_name_) out << EncodeVdiLine(r) << '\n';
   if (absl::Status st = WriteFileAtomically(path_, out.str()); !st.ok()) {
     return absl::UnavailableError(absl::StrCat("cannot save catalog ", path_, ": ", st.message()));
   }
@@ -123,7 +160,7 @@ absl::StatusOr<VdiRecord> Catalog::Create(const std::string& name, uint64_t size
   r.geometry.set_block_size(defaults_.block_size);
   r.geometry.set_replication(replication);
   by_name_[name] = r;
-  absl::Status s = SaveLocked();
+  absl::Status s = SaveLocked(name);
   if (!s.ok()) {
     by_name_.erase(name);
     return s;
@@ -137,7 +174,7 @@ absl::Status Catalog::Delete(const std::string& name) {
   if (it == by_name_.end()) return absl::NotFoundError(absl::StrCat("no VDI named '", name, "'"));
   VdiRecord saved = it->second;
   by_name_.erase(it);
-  absl::Status s = SaveLocked();
+  absl::Status s = SaveLocked(name);
   if (!s.ok()) by_name_[name] = saved;
   return s;
 }
@@ -152,7 +189,7 @@ absl::StatusOr<VdiRecord> Catalog::Resize(const std::string& name, uint64_t size
   if (it == by_name_.end()) return absl::NotFoundError(absl::StrCat("no VDI named '", name, "'"));
   const uint64_t old = it->second.geometry.size_bytes();
   it->second.geometry.set_size_bytes(size_bytes);
-  absl::Status s = SaveLocked();
+  absl::Status s = SaveLocked(name);
   if (!s.ok()) {
     it->second.geometry.set_size_bytes(old);
     return s;
@@ -164,8 +201,11 @@ absl::Status Catalog::SetMode(const std::string& name, v1::CacheMode mode) {
   absl::MutexLock l(&mu_);
   auto it = by_name_.find(name);
   if (it == by_name_.end()) return absl::NotFoundError(absl::StrCat("no VDI named '", name, "'"));
+  const v1::CacheMode old = it->second.mode;
   it->second.mode = mode;
-  return SaveLocked();
+  absl::Status s = SaveLocked(name);
+  if (!s.ok()) it->second.mode = old;
+  return s;
 }
 
 absl::StatusOr<VdiRecord> Catalog::Find(const std::string& name) const {

@@ -1,6 +1,8 @@
-// Catalog: the VDI catalog of single-process and static-cluster mode — names, ids, sizes,
-// geometry and cache modes, kept in one text file rewritten atomically (write temp, fsync,
-// rename, fsync dir) on every change. Cluster mode keeps the same records in etcd.
+// Catalog: the VDI catalog — names, ids, sizes, geometry and cache modes, kept in one text file
+// rewritten atomically (write temp, fsync, rename, fsync dir) on every change. In cluster mode a
+// CatalogStore (etcd, gateway/etcd_catalog.h) is the source of truth: attaching it replaces the
+// file's records with the store's (or seeds an empty store from the file), and every change is
+// written to the store first, then to the file.
 //
 // File format: a header line "# ringcache catalog v1", then one line per VDI:
 //   id name size_bytes object_size block_size replication mode
@@ -34,6 +36,19 @@ struct VdiDefaults {
   uint32_t replication = 3;
 };
 
+// Encodes one record as a catalog line (without newline) and back; kDataLoss if malformed.
+std::string EncodeVdiLine(const VdiRecord& r);
+absl::StatusOr<VdiRecord> DecodeVdiLine(const std::string& line);
+
+// Where a catalog keeps its records besides its file (cluster mode: etcd).
+class CatalogStore {
+ public:
+  virtual ~CatalogStore() = default;
+  virtual absl::StatusOr<std::vector<VdiRecord>> LoadAll() = 0;
+  virtual absl::Status Put(const VdiRecord& r) = 0;
+  virtual absl::Status Remove(const std::string& name) = 0;
+};
+
 class Catalog {
  public:
   // Loads `path` (a missing file is an empty catalog). Malformed lines are kDataLoss naming the
@@ -51,9 +66,15 @@ class Catalog {
   absl::StatusOr<VdiRecord> Find(const std::string& name) const;
   std::vector<VdiRecord> List() const;
 
+  // Makes `store` (not owned, outlives the catalog) the source of truth; see the file comment.
+  absl::Status AttachStore(CatalogStore* store);
+
  private:
   Catalog(std::string path, VdiDefaults d) : path_(std::move(path)), defaults_(d) {}
-  absl::Status SaveLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Writes the change of VDI `name` (gone from by_name_: deleted) to the store, then the file.
+  absl::Status SaveLocked(const std::string& name) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status SaveFileLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  CatalogStore* store_ ABSL_GUARDED_BY(mu_) = nullptr;
 
   const std::string path_;
   const VdiDefaults defaults_;

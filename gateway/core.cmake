@@ -14,7 +14,7 @@ target_link_libraries(ringcache-gateway PRIVATE rc_gateway rc_gateway_cluster CL
 # Cluster mode (etcd): the gateway follows the cache nodes registered in etcd, and moves home
 # replicas when data nodes join (data_rebalancer).
 add_library(rc_gateway_cluster STATIC ${CMAKE_CURRENT_LIST_DIR}/membership_sync.cc
-            ${CMAKE_CURRENT_LIST_DIR}/data_rebalancer.cc)
+            ${CMAKE_CURRENT_LIST_DIR}/data_rebalancer.cc ${CMAKE_CURRENT_LIST_DIR}/etcd_state.cc)
 target_link_libraries(rc_gateway_cluster PUBLIC rc_gateway rc_membership)
 
 rc_add_gtest(router_membership_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/router_membership_test.cc
@@ -22,3 +22,9 @@ rc_add_gtest(router_membership_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/router_mem
 
 rc_add_gtest(data_rebalancer_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/data_rebalancer_test.cc
              LIBS rc_gateway_cluster rc_embedded_datanodes)
+
+rc_add_gtest(etcd_state_test
+             SOURCES ${CMAKE_CURRENT_LIST_DIR}/etcd_state_test.cc
+                     ${CMAKE_SOURCE_DIR}/membership/etcd_test_server.cc
+             LIBS rc_gateway_cluster)
+target_compile_definitions(etcd_state_test PRIVATE RINGCACHE_ETCD_BIN="${ETCD_BINARY}")

@@ -265,6 +265,7 @@ absl::Status DataRebalancer::Publish(const DataRing& ring) {
     if (!options_.state_path.empty()) {
       RC_RETURN_IF_ERROR(cachenode::SaveDataRing(options_.state_path, ring));
     }
+    if (options_.save_ring) RC_RETURN_IF_ERROR(options_.save_ring(ring));
   }
   // New nodes must know every VDI before a cache node writes there; a VDI created while the
   // pool switched is registered on the new nodes by this second pass.

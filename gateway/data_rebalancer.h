@@ -52,6 +52,9 @@ class DataRebalancer {
     // Tests: runs after each page of the copy scan, before its blocks are copied (to write or
     // trim blocks in between, as a client may).
     std::function<void(const std::vector<v1::ScannedBlock>&)> after_scan_for_test;
+    // Cluster mode: also keeps each ring there (etcd, gateway/etcd_state.h), before any cache
+    // node is given it.
+    std::function<absl::Status(const cachenode::DataRing&)> save_ring;
   };
 
   // Starts the background thread. `router` and `pool` (the gateway's own data node pool, whose

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "cachenode/datanode_pool.h"
 #include "gateway/data_rebalancer.h"
+#include "gateway/etcd_state.h"
 #include "common/cluster_file.h"
 #include "common/config.h"
 #include "common/daemon.h"
@@ -97,6 +98,29 @@ int main(int argc, char** argv) {
   const std::string data_ring_path = dir + "/data_ring";
   auto saved_ring = cachenode::LoadDataRing(data_ring_path);
   if (!saved_ring.ok()) return Fail(1, saved_ring.status().ToString());
+  // Cluster mode: etcd holds the VDI catalog and the data ring (gateway/etcd_state.h); a newer
+  // data ring there wins over the local copy.
+  std::unique_ptr<membership::EtcdClient> etcd_state;
+  if (etcd_settings.enabled()) {
+    auto c = membership::ConnectEtcd(etcd_settings);
+    if (!c.ok()) return Fail(1, c.status().ToString());
+    etcd_state = *std::move(c);
+    absl::StatusOr<std::optional<cachenode::DataRing>> remote;
+    for (int i = 0; i < 60; ++i) {
+      remote = gateway::LoadEtcdDataRing(etcd_state.get(), etcd_settings.prefix);
+      if (remote.ok() || absl::IsDataLoss(remote.status())) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    }
+    if (!remote.ok()) {
+      return Fail(1, absl::StrCat("cannot read the data ring from etcd at ",
+                                  etcd_settings.endpoints, ": ", remote.status().ToString()));
+    }
+    if (remote->has_value() &&
+        (!saved_ring->has_value() || (*remote)->epoch > (*saved_ring)->epoch)) {
+      *saved_ring = *remote;
+      spdlog::info("data ring epoch {} from etcd", (*saved_ring)->epoch);
+    }
+  }
   auto pool = saved_ring->has_value() ? cachenode::DataNodePool::Create(**saved_ring, registry)
                                       : cachenode::DataNodePool::Create(endpoints, registry);
   if (!pool.ok()) return Fail(2, pool.status().ToString());
@@ -109,6 +133,16 @@ int main(int argc, char** argv) {
   defaults.replication = cluster->replication;
   auto catalog = gateway::Catalog::Open(dir + "/catalog.txt", defaults);
   if (!catalog.ok()) return Fail(1, catalog.status().ToString());
+  std::unique_ptr<gateway::EtcdCatalogStore> catalog_store;
+  if (etcd_state != nullptr) {
+    catalog_store =
+        std::make_unique<gateway::EtcdCatalogStore>(etcd_state.get(), etcd_settings.prefix);
+    if (absl::Status s = (*catalog)->AttachStore(catalog_store.get()); !s.ok()) {
+      return Fail(1, absl::StrCat("VDI catalog in etcd: ", s.ToString()));
+    }
+    spdlog::info("VDI catalog in etcd under {}: {} VDIs",
+                 membership::VdisPrefix(etcd_settings.prefix), (*catalog)->List().size());
+  }
   auto router = gateway::Router::Create(catalog->get(), std::move(members), pool->get());
   if (!router.ok()) return Fail(2, router.status().ToString());
   if (absl::Status s = (*router)->LoadRemoved(dir + "/removed_cache_nodes"); !s.ok()) {
@@ -118,6 +152,12 @@ int main(int argc, char** argv) {
   // ones too — the current data ring.
   gateway::DataRebalancer::Options ro;
   ro.state_path = data_ring_path;
+  if (etcd_state != nullptr) {
+    ro.save_ring = [c = etcd_state.get(), prefix = etcd_settings.prefix](
+                       const cachenode::DataRing& ring) {
+      return gateway::SaveEtcdDataRing(c, prefix, ring);
+    };
+  }
   std::unique_ptr<gateway::DataRebalancer> rebalancer =
       gateway::DataRebalancer::Start(router->get(), pool->get(), ro);
   (*router)->SetJoinHook([r = rebalancer.get()](uint32_t node, gateway::CacheClient* c) {

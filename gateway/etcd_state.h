@@ -1,0 +1,50 @@
+// The gateway's shared state in etcd (cluster mode, DESIGN §7; key layout in
+// membership/README.md), under the configurable prefix P:
+//   P/vdis/<name>   one VDI catalog record: the catalog line "id name size_bytes object_size
+//                   block_size replication mode" (gateway/catalog.h)
+//   P/rings/data    the data ring: epoch, data node addresses, members and (while a rebalance
+//                   moves replicas) target, as protobuf text (cachenode::EncodeDataRing)
+// The cache ring's epoch is the etcd revision of the membership view it follows
+// (gateway/membership_sync.h); it needs no key of its own.
+//
+// Thread-safety: thread-safe (as EtcdClient).
+#ifndef RINGCACHE_GATEWAY_ETCD_STATE_H_
+#define RINGCACHE_GATEWAY_ETCD_STATE_H_
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "cachenode/datanode_pool.h"
+#include "gateway/catalog.h"
+#include "membership/etcd_client.h"
+
+namespace ringcache::gateway {
+
+std::string DataRingKey(const std::string& prefix);  // P/rings/data
+
+// The VDI catalog's records in etcd. `client` is not owned.
+class EtcdCatalogStore final : public CatalogStore {
+ public:
+  EtcdCatalogStore(membership::EtcdClient* client, std::string prefix)
+      : client_(client), prefix_(std::move(prefix)) {}
+  absl::StatusOr<std::vector<VdiRecord>> LoadAll() override;
+  absl::Status Put(const VdiRecord& r) override;
+  absl::Status Remove(const std::string& name) override;
+
+ private:
+  membership::EtcdClient* const client_;
+  const std::string prefix_;
+};
+
+// Reads the data ring kept in etcd (nullopt when none was written yet).
+absl::StatusOr<std::optional<cachenode::DataRing>> LoadEtcdDataRing(
+    membership::EtcdClient* client, const std::string& prefix);
+absl::Status SaveEtcdDataRing(membership::EtcdClient* client, const std::string& prefix,
+                              const cachenode::DataRing& ring);
+
+}  // namespace ringcache::gateway
+
+#endif  // RINGCACHE_GATEWAY_ETCD_STATE_H_

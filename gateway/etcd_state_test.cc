@@ -1,0 +1,129 @@
+// The gateway's state in a real etcd (started by the test; skipped without etcd-server): the
+// VDI catalog's records under P/vdis/ (seeded from the local file, then the source of truth) and
+// the data ring under P/rings/data.
+#include "gateway/etcd_state.h"
+
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "membership/etcd_test_server.h"
+#include "membership/membership.h"
+
+namespace ringcache::gateway {
+namespace {
+
+using membership::EtcdClient;
+using membership::EtcdTestServer;
+
+class EtcdStateTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (EtcdTestServer::FindBinary().empty()) {
+      GTEST_SKIP() << "etcd binary not found (install the Debian package etcd-server, or set "
+                      "RINGCACHE_ETCD); skipping tests against a real etcd";
+    }
+    const std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    auto server = EtcdTestServer::Start("etcd_state_" + name);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    EtcdClient::Options options;
+    options.endpoints = {server_->endpoint()};
+    auto client = EtcdClient::Create(options);
+    ASSERT_TRUE(client.ok()) << client.status();
+    client_ = *std::move(client);
+    dir_ = ::testing::TempDir() + "/etcd_state_" + name;
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::unique_ptr<Catalog> Open(const std::string& file) {
+    auto c = Catalog::Open(dir_ + "/" + file, VdiDefaults{});
+    EXPECT_TRUE(c.ok()) << c.status();
+    return c.ok() ? *std::move(c) : nullptr;
+  }
+
+  std::unique_ptr<EtcdTestServer> server_;
+  std::unique_ptr<EtcdClient> client_;
+  std::string dir_;
+};
+
+TEST_F(EtcdStateTest, CatalogSeedsEtcdThenFollowsIt) {
+  // A gateway that ran in static mode has VDIs in its file: attaching seeds etcd with them.
+  auto first = Open("a.txt");
+  ASSERT_TRUE(first->Create("disk1", 1 << 20, 0, 2).ok());
+  ASSERT_TRUE(first->Create("disk2", 2 << 20, 0, 3).ok());
+  EtcdCatalogStore store(client_.get(), "/rc");
+  ASSERT_TRUE(first->AttachStore(&store).ok());
+  auto kv = client_->Get("/rc/vdis/disk2");
+  ASSERT_TRUE(kv.ok()) << kv.status();
+  ASSERT_TRUE(kv->has_value());
+  EXPECT_EQ((*kv)->value, "2 disk2 2097152 4194304 4096 3 writeback");
+
+  // Later changes reach etcd first.
+  ASSERT_TRUE(first->SetMode("disk1", v1::WRITETHROUGH).ok());
+  ASSERT_TRUE(first->Delete("disk2").ok());
+  ASSERT_TRUE(first->Create("disk3", 4 << 20, 0, 1).ok());
+
+  // Another gateway dir (a new or replaced gateway) with a stale file takes etcd's records.
+  auto second = Open("b.txt");
+  ASSERT_TRUE(second->Create("stale", 1 << 20, 0, 1).ok());
+  EtcdCatalogStore store2(client_.get(), "/rc");
+  ASSERT_TRUE(second->AttachStore(&store2).ok());
+  auto list = second->List();
+  ASSERT_EQ(list.size(), 2u);
+  EXPECT_EQ(list[0].geometry.name(), "disk1");
+  EXPECT_EQ(list[0].mode, v1::WRITETHROUGH);
+  EXPECT_EQ(list[1].geometry.name(), "disk3");
+  EXPECT_EQ(list[1].geometry.vdi_id(), 3u);
+  EXPECT_FALSE(second->Find("stale").ok());
+  auto next = second->Create("disk4", 1 << 20, 0, 1);
+  ASSERT_TRUE(next.ok());
+  EXPECT_EQ(next->geometry.vdi_id(), 4u) << "ids continue after etcd's";
+  // The file follows too, so a restart without etcd would see the same catalog.
+  auto reopened = Open("b.txt");
+  EXPECT_EQ(reopened->List().size(), 3u);
+
+  // A change etcd refuses (it is down) changes nothing.
+  server_->Kill();
+  EXPECT_FALSE(second->Create("disk5", 1 << 20, 0, 1).ok());
+  EXPECT_FALSE(second->Find("disk5").ok());
+  ASSERT_TRUE(server_->Restart().ok());
+}
+
+TEST_F(EtcdStateTest, MalformedRecordIsReported) {
+  ASSERT_TRUE(client_->Put("/rc/vdis/bad", "1 bad nonsense").ok());
+  EtcdCatalogStore store(client_.get(), "/rc");
+  auto c = Open("c.txt");
+  absl::Status s = c->AttachStore(&store);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(s.message().find("/rc/vdis/bad"), std::string::npos) << s;
+}
+
+TEST_F(EtcdStateTest, DataRingRoundTrip) {
+  auto none = LoadEtcdDataRing(client_.get(), "/rc");
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_FALSE(none->has_value());
+  cachenode::DataRing ring;
+  ring.epoch = 7;
+  ring.nodes = {{1, "10.0.0.1:7401", 1.0, "a"}, {2, "10.0.0.2:7401", 2.0, "b"}};
+  ring.members = {1};
+  ring.target = {1, 2};
+  ASSERT_TRUE(SaveEtcdDataRing(client_.get(), "/rc", ring).ok());
+  auto got = LoadEtcdDataRing(client_.get(), "/rc");
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_TRUE(got->has_value());
+  EXPECT_EQ((*got)->epoch, 7u);
+  EXPECT_EQ((*got)->nodes[1].address, "10.0.0.2:7401");
+  EXPECT_EQ((*got)->nodes[1].weight, 2.0);
+  EXPECT_EQ((*got)->nodes[1].zone, "b");
+  EXPECT_EQ((*got)->target, (std::vector<uint32_t>{1, 2}));
+  ASSERT_TRUE(client_->Put("/rc/rings/data", "epoch: 8 members: 3").ok());
+  EXPECT_EQ(LoadEtcdDataRing(client_.get(), "/rc").status().code(),
+            absl::StatusCode::kDataLoss)
+      << "a member without an address";
+}
+
+}  // namespace
+}  // namespace ringcache::gateway
