@@ -1326,6 +1326,17 @@ void CacheNode::DestagerLoop() {
     const uint64_t slots = slots_->num_slots();
     if (dirty > config_.dirty_high_watermark * slots) forcing = true;
     if (dirty < config_.dirty_low_watermark * slots) forcing = false;
+    std::function<bool()> gate;
+    {
+      absl::MutexLock l(&mu_);
+      gate = destage_gate_;
+    }
+    // Fenced: the objects may have a new owner already, and the gateway may have replayed this
+    // node's log and dropped it. Neither destage nor log again: a record written after that
+    // replay would outlive it, and a later replay of this node would put it over the newer data
+    // of the objects' new owners (a node cut off from every data node relogs after
+    // relog_after_ms, and its appends can land once the link is back).
+    if (gate && !gate()) continue;
     if (now - last_relog_check_us_ >= 1000000) {
       last_relog_check_us_ = now;
       RelogFromLostDataNodes();
@@ -1333,17 +1344,12 @@ void CacheNode::DestagerLoop() {
     // Pushback: a data node's log area is over its limit; destage so records can be reclaimed.
     if (log_->over_limit() && dirty > 0) forcing = true;
     if (!idle && !forcing) continue;
-    std::function<bool()> gate;
-    {
-      absl::MutexLock l(&mu_);
-      gate = destage_gate_;
-    }
-    if (gate && !gate()) continue;  // fenced: the objects may have a new owner already
     // Destage a batch: oldest dirty blocks first, until load returns (idle) or we are back
     // under the low watermark (forced, rate-limited).
     const int64_t batch_start = clock_->NowMicros();
     uint64_t bytes = 0;
     for (int n = 0; n < 64; ++n) {
+      if (n > 0 && gate && !gate()) break;  // fenced during the batch
       SlotKey key;
       Vdi v;
       {

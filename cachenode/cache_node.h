@@ -136,9 +136,10 @@ class CacheNode {
   // Returns the block the destager would take next (and puts it back), or nullopt.
   std::optional<SlotKey> NextDestageForTest();
 
-  // Cluster mode. Sets the gate the destager asks before each background batch: while it
-  // returns false (the node is fenced: its etcd lease may have expired, so its objects may
-  // already belong to another node) nothing is destaged in the background. Flush() is not gated:
+  // Cluster mode. Sets the gate the destager asks before each background batch and block: while
+  // it returns false (the node is fenced: its etcd lease may have expired, so its objects may
+  // already belong to another node) nothing is destaged in the background, and no dirty block is
+  // logged again for a lost data node (relog_after_ms). Flush() is not gated:
   // the gateway calls it only while it holds the node's requests. May be empty (no gate).
   void SetDestageGate(std::function<bool()> gate);
   struct DropResult {
