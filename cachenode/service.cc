@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
 
 namespace ringcache::cachenode {
@@ -32,13 +33,38 @@ void Fence::Readmit() {
   quarantined_ = false;
 }
 
+absl::Status RingEpochGuard::Admit(uint64_t epoch) {
+  if (epoch == 0) return absl::OkStatus();
+  uint64_t seen = highest_.load();
+  while (epoch > seen && !highest_.compare_exchange_weak(seen, epoch)) {
+  }
+  if (epoch < seen) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "stale ring epoch ", epoch, ": this node has seen ring epoch ", seen,
+        "; the sender's ring is out of date (re-route and retry)"));
+  }
+  return absl::OkStatus();
+}
+
 CacheNodeService::CacheNodeService(CacheNode* node, Fence* fence, metrics::Registry* registry)
     : node_(node), fence_(fence) {
   if (registry != nullptr) {
     fenced_requests_ = registry->GetCounter(
         "ringcache_cachenode_fenced_requests_total",
         "Block requests refused because the node was fenced (etcd lease not valid, or lost).");
+    stale_epoch_requests_ = registry->GetCounter(
+        "ringcache_cachenode_stale_epoch_requests_total",
+        "Block requests refused because their sender routed them with an older ring epoch than "
+        "this node has seen.");
   }
+}
+
+grpc::Status CacheNodeService::Admit(uint64_t epoch) {
+  if (grpc::Status f = CheckFence(); !f.ok()) return f;
+  absl::Status s = epochs_.Admit(epoch);
+  if (s.ok()) return grpc::Status::OK;
+  if (stale_epoch_requests_ != nullptr) stale_epoch_requests_->Inc();
+  return ToGrpc(s);
 }
 
 grpc::Status CacheNodeService::CheckFence() {
@@ -70,7 +96,7 @@ v1::CacheMode ToProto(CacheMode m) {
 
 grpc::Status CacheNodeService::Read(grpc::ServerContext*, const v1::CacheReadRequest* req,
                                     v1::CacheReadResponse* resp) {
-  if (grpc::Status f = CheckFence(); !f.ok()) return f;
+  if (grpc::Status f = Admit(req->epoch()); !f.ok()) return f;
   if (req->length() > (64u << 20)) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "read longer than 64 MiB");
   }
@@ -82,7 +108,7 @@ grpc::Status CacheNodeService::Read(grpc::ServerContext*, const v1::CacheReadReq
 
 grpc::Status CacheNodeService::Write(grpc::ServerContext* ctx, const v1::CacheWriteRequest* req,
                                      v1::CacheWriteResponse*) {
-  if (grpc::Status f = CheckFence(); !f.ok()) return f;
+  if (grpc::Status f = Admit(req->epoch()); !f.ok()) return f;
   // Stop a second before the caller's deadline: a write the client gave up on must not land
   // later, over a newer one it sent instead.
   const absl::Time deadline = absl::FromChrono(ctx->deadline()) - absl::Seconds(1);
@@ -93,7 +119,7 @@ grpc::Status CacheNodeService::Write(grpc::ServerContext* ctx, const v1::CacheWr
 
 grpc::Status CacheNodeService::Trim(grpc::ServerContext*, const v1::CacheTrimRequest* req,
                                     v1::CacheTrimResponse*) {
-  if (grpc::Status f = CheckFence(); !f.ok()) return f;
+  if (grpc::Status f = Admit(req->epoch()); !f.ok()) return f;
   return ToGrpc(
       node_->Trim(req->vdi_id(), req->object_index(), req->offset(), req->length(), req->zero()));
 }
@@ -138,13 +164,13 @@ grpc::Status CacheNodeService::DropVdi(grpc::ServerContext*, const v1::DropVdiRe
 
 grpc::Status CacheNodeService::Prefetch(grpc::ServerContext*, const v1::CacheReadRequest* req,
                                         v1::PrefetchResponse*) {
-  if (grpc::Status f = CheckFence(); !f.ok()) return f;
+  if (grpc::Status f = Admit(req->epoch()); !f.ok()) return f;
   return ToGrpc(node_->Prefetch(req->vdi_id(), req->object_index(), req->offset(), req->length()));
 }
 
 grpc::Status CacheNodeService::Allocation(grpc::ServerContext*, const v1::CacheReadRequest* req,
                                           v1::AllocationResponse* resp) {
-  if (grpc::Status f = CheckFence(); !f.ok()) return f;
+  if (grpc::Status f = Admit(req->epoch()); !f.ok()) return f;
   std::vector<bool> alloc;
   absl::Status s =
       node_->Allocation(req->vdi_id(), req->object_index(), req->offset(), req->length(), &alloc);

@@ -11,6 +11,7 @@
 #ifndef RINGCACHE_CACHENODE_SERVICE_H_
 #define RINGCACHE_CACHENODE_SERVICE_H_
 
+#include <atomic>
 #include <functional>
 
 #include "absl/base/thread_annotations.h"
@@ -42,6 +43,22 @@ class Fence {
   const std::function<bool()> lease_valid_;
   mutable absl::Mutex mu_;
   bool quarantined_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+// Ring epochs on the data path (DESIGN §7). Every block request carries the epoch of the cache
+// ring its sender routed it with (0: unknown, e.g. a tool; not checked). The node remembers the
+// highest epoch it has seen and refuses requests routed with an older one (FAILED_PRECONDITION,
+// "stale ring epoch"): their sender has not yet seen an ownership change that another sender
+// already acted on, so the object may not be this node's any more. The sender re-routes and
+// retries (gateway/router.h).
+class RingEpochGuard {
+ public:
+  // Returns OK and raises the highest epoch seen, or kFailedPrecondition for an older epoch.
+  absl::Status Admit(uint64_t epoch);
+  uint64_t highest() const { return highest_.load(); }
+
+ private:
+  std::atomic<uint64_t> highest_{0};
 };
 
 class CacheNodeService final : public v1::CacheNode::Service {
@@ -78,6 +95,10 @@ class CacheNodeService final : public v1::CacheNode::Service {
  private:
   // Returns OK if block I/O may be served, else the fence's refusal (counted).
   grpc::Status CheckFence();
+  // The fence, then the request's ring epoch.
+  grpc::Status Admit(uint64_t epoch);
+  RingEpochGuard epochs_;
+  metrics::Counter* stale_epoch_requests_ = nullptr;
 
   CacheNode* const node_;
   Fence* const fence_;

@@ -107,6 +107,7 @@ class GrpcCacheClient : public CacheClient {
     req.set_object_index(object);
     req.set_offset(offset);
     req.set_data(data, len);
+    req.set_epoch(ring_epoch());
     v1::CacheWriteResponse resp;
     auto ctx = Ctx();
     return FromGrpc(stub_->Write(ctx.get(), req, &resp), What("write"));
@@ -119,6 +120,7 @@ class GrpcCacheClient : public CacheClient {
     req.set_offset(offset);
     req.set_length(len);
     req.set_zero(zero);
+    req.set_epoch(ring_epoch());
     v1::CacheTrimResponse resp;
     auto ctx = Ctx();
     return FromGrpc(stub_->Trim(ctx.get(), req, &resp), What("trim"));
@@ -210,9 +212,10 @@ class GrpcCacheClient : public CacheClient {
   }
 
  private:
-  static v1::CacheReadRequest Range(uint32_t vdi, uint64_t object, uint32_t offset,
-                                    uint32_t len) {
+  v1::CacheReadRequest Range(uint32_t vdi, uint64_t object, uint32_t offset,
+                             uint32_t len) const {
     v1::CacheReadRequest req;
+    req.set_epoch(ring_epoch());
     req.set_vdi_id(vdi);
     req.set_object_index(object);
     req.set_offset(offset);

@@ -5,6 +5,7 @@
 #ifndef RINGCACHE_GATEWAY_CACHE_CLIENT_H_
 #define RINGCACHE_GATEWAY_CACHE_CLIENT_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -20,6 +21,10 @@ namespace ringcache::gateway {
 class CacheClient {
  public:
   virtual ~CacheClient() = default;
+  // The cache ring epoch the sender routes with; the gRPC client stamps it on every block
+  // request (cachenode/service.h RingEpochGuard). 0: not stamped.
+  void SetRingEpoch(uint64_t epoch) { ring_epoch_.store(epoch, std::memory_order_relaxed); }
+  uint64_t ring_epoch() const { return ring_epoch_.load(std::memory_order_relaxed); }
   virtual absl::Status Read(uint32_t vdi, uint64_t object, uint32_t offset, uint32_t len,
                             char* out) = 0;
   virtual absl::Status Write(uint32_t vdi, uint64_t object, uint32_t offset, uint32_t len,
@@ -45,6 +50,9 @@ class CacheClient {
   // Makes the node use `ring` for its data nodes (the SetDataRing RPC); returns once it does
   // and no request of the node still uses the previous ring.
   virtual absl::Status SetDataRing(const cachenode::DataRing& ring) = 0;
+
+ private:
+  std::atomic<uint64_t> ring_epoch_{0};
 };
 
 // In-process client over a CacheNode (not owned).

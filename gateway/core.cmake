@@ -28,3 +28,6 @@ rc_add_gtest(etcd_state_test
                      ${CMAKE_SOURCE_DIR}/membership/etcd_test_server.cc
              LIBS rc_gateway_cluster)
 target_compile_definitions(etcd_state_test PRIVATE RINGCACHE_ETCD_BIN="${ETCD_BINARY}")
+
+rc_add_gtest(router_epoch_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/router_epoch_test.cc
+             LIBS rc_gateway rc_embedded_datanodes)

@@ -205,6 +205,20 @@ std::vector<uint32_t> Router::removed() const {
   return out;
 }
 
+uint64_t Router::RingEpochLocked() const {
+  return external_epoch_ != 0 ? external_epoch_ : 1 + removed_.size();
+}
+
+uint64_t Router::ring_epoch() const {
+  absl::MutexLock l(&mu_);
+  return RingEpochLocked();
+}
+
+void Router::SetRingEpoch(uint64_t epoch) {
+  absl::MutexLock l(&mu_);
+  external_epoch_ = std::max(external_epoch_, epoch);
+}
+
 absl::Status Router::RebuildRing() {
   ring::RingConfig rc;
   for (const auto& m : members_) {
@@ -486,6 +500,7 @@ absl::Status Router::OnOwner(const v1::VdiGeometry& g, uint64_t object,
   int fenced_retries = 0;
   for (;;) {
     uint32_t owner;
+    uint64_t epoch;
     {
       absl::MutexLock l(&mu_);
       // An object whose owner is leaving waits until the leaving node's data is settled.
@@ -494,9 +509,12 @@ absl::Status Router::OnOwner(const v1::VdiGeometry& g, uint64_t object,
       };
       mu_.Await(absl::Condition(&ready));
       owner = ring_->Owner(key);
+      epoch = RingEpochLocked();
       ++inflight_[owner];
     }
-    absl::Status s = OnMember(g, object, Client(owner), op);
+    CacheClient* client = Client(owner);
+    client->SetRingEpoch(epoch);  // ring changes wait for requests in flight: one epoch at a time
+    absl::Status s = OnMember(g, object, client, op);
     {
       absl::MutexLock l(&mu_);
       --inflight_[owner];
@@ -507,7 +525,13 @@ absl::Status Router::OnOwner(const v1::VdiGeometry& g, uint64_t object,
       // again once its lease is renewed (etcd back), or the object moves (the node is removed).
       const bool fenced =
           absl::IsUnavailable(s) && s.message().find("fenced:") != absl::string_view::npos;
-      if (!(fenced && !moved && ++fenced_retries <= kMaxFencedRetries)) {
+      // The owner has seen a newer ring than ours (another sender acted on an ownership change
+      // we have not seen yet): it did nothing; retry once our ring caught up (membership).
+      const bool stale = absl::IsFailedPrecondition(s) &&
+                         s.message().find("stale ring epoch") != absl::string_view::npos;
+      if (stale && ++fenced_retries <= kMaxFencedRetries) {
+        // fall through to the wait below
+      } else if (!(fenced && !moved && ++fenced_retries <= kMaxFencedRetries)) {
         if (s.ok() || !moved ||
             (!absl::IsUnavailable(s) && !absl::IsDeadlineExceeded(s) && !absl::IsCancelled(s))) {
           return s;
@@ -515,7 +539,7 @@ absl::Status Router::OnOwner(const v1::VdiGeometry& g, uint64_t object,
         continue;
       }
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // fenced: wait, then retry
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // fenced/stale: wait, retry
   }
 }
 

@@ -70,10 +70,17 @@ class Router : public ExportProvider {
   absl::Status Stats(const std::string& name, std::vector<v1::VdiCacheStats>* out);
 
   // Runs `op` against the cache node owning (vdi, object), re-registering the VDI once if that
-  // node does not know it (it restarted).
+  // node does not know it (it restarted). The request carries the ring epoch (ring_epoch());
+  // an owner that refuses it as stale (it has seen a newer ring: cachenode/service.h) or fenced
+  // is retried every 100 ms for up to a minute, re-routed each time.
   absl::Status OnOwner(const v1::VdiGeometry& g, uint64_t object,
                        const std::function<absl::Status(CacheClient*)>& op);
   Catalog* catalog() const { return catalog_; }
+  // The cache ring epoch requests carry: static mode 1 + the number of removed nodes (removals
+  // are permanent and persisted); cluster mode the etcd revision of the membership view the ring
+  // follows (SetRingEpoch), which only grows.
+  uint64_t ring_epoch() const;
+  void SetRingEpoch(uint64_t epoch);
   size_t cache_node_count() const;
   cachenode::DataNodePool* data_nodes() const { return data_nodes_; }
 
@@ -134,6 +141,7 @@ class Router : public ExportProvider {
   // Members not removed (their clients stay valid for the router's lifetime).
   std::vector<CacheMember*> Live() const;
   absl::Status RebuildRing() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  uint64_t RingEpochLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status SaveRemoved() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   Catalog* catalog_ = nullptr;
@@ -155,6 +163,7 @@ class Router : public ExportProvider {
   std::string learned_path_ ABSL_GUARDED_BY(mu_);
   ClientFactory client_factory_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<ring::Ring> ring_ ABSL_GUARDED_BY(mu_);
+  uint64_t external_epoch_ ABSL_GUARDED_BY(mu_) = 0;  // cluster mode (SetRingEpoch)
   absl::flat_hash_set<uint32_t> removed_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<uint32_t> removing_ ABSL_GUARDED_BY(mu_);
   bool joining_ ABSL_GUARDED_BY(mu_) = false;  // AddCacheNode holds every request
