@@ -53,13 +53,14 @@ CTL=("$BUILD/tools/ctl/ringcachectl" --gateway "127.0.0.1:$((BASE+10))")
 URI="nbd://127.0.0.1:$((BASE+9))/disk"
 wait_for() {  # seconds description command...
   local secs=$1 what=$2
+  local deadline=$((SECONDS + secs))
   shift 2
-  for _ in $(seq 1 $((secs * 5))); do
+  while [ "$SECONDS" -lt "$deadline" ]; do
     if "$@" > /dev/null 2>&1; then return 0; fi
     loop_alive || fail "the fio loop stopped while waiting for: $what ($(tail -3 "$WORK/loop.log"))"
     sleep 0.2
   done
-  fail "timed out after ${secs}s waiting for: $what"
+  fail "timed out after $secs s waiting for: $what"
 }
 loop_alive() { [ -z "${LOOP_PID:-}" ] || kill -0 "$LOOP_PID" 2> /dev/null; }
 # State of node ROLE ID in `ringcachectl --json node list` ("absent" if it is not listed).
@@ -151,14 +152,16 @@ log "fio writing to $URI (run $(cat "$WORK/current")); dirty: $(dirty_bytes) byt
 t0=$SECONDS
 cluster add cachenode 4 > "$WORK/add-cache.log" 2>&1 ||
   { cat "$WORK/add-cache.log"; fail "cluster.sh add cachenode 4"; }
-wait_for 120 "cache node 4 up in ringcachectl node list" state_is cachenode 4 up
-grep -q "add cache node 4: joined" "$WORK/cluster/logs/gateway-1.log" ||
-  fail "the gateway did not log cache node 4's join"
+wait_for 120 "the gateway to take cache node 4 into the ring" \
+  grep -q "add cache node 4: joined" "$WORK/cluster/logs/gateway-1.log"
+wait_for 30 "cache node 4 (joined the ring) to show up in ringcachectl node list" \
+  state_is cachenode 4 up
 log "1. cache node 4 added and in the ring after $((SECONDS - t0)) s (fio at run $(cat "$WORK/current"))"
 next_run
 
 # 2. Drain a cache node of the cluster file.
 t0=$SECONDS
+log "draining cache node 2; dirty bytes in the cache nodes: $(dirty_bytes)"
 "${CTL[@]}" node drain 2 > "$WORK/drain.log" 2>&1 || { cat "$WORK/drain.log"; fail "node drain 2"; }
 state_is cachenode 2 removed || fail "cache node 2 is $(node_state cachenode 2) after its drain"
 loop_alive || fail "the fio loop stopped: $(tail -3 "$WORK/loop.log")"
@@ -167,6 +170,7 @@ next_run
 
 # 3. A data node joins; replicas move to it.
 t0=$SECONDS
+log "adding data node 5; dirty bytes in the cache nodes: $(dirty_bytes)"
 cluster add datanode 5 > "$WORK/add-data.log" 2>&1 ||
   { cat "$WORK/add-data.log"; fail "cluster.sh add datanode 5"; }
 wait_for 600 "the rebalance to data node 5 to finish (idle, 5 data nodes up)" data_ring_settled 5
