@@ -5,7 +5,9 @@
 
 #include <chrono>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "cachenode/service.h"
 #include "common/grpc_channel.h"
 #include "common/grpc_status.h"
@@ -205,6 +207,10 @@ class GrpcCacheClient : public CacheClient {
     if (!s.ok()) return s;
     return resp.dirty_blocks_kept();
   }
+  void CancelInFlight() override {
+    absl::MutexLock l(&live_mu_);
+    for (grpc::ClientContext* ctx : live_) ctx->TryCancel();
+  }
   absl::Status SetDataRing(const cachenode::DataRing& ring) override {
     v1::SetDataRingResponse resp;
     auto ctx = Ctx(120 * 1000);  // waits for the node's requests on the previous ring
@@ -222,13 +228,28 @@ class GrpcCacheClient : public CacheClient {
     req.set_length(len);
     return req;
   }
-  std::unique_ptr<grpc::ClientContext> Ctx(int timeout_ms = 0) const {
-    auto ctx = std::make_unique<grpc::ClientContext>();
+  // A call's context, known to CancelInFlight until the call returns (the deleter forgets it).
+  struct Forget {
+    const GrpcCacheClient* client;
+    void operator()(grpc::ClientContext* ctx) const {
+      {
+        absl::MutexLock l(&client->live_mu_);
+        client->live_.erase(ctx);
+      }
+      delete ctx;
+    }
+  };
+  using LiveContext = std::unique_ptr<grpc::ClientContext, Forget>;
+
+  LiveContext Ctx(int timeout_ms = 0) const {
+    LiveContext ctx(new grpc::ClientContext(), Forget{this});
     // The owner is the only place an object's dirty blocks live: wait for it (until the
     // deadline) rather than fail while it restarts.
     ctx->set_wait_for_ready(true);
     ctx->set_deadline(std::chrono::system_clock::now() +
                       std::chrono::milliseconds(timeout_ms ? timeout_ms : timeout_ms_));
+    absl::MutexLock l(&live_mu_);
+    live_.insert(ctx.get());
     return ctx;
   }
   std::string What(const char* op) const { return absl::StrCat(op, " on cache node ", address_); }
@@ -236,6 +257,8 @@ class GrpcCacheClient : public CacheClient {
   const std::string address_;
   const int timeout_ms_;
   std::unique_ptr<v1::CacheNode::Stub> stub_;
+  mutable absl::Mutex live_mu_;
+  mutable absl::flat_hash_set<grpc::ClientContext*> live_ ABSL_GUARDED_BY(live_mu_);
 };
 
 }  // namespace

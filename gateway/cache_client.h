@@ -50,6 +50,9 @@ class CacheClient {
   // Makes the node use `ring` for its data nodes (the SetDataRing RPC); returns once it does
   // and no request of the node still uses the previous ring.
   virtual absl::Status SetDataRing(const cachenode::DataRing& ring) = 0;
+  // Cancels the calls in flight (they return CANCELLED). For a node that stopped answering,
+  // whose requests the router re-sends to the next owner. In-process clients have none.
+  virtual void CancelInFlight() {}
 
  private:
   std::atomic<uint64_t> ring_epoch_{0};

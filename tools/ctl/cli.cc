@@ -8,6 +8,7 @@
 #include <string>
 
 #include "common/config.h"
+#include "membership/presence.h"
 #include "tools/ctl/commands.h"
 
 namespace ringcache::ctl {
@@ -18,6 +19,8 @@ constexpr const char* kDefaultGateway = "127.0.0.1:7200";
 // Everything the command line can set. CLI11 writes into these fields while parsing.
 struct Args {
   std::string gateway = kDefaultGateway;
+  std::string etcd;
+  std::string etcd_prefix = "/ringcache";
   bool json = false;
   double timeout_s = 30;
   std::string name;
@@ -139,7 +142,7 @@ void AddNodeCommands(CLI::App* app, Args* a, Action* action) {
 }
 
 void AddClusterCommands(CLI::App* app, Args* a, Action* action) {
-  app->add_subcommand("status", "Cluster summary: epoch, nodes, VDIs, dirty bytes")
+  app->add_subcommand("status", "Cluster summary: epoch, nodes, VDIs, dirty bytes, data rebalance")
       ->callback([action] { *action = [](const AdminSession& s) { return ClusterStatus(s); }; });
 
   CLI::App* stats = app->add_subcommand(
@@ -184,12 +187,14 @@ int RunCtl(int argc, const char* const* argv, const CtlIo& io) {
   app.set_version_flag("--version", "ringcachectl 0.1.0");
   // The footer is inherited by every subcommand, so each --help names the global options too.
   app.footer(
-      "Global options, before or after the command: --gateway HOST:PORT (env RINGCACHE_GATEWAY),\n"
-      "--json, --timeout SECONDS.\n"
+      "Global options, before or after the command: --gateway HOST:PORT (env RINGCACHE_GATEWAY)\n"
+      "or --etcd HOST:PORT,... (env RINGCACHE_ETCD; cluster mode: use the gateway registered\n"
+      "there), --etcd-prefix P, --json, --timeout SECONDS.\n"
       "Exit status: 0 success, 1 the gateway refused or could not be reached, 2 usage error.\n"
       "Examples:\n"
       "  ringcachectl vdi create disk1 --size 10G\n"
       "  ringcachectl --gateway 10.0.0.5:7200 stats --vdi disk1\n"
+      "  ringcachectl --etcd 10.0.0.2:2379 status\n"
       "  ringcachectl vdi list --json");
 
   Args a;
@@ -197,6 +202,12 @@ int RunCtl(int argc, const char* const* argv, const CtlIo& io) {
   app.add_option("--gateway", a.gateway, "Admin address HOST:PORT (default 127.0.0.1:7200)")
       ->type_name("HOST:PORT")
       ->envname("RINGCACHE_GATEWAY");
+  app.add_option("--etcd", a.etcd,
+                 "Cluster mode: find the gateway in etcd at these endpoints (its admin address "
+                 "is registered under <prefix>/nodes/gateway/)")
+      ->type_name("HOST:PORT,...")
+      ->envname("RINGCACHE_ETCD");
+  app.add_option("--etcd-prefix", a.etcd_prefix, "Key prefix in etcd (default /ringcache)");
   app.add_flag("--json", a.json, "Print results as JSON (one document per line) for scripts");
   app.add_option("--timeout", a.timeout_s, "Seconds to wait for each answer (default 30)")
       ->type_name("SECONDS")
@@ -228,6 +239,17 @@ int RunCtl(int argc, const char* const* argv, const CtlIo& io) {
     }
   }
 
+  if (!a.etcd.empty()) {
+    if (app.count("--gateway") > 0) {
+      return UsageError(app, "give --gateway or --etcd, not both", io);
+    }
+    absl::StatusOr<std::string> found = GatewayFromEtcd(a.etcd, a.etcd_prefix, a.timeout_s);
+    if (!found.ok()) {
+      *io.err << "ringcachectl: " << found.status().message() << '\n';
+      return kExitFailed;
+    }
+    a.gateway = *found;
+  }
   AdminSession session = AdminSession::Connect(a.gateway, io.out, io.err);
   session.json = a.json;
   session.timeout = std::chrono::milliseconds(static_cast<int64_t>(std::ceil(a.timeout_s * 1000)));
@@ -238,6 +260,32 @@ int RunCtl(int argc, const char* const* argv, const CtlIo& io) {
     return kExitFailed;
   }
   return kExitOk;
+}
+
+absl::StatusOr<std::string> GatewayFromEtcd(const std::string& endpoints,
+                                            const std::string& prefix, double timeout_s) {
+  membership::EtcdSettings settings;
+  settings.endpoints = endpoints;
+  settings.prefix = prefix;
+  if (absl::Status s = settings.Validate(); !s.ok()) return s;
+  auto client = membership::ConnectEtcd(settings);
+  if (!client.ok()) return client.status();
+  membership::EtcdClient::CallOptions call;
+  call.timeout = absl::Seconds(timeout_s);
+  auto range =
+      (*client)->GetPrefix(membership::RolePrefix(prefix, membership::Role::kGateway), call);
+  if (!range.ok()) {
+    return absl::UnavailableError(absl::StrCat("cannot read the gateways from etcd at ",
+                                               endpoints, ": ", range.status().message()));
+  }
+  for (const auto& kv : range->kvs) {  // sorted by key: the lowest gateway id first
+    auto record = membership::DecodeNodeRecord(kv.value);
+    if (record.ok()) return record->address;
+  }
+  return absl::NotFoundError(absl::StrCat("no gateway registered under ",
+                                          membership::RolePrefix(prefix,
+                                                                 membership::Role::kGateway),
+                                          " in etcd at ", endpoints));
 }
 
 }  // namespace ringcache::ctl

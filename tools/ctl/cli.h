@@ -11,6 +11,9 @@
 
 #include <istream>
 #include <ostream>
+#include <string>
+
+#include "absl/status/statusor.h"
 
 namespace ringcache::ctl {
 
@@ -28,6 +31,11 @@ struct CtlIo {
 
 // Parses `argv` and runs the command it names against the gateway. Returns the exit code.
 int RunCtl(int argc, const char* const* argv, const CtlIo& io);
+
+// Returns the admin address of the gateway registered in etcd at `endpoints` under `prefix`
+// (the one with the lowest id), or why there is none.
+absl::StatusOr<std::string> GatewayFromEtcd(const std::string& endpoints,
+                                            const std::string& prefix, double timeout_s);
 
 }  // namespace ringcache::ctl
 
