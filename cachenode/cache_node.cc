@@ -727,6 +727,7 @@ absl::Status CacheNode::Write(uint32_t vdi, uint64_t object, uint32_t offset, ui
       if (absl::Now() > deadline) {  // waited too long for the stripe: the client gave up
         st = absl::DeadlineExceededError("request deadline passed before the write started");
       }
+      if (st.ok()) st = CheckGate();
       const char* run = src;
       std::string tmp;
       const bool head_partial = cstart % bs != 0;
@@ -748,6 +749,17 @@ absl::Status CacheNode::Write(uint32_t vdi, uint64_t object, uint32_t offset, ui
     RC_RETURN_IF_ERROR(st);
   }
   return absl::OkStatus();
+}
+
+absl::Status CacheNode::CheckGate() {
+  std::function<bool()> gate;
+  {
+    absl::MutexLock l(&mu_);
+    gate = destage_gate_;
+  }
+  if (!gate || gate()) return absl::OkStatus();
+  return absl::UnavailableError(
+      "fenced: the etcd lease ran out before the write started (nothing was written)");
 }
 
 absl::Status CacheNode::WriteAround(const Vdi& v, uint64_t object, uint32_t first, uint32_t count,
@@ -964,6 +976,7 @@ absl::Status CacheNode::Trim(uint32_t vdi, uint64_t object, uint32_t offset, uin
   }
   if (full_first >= full_end) return absl::OkStatus();
   absl::MutexLock stripe(&Stripe(vdi, object));
+  RC_RETURN_IF_ERROR(CheckGate());
   RC_RETURN_IF_ERROR(slots_->Sync());
   // Stamped: the tombstones outrank any older log record of these blocks.
   const uint32_t n = full_end - full_first;

@@ -141,6 +141,10 @@ class CacheNode {
   // already belong to another node) nothing is destaged in the background, and no dirty block is
   // logged again for a lost data node (relog_after_ms). Flush() is not gated:
   // the gateway calls it only while it holds the node's requests. May be empty (no gate).
+  // The gate is also asked once more when a write or trim has its stripe, right before it
+  // writes anything (SSD, log, homes): a request that passed the service's fence check but
+  // waited (for slots, a stripe) until the lease ran out is refused ("fenced:"), so the gateway
+  // can re-send requests in flight to a node whose lease expired without them landing later.
   void SetDestageGate(std::function<bool()> gate);
   struct DropResult {
     uint64_t dropped = 0;     // blocks dropped
@@ -202,6 +206,8 @@ class CacheNode {
   absl::Status RegisterVdiInMemory(const v1::VdiGeometry& vdi);
   // Persists / reloads the VDI table (geometry and mode) beside the SSD file.
   absl::Status SaveVdis();
+  // OK unless the destage gate is set and closed (fenced); see SetDestageGate.
+  absl::Status CheckGate();
   absl::Mutex data_ring_mu_;  // serialises SetDataRing (pool switch + state file)
   absl::Status LoadVdis();
   // Sends `count` blocks home with fresh version stamps (write-through, write-around).

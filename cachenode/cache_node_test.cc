@@ -183,9 +183,10 @@ TEST_F(CacheNodeTest, ClosedDestageGateStopsBackgroundDestageButNotFlush) {
   config_.idle_ops_per_s = 1;
   config_.idle_window_ms = 100;
   Start();
-  std::atomic<bool> open{false};
+  std::atomic<bool> open{true};
   node_->SetDestageGate([&open] { return open.load(); });
   ASSERT_TRUE(Write(0, Pattern(8, 8 * kBs)).ok());
+  open.store(false);  // fenced from here on (writes are refused too: service_test)
   std::this_thread::sleep_for(std::chrono::milliseconds(600));  // several idle windows
   EXPECT_EQ(node_->dirty_blocks(), 8u) << "destaged while fenced";
   EXPECT_EQ(HomeBlock(5), std::string(kBs, '\0'));

@@ -5,6 +5,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
 #include <string>
 
 #include "cachenode/testing/cache_node_harness.h"
@@ -70,6 +71,27 @@ TEST_F(ServiceEpochTest, StaleWriteIsRefusedAndChangesNothing) {
   EXPECT_EQ(got, std::string(4096, 'c'));
   EXPECT_EQ(registry_.GetCounter("ringcache_cachenode_stale_epoch_requests_total", "")->value(),
             2.0);
+}
+
+TEST_F(ServiceEpochTest, WriteAndTrimCheckTheGateRightBeforeWriting) {
+  SetUpCluster(2, 1, 1);
+  Start();
+  const std::string a(4096, 'a'), b(4096, 'b');
+  ASSERT_TRUE(node_->Write(1, 2, 0, 4096, a.data()).ok());
+  std::atomic<bool> open{false};
+  node_->SetDestageGate([&] { return open.load(); });
+  // Fenced (the lease ran out after the request passed the service's check): nothing lands.
+  absl::Status s = node_->Write(1, 2, 0, 4096, b.data());
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(s.message().find("fenced:"), std::string::npos) << s;
+  EXPECT_EQ(node_->Trim(1, 2, 0, 4096, false).code(), absl::StatusCode::kUnavailable);
+  open.store(true);
+  std::string got(4096, '\0');
+  ASSERT_TRUE(node_->Read(1, 2, 0, 4096, got.data()).ok());
+  EXPECT_EQ(got, a);
+  ASSERT_TRUE(node_->Write(1, 2, 0, 4096, b.data()).ok());
+  ASSERT_TRUE(node_->Read(1, 2, 0, 4096, got.data()).ok());
+  EXPECT_EQ(got, b);
 }
 
 }  // namespace

@@ -108,10 +108,20 @@ grpc::Status AdminService::RemoveNode(grpc::ServerContext*, const v1::RemoveNode
 }
 
 void AdminService::SetNodeState(const std::string& role, uint32_t id, const std::string& state) {
+  const std::string learned = role == "cachenode" ? router_->LearnedAddress(id) : "";
   absl::MutexLock l(&mu_);
   for (auto& n : nodes_) {
-    if (n.role() == role && n.id() == id) n.set_state(state);
+    if (n.role() == role && n.id() == id) {
+      n.set_state(state);
+      return;
+    }
   }
+  // A cache node that joined in cluster mode without being in the cluster file.
+  v1::NodeInfo& n = nodes_.emplace_back();
+  n.set_role(role);
+  n.set_id(id);
+  n.set_address(learned);
+  n.set_state(state);
 }
 
 std::function<absl::Status(CacheClient*, bool)> CacheNodeSettle(Router* router, uint32_t id,
