@@ -295,13 +295,34 @@ absl::Status DataRebalancer::Publish(const DataRing& ring) {
   }
 }
 
+absl::flat_hash_map<uint32_t, int> DataRebalancer::Replications() const {
+  absl::flat_hash_map<uint32_t, int> out;
+  for (const VdiRecord& r : router_->catalog()->List()) {
+    out[r.geometry.vdi_id()] = static_cast<int>(r.geometry.replication());
+  }
+  return out;
+}
+
+absl::Status DataRebalancer::ScanNode(
+    uint32_t node, uint32_t page_size, bool with_data,
+    const std::function<absl::Status(const std::vector<v1::ScannedBlock>&)>& on_page) {
+  ring::ObjectKey from;
+  uint32_t from_block = 0;
+  for (;;) {
+    if (Stopping()) return absl::CancelledError("stopping");
+    RC_ASSIGN_OR_RETURN(cachenode::BlockScanPage page,
+                        pool_->ScanBlocks(node, from, from_block, page_size, with_data));
+    RC_RETURN_IF_ERROR(on_page(page.blocks));
+    if (page.done) return absl::OkStatus();
+    from = page.next_object;
+    from_block = page.next_block;
+  }
+}
+
 absl::Status DataRebalancer::Copy(const DataRing& ring) {
   RC_ASSIGN_OR_RETURN(ring::Ring old_ring, cachenode::BuildDataRing(ring.Endpoints(ring.members)));
   RC_ASSIGN_OR_RETURN(ring::Ring new_ring, cachenode::BuildDataRing(ring.Endpoints(ring.target)));
-  absl::flat_hash_map<uint32_t, int> replication;
-  for (const VdiRecord& r : router_->catalog()->List()) {
-    replication[r.geometry.vdi_id()] = static_cast<int>(r.geometry.replication());
-  }
+  const absl::flat_hash_map<uint32_t, int> replication = Replications();
   // A block is copied by the scan of its first reachable old home (all of them hold every
   // acknowledged write: home writes succeed only on all of them).
   pool_->ProbeAll(2000);
@@ -338,14 +359,9 @@ absl::Status DataRebalancer::Copy(const DataRing& ring) {
       run = Run();
       return absl::OkStatus();
     };
-    ring::ObjectKey from;
-    uint32_t from_block = 0;
-    for (;;) {
-      if (Stopping()) return absl::CancelledError("stopping");
-      RC_ASSIGN_OR_RETURN(cachenode::BlockScanPage page,
-                          pool_->ScanBlocks(d, from, from_block, options_.scan_page, true));
-      if (options_.after_scan_for_test) options_.after_scan_for_test(page.blocks);
-      for (const v1::ScannedBlock& b : page.blocks) {
+    auto on_page = [&](const std::vector<v1::ScannedBlock>& blocks) -> absl::Status {
+      if (options_.after_scan_for_test) options_.after_scan_for_test(blocks);
+      for (const v1::ScannedBlock& b : blocks) {
         if (b.trimmed()) continue;  // nothing to copy: absent is absent
         auto rep = replication.find(b.vdi_id());
         if (rep == replication.end()) continue;  // VDI deleted meanwhile
@@ -377,45 +393,32 @@ absl::Status DataRebalancer::Copy(const DataRing& ring) {
         run.data += b.data();
       }
       RC_RETURN_IF_ERROR(flush());
-      {
-        absl::MutexLock l(&mu_);
-        status_.set_blocks_scanned(status_.blocks_scanned() + page.blocks.size());
-        status_.set_blocks_copied(status_.blocks_copied() + copied);
-      }
+      absl::MutexLock l(&mu_);
+      status_.set_blocks_scanned(status_.blocks_scanned() + blocks.size());
+      status_.set_blocks_copied(status_.blocks_copied() + copied);
       copied = 0;
-      if (page.done) break;
-      from = page.next_object;
-      from_block = page.next_block;
-    }
+      return absl::OkStatus();
+    };
+    RC_RETURN_IF_ERROR(ScanNode(d, options_.scan_page, /*with_data=*/true, on_page));
   }
   return absl::OkStatus();
 }
 
 absl::Status DataRebalancer::Purge(const DataRing& ring) {
   RC_ASSIGN_OR_RETURN(ring::Ring homes_ring, cachenode::BuildDataRing(ring.Endpoints(ring.members)));
-  absl::flat_hash_map<uint32_t, int> replication;
-  for (const VdiRecord& r : router_->catalog()->List()) {
-    replication[r.geometry.vdi_id()] = static_cast<int>(r.geometry.replication());
-  }
+  const absl::flat_hash_map<uint32_t, int> replication = Replications();
   for (uint32_t d : ring.members) {
     Run run;
     auto flush = [&]() -> absl::Status {
       if (run.count == 0) return absl::OkStatus();
       RC_RETURN_IF_ERROR(pool_->PurgeBlocks(d, run.vdi, run.object, run.first, run.count));
-      {
-        absl::MutexLock l(&mu_);
-        status_.set_blocks_deleted(status_.blocks_deleted() + run.count);
-      }
+      absl::MutexLock l(&mu_);
+      status_.set_blocks_deleted(status_.blocks_deleted() + run.count);
       run = Run();
       return absl::OkStatus();
     };
-    ring::ObjectKey from;
-    uint32_t from_block = 0;
-    for (;;) {
-      if (Stopping()) return absl::CancelledError("stopping");
-      RC_ASSIGN_OR_RETURN(cachenode::BlockScanPage page,
-                          pool_->ScanBlocks(d, from, from_block, 4096, false));
-      for (const v1::ScannedBlock& b : page.blocks) {
+    auto on_page = [&](const std::vector<v1::ScannedBlock>& blocks) -> absl::Status {
+      for (const v1::ScannedBlock& b : blocks) {
         auto rep = replication.find(b.vdi_id());
         if (rep == replication.end()) continue;
         RC_ASSIGN_OR_RETURN(std::vector<uint32_t> homes,
@@ -430,11 +433,9 @@ absl::Status DataRebalancer::Purge(const DataRing& ring) {
         }
         ++run.count;
       }
-      RC_RETURN_IF_ERROR(flush());
-      if (page.done) break;
-      from = page.next_object;
-      from_block = page.next_block;
-    }
+      return flush();
+    };
+    RC_RETURN_IF_ERROR(ScanNode(d, 4096, /*with_data=*/false, on_page));
   }
   return absl::OkStatus();
 }

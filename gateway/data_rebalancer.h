@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -89,6 +90,12 @@ class DataRebalancer {
   absl::Status Copy(const cachenode::DataRing& ring);
   absl::Status Purge(const cachenode::DataRing& ring);
   absl::Status RegisterVdis();
+  // Replication of every catalogued VDI, by VDI id.
+  absl::flat_hash_map<uint32_t, int> Replications() const;
+  // Calls `on_page` for each page of data node `node`'s blocks, in key order.
+  absl::Status ScanNode(
+      uint32_t node, uint32_t page_size, bool with_data,
+      const std::function<absl::Status(const std::vector<v1::ScannedBlock>&)>& on_page);
   void SetState(const std::string& state, const std::string& message = "");
   bool Stopping() const;
 
