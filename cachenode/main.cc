@@ -15,6 +15,7 @@
 #include "cachenode/service.h"
 #include "common/cluster_file.h"
 #include "common/config.h"
+#include "common/grpc_channel.h"
 #include "common/daemon.h"
 #include "common/http_server.h"
 #include "membership/presence.h"
@@ -128,6 +129,7 @@ int main(int argc, char** argv) {
   b.RegisterService(&service);
   b.SetMaxReceiveMessageSize(64 << 20);
   b.SetMaxSendMessageSize(64 << 20);
+  AllowPeerKeepalive(&b);  // the gateway pings (common/grpc_channel.h)
   auto server = b.BuildAndStart();
   if (!server || port == 0) return Fail(1, absl::StrCat("cannot listen on ", self->listen));
   HttpServer http;

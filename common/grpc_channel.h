@@ -10,16 +10,39 @@
 
 namespace ringcache {
 
+// Keepalive pings of the gateway's channels to cache nodes: a connection whose peer vanished
+// (cut off, or its host gone) is noticed within about kPeerKeepaliveMs * 2 instead of the TCP
+// retransmission timeout (15-45 s), so a node that comes back is reachable again at once.
+inline constexpr int kPeerKeepaliveMs = 2000;
+
 // Returns an insecure channel to a ringcache peer: 64 MiB messages (a whole object plus framing)
-// and fast reconnects after the peer restarts (gRPC's default backoff grows to minutes).
-inline std::shared_ptr<grpc::Channel> PeerChannel(const std::string& address) {
+// and fast reconnects after the peer restarts (gRPC's default backoff grows to minutes). With
+// `keepalive`, it pings the peer every kPeerKeepaliveMs, also while idle; the peer's server must
+// accept that (AllowPeerKeepalive), or it closes the connection after a few pings.
+inline std::shared_ptr<grpc::Channel> PeerChannel(const std::string& address,
+                                                  bool keepalive = false) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 << 20);
   args.SetMaxSendMessageSize(64 << 20);
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  if (keepalive) {
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, kPeerKeepaliveMs);
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, kPeerKeepaliveMs);
+    args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+    args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  }
   return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+}
+
+// Server side of PeerChannel(keepalive): accept a ping every kPeerKeepaliveMs / 2 or slower,
+// also without calls, without ever closing the connection for it.
+inline void AllowPeerKeepalive(grpc::ServerBuilder* b) {
+  b->AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  b->AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+                        kPeerKeepaliveMs / 2);
+  b->AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
 }
 
 }  // namespace ringcache

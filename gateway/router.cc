@@ -533,23 +533,28 @@ absl::Status Router::OnOwner(const v1::VdiGeometry& g, uint64_t object,
     CacheClient* client = Client(owner);
     client->SetRingEpoch(epoch);  // ring changes wait for requests in flight: one epoch at a time
     absl::Status s = OnMember(g, object, client, op);
+    // UNAVAILABLE from a node that does not answer a probe either: its connection broke (it died,
+    // or keepalive found it cut off). Like a fenced node, wait for it to come back or leave the
+    // ring, then retry. (A node that answers sent the error itself: it goes to the client.)
+    const bool fenced =
+        absl::IsUnavailable(s) && s.message().find("fenced:") != absl::string_view::npos;
+    const bool unreachable = absl::IsUnavailable(s) && !fenced && !client->Probe(500).ok();
     {
       absl::MutexLock l(&mu_);
       --inflight_[owner];
       // A request that failed because its owner died and was removed meanwhile goes to the new
       // owner (it was not acknowledged, so trying again is safe).
       const bool moved = removed_.contains(owner) || removing_.contains(owner) || joining_;
-      // Cluster mode: a fenced owner refused the request without doing anything; it serves
-      // again once its lease is renewed (etcd back), or the object moves (the node is removed).
-      const bool fenced =
-          absl::IsUnavailable(s) && s.message().find("fenced:") != absl::string_view::npos;
-      // The owner has seen a newer ring than ours (another sender acted on an ownership change
-      // we have not seen yet): it did nothing; retry once our ring caught up (membership).
+      // Retried after a pause, for up to a minute: a fenced owner refused the request without
+      // doing anything and serves again once its lease is renewed (etcd back), or the object
+      // moves (the node is removed); so does an unreachable one. An owner that has seen a newer
+      // ring than ours (another sender acted on an ownership change we have not seen yet) did
+      // nothing either: retry once our ring caught up (membership).
       const bool stale = absl::IsFailedPrecondition(s) &&
                          s.message().find("stale ring epoch") != absl::string_view::npos;
       if (stale && ++fenced_retries <= kMaxFencedRetries) {
         // fall through to the wait below
-      } else if (!(fenced && !moved && ++fenced_retries <= kMaxFencedRetries)) {
+      } else if (!((fenced || unreachable) && !moved && ++fenced_retries <= kMaxFencedRetries)) {
         if (s.ok() || !moved ||
             (!absl::IsUnavailable(s) && !absl::IsDeadlineExceeded(s) && !absl::IsCancelled(s))) {
           return s;
