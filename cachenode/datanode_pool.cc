@@ -293,19 +293,20 @@ void DataNodePool::Observe(Node* n, double seconds) {
   if (n->latency != nullptr) n->latency->Observe(seconds);
 }
 
-void DataNodePool::SortByLoad(std::vector<uint32_t>* ids) const {
+void DataNodePool::SortByLoad(const View& v, std::vector<uint32_t>* ids) {
   // Snapshot the loads first: they change concurrently, and a comparator that reads them live is
   // not a strict weak ordering (undefined behaviour in std::sort; it crashed under load).
   std::vector<std::pair<double, uint32_t>> by_load;
   by_load.reserve(ids->size());
-  for (uint32_t id : *ids) by_load.emplace_back(Load(id), id);
+  for (uint32_t id : *ids) by_load.emplace_back(LoadOf(v.Find(id)), id);
   std::stable_sort(by_load.begin(), by_load.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
   for (size_t i = 0; i < ids->size(); ++i) (*ids)[i] = by_load[i].second;
 }
 
-double DataNodePool::Load(uint32_t id) const {
-  Node* n = Find(id);
+double DataNodePool::Load(uint32_t id) const { return LoadOf(Find(id)); }
+
+double DataNodePool::LoadOf(const Node* n) {
   if (n == nullptr) return 1e9;
   // Queue depth × latency (DESIGN §4, LCR's device load); +1 so an idle slow node still ranks
   // behind an idle fast one.
@@ -338,10 +339,11 @@ absl::StatusOr<std::vector<uint32_t>> DataNodePool::Homes(uint32_t vdi, uint64_t
 }
 
 double DataNodePool::HomeLoad(uint32_t vdi, uint64_t object, int n) const {
-  auto homes = Homes(vdi, object, n);
+  const auto v = view();
+  auto homes = HomesIn(*v, vdi, object, n);
   if (!homes.ok()) return 1e9;
   double best = 1e18;
-  for (uint32_t id : *homes) best = std::min(best, Load(id));
+  for (uint32_t id : *homes) best = std::min(best, LoadOf(v->Find(id)));
   return best;
 }
 
@@ -375,7 +377,7 @@ absl::StatusOr<BlockRun> DataNodePool::Read(uint32_t vdi, uint64_t object, uint3
                                             uint32_t count, int n, uint32_t block_size) {
   const auto v = view();
   RC_ASSIGN_OR_RETURN(std::vector<uint32_t> homes, HomesIn(*v, vdi, object, n));
-  SortByLoad(&homes);
+  SortByLoad(*v, &homes);
   absl::Status last = absl::UnavailableError("no home replica");
   std::vector<uint32_t> corrupt;
   for (uint32_t id : homes) {
@@ -435,7 +437,7 @@ absl::StatusOr<std::vector<bool>> DataNodePool::Presence(uint32_t vdi, uint64_t 
                                                          uint32_t first, uint32_t count, int n) {
   const auto v = view();
   RC_ASSIGN_OR_RETURN(std::vector<uint32_t> homes, HomesIn(*v, vdi, object, n));
-  SortByLoad(&homes);
+  SortByLoad(*v, &homes);
   absl::Status last = absl::UnavailableError("no home replica");
   for (uint32_t id : homes) {
     v1::ReadBlocksRequest req;

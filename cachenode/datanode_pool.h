@@ -224,7 +224,8 @@ class DataNodePool {
                                                int n);
   Node* Find(uint32_t id) const;
   // Orders node ids by their load at the time of the call, least loaded first.
-  void SortByLoad(std::vector<uint32_t>* ids) const;
+  static void SortByLoad(const View& v, std::vector<uint32_t>* ids);
+  static double LoadOf(const Node* n);
   void Observe(Node* n, double seconds);
   // Records an RPC's outcome for the up/down view.
   void Note(Node* n, const grpc::Status& s);
