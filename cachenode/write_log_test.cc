@@ -272,9 +272,10 @@ TEST_F(WriteLogTest, FencedNodeDoesNotLogAgainForALostDataNode) {
   Init(5, 3);
   config_.relog_after_ms = 300;
   Start();
-  std::atomic<bool> open{false};
+  std::atomic<bool> open{true};
   node_->SetDestageGate([&open] { return open.load(); });
   for (uint64_t b = 0; b < 48; ++b) ASSERT_TRUE(WriteBlock(b * 7, Pattern(b)).ok());
+  open = false;  // fenced from here on (a fenced node refuses writes too: service_test)
   auto logs = LogsByDataNode();
   uint32_t lost = 0;
   for (auto& [id, recs] : logs) {
