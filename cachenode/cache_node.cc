@@ -1405,13 +1405,24 @@ void CacheNode::DestagerLoop() {
   }
 }
 
-absl::Status CacheNode::Flush(uint32_t vdi) {
+absl::Status CacheNode::Flush(uint32_t vdi) { return FlushWhere(vdi, nullptr); }
+
+absl::Status CacheNode::FlushMoving(const ring::Ring& ring) { return FlushWhere(0, &ring); }
+
+absl::Status CacheNode::FlushWhere(uint32_t vdi, const ring::Ring* moving_under) {
   for (int round = 0;; ++round) {
     std::vector<SlotKey> keys;
     {
       absl::MutexLock l(&mu_);
       for (const SlotKey& k : dirty_set_) {
-        if (vdi == 0 || k.vdi == vdi) keys.push_back(k);
+        if (vdi != 0 && k.vdi != vdi) continue;
+        if (moving_under != nullptr) {
+          auto it = vdis_.find(k.vdi);
+          if (it == vdis_.end()) continue;
+          const ring::ObjectKey object{k.vdi, k.block / BlocksPerObject(it->second)};
+          if (moving_under->Owner(object) == config_.node_id) continue;  // stays here
+        }
+        keys.push_back(k);
       }
     }
     if (keys.empty()) {

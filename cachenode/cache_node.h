@@ -125,6 +125,9 @@ class CacheNode {
   absl::StatusOr<CacheMode> GetMode(uint32_t vdi) const;
   // Destages every dirty block (of one VDI, or all when vdi == 0) and waits until done.
   absl::Status Flush(uint32_t vdi);
+  // Destages the dirty blocks of the objects that `ring` does not give to this node (a cache
+  // node joining takes them over: gateway/router.h AddCacheNode); the others stay dirty.
+  absl::Status FlushMoving(const ring::Ring& ring);
 
   // Fills per-VDI statistics (all VDIs when vdi == 0).
   void Stats(uint32_t vdi, std::vector<v1::VdiCacheStats>* out) const;
@@ -206,6 +209,8 @@ class CacheNode {
   absl::Status RegisterVdiInMemory(const v1::VdiGeometry& vdi);
   // Persists / reloads the VDI table (geometry and mode) beside the SSD file.
   absl::Status SaveVdis();
+  // Flush of `vdi` (0: all), only of objects `moving_under` does not give to this node if set.
+  absl::Status FlushWhere(uint32_t vdi, const ring::Ring* moving_under);
   // OK unless the destage gate is set and closed (fenced); see SetDestageGate.
   absl::Status CheckGate();
   absl::Mutex data_ring_mu_;  // serialises SetDataRing (pool switch + state file)

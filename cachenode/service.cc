@@ -131,7 +131,17 @@ grpc::Status CacheNodeService::SetMode(grpc::ServerContext*, const v1::SetModeRe
 
 grpc::Status CacheNodeService::Flush(grpc::ServerContext*, const v1::CacheFlushRequest* req,
                                      v1::CacheFlushResponse* resp) {
-  absl::Status s = node_->Flush(req->all_vdis() ? 0 : req->vdi_id());
+  absl::Status s;
+  if (req->moving_under_size() > 0) {
+    ring::RingConfig rc;
+    for (const auto& m : req->moving_under()) rc.members.push_back({m.id(), m.weight(), ""});
+    rc.cached_owners = 1;  // as the gateway's router builds it
+    auto ring = ring::Ring::Build(rc);
+    if (!ring.ok()) return ToGrpc(ring.status());
+    s = node_->FlushMoving(*ring);
+  } else {
+    s = node_->Flush(req->all_vdis() ? 0 : req->vdi_id());
+  }
   resp->set_dirty_blocks_left(node_->dirty_blocks());
   resp->set_dirty_bytes_left(node_->dirty_blocks() * node_->block_size());
   return ToGrpc(s);

@@ -61,6 +61,14 @@ class LocalCacheClient : public CacheClient {
     return absl::OkStatus();
   }
   absl::Status Probe(int) override { return absl::OkStatus(); }
+  absl::Status FlushMoving(const std::vector<ring::Member>& next) override {
+    ring::RingConfig rc;
+    rc.members = next;
+    rc.cached_owners = 1;
+    auto built = ring::Ring::Build(rc);
+    if (!built.ok()) return built.status();
+    return node_->FlushMoving(*built);
+  }
   absl::StatusOr<uint64_t> DropBlocks(bool all, const std::vector<ring::Member>& ring) override {
     if (all) {
       auto r = node_->DropBlocks(true, nullptr);
@@ -174,6 +182,18 @@ class GrpcCacheClient : public CacheClient {
     absl::Status s = FromGrpc(stub_->Flush(ctx.get(), req, &resp), What("flush"));
     if (!s.ok()) return s;
     return resp.dirty_bytes_left();
+  }
+  absl::Status FlushMoving(const std::vector<ring::Member>& next) override {
+    v1::CacheFlushRequest req;
+    req.set_all_vdis(true);
+    for (const auto& m : next) {
+      v1::RingMember* rm = req.add_moving_under();
+      rm->set_id(m.id);
+      rm->set_weight(m.weight);
+    }
+    v1::CacheFlushResponse resp;
+    auto ctx = Ctx(3600 * 1000);
+    return FromGrpc(stub_->Flush(ctx.get(), req, &resp), What("handoff flush"));
   }
   absl::Status Stats(uint32_t vdi, std::vector<v1::VdiCacheStats>* out) override {
     v1::CacheStatsRequest req;

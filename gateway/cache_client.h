@@ -40,6 +40,9 @@ class CacheClient {
   virtual absl::Status SetMode(uint32_t vdi, v1::CacheMode mode) = 0;
   // Destages (vdi, or all when 0); returns dirty bytes left on this node.
   virtual absl::StatusOr<uint64_t> Flush(uint32_t vdi) = 0;
+  // Destages only the objects that the cache ring of `next` does not give to this node (the
+  // FlushMoving of cachenode/cache_node.h).
+  virtual absl::Status FlushMoving(const std::vector<ring::Member>& next) = 0;
   virtual absl::Status Stats(uint32_t vdi, std::vector<v1::VdiCacheStats>* out) = 0;
   // Returns OK if the node answers within `timeout_ms` (no waiting for it to come up).
   virtual absl::Status Probe(int timeout_ms) = 0;

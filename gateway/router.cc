@@ -205,6 +205,10 @@ std::vector<uint32_t> Router::removed() const {
   return out;
 }
 
+bool Router::MovesLocked(const ring::ObjectKey& key) const {
+  return next_ring_ != nullptr && next_ring_->Owner(key) != ring_->Owner(key);
+}
+
 uint64_t Router::RingEpochLocked() const {
   return external_epoch_ != 0 ? external_epoch_ : 1 + removed_.size();
 }
@@ -442,30 +446,34 @@ absl::Status Router::AddCacheNode(uint32_t id,
     if (!removing_.empty() || joining_) {
       return absl::FailedPreconditionError("another cache node is being removed or added");
     }
+    for (const auto& m : members_) {
+      if (!removed_.contains(m.id) || m.id == id) next.push_back({m.id, m.weight, ""});
+    }
+    ring::RingConfig rc;
+    rc.members = next;
+    rc.cached_owners = 1;
+    RC_ASSIGN_OR_RETURN(ring::Ring next_ring, ring::Ring::Build(rc));
+    // From here on requests for the objects that move to the joiner wait (OnOwner); the others
+    // go on as before. The moving ones already in flight finish first.
     joining_ = true;
     joining_id_ = id;
-    say("holding every request; waiting for requests in flight");
+    next_ring_ = std::make_unique<ring::Ring>(std::move(next_ring));
+    say("holding requests for the objects it takes over; waiting for those in flight");
     auto drained = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      for (const auto& [node, n] : inflight_) {
-        if (n != 0) return false;
+      for (const auto& [key, n] : inflight_objects_) {
+        if (n != 0 && MovesLocked(ring::ObjectKey{key.first, key.second})) return false;
       }
       return true;
     };
     mu_.Await(absl::Condition(&drained));
-    for (const auto& m : members_) {
-      if (!removed_.contains(m.id) || m.id == id) next.push_back({m.id, m.weight, ""});
-    }
   }
   auto attempt = [&]() -> absl::Status {
     const std::vector<CacheMember*> live = Live();
-    for (CacheMember* m : live) {
-      RC_ASSIGN_OR_RETURN(uint64_t left, m->client->Flush(0));
-      if (left != 0) {
-        return absl::UnavailableError(
-            absl::StrCat("cache node ", m->id, " has ", left, " dirty bytes after a flush"));
-      }
-    }
-    say("every member destaged; dropping clean copies of objects that move");
+    // Handoff: each member destages the objects it loses to the joiner (no request can dirty
+    // them again: they are held), then drops its clean copies of them (so an object that later
+    // comes back never meets a stale copy), and must keep no dirty block of them.
+    for (CacheMember* m : live) RC_RETURN_IF_ERROR(m->client->FlushMoving(next));
+    say("the objects that move are destaged; dropping their clean copies");
     for (CacheMember* m : live) {
       RC_ASSIGN_OR_RETURN(uint64_t kept, m->client->DropBlocks(false, next));
       if (kept != 0) {
@@ -495,6 +503,7 @@ absl::Status Router::AddCacheNode(uint32_t id,
   absl::MutexLock l(&mu_);
   joining_ = false;
   joining_id_ = 0;
+  next_ring_.reset();
   if (!s.ok()) return s;
   removed_.erase(id);
   absl::Status rs = RebuildRing();
@@ -522,13 +531,15 @@ absl::Status Router::OnOwner(const v1::VdiGeometry& g, uint64_t object,
     {
       absl::MutexLock l(&mu_);
       // An object whose owner is leaving waits until the leaving node's data is settled.
+      // An object that moves to a joining node waits until the handoff is done.
       auto ready = [this, &key]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return !joining_ && !removing_.contains(ring_->Owner(key));
+        return !removing_.contains(ring_->Owner(key)) && !MovesLocked(key);
       };
       mu_.Await(absl::Condition(&ready));
       owner = ring_->Owner(key);
       epoch = RingEpochLocked();
       ++inflight_[owner];
+      ++inflight_objects_[{key.vdi_id, key.object_index}];
     }
     CacheClient* client = Client(owner);
     client->SetRingEpoch(epoch);  // ring changes wait for requests in flight: one epoch at a time
@@ -542,6 +553,10 @@ absl::Status Router::OnOwner(const v1::VdiGeometry& g, uint64_t object,
     {
       absl::MutexLock l(&mu_);
       --inflight_[owner];
+      if (auto it = inflight_objects_.find({key.vdi_id, key.object_index});
+          it != inflight_objects_.end() && --it->second == 0) {
+        inflight_objects_.erase(it);
+      }
       // A request that failed because its owner died and was removed meanwhile goes to the new
       // owner (it was not acknowledged, so trying again is safe).
       const bool moved = removed_.contains(owner) || removing_.contains(owner) || joining_;

@@ -115,14 +115,14 @@ class Router : public ExportProvider {
   // unknown one.
   std::string LearnedAddress(uint32_t id) const;
 
-  // Brings removed cache node `id` back into the ring (cluster mode: it registered again).
-  // kUnavailable at once if the node does not answer a probe. Otherwise simple rather than
-  // fast: every request is held (in-flight ones finish first); every current member destages
-  // everything (Flush(0)) so that no dirty block of a moving object stays with its old owner,
-  // and drops its clean blocks of objects it loses; the joining node drops every
+  // Brings removed cache node `id` back into the ring (cluster mode: it registered again, or a
+  // new node registered). kUnavailable at once if the node does not answer a probe. Otherwise
+  // a handoff of the objects it takes over: requests for them are held (those in flight finish
+  // first) while every current member destages its dirty blocks of them (FlushMoving) and drops
+  // its clean copies of them; requests for all other objects go on. The joining node drops every
   // block it had (they may be stale: it was out of the ring while others wrote); the VDIs are
-  // registered on it; only then does the ring grow and requests resume. On error nothing
-  // changes (the node stays removed; dropped clean blocks are only a colder cache).
+  // registered on it; only then does the ring grow and the held requests go to it. On error
+  // nothing changes (the node stays removed; dropped clean blocks are only a colder cache).
   absl::Status AddCacheNode(uint32_t id, const std::function<void(const std::string&)>& progress,
                             int attempts = 60);
   // Runs `hook(id, client)` on a joining cache node after its VDIs are registered and before it
@@ -142,6 +142,8 @@ class Router : public ExportProvider {
   std::vector<CacheMember*> Live() const;
   absl::Status RebuildRing() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint64_t RingEpochLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // True while a node joins and `key` moves to it.
+  bool MovesLocked(const ring::ObjectKey& key) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status SaveRemoved() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   Catalog* catalog_ = nullptr;
@@ -168,6 +170,9 @@ class Router : public ExportProvider {
   absl::flat_hash_set<uint32_t> removing_ ABSL_GUARDED_BY(mu_);
   bool joining_ ABSL_GUARDED_BY(mu_) = false;  // AddCacheNode holds every request
   uint32_t joining_id_ ABSL_GUARDED_BY(mu_) = 0;
+  std::unique_ptr<ring::Ring> next_ring_ ABSL_GUARDED_BY(mu_);  // the ring with the joiner
+  // Requests in flight per object (vdi, object index): a join waits for those of moving objects.
+  absl::flat_hash_map<std::pair<uint32_t, uint64_t>, int> inflight_objects_ ABSL_GUARDED_BY(mu_);
   std::function<absl::Status(uint32_t, CacheClient*)> join_hook_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint32_t, int> inflight_ ABSL_GUARDED_BY(mu_);
   std::string removed_path_ ABSL_GUARDED_BY(mu_);

@@ -60,6 +60,9 @@ class GuardedClient : public CacheClient {
     return inner_->SetMode(vdi, mode);
   }
   absl::StatusOr<uint64_t> Flush(uint32_t vdi) override { return inner_->Flush(vdi); }
+  absl::Status FlushMoving(const std::vector<ring::Member>& next) override {
+    return inner_->FlushMoving(next);
+  }
   absl::Status Stats(uint32_t vdi, std::vector<v1::VdiCacheStats>* out) override {
     return inner_->Stats(vdi, out);
   }

@@ -5,6 +5,8 @@
 // router did not start with (cluster mode: registered in etcd, not in the cluster file) is learned
 // and joins the same way, and a restarted router keeps it.
 #include <filesystem>
+#include <thread>
+#include <atomic>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -14,6 +16,7 @@
 #include "cachenode/testing/embedded_datanodes.h"
 #include "gateway/admin_service.h"
 #include "gateway/router.h"
+#include "ring/ring.h"
 #include "gtest/gtest.h"
 
 namespace ringcache::gateway {
@@ -110,6 +113,18 @@ class RouterMembershipTest : public ::testing::Test {
     }
     return members;
   }
+  // Objects that node `id` owns when nodes 1 and 2 are both in the ring.
+  uint64_t ObjectsOwnedBy(uint32_t id) {
+    ring::RingConfig rc;
+    rc.members = {{1, 1.0, ""}, {2, 1.0, ""}};
+    rc.cached_owners = 1;  // as the router builds it
+    auto ring = ring::Ring::Build(rc);
+    EXPECT_TRUE(ring.ok());
+    const uint32_t vdi = catalog_->Find("v")->geometry.vdi_id();
+    uint64_t n = 0;
+    for (uint64_t o = 0; o < kObjects; ++o) n += ring->Owner(ring::ObjectKey{vdi, o}) == id;
+    return n;
+  }
   absl::Status Remove(uint32_t id) {
     return router_->RemoveCacheNode(id, CacheNodeSettle(router_.get(), id, true), nullptr, 3);
   }
@@ -139,7 +154,8 @@ TEST_F(RouterMembershipTest, LeaveAndRejoinNeverReadsStaleData) {
   ASSERT_TRUE(router_->AddCacheNode(2, nullptr, 3).ok());
   EXPECT_EQ(router_->cache_node_count(), 2u);
   EXPECT_TRUE(router_->removed().empty());
-  EXPECT_EQ(nodes_[0]->dirty_blocks(), 0u) << "every member destaged at the join";
+  // Handoff: node 1 destaged the objects node 2 took over and nothing else.
+  EXPECT_EQ(nodes_[0]->dirty_blocks(), ObjectsOwnedBy(1)) << "only moving objects are destaged";
   EXPECT_EQ(StaleObjects('b'), 0);
 
   // Node 1 lost objects to node 2 at the join; when they come back it must not serve its old
@@ -219,6 +235,57 @@ TEST_F(RouterMembershipTest, RemovedIdsTheRouterDoesNotKnowAreForgotten) {
   std::unique_ptr<Router> again = NewRouter(FileMembers());
   EXPECT_EQ(again->removed(), std::vector<uint32_t>{2});
   EXPECT_EQ(again->cache_node_count(), 1u);
+}
+
+TEST_F(RouterMembershipTest, JoinHoldsOnlyTheObjectsThatMove) {
+  ASSERT_TRUE(Remove(2).ok());
+  WriteAll('a');
+  ring::RingConfig rc;
+  rc.members = {{1, 1.0, ""}, {2, 1.0, ""}};
+  rc.cached_owners = 1;
+  auto ring = ring::Ring::Build(rc);
+  ASSERT_TRUE(ring.ok());
+  const uint32_t vdi = catalog_->Find("v")->geometry.vdi_id();
+  int64_t stays = -1, moves = -1;
+  for (uint64_t o = 0; o < kObjects; ++o) {
+    (ring->Owner(ring::ObjectKey{vdi, o}) == 1 ? stays : moves) = static_cast<int64_t>(o);
+  }
+  ASSERT_GE(stays, 0);
+  ASSERT_GE(moves, 0);
+  // In the middle of the join (the hook runs before the ring grows): a write to an object that
+  // stays with node 1 completes; one to an object that moves to node 2 waits for the join.
+  std::atomic<bool> moving_done{false};
+  std::thread moving_writer;
+  bool stay_done = false;
+  router_->SetJoinHook([&](uint32_t, CacheClient*) {
+    const std::string b = Block('s', stays);
+    std::atomic<bool> done{false};
+    std::thread t([&] {
+      EXPECT_TRUE(dev_->Write(stays * kObj, kBs, b.data(), false).ok());
+      done = true;
+    });
+    for (int i = 0; i < 3000 && !done; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    stay_done = done;
+    t.join();  // (a write held by the join would hang here: the test times out)
+    moving_writer = std::thread([&] {
+      const std::string m = Block('m', moves);
+      EXPECT_TRUE(dev_->Write(moves * kObj, kBs, m.data(), false).ok());
+      moving_done = true;
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    EXPECT_FALSE(moving_done.load()) << "a moving object was written during its handoff";
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(router_->AddCacheNode(2, nullptr, 3).ok());
+  moving_writer.join();
+  EXPECT_TRUE(stay_done) << "a write to an object that does not move waited for the join";
+  EXPECT_TRUE(moving_done.load());
+  std::string buf(kBs, '\0');
+  ASSERT_TRUE(dev_->Read(stays * kObj, kBs, buf.data()).ok());
+  EXPECT_EQ(buf, Block('s', stays));
+  ASSERT_TRUE(dev_->Read(moves * kObj, kBs, buf.data()).ok());
+  EXPECT_EQ(buf, Block('m', moves));
+  EXPECT_GT(nodes_[1]->dirty_blocks(), 0u) << "the moved object's write went to node 2";
 }
 
 TEST_F(RouterMembershipTest, AddCacheNodeRefusesMembersAndUnknownIds) {
