@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <optional>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "cachenode/cache_node.h"
@@ -122,8 +123,12 @@ int main(int argc, char** argv) {
     cachenode::Fence* f = fence.get();
     (*node)->SetDestageGate([f] { return f->Open(); });
   }
+  // Whatever way main returns, the node (and its destager, which asks the fence) stops before
+  // the fence and the registration it reads are destroyed (a failed listen crashed here).
+  auto stop_node_first = absl::MakeCleanup([&node] { node->reset(); });
   cachenode::CacheNodeService service(node->get(), fence.get(), registry);
   grpc::ServerBuilder b;
+  ExclusivePort(&b);  // a port in use fails the start (common/grpc_channel.h)
   int port = 0;
   b.AddListeningPort(self->listen, grpc::InsecureServerCredentials(), &port);
   b.RegisterService(&service);

@@ -36,6 +36,12 @@ inline std::shared_ptr<grpc::Channel> PeerChannel(const std::string& address,
   return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
 }
 
+// Every ringcache server owns its port: without this gRPC sets SO_REUSEPORT, so a second daemon
+// started on the same port would not fail but take a share of the connections.
+inline void ExclusivePort(grpc::ServerBuilder* b) {
+  b->AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+}
+
 // Server side of PeerChannel(keepalive): accept a ping every kPeerKeepaliveMs / 2 or slower,
 // also without calls, without ever closing the connection for it.
 inline void AllowPeerKeepalive(grpc::ServerBuilder* b) {

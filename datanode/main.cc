@@ -13,6 +13,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "common/grpc_channel.h"
 #include "common/clock.h"
 #include "common/cluster_file.h"
 #include "common/daemon.h"
@@ -127,6 +128,7 @@ int main(int argc, char** argv) {
       ->Set(cfg.hdd.enabled ? 1 : 0);
 
   grpc::ServerBuilder builder;
+  ringcache::ExclusivePort(&builder);  // a port in use fails the start (common/grpc_channel.h)
   int grpc_port = 0;
   builder.AddListeningPort(cfg.listen, grpc::InsecureServerCredentials(), &grpc_port);
   builder.RegisterService(&service);

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/config.h"
+#include "common/grpc_channel.h"
 #include "common/daemon.h"
 #include "common/status_macros.h"
 
@@ -19,6 +20,7 @@ absl::Status Frontends::Start(const FrontendConfig& config, Router* router,
 
   admin_ = std::make_unique<AdminService>(router, std::move(nodes));
   grpc::ServerBuilder ab;
+  ExclusivePort(&ab);  // a port in use fails the start (common/grpc_channel.h)
   ab.AddListeningPort(config.admin_listen, grpc::InsecureServerCredentials(), &admin_port_);
   ab.RegisterService(admin_.get());
   admin_server_ = ab.BuildAndStart();

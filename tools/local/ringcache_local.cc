@@ -19,6 +19,7 @@
 #include "cachenode/datanode_pool.h"
 #include "common/clock.h"
 #include "common/config.h"
+#include "common/grpc_channel.h"
 #include "common/status_macros.h"
 #include "common/daemon.h"
 #include "common/http_server.h"
@@ -212,6 +213,7 @@ int main(int argc, char** argv) {
                                                             registry);
     d.service->SetLogLimit(cfg.log_limit_bytes);
     grpc::ServerBuilder b;
+    ExclusivePort(&b);  // a port in use fails the start (common/grpc_channel.h)
     b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &d.port);
     b.RegisterService(d.service.get());
     b.SetMaxReceiveMessageSize(64 << 20);
