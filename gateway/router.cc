@@ -305,15 +305,15 @@ absl::Status Router::RemoveCacheNode(
   bool done;
   {
     absl::MutexLock l(&mu_);
-    done = mu_.AwaitWithTimeout(absl::Condition(&drained), absl::Seconds(2));
+    done = mu_.AwaitWithTimeout(absl::Condition(&drained), absl::Milliseconds(200));
   }
-  // Requests still in flight after that, to a node that does not answer, are cancelled and go
+  // Requests still in flight after a moment, to a node that does not answer, are cancelled and go
   // to the next owner once it is settled (they were not acknowledged). Waiting for their
   // deadline would stall clients for a minute. In cluster mode they cannot still be working on
   // the node: it died (its connection is gone), or it never got them (queued while it was
   // unreachable), or it is cut off and fenced itself before its lease expired. In static mode
   // an operator removes a node that does not answer on their own judgement, as before.
-  if (!done && !client->Probe(1000).ok()) {
+  if (!done && !client->Probe(500).ok()) {
     say("node does not answer: cancelling its requests in flight (they go to the next owner)");
     client->CancelInFlight();
   }
