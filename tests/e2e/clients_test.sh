@@ -10,7 +10,8 @@ MODE=${1:?usage: clients_test.sh local|cluster BUILD_DIR}
 BUILD=$(cd "${2:?usage: clients_test.sh local|cluster BUILD_DIR}" && pwd)
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 WORK=$(mktemp -d "${TEST_TMPDIR:-/tmp}/rc-e2e-$MODE.XXXXXX")
-BASE=$(( 20000 + (RANDOM % 240) * 50 ))  # all ports below the ephemeral range (32768+)
+source "$(dirname "$0")/ports.sh"
+BASE=$(pick_base_port)  # free ports, below the ephemeral range
 PIDS=()
 
 log() { echo "[$MODE] $*"; }

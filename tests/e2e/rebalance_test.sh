@@ -26,7 +26,8 @@ fio --enghelp=nbd > /dev/null 2>&1 || { echo "fio has no nbd engine: skipping"; 
 BUILD=$(cd "${1:?usage: rebalance_test.sh BUILD_DIR}" && pwd)
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 WORK=$(mktemp -d "${TEST_TMPDIR:-/tmp}/rc-rebalance.XXXXXX")
-BASE=$(( 20000 + (RANDOM % 240) * 50 ))  # all ports below the ephemeral range (32768+)
+source "$(dirname "$0")/ports.sh"
+BASE=$(pick_base_port)  # free ports, below the ephemeral range
 REGION=40M  # per fio job; 2 jobs, 64 MiB apart
 
 log() { echo "[rebalance] $(date +%T) $*"; }

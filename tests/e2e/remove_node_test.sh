@@ -15,7 +15,8 @@ set -euo pipefail
 BUILD=$(cd "${1:?usage: remove_node_test.sh BUILD_DIR}" && pwd)
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 WORK=$(mktemp -d "${TEST_TMPDIR:-/tmp}/rc-remove.XXXXXX")
-BASE=$(( 20000 + (RANDOM % 240) * 50 ))  # all ports below the ephemeral range (32768+)
+source "$(dirname "$0")/ports.sh"
+BASE=$(pick_base_port)  # free ports, below the ephemeral range
 
 log() { echo "[remove] $*"; }
 fail() {
