@@ -706,12 +706,20 @@ absl::StatusOr<v1::LogRecord> DataNodePool::FetchLogRecord(uint32_t cache_node, 
   return last;
 }
 
-absl::StatusOr<BlockScanPage> DataNodePool::ScanBlocks(uint32_t node, ring::ObjectKey from,
-                                                       uint32_t from_block, uint32_t limit,
-                                                       bool include_data) {
+template <typename Call>
+absl::Status DataNodePool::OnNode(uint32_t node, const char* what, Call&& call) {
   const auto v = view();
   Node* n = v->Find(node);
   if (n == nullptr) return absl::InvalidArgumentError(absl::StrCat("unknown data node ", node));
+  auto ctx = Context();
+  grpc::Status s = call(*n->stub, ctx.get());
+  Note(n, s);
+  return FromGrpc(s, absl::StrCat(what, " data node ", node));
+}
+
+absl::StatusOr<BlockScanPage> DataNodePool::ScanBlocks(uint32_t node, ring::ObjectKey from,
+                                                       uint32_t from_block, uint32_t limit,
+                                                       bool include_data) {
   v1::ScanBlocksRequest req;
   req.set_vdi_id(from.vdi_id);
   req.set_object_index(from.object_index);
@@ -719,10 +727,9 @@ absl::StatusOr<BlockScanPage> DataNodePool::ScanBlocks(uint32_t node, ring::Obje
   req.set_limit(limit);
   req.set_include_data(include_data);
   v1::ScanBlocksResponse resp;
-  auto ctx = Context();
-  grpc::Status s = n->stub->ScanBlocks(ctx.get(), req, &resp);
-  Note(n, s);
-  RC_RETURN_IF_ERROR(FromGrpc(s, absl::StrCat("block scan on data node ", node)));
+  RC_RETURN_IF_ERROR(OnNode(node, "block scan on", [&](auto& stub, grpc::ClientContext* ctx) {
+    return stub.ScanBlocks(ctx, req, &resp);
+  }));
   BlockScanPage page;
   page.blocks.assign(std::make_move_iterator(resp.mutable_blocks()->begin()),
                      std::make_move_iterator(resp.mutable_blocks()->end()));
@@ -735,9 +742,6 @@ absl::StatusOr<BlockScanPage> DataNodePool::ScanBlocks(uint32_t node, ring::Obje
 absl::StatusOr<uint32_t> DataNodePool::CopyBlocks(uint32_t node, uint32_t vdi, uint64_t object,
                                                   uint32_t first, const std::string& data,
                                                   const HomeStamp& stamp) {
-  const auto v = view();
-  Node* n = v->Find(node);
-  if (n == nullptr) return absl::InvalidArgumentError(absl::StrCat("unknown data node ", node));
   v1::WriteBlocksRequest req;
   req.mutable_range()->set_vdi_id(vdi);
   req.mutable_range()->set_object_index(object);
@@ -747,18 +751,14 @@ absl::StatusOr<uint32_t> DataNodePool::CopyBlocks(uint32_t node, uint32_t vdi, u
   for (uint64_t seq : stamp.seqs) req.add_versions(seq);
   req.set_only_if_absent(true);
   v1::WriteBlocksResponse resp;
-  auto ctx = Context();
-  grpc::Status s = n->stub->WriteBlocks(ctx.get(), req, &resp);
-  Note(n, s);
-  RC_RETURN_IF_ERROR(FromGrpc(s, absl::StrCat("copy to data node ", node)));
+  RC_RETURN_IF_ERROR(OnNode(node, "copy to", [&](auto& stub, grpc::ClientContext* ctx) {
+    return stub.WriteBlocks(ctx, req, &resp);
+  }));
   return resp.blocks_stored();
 }
 
 absl::Status DataNodePool::PurgeBlocks(uint32_t node, uint32_t vdi, uint64_t object,
                                        uint32_t first, uint32_t count) {
-  const auto v = view();
-  Node* n = v->Find(node);
-  if (n == nullptr) return absl::InvalidArgumentError(absl::StrCat("unknown data node ", node));
   v1::TrimBlocksRequest req;
   req.mutable_range()->set_vdi_id(vdi);
   req.mutable_range()->set_object_index(object);
@@ -766,22 +766,17 @@ absl::Status DataNodePool::PurgeBlocks(uint32_t node, uint32_t vdi, uint64_t obj
   req.mutable_range()->set_block_count(count);
   req.set_purge(true);
   v1::TrimBlocksResponse resp;
-  auto ctx = Context();
-  grpc::Status s = n->stub->TrimBlocks(ctx.get(), req, &resp);
-  Note(n, s);
-  return FromGrpc(s, absl::StrCat("purge on data node ", node));
+  return OnNode(node, "purge on", [&](auto& stub, grpc::ClientContext* ctx) {
+    return stub.TrimBlocks(ctx, req, &resp);
+  });
 }
 
 absl::StatusOr<uint64_t> DataNodePool::BlockCount(uint32_t node) {
-  const auto v = view();
-  Node* n = v->Find(node);
-  if (n == nullptr) return absl::InvalidArgumentError(absl::StrCat("unknown data node ", node));
   v1::StatsRequest req;
   v1::StatsResponse resp;
-  auto ctx = Context();
-  grpc::Status s = n->stub->Stats(ctx.get(), req, &resp);
-  Note(n, s);
-  RC_RETURN_IF_ERROR(FromGrpc(s, absl::StrCat("stats of data node ", node)));
+  RC_RETURN_IF_ERROR(OnNode(node, "stats of", [&](auto& stub, grpc::ClientContext* ctx) {
+    return stub.Stats(ctx, req, &resp);
+  }));
   return resp.blocks();
 }
 

@@ -223,6 +223,10 @@ class DataNodePool {
   static std::vector<uint32_t> LogCandidatesIn(const View& v, uint32_t vdi, uint64_t object,
                                                int n);
   Node* Find(uint32_t id) const;
+  // Runs one RPC `call(stub, ctx)` on data node `node` of the current view and notes its
+  // outcome; errors name `what` and the node ("copy to data node 4: ...").
+  template <typename Call>
+  absl::Status OnNode(uint32_t node, const char* what, Call&& call);
   // Orders node ids by their load at the time of the call, least loaded first.
   static void SortByLoad(const View& v, std::vector<uint32_t>* ids);
   static double LoadOf(const Node* n);
