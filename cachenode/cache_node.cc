@@ -15,6 +15,7 @@
 #include "cachenode/policy/registry.h"
 #include "common/atomic_file.h"
 #include "common/checksum.h"
+#include "common/errors.h"
 #include "common/status_macros.h"
 
 namespace ringcache::cachenode {
@@ -102,6 +103,11 @@ CacheNode::CacheNode(const CacheNodeConfig& config, DataNodePool* pool, Clock* c
       "ringcache_cachenode_ssd_repairs_total",
       "Dirty blocks whose damaged SSD slot was served and rewritten from their log record.",
       node);
+  obsolete_discarded_ = registry_->GetCounter(
+      "ringcache_cachenode_obsolete_blocks_discarded_total",
+      "Dirty blocks a data node refused as older than its copy (another owner wrote a newer "
+      "version): discarded instead of destaged.",
+      node);
 }
 
 absl::StatusOr<std::unique_ptr<CacheNode>> CacheNode::Create(const CacheNodeConfig& config,
@@ -116,9 +122,14 @@ absl::StatusOr<std::unique_ptr<CacheNode>> CacheNode::Create(const CacheNodeConf
 
 absl::Status CacheNode::Init() {
   std::vector<RecoveredSlot> recovered;
+  RC_ASSIGN_OR_RETURN(owner_, Ownership::Load(config_.ssd_path));
+  std::unique_ptr<File> file;
+  if (config_.open_ssd_file) {
+    RC_ASSIGN_OR_RETURN(file, config_.open_ssd_file(config_.ssd_path));
+  }
   RC_ASSIGN_OR_RETURN(slots_, SlotStore::Open({config_.ssd_path, config_.ssd_bytes,
                                                config_.block_size},
-                                              &recovered, &recovery_));
+                                              &recovered, &recovery_, std::move(file)));
   const size_t reserve = std::max<size_t>(
       16, static_cast<size_t>(config_.slot_reserve * slots_->num_slots()));
   if (reserve >= slots_->num_slots()) {
@@ -162,6 +173,7 @@ absl::Status CacheNode::Init() {
     e.slot = r.slot;
     e.dirty = r.dirty;
     e.log_seq = r.log_seq;
+    e.epoch = r.epoch;
     if (r.dirty && dirty_set_.insert(r.key).second) dirty_order_[r.key.vdi].push_back(r.key);
     ApplyEvictions(out);
   }
@@ -179,6 +191,17 @@ absl::Status CacheNode::Init() {
                               });
   registry_->AddCallbackGauge("ringcache_cachenode_free_slots", "Free SSD slots.", node,
                               [this] { return static_cast<double>(slots_->free_slots()); });
+  registry_->AddCallbackGauge(
+      "ringcache_cachenode_device_failed",
+      "1 after the SSD file failed a write or fdatasync (sticky: the node is fenced).", node,
+      [this] { return slots_->failed().ok() ? 0.0 : 1.0; });
+  registry_->AddCallbackGauge(
+      "ringcache_cachenode_quarantined",
+      "1 while the node lost ownership and waits to be re-admitted (persisted).", node,
+      [this] { return owner_->quarantined() ? 1.0 : 0.0; });
+  registry_->AddCallbackGauge("ringcache_cachenode_ring_epoch",
+                              "Highest cache ring epoch seen (fencing token of new writes).",
+                              node, [this] { return static_cast<double>(owner_->epoch()); });
   RC_ASSIGN_OR_RETURN(log_, WriteLog::Open({config_.node_id, config_.ssd_path + ".logseq", 200},
                                             pool_, registry_, [this] { return LiveLogSeqs(); }));
   reclaimer_ = std::thread([this] { ReclaimerLoop(); });
@@ -208,7 +231,8 @@ absl::Status CacheNode::RepairRecoveredSlot(const RecoveredSlot& r) {
         last = absl::DataLossError("log record belongs to another block");
         break;
       }
-      RC_RETURN_IF_ERROR(slots_->WriteSlot(r.slot, r.key, true, rec->data().data(), r.log_seq));
+      RC_RETURN_IF_ERROR(
+          slots_->WriteSlot(r.slot, r.key, true, rec->data().data(), r.log_seq, rec->epoch()));
       RC_RETURN_IF_ERROR(slots_->Sync());
       ssd_repairs_->Inc();
       spdlog::warn("cache node {}: dirty block {}/{} was damaged on SSD; restored from log "
@@ -245,8 +269,8 @@ absl::StatusOr<CacheNode::Vdi> CacheNode::GetVdi(uint32_t vdi) const {
   auto it = vdis_.find(vdi);
   if (it == vdis_.end()) {
     // kFailedPrecondition (not kInvalidArgument): the gateway re-registers the VDI and retries.
-    return absl::FailedPreconditionError(absl::StrCat("unknown VDI ", vdi, " on cache node ",
-                                                      config_.node_id));
+    return TypedError(ErrorKind::kUnknownVdi,
+                      absl::StrCat("unknown VDI ", vdi, " on cache node ", config_.node_id));
   }
   return it->second;
 }
@@ -701,6 +725,17 @@ absl::Status CacheNode::InvalidateBlock(const SlotKey& key) {
   return absl::OkStatus();
 }
 
+absl::Status CacheNode::InvalidateUnderStripe(const SlotKey& key) {
+  uint64_t object = 0;
+  {
+    absl::MutexLock l(&mu_);
+    auto v = vdis_.find(key.vdi);
+    if (v != vdis_.end()) object = key.block / BlocksPerObject(v->second);
+  }
+  absl::MutexLock stripe(&Stripe(key.vdi, object));
+  return InvalidateBlock(key);
+}
+
 absl::Status CacheNode::Write(uint32_t vdi, uint64_t object, uint32_t offset, uint32_t len,
                               const char* data, absl::Time deadline) {
   RC_ASSIGN_OR_RETURN(Vdi v, GetVdi(vdi));
@@ -727,7 +762,7 @@ absl::Status CacheNode::Write(uint32_t vdi, uint64_t object, uint32_t offset, ui
       if (absl::Now() > deadline) {  // waited too long for the stripe: the client gave up
         st = absl::DeadlineExceededError("request deadline passed before the write started");
       }
-      if (st.ok()) st = CheckGate();
+      if (st.ok()) st = CheckOwner();
       const char* run = src;
       std::string tmp;
       const bool head_partial = cstart % bs != 0;
@@ -751,16 +786,37 @@ absl::Status CacheNode::Write(uint32_t vdi, uint64_t object, uint32_t offset, ui
   return absl::OkStatus();
 }
 
-absl::Status CacheNode::CheckGate() {
+absl::Status CacheNode::CheckOwner() {
+  if (absl::Status d = slots_->failed(); !d.ok()) {
+    // Sticky: persist the loss of ownership, so a restart (even on a repaired device) waits to
+    // be re-admitted instead of destaging blocks whose log the gateway replayed meanwhile.
+    if (!owner_->quarantined()) {
+      spdlog::error("cache node {}: {}; fencing this node: its dirty blocks are recovered from "
+                    "their log replicas",
+                    config_.node_id, std::string(d.message()));
+      owner_->Quarantine(absl::StrCat("device failed: ", d.message())).IgnoreError();
+    }
+    return TypedError(ErrorKind::kFenced, absl::StrCat("fenced: ", d.message()));
+  }
+  RC_RETURN_IF_ERROR(owner_->Check());
   std::function<bool()> gate;
   {
     absl::MutexLock l(&mu_);
     gate = destage_gate_;
   }
   if (!gate || gate()) return absl::OkStatus();
-  return absl::UnavailableError(
-      "fenced: the etcd lease ran out before the write started (nothing was written)");
+  return TypedError(ErrorKind::kFenced,
+                    "fenced: etcd lease not valid (nothing was written)");
 }
+
+void CacheNode::ObserveEpoch(uint64_t epoch) {
+  if (absl::Status s = owner_->ObserveEpoch(epoch); !s.ok()) {
+    spdlog::warn("cache node {}: cannot persist ring epoch {}: {}", config_.node_id, epoch,
+                 s.ToString());
+  }
+}
+
+absl::Status CacheNode::Readmit(uint64_t epoch) { return owner_->Readmit(epoch); }
 
 absl::Status CacheNode::WriteAround(const Vdi& v, uint64_t object, uint32_t first, uint32_t count,
                                     const char* data) {
@@ -778,7 +834,11 @@ absl::Status CacheNode::WriteHome(const Vdi& v, uint64_t object, uint32_t first,
                                   const char* data) {
   RC_ASSIGN_OR_RETURN(const uint64_t seq, log_->Reserve(count));
   HomeStamp stamp{config_.node_id, {}, false};
-  for (uint32_t i = 0; i < count; ++i) stamp.seqs.push_back(seq + i);
+  const uint64_t epoch = owner_->epoch();
+  for (uint32_t i = 0; i < count; ++i) {
+    stamp.seqs.push_back(seq + i);
+    stamp.epochs.push_back(epoch);
+  }
   absl::Status s = pool_->WriteAll(v.geometry.vdi_id(), object, first,
                                    std::string(data, uint64_t{count} * config_.block_size),
                                    v.geometry.replication(), &stamp);
@@ -813,7 +873,7 @@ absl::Status CacheNode::RepairDirtyBlock(const SlotKey& key, uint64_t object,
   // free slot the record keeps serving it.
   auto slot = slots_->Allocate();
   if (!slot.ok()) return absl::OkStatus();
-  absl::Status st = slots_->WriteSlot(*slot, key, true, dst, log_seq);
+  absl::Status st = slots_->WriteSlot(*slot, key, true, dst, log_seq, rec->epoch());
   if (st.ok()) st = slots_->Sync();
   int64_t release = *slot;
   if (st.ok()) {
@@ -871,6 +931,8 @@ absl::Status CacheNode::WriteRun(const Vdi& v, uint64_t object, uint32_t first, 
   // Write-back: the cache copy and the N-1 log copies are written in parallel; the write is done
   // when both are durable (DESIGN §4). Write-through blocks are clean and need no log record.
   uint64_t seq = 0;
+  // The fencing token of these blocks: the ring epoch at which this node accepted the write.
+  const uint64_t epoch = owner_->epoch();
   if (!through) {
     auto reserved = log_->Reserve(count);
     if (!reserved.ok()) {
@@ -883,7 +945,8 @@ absl::Status CacheNode::WriteRun(const Vdi& v, uint64_t object, uint32_t first, 
   auto write_cache = [&] {
     for (uint32_t i = 0; i < count && st.ok(); ++i) {
       st = slots_->WriteSlot(slots[i], KeyOf(v, object, first + i), !through,
-                             data + uint64_t{i} * bs, through ? 0 : seq + i);
+                             data + uint64_t{i} * bs, through ? 0 : seq + i,
+                             through ? 0 : epoch);
     }
     if (st.ok() && !through) st = slots_->Sync();
   };
@@ -892,7 +955,7 @@ absl::Status CacheNode::WriteRun(const Vdi& v, uint64_t object, uint32_t first, 
     write_cache();
   } else {
     logged = log_->Append(v.geometry.vdi_id(), object, first, bs, data, count,
-                          static_cast<int>(v.geometry.replication()), seq, write_cache);
+                          static_cast<int>(v.geometry.replication()), seq, epoch, write_cache);
   }
   if (st.ok()) st = logged;
   if (!st.ok()) {
@@ -913,6 +976,7 @@ absl::Status CacheNode::WriteRun(const Vdi& v, uint64_t object, uint32_t first, 
       const bool was_dirty = e.dirty;
       if (e.log_seq != 0) retire.push_back(e.log_seq);  // superseded (or now home: through)
       e.log_seq = through ? 0 : seq + i;
+      e.epoch = through ? 0 : epoch;
       e.slot = slots[i];
       e.ram.reset();
       e.dirty = !through;
@@ -976,13 +1040,17 @@ absl::Status CacheNode::Trim(uint32_t vdi, uint64_t object, uint32_t offset, uin
   }
   if (full_first >= full_end) return absl::OkStatus();
   absl::MutexLock stripe(&Stripe(vdi, object));
-  RC_RETURN_IF_ERROR(CheckGate());
+  RC_RETURN_IF_ERROR(CheckOwner());
   RC_RETURN_IF_ERROR(slots_->Sync());
   // Stamped: the tombstones outrank any older log record of these blocks.
   const uint32_t n = full_end - full_first;
   RC_ASSIGN_OR_RETURN(const uint64_t seq, log_->Reserve(n));
   HomeStamp stamp{config_.node_id, {}, false};
-  for (uint32_t i = 0; i < n; ++i) stamp.seqs.push_back(seq + i);
+  const uint64_t epoch = owner_->epoch();
+  for (uint32_t i = 0; i < n; ++i) {
+    stamp.seqs.push_back(seq + i);
+    stamp.epochs.push_back(epoch);
+  }
   absl::Status trimmed =
       pool_->TrimAll(vdi, object, full_first, n, v.geometry.replication(), &stamp);
   log_->Done(seq);
@@ -996,7 +1064,8 @@ absl::Status CacheNode::Trim(uint32_t vdi, uint64_t object, uint32_t offset, uin
 // ---------------------------------------------------------------------------------------------
 // Destage, reclaim, modes
 
-absl::Status CacheNode::DestageAround(const Vdi& v, const SlotKey& key, uint64_t* blocks_done) {
+absl::Status CacheNode::DestageAround(const Vdi& v, const SlotKey& key, uint64_t* blocks_done,
+                                      bool single) {
   const uint32_t bs = config_.block_size;
   const uint64_t per_obj = BlocksPerObject(v);
   const uint64_t object = key.block / per_obj;
@@ -1005,6 +1074,7 @@ absl::Status CacheNode::DestageAround(const Vdi& v, const SlotKey& key, uint64_t
     std::shared_ptr<const std::string> ram;
     int64_t slot;
     uint64_t log_seq;
+    uint64_t epoch;
   };
   std::vector<Item> items;
   uint64_t lo = key.block;
@@ -1016,12 +1086,15 @@ absl::Status CacheNode::DestageAround(const Vdi& v, const SlotKey& key, uint64_t
     };
     if (!dirty(key.block)) return absl::OkStatus();
     // Coalesce adjacent dirty blocks of the same object (DESIGN §4).
-    while (lo > base && dirty(lo - 1) && key.block - lo + 1 < config_.destage_max_blocks) --lo;
+    while (!single && lo > base && dirty(lo - 1) &&
+           key.block - lo + 1 < config_.destage_max_blocks) {
+      --lo;
+    }
     for (uint64_t b = lo; b < base + per_obj && dirty(b) &&
-                          items.size() < config_.destage_max_blocks;
+                          items.size() < (single ? 1u : config_.destage_max_blocks);
          ++b) {
       const Entry& e = map_.at(SlotKey{key.vdi, b});
-      items.push_back({e.ram, e.slot, e.log_seq});
+      items.push_back({e.ram, e.slot, e.log_seq, e.epoch});
     }
   }
   std::string data(items.size() * bs, '\0');
@@ -1052,10 +1125,45 @@ absl::Status CacheNode::DestageAround(const Vdi& v, const SlotKey& key, uint64_t
   if (unlogged > 0) {
     RC_ASSIGN_OR_RETURN(fresh, log_->Reserve(unlogged));
   }
-  for (const Item& it : items) stamp.seqs.push_back(it.log_seq != 0 ? it.log_seq : fresh++);
+  const uint64_t now_epoch = owner_->epoch();
+  for (const Item& it : items) {
+    stamp.seqs.push_back(it.log_seq != 0 ? it.log_seq : fresh++);
+    // A block without a log record (N = 1) was accepted at some epoch this node still holds
+    // the object at; recovered blocks of older files carry 0.
+    stamp.epochs.push_back(it.log_seq != 0 || it.epoch != 0 ? it.epoch : now_epoch);
+  }
   absl::Status s = pool_->WriteAll(key.vdi, object, static_cast<uint32_t>(lo - base), data,
                                    v.geometry.replication(), &stamp);
   if (unlogged > 0) log_->Done(fresh - unlogged);
+  if (IsKind(s, ErrorKind::kOlderVersion) && items.size() > 1) {
+    // Some block of the run is older than a home's copy: settle the blocks one by one.
+    for (size_t i = 0; i < items.size(); ++i) {
+      RC_RETURN_IF_ERROR(DestageAround(v, SlotKey{key.vdi, lo + i}, blocks_done,
+                                       /*single=*/true));
+    }
+    return absl::OkStatus();
+  }
+  if (IsKind(s, ErrorKind::kOlderVersion)) {
+    // A home holds a newer version: another node owned the object after this one accepted the
+    // write (this node lost it while down or cut off). Our copy is obsolete: discard it, never
+    // serve it again; its log record goes with it.
+    spdlog::warn("cache node {}: dirty block {}/{} is older than its home copy ({}); "
+                 "discarding it",
+                 config_.node_id, key.vdi, lo, std::string(s.message()));
+    obsolete_discarded_->Inc();
+    {
+      absl::MutexLock l(&mu_);
+      auto it = map_.find(SlotKey{key.vdi, lo});
+      if (it != map_.end() && it->second.dirty) {
+        it->second.dirty = false;
+        if (it->second.log_seq != 0) log_->Retire(it->second.log_seq);
+        it->second.log_seq = 0;
+        dirty_set_.erase(SlotKey{key.vdi, lo});
+        v.counters->dirty_blocks--;
+      }
+    }
+    return InvalidateBlock(SlotKey{key.vdi, lo});
+  }
   if (!s.ok()) {
     destage_errors_->Inc();
     return s;
@@ -1141,7 +1249,12 @@ absl::Status CacheNode::ProcessWork(const Work& w) {
     if (it == map_.end() || it->second.state != State::kEvicting) return absl::OkStatus();
     dirty = it->second.dirty;
   }
-  if (dirty) RC_RETURN_IF_ERROR(DestageAround(v, w.key, nullptr));  // "destage before eviction"
+  if (dirty) {
+    // "Destage before eviction" is a background write home like any other: never while this
+    // node is fenced (it may have lost the object; its log may have been replayed already).
+    RC_RETURN_IF_ERROR(CheckOwner());
+    RC_RETURN_IF_ERROR(DestageAround(v, w.key, nullptr));
+  }
   int64_t release = -1;
   {
     absl::MutexLock l(&mu_);
@@ -1268,7 +1381,7 @@ absl::Status CacheNode::RelogBlock(const Vdi& v, const SlotKey& key) {
   const uint64_t per_obj = BlocksPerObject(v);
   std::shared_ptr<const std::string> ram;
   int64_t slot = -1;
-  uint64_t old_seq = 0;
+  uint64_t old_seq = 0, epoch = 0;
   {
     absl::MutexLock l(&mu_);
     auto it = map_.find(key);
@@ -1276,6 +1389,7 @@ absl::Status CacheNode::RelogBlock(const Vdi& v, const SlotKey& key) {
     ram = it->second.ram;
     slot = it->second.slot;
     old_seq = it->second.log_seq;
+    epoch = it->second.epoch;  // the new record keeps the write's fencing token
   }
   std::string data(bs, '\0');
   if (ram) {
@@ -1293,7 +1407,7 @@ absl::Status CacheNode::RelogBlock(const Vdi& v, const SlotKey& key) {
   RC_ASSIGN_OR_RETURN(const uint64_t seq, log_->Reserve(1));
   absl::Status s = log_->Append(key.vdi, key.block / per_obj,
                                 static_cast<uint32_t>(key.block % per_obj), bs, data.data(), 1,
-                                static_cast<int>(v.geometry.replication()), seq);
+                                static_cast<int>(v.geometry.replication()), seq, epoch);
   if (s.ok() && slot >= 0) {
     // The slot must name the new record before the old one goes (restart, collector).
     s = slots_->SetLogSeq(static_cast<uint32_t>(slot), seq);
@@ -1339,17 +1453,12 @@ void CacheNode::DestagerLoop() {
     const uint64_t slots = slots_->num_slots();
     if (dirty > config_.dirty_high_watermark * slots) forcing = true;
     if (dirty < config_.dirty_low_watermark * slots) forcing = false;
-    std::function<bool()> gate;
-    {
-      absl::MutexLock l(&mu_);
-      gate = destage_gate_;
-    }
     // Fenced: the objects may have a new owner already, and the gateway may have replayed this
     // node's log and dropped it. Neither destage nor log again: a record written after that
     // replay would outlive it, and a later replay of this node would put it over the newer data
     // of the objects' new owners (a node cut off from every data node relogs after
     // relog_after_ms, and its appends can land once the link is back).
-    if (gate && !gate()) continue;
+    if (!CheckOwner().ok()) continue;
     if (now - last_relog_check_us_ >= 1000000) {
       last_relog_check_us_ = now;
       RelogFromLostDataNodes();
@@ -1362,7 +1471,7 @@ void CacheNode::DestagerLoop() {
     const int64_t batch_start = clock_->NowMicros();
     uint64_t bytes = 0;
     for (int n = 0; n < 64; ++n) {
-      if (n > 0 && gate && !gate()) break;  // fenced during the batch
+      if (n > 0 && !CheckOwner().ok()) break;  // fenced during the batch
       SlotKey key;
       Vdi v;
       {
@@ -1410,6 +1519,9 @@ absl::Status CacheNode::Flush(uint32_t vdi) { return FlushWhere(vdi, nullptr); }
 absl::Status CacheNode::FlushMoving(const ring::Ring& ring) { return FlushWhere(0, &ring); }
 
 absl::Status CacheNode::FlushWhere(uint32_t vdi, const ring::Ring* moving_under) {
+  // Not gated by ownership (the gateway settles a fenced node through it), but a failed SSD
+  // cannot vouch for its slots: the gateway replays the log instead (kDeviceFailed).
+  RC_RETURN_IF_ERROR(slots_->failed());
   for (int round = 0;; ++round) {
     std::vector<SlotKey> keys;
     {
@@ -1468,7 +1580,7 @@ absl::Status CacheNode::DropVdi(uint32_t vdi_id) {
       if (k.vdi == vdi_id) keys.push_back(k);
     }
   }
-  for (const SlotKey& k : keys) RC_RETURN_IF_ERROR(InvalidateBlock(k));
+  for (const SlotKey& k : keys) RC_RETURN_IF_ERROR(InvalidateUnderStripe(k));
   RC_RETURN_IF_ERROR(slots_->Sync());
   {
     absl::MutexLock l(&mu_);
@@ -1503,7 +1615,7 @@ absl::StatusOr<CacheNode::DropResult> CacheNode::DropBlocks(bool drop_dirty,
       keys.push_back(k);
     }
   }
-  for (const SlotKey& k : keys) RC_RETURN_IF_ERROR(InvalidateBlock(k));
+  for (const SlotKey& k : keys) RC_RETURN_IF_ERROR(InvalidateUnderStripe(k));
   RC_RETURN_IF_ERROR(slots_->Sync());
   r.dropped = keys.size();
   spdlog::info("cache node {}: dropped {} cached blocks ({}), kept {} dirty", config_.node_id,

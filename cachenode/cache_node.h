@@ -43,6 +43,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "cachenode/datanode_pool.h"
+#include "cachenode/ownership.h"
 #include "cachenode/policy/placement.h"
 #include "cachenode/policy/types.h"
 #include "cachenode/slot_store.h"
@@ -81,6 +82,9 @@ struct CacheNodeConfig {
   // A data node unreachable this long is taken for lost: the dirty blocks whose log copies may
   // sit on it are logged again on the remaining nodes (DESIGN §7).
   int64_t relog_after_ms = 30000;
+  // Test seam: opens the SSD file (null: the POSIX file at ssd_path). Fault tests inject a
+  // common/file.h FaultInjectionFile here.
+  std::function<absl::StatusOr<std::unique_ptr<File>>(const std::string& path)> open_ssd_file;
   absl::Status Validate() const;
 };
 
@@ -159,6 +163,21 @@ class CacheNode {
   // REQUIRES: dirty blocks dropped were settled elsewhere (destaged, or the log replayed), and no
   // request for the dropped objects is being served (the gateway holds them).
   absl::StatusOr<DropResult> DropBlocks(bool drop_dirty, const ring::Ring* ring);
+  // Ownership (cachenode/ownership.h, docs/durability.md). OK, or kFenced naming why this node
+  // must not act as owner now: its SSD failed a write or fdatasync (sticky), it is quarantined
+  // (persisted), or its gate (the etcd lease, SetDestageGate) is closed. Asked by the service
+  // for every block request and by every background path (destage, reclaim, relog).
+  absl::Status CheckOwner();
+  // Raises the cache ring epoch that new writes are stamped with (fencing tokens): every block
+  // request carries the epoch its sender routed with. Persisted when it grows.
+  void ObserveEpoch(uint64_t epoch);
+  uint64_t epoch() const { return owner_->epoch(); }
+  Ownership* ownership() const { return owner_.get(); }
+  // Lifts a quarantine at `epoch` (after DropBlocks(true, nullptr): the gateway settled this
+  // node's dirty blocks and took it back).
+  absl::Status Readmit(uint64_t epoch);
+  // OK, or the SSD's sticky kDeviceFailed error.
+  absl::Status device_status() const { return slots_->failed(); }
   // Uses `ring` for the data nodes from now on (rebalancing; returns once no request uses the
   // previous one) and keeps it in <ssd_path>.datanodes for the next start.
   absl::Status SetDataRing(const DataRing& ring);
@@ -175,6 +194,7 @@ class CacheNode {
     bool dirty = false;
     State state = State::kCached;
     uint64_t log_seq = 0;                      // dirty: its write-back log record (0 = none)
+    uint64_t epoch = 0;                        // dirty: ownership epoch it was accepted at
   };
   struct Vdi {
     v1::VdiGeometry geometry;
@@ -206,13 +226,14 @@ class CacheNode {
   absl::Status WriteAround(const Vdi& v, uint64_t object, uint32_t first, uint32_t count,
                            const char* data);
   absl::Status InvalidateBlock(const SlotKey& key);
+  // InvalidateBlock under the block's object stripe (callers that hold no stripe: a concurrent
+  // destage must never read a slot this releases and another write reuses).
+  absl::Status InvalidateUnderStripe(const SlotKey& key);
   absl::Status RegisterVdiInMemory(const v1::VdiGeometry& vdi);
   // Persists / reloads the VDI table (geometry and mode) beside the SSD file.
   absl::Status SaveVdis();
   // Flush of `vdi` (0: all), only of objects `moving_under` does not give to this node if set.
   absl::Status FlushWhere(uint32_t vdi, const ring::Ring* moving_under);
-  // OK unless the destage gate is set and closed (fenced); see SetDestageGate.
-  absl::Status CheckGate();
   absl::Mutex data_ring_mu_;  // serialises SetDataRing (pool switch + state file)
   absl::Status LoadVdis();
   // Sends `count` blocks home with fresh version stamps (write-through, write-around).
@@ -243,8 +264,11 @@ class CacheNode {
   void NoteForeground(uint64_t blocks);
 
   // Destages the dirty blocks of one object around `key` (coalescing adjacent dirty blocks) and
-  // marks them clean. REQUIRES: the object's stripe lock is held, mu_ not held.
-  absl::Status DestageAround(const Vdi& v, const SlotKey& key, uint64_t* blocks_done);
+  // marks them clean; `single`: only `key`. A block a data node refuses as older than its copy
+  // (fencing token) is obsolete: it is discarded, not retried.
+  // REQUIRES: the object's stripe lock is held, mu_ not held.
+  absl::Status DestageAround(const Vdi& v, const SlotKey& key, uint64_t* blocks_done,
+                             bool single = false);
   void ReclaimerLoop();
   void DestagerLoop();
   absl::Status ProcessWork(const Work& w);
@@ -258,6 +282,7 @@ class CacheNode {
   metrics::Registry* const registry_;
   std::unique_ptr<SlotStore> slots_;
   std::unique_ptr<WriteLog> log_;
+  std::unique_ptr<Ownership> owner_;
   RecoveryStats recovery_;
   std::unique_ptr<absl::Mutex[]> stripes_;
 
@@ -294,6 +319,7 @@ class CacheNode {
   metrics::Counter* slot_waits_;
   metrics::Counter* ssd_checksum_failures_;
   metrics::Counter* ssd_repairs_;
+  metrics::Counter* obsolete_discarded_;
   class PoolLoad;
   friend class PoolLoad;
   std::unique_ptr<PoolLoad> load_view_;

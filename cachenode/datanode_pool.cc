@@ -422,6 +422,7 @@ absl::StatusOr<BlockRun> DataNodePool::Read(uint32_t vdi, uint64_t object, uint3
         if (resp.writers_size() == static_cast<int>(count) && resp.writers(i) != 0) {
           w.set_writer_node(resp.writers(i));  // keep the good copy's version
           w.add_versions(resp.versions(i));
+          if (resp.epochs_size() == static_cast<int>(count)) w.add_epochs(resp.epochs(i));
         }
         v1::WriteBlocksResponse wr;
         auto wctx = Context();
@@ -472,6 +473,7 @@ absl::Status DataNodePool::WriteAll(uint32_t vdi, uint64_t object, uint32_t firs
   if (stamp != nullptr) {
     req.set_writer_node(stamp->writer);
     for (uint64_t s : stamp->seqs) req.add_versions(s);
+    for (uint64_t e : stamp->epochs) req.add_epochs(e);
     req.set_only_if_newer(stamp->only_if_newer);
   }
   struct Call {
@@ -520,6 +522,7 @@ absl::Status DataNodePool::TrimAll(uint32_t vdi, uint64_t object, uint32_t first
     if (stamp != nullptr) {
       req.set_writer_node(stamp->writer);
       for (uint64_t s : stamp->seqs) req.add_versions(s);
+      for (uint64_t e : stamp->epochs) req.add_epochs(e);
     }
     v1::TrimBlocksResponse resp;
     auto ctx = Context();
@@ -749,6 +752,7 @@ absl::StatusOr<uint32_t> DataNodePool::CopyBlocks(uint32_t node, uint32_t vdi, u
   req.set_data(data);
   req.set_writer_node(stamp.writer);
   for (uint64_t seq : stamp.seqs) req.add_versions(seq);
+  for (uint64_t e : stamp.epochs) req.add_epochs(e);
   req.set_only_if_absent(true);
   v1::WriteBlocksResponse resp;
   RC_RETURN_IF_ERROR(OnNode(node, "copy to", [&](auto& stub, grpc::ClientContext* ctx) {

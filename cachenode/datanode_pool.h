@@ -82,10 +82,14 @@ struct BlockRun {
 
 // Version stamp of a write sent home (see datanode/store.h WriteStamp): the cache node's id and
 // one sequence per block from the counter of its log records.
+// `epochs` holds one ownership epoch per block (empty: 0): the data nodes order versions by
+// (epoch, seq, writer) and refuse a write older than what they hold (fencing tokens,
+// docs/durability.md) with kOlderVersion.
 struct HomeStamp {
   uint32_t writer = 0;
   std::vector<uint64_t> seqs;
   bool only_if_newer = false;  // log replay: never overwrite a copy at least as new
+  std::vector<uint64_t> epochs;
 };
 
 // Result of appending log records.

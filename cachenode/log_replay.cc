@@ -43,6 +43,7 @@ absl::StatusOr<ReplayStats> ReplayCacheNodeLog(
            std::get<1>(end->first) == object && std::get<2>(end->first) == next) {
       data += end->second.data();
       stamp.seqs.push_back(end->second.sequence());
+      stamp.epochs.push_back(end->second.epoch());
       ++next;
       ++end;
     }

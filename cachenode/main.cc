@@ -122,11 +122,22 @@ int main(int argc, char** argv) {
     });
     cachenode::Fence* f = fence.get();
     (*node)->SetDestageGate([f] { return f->Open(); });
+    // A previous run registered under a lease that is gone now (expired after a crash, or
+    // revoked at shutdown): the gateway may have given our objects away and replayed our log.
+    // Stay quiet until it re-admits us (docs/durability.md, fencing protocol).
+    if (const int64_t old = (*node)->ownership()->lease(); old != 0) {
+      if (absl::Status q = (*node)->ownership()->Quarantine(absl::StrCat(
+              "restarted: the previous run's etcd lease ", old,
+              " is gone, its objects may have moved"));
+          !q.ok()) {
+        return Fail(1, q.ToString());
+      }
+    }
   }
   // Whatever way main returns, the node (and its destager, which asks the fence) stops before
   // the fence and the registration it reads are destroyed (a failed listen crashed here).
   auto stop_node_first = absl::MakeCleanup([&node] { node->reset(); });
-  cachenode::CacheNodeService service(node->get(), fence.get(), registry);
+  cachenode::CacheNodeService service(node->get(), registry);
   grpc::ServerBuilder b;
   ExclusivePort(&b);  // a port in use fails the start (common/grpc_channel.h)
   int port = 0;
@@ -156,14 +167,21 @@ int main(int argc, char** argv) {
     record.capacity_bytes = cc.ssd_bytes;
     record.weight = self->weight;
     record.zone = self->zone;
-    cachenode::Fence* f = fence.get();
-    auto p = membership::Presence::Start(etcd_settings, record,
-                                         [f](int64_t, int64_t) { f->LeaseLost(); });
+    cachenode::Ownership* own = (*node)->ownership();
+    auto p = membership::Presence::Start(etcd_settings, record, [own](int64_t lease, int64_t) {
+      // Runs before the new lease's validity window opens (membership.h).
+      own->NoteLease(lease).IgnoreError();
+      own->Quarantine("etcd lease was lost").IgnoreError();
+    });
     if (!p.ok()) return Fail(1, p.status().ToString());
     presence = *std::move(p);
     {
       absl::MutexLock l(&reg_mu);
       registration = presence->registration();
+    }
+    if (absl::Status s = (*node)->ownership()->NoteLease(presence->registration()->lease_id());
+        !s.ok()) {
+      return Fail(1, s.ToString());
     }
     spdlog::info("registered in etcd as {} (lease TTL {} s); serving only while it is valid",
                  presence->registration()->key(), etcd_settings.lease_ttl_s);

@@ -3,35 +3,10 @@
 #include <spdlog/spdlog.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/errors.h"
 #include "common/grpc_status.h"
 
 namespace ringcache::cachenode {
-
-absl::Status Fence::Check() const {
-  {
-    absl::MutexLock l(&mu_);
-    if (quarantined_) {
-      return absl::UnavailableError(
-          "fenced: etcd lease was lost; waiting for the gateway to re-admit this node");
-    }
-  }
-  if (lease_valid_ && !lease_valid_()) {
-    return absl::UnavailableError("fenced: etcd lease not valid");
-  }
-  return absl::OkStatus();
-}
-
-void Fence::LeaseLost() {
-  absl::MutexLock l(&mu_);
-  if (!quarantined_) spdlog::warn("etcd lease lost: quarantined until the gateway re-admits us");
-  quarantined_ = true;
-}
-
-void Fence::Readmit() {
-  absl::MutexLock l(&mu_);
-  if (quarantined_) spdlog::info("re-admitted by the gateway: serving again");
-  quarantined_ = false;
-}
 
 absl::Status RingEpochGuard::Admit(uint64_t epoch) {
   if (epoch == 0) return absl::OkStatus();
@@ -39,15 +14,15 @@ absl::Status RingEpochGuard::Admit(uint64_t epoch) {
   while (epoch > seen && !highest_.compare_exchange_weak(seen, epoch)) {
   }
   if (epoch < seen) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "stale ring epoch ", epoch, ": this node has seen ring epoch ", seen,
-        "; the sender's ring is out of date (re-route and retry)"));
+    return TypedError(ErrorKind::kStaleEpoch,
+                      absl::StrCat("stale ring epoch ", epoch, ": this node has seen ring epoch ",
+                                   seen, "; the sender's ring is out of date (re-route and retry)"));
   }
   return absl::OkStatus();
 }
 
-CacheNodeService::CacheNodeService(CacheNode* node, Fence* fence, metrics::Registry* registry)
-    : node_(node), fence_(fence) {
+CacheNodeService::CacheNodeService(CacheNode* node, metrics::Registry* registry) : node_(node) {
+  epochs_.Seed(node->epoch());
   if (registry != nullptr) {
     fenced_requests_ = registry->GetCounter(
         "ringcache_cachenode_fenced_requests_total",
@@ -62,14 +37,16 @@ CacheNodeService::CacheNodeService(CacheNode* node, Fence* fence, metrics::Regis
 grpc::Status CacheNodeService::Admit(uint64_t epoch) {
   if (grpc::Status f = CheckFence(); !f.ok()) return f;
   absl::Status s = epochs_.Admit(epoch);
-  if (s.ok()) return grpc::Status::OK;
+  if (s.ok()) {
+    node_->ObserveEpoch(epochs_.highest());
+    return grpc::Status::OK;
+  }
   if (stale_epoch_requests_ != nullptr) stale_epoch_requests_->Inc();
   return ToGrpc(s);
 }
 
 grpc::Status CacheNodeService::CheckFence() {
-  if (fence_ == nullptr) return grpc::Status::OK;
-  absl::Status s = fence_->Check();
+  absl::Status s = node_->CheckOwner();
   if (s.ok()) return grpc::Status::OK;
   if (fenced_requests_ != nullptr) fenced_requests_->Inc();
   return ToGrpc(s);
@@ -152,6 +129,11 @@ grpc::Status CacheNodeService::Stats(grpc::ServerContext*, const v1::CacheStatsR
   std::vector<v1::VdiCacheStats> stats;
   node_->Stats(req->all_vdis() ? 0 : req->vdi_id(), &stats);
   for (auto& s : stats) *resp->add_vdis() = std::move(s);
+  resp->set_quarantined(node_->ownership()->quarantined());
+  const absl::Status dev = node_->device_status();
+  resp->set_device_failed(!dev.ok());
+  resp->set_device_error(std::string(dev.message()));
+  resp->set_epoch(node_->epoch());
   return grpc::Status::OK;
 }
 
@@ -202,7 +184,10 @@ grpc::Status CacheNodeService::DropBlocks(grpc::ServerContext*, const v1::DropBl
     r = node_->DropBlocks(/*drop_dirty=*/false, &*ring);
   }
   if (!r.ok()) return ToGrpc(r.status());
-  if (req->all() && fence_ != nullptr) fence_->Readmit();
+  if (req->all()) {
+    // Every block is gone and the gateway takes the node back: lift a quarantine.
+    if (absl::Status a = node_->Readmit(req->epoch()); !a.ok()) return ToGrpc(a);
+  }
   resp->set_dropped_blocks(r->dropped);
   resp->set_dirty_blocks_kept(r->dirty_kept);
   return grpc::Status::OK;

@@ -1,16 +1,19 @@
 // The CacheNode gRPC service: the network face of a CacheNode for ringcache-cachenode. Converts
 // between protobuf and CacheNode calls; absl::Status becomes grpc::Status here, at the edge.
 //
-// Cluster mode (etcd, DESIGN §7): a Fence says whether the node may serve as owner. While it
-// does not, block I/O (Read, Write, Trim, Prefetch, Allocation) is refused with UNAVAILABLE
-// ("fenced: ..."), so a node cut off from etcd stops serving before its lease can expire at the
-// server and its objects be given to another node. Administration (Flush, Stats, RegisterVdi,
-// DropBlocks, ...) stays open: the gateway settles a fenced node's dirty data through it.
+// Block I/O (Read, Write, Trim, Prefetch, Allocation) is served only while CacheNode::CheckOwner
+// says the node may act as owner: its SSD has not failed, it is not quarantined (persisted,
+// cachenode/ownership.h), and in cluster mode its etcd lease is certainly valid (the Fence, set
+// as the node's gate). Otherwise it is refused with UNAVAILABLE and the kFenced error kind, so a
+// node cut off from etcd stops serving before its lease can expire at the server and its
+// objects be given to another node. Administration (Flush, Stats, RegisterVdi, DropBlocks, ...)
+// stays open: the gateway settles a fenced node's dirty data through it.
 //
 // Thread-safety: thread-safe (CacheNode is; the fence is read under its own lock).
 #ifndef RINGCACHE_CACHENODE_SERVICE_H_
 #define RINGCACHE_CACHENODE_SERVICE_H_
 
+#include <algorithm>
 #include <atomic>
 #include <functional>
 
@@ -22,27 +25,20 @@
 
 namespace ringcache::cachenode {
 
-// Whether a cluster-mode cache node may serve as owner: its etcd lease is certainly valid, and it
-// has not lost a lease since the gateway last admitted it (after a lost lease its objects went
-// to other nodes, so its cached blocks may be stale and its dirty ones were settled: it stays
-// quarantined until the gateway drops its blocks with DropBlocks(all)).
+// Whether a cluster-mode cache node's etcd lease is certainly valid now (the node's gate). A lost
+// lease quarantines the node (Ownership::Quarantine, persisted) until the gateway re-admits it
+// with DropBlocks(all): its objects went to other nodes, so its cached blocks may be stale and
+// its dirty ones were settled.
 //
 // Thread-safety: thread-safe.
 class Fence {
  public:
   // `lease_valid` reports whether the registration's lease is certainly valid now.
   explicit Fence(std::function<bool()> lease_valid) : lease_valid_(std::move(lease_valid)) {}
-  // Returns OK, or UNAVAILABLE naming why the node must not serve.
-  absl::Status Check() const;
-  bool Open() const { return Check().ok(); }
-  // Called when the lease was lost and a new one granted: quarantine until Readmit().
-  void LeaseLost();
-  void Readmit();
+  bool Open() const { return !lease_valid_ || lease_valid_(); }
 
  private:
   const std::function<bool()> lease_valid_;
-  mutable absl::Mutex mu_;
-  bool quarantined_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 // Ring epochs on the data path (DESIGN §7). Every block request carries the epoch of the cache
@@ -56,6 +52,8 @@ class RingEpochGuard {
   // Returns OK and raises the highest epoch seen, or kFailedPrecondition for an older epoch.
   absl::Status Admit(uint64_t epoch);
   uint64_t highest() const { return highest_.load(); }
+  // Starts from an epoch seen before (persisted across restarts).
+  void Seed(uint64_t epoch) { highest_.store(std::max(highest_.load(), epoch)); }
 
  private:
   std::atomic<uint64_t> highest_{0};
@@ -63,9 +61,8 @@ class RingEpochGuard {
 
 class CacheNodeService final : public v1::CacheNode::Service {
  public:
-  // `node`, `fence` and `registry` are not owned; `fence` null means static mode (never fenced).
-  explicit CacheNodeService(CacheNode* node, Fence* fence = nullptr,
-                            metrics::Registry* registry = nullptr);
+  // `node` and `registry` are not owned.
+  explicit CacheNodeService(CacheNode* node, metrics::Registry* registry = nullptr);
 
   grpc::Status Read(grpc::ServerContext*, const v1::CacheReadRequest*,
                     v1::CacheReadResponse*) override;
@@ -93,15 +90,14 @@ class CacheNodeService final : public v1::CacheNode::Service {
                            v1::SetDataRingResponse*) override;
 
  private:
-  // Returns OK if block I/O may be served, else the fence's refusal (counted).
+  // Returns OK if block I/O may be served, else the node's refusal (counted).
   grpc::Status CheckFence();
-  // The fence, then the request's ring epoch.
+  // The fence, then the request's ring epoch (raising the node's epoch).
   grpc::Status Admit(uint64_t epoch);
   RingEpochGuard epochs_;
   metrics::Counter* stale_epoch_requests_ = nullptr;
 
   CacheNode* const node_;
-  Fence* const fence_;
   metrics::Counter* fenced_requests_ = nullptr;
 };
 

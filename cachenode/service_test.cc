@@ -34,7 +34,7 @@ class ServiceEpochTest : public testing::CacheNodeHarness {};
 TEST_F(ServiceEpochTest, StaleWriteIsRefusedAndChangesNothing) {
   SetUpCluster(2, 1, 1);
   Start();
-  CacheNodeService service(node_.get(), nullptr, &registry_);
+  CacheNodeService service(node_.get(), &registry_);
   auto write = [&](uint64_t epoch, char fill) {
     v1::CacheWriteRequest req;
     req.set_vdi_id(1);

@@ -1,19 +1,13 @@
 // SSD slot file with a persistent per-slot index and group-committed fdatasync.
 #include "cachenode/slot_store.h"
 
-#include <fcntl.h>
-#include <linux/fs.h>
-#include <sys/ioctl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "common/checksum.h"
+#include "common/errors.h"
 #include "common/status_macros.h"
 
 namespace ringcache::cachenode {
@@ -36,7 +30,7 @@ struct DiskEntry {
   uint64_t seq;
   uint64_t data_checksum;
   uint64_t log_seq;  // write-back log record of a dirty block (cachenode/write_log.h), 0 = none
-  uint8_t reserved[8];
+  uint64_t epoch;    // dirty: ownership epoch the write was accepted at (0 in older files)
   uint64_t entry_checksum;  // XXH3 of the 56 bytes above
 };
 static_assert(sizeof(DiskEntry) == kEntrySize);
@@ -50,40 +44,6 @@ struct DiskSuper {
   uint64_t data_offset;
   uint64_t checksum;  // of the 32 bytes above
 };
-
-absl::Status Errno(const std::string& what) {
-  const int e = errno;
-  std::string msg = absl::StrCat(what, ": ", strerror(e));
-  if (e == ENOSPC) return absl::ResourceExhaustedError(msg);
-  return absl::UnavailableError(msg);
-}
-
-absl::Status PwriteAll(int fd, const void* buf, size_t len, uint64_t off, const std::string& what) {
-  const char* p = static_cast<const char*>(buf);
-  while (len > 0) {
-    ssize_t n = ::pwrite(fd, p, len, static_cast<off_t>(off));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return Errno(what);
-    p += n;
-    len -= static_cast<size_t>(n);
-    off += static_cast<uint64_t>(n);
-  }
-  return absl::OkStatus();
-}
-
-absl::Status PreadAll(int fd, void* buf, size_t len, uint64_t off, const std::string& what) {
-  char* p = static_cast<char*>(buf);
-  while (len > 0) {
-    ssize_t n = ::pread(fd, p, len, static_cast<off_t>(off));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Errno(what);
-    if (n == 0) return absl::DataLossError(absl::StrCat(what, ": unexpected end of file"));
-    p += n;
-    len -= static_cast<size_t>(n);
-    off += static_cast<uint64_t>(n);
-  }
-  return absl::OkStatus();
-}
 
 uint64_t RoundUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
@@ -107,7 +67,8 @@ absl::Status SlotStoreOptions::Validate() const {
 
 absl::StatusOr<std::unique_ptr<SlotStore>> SlotStore::Open(const SlotStoreOptions& options,
                                                            std::vector<RecoveredSlot>* recovered,
-                                                           RecoveryStats* stats) {
+                                                           RecoveryStats* stats,
+                                                           std::unique_ptr<File> file) {
   RC_RETURN_IF_ERROR(options.Validate());
   std::unique_ptr<SlotStore> s(new SlotStore());
   s->path_ = options.path;
@@ -117,24 +78,21 @@ absl::StatusOr<std::unique_ptr<SlotStore>> SlotStore::Open(const SlotStoreOption
   s->data_offset_ = RoundUp(kSuperSize + uint64_t{s->num_slots_} * kEntrySize, 1 << 20);
   const uint64_t total = s->data_offset_ + uint64_t{s->num_slots_} * s->block_size_;
 
-  s->fd_ = ::open(options.path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (s->fd_ < 0) return Errno(absl::StrCat("open ssd file ", options.path));
-  struct stat st;
-  if (::fstat(s->fd_, &st) != 0) return Errno("fstat");
-  uint64_t have = static_cast<uint64_t>(st.st_size);
-  if (S_ISBLK(st.st_mode) && ::ioctl(s->fd_, BLKGETSIZE64, &have) != 0) {
-    return Errno("BLKGETSIZE64");
+  if (file == nullptr) {
+    RC_ASSIGN_OR_RETURN(file, OpenPosixFile(options.path, /*create=*/true));
   }
+  s->file_ = std::move(file);
+  RC_ASSIGN_OR_RETURN(const uint64_t have, s->file_->Size());
 
   DiskSuper sup{};
   bool fresh = have < kSuperSize;
   if (!fresh) {
-    RC_RETURN_IF_ERROR(PreadAll(s->fd_, &sup, sizeof(sup), 0, "read superblock"));
+    RC_RETURN_IF_ERROR(s->file_->PRead(&sup, sizeof(sup), 0));
     fresh = std::all_of(reinterpret_cast<char*>(&sup), reinterpret_cast<char*>(&sup) + sizeof(sup),
                         [](char c) { return c == 0; });
   }
   if (fresh) {
-    if (S_ISBLK(st.st_mode)) {
+    if (s->file_->IsBlockDevice()) {
       if (have < total) {
         return absl::InvalidArgumentError(absl::StrCat("block device ", options.path, " has ",
                                                        have, " bytes, need ", total));
@@ -142,17 +100,11 @@ absl::StatusOr<std::unique_ptr<SlotStore>> SlotStore::Open(const SlotStoreOption
       // Zero the index area of a device (a file gets zeros from ftruncate).
       std::string zeros(1 << 20, '\0');
       for (uint64_t off = kSuperSize; off < s->data_offset_; off += zeros.size()) {
-        RC_RETURN_IF_ERROR(PwriteAll(s->fd_, zeros.data(),
-                                     std::min<uint64_t>(zeros.size(), s->data_offset_ - off), off,
-                                     "zero index"));
+        RC_RETURN_IF_ERROR(s->file_->PWrite(
+            zeros.data(), std::min<uint64_t>(zeros.size(), s->data_offset_ - off), off));
       }
     } else {
-      if (::ftruncate(s->fd_, static_cast<off_t>(total)) != 0) return Errno("ftruncate ssd file");
-      int rc = ::posix_fallocate(s->fd_, 0, static_cast<off_t>(total));
-      if (rc != 0 && rc != EOPNOTSUPP && rc != EINVAL) {
-        errno = rc;
-        return Errno(absl::StrCat("preallocate ", total, " bytes for ", options.path));
-      }
+      RC_RETURN_IF_ERROR(s->file_->Preallocate(total));
     }
     std::memcpy(sup.magic, kMagic, sizeof(kMagic));
     sup.version = kVersion;
@@ -160,8 +112,8 @@ absl::StatusOr<std::unique_ptr<SlotStore>> SlotStore::Open(const SlotStoreOption
     sup.num_slots = s->num_slots_;
     sup.data_offset = s->data_offset_;
     sup.checksum = BlockChecksum(&sup, offsetof(DiskSuper, checksum));
-    RC_RETURN_IF_ERROR(PwriteAll(s->fd_, &sup, sizeof(sup), 0, "write superblock"));
-    if (::fsync(s->fd_) != 0) return Errno("fsync ssd file");
+    RC_RETURN_IF_ERROR(s->file_->PWrite(&sup, sizeof(sup), 0));
+    RC_RETURN_IF_ERROR(s->file_->Sync());
   } else {
     if (std::memcmp(sup.magic, kMagic, sizeof(kMagic)) != 0 ||
         sup.checksum != BlockChecksum(&sup, offsetof(DiskSuper, checksum))) {
@@ -186,10 +138,7 @@ absl::StatusOr<std::unique_ptr<SlotStore>> SlotStore::Open(const SlotStoreOption
 }
 
 SlotStore::~SlotStore() {
-  if (fd_ >= 0) {
-    ::fdatasync(fd_);
-    ::close(fd_);
-  }
+  if (file_ != nullptr && failed().ok()) file_->Sync().IgnoreError();
 }
 
 absl::Status SlotStore::Recover(std::vector<RecoveredSlot>* recovered, RecoveryStats* stats) {
@@ -204,7 +153,7 @@ absl::Status SlotStore::Recover(std::vector<RecoveredSlot>* recovered, RecoveryS
   std::vector<char> buf(1 << 20);
   for (uint64_t off = 0; off < index_bytes; off += buf.size()) {
     const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), index_bytes - off));
-    RC_RETURN_IF_ERROR(PreadAll(fd_, buf.data(), n, index_offset_ + off, "read slot index"));
+    RC_RETURN_IF_ERROR(file_->PRead(buf.data(), n, index_offset_ + off));
     for (size_t i = 0; i < n; i += kEntrySize) {
       DiskEntry e;
       std::memcpy(&e, buf.data() + i, sizeof(e));
@@ -233,8 +182,8 @@ absl::Status SlotStore::Recover(std::vector<RecoveredSlot>* recovered, RecoveryS
         to_clear.push_back(c.slot);
         continue;
       }
-      RC_RETURN_IF_ERROR(PreadAll(fd_, data.data(), block_size_,
-                                  data_offset_ + uint64_t{c.slot} * block_size_, "read slot"));
+      RC_RETURN_IF_ERROR(
+          file_->PRead(data.data(), block_size_, data_offset_ + uint64_t{c.slot} * block_size_));
       if (BlockChecksum(data.data(), block_size_) != c.e.data_checksum) {
         ++stats->torn_or_corrupt;
         if ((c.e.flags & 2) != 0 && c.e.log_seq != 0 && !damaged) {
@@ -242,8 +191,9 @@ absl::Status SlotStore::Recover(std::vector<RecoveredSlot>* recovered, RecoveryS
           // restore it: keep the slot for the cache node to repair, and an older good version
           // (if any) as a fallback.
           damaged = true;
-          meta_[c.slot] = Meta{key, c.e.seq, c.e.data_checksum, true, true, c.e.log_seq};
-          recovered->push_back({c.slot, key, true, c.e.seq, c.e.log_seq, true});
+          meta_[c.slot] =
+              Meta{key, c.e.seq, c.e.data_checksum, true, true, c.e.log_seq, c.e.epoch};
+          recovered->push_back({c.slot, key, true, c.e.seq, c.e.log_seq, true, c.e.epoch});
           continue;
         }
         to_clear.push_back(c.slot);
@@ -251,8 +201,9 @@ absl::Status SlotStore::Recover(std::vector<RecoveredSlot>* recovered, RecoveryS
       }
       kept = true;
       const bool dirty = (c.e.flags & 2) != 0;
-      meta_[c.slot] = Meta{key, c.e.seq, c.e.data_checksum, dirty, true, c.e.log_seq};
-      recovered->push_back({c.slot, key, dirty, c.e.seq, dirty ? c.e.log_seq : 0});
+      meta_[c.slot] = Meta{key, c.e.seq, c.e.data_checksum, dirty, true, c.e.log_seq, c.e.epoch};
+      recovered->push_back(
+          {c.slot, key, dirty, c.e.seq, dirty ? c.e.log_seq : 0, false, dirty ? c.e.epoch : 0});
       ++stats->slots_valid;
       if (dirty) ++stats->slots_dirty;
     }
@@ -260,10 +211,9 @@ absl::Status SlotStore::Recover(std::vector<RecoveredSlot>* recovered, RecoveryS
   next_seq_ = max_seq + 1;
   const DiskEntry zero{};
   for (uint32_t slot : to_clear) {
-    RC_RETURN_IF_ERROR(PwriteAll(fd_, &zero, sizeof(zero), index_offset_ + slot * kEntrySize,
-                                 "clear stale index entry"));
+    RC_RETURN_IF_ERROR(file_->PWrite(&zero, sizeof(zero), index_offset_ + slot * kEntrySize));
   }
-  if (!to_clear.empty() && ::fdatasync(fd_) != 0) return Errno("fdatasync after recovery");
+  if (!to_clear.empty()) RC_RETURN_IF_ERROR(file_->Sync());
   free_.clear();
   for (uint32_t i = num_slots_; i-- > 0;) {
     if (!meta_[i].used) free_.push_back(i);
@@ -312,9 +262,28 @@ absl::Status SlotStore::WriteEntry(uint32_t slot, const Meta& m) {
   e.seq = m.seq;
   e.data_checksum = m.checksum;
   e.log_seq = m.log_seq;
+  e.epoch = m.epoch;
   e.entry_checksum = BlockChecksum(&e, offsetof(DiskEntry, entry_checksum));
-  return PwriteAll(fd_, &e, sizeof(e), index_offset_ + uint64_t{slot} * kEntrySize,
-                   "write index entry");
+  return Checked(file_->PWrite(&e, sizeof(e), index_offset_ + uint64_t{slot} * kEntrySize));
+}
+
+absl::Status SlotStore::Checked(absl::Status s) {
+  if (s.ok()) return s;
+  absl::MutexLock l(&sync_mu_);
+  if (sync_error_.ok()) sync_error_ = s;
+  return DeviceFailedLocked();
+}
+
+absl::Status SlotStore::DeviceFailedLocked() const {
+  return TypedError(ErrorKind::kDeviceFailed,
+                    absl::StrCat("SSD file ", path_, " failed (", sync_error_.message(),
+                                 "); no write is acknowledged until the node restarts"));
+}
+
+absl::Status SlotStore::failed() const {
+  absl::MutexLock l(&sync_mu_);
+  if (sync_error_.ok()) return absl::OkStatus();
+  return DeviceFailedLocked();
 }
 
 void SlotStore::NoteWrite() {
@@ -323,16 +292,17 @@ void SlotStore::NoteWrite() {
 }
 
 absl::Status SlotStore::WriteSlot(uint32_t slot, const SlotKey& key, bool dirty,
-                                  const char* data, uint64_t log_seq) {
+                                  const char* data, uint64_t log_seq, uint64_t epoch) {
   if (slot >= num_slots_) return absl::InvalidArgumentError("slot out of range");
-  Meta m{key, 0, BlockChecksum(data, block_size_), dirty, true, log_seq};
+  RC_RETURN_IF_ERROR(failed());
+  Meta m{key, 0, BlockChecksum(data, block_size_), dirty, true, log_seq, epoch};
   {
     absl::MutexLock l(&mu_);
     m.seq = next_seq_++;
   }
   // Data first, then the entry that vouches for it (its checksum covers the data).
-  RC_RETURN_IF_ERROR(PwriteAll(fd_, data, block_size_,
-                               data_offset_ + uint64_t{slot} * block_size_, "write slot data"));
+  RC_RETURN_IF_ERROR(
+      Checked(file_->PWrite(data, block_size_, data_offset_ + uint64_t{slot} * block_size_)));
   RC_RETURN_IF_ERROR(WriteEntry(slot, m));
   {
     absl::MutexLock l(&mu_);
@@ -382,8 +352,7 @@ absl::Status SlotStore::ReadSlot(uint32_t slot, char* data) const {
     }
     want = meta_[slot].checksum;
   }
-  RC_RETURN_IF_ERROR(PreadAll(fd_, data, block_size_, data_offset_ + uint64_t{slot} * block_size_,
-                              "read slot"));
+  RC_RETURN_IF_ERROR(file_->PRead(data, block_size_, data_offset_ + uint64_t{slot} * block_size_));
   if (BlockChecksum(data, block_size_) != want) {
     return absl::DataLossError(absl::StrCat("SSD slot ", slot, " failed its checksum"));
   }
@@ -398,8 +367,8 @@ absl::Status SlotStore::Release(uint32_t slot) {
     }
   }
   const DiskEntry zero{};
-  absl::Status s = PwriteAll(fd_, &zero, sizeof(zero), index_offset_ + uint64_t{slot} * kEntrySize,
-                             "clear index entry");
+  absl::Status s =
+      Checked(file_->PWrite(&zero, sizeof(zero), index_offset_ + uint64_t{slot} * kEntrySize));
   absl::MutexLock l(&mu_);
   meta_[slot] = Meta{};
   free_.push_back(slot);
@@ -413,7 +382,10 @@ absl::Status SlotStore::Release(uint32_t slot) {
 absl::Status SlotStore::Sync() {
   absl::MutexLock l(&sync_mu_);
   const uint64_t mine = write_gen_;
+  // Sticky: after a failed fdatasync the kernel may have dropped the pages it covered, and a
+  // retried fdatasync would succeed without them. No later sync may vouch for those writes.
   while (synced_gen_ < mine) {
+    if (!sync_error_.ok()) return DeviceFailedLocked();
     if (sync_running_) {
       auto done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_) { return !sync_running_; };
       sync_mu_.Await(absl::Condition(&done));
@@ -422,15 +394,14 @@ absl::Status SlotStore::Sync() {
     sync_running_ = true;
     const uint64_t target = write_gen_;
     sync_mu_.Unlock();
-    const int rc = ::fdatasync(fd_);
-    const int err = errno;
+    absl::Status rc = file_->Sync();
     sync_mu_.Lock();
     sync_running_ = false;
-    if (rc != 0) {
-      errno = err;
-      sync_error_ = Errno("fdatasync ssd file");
-      return sync_error_;
+    if (!rc.ok()) {
+      if (sync_error_.ok()) sync_error_ = rc;
+      return DeviceFailedLocked();
     }
+    if (!sync_error_.ok()) return DeviceFailedLocked();  // another sync failed meanwhile
     synced_gen_ = std::max(synced_gen_, target);
   }
   return absl::OkStatus();

@@ -15,6 +15,8 @@
 //     verifies; everything else is freed.
 //  3. Sync() makes every earlier WriteSlot/SetDirty/Release durable (fdatasync, group commit:
 //     concurrent callers share one fdatasync).
+//  4. Storage errors are sticky: after a failed write or fdatasync, no Sync() returns OK again
+//     (Linux reports a writeback error once and may drop the pages; a retry would "succeed").
 //
 // Thread-safety: thread-safe. Callers must not write a slot while another thread reads it; the
 // cache node guarantees this with pins (cachenode/cache_node.h).
@@ -30,6 +32,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "common/file.h"
 
 namespace ringcache::cachenode {
 
@@ -53,6 +56,7 @@ struct RecoveredSlot {
   // The data failed its checksum; the slot is kept only so the cache node can rewrite it from
   // the log record `log_seq` (an older good version of the key, if any, is listed before it).
   bool damaged = false;
+  uint64_t epoch = 0;    // dirty blocks: ownership epoch the write was accepted at
 };
 
 struct SlotStoreOptions {
@@ -73,10 +77,12 @@ class SlotStore {
  public:
   // Opens or creates the store. On an existing file the geometry must match `options` (a
   // mismatch is kFailedPrecondition: the operator must wipe the file to change it). Fills
-  // *recovered with every valid slot (one per key) and frees the rest.
+  // *recovered with every valid slot (one per key) and frees the rest. `file` (may be null:
+  // the POSIX file at options.path) is the I/O seam tests inject faults through.
   static absl::StatusOr<std::unique_ptr<SlotStore>> Open(const SlotStoreOptions& options,
                                                          std::vector<RecoveredSlot>* recovered,
-                                                         RecoveryStats* stats);
+                                                         RecoveryStats* stats,
+                                                         std::unique_ptr<File> file = nullptr);
   ~SlotStore();
 
   uint32_t num_slots() const { return num_slots_; }
@@ -88,10 +94,10 @@ class SlotStore {
   // Takes `n` free slots, all or none (kResourceExhausted), appending them to *out.
   absl::Status AllocateMany(uint32_t n, std::vector<uint32_t>* out);
   // Writes `data` (block_size bytes) and the slot's index entry with a new sequence number and
-  // the block's log record sequence (dirty blocks; 0 = none).
+  // the block's log record sequence and ownership epoch (dirty blocks; 0 = none).
   // Not durable until Sync(). REQUIRES: `slot` came from Allocate() and is not released.
   absl::Status WriteSlot(uint32_t slot, const SlotKey& key, bool dirty, const char* data,
-                         uint64_t log_seq = 0);
+                         uint64_t log_seq = 0, uint64_t epoch = 0);
   // Rewrites the index entry's dirty flag (e.g. clean after destage; clean also forgets the log
   // sequence). Not durable until Sync().
   absl::Status SetDirty(uint32_t slot, bool dirty);
@@ -103,8 +109,11 @@ class SlotStore {
   absl::Status ReadSlot(uint32_t slot, char* data) const;
   // Clears the index entry and returns the slot to the free list.
   absl::Status Release(uint32_t slot);
-  // Makes every earlier write durable (group commit).
+  // Makes every earlier write durable (group commit). Storage errors are sticky: once a write
+  // or fdatasync failed, every later write and Sync returns kDeviceFailed (common/errors.h).
   absl::Status Sync();
+  // OK, or the sticky kDeviceFailed error.
+  absl::Status failed() const;
 
   // Test-only: returns the file offset of `slot`'s data (to corrupt it on purpose).
   uint64_t DataOffsetForTest(uint32_t slot) const { return data_offset_ + uint64_t{slot} * block_size_; }
@@ -117,12 +126,16 @@ class SlotStore {
     bool dirty = false;
     bool used = false;
     uint64_t log_seq = 0;
+    uint64_t epoch = 0;
   };
   SlotStore() = default;
+  // Records a failed write as the sticky device error and returns kDeviceFailed.
+  absl::Status Checked(absl::Status s);
+  absl::Status DeviceFailedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_);
   absl::Status WriteEntry(uint32_t slot, const Meta& m);
   absl::Status Recover(std::vector<RecoveredSlot>* recovered, RecoveryStats* stats);
 
-  int fd_ = -1;
+  std::unique_ptr<File> file_;
   std::string path_;
   uint32_t block_size_ = 0;
   uint32_t num_slots_ = 0;
@@ -136,7 +149,7 @@ class SlotStore {
 
   // Group commit: writers bump write_gen_; Sync waits until a completed fdatasync started after
   // its own generation.
-  absl::Mutex sync_mu_;
+  mutable absl::Mutex sync_mu_;
   uint64_t write_gen_ ABSL_GUARDED_BY(sync_mu_) = 0;
   uint64_t synced_gen_ ABSL_GUARDED_BY(sync_mu_) = 0;
   bool sync_running_ ABSL_GUARDED_BY(sync_mu_) = false;

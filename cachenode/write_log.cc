@@ -125,7 +125,7 @@ void WriteLog::Done(uint64_t first) {
 
 absl::Status WriteLog::Append(uint32_t vdi, uint64_t object, uint32_t first_block,
                               uint32_t block_size, const char* data, uint32_t count,
-                              int replication, uint64_t first_seq,
+                              int replication, uint64_t first_seq, uint64_t epoch,
                               const std::function<void()>& overlap) {
   const int copies = replication - 1;
   if (copies <= 0) {
@@ -143,6 +143,7 @@ absl::Status WriteLog::Append(uint32_t vdi, uint64_t object, uint32_t first_bloc
     r.set_block_index(first_block + i);
     r.set_data(data + uint64_t{i} * block_size, block_size);
     r.set_checksum(BlockChecksum(r.data()));
+    r.set_epoch(epoch);
   }
   auto res = pool_->LogAppend(vdi, object, replication, copies, req, overlap);
   if (!res.ok()) {

@@ -65,11 +65,12 @@ class WriteLog {
   void Done(uint64_t first);
 
   // Appends one record per block of `data` (count × block_size bytes, blocks first..) with
-  // sequences first_seq.., on replication-1 data nodes. OK means durable on all of them.
-  // `overlap` (may be empty) runs on the calling thread while the appends are in flight.
+  // sequences first_seq.. and the ownership epoch the write was accepted at (replay stamps the
+  // home writes with it: fencing tokens), on replication-1 data nodes. OK means durable on all
+  // of them. `overlap` (may be empty) runs on the calling thread while the appends are in flight.
   absl::Status Append(uint32_t vdi, uint64_t object, uint32_t first_block, uint32_t block_size,
                       const char* data, uint32_t count, int replication, uint64_t first_seq,
-                      const std::function<void()>& overlap = nullptr);
+                      uint64_t epoch, const std::function<void()>& overlap = nullptr);
   // Queues records that are no longer needed for background reclaim.
   void Retire(const std::vector<uint64_t>& seqs);
   void Retire(uint64_t seq) { Retire(std::vector<uint64_t>{seq}); }

@@ -44,6 +44,14 @@ DataNodeService::DataNodeService(uint32_t node_id, BlockStore* store, HddEmulato
   registry_->AddCallbackGauge("ringcache_datanode_log_bytes",
                               "Bytes held by the write-back log area.", {},
                               [store] { return static_cast<double>(store->Stats().log_bytes); });
+  registry_->AddCallbackCounter(
+      "ringcache_datanode_older_version_refusals_total",
+      "Writes and trims refused because a block held a newer version (fencing token).", {},
+      [store] { return static_cast<double>(store->Stats().older_version_refusals); });
+  registry_->AddCallbackGauge(
+      "ringcache_datanode_device_failed",
+      "1 after a write to the store failed (sticky: writes refused until restart).", {},
+      [store] { return store->Stats().device_error.empty() ? 0.0 : 1.0; });
   registry_->AddCallbackGauge("ringcache_datanode_blocks", "Blocks stored (RocksDB estimate).",
                               {}, [store] { return static_cast<double>(store->Stats().blocks); });
 }
@@ -103,7 +111,8 @@ grpc::Status DataNodeService::WriteBlocks(grpc::ServerContext*,
     hdd_->Charge(req->data().size());
     WriteStamp stamp{req->writer_node(),
                      std::vector<uint64_t>(req->versions().begin(), req->versions().end()),
-                     req->only_if_newer(), req->only_if_absent()};
+                     req->only_if_newer(), req->only_if_absent(),
+                     std::vector<uint64_t>(req->epochs().begin(), req->epochs().end())};
     auto stored = store_->WriteBlocks(r.vdi_id(), r.object_index(), r.first_block(),
                                       req->data(), Checksums(req->checksums()), stamp);
     if (!stored.ok()) return stored.status();
@@ -124,6 +133,7 @@ grpc::Status DataNodeService::ReadBlocks(grpc::ServerContext*, const v1::ReadBlo
     for (const BlockVersion& v : res->versions) {
       resp->add_writers(v.writer);
       resp->add_versions(v.seq);
+      resp->add_epochs(v.epoch);
     }
     if (req->presence_only()) return absl::OkStatus();
     hdd_->Charge(res->data.size());
@@ -139,6 +149,7 @@ grpc::Status DataNodeService::TrimBlocks(grpc::ServerContext*, const v1::TrimBlo
     const auto& r = req->range();
     WriteStamp stamp{req->writer_node(),
                      std::vector<uint64_t>(req->versions().begin(), req->versions().end())};
+    stamp.epochs.assign(req->epochs().begin(), req->epochs().end());
     return store_->TrimBlocks(r.vdi_id(), r.object_index(), r.first_block(), r.block_count(),
                               stamp, req->purge());
   });
@@ -162,6 +173,7 @@ grpc::Status DataNodeService::ScanBlocks(grpc::ServerContext*, const v1::ScanBlo
       o->set_trimmed(b.trimmed);
       o->set_writer(b.version.writer);
       o->set_version(b.version.seq);
+      o->set_epoch(b.version.epoch);
       bytes += b.data.size();
       *o->mutable_data() = std::move(b.data);
     }
@@ -185,7 +197,7 @@ grpc::Status DataNodeService::LogAppend(grpc::ServerContext*, const v1::LogAppen
     uint64_t bytes = 0;
     for (const auto& r : req->records()) {
       entries.push_back({r.cache_node_id(), r.sequence(), r.vdi_id(), r.object_index(),
-                         r.block_index(), r.checksum(), r.data()});
+                         r.block_index(), r.checksum(), r.data(), r.epoch()});
       bytes += r.data().size();
     }
     hdd_->Charge(bytes, /*log_append=*/true);
@@ -219,6 +231,7 @@ grpc::Status DataNodeService::LogScan(grpc::ServerContext*, const v1::LogScanReq
       r->set_object_index(e.object_index);
       r->set_block_index(e.block_index);
       r->set_checksum(e.checksum);
+      r->set_epoch(e.epoch);
       *r->mutable_data() = std::move(e.data);
     }
     resp->set_next_sequence(next);
@@ -242,7 +255,9 @@ grpc::Status DataNodeService::LogReclaim(grpc::ServerContext*, const v1::LogRecl
 grpc::Status DataNodeService::Health(grpc::ServerContext*, const v1::HealthRequest*,
                                      v1::HealthResponse* resp) {
   resp->set_node_id(node_id_);
-  resp->set_status(draining_ ? "draining" : "serving");
+  const std::string err = store_->Stats().device_error;
+  resp->set_device_failed(!err.empty());
+  resp->set_status(!err.empty() ? "device failed: " + err : draining_ ? "draining" : "serving");
   return grpc::Status::OK;
 }
 
@@ -254,6 +269,9 @@ grpc::Status DataNodeService::Stats(grpc::ServerContext*, const v1::StatsRequest
   resp->set_log_records(s.log_records);
   resp->set_log_bytes(s.log_bytes);
   resp->set_vdis(s.vdis);
+  resp->set_device_failed(!s.device_error.empty());
+  resp->set_device_error(s.device_error);
+  resp->set_older_version_refusals(s.older_version_refusals);
   return grpc::Status::OK;
 }
 

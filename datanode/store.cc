@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/checksum.h"
 #include "common/config.h"
+#include "common/errors.h"
 #include "common/status_macros.h"
 
 namespace ringcache::datanode {
@@ -56,16 +57,26 @@ std::string VdiKey(uint32_t vdi) {
 
 uint64_t BlocksPerObject(const v1::VdiGeometry& g) { return g.object_size() / g.block_size(); }
 
-constexpr size_t kVersionBytes = 4 + 8;
+// Version encodings: writer(4) seq(8), and since fencing tokens epoch(8) after them.
+constexpr size_t kOldVersionBytes = 4 + 8;
+constexpr size_t kVersionBytes = 4 + 8 + 8;
+constexpr size_t kOldTombstoneBytes = 1 + kOldVersionBytes;
 constexpr size_t kTombstoneBytes = 1 + kVersionBytes;
 
 void PutVersion(std::string* s, const BlockVersion& v) {
   PutBe32(s, v.writer);
   PutBe64(s, v.seq);
+  PutBe64(s, v.epoch);
 }
-BlockVersion GetVersion(const char* p) {
-  return {static_cast<uint32_t>(GetBe(p, 4)), GetBe(p + 4, 8)};
+BlockVersion GetVersion(const char* p, size_t len) {
+  BlockVersion v{static_cast<uint32_t>(GetBe(p, 4)), GetBe(p + 4, 8), 0};
+  if (len >= kVersionBytes) v.epoch = GetBe(p + 12, 8);
+  return v;
 }
+bool IsTombstone(const std::string& v) {
+  return (v.size() == kTombstoneBytes || v.size() == kOldTombstoneBytes) && v[0] == 'T';
+}
+bool PowerOfTwo(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
 
 // Decoded stored block value (see the key layout in store.h).
 struct StoredBlock {
@@ -77,55 +88,66 @@ struct StoredBlock {
 
 absl::StatusOr<StoredBlock> DecodeBlock(const std::string& v, uint32_t bs, const std::string& what) {
   StoredBlock b;
-  if (v.size() == kTombstoneBytes && v[0] == 'T') {
-    b.version = GetVersion(v.data() + 1);
+  if (IsTombstone(v)) {
+    b.version = GetVersion(v.data() + 1, v.size() - 1);
     return b;
   }
-  if (v.size() != 8 + bs && v.size() != 8 + bs + kVersionBytes) {
+  if (v.size() != 8 + bs && v.size() != 8 + bs + kOldVersionBytes &&
+      v.size() != 8 + bs + kVersionBytes) {
     return absl::DataLossError(absl::StrCat(what, " has ", v.size(), " stored bytes, expected ",
                                             8 + bs, " or ", 8 + bs + kVersionBytes));
   }
   b.present = true;
   b.checksum = GetBe(v.data(), 8);
   b.data = v.data() + 8;
-  if (v.size() > 8 + bs) b.version = GetVersion(v.data() + 8 + bs);
+  if (v.size() > 8 + bs) b.version = GetVersion(v.data() + 8 + bs, v.size() - 8 - bs);
   if (BlockChecksum(b.data, bs) != b.checksum) {
     return absl::DataLossError(absl::StrCat("checksum mismatch: ", what));
   }
   return b;
 }
 
-// True when a block stamped `incoming` must not replace the stored `have` in a replay.
-bool AsNewAs(const BlockVersion& have, const BlockVersion& incoming) {
-  return have.writer != 0 && have.writer == incoming.writer && have.seq >= incoming.seq;
+std::string VersionText(const BlockVersion& v) {
+  return absl::StrCat("(epoch ", v.epoch, ", seq ", v.seq, ", writer ", v.writer, ")");
 }
 
-// Holds `mu` exclusively or shared for a scope (absl has no such RAII type).
-class CondLock {
- public:
-  CondLock(absl::Mutex* mu, bool exclusive) : mu_(mu), exclusive_(exclusive) {
-    if (exclusive_) {
-      mu_->Lock();
-    } else {
-      mu_->ReaderLock();
-    }
-  }
-  ~CondLock() {
-    if (exclusive_) {
-      mu_->Unlock();
-    } else {
-      mu_->ReaderUnlock();
-    }
-  }
-  CondLock(const CondLock&) = delete;
-  CondLock& operator=(const CondLock&) = delete;
-
- private:
-  absl::Mutex* const mu_;
-  const bool exclusive_;
-};
-
 }  // namespace
+
+int CompareVersions(const BlockVersion& a, const BlockVersion& b) {
+  if (a.epoch != b.epoch) return a.epoch < b.epoch ? -1 : 1;
+  if (a.seq != b.seq) return a.seq < b.seq ? -1 : 1;
+  if (a.writer != b.writer) return a.writer < b.writer ? -1 : 1;
+  return 0;
+}
+
+absl::Mutex& BlockStore::Stripe(uint32_t vdi, uint64_t object) {
+  return stripes_[(vdi * 0x9E3779B97F4A7C15ull ^ object * 0xC2B2AE3D27D4EB4Full) % kStripes];
+}
+
+absl::Status BlockStore::CheckWritable() const {
+  absl::MutexLock l(&err_mu_);
+  if (device_error_.ok()) return absl::OkStatus();
+  return TypedError(ErrorKind::kDeviceFailed,
+                    absl::StrCat("data node store failed a write earlier and refuses writes "
+                                 "until restarted: ",
+                                 device_error_.message()));
+}
+
+absl::Status BlockStore::Commit(rocksdb::WriteBatch* batch, const std::string& what) {
+  RC_RETURN_IF_ERROR(CheckWritable());
+  rocksdb::WriteOptions wo;
+  wo.sync = true;
+  absl::Status s = fail_next_write_.exchange(false)
+                       ? absl::UnavailableError(absl::StrCat(what, ": injected IO error (fsync)"))
+                       : FromRocks(db_->Write(wo, batch), what);
+  if (!s.ok() && !absl::IsInvalidArgument(s)) {
+    // A failed synced write may have left the WAL in an unknown state (a failed fsync loses the
+    // pages it covered): never let a later write succeed as if nothing happened.
+    absl::MutexLock l(&err_mu_);
+    if (device_error_.ok()) device_error_ = s;
+  }
+  return s;
+}
 
 absl::Status FromRocks(const rocksdb::Status& s, const std::string& what) {
   if (s.ok()) return absl::OkStatus();
@@ -256,15 +278,13 @@ absl::StatusOr<uint64_t> BlockStore::DeleteVdi(uint32_t vdi_id) {
   {
     std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), blocks_cf_));
     for (it->Seek(begin); it->Valid() && it->key().compare(end) < 0; it->Next()) {
-      if (it->value().size() != kTombstoneBytes) ++count;  // blocks, not trim tombstones
+      if (!IsTombstone(it->value().ToString())) ++count;  // blocks, not trim tombstones
     }
   }
   rocksdb::WriteBatch batch;
   batch.DeleteRange(blocks_cf_, begin, vdi_id == UINT32_MAX ? std::string(5, '\xff') : end);
   batch.Delete(meta_cf_, VdiKey(vdi_id));
-  rocksdb::WriteOptions wo;
-  wo.sync = true;
-  RC_RETURN_IF_ERROR(FromRocks(db_->Write(wo, &batch), "delete VDI"));
+  RC_RETURN_IF_ERROR(Commit(&batch, "delete VDI"));
   absl::MutexLock l(&mu_);
   vdis_.erase(vdi_id);
   return count;
@@ -290,6 +310,10 @@ static absl::Status CheckStamp(const WriteStamp& stamp, uint64_t n) {
   if (!stamp.seqs.empty() && stamp.seqs.size() != n) {
     return absl::InvalidArgumentError(
         absl::StrCat(stamp.seqs.size(), " versions for ", n, " blocks"));
+  }
+  if (!stamp.epochs.empty() && stamp.epochs.size() != n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(stamp.epochs.size(), " epochs for ", n, " blocks"));
   }
   if (!stamp.seqs.empty() && stamp.writer == 0) {
     return absl::InvalidArgumentError("versions given without a writer node id");
@@ -320,11 +344,13 @@ absl::StatusOr<uint32_t> BlockStore::WriteBlocks(uint32_t vdi_id, uint64_t objec
         absl::StrCat(checksums.size(), " checksums for ", n, " blocks"));
   }
   RC_RETURN_IF_ERROR(CheckStamp(stamp, n));
-  // Conditional writes read, compare and write under the exclusive lock; plain writes share it.
-  const bool conditional = stamp.only_if_newer || stamp.only_if_absent;
-  CondLock cond_lock(&cond_mu_, conditional);
+  RC_RETURN_IF_ERROR(CheckWritable());
+  absl::MutexLock stripe(&Stripe(vdi_id, object_index));
+  // The stored versions of the range, read under the stripe: compare and write are one step.
+  RC_ASSIGN_OR_RETURN(std::vector<std::optional<BlockVersion>> have,
+                      StoredVersions(vdi, object_index, first_block, n));
   rocksdb::WriteBatch batch;
-  std::string value, existing;
+  std::string value;
   uint32_t stored = 0;
   for (uint64_t i = 0; i < n; ++i) {
     const char* p = data.data() + i * bs;
@@ -334,31 +360,53 @@ absl::StatusOr<uint32_t> BlockStore::WriteBlocks(uint32_t vdi_id, uint64_t objec
           absl::StrCat("checksum mismatch on block ", first_block + i, " of object ",
                        object_index, ": the payload was damaged in transit"));
     }
-    const std::string key =
-        BlockKey(vdi_id, object_index, static_cast<uint32_t>(first_block + i));
-    const BlockVersion incoming{stamp.writer, stamp.seqs.empty() ? 0 : stamp.seqs[i]};
-    if (conditional) {
-      rocksdb::Status gs = db_->Get(rocksdb::ReadOptions(), blocks_cf_, key, &existing);
-      if (!gs.IsNotFound()) {
-        RC_RETURN_IF_ERROR(FromRocks(gs, "read block before a conditional write"));
-        if (stamp.only_if_absent) continue;  // any copy or tombstone is newer than the copy
-        auto have = DecodeBlock(existing, bs, "stored block");
-        // A damaged stored copy is always replaced.
-        if (have.ok() && AsNewAs(have->version, incoming)) continue;
+    const BlockVersion incoming = stamp.VersionOf(i);
+    if (have[i].has_value()) {
+      if (stamp.only_if_absent) continue;  // any copy or tombstone is newer than the copy
+      const int cmp = CompareVersions(*have[i], incoming);
+      if (stamp.only_if_newer && cmp >= 0) continue;
+      if (cmp > 0) {
+        ++older_refusals_;
+        return TypedError(ErrorKind::kOlderVersion,
+                          absl::StrCat("older version: block ", first_block + i, " of object ",
+                                       object_index, " of VDI ", vdi_id, " holds ",
+                                       VersionText(*have[i]), ", the write carries ",
+                                       VersionText(incoming), "; nothing written"));
       }
     }
     value.clear();
     PutBe64(&value, sum);
     value.append(p, bs);
     if (incoming.writer != 0) PutVersion(&value, incoming);
-    batch.Put(blocks_cf_, key, value);
+    batch.Put(blocks_cf_, BlockKey(vdi_id, object_index, static_cast<uint32_t>(first_block + i)),
+              value);
     ++stored;
   }
   if (stored == 0) return 0u;
-  rocksdb::WriteOptions wo;
-  wo.sync = true;
-  RC_RETURN_IF_ERROR(FromRocks(db_->Write(wo, &batch), "write blocks"));
+  RC_RETURN_IF_ERROR(Commit(&batch, "write blocks"));
   return stored;
+}
+
+absl::StatusOr<std::vector<std::optional<BlockVersion>>> BlockStore::StoredVersions(
+    const v1::VdiGeometry& vdi, uint64_t object_index, uint32_t first_block, uint64_t n) const {
+  std::vector<std::string> keys(n);
+  std::vector<rocksdb::Slice> slices(n);
+  std::vector<rocksdb::ColumnFamilyHandle*> cfs(n, blocks_cf_);
+  for (uint64_t i = 0; i < n; ++i) {
+    keys[i] = BlockKey(vdi.vdi_id(), object_index, static_cast<uint32_t>(first_block + i));
+    slices[i] = keys[i];
+  }
+  std::vector<std::string> values;
+  std::vector<rocksdb::Status> st = db_->MultiGet(rocksdb::ReadOptions(), cfs, slices, &values);
+  std::vector<std::optional<BlockVersion>> out(n);
+  for (uint64_t i = 0; i < n; ++i) {
+    if (st[i].IsNotFound()) continue;
+    RC_RETURN_IF_ERROR(FromRocks(st[i], "read block before writing it"));
+    // A damaged stored copy reads as present with the oldest version: anything replaces it.
+    auto b = DecodeBlock(values[i], vdi.block_size(), "stored block");
+    out[i] = b.ok() ? b->version : BlockVersion{};
+  }
+  return out;
 }
 
 absl::StatusOr<ReadResult> BlockStore::ReadBlocks(uint32_t vdi_id, uint64_t object_index,
@@ -411,7 +459,12 @@ absl::Status BlockStore::TrimBlocks(uint32_t vdi_id, uint64_t object_index, uint
   if (purge && !stamp.seqs.empty()) {
     return absl::InvalidArgumentError("a purge removes blocks entirely: it takes no versions");
   }
-  CondLock cond_lock(&cond_mu_, /*exclusive=*/false);
+  RC_RETURN_IF_ERROR(CheckWritable());
+  absl::MutexLock stripe(&Stripe(vdi_id, object_index));
+  std::vector<std::optional<BlockVersion>> have(block_count);
+  if (!purge) {
+    RC_ASSIGN_OR_RETURN(have, StoredVersions(vdi, object_index, first_block, block_count));
+  }
   rocksdb::WriteBatch batch;
   std::string tomb;
   for (uint32_t i = 0; i < block_count; ++i) {
@@ -420,13 +473,20 @@ absl::Status BlockStore::TrimBlocks(uint32_t vdi_id, uint64_t object_index, uint
       batch.Delete(blocks_cf_, key);
       continue;
     }
+    const BlockVersion incoming = stamp.VersionOf(i);
+    if (have[i].has_value() && CompareVersions(*have[i], incoming) > 0) {
+      ++older_refusals_;
+      return TypedError(ErrorKind::kOlderVersion,
+                        absl::StrCat("older version: block ", first_block + i, " of object ",
+                                     object_index, " of VDI ", vdi_id, " holds ",
+                                     VersionText(*have[i]), ", the trim carries ",
+                                     VersionText(incoming), "; nothing trimmed"));
+    }
     tomb.assign(1, 'T');
-    PutVersion(&tomb, {stamp.writer, stamp.seqs.empty() ? 0 : stamp.seqs[i]});
+    PutVersion(&tomb, incoming);
     batch.Put(blocks_cf_, key, tomb);
   }
-  rocksdb::WriteOptions wo;
-  wo.sync = true;
-  return FromRocks(db_->Write(wo, &batch), "trim blocks");
+  return Commit(&batch, "trim blocks");
 }
 
 absl::StatusOr<std::vector<ScannedBlock>> BlockStore::ScanBlocks(
@@ -497,6 +557,7 @@ absl::StatusOr<uint64_t> BlockStore::LogAppend(const std::vector<LogEntry>& reco
     PutBe64(&value, r.object_index);
     PutBe32(&value, r.block_index);
     PutBe64(&value, r.checksum);
+    PutBe64(&value, r.epoch);
     value += r.data;
     if (db_->Get(rocksdb::ReadOptions(), log_cf_, key, &existing).IsNotFound()) {
       ++added_records;
@@ -504,9 +565,7 @@ absl::StatusOr<uint64_t> BlockStore::LogAppend(const std::vector<LogEntry>& reco
     }
     batch.Put(log_cf_, key, value);
   }
-  rocksdb::WriteOptions wo;
-  wo.sync = true;
-  RC_RETURN_IF_ERROR(FromRocks(db_->Write(wo, &batch), "append log records"));
+  RC_RETURN_IF_ERROR(Commit(&batch, "append log records"));
   log_records_ += added_records;
   return log_bytes_ += added_bytes;
 }
@@ -539,11 +598,17 @@ absl::StatusOr<std::vector<LogEntry>> BlockStore::LogScan(uint32_t cache_node_id
     e.object_index = GetBe(v.data() + 4, 8);
     e.block_index = static_cast<uint32_t>(GetBe(v.data() + 12, 4));
     e.checksum = GetBe(v.data() + 16, 8);
-    if (BlockChecksum(v.data() + kLogHeader, v.size() - kLogHeader) != e.checksum) {
+    // A record with an epoch has a 32-byte header; older ones 24 (blocks are powers of two).
+    size_t header = kLogHeader;
+    if (v.size() >= kLogHeader + 8 && PowerOfTwo(v.size() - kLogHeader - 8)) {
+      header = kLogHeader + 8;
+      e.epoch = GetBe(v.data() + kLogHeader, 8);
+    }
+    if (BlockChecksum(v.data() + header, v.size() - header) != e.checksum) {
       return absl::DataLossError(absl::StrCat("checksum mismatch: log record ", e.sequence,
                                               " of cache node ", cache_node_id));
     }
-    if (include_data) e.data.assign(v.data() + kLogHeader, v.size() - kLogHeader);
+    if (include_data) e.data.assign(v.data() + header, v.size() - header);
     *next = e.sequence + 1;
     out.push_back(std::move(e));
   }
@@ -582,15 +647,21 @@ absl::StatusOr<uint64_t> BlockStore::LogReclaim(uint32_t cache_node_id,
     drop(key, value.size());
   }
   if (removed == 0) return 0;
-  rocksdb::WriteOptions wo;
-  wo.sync = true;
-  RC_RETURN_IF_ERROR(FromRocks(db_->Write(wo, &batch), "reclaim log records"));
+  RC_RETURN_IF_ERROR(Commit(&batch, "reclaim log records"));
   log_records_ -= std::min<uint64_t>(removed, log_records_.load());
   log_bytes_ -= std::min<uint64_t>(bytes, log_bytes_.load());
   return removed;
 }
 
 StoreStats BlockStore::Stats() const {
+  StoreStats st = StatsWithoutErrors();
+  st.older_version_refusals = older_refusals_.load();
+  absl::MutexLock l(&err_mu_);
+  if (!device_error_.ok()) st.device_error = std::string(device_error_.message());
+  return st;
+}
+
+StoreStats BlockStore::StatsWithoutErrors() const {
   StoreStats s;
   db_->GetIntProperty(blocks_cf_, "rocksdb.estimate-num-keys", &s.blocks);
   s.log_records = log_records_.load();

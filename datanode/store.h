@@ -3,9 +3,22 @@
 // Column families and key layout (all integers big-endian so keys sort numerically):
 //   default : "vdi/" vdi_id(4)                       -> VdiGeometry (protobuf)
 //   blocks  : vdi_id(4) object(8) block(4)            -> checksum(8) | block bytes
-//                                                        [| writer(4) version(8)]
-//                                                      or 'T' writer(4) version(8) (trimmed)
-//   log     : cache_node(4) sequence(8)               -> vdi(4) object(8) block(4) checksum(8) | data
+//                                                        [| writer(4) seq(8) [epoch(8)]]
+//                                                      or 'T' writer(4) seq(8) [epoch(8)]
+//                                                        (trimmed)
+//   log     : cache_node(4) sequence(8)               -> vdi(4) object(8) block(4) checksum(8)
+//                                                        [epoch(8)] | data
+// (The bracketed epoch is absent in stores written before fencing tokens: it reads as 0.)
+//
+// Fencing tokens (docs/durability.md): every block and tombstone carries a BlockVersion, and
+// every write or trim is refused (kOlderVersion, nothing written) when a block it covers holds a
+// newer version than the write carries. Replays skip such blocks; rebalancing copies never
+// replace anything. Writes of one object are serialised by a striped lock so the compare and
+// the write are one step; different objects still share RocksDB's group commit.
+//
+// Sticky storage errors: once a write to RocksDB fails, the store refuses every later write
+// (kDeviceFailed) until it is reopened — a later success must not hide that an earlier
+// acknowledged-looking write was lost.
 // Every mutation is one WriteBatch written with sync=true, so it is on disk before the call
 // returns (RocksDB groups concurrent synced writes into one fsync: group commit).
 //
@@ -20,6 +33,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,21 +58,33 @@ struct StoreOptions {
 // they send home (destage, write-through, write-around, trim) with their id and a sequence taken
 // from the same counter as their log records, so log replay can tell a record that is older than
 // the home copy from one that is newer (DESIGN §7; docs/durability.md).
+//
+// Versions are ordered by (epoch, seq, writer): the ownership epoch (cache ring epoch) at which
+// the owning cache node accepted the write comes first, so a node that lost an object can never
+// overwrite what its next owner wrote, whatever their sequences (DESIGN §11, fencing tokens).
 struct BlockVersion {
   uint32_t writer = 0;   // cache node id; 0 = unversioned (written before versions, or by tools)
   uint64_t seq = 0;
+  uint64_t epoch = 0;
 };
+// <0, 0, >0 as a is older than, the same as, or newer than b.
+int CompareVersions(const BlockVersion& a, const BlockVersion& b);
 
 // How a write is stamped. `seqs` is empty (unversioned) or holds one sequence per block.
 struct WriteStamp {
   uint32_t writer = 0;
   std::vector<uint64_t> seqs;
-  // Replay: store a block only if the stored one is not already as new, i.e. unless it carries
-  // the same writer with a sequence >= this one.
+  // Replay: store a block only if the stored one is older (CompareVersions); other blocks are
+  // skipped without error.
   bool only_if_newer = false;
   // Rebalancing copy: store a block only if there is no stored copy at all (neither data nor a
   // tombstone), so the copy never replaces a write or trim that reached this node first.
   bool only_if_absent = false;
+  std::vector<uint64_t> epochs;  // ownership epochs: empty (all 0) or one per block
+  // The version of block i of the write.
+  BlockVersion VersionOf(size_t i) const {
+    return {writer, seqs.empty() ? 0 : seqs[i], epochs.empty() ? 0 : epochs[i]};
+  }
 };
 
 // One entry of ScanBlocks.
@@ -86,6 +112,7 @@ struct LogEntry {
   uint32_t block_index = 0;
   uint64_t checksum = 0;
   std::string data;
+  uint64_t epoch = 0;  // ownership epoch the write was accepted at
 };
 
 struct StoreStats {
@@ -93,6 +120,8 @@ struct StoreStats {
   uint64_t log_records = 0;
   uint64_t log_bytes = 0;
   uint64_t vdis = 0;
+  uint64_t older_version_refusals = 0;  // writes and trims refused by a fencing token
+  std::string device_error;             // non-empty: a write failed; writes refused (sticky)
 };
 
 class BlockStore {
@@ -109,7 +138,8 @@ class BlockStore {
   // Writes data (a whole number of blocks) starting at `first_block` of the object. When
   // `checksums` is non-empty it must hold one checksum per block, each verified first.
   // `stamp` versions the blocks (see WriteStamp); returns how many blocks were stored (fewer
-  // than given only with stamp.only_if_newer).
+  // than given only with a conditional stamp). A plain write that covers a block holding a
+  // newer version is refused whole with kOlderVersion (common/errors.h).
   absl::StatusOr<uint32_t> WriteBlocks(uint32_t vdi_id, uint64_t object_index,
                                        uint32_t first_block, const std::string& data,
                                        const std::vector<uint64_t>& checksums,
@@ -119,7 +149,8 @@ class BlockStore {
   // Drops the blocks, leaving a small tombstone carrying the stamp's version (none when
   // unstamped): a log record older than the trim is never replayed over it, and a rebalancing
   // copy (only_if_absent) never brings the data back. With `purge` the keys are removed
-  // entirely (rebalancing: this node is no longer a home of the blocks).
+  // entirely (rebalancing: this node is no longer a home of the blocks). A stamped trim that
+  // covers a block holding a newer version is refused whole with kOlderVersion.
   absl::Status TrimBlocks(uint32_t vdi_id, uint64_t object_index, uint32_t first_block,
                           uint32_t block_count, const WriteStamp& stamp = {},
                           bool purge = false);
@@ -145,11 +176,16 @@ class BlockStore {
                                       const std::vector<uint64_t>& sequences, uint64_t below);
 
   StoreStats Stats() const;
+  // Test-only: the next synced write fails as a failed fdatasync would (kUnavailable).
+  void FailNextWriteForTest() { fail_next_write_.store(true); }
   // Flushes memtables to SST files (used at clean shutdown so the WAL is short on restart).
   absl::Status FlushAll();
 
  private:
   BlockStore() = default;
+  // The stored version of each block of the range (nullopt: nothing stored).
+  absl::StatusOr<std::vector<std::optional<BlockVersion>>> StoredVersions(
+      const v1::VdiGeometry& vdi, uint64_t object_index, uint32_t first_block, uint64_t n) const;
   absl::Status CheckRange(const v1::VdiGeometry& vdi, uint64_t object_index, uint32_t first_block,
                           uint64_t block_count) const;
 
@@ -158,10 +194,18 @@ class BlockStore {
   rocksdb::ColumnFamilyHandle* blocks_cf_ = nullptr;
   rocksdb::ColumnFamilyHandle* log_cf_ = nullptr;
 
-  // Conditional writes (replay, rebalancing copies) hold it exclusively across their
-  // read-compare-write; every other block write or trim holds it shared, so none can slip in
-  // between a conditional write's read and its write.
-  absl::Mutex cond_mu_;
+  // Every block write or trim holds its object's stripe across its read-compare-write.
+  static constexpr size_t kStripes = 256;
+  absl::Mutex& Stripe(uint32_t vdi, uint64_t object);
+  // Refuses writes once one failed (sticky); records the first failure.
+  absl::Status CheckWritable() const;
+  StoreStats StatsWithoutErrors() const;
+  std::atomic<bool> fail_next_write_{false};
+  absl::Status Commit(rocksdb::WriteBatch* batch, const std::string& what);
+  absl::Mutex stripes_[kStripes];
+  mutable absl::Mutex err_mu_;
+  absl::Status device_error_ ABSL_GUARDED_BY(err_mu_);
+  std::atomic<uint64_t> older_refusals_{0};
   mutable absl::Mutex mu_;
   absl::flat_hash_map<uint32_t, v1::VdiGeometry> vdis_ ABSL_GUARDED_BY(mu_);
   // Log size, recounted at Open and kept by atomics; a concurrent duplicate append of the same

@@ -4,8 +4,10 @@
 #include <chrono>
 #include <map>
 
-#include "cachenode/log_replay.h"
+#include <spdlog/spdlog.h>
 
+#include "cachenode/log_replay.h"
+#include "common/errors.h"
 #include "common/grpc_status.h"
 
 namespace ringcache::gateway {
@@ -138,9 +140,15 @@ std::function<absl::Status(CacheClient*, bool)> CacheNodeSettle(Router* router, 
         }
       }
       auto left = c->Flush(0);
-      if (!left.ok()) return left.status();
-      if (*left != 0) return absl::UnavailableError("dirty blocks left after the flush");
-      return absl::OkStatus();
+      if (left.ok()) {
+        if (*left != 0) return absl::UnavailableError("dirty blocks left after the flush");
+        return absl::OkStatus();
+      }
+      // A node whose SSD failed cannot vouch for its slots: recover its dirty blocks from their
+      // log replicas, as for a dead node (it stays fenced: it serves and destages nothing).
+      if (!IsKind(left.status(), ErrorKind::kDeviceFailed)) return left.status();
+      spdlog::warn("cache node {}: {}; replaying its write-back log instead", id,
+                   std::string(left.status().message()));
     }
     if (pool == nullptr) return absl::FailedPreconditionError("no data nodes to replay to");
     std::map<uint32_t, uint32_t> replication;

@@ -11,6 +11,7 @@
 #include "cachenode/service.h"
 #include "common/grpc_channel.h"
 #include "common/grpc_status.h"
+#include "common/status_macros.h"
 
 namespace ringcache::gateway {
 namespace {
@@ -24,10 +25,12 @@ class LocalCacheClient : public CacheClient {
   }
   absl::Status Write(uint32_t vdi, uint64_t object, uint32_t offset, uint32_t len,
                      const char* data) override {
+    node_->ObserveEpoch(ring_epoch());  // the fencing token new writes carry
     return node_->Write(vdi, object, offset, len, data);
   }
   absl::Status Trim(uint32_t vdi, uint64_t object, uint32_t offset, uint32_t len,
                     bool zero) override {
+    node_->ObserveEpoch(ring_epoch());
     return node_->Trim(vdi, object, offset, len, zero);
   }
   absl::Status Prefetch(uint32_t vdi, uint64_t object, uint32_t offset, uint32_t len) override {
@@ -61,6 +64,15 @@ class LocalCacheClient : public CacheClient {
     return absl::OkStatus();
   }
   absl::Status Probe(int) override { return absl::OkStatus(); }
+  absl::StatusOr<NodeHealth> Health(int) override {
+    NodeHealth h;
+    h.quarantined = node_->ownership()->quarantined();
+    const absl::Status dev = node_->device_status();
+    h.device_failed = !dev.ok();
+    h.device_error = std::string(dev.message());
+    h.epoch = node_->epoch();
+    return h;
+  }
   absl::Status FlushMoving(const std::vector<ring::Member>& next) override {
     ring::RingConfig rc;
     rc.members = next;
@@ -204,6 +216,20 @@ class GrpcCacheClient : public CacheClient {
     absl::Status s = FromGrpc(stub_->Stats(ctx.get(), req, &resp), What("stats"));
     for (const auto& v : resp.vdis()) out->push_back(v);
     return s;
+  }
+  absl::StatusOr<NodeHealth> Health(int timeout_ms) override {
+    v1::CacheStatsRequest req;
+    req.set_vdi_id(0xffffffffu);  // no such VDI: only the node's own state
+    v1::CacheStatsResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(timeout_ms));
+    RC_RETURN_IF_ERROR(FromGrpc(stub_->Stats(&ctx, req, &resp), What("health")));
+    NodeHealth h;
+    h.quarantined = resp.quarantined();
+    h.device_failed = resp.device_failed();
+    h.device_error = resp.device_error();
+    h.epoch = resp.epoch();
+    return h;
   }
   absl::Status Probe(int timeout_ms) override {
     v1::CacheStatsRequest req;

@@ -46,6 +46,15 @@ class CacheClient {
   virtual absl::Status Stats(uint32_t vdi, std::vector<v1::VdiCacheStats>* out) = 0;
   // Returns OK if the node answers within `timeout_ms` (no waiting for it to come up).
   virtual absl::Status Probe(int timeout_ms) = 0;
+  // What a node says of its own state (cachenode/ownership.h, docs/durability.md).
+  struct NodeHealth {
+    bool quarantined = false;    // lost ownership; waits to be re-admitted
+    bool device_failed = false;  // its SSD failed a write or fdatasync (sticky)
+    std::string device_error;
+    uint64_t epoch = 0;          // highest cache ring epoch it has seen
+  };
+  // Asks the node for its state, waiting at most `timeout_ms`.
+  virtual absl::StatusOr<NodeHealth> Health(int timeout_ms) = 0;
   // Drops cached blocks without destaging (the DropBlocks RPC): every block when `all` (and
   // re-admits a quarantined node), else the clean blocks of objects that the cache ring of
   // `ring` does not give to this node. Returns the dirty blocks kept.

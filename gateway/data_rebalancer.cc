@@ -29,6 +29,7 @@ struct Run {
   uint32_t count = 0;
   uint32_t writer = 0;
   std::vector<uint64_t> seqs;
+  std::vector<uint64_t> epochs;
   std::string data;
   std::vector<uint32_t> to;  // destination (copy) or holder (purge) nodes
 
@@ -350,7 +351,10 @@ absl::Status DataRebalancer::Copy(const DataRing& ring) {
       if (run.count == 0) return absl::OkStatus();
       cachenode::HomeStamp stamp;
       stamp.writer = run.writer;
-      if (run.writer != 0) stamp.seqs = run.seqs;
+      if (run.writer != 0) {
+        stamp.seqs = run.seqs;
+        stamp.epochs = run.epochs;
+      }
       for (uint32_t to : run.to) {
         RC_ASSIGN_OR_RETURN(uint32_t stored, pool_->CopyBlocks(to, run.vdi, run.object, run.first,
                                                                run.data, stamp));
@@ -390,6 +394,7 @@ absl::Status DataRebalancer::Copy(const DataRing& ring) {
         }
         ++run.count;
         run.seqs.push_back(b.version());
+        run.epochs.push_back(b.epoch());
         run.data += b.data();
       }
       RC_RETURN_IF_ERROR(flush());

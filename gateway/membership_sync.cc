@@ -167,14 +167,24 @@ bool MembershipSync::Reconcile(const MemberView& view) {
     if (in_ring) {
       auto it = accepted_lease_.find(id);
       if (it == accepted_lease_.end()) {
-        accepted_lease_[id] = lease;  // first sight: the member we already route to
-        if (on_state_) on_state_(id, "up");
+        // First sight: the member we already route to — unless it says it is quarantined (it
+        // lost its objects while no gateway watched: restarted after its lease was gone). Then
+        // it leaves (its dirty blocks are settled) and rejoins like any returning node.
+        auto health = router_->NodeHealth(id, 2000);
+        if (!health.ok() || !health->quarantined) {
+          accepted_lease_[id] = lease;
+          if (on_state_) on_state_(id, "up");
+          continue;
+        }
+        if (!Remove(id, "quarantined (it lost ownership while no gateway watched)")) {
+          ok = false;
+          continue;
+        }
+      } else if (it->second == lease) {
         continue;
-      }
-      if (it->second == lease) continue;
-      // Registered again under a new lease without any view lacking it: the node restarted or
-      // lost its lease in between, so it must leave and rejoin like any returning node.
-      if (!Remove(id, "registered again under a new lease")) {
+      } else if (!Remove(id, "registered again under a new lease")) {
+        // Registered again under a new lease without any view lacking it: the node restarted
+        // or lost its lease in between, so it must leave and rejoin like any returning node.
         ok = false;
         continue;
       }

@@ -18,6 +18,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/atomic_file.h"
+#include "common/errors.h"
 #include "common/status_macros.h"
 
 namespace ringcache::gateway {
@@ -341,6 +342,12 @@ absl::Status Router::RemoveCacheNode(
   return rs;
 }
 
+absl::StatusOr<CacheClient::NodeHealth> Router::NodeHealth(uint32_t id, int timeout_ms) const {
+  CacheClient* c = Client(id);
+  if (c == nullptr) return absl::NotFoundError(absl::StrCat("no cache node ", id));
+  return c->Health(timeout_ms);
+}
+
 std::vector<uint32_t> Router::member_ids() const {
   absl::MutexLock l(&mu_);
   std::vector<uint32_t> out;
@@ -547,8 +554,7 @@ absl::Status Router::OnOwner(const v1::VdiGeometry& g, uint64_t object,
     // UNAVAILABLE from a node that does not answer a probe either: its connection broke (it died,
     // or keepalive found it cut off). Like a fenced node, wait for it to come back or leave the
     // ring, then retry. (A node that answers sent the error itself: it goes to the client.)
-    const bool fenced =
-        absl::IsUnavailable(s) && s.message().find("fenced:") != absl::string_view::npos;
+    const bool fenced = IsKind(s, ErrorKind::kFenced);
     const bool unreachable = absl::IsUnavailable(s) && !fenced && !client->Probe(500).ok();
     {
       absl::MutexLock l(&mu_);
@@ -565,8 +571,7 @@ absl::Status Router::OnOwner(const v1::VdiGeometry& g, uint64_t object,
       // moves (the node is removed); so does an unreachable one. An owner that has seen a newer
       // ring than ours (another sender acted on an ownership change we have not seen yet) did
       // nothing either: retry once our ring caught up (membership).
-      const bool stale = absl::IsFailedPrecondition(s) &&
-                         s.message().find("stale ring epoch") != absl::string_view::npos;
+      const bool stale = IsKind(s, ErrorKind::kStaleEpoch);
       if (stale && ++fenced_retries <= kMaxFencedRetries) {
         // fall through to the wait below
       } else if (!((fenced || unreachable) && !moved && ++fenced_retries <= kMaxFencedRetries)) {
@@ -584,8 +589,7 @@ absl::Status Router::OnOwner(const v1::VdiGeometry& g, uint64_t object,
 absl::Status Router::OnMember(const v1::VdiGeometry& g, uint64_t object, CacheClient* c,
                               const std::function<absl::Status(CacheClient*)>& op) {
   absl::Status s = op(c);
-  if (s.code() == absl::StatusCode::kFailedPrecondition &&
-      s.message().find("unknown VDI") != absl::string_view::npos) {
+  if (IsKind(s, ErrorKind::kUnknownVdi)) {
     auto rec = catalog_->Find(g.name());
     if (!rec.ok()) return absl::NotFoundError(absl::StrCat("VDI ", g.name(), " was deleted"));
     RC_RETURN_IF_ERROR(c->RegisterVdi(rec->geometry, rec->mode));

@@ -97,6 +97,9 @@ class Router : public ExportProvider {
       uint32_t id, const std::function<absl::Status(CacheClient*, bool alive)>& settle,
       const std::function<void(const std::string&)>& progress, int attempts = 600);
   std::vector<uint32_t> removed() const;
+  // Asks cache node `id` for its own state (quarantined, device failed), waiting at most
+  // `timeout_ms`; kNotFound for an unknown id, kUnavailable if it does not answer.
+  absl::StatusOr<CacheClient::NodeHealth> NodeHealth(uint32_t id, int timeout_ms) const;
   // Returns every cache node id the router knows (from construction or learned), removed or not.
   std::vector<uint32_t> member_ids() const;
 

@@ -67,6 +67,9 @@ class GuardedClient : public CacheClient {
     return inner_->Stats(vdi, out);
   }
   absl::Status Probe(int timeout_ms) override { return inner_->Probe(timeout_ms); }
+  absl::StatusOr<NodeHealth> Health(int timeout_ms) override {
+    return inner_->Health(timeout_ms);
+  }
   absl::StatusOr<uint64_t> DropBlocks(bool all, const std::vector<ring::Member>& ring) override {
     return inner_->DropBlocks(all, ring);
   }
@@ -76,6 +79,7 @@ class GuardedClient : public CacheClient {
 
  private:
   absl::Status Admit() {
+    inner_->SetRingEpoch(ring_epoch());
     absl::Status s = guard_.Admit(ring_epoch());
     if (!s.ok()) refused_.fetch_add(1);
     return s;
