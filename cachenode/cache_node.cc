@@ -1097,6 +1097,12 @@ absl::Status CacheNode::DestageAround(const Vdi& v, const SlotKey& key, uint64_t
       items.push_back({e.ram, e.slot, e.log_seq, e.epoch});
     }
   }
+  std::function<void()> planned_hook;
+  {
+    absl::MutexLock l(&mu_);
+    planned_hook = destage_planned_hook_;
+  }
+  if (planned_hook) planned_hook();
   std::string data(items.size() * bs, '\0');
   for (size_t i = 0; i < items.size(); ++i) {
     char* dst = data.data() + i * bs;
@@ -1587,6 +1593,11 @@ absl::Status CacheNode::DropVdi(uint32_t vdi_id) {
     vdis_.erase(vdi_id);
   }
   return SaveVdis();
+}
+
+void CacheNode::SetDestagePlannedHookForTest(std::function<void()> hook) {
+  absl::MutexLock l(&mu_);
+  destage_planned_hook_ = std::move(hook);
 }
 
 void CacheNode::SetDestageGate(std::function<bool()> gate) {

@@ -140,6 +140,9 @@ class CacheNode {
   uint32_t block_size() const { return config_.block_size; }
   const RecoveryStats& recovery() const { return recovery_; }
   WriteLog* write_log() const { return log_.get(); }
+  // Test-only: runs `hook` in every destage after it chose its blocks and their slots, before
+  // it reads them (a window for racing a DropBlocks).
+  void SetDestagePlannedHookForTest(std::function<void()> hook);
   // Returns the block the destager would take next (and puts it back), or nullopt.
   std::optional<SlotKey> NextDestageForTest();
 
@@ -305,6 +308,7 @@ class CacheNode {
   uint64_t vdis_saved_gen_ ABSL_GUARDED_BY(vdis_file_mu_) = 0;
   uint64_t flush_requests_ ABSL_GUARDED_BY(mu_) = 0;
   std::function<bool()> destage_gate_ ABSL_GUARDED_BY(mu_);
+  std::function<void()> destage_planned_hook_ ABSL_GUARDED_BY(mu_);
 
   // Foreground rate for idle detection.
   std::atomic<uint64_t> fg_blocks_{0};

@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "common/checksum.h"
+#include "common/errors.h"
 #include "gtest/gtest.h"
 
 namespace ringcache::datanode {
@@ -233,6 +234,88 @@ TEST_F(StoreTest, LogAppendScanReclaim) {
   LogEntry short_rec = Rec(1, 21, 'x');
   short_rec.data.resize(10);
   EXPECT_EQ(store_->LogAppend({short_rec}).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// Fencing tokens (docs/durability.md): versions order by (epoch, seq, writer) across writers.
+// A node that lost an object (epoch 1) cannot overwrite what its next owner wrote at epoch 2,
+// whatever their sequences, for any kind of write; the refusal is typed and counted.
+TEST_F(StoreTest, RefusesOlderVersionFromAnotherWriter) {
+  WriteStamp newer{2, {5}};
+  newer.epochs = {2};
+  ASSERT_TRUE(store_->WriteBlocks(7, 4, 0, Pattern('N'), {}, newer).ok());
+  // Writer 1 at epoch 1 with a far higher sequence: a plain write (destage) is refused.
+  WriteStamp older{1, {1000}};
+  older.epochs = {1};
+  auto w = store_->WriteBlocks(7, 4, 0, Pattern('O'), {}, older);
+  EXPECT_TRUE(IsKind(w.status(), ErrorKind::kOlderVersion)) << w.status();
+  // A run whose other block is new is refused whole: nothing of it lands.
+  WriteStamp run{1, {1000, 1001}};
+  run.epochs = {1, 1};
+  EXPECT_TRUE(IsKind(store_->WriteBlocks(7, 4, 0, Pattern('O') + Pattern('P'), {}, run).status(),
+                     ErrorKind::kOlderVersion));
+  // A trim (or write-zeroes) is refused the same way.
+  EXPECT_TRUE(IsKind(store_->TrimBlocks(7, 4, 0, 1, older), ErrorKind::kOlderVersion));
+  // A replay record of the old owner is skipped (not an error: replays are conditional).
+  WriteStamp replay{1, {1000}, /*only_if_newer=*/true};
+  replay.epochs = {1};
+  auto rs = store_->WriteBlocks(7, 4, 0, Pattern('R'), {}, replay);
+  ASSERT_TRUE(rs.ok()) << rs.status();
+  EXPECT_EQ(*rs, 0u);
+  // An unversioned write (a tool) is older than anything versioned.
+  EXPECT_TRUE(IsKind(store_->WriteBlocks(7, 4, 0, Pattern('U'), {}).status(),
+                     ErrorKind::kOlderVersion));
+  auto r = store_->ReadBlocks(7, 4, 0, 2);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->data.substr(0, 4096), Pattern('N'));
+  EXPECT_FALSE(r->present[1]) << "the refused run wrote nothing";
+  EXPECT_EQ(r->versions[0].epoch, 2u);
+  EXPECT_EQ(store_->Stats().older_version_refusals, 4u);
+  // The same version again (a retried destage) and a newer one are accepted.
+  EXPECT_TRUE(store_->WriteBlocks(7, 4, 0, Pattern('N'), {}, newer).ok());
+  WriteStamp next{2, {6}};
+  next.epochs = {2};
+  EXPECT_TRUE(store_->TrimBlocks(7, 4, 0, 1, next).ok());
+  // Versions survive a restart (tombstone included).
+  Reopen();
+  EXPECT_TRUE(IsKind(store_->WriteBlocks(7, 4, 0, Pattern('O'), {}, older).status(),
+                     ErrorKind::kOlderVersion));
+}
+
+TEST_F(StoreTest, EpochOutranksSequenceAcrossWriters) {
+  WriteStamp a{1, {900}};
+  a.epochs = {3};
+  ASSERT_TRUE(store_->WriteBlocks(7, 5, 0, Pattern('a'), {}, a).ok());
+  WriteStamp b{2, {10}};  // lower sequence, newer epoch: the next owner
+  b.epochs = {4};
+  ASSERT_TRUE(store_->WriteBlocks(7, 5, 0, Pattern('b'), {}, b).ok());
+  EXPECT_EQ(CompareVersions({1, 900, 3}, {2, 10, 4}), -1);
+  EXPECT_EQ(CompareVersions({1, 5, 4}, {1, 5, 4}), 0);
+}
+
+TEST_F(StoreTest, LogRecordsKeepTheirEpoch) {
+  LogEntry e{3, 17, 7, 2, 1, BlockChecksum(Pattern('L')), Pattern('L'), 42};
+  ASSERT_TRUE(store_->LogAppend({e}).ok());
+  uint64_t next = 0;
+  bool done = false;
+  auto recs = store_->LogScan(3, 0, 10, true, &next, &done);
+  ASSERT_TRUE(recs.ok()) << recs.status();
+  ASSERT_EQ(recs->size(), 1u);
+  EXPECT_EQ((*recs)[0].epoch, 42u);
+  EXPECT_EQ((*recs)[0].data, Pattern('L'));
+}
+
+// Sticky storage errors: after a failed synced write, no later write is acknowledged.
+TEST_F(StoreTest, FailedWriteIsSticky) {
+  store_->FailNextWriteForTest();
+  EXPECT_FALSE(store_->WriteBlocks(7, 6, 0, Pattern('x'), {}).ok());
+  auto again = store_->WriteBlocks(7, 6, 0, Pattern('y'), {});
+  EXPECT_TRUE(IsKind(again.status(), ErrorKind::kDeviceFailed)) << again.status();
+  EXPECT_FALSE(store_->Stats().device_error.empty());
+  EXPECT_FALSE(store_->LogAppend({LogEntry{3, 1, 7, 6, 0, BlockChecksum(Pattern('z')),
+                                           Pattern('z')}})
+                   .ok());
+  Reopen();  // a restart (after the operator checked the device) clears it
+  EXPECT_TRUE(store_->WriteBlocks(7, 6, 0, Pattern('y'), {}).ok());
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 # (rc_gateway), and their tests.
 add_library(rc_gateway STATIC
   ${CMAKE_CURRENT_LIST_DIR}/router.cc
+  ${CMAKE_CURRENT_LIST_DIR}/piece_pool.cc
   ${CMAKE_CURRENT_LIST_DIR}/catalog.cc
   ${CMAKE_CURRENT_LIST_DIR}/cache_client.cc
   ${CMAKE_CURRENT_LIST_DIR}/admin_service.cc
@@ -31,3 +32,5 @@ target_compile_definitions(etcd_state_test PRIVATE RINGCACHE_ETCD_BIN="${ETCD_BI
 
 rc_add_gtest(router_epoch_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/router_epoch_test.cc
              LIBS rc_gateway rc_embedded_datanodes)
+
+rc_add_gtest(piece_pool_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/piece_pool_test.cc LIBS rc_gateway)

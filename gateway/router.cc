@@ -20,6 +20,7 @@
 #include "common/atomic_file.h"
 #include "common/errors.h"
 #include "common/status_macros.h"
+#include "gateway/piece_pool.h"
 
 namespace ringcache::gateway {
 namespace {
@@ -45,17 +46,9 @@ std::vector<Piece> Split(const v1::VdiGeometry& g, uint64_t offset, uint64_t len
   return out;
 }
 
-// Runs fn(i) for each piece, in parallel when there are several; returns the first error.
+// Runs fn(i) for each piece, in parallel on the shared bounded pool; returns the first error.
 absl::Status ForEachPiece(size_t n, const std::function<absl::Status(size_t)>& fn) {
-  if (n == 1) return fn(0);
-  std::vector<absl::Status> results(n);
-  std::vector<std::thread> threads;
-  threads.reserve(n - 1);
-  for (size_t i = 1; i < n; ++i) threads.emplace_back([&, i] { results[i] = fn(i); });
-  results[0] = fn(0);
-  for (auto& t : threads) t.join();
-  for (auto& s : results) RC_RETURN_IF_ERROR(s);
-  return absl::OkStatus();
+  return PiecePool::Shared().Run(n, fn);
 }
 
 // One connection's view of one VDI.

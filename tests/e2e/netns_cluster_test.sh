@@ -6,8 +6,10 @@
 # node, each joined to the bridge by a veth pair: etcd .2, data nodes .11-.14, cache nodes
 # .21-.23, gateway .30. Daemons run with `ip netns exec`; the cluster file names each node's own
 # address and etcd_lease_ttl_s: 3. The client (qemu-io, ringcachectl, etcdctl) runs in the root
-# namespace and reaches them over the bridge. Everything (processes in the namespaces, the
-# namespaces, veths, bridge) is removed on exit, also after a failure.
+# namespace and reaches them over the bridge. With iptables installed, two rules at the head of
+# FORWARD accept the bridge's traffic (Docker sets the FORWARD policy to DROP, and with
+# br_netfilter bridged frames pass FORWARD). Everything (processes in the namespaces, the
+# namespaces, veths, bridge, those two rules) is removed on exit, also after a failure.
 #  1. Every daemon registers in etcd; qemu-io writes a round of patterns.
 #  2. While a client loop writes and reads back (each write verified at once), a round of
 #     patterns is written and cache node 2's link is set down at once, so it holds dirty blocks.
@@ -78,8 +80,14 @@ cleanup() {
     ip link del "$(veth_of "$n")" 2> /dev/null  # gone with the namespace, unless it failed
   done
   ip link del "$BR" 2> /dev/null
+  local rule
+  for rule in ${FW_RULES[@]+"${FW_RULES[@]}"}; do  # exactly the rules this run inserted
+    # shellcheck disable=SC2086  # "-i BR" / "-o BR"
+    iptables -w 5 -D FORWARD $rule -j ACCEPT 2> /dev/null
+  done
   if [ "${KEEP:-0}" = 1 ]; then echo "kept $WORK"; else rm -rf "$WORK"; fi
 }
+FW_RULES=()  # iptables FORWARD rules this run inserted ("-i BR", "-o BR"), deleted by cleanup
 trap cleanup EXIT
 
 # A /24 that the root namespace has no address or route in yet.
@@ -106,6 +114,26 @@ ip netns add "$(ns_of etcd)" 2> "$WORK/netns.err" || skip "ip netns add failed: 
 ip link add "$BR" type bridge 2> "$WORK/netns.err" || skip "cannot create a bridge: $(cat "$WORK/netns.err")"
 ip addr add "$NET.1/24" dev "$BR"
 ip link set "$BR" up
+# With br_netfilter loaded (Docker loads it) frames bridged between the namespaces go through
+# iptables' FORWARD chain, whose policy Docker sets to DROP: accept this run's bridge (only it)
+# at the head of FORWARD, which every forwarded packet traverses whether or not Docker's chains
+# (DOCKER-USER ...) are hooked in. The policy stays as it is; cleanup deletes exactly these rules.
+nf_call=$(cat /proc/sys/net/bridge/bridge-nf-call-iptables 2> /dev/null || echo "n/a (br_netfilter not loaded)")
+if command -v iptables > /dev/null; then
+  for dir in -i -o; do
+    if iptables -w 5 -I FORWARD 1 "$dir" "$BR" -j ACCEPT 2> "$WORK/iptables.err"; then
+      FW_RULES+=("$dir $BR")
+    else
+      log "warning: iptables -I FORWARD $dir $BR -j ACCEPT failed: $(cat "$WORK/iptables.err")"
+    fi
+  done
+  fw_policy=$(iptables -w 5 -S FORWARD 2> /dev/null | sed -n 's/^-P FORWARD //p')
+  log "bridge-nf-call-iptables: $nf_call; iptables FORWARD policy ${fw_policy:-unknown}:" \
+    "${#FW_RULES[@]} ACCEPT rules added for $BR"
+elif [ "$nf_call" = 1 ]; then
+  log "warning: bridge-nf-call-iptables is 1 but iptables is not installed: a FORWARD policy of" \
+    "DROP (Docker) would drop traffic between the namespaces"
+fi
 for n in "${NODES[@]}"; do
   ns=$(ns_of "$n")
   [ "$n" = etcd ] || ip netns add "$ns"
