@@ -951,11 +951,13 @@ absl::Status CacheNode::WriteRun(const Vdi& v, uint64_t object, uint32_t first, 
     if (st.ok() && !through) st = slots_->Sync();
   };
   absl::Status logged;
+  std::vector<uint32_t> landed;
   if (through) {
     write_cache();
   } else {
     logged = log_->Append(v.geometry.vdi_id(), object, first, bs, data, count,
-                          static_cast<int>(v.geometry.replication()), seq, epoch, write_cache);
+                          static_cast<int>(v.geometry.replication()), seq, epoch, write_cache,
+                          &landed);
   }
   if (st.ok()) st = logged;
   if (!st.ok()) {
@@ -977,6 +979,7 @@ absl::Status CacheNode::WriteRun(const Vdi& v, uint64_t object, uint32_t first, 
       if (e.log_seq != 0) retire.push_back(e.log_seq);  // superseded (or now home: through)
       e.log_seq = through ? 0 : seq + i;
       e.epoch = through ? 0 : epoch;
+      e.log_nodes.assign(landed.begin(), landed.end());
       e.slot = slots[i];
       e.ram.reset();
       e.dirty = !through;
@@ -1187,6 +1190,7 @@ absl::Status CacheNode::DestageAround(const Vdi& v, const SlotKey& key, uint64_t
       // At all N homes now: its log record is no longer needed.
       if (it->second.log_seq != 0) log_->Retire(it->second.log_seq);
       it->second.log_seq = 0;
+      it->second.log_nodes.clear();
       dirty_set_.erase(k);
       v.counters->dirty_blocks--;
       policy_->MarkClean({k.vdi, k.block});
@@ -1347,8 +1351,9 @@ void CacheNode::RelogFromLostDataNodes() {
     if (!relogged_.contains(id)) fresh.insert(id);
   }
   if (fresh.empty()) return;
-  // Dirty blocks whose preferred log nodes include a lost one (an append may have skipped a
-  // failing node, so this can take a few more blocks than needed; relogging is harmless).
+  // Dirty blocks whose log record landed on a lost node — where it actually landed, not where
+  // today's ring would put it (the ring may have changed since) — or whose landing is unknown
+  // (recovered after a restart: relogging is harmless, missing a copy is not).
   std::vector<std::pair<SlotKey, Vdi>> todo;
   {
     absl::MutexLock l(&mu_);
@@ -1356,15 +1361,11 @@ void CacheNode::RelogFromLostDataNodes() {
       auto e = map_.find(k);
       auto v = vdis_.find(k.vdi);
       if (e == map_.end() || e->second.log_seq == 0 || v == vdis_.end()) continue;
-      const int n = static_cast<int>(v->second.geometry.replication());
-      if (n < 2) continue;
-      const uint64_t object = k.block / BlocksPerObject(v->second);
-      const std::vector<uint32_t> cand = pool_->LogCandidates(k.vdi, object, n);
-      for (int i = 0; i < n - 1 && i < static_cast<int>(cand.size()); ++i) {
-        if (fresh.contains(cand[i])) {
-          todo.emplace_back(k, v->second);
-          break;
-        }
+      if (v->second.geometry.replication() < 2) continue;
+      const auto& nodes = e->second.log_nodes;
+      if (nodes.empty() || std::any_of(nodes.begin(), nodes.end(),
+                                       [&](uint32_t id) { return fresh.contains(id); })) {
+        todo.emplace_back(k, v->second);
       }
     }
   }
@@ -1411,9 +1412,11 @@ absl::Status CacheNode::RelogBlock(const Vdi& v, const SlotKey& key) {
     return absl::OkStatus();
   }
   RC_ASSIGN_OR_RETURN(const uint64_t seq, log_->Reserve(1));
+  std::vector<uint32_t> landed;
   absl::Status s = log_->Append(key.vdi, key.block / per_obj,
                                 static_cast<uint32_t>(key.block % per_obj), bs, data.data(), 1,
-                                static_cast<int>(v.geometry.replication()), seq, epoch);
+                                static_cast<int>(v.geometry.replication()), seq, epoch,
+                                nullptr, &landed);
   if (s.ok() && slot >= 0) {
     // The slot must name the new record before the old one goes (restart, collector).
     s = slots_->SetLogSeq(static_cast<uint32_t>(slot), seq);
@@ -1422,7 +1425,10 @@ absl::Status CacheNode::RelogBlock(const Vdi& v, const SlotKey& key) {
   if (s.ok()) {
     absl::MutexLock l(&mu_);
     auto it = map_.find(key);
-    if (it != map_.end() && it->second.log_seq == old_seq) it->second.log_seq = seq;
+    if (it != map_.end() && it->second.log_seq == old_seq) {
+      it->second.log_seq = seq;
+      it->second.log_nodes.assign(landed.begin(), landed.end());
+    }
   }
   log_->Done(seq);
   if (s.ok()) log_->Retire(old_seq);

@@ -39,6 +39,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -198,6 +199,8 @@ class CacheNode {
     State state = State::kCached;
     uint64_t log_seq = 0;                      // dirty: its write-back log record (0 = none)
     uint64_t epoch = 0;                        // dirty: ownership epoch it was accepted at
+    // Dirty: the data nodes its log record landed on (empty: unknown, as after a restart).
+    absl::InlinedVector<uint32_t, 2> log_nodes;
   };
   struct Vdi {
     v1::VdiGeometry geometry;

@@ -126,7 +126,8 @@ void WriteLog::Done(uint64_t first) {
 absl::Status WriteLog::Append(uint32_t vdi, uint64_t object, uint32_t first_block,
                               uint32_t block_size, const char* data, uint32_t count,
                               int replication, uint64_t first_seq, uint64_t epoch,
-                              const std::function<void()>& overlap) {
+                              const std::function<void()>& overlap,
+                              std::vector<uint32_t>* landed) {
   const int copies = replication - 1;
   if (copies <= 0) {
     if (overlap) overlap();
@@ -162,6 +163,7 @@ absl::Status WriteLog::Append(uint32_t vdi, uint64_t object, uint32_t first_bloc
     }
   }
   over_limit_ = res->over_limit;
+  if (landed != nullptr) *landed = res->nodes;
   return absl::OkStatus();
 }
 

@@ -68,9 +68,12 @@ class WriteLog {
   // sequences first_seq.. and the ownership epoch the write was accepted at (replay stamps the
   // home writes with it: fencing tokens), on replication-1 data nodes. OK means durable on all
   // of them. `overlap` (may be empty) runs on the calling thread while the appends are in flight.
+  // *landed (may be null) receives the data nodes that hold the records: relogging after a data
+  // node loss asks where records are, not where today's ring would put them.
   absl::Status Append(uint32_t vdi, uint64_t object, uint32_t first_block, uint32_t block_size,
                       const char* data, uint32_t count, int replication, uint64_t first_seq,
-                      uint64_t epoch, const std::function<void()>& overlap = nullptr);
+                      uint64_t epoch, const std::function<void()>& overlap = nullptr,
+                      std::vector<uint32_t>* landed = nullptr);
   // Queues records that are no longer needed for background reclaim.
   void Retire(const std::vector<uint64_t>& seqs);
   void Retire(uint64_t seq) { Retire(std::vector<uint64_t>{seq}); }

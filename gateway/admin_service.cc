@@ -48,13 +48,107 @@ grpc::Status AdminService::SetVdiMode(grpc::ServerContext*, const v1::SetVdiMode
   return ToGrpc(router_->SetMode(req->name(), req->mode()));
 }
 
+AdminService::~AdminService() {
+  {
+    absl::MutexLock l(&mu_);
+    stop_watch_ = true;
+  }
+  if (watch_.joinable()) watch_.join();
+}
+
+void AdminService::StartHealthWatch(absl::Duration every) {
+  watch_ = std::thread([this, every] {
+    for (;;) {
+      {
+        absl::MutexLock l(&mu_);
+        auto stop = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_watch_; };
+        if (mu_.AwaitWithTimeout(absl::Condition(&stop), every)) return;
+      }
+      WatchOnce();
+    }
+  });
+}
+
+void AdminService::WatchOnce() {
+  const std::vector<uint32_t> removed = router_->removed();
+  absl::flat_hash_map<uint32_t, std::string> now;
+  for (uint32_t id : router_->member_ids()) {
+    if (std::find(removed.begin(), removed.end(), id) != removed.end()) continue;
+    auto h = router_->NodeHealth(id, 1000);
+    std::string state = "up", why;
+    if (!h.ok()) {
+      state = "down";
+      why = h.status().ToString();
+    } else if (h->device_failed) {
+      state = "failed";
+      why = h->device_error;
+    } else if (h->quarantined) {
+      state = "quarantined";
+      why = "lost ownership; waits to be re-admitted";
+    }
+    absl::MutexLock l(&mu_);
+    auto it = cache_health_.find(id);
+    const std::string before = it == cache_health_.end() ? "up" : it->second;
+    if (state != before) {
+      if (state == "up") {
+        spdlog::info("cache node {}: answers again ({} before)", id, before);
+      } else {
+        spdlog::warn("cache node {}: {} ({})", id, state, why);
+      }
+    }
+    if (state != "up") now[id] = state;
+  }
+  std::vector<uint32_t> data_down;
+  if (cachenode::DataNodePool* pool = router_->data_nodes(); pool != nullptr) {
+    pool->ProbeAll(1000);
+    data_down = pool->DownFor(1500);
+  }
+  absl::MutexLock l(&mu_);
+  for (uint32_t id : data_down) {
+    if (std::find(data_down_.begin(), data_down_.end(), id) == data_down_.end()) {
+      spdlog::warn("data node {}: down (does not answer)", id);
+    }
+  }
+  for (uint32_t id : data_down_) {
+    if (std::find(data_down.begin(), data_down.end(), id) == data_down.end()) {
+      spdlog::info("data node {}: answers again", id);
+    }
+  }
+  cache_health_ = std::move(now);
+  data_down_ = std::move(data_down);
+  watched_ = true;
+}
+
+std::vector<uint32_t> AdminService::DownCacheNodes() const {
+  absl::MutexLock l(&mu_);
+  std::vector<uint32_t> out;
+  for (const auto& [id, state] : cache_health_) {
+    if (state == "down") out.push_back(id);
+  }
+  return out;
+}
+
 std::vector<v1::NodeInfo> AdminService::Nodes() const {
   std::vector<v1::NodeInfo> out;
   std::function<cachenode::DataRing()> ring_of;
+  std::vector<uint32_t> data_down;
   {
     absl::MutexLock l(&mu_);
     out = nodes_;
     ring_of = data_ring_;
+    data_down = data_down_;
+    // What the health watch saw replaces "configured" (static) and "up"; removed, joining and
+    // draining say more and stay.
+    for (auto& n : out) {
+      if (n.state() != "up" && n.state() != "configured" && !n.state().empty()) continue;
+      if (n.role() == "cachenode" && watched_) {
+        auto it = cache_health_.find(n.id());
+        n.set_state(it != cache_health_.end() ? it->second : "up");
+      } else if (n.role() == "datanode" &&
+                 std::find(data_down.begin(), data_down.end(), n.id()) != data_down.end()) {
+        n.set_state("down");
+      }
+    }
   }
   if (!ring_of) return out;
   const cachenode::DataRing ring = ring_of();
@@ -72,7 +166,8 @@ std::vector<v1::NodeInfo> AdminService::Nodes() const {
       info->set_zone(e.zone);
     }
     info->set_address(e.address);
-    info->set_state(member ? "up" : "joining");
+    const bool down = std::find(data_down.begin(), data_down.end(), e.id) != data_down.end();
+    info->set_state(!member ? "joining" : down ? "down" : "up");
   }
   return out;
 }
@@ -177,7 +272,7 @@ grpc::Status AdminService::ClusterStatus(grpc::ServerContext*, const v1::Cluster
   if (rebalance) *resp->mutable_rebalance() = rebalance();
   resp->set_vdis(router_->List().size());
   std::vector<v1::VdiCacheStats> stats;
-  absl::Status s = router_->Stats("", &stats);
+  absl::Status s = router_->Stats("", &stats, DownCacheNodes());
   uint64_t dirty = 0;
   for (const auto& x : stats) dirty += x.dirty_bytes();
   resp->set_dirty_bytes(dirty);
@@ -187,7 +282,7 @@ grpc::Status AdminService::ClusterStatus(grpc::ServerContext*, const v1::Cluster
 grpc::Status AdminService::VdiStats(grpc::ServerContext*, const v1::VdiStatsRequest* req,
                                     v1::VdiStatsResponse* resp) {
   std::vector<v1::VdiCacheStats> stats;
-  absl::Status s = router_->Stats(req->vdi_name(), &stats);
+  absl::Status s = router_->Stats(req->vdi_name(), &stats, DownCacheNodes());
   if (!s.ok()) return ToGrpc(s);
   std::map<uint32_t, std::string> names;
   for (const auto& e : router_->List()) names[e.vdi_id] = e.name;

@@ -7,8 +7,10 @@
 
 #include <atomic>
 #include <functional>
+#include <thread>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "gateway/router.h"
 #include "ringcache/v1/admin.grpc.pb.h"
@@ -27,6 +29,14 @@ class AdminService final : public v1::Admin::Service {
   // `router` is not owned. `nodes` describes the static membership for ListNodes/ClusterStatus.
   AdminService(Router* router, std::vector<v1::NodeInfo> nodes)
       : router_(router), nodes_(std::move(nodes)) {}
+  ~AdminService() override;
+
+  // Starts the health watch: every `every`, each cache node in the ring is asked for its state
+  // (CacheClient::Health, answering within a second) and the data nodes are probed. ListNodes
+  // and ClusterStatus then show a cache node that does not answer as "down" (and "failed" /
+  // "quarantined" as it reports), a data node unreachable for two rounds as "down"; status and
+  // stats skip nodes that are down instead of waiting on them. Changes are logged.
+  void StartHealthWatch(absl::Duration every);
 
   grpc::Status CreateVdi(grpc::ServerContext*, const v1::CreateVdiRequest*,
                          v1::CreateVdiResponse*) override;
@@ -79,6 +89,14 @@ class AdminService final : public v1::Admin::Service {
   std::function<absl::Status(uint32_t)> before_remove_ ABSL_GUARDED_BY(mu_);
   std::function<v1::DataRebalance()> rebalance_status_ ABSL_GUARDED_BY(mu_);
   std::function<cachenode::DataRing()> data_ring_ ABSL_GUARDED_BY(mu_);
+  // Health watch: state of each cache node that is not "up" (down, failed, quarantined).
+  void WatchOnce();
+  std::vector<uint32_t> DownCacheNodes() const;
+  absl::flat_hash_map<uint32_t, std::string> cache_health_ ABSL_GUARDED_BY(mu_);
+  std::vector<uint32_t> data_down_ ABSL_GUARDED_BY(mu_);
+  bool stop_watch_ ABSL_GUARDED_BY(mu_) = false;
+  bool watched_ ABSL_GUARDED_BY(mu_) = false;  // one round done: cache_health_ is current
+  std::thread watch_;
   // The node list: the static one, with the data nodes of the current data ring merged in.
   std::vector<v1::NodeInfo> Nodes() const;
 };

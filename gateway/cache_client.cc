@@ -212,7 +212,7 @@ class GrpcCacheClient : public CacheClient {
     req.set_vdi_id(vdi);
     req.set_all_vdis(vdi == 0);
     v1::CacheStatsResponse resp;
-    auto ctx = Ctx();
+    auto ctx = Ctx(5000);  // status and stats answer soon with what they know
     absl::Status s = FromGrpc(stub_->Stats(ctx.get(), req, &resp), What("stats"));
     for (const auto& v : resp.vdis()) out->push_back(v);
     return s;

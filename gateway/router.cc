@@ -682,7 +682,8 @@ absl::Status Router::Flush(const std::string& name,
   return absl::OkStatus();
 }
 
-absl::Status Router::Stats(const std::string& name, std::vector<v1::VdiCacheStats>* out) {
+absl::Status Router::Stats(const std::string& name, std::vector<v1::VdiCacheStats>* out,
+                           const std::vector<uint32_t>& skip) {
   uint32_t vdi = 0;
   if (!name.empty()) {
     RC_ASSIGN_OR_RETURN(VdiRecord r, catalog_->Find(name));
@@ -691,6 +692,7 @@ absl::Status Router::Stats(const std::string& name, std::vector<v1::VdiCacheStat
   std::map<uint32_t, v1::VdiCacheStats> sum;
   std::map<uint32_t, int> n;
   for (CacheMember* m : Live()) {
+    if (std::find(skip.begin(), skip.end(), m->id) != skip.end()) continue;
     std::vector<v1::VdiCacheStats> s;
     RC_RETURN_IF_ERROR(m->client->Stats(vdi, &s));
     for (const auto& x : s) {

@@ -66,8 +66,9 @@ class Router : public ExportProvider {
   // empty) is called after each node with the dirty bytes still left on the nodes done so far.
   absl::Status Flush(const std::string& name,
                      const std::function<void(size_t nodes_done, uint64_t dirty_left)>& progress);
-  // Per-VDI statistics summed over cache nodes.
-  absl::Status Stats(const std::string& name, std::vector<v1::VdiCacheStats>* out);
+  // Per-VDI statistics summed over cache nodes, except those in `skip` (known to be down).
+  absl::Status Stats(const std::string& name, std::vector<v1::VdiCacheStats>* out,
+                     const std::vector<uint32_t>& skip = {});
 
   // Runs `op` against the cache node owning (vdi, object), re-registering the VDI once if that
   // node does not know it (it restarted). The request carries the ring epoch (ring_epoch());

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Health in static mode (no etcd): deploy/cluster.sh starts 3 cache nodes and 3 data nodes on
+# 127.0.0.1 without leases. A cache node killed with SIGKILL must show as `down` in
+# `ringcachectl node list` (the gateway's health watch asks every node each second), the
+# gateway must log it, `status` and `stats` must answer (with what they know, not after a long
+# hang blamed on the gateway), and the node shows `up` again once restarted. A data node killed
+# the same way shows `down` too. Waits are bounded by a wall-clock deadline; nothing asserts on
+# speed (the times are printed).
+#
+#   tests/e2e/static_health_test.sh BUILD_DIR
+set -euo pipefail
+
+BUILD=$(cd "${1:?usage: static_health_test.sh BUILD_DIR}" && pwd)
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+WORK=$(mktemp -d "${TEST_TMPDIR:-/tmp}/rc-health.XXXXXX")
+source "$(dirname "$0")/ports.sh"
+BASE=$(pick_base_port)
+
+log() { echo "[health] $(date +%T) $*"; }
+fail() {
+  echo "[health] FAIL: $*" >&2
+  tail -n 30 "$WORK"/cluster/logs/gateway-1.log >&2 || true
+  exit 1
+}
+cluster() { RINGCACHE_BIN=$BUILD bash "$ROOT/deploy/cluster.sh" "$@" --dir "$WORK/cluster"; }
+cleanup() {
+  set +e
+  cluster down > /dev/null 2>&1
+  if [ "${KEEP:-0}" = 1 ]; then echo "kept $WORK"; else rm -rf "$WORK"; fi
+}
+trap cleanup EXIT
+
+CTL=("$BUILD/tools/ctl/ringcachectl" --gateway "127.0.0.1:$((BASE+10))")
+state_of() {  # ROLE ID -> state in node list
+  "${CTL[@]}" --json node list 2> /dev/null | python3 -c '
+import json, sys
+nodes = json.load(sys.stdin)
+nodes = nodes["nodes"] if isinstance(nodes, dict) else nodes
+for n in nodes:
+    if n["role"] == sys.argv[1] and int(n["id"]) == int(sys.argv[2]):
+        print(n.get("state", ""))' "$1" "$2"
+}
+wait_state() {  # ROLE ID STATE: bounded wait; prints the seconds it took
+  local start=$SECONDS
+  while [ "$(state_of "$1" "$2")" != "$3" ]; do
+    [ $((SECONDS - start)) -lt 60 ] || fail "$1 $2 not $3 after 60 s (node list: $(state_of "$1" "$2"))"
+    sleep 0.2
+  done
+  echo $((SECONDS - start))
+}
+
+cluster up --base-port "$BASE" --cache-nodes 3 --data-nodes 3 --replication 2 \
+  --ssd-size 64MiB --ram-size 8MiB --create-vdi disk:64MiB > "$WORK/up.log" 2>&1 ||
+  { cat "$WORK/up.log"; fail "cluster up"; }
+log "static cluster up on base port $BASE"
+wait_state cachenode 2 up > /dev/null
+
+cluster kill cachenode 2 > /dev/null
+log "cache node 2 killed"
+took=$(wait_state cachenode 2 down)
+log "node list shows cache node 2 down after ${took} s"
+grep -q "cache node 2: down" "$WORK"/cluster/logs/gateway-1.log ||
+  fail "the gateway did not log cache node 2's failure"
+start=$SECONDS
+timeout 20 "${CTL[@]}" status > "$WORK/status.txt" 2>&1 || { cat "$WORK/status.txt"; fail "status did not answer"; }
+timeout 20 "${CTL[@]}" stats > "$WORK/stats.txt" 2>&1 || { cat "$WORK/stats.txt"; fail "stats did not answer"; }
+log "status and stats answered in $((SECONDS - start)) s with cache node 2 down"
+grep -q "down" "$WORK/status.txt" || { cat "$WORK/status.txt"; fail "status does not show the down node"; }
+
+cluster start cachenode 2 > /dev/null || fail "restart cache node 2"
+took=$(wait_state cachenode 2 up)
+log "cache node 2 up again after ${took} s"
+
+cluster kill datanode 3 > /dev/null
+took=$(wait_state datanode 3 down)
+log "node list shows data node 3 down after ${took} s"
+grep -q "data node 3: down" "$WORK"/cluster/logs/gateway-1.log ||
+  fail "the gateway did not log data node 3's failure"
+log "PASS"
