@@ -168,6 +168,9 @@ int main(int argc, char** argv) {
     record.weight = self->weight;
     record.zone = self->zone;
     cachenode::Ownership* own = (*node)->ownership();
+    // Noted before the record appears in etcd: a crash right after registering must still make
+    // the next start quarantined (the real lease id follows once it is known).
+    if (absl::Status s = own->NoteLease(-1); !s.ok()) return Fail(1, s.ToString());
     auto p = membership::Presence::Start(etcd_settings, record, [own](int64_t lease, int64_t) {
       // Runs before the new lease's validity window opens (membership.h).
       own->NoteLease(lease).IgnoreError();

@@ -31,16 +31,20 @@ absl::StatusOr<std::unique_ptr<Ownership>> Ownership::Load(const std::string& ss
   for (size_t i = 1; i < lines.size(); ++i) {
     std::pair<std::string, std::string> kv = absl::StrSplit(lines[i], absl::MaxSplits(' ', 1));
     uint64_t n = 0;
+    int64_t lease = 0;
     if (kv.first == "reason") {
       o->reason_ = kv.second;
+    } else if (kv.first == "lease") {
+      if (!absl::SimpleAtoi(kv.second, &lease)) {
+        return bad(absl::StrCat("bad line '", lines[i], "'"));
+      }
+      o->lease_ = lease;  // -1: registering (the id was not known yet)
     } else if (!absl::SimpleAtoi(kv.second, &n)) {
       return bad(absl::StrCat("bad line '", lines[i], "'"));
     } else if (kv.first == "quarantined") {
       o->quarantined_.store(n != 0);
     } else if (kv.first == "epoch") {
       o->epoch_.store(n);
-    } else if (kv.first == "lease") {
-      o->lease_ = static_cast<int64_t>(n);
     } else {
       return bad(absl::StrCat("unknown key '", kv.first, "'"));
     }

@@ -9,7 +9,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <thread>
 
 #include "cachenode/log_replay.h"
@@ -234,6 +236,35 @@ TEST_F(OwnershipTest, FailedFdatasyncIsStickyAndLosesNothing) {
     const std::string h = Home(3, i);
     EXPECT_TRUE(h == a || (i == 1 && h == c)) << "block " << i << " lost its acknowledged data";
   }
+}
+
+TEST(OwnershipFileTest, RoundTripAndRefusesToGuess) {
+  const std::string ssd = ::testing::TempDir() + "/ownership_file_test.slots";
+  std::remove(Ownership::PathFor(ssd).c_str());
+  {
+    auto o = Ownership::Load(ssd);
+    ASSERT_TRUE(o.ok()) << o.status();
+    EXPECT_FALSE((*o)->quarantined());  // first start
+    EXPECT_EQ((*o)->lease(), 0);
+    ASSERT_TRUE((*o)->NoteLease(-1).ok());
+    ASSERT_TRUE((*o)->ObserveEpoch(12).ok());
+    ASSERT_TRUE((*o)->ObserveEpoch(5).ok());  // never goes back
+    ASSERT_TRUE((*o)->Quarantine("lease lost").ok());
+  }
+  auto o = Ownership::Load(ssd);
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_TRUE((*o)->quarantined());
+  EXPECT_EQ((*o)->epoch(), 12u);
+  EXPECT_EQ((*o)->lease(), -1);
+  EXPECT_EQ((*o)->reason(), "lease lost");
+  EXPECT_TRUE(IsKind((*o)->Check(), ErrorKind::kFenced));
+  {
+    std::ofstream f(Ownership::PathFor(ssd));
+    f << "garbage\n";
+  }
+  auto bad = Ownership::Load(ssd);
+  EXPECT_TRUE(absl::IsDataLoss(bad.status())) << bad.status();
+  std::remove(Ownership::PathFor(ssd).c_str());
 }
 
 }  // namespace

@@ -22,7 +22,6 @@ absl::Status RingEpochGuard::Admit(uint64_t epoch) {
 }
 
 CacheNodeService::CacheNodeService(CacheNode* node, metrics::Registry* registry) : node_(node) {
-  epochs_.Seed(node->epoch());
   if (registry != nullptr) {
     fenced_requests_ = registry->GetCounter(
         "ringcache_cachenode_fenced_requests_total",

@@ -13,7 +13,6 @@
 #ifndef RINGCACHE_CACHENODE_SERVICE_H_
 #define RINGCACHE_CACHENODE_SERVICE_H_
 
-#include <algorithm>
 #include <atomic>
 #include <functional>
 
@@ -52,8 +51,6 @@ class RingEpochGuard {
   // Returns OK and raises the highest epoch seen, or kFailedPrecondition for an older epoch.
   absl::Status Admit(uint64_t epoch);
   uint64_t highest() const { return highest_.load(); }
-  // Starts from an epoch seen before (persisted across restarts).
-  void Seed(uint64_t epoch) { highest_.store(std::max(highest_.load(), epoch)); }
 
  private:
   std::atomic<uint64_t> highest_{0};

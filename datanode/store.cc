@@ -401,6 +401,10 @@ absl::StatusOr<std::vector<std::optional<BlockVersion>>> BlockStore::StoredVersi
   std::vector<std::optional<BlockVersion>> out(n);
   for (uint64_t i = 0; i < n; ++i) {
     if (st[i].IsNotFound()) continue;
+    if (st[i].IsCorruption()) {  // damaged on disk: present, and anything replaces it
+      out[i] = BlockVersion{};
+      continue;
+    }
     RC_RETURN_IF_ERROR(FromRocks(st[i], "read block before writing it"));
     // A damaged stored copy reads as present with the oldest version: anything replaces it.
     auto b = DecodeBlock(values[i], vdi.block_size(), "stored block");

@@ -261,8 +261,8 @@ std::function<absl::Status(CacheClient*, bool)> CacheNodeSettle(Router* router, 
 grpc::Status AdminService::ClusterStatus(grpc::ServerContext*, const v1::ClusterStatusRequest*,
                                          v1::ClusterStatusResponse* resp) {
   const uint64_t epoch = epoch_.load();
-  // Static mode: one epoch per removal. Cluster mode: the etcd revision the ring follows.
-  resp->set_epoch(epoch != 0 ? epoch : 1 + router_->removed().size());
+  // Static mode: a counter of ring changes (router.h). Cluster mode: the etcd revision followed.
+  resp->set_epoch(epoch != 0 ? epoch : router_->ring_epoch());
   for (const auto& n : Nodes()) *resp->add_nodes() = n;
   std::function<v1::DataRebalance()> rebalance;
   {

@@ -13,6 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -203,8 +204,12 @@ bool Router::MovesLocked(const ring::ObjectKey& key) const {
   return next_ring_ != nullptr && next_ring_->Owner(key) != ring_->Owner(key);
 }
 
+namespace {
+constexpr char kEpochLine[] = "#epoch ";
+}  // namespace
+
 uint64_t Router::RingEpochLocked() const {
-  return external_epoch_ != 0 ? external_epoch_ : 1 + removed_.size();
+  return external_epoch_ != 0 ? external_epoch_ : static_epoch_;
 }
 
 uint64_t Router::ring_epoch() const {
@@ -231,6 +236,8 @@ absl::Status Router::RebuildRing() {
 absl::Status Router::SaveRemoved() {
   if (removed_path_.empty()) return absl::OkStatus();
   std::string text = "# cache nodes removed from the ring (ringcachectl node remove)\n";
+  // The static ring epoch: it only grows, across removals, joins and restarts (fencing tokens).
+  absl::StrAppend(&text, kEpochLine, static_epoch_, "\n");
   for (uint32_t id : removed_) absl::StrAppend(&text, id, "\n");
   return WriteFileAtomically(removed_path_, text);
 }
@@ -246,7 +253,16 @@ absl::Status Router::LoadRemoved(const std::string& path) {
     return absl::OkStatus();
   }
   char line[64];
+  uint64_t saved_epoch = 0;
   while (std::fgets(line, sizeof(line), f) != nullptr) {
+    if (absl::StartsWith(line, kEpochLine)) {
+      if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(line + strlen(kEpochLine)),
+                            &saved_epoch)) {
+        std::fclose(f);
+        return absl::DataLossError(absl::StrCat(path, ": bad epoch line: ", line));
+      }
+      continue;
+    }
     if (line[0] == '#' || line[0] == '\n') continue;
     uint32_t id = 0;
     if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(line), &id)) {
@@ -260,6 +276,8 @@ absl::Status Router::LoadRemoved(const std::string& path) {
     if (known) removed_.insert(id);
   }
   std::fclose(f);
+  // Files written before the epoch line: 1 + removals, as the epoch was then.
+  static_epoch_ = std::max<uint64_t>(saved_epoch, 1 + removed_.size());
   if (removed_.size() >= members_.size()) {
     return absl::FailedPreconditionError(absl::StrCat(path, " removes every cache node"));
   }
@@ -329,6 +347,7 @@ absl::Status Router::RemoveCacheNode(
   removing_.erase(id);
   if (!s.ok()) return s;  // requests go to the node again
   removed_.insert(id);
+  ++static_epoch_;
   absl::Status rs = RebuildRing();
   if (rs.ok()) rs = SaveRemoved();
   say(rs.ok() ? "removed; its objects now go to their next owners" : rs.ToString());
@@ -506,6 +525,7 @@ absl::Status Router::AddCacheNode(uint32_t id,
   next_ring_.reset();
   if (!s.ok()) return s;
   removed_.erase(id);
+  ++static_epoch_;
   absl::Status rs = RebuildRing();
   if (rs.ok()) rs = SaveRemoved();
   say(rs.ok() ? "joined; its objects now go to it" : rs.ToString());

@@ -77,9 +77,10 @@ class Router : public ExportProvider {
   absl::Status OnOwner(const v1::VdiGeometry& g, uint64_t object,
                        const std::function<absl::Status(CacheClient*)>& op);
   Catalog* catalog() const { return catalog_; }
-  // The cache ring epoch requests carry: static mode 1 + the number of removed nodes (removals
-  // are permanent and persisted); cluster mode the etcd revision of the membership view the ring
-  // follows (SetRingEpoch), which only grows.
+  // The cache ring epoch requests carry (and the fencing token of what they write): static mode
+  // a counter that grows with every removal and join and is persisted with the removals; cluster
+  // mode the etcd revision of the membership view the ring follows (SetRingEpoch). Both only
+  // grow.
   uint64_t ring_epoch() const;
   void SetRingEpoch(uint64_t epoch);
   size_t cache_node_count() const;
@@ -170,6 +171,8 @@ class Router : public ExportProvider {
   ClientFactory client_factory_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<ring::Ring> ring_ ABSL_GUARDED_BY(mu_);
   uint64_t external_epoch_ ABSL_GUARDED_BY(mu_) = 0;  // cluster mode (SetRingEpoch)
+  // Static mode: grows with every removal and join, kept in the removed file (LoadRemoved).
+  uint64_t static_epoch_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_set<uint32_t> removed_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<uint32_t> removing_ ABSL_GUARDED_BY(mu_);
   bool joining_ ABSL_GUARDED_BY(mu_) = false;  // AddCacheNode holds every request

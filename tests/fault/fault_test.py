@@ -476,13 +476,19 @@ class GatewayLog:
         except OSError:
             return 0
 
-    def find(self, text, since):
+    def read(self, since):
         try:
             with open(self.path, "rb") as f:
                 f.seek(since)
-                return text.encode() in f.read()
+                return f.read()
         except OSError:
-            return False
+            return b""
+
+    def find(self, text, since):
+        return text.encode() in self.read(since)
+
+    def count(self, text, since):
+        return self.read(since).count(text.encode())
 
 
 class SetupError(Exception):
@@ -528,7 +534,14 @@ class VdiState:
         self.last_acked = [0] * self.nblocks     # 0: no write acknowledged yet
         self.acked_at = [0.0] * self.nblocks     # log time of the last acknowledgement
         self.unacked = {}                        # block -> [versions answered by an error]
+        self.history = {}                        # block -> last HISTORY (version, ack time)
         self.abandoned = set()                   # blocks of client-side timeouts: never rewritten
+
+    HISTORY = 6
+
+    def acks(self, b):
+        """The last acknowledgements of block b, as text: v3@12.5s v4@13.0s ..."""
+        return " ".join(f"v{v}@{t:.1f}s" for v, t in self.history.get(b, ())) or "none"
 
     def expected(self, b):
         la = self.last_acked[b]
@@ -754,6 +767,10 @@ class Writer(threading.Thread):
             for b, v in zip(blocks, op.versions):
                 st.last_acked[b] = v
                 st.acked_at[b] = now
+                h = st.history.setdefault(b, [])
+                h.append((v, now))
+                if len(h) > st.HISTORY:
+                    del h[0]
             return
         self.failed += 1
         self.abandoned += abandoned
@@ -834,7 +851,7 @@ class Context:
         self.abort = threading.Event()
         self.mu = threading.Lock()
         self.problems = []          # reasons to fail other than lost or stale blocks
-        self.bad = {}               # (vdi, block) -> {category: (expected, found, label, acked_at)}
+        self.bad = {}  # (vdi, block) -> {category: (expected, found, label, acked_at, acks, failed)}
         self.bad_reads = collections.Counter()  # category -> reads that found it
         self.faults = []            # (time, phase, description)
         self.kinds = collections.Counter()      # nemesis kind -> faults injected
@@ -867,7 +884,7 @@ class Context:
             if category in per:
                 return
             per[category] = (st.expected(b), found, label, st.acked_at[b] if st.last_acked[b]
-                             else None)
+                             else None, st.acks(b), sorted(st.unacked.get(b, ())))
             n = sum(1 for v in self.bad.values() if category in v)
         if n <= 5:
             self.log(f"{category.upper()}: {st.name} block {b} (object {b // BLOCKS_PER_OBJECT}): "
@@ -962,7 +979,7 @@ class Nemesis:
     def step(self, what):
         self.ctx.begin(what)
 
-    def wait_log(self, text, since, what, timeout=None):
+    def wait_log(self, text, since, what, timeout=None, poll=0.05):
         """Waits until the gateway's log holds `text` after offset `since`; returns the seconds
         it took, or None (a problem is recorded) on timeout or abort."""
         timeout = timeout or self.a.settle_timeout
@@ -973,9 +990,19 @@ class Nemesis:
                                  f"log: '{text}'); gateway log tail:\n"
                                  f"{self.c.tail('gateway', 1, 25)}")
                 return None
-            if not self.ctx.sleep(0.05):
+            if not self.ctx.sleep(poll):
                 return None
         return time.monotonic() - start
+
+    def kill_now(self, role, ids):
+        """kill -9 at once (no shell in between), then cluster.sh kill waits until they are
+        gone."""
+        for i in ids:
+            try:
+                os.kill(self.c.pid(role, i), signal.SIGKILL)
+            except (OSError, ValueError):
+                pass  # cluster.sh kill below reports a daemon it cannot kill
+        self.c.kill(role, ids)
 
     def kill_cache_node(self, node):
         since = self.ctx.gwlog.mark()
@@ -1124,15 +1151,20 @@ class Nemesis:
         if not self.ctx.sleep(wait):
             return None
         took = self.restart_cache_node(node)
-        trigger = self.rng.choice(["holding requests for the objects it takes over"] * 2
-                                  + ["the objects that move are destaged"])
-        self.step(f"cachenode {node} restarted, awaiting its join")
-        if self.wait_log(f"add cache node {node}: {trigger}", since,
-                         f"cache node {node}'s join ('{trigger}')") is None:
-            return None
+        # When the data nodes die: as soon as the restarted node is ready (before the gateway
+        # starts its join), when the join starts holding requests (its handoff destage needs
+        # every home), or once that destage is done (drops, registration, data ring).
+        trigger = self.rng.choice(["ready", "holding requests for the objects it takes over",
+                                   "holding requests for the objects it takes over",
+                                   "the objects that move are destaged"])
+        if trigger != "ready":
+            self.step(f"cachenode {node} restarted, awaiting its join")
+            if self.wait_log(f"add cache node {node}: {trigger}", since,
+                             f"cache node {node}'s join ('{trigger}')", poll=0.01) is None:
+                return None
         what = f"datanode {','.join(map(str, data))}"
         self.step(f"kill -9 {what} during the join of cachenode {node}")
-        self.c.kill("datanode", data)
+        self.kill_now("datanode", data)
         late = self.ctx.gwlog.find(f"add cache node {node}: joined", since)
         self.step(f"{what} down during the join of cachenode {node}")
         ok = self.ctx.sleep(down)
@@ -1143,9 +1175,11 @@ class Nemesis:
         joined = self.await_rejoin(node, since)
         if joined is None:
             return None
+        retries = self.ctx.gwlog.count(f"add cache node {node}: not ready yet", since)
         return (f"kill -9 cachenode {node}, restarted after {wait:.1f}s (took {took:.1f}s); "
                 f"kill -9 {what} at '{trigger}'{' (the join had finished already)' if late else ''}"
-                f", down {down:.1f}s; rejoined {joined:.1f}s after the kill of the data nodes")
+                f", down {down:.1f}s; rejoined {joined:.1f}s after the kill of the data nodes"
+                f"{f', the join retried {retries} time(s)' if retries else ''}")
 
     def restart_during_replay(self, node, _data, _down):
         since = self.kill_cache_node(node)
@@ -1293,12 +1327,13 @@ def describe_bad(ctx, category, limit=10):
     lines = []
     with ctx.mu:
         items = sorted((k, v[category]) for k, v in ctx.bad.items() if category in v)
-    for (name, b), (expected, found, label, acked_at) in items[:limit]:
+    for (name, b), (expected, found, label, acked_at, acks, unacked) in items[:limit]:
         since = [f"{d} at {t:.1f}s" for t, _, d in ctx.faults
                  if acked_at is not None and t >= acked_at]
         when = f"last ack at {acked_at:.1f}s" if acked_at is not None else "never acknowledged"
         lines.append(f"  {name} block {b} (object {b // BLOCKS_PER_OBJECT}, offset "
                      f"{b * BLOCK}): expected {expected}, found {found} [{label}; {when}; "
+                     f"acks: {acks}; failed: {','.join(f'v{v}' for v in unacked) or 'none'}; "
                      f"faults since: {'; '.join(since[:4]) or 'none'}"
                      f"{' ...' if len(since) > 4 else ''}]")
     if len(items) > limit:
