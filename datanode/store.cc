@@ -137,9 +137,7 @@ absl::Status BlockStore::Commit(rocksdb::WriteBatch* batch, const std::string& w
   RC_RETURN_IF_ERROR(CheckWritable());
   rocksdb::WriteOptions wo;
   wo.sync = true;
-  absl::Status s = fail_next_write_.exchange(false)
-                       ? absl::UnavailableError(absl::StrCat(what, ": injected IO error (fsync)"))
-                       : FromRocks(db_->Write(wo, batch), what);
+  absl::Status s = FromRocks(db_->Write(wo, batch), what);
   if (!s.ok() && !absl::IsInvalidArgument(s)) {
     // A failed synced write may have left the WAL in an unknown state (a failed fsync loses the
     // pages it covered): never let a later write succeed as if nothing happened.
@@ -174,6 +172,11 @@ absl::StatusOr<std::unique_ptr<BlockStore>> BlockStore::Open(const StoreOptions&
   db_opts.create_missing_column_families = true;
   db_opts.paranoid_checks = true;
   db_opts.IncreaseParallelism(2);
+  std::unique_ptr<rocksdb::Env> env;
+  if (options.file_system != nullptr) {
+    env = rocksdb::NewCompositeEnv(options.file_system);
+    db_opts.env = env.get();
+  }
 
   rocksdb::BlockBasedTableOptions table;
   table.block_cache = rocksdb::NewLRUCache(options.block_cache_bytes);
@@ -189,6 +192,7 @@ absl::StatusOr<std::unique_ptr<BlockStore>> BlockStore::Open(const StoreOptions&
   RC_RETURN_IF_ERROR(FromRocks(s, absl::StrCat("open RocksDB in ", options.dir)));
 
   std::unique_ptr<BlockStore> store(new BlockStore());
+  store->env_ = std::move(env);
   store->db_.reset(raw);
   store->meta_cf_ = handles[0];
   store->blocks_cf_ = handles[1];

@@ -51,6 +51,9 @@ namespace ringcache::datanode {
 struct StoreOptions {
   std::string dir;                       // RocksDB directory; created if missing
   uint64_t block_cache_bytes = 64 << 20;  // RocksDB block cache
+  // The file system RocksDB writes through (null: the default). Fault tests pass a
+  // SyncFaultFileSystem (datanode/fault_fs.h).
+  std::shared_ptr<rocksdb::FileSystem> file_system;
   absl::Status Validate() const;
 };
 
@@ -176,8 +179,6 @@ class BlockStore {
                                       const std::vector<uint64_t>& sequences, uint64_t below);
 
   StoreStats Stats() const;
-  // Test-only: the next synced write fails as a failed fdatasync would (kUnavailable).
-  void FailNextWriteForTest() { fail_next_write_.store(true); }
   // Flushes memtables to SST files (used at clean shutdown so the WAL is short on restart).
   absl::Status FlushAll();
 
@@ -189,6 +190,7 @@ class BlockStore {
   absl::Status CheckRange(const v1::VdiGeometry& vdi, uint64_t object_index, uint32_t first_block,
                           uint64_t block_count) const;
 
+  std::unique_ptr<rocksdb::Env> env_;  // with options.file_system; outlives db_
   std::unique_ptr<rocksdb::DB> db_;
   rocksdb::ColumnFamilyHandle* meta_cf_ = nullptr;  // owned by db_ (default CF)
   rocksdb::ColumnFamilyHandle* blocks_cf_ = nullptr;
@@ -200,7 +202,6 @@ class BlockStore {
   // Refuses writes once one failed (sticky); records the first failure.
   absl::Status CheckWritable() const;
   StoreStats StatsWithoutErrors() const;
-  std::atomic<bool> fail_next_write_{false};
   absl::Status Commit(rocksdb::WriteBatch* batch, const std::string& what);
   absl::Mutex stripes_[kStripes];
   mutable absl::Mutex err_mu_;

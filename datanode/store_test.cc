@@ -4,6 +4,7 @@
 
 #include "common/checksum.h"
 #include "common/errors.h"
+#include "datanode/fault_fs.h"
 #include "gtest/gtest.h"
 
 namespace ringcache::datanode {
@@ -306,7 +307,13 @@ TEST_F(StoreTest, LogRecordsKeepTheirEpoch) {
 
 // Sticky storage errors: after a failed synced write, no later write is acknowledged.
 TEST_F(StoreTest, FailedWriteIsSticky) {
-  store_->FailNextWriteForTest();
+  ASSERT_TRUE(store_->WriteBlocks(7, 6, 1, Pattern('k'), {}).ok());  // acknowledged before
+  store_.reset();
+  auto fs = std::make_shared<SyncFaultFileSystem>(rocksdb::FileSystem::Default());
+  auto opened = BlockStore::Open({dir_, 8 << 20, fs});
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  store_ = *std::move(opened);
+  fs->FailNextSyncs(1);  // the WAL's fdatasync of the next write fails
   EXPECT_FALSE(store_->WriteBlocks(7, 6, 0, Pattern('x'), {}).ok());
   auto again = store_->WriteBlocks(7, 6, 0, Pattern('y'), {});
   EXPECT_TRUE(IsKind(again.status(), ErrorKind::kDeviceFailed)) << again.status();
@@ -316,6 +323,9 @@ TEST_F(StoreTest, FailedWriteIsSticky) {
                    .ok());
   Reopen();  // a restart (after the operator checked the device) clears it
   EXPECT_TRUE(store_->WriteBlocks(7, 6, 0, Pattern('y'), {}).ok());
+  auto r = store_->ReadBlocks(7, 6, 1, 1);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->data, Pattern('k')) << "an acknowledged write was lost";
 }
 
 }  // namespace

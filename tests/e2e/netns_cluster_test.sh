@@ -325,7 +325,7 @@ wait_for 30 "cache node 2 to register again" registered cache 2
 lease1=$(lease_of cache 2)
 [ "$lease1" != "$lease0" ] || fail "cache node 2 kept its old lease ($lease0)"
 wait_for 120 "cache node 2 to rejoin the ring" state_is 2 up
-grep -q "etcd lease lost: quarantined" "$WORK/logs/cachenode-2.log" ||
+grep -q "quarantined: etcd lease was lost" "$WORK/logs/cachenode-2.log" ||
   fail "cache node 2 did not quarantine itself after its lease was lost"
 grep -q "re-admitted by the gateway" "$WORK/logs/cachenode-2.log" ||
   fail "cache node 2 was not re-admitted"

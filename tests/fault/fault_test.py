@@ -345,21 +345,32 @@ class Cluster:
         if r.returncode != 0:
             raise SetupError(f"cluster.sh kill {role} {ids} failed: {r.stdout}{r.stderr}")
 
+    # What bash or the loader says when a binary cannot be run because a build is replacing it.
+    RELINKING = re.compile(r"cluster\.sh: line \d+: \S+: (Permission denied|Text file busy|"
+                           r"No such file or directory|cannot execute)|"
+                           r"error while loading shared libraries")
+
     def start(self, role, ids):
-        for attempt in range(3):
+        deadline = time.monotonic() + 180
+        while True:
             r = self.sh("start", role, *map(str, ids))
             if r.returncode == 0:
                 return
-            # A binary being relinked by a concurrent build cannot be executed for a moment:
-            # that is no daemon failure, try again. Anything else is.
-            text = r.stdout + r.stderr
-            if not re.search(r"Text file busy|cannot execute|No such file or directory|"
-                             r"error while loading shared libraries", text) or attempt == 2:
-                break
-            self.log(f"cluster.sh start {role} {ids}: the binary could not be executed "
-                     f"(rebuilt meanwhile?); retrying")
-            time.sleep(2)
-        raise DaemonError(f"cluster.sh start {role} {ids} failed: {r.stdout}{r.stderr}")
+            # A binary that a concurrent build is relinking cannot be executed for a moment: no
+            # daemon failure; wait until it is whole (executable, unchanged for 3 s) and retry.
+            if not self.RELINKING.search(r.stdout + r.stderr) or time.monotonic() > deadline:
+                raise DaemonError(f"cluster.sh start {role} {ids} failed: {r.stdout}{r.stderr}")
+            path = os.path.join(self.bin, role, f"ringcache-{role}")
+            self.log(f"cluster.sh start {role} {ids}: {path} could not be executed (being "
+                     f"rebuilt?); retrying once it is whole")
+            while time.monotonic() < deadline:
+                try:
+                    if (os.access(path, os.X_OK)
+                            and time.time() - os.stat(path).st_mtime > 3):
+                        break
+                except OSError:
+                    pass
+                time.sleep(1)
 
     def pid(self, role, node_id):
         with open(os.path.join(self.dir, "pids", f"{role}-{node_id}.pid")) as f:

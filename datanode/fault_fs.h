@@ -1,0 +1,49 @@
+// SyncFaultFileSystem: the data node store's file-I/O seam for fault tests (the RocksDB
+// counterpart of common/file.h's FaultInjectionFile). It wraps a RocksDB FileSystem and makes
+// the next N syncs of files RocksDB writes (the WAL included) fail with an I/O error, as a
+// failed fdatasync does; everything else goes to the wrapped file system.
+//
+// Thread-safety: thread-safe.
+#ifndef RINGCACHE_DATANODE_FAULT_FS_H_
+#define RINGCACHE_DATANODE_FAULT_FS_H_
+
+#include <rocksdb/file_system.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+namespace ringcache::datanode {
+
+class SyncFaultFileSystem : public rocksdb::FileSystemWrapper {
+ public:
+  explicit SyncFaultFileSystem(const std::shared_ptr<rocksdb::FileSystem>& base)
+      : rocksdb::FileSystemWrapper(base) {}
+  const char* Name() const override { return "RingcacheSyncFaultFileSystem"; }
+
+  // The next `n` Sync/Fsync calls fail with an I/O error.
+  void FailNextSyncs(int n) { fail_syncs_.store(n); }
+  // Returns true (and counts one down) if this sync must fail.
+  bool TakeFailure();
+
+  rocksdb::IOStatus NewWritableFile(const std::string& fname,
+                                    const rocksdb::FileOptions& options,
+                                    std::unique_ptr<rocksdb::FSWritableFile>* result,
+                                    rocksdb::IODebugContext* dbg) override;
+  rocksdb::IOStatus ReopenWritableFile(const std::string& fname,
+                                       const rocksdb::FileOptions& options,
+                                       std::unique_ptr<rocksdb::FSWritableFile>* result,
+                                       rocksdb::IODebugContext* dbg) override;
+  rocksdb::IOStatus ReuseWritableFile(const std::string& fname, const std::string& old_fname,
+                                      const rocksdb::FileOptions& options,
+                                      std::unique_ptr<rocksdb::FSWritableFile>* result,
+                                      rocksdb::IODebugContext* dbg) override;
+
+ private:
+  rocksdb::IOStatus Wrap(rocksdb::IOStatus s, std::unique_ptr<rocksdb::FSWritableFile>* result);
+  std::atomic<int> fail_syncs_{0};
+};
+
+}  // namespace ringcache::datanode
+
+#endif  // RINGCACHE_DATANODE_FAULT_FS_H_
