@@ -124,6 +124,16 @@ absl::Mutex& BlockStore::Stripe(uint32_t vdi, uint64_t object) {
   return stripes_[(vdi * 0x9E3779B97F4A7C15ull ^ object * 0xC2B2AE3D27D4EB4Full) % kStripes];
 }
 
+absl::Status BlockStore::RefuseOlder(const char* what, uint32_t vdi, uint64_t object,
+                                     uint64_t block, const BlockVersion& have,
+                                     const BlockVersion& incoming) {
+  ++older_refusals_;
+  return TypedError(ErrorKind::kOlderVersion,
+                    absl::StrCat("older version: block ", block, " of object ", object, " of VDI ",
+                                 vdi, " holds ", VersionText(have), ", the ", what, " carries ",
+                                 VersionText(incoming), "; nothing of it was applied"));
+}
+
 absl::Status BlockStore::CheckWritable() const {
   absl::MutexLock l(&err_mu_);
   if (device_error_.ok()) return absl::OkStatus();
@@ -370,12 +380,7 @@ absl::StatusOr<uint32_t> BlockStore::WriteBlocks(uint32_t vdi_id, uint64_t objec
       const int cmp = CompareVersions(*have[i], incoming);
       if (stamp.only_if_newer && cmp >= 0) continue;
       if (cmp > 0) {
-        ++older_refusals_;
-        return TypedError(ErrorKind::kOlderVersion,
-                          absl::StrCat("older version: block ", first_block + i, " of object ",
-                                       object_index, " of VDI ", vdi_id, " holds ",
-                                       VersionText(*have[i]), ", the write carries ",
-                                       VersionText(incoming), "; nothing written"));
+        return RefuseOlder("write", vdi_id, object_index, first_block + i, *have[i], incoming);
       }
     }
     value.clear();
@@ -483,12 +488,7 @@ absl::Status BlockStore::TrimBlocks(uint32_t vdi_id, uint64_t object_index, uint
     }
     const BlockVersion incoming = stamp.VersionOf(i);
     if (have[i].has_value() && CompareVersions(*have[i], incoming) > 0) {
-      ++older_refusals_;
-      return TypedError(ErrorKind::kOlderVersion,
-                        absl::StrCat("older version: block ", first_block + i, " of object ",
-                                     object_index, " of VDI ", vdi_id, " holds ",
-                                     VersionText(*have[i]), ", the trim carries ",
-                                     VersionText(incoming), "; nothing trimmed"));
+      return RefuseOlder("trim", vdi_id, object_index, first_block + i, *have[i], incoming);
     }
     tomb.assign(1, 'T');
     PutVersion(&tomb, incoming);

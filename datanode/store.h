@@ -201,6 +201,9 @@ class BlockStore {
   absl::Mutex& Stripe(uint32_t vdi, uint64_t object);
   // Refuses writes once one failed (sticky); records the first failure.
   absl::Status CheckWritable() const;
+  // Counts and returns the kOlderVersion refusal of a `what` ("write", "trim").
+  absl::Status RefuseOlder(const char* what, uint32_t vdi, uint64_t object, uint64_t block,
+                           const BlockVersion& have, const BlockVersion& incoming);
   StoreStats StatsWithoutErrors() const;
   absl::Status Commit(rocksdb::WriteBatch* batch, const std::string& what);
   absl::Mutex stripes_[kStripes];

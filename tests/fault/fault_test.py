@@ -32,8 +32,9 @@ Nemeses (--nemeses, comma list, or `all`):
                          from everything longer than its lease), SIGCONT (heal): it finds its
                          lease lost, stays quarantined, and rejoins once the gateway settled it.
   data-during-join       (cluster) kill -9 a cache node, restart it, and kill -9 1..N-1 data
-                         nodes right as it rejoins (the gateway logs the start of the join, or
-                         the end of its handoff destage), restart them, wait for the rejoin.
+                         nodes right as it rejoins (as soon as it is ready, when the gateway
+                         logs the start of the join, or the end of its handoff destage),
+                         restart them, wait for the rejoin.
   restart-during-replay  (cluster) kill -9 a cache node and restart it as soon as the gateway
                          logs that it replays the node's write-back log; wait for the rejoin.
 Without --nemeses, static mode runs kill-cache / kill-data as before (--cache-fault-share;
@@ -770,7 +771,8 @@ class Writer(threading.Thread):
                     self.ctx.record_bad(
                         st, b, found[0], found[1],
                         f"{'sweep ' if op.sweep else ''}read issued at {issued:.1f}s "
-                        f"(answered after {took:.1f}s) during {self.ctx.active_at(issued)}")
+                        f"(answered after {took:.1f}s) during {self.ctx.active_at(issued)}",
+                        issued)
             return
         if ok:
             self.acked += 1
@@ -864,9 +866,10 @@ class Context:
         self.problems = []          # reasons to fail other than lost or stale blocks
         self.bad = {}  # (vdi, block) -> {category: (expected, found, label, acked_at, acks, failed)}
         self.bad_reads = collections.Counter()  # category -> reads that found it
-        self.faults = []            # (time, phase, description)
+        self.faults = []            # (start, end, phase, kind, description), log times
         self.kinds = collections.Counter()      # nemesis kind -> faults injected
         self.activity = []          # (start, end or None, description) of every fault step
+        self.current = ""           # "fault N [kind]" while a fault runs
         self.acked = self.failed = self.abandoned = self.reads = self.sweep_reads = 0
         self.longest = 0.0          # seconds, the slowest request of any writer
         self.slow = 0               # requests that took over 30 s
@@ -887,15 +890,18 @@ class Context:
         if first:
             self.log(msg)
 
-    def record_bad(self, st, b, category, found, label):
-        """Notes a bad read of block b (first finding per block and category kept)."""
+    def record_bad(self, st, b, category, found, label, t_read=None):
+        """Notes a bad read of block b issued at log time t_read (default now); the first
+        finding per block and category is kept."""
+        if t_read is None:
+            t_read = self.log.now()
         with self.mu:
             self.bad_reads[category] += 1
             per = self.bad.setdefault((st.name, b), {})
             if category in per:
                 return
             per[category] = (st.expected(b), found, label, st.acked_at[b] if st.last_acked[b]
-                             else None, st.acks(b), sorted(st.unacked.get(b, ())))
+                             else None, st.acks(b), sorted(st.unacked.get(b, ())), t_read)
             n = sum(1 for v in self.bad.values() if category in v)
         if n <= 5:
             self.log(f"{category.upper()}: {st.name} block {b} (object {b // BLOCKS_PER_OBJECT}): "
@@ -914,16 +920,26 @@ class Context:
                 s, _, d = self.activity[-1]
                 self.activity[-1] = (s, now, d)
             if what:
-                self.activity.append((now, None, what))
+                self.activity.append((now, None, f"{self.current}: {what}"))
 
     def active_at(self, t):
+        """What the faults were doing at log time t."""
         with self.mu:
             for s, e, d in reversed(self.activity):
                 if s <= t and (e is None or t <= e):
                     return d
                 if e is not None and e < t:
                     break
+            for i in range(len(self.faults) - 1, -1, -1):
+                _, end, _, kind, _ = self.faults[i]
+                if end <= t:
+                    return f"no fault ({t - end:.1f}s after fault {i + 1} [{kind}])"
         return "no fault"
+
+    def faults_between(self, t0, t1):
+        """Faults that overlap log times [t0, t1], as "N [kind] S-Es" texts."""
+        return [f"{i + 1} [{kind}] {s:.1f}-{e:.1f}s"
+                for i, (s, e, _, kind, _) in enumerate(self.faults) if e >= t0 and s <= t1]
 
     def sleep(self, seconds):
         """Sleeps unless the test is aborting; returns False when it is."""
@@ -974,6 +990,7 @@ class Nemesis:
         down = self.rng.uniform(0.2, self.a.max_down)
         t = self.ctx.log.now()
         start = time.monotonic()
+        self.ctx.current = f"fault {len(self.ctx.faults) + 1} [{kind}]"
         try:
             what = getattr(self, kind.replace("-", "_"))(node, data, down)
         finally:
@@ -981,8 +998,9 @@ class Nemesis:
         if what is None:  # aborted; the problem is recorded
             return
         self.ctx.kinds[kind] += 1
-        self.ctx.faults.append((t, phase, f"{kind}: {what}"))
-        self.log(f"fault {len(self.ctx.faults)} [{kind}]: {what}; "
+        with self.ctx.mu:
+            self.ctx.faults.append((t, self.ctx.log.now(), phase, kind, what))
+        self.log(f"fault {len(self.ctx.faults)} [{kind}] at {t:.1f}s: {what}; "
                  f"{time.monotonic() - start:.1f}s in all")
 
     # --- steps shared by the nemeses
@@ -1338,17 +1356,26 @@ def describe_bad(ctx, category, limit=10):
     lines = []
     with ctx.mu:
         items = sorted((k, v[category]) for k, v in ctx.bad.items() if category in v)
-    for (name, b), (expected, found, label, acked_at, acks, unacked) in items[:limit]:
-        since = [f"{d} at {t:.1f}s" for t, _, d in ctx.faults
-                 if acked_at is not None and t >= acked_at]
+    for (name, b), (expected, found, label, acked_at, acks, unacked, t_read) in items[:limit]:
+        since = ctx.faults_between(acked_at if acked_at is not None else 0.0, t_read)
         when = f"last ack at {acked_at:.1f}s" if acked_at is not None else "never acknowledged"
         lines.append(f"  {name} block {b} (object {b // BLOCKS_PER_OBJECT}, offset "
                      f"{b * BLOCK}): expected {expected}, found {found} [{label}; {when}; "
                      f"acks: {acks}; failed: {','.join(f'v{v}' for v in unacked) or 'none'}; "
-                     f"faults since: {'; '.join(since[:4]) or 'none'}"
-                     f"{' ...' if len(since) > 4 else ''}]")
+                     f"faults between the last ack and the read: "
+                     f"{', '.join(since[:6]) or 'none'}{' ...' if len(since) > 6 else ''}]")
     if len(items) > limit:
         lines.append(f"  ... and {len(items) - limit} more")
+    # Which fault each bad block followed: the last one that began before its bad read.
+    after = collections.Counter()
+    for _, v in items:
+        t_read = v[-1]
+        began = [i for i, f in enumerate(ctx.faults) if f[0] <= t_read]
+        after[f"fault {began[-1] + 1} [{ctx.faults[began[-1]][3]}]" if began else "no fault"] += 1
+    lines.append("  by the last fault that began before the bad read: "
+                 + ", ".join(f"{k}: {n}" for k, n in sorted(
+                     after.items(), key=lambda kv: int(kv[0].split()[1]) if kv[0][0] == "f"
+                     else 0)))
     return lines
 
 
