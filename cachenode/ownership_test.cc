@@ -125,6 +125,8 @@ TEST_F(OwnershipTest, QuarantineSurvivesRestartAndGatesEverything) {
 TEST_F(OwnershipTest, ReclaimerDoesNotDestageWhileFenced) {
   SetUpCluster(1, 1, 1);
   config_.policy = "lru";  // admits every read miss: reads evict the dirty blocks
+  config_.dirty_high_watermark = 0.95;  // no forced destage: only the reclaimer is under test
+  config_.dirty_low_watermark = 0.9;
   Start();
   const uint32_t per_obj = kHarnessObject / kBs;
   // Dirty blocks filling the cache (N = 1: no log, nothing reaches the data node yet).
