@@ -260,9 +260,9 @@ std::function<absl::Status(CacheClient*, bool)> CacheNodeSettle(Router* router, 
 
 grpc::Status AdminService::ClusterStatus(grpc::ServerContext*, const v1::ClusterStatusRequest*,
                                          v1::ClusterStatusResponse* resp) {
-  const uint64_t epoch = epoch_.load();
-  // Static mode: a counter of ring changes (router.h). Cluster mode: the etcd revision followed.
-  resp->set_epoch(epoch != 0 ? epoch : router_->ring_epoch());
+  // The ring epoch requests carry (router.h): grows with every ring change and, in cluster
+  // mode, to the etcd revision the ring follows.
+  resp->set_epoch(router_->ring_epoch());
   for (const auto& n : Nodes()) *resp->add_nodes() = n;
   std::function<v1::DataRebalance()> rebalance;
   {

@@ -61,9 +61,6 @@ class AdminService final : public v1::Admin::Service {
 
   // Sets the state ListNodes shows for node (role, id) ("up", "removed", ...).
   void SetNodeState(const std::string& role, uint32_t id, const std::string& state);
-  // Cluster mode: ClusterStatus reports this epoch (the etcd revision of the membership the
-  // ring follows) instead of the static one.
-  void SetEpoch(uint64_t epoch) { epoch_.store(epoch); }
   // Data rebalancing (gateway/data_rebalancer.h): ClusterStatus reports `status()`, and the
   // data nodes of `ring()` are listed (joined ones too) with state "up" (ring member) or
   // "joining" (replicas being copied to it). Set before serving.
@@ -81,8 +78,6 @@ class AdminService final : public v1::Admin::Service {
   }
 
  private:
-  std::atomic<uint64_t> epoch_{0};  // 0: static mode
-
   Router* const router_;
   mutable absl::Mutex mu_;
   std::vector<v1::NodeInfo> nodes_ ABSL_GUARDED_BY(mu_);

@@ -221,9 +221,8 @@ int main(int argc, char** argv) {
         [admin](uint32_t node, const std::string& state) {
           admin->SetNodeState("cachenode", node, state);
         },
-        [admin, r = router->get()](uint64_t epoch) {
+        [r = router->get()](uint64_t epoch) {
           r->SetRingEpoch(epoch);  // requests carry it (RingEpochGuard on the cache nodes)
-          admin->SetEpoch(epoch);
         });
     rebalancer->FollowEtcd(presence->client(), etcd_settings.prefix);
     spdlog::info("cluster mode: registered as {}; following the nodes in etcd at {}",

@@ -209,7 +209,7 @@ constexpr char kEpochLine[] = "#epoch ";
 }  // namespace
 
 uint64_t Router::RingEpochLocked() const {
-  return external_epoch_ != 0 ? external_epoch_ : static_epoch_;
+  return epoch_;
 }
 
 uint64_t Router::ring_epoch() const {
@@ -219,7 +219,7 @@ uint64_t Router::ring_epoch() const {
 
 void Router::SetRingEpoch(uint64_t epoch) {
   absl::MutexLock l(&mu_);
-  external_epoch_ = std::max(external_epoch_, epoch);
+  epoch_ = std::max(epoch_, epoch);
 }
 
 absl::Status Router::RebuildRing() {
@@ -237,7 +237,7 @@ absl::Status Router::SaveRemoved() {
   if (removed_path_.empty()) return absl::OkStatus();
   std::string text = "# cache nodes removed from the ring (ringcachectl node remove)\n";
   // The static ring epoch: it only grows, across removals, joins and restarts (fencing tokens).
-  absl::StrAppend(&text, kEpochLine, static_epoch_, "\n");
+  absl::StrAppend(&text, kEpochLine, epoch_, "\n");
   for (uint32_t id : removed_) absl::StrAppend(&text, id, "\n");
   return WriteFileAtomically(removed_path_, text);
 }
@@ -277,7 +277,7 @@ absl::Status Router::LoadRemoved(const std::string& path) {
   }
   std::fclose(f);
   // Files written before the epoch line: 1 + removals, as the epoch was then.
-  static_epoch_ = std::max<uint64_t>(saved_epoch, 1 + removed_.size());
+  epoch_ = std::max<uint64_t>({epoch_, saved_epoch, 1 + removed_.size()});
   if (removed_.size() >= members_.size()) {
     return absl::FailedPreconditionError(absl::StrCat(path, " removes every cache node"));
   }
@@ -347,7 +347,7 @@ absl::Status Router::RemoveCacheNode(
   removing_.erase(id);
   if (!s.ok()) return s;  // requests go to the node again
   removed_.insert(id);
-  ++static_epoch_;
+  ++epoch_;  // a new owner never writes at the epoch of the one before
   absl::Status rs = RebuildRing();
   if (rs.ok()) rs = SaveRemoved();
   say(rs.ok() ? "removed; its objects now go to their next owners" : rs.ToString());
@@ -525,7 +525,7 @@ absl::Status Router::AddCacheNode(uint32_t id,
   next_ring_.reset();
   if (!s.ok()) return s;
   removed_.erase(id);
-  ++static_epoch_;
+  ++epoch_;
   absl::Status rs = RebuildRing();
   if (rs.ok()) rs = SaveRemoved();
   say(rs.ok() ? "joined; its objects now go to it" : rs.ToString());

@@ -77,10 +77,11 @@ class Router : public ExportProvider {
   absl::Status OnOwner(const v1::VdiGeometry& g, uint64_t object,
                        const std::function<absl::Status(CacheClient*)>& op);
   Catalog* catalog() const { return catalog_; }
-  // The cache ring epoch requests carry (and the fencing token of what they write): static mode
-  // a counter that grows with every removal and join and is persisted with the removals; cluster
-  // mode the etcd revision of the membership view the ring follows (SetRingEpoch). Both only
-  // grow.
+  // The cache ring epoch requests carry, and the fencing token of what they write. It grows
+  // with every ownership change — each removal and join, in both modes, before any request is
+  // routed on the new ring, so a new owner never writes at its predecessor's epoch — and in
+  // cluster mode also to the etcd revision of the membership view (SetRingEpoch, only raises).
+  // Persisted with the removals.
   uint64_t ring_epoch() const;
   void SetRingEpoch(uint64_t epoch);
   size_t cache_node_count() const;
@@ -170,9 +171,9 @@ class Router : public ExportProvider {
   std::string learned_path_ ABSL_GUARDED_BY(mu_);
   ClientFactory client_factory_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<ring::Ring> ring_ ABSL_GUARDED_BY(mu_);
-  uint64_t external_epoch_ ABSL_GUARDED_BY(mu_) = 0;  // cluster mode (SetRingEpoch)
-  // Static mode: grows with every removal and join, kept in the removed file (LoadRemoved).
-  uint64_t static_epoch_ ABSL_GUARDED_BY(mu_) = 1;
+  // The ring epoch (ring_epoch()): grows with every removal and join, and to each etcd
+  // revision the membership follows (SetRingEpoch); kept in the removed file (LoadRemoved).
+  uint64_t epoch_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_set<uint32_t> removed_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<uint32_t> removing_ ABSL_GUARDED_BY(mu_);
   bool joining_ ABSL_GUARDED_BY(mu_) = false;  // AddCacheNode holds every request

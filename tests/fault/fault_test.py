@@ -59,13 +59,17 @@ It prints
     blocks verified: Z
     blocks lost: W
     blocks stale: S
+    nemeses: kill-cache=K kill-data=D ...
     fault_test: acknowledged=X faults=Y verified=Z lost=W stale=S
 
-and exits 1 if W or S > 0, Y is short of --faults, a daemon died without being killed, a cache
-node did not come back, or a sanitizer reported an error in a daemon log (the first bad blocks are
-named with expected and found versions, when they were read, the fault in progress and the faults
-since their last acknowledgement); exit 2 on bad usage or a cluster that does not start; exit 77
-(skipped) in cluster mode without etcd or etcdctl.
+(Z: written blocks read back by the final passes) and exits 1 if W or S > 0, Y is short of
+--faults, a daemon died without being killed, a cache node did not come back, or a sanitizer
+reported an error in a daemon log. The first bad blocks are named with expected and found
+versions, their last acknowledgements, when they were read, the fault step in progress and the
+faults between the last acknowledgement and the read; a failing run keeps the daemons' logs (the
+path is printed). Exit 2 on bad usage or a cluster that does not start; exit 77 (skipped) in
+cluster mode without etcd or etcdctl. --duration SECONDS injects faults for that long instead of
+counting them (tests/fault/soak.sh).
 
 Every random choice of the fault schedule comes from --seed (printed at the start), so a failing
 schedule can be replayed; the interleaving of writers and faults is timing-dependent.
@@ -1102,6 +1106,7 @@ class Nemesis:
                 self.c.start("cachenode", [node])  # so that stalled writers can finish
                 return None
             self.ctx.removed.add(node)
+            self.ctx.sweep_gen += 1  # its objects moved to their next owners: read back
             return f"kill -9 cachenode {node}, removed in {time.monotonic() - t:.1f}s (for good)"
         # Cluster mode: the watcher may be removing it too (its lease ran out): one of the two
         # removals is refused, the node is removed either way.
@@ -1366,16 +1371,16 @@ def describe_bad(ctx, category, limit=10):
                      f"{', '.join(since[:6]) or 'none'}{' ...' if len(since) > 6 else ''}]")
     if len(items) > limit:
         lines.append(f"  ... and {len(items) - limit} more")
-    # Which fault each bad block followed: the last one that began before its bad read.
+    # The likely culprit of each bad block: the first fault that overlaps the time between its
+    # last acknowledgement and its bad read (the version read was overwritten by then).
     after = collections.Counter()
     for _, v in items:
-        t_read = v[-1]
-        began = [i for i, f in enumerate(ctx.faults) if f[0] <= t_read]
-        after[f"fault {began[-1] + 1} [{ctx.faults[began[-1]][3]}]" if began else "no fault"] += 1
-    lines.append("  by the last fault that began before the bad read: "
-                 + ", ".join(f"{k}: {n}" for k, n in sorted(
-                     after.items(), key=lambda kv: int(kv[0].split()[1]) if kv[0][0] == "f"
-                     else 0)))
+        acked_at, t_read = v[3] if v[3] is not None else 0.0, v[-1]
+        hit = [i for i, f in enumerate(ctx.faults) if f[1] >= acked_at and f[0] <= t_read]
+        after[hit[0] if hit else -1] += 1
+    lines.append("  by the first fault between the last acknowledgement and the bad read: "
+                 + ", ".join(f"fault {i + 1} [{ctx.faults[i][3]}]: {n}" if i >= 0
+                             else f"none: {n}" for i, n in sorted(after.items())))
     return lines
 
 
