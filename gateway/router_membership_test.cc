@@ -171,6 +171,26 @@ TEST_F(RouterMembershipTest, LeaveAndRejoinNeverReadsStaleData) {
   EXPECT_EQ(StaleObjects('d'), 0);
 }
 
+// Fencing tokens need a new owner never to write at its predecessor's epoch: every removal and
+// join advances the ring epoch, also in cluster mode where it otherwise follows etcd revisions
+// (the fault checker read stale data when a removal kept the epoch).
+TEST_F(RouterMembershipTest, EveryRingChangeAdvancesTheEpoch) {
+  router_->SetRingEpoch(100);  // cluster mode: the etcd revision
+  EXPECT_EQ(router_->ring_epoch(), 100u);
+  ASSERT_TRUE(Remove(2).ok());
+  const uint64_t after_remove = router_->ring_epoch();
+  EXPECT_GT(after_remove, 100u);
+  ASSERT_TRUE(router_->AddCacheNode(2, nullptr, 3).ok());
+  EXPECT_GT(router_->ring_epoch(), after_remove);
+  router_->SetRingEpoch(50);  // an older revision never lowers it
+  EXPECT_GT(router_->ring_epoch(), after_remove);
+  // A restarted router starts from the persisted epoch.
+  const uint64_t before = router_->ring_epoch();
+  router_ = NewRouter(FileMembers());
+  ASSERT_NE(router_, nullptr);
+  EXPECT_GE(router_->ring_epoch(), before);
+}
+
 TEST_F(RouterMembershipTest, LearnedNodeJoinsWithoutStaleReads) {
   WriteAll('a');
   ASSERT_TRUE(router_->LearnCacheNode(3, "local:3", 1.0).ok());
