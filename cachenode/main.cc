@@ -6,8 +6,11 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <optional>
+#include <thread>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
@@ -194,13 +197,38 @@ int main(int argc, char** argv) {
       !s.ok()) {
     return Fail(1, s.ToString());
   }
-  spdlog::info("signal {}: shutting down", WaitForTerminationSignal());
-  {
-    absl::MutexLock l(&reg_mu);
-    leaving = true;
-    registration = nullptr;
+  // Cluster mode: a failed SSD (sticky, docs/durability.md) gives up the lease, so the gateway
+  // takes this node out at once and recovers its dirty blocks from their log replicas (the node
+  // is fenced and quarantined already; it stays unregistered until restarted).
+  absl::Mutex presence_mu;  // serialises the two ways the lease is given up
+  std::atomic<bool> stop_device_watch{false};
+  auto give_up_lease = [&] {
+    {
+      absl::MutexLock l(&reg_mu);
+      leaving = true;
+      registration = nullptr;
+    }
+    absl::MutexLock l(&presence_mu);
+    presence.reset();  // revoke the lease: the gateway settles our objects at once
+  };
+  std::thread device_watch;
+  if (presence != nullptr) {
+    device_watch = std::thread([&] {
+      while (!stop_device_watch.load()) {
+        if (absl::Status d = (*node)->device_status(); !d.ok()) {
+          spdlog::error("{}; giving up the etcd lease so the gateway replays this node's log",
+                        std::string(d.message()));
+          give_up_lease();
+          return;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      }
+    });
   }
-  presence.reset();  // revoke the lease: the gateway settles our objects at once
+  spdlog::info("signal {}: shutting down", WaitForTerminationSignal());
+  stop_device_watch.store(true);
+  if (device_watch.joinable()) device_watch.join();
+  give_up_lease();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   http.Stop();
   node->reset();  // dirty blocks stay on the SSD tier and are destaged after restart

@@ -171,7 +171,11 @@ bool MembershipSync::Reconcile(const MemberView& view) {
         // lost its objects while no gateway watched: restarted after its lease was gone). Then
         // it leaves (its dirty blocks are settled) and rejoins like any returning node.
         auto health = router_->NodeHealth(id, 2000);
-        if (!health.ok() || !health->quarantined) {
+        if (!health.ok()) {  // ask again at the next round; its lease tells if it is gone
+          ok = false;
+          continue;
+        }
+        if (!health->quarantined) {
           accepted_lease_[id] = lease;
           if (on_state_) on_state_(id, "up");
           continue;
