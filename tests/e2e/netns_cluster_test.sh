@@ -202,15 +202,7 @@ wait_for 90 "gateway ready" ready gateway-1
 CTL=("$BUILD/tools/ctl/ringcachectl" --gateway "$GW:7200")
 NBD="nbd://$GW:10809/disk"
 qio() { qemu-io -f raw "$NBD" -c "$1"; }
-json_field() { python3 -c "import json,sys; print(json.load(sys.stdin)[\"$1\"])"; }
-node_state() {  # cache node id -> its state in `ringcachectl node list`
-  "${CTL[@]}" --json node list | python3 -c "
-import json, sys
-nodes = json.load(sys.stdin)
-nodes = nodes['nodes'] if isinstance(nodes, dict) else nodes
-print([n.get('state') for n in nodes if n['role'] == 'cachenode' and int(n['id']) == $1][0])"
-}
-state_is() { [ "$(node_state "$1")" = "$2" ]; }
+source "$(dirname "$0")/node_state.sh"  # json_field, node_state, state_is
 lease_of() {  # role id -> lease id of its registration (empty if none)
   etcdctl_ get -w json "$PREFIX/nodes/$1/$2" |
     python3 -c "import json,sys; kv=json.load(sys.stdin).get('kvs',[]); print(kv[0].get('lease','') if kv else '')"

@@ -62,15 +62,7 @@ trap cleanup EXIT
 
 CTL=("$BUILD/tools/ctl/ringcachectl" --gateway "127.0.0.1:$((BASE+10))")
 NBD="nbd://127.0.0.1:$((BASE+9))/t"
-json_field() { python3 -c "import json,sys; print(json.load(sys.stdin)[\"$1\"])"; }
-node_state() {  # cache node id -> its state in `ringcachectl node list`
-  "${CTL[@]}" --json node list | python3 -c "
-import json, sys
-nodes = json.load(sys.stdin)
-nodes = nodes['nodes'] if isinstance(nodes, dict) else nodes
-print([n.get('state') for n in nodes if n['role'] == 'cachenode' and int(n['id']) == $1][0])"
-}
-state_is() { [ "$(node_state "$1")" = "$2" ]; }
+source "$(dirname "$0")/node_state.sh"  # json_field, node_state, state_is
 in_gwlog() { grep -qF "$1" "$GWLOG"; }
 # wait_for SECONDS DESCRIPTION COMMAND...: polls every 0.1 s, never past the deadline.
 wait_for() {

@@ -31,19 +31,11 @@ cleanup() {
 trap cleanup EXIT
 
 CTL=("$BUILD/tools/ctl/ringcachectl" --gateway "127.0.0.1:$((BASE+10))")
-state_of() {  # ROLE ID -> state in node list
-  "${CTL[@]}" --json node list 2> /dev/null | python3 -c '
-import json, sys
-nodes = json.load(sys.stdin)
-nodes = nodes["nodes"] if isinstance(nodes, dict) else nodes
-for n in nodes:
-    if n["role"] == sys.argv[1] and int(n["id"]) == int(sys.argv[2]):
-        print(n.get("state", ""))' "$1" "$2"
-}
+source "$(dirname "$0")/node_state.sh"  # role_state
 wait_state() {  # ROLE ID STATE: bounded wait; prints the seconds it took
   local start=$SECONDS
-  while [ "$(state_of "$1" "$2")" != "$3" ]; do
-    [ $((SECONDS - start)) -lt 60 ] || fail "$1 $2 not $3 after 60 s (node list: $(state_of "$1" "$2"))"
+  while [ "$(role_state "$1" "$2")" != "$3" ]; do
+    [ $((SECONDS - start)) -lt 60 ] || fail "$1 $2 not $3 after 60 s (node list: $(role_state "$1" "$2"))"
     sleep 0.2
   done
   echo $((SECONDS - start))
