@@ -539,10 +539,6 @@ std::vector<uint32_t> DataNodePool::node_ids() const {
   return ids;
 }
 
-std::vector<uint32_t> DataNodePool::LogCandidates(uint32_t vdi, uint64_t object, int n) const {
-  return LogCandidatesIn(*view(), vdi, object, n);
-}
-
 std::vector<uint32_t> DataNodePool::LogCandidatesIn(const View& v, uint32_t vdi, uint64_t object,
                                                     int n) {
   const int total = static_cast<int>(v.ring_members.size());

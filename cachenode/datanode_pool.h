@@ -143,9 +143,6 @@ class DataNodePool {
   absl::Status TrimAll(uint32_t vdi, uint64_t object, uint32_t first, uint32_t count, int n,
                        const HomeStamp* stamp = nullptr);
 
-  // Returns where the log records of an object with n homes go, in preference order: the nodes
-  // after its homes on the data ring, then (cluster too small) its homes from the last one.
-  std::vector<uint32_t> LogCandidates(uint32_t vdi, uint64_t object, int n) const;
   // Appends the records of `req` (all of one object) durably on `copies` data nodes among the object's log
   // candidates, in parallel, moving on to the next candidate when one fails. Fails (kUnavailable)
   // only when fewer than `copies` candidates accepted them. `overlap` (may be empty) runs on the
@@ -224,6 +221,8 @@ class DataNodePool {
                                                        uint64_t object, int n);
   static absl::StatusOr<std::vector<uint32_t>> WriteHomesIn(const View& v, uint32_t vdi,
                                                             uint64_t object, int n);
+  // Where the log records of an object with n homes go, in preference order: the nodes after
+  // its homes on the data ring, then (cluster too small) its homes from the last one.
   static std::vector<uint32_t> LogCandidatesIn(const View& v, uint32_t vdi, uint64_t object,
                                                int n);
   Node* Find(uint32_t id) const;

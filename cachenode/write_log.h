@@ -2,7 +2,8 @@
 //
 // Every write-back write also goes, as one record per block (cache node id, sequence, block key,
 // data, checksum), to N-1 data nodes picked on the data ring outside the object's N homes
-// (DataNodePool::LogCandidates); the client is acknowledged only once the cache copy and all
+// (DataNodePool::LogAppend: the nodes after its homes on the data ring); the client is
+// acknowledged only once the cache copy and all
 // N-1 log copies are durable. The same sequence counter stamps every write the node sends home
 // (destage, write-through, write-around, trim), so log replay (cachenode/log_replay.h) can tell a
 // record that is older than the home copy from a newer one.

@@ -135,7 +135,6 @@ absl::Status FaultInjectionFile::Sync() {
     absl::MutexLock l(&mu_);
     batch.swap(pending_);
   }
-  ++syncs_;
   int left = fail_syncs_.load();
   while (left > 0 && !fail_syncs_.compare_exchange_weak(left, left - 1)) {
   }

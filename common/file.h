@@ -51,7 +51,6 @@ class FaultInjectionFile : public File {
   void FailWrites(bool on) { fail_writes_.store(on); }
   // Forgets every write not synced yet (a crash before fdatasync).
   void DropUnsynced();
-  uint64_t syncs() const { return syncs_.load(); }
 
   absl::Status PRead(void* buf, size_t len, uint64_t off) const override;
   absl::Status PWrite(const void* buf, size_t len, uint64_t off) override;
@@ -64,7 +63,6 @@ class FaultInjectionFile : public File {
   std::unique_ptr<File> base_;
   std::atomic<int> fail_syncs_{0};
   std::atomic<bool> fail_writes_{false};
-  std::atomic<uint64_t> syncs_{0};
   mutable absl::Mutex mu_;
   // Unsynced writes by offset (a later write replaces an earlier one at the same offset).
   std::map<uint64_t, std::string> pending_ ABSL_GUARDED_BY(mu_);
