@@ -1,24 +1,29 @@
-// CacheNode: one SSD cache node — the policy engine (membership: admission, VBQ, queue order,
-// LCR victim choice, bypass), an exclusive RAM/SSD placement, the SSD slot store, and the data
-// nodes behind it. It serves byte ranges inside objects to the gateway's router, in-process
-// (ringcache-local) or over gRPC (ringcache-cachenode).
+// CacheNode: one SSD cache node's front — what the gateway's router calls, in-process
+// (ringcache-local) or over gRPC (ringcache-gateway via cachenode/service.h). It serves byte
+// ranges inside objects: reads, writes, trims in the VDI's cache mode, under per-object stripes,
+// after the ownership check. Below it (cachenode/README.md has the picture):
+//   BlockMap (block_map.h)   entries, the one dirty truth, the policy and placement; plans, no I/O
+//   Destager (destager.h)    destage, reclaim, relog, flush; asks the pure DestagePlanner when
+//   VdiTable (vdi_table.h)   geometry and mode of each VDI, and its state file
+//   SlotStore, WriteLog, DataNodePool: the SSD, the write-back log, the data nodes.
 //
 // Locking (in order; never acquire an earlier lock while holding a later one):
-//   1. object stripe locks (stripes_[hash(vdi, object) % kStripes]): serialise every operation on
-//      one object — foreground reads/writes/trims and destage of its blocks — so a block's slot is
+//   1. object stripes (stripes.h): serialise every operation on one object — foreground reads,
+//      writes and trims, and destage, reclaim and relog of its blocks — so a block's slot is
 //      never released or rewritten while another thread reads it.
-//   2. mu_: the policy, placement, block map and mode table; held only for in-memory work.
-// The slot store and data node pool have their own internal locks and are called without mu_.
+//   2. the BlockMap's lock, then the VdiTable's: in-memory work only.
+// The slot store, write log and data node pool have their own internal locks and are called
+// with no BlockMap lock held.
 //
 // Invariants:
 //  1. A dirty block is durable on the SSD slot store before the write that dirtied it returns;
 //     a dirty block in RAM also keeps its SSD slot (RAM is not durable).
-//  2. A block the policy evicted stays in map_ (state kEvicting) and keeps serving reads until the
-//     reclaimer has destaged it (if dirty) and released its storage; only then may a read miss go
-//     to the data nodes, so no read returns stale data.
+//  2. A block the policy evicted stays in the map (state kEvicting) and keeps serving reads until
+//     the reclaimer has destaged it (if dirty) and released its storage; only then may a read
+//     miss go to the data nodes, so no read returns stale data.
 //  3. A dirty cached block is the authoritative copy; data nodes see it only through destage.
-//  4. A dirty block's data is also in its write-back log record (Entry::log_seq) on N-1 data
-//     nodes before the write that dirtied it returns (cachenode/write_log.h). Its record is
+//  4. A dirty block's data is also in its write-back log record (BlockEntry::log_seq) on N-1
+//     data nodes before the write that dirtied it returns (cachenode/write_log.h). Its record is
 //     retired only after a newer record of the block is durable or the block reached all N
 //     homes. Every write sent home carries a version stamp from the log's sequence counter.
 //
@@ -43,11 +48,14 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "cachenode/block_map.h"
 #include "cachenode/datanode_pool.h"
+#include "cachenode/destager.h"
 #include "cachenode/ownership.h"
-#include "cachenode/policy/placement.h"
-#include "cachenode/policy/types.h"
+#include "cachenode/slot_repair.h"
 #include "cachenode/slot_store.h"
+#include "cachenode/stripes.h"
+#include "cachenode/vdi_table.h"
 #include "cachenode/write_log.h"
 #include "common/clock.h"
 #include "common/metrics.h"
@@ -56,10 +64,6 @@
 #include "ringcache/v1/common.pb.h"
 
 namespace ringcache::cachenode {
-
-enum class CacheMode { kWriteBack, kWriteThrough, kWriteAround, kPassThrough };
-const char* CacheModeName(CacheMode m);
-absl::StatusOr<CacheMode> ParseCacheMode(const std::string& s);
 
 struct CacheNodeConfig {
   uint32_t node_id = 1;
@@ -87,13 +91,6 @@ struct CacheNodeConfig {
   // common/file.h FaultInjectionFile here.
   std::function<absl::StatusOr<std::unique_ptr<File>>(const std::string& path)> open_ssd_file;
   absl::Status Validate() const;
-};
-
-// Per-VDI counters, for ringcachectl stats and /metrics.
-struct VdiCounters {
-  std::atomic<uint64_t> reads{0}, writes{0}, hits_ram{0}, hits_ssd{0}, misses{0}, bypassed{0};
-  std::atomic<uint64_t> admissions_rejected{0}, evictions{0}, destaged_bytes{0};
-  std::atomic<int64_t> dirty_blocks{0};
 };
 
 class CacheNode {
@@ -190,146 +187,81 @@ class CacheNode {
   uint64_t data_ring_epoch() const { return pool_->ring().epoch; }
 
  private:
-  static constexpr size_t kStripes = 1024;
-  enum class State : uint8_t { kCached, kEvicting };
-  struct Entry {
-    int64_t slot = -1;                         // SSD slot, -1 if none
-    std::shared_ptr<const std::string> ram;    // RAM copy (RAM tier), null if none
-    bool dirty = false;
-    State state = State::kCached;
-    uint64_t log_seq = 0;                      // dirty: its write-back log record (0 = none)
-    uint64_t epoch = 0;                        // dirty: ownership epoch it was accepted at
-    // Dirty: the data nodes its log record landed on (empty: unknown, as after a restart).
-    absl::InlinedVector<uint32_t, 2> log_nodes;
-  };
-  struct Vdi {
-    v1::VdiGeometry geometry;
-    CacheMode mode = CacheMode::kWriteBack;
-    std::shared_ptr<VdiCounters> counters;
-  };
-  struct Work {
-    SlotKey key;
-    bool demote = false;   // RAM -> SSD move (else: evicted block to reclaim)
-  };
+  class PoolLoad;
 
   CacheNode(const CacheNodeConfig& config, DataNodePool* pool, Clock* clock,
             metrics::Registry* registry);
   absl::Status Init();
-  absl::Mutex& Stripe(uint32_t vdi, uint64_t object);
-  absl::StatusOr<Vdi> GetVdi(uint32_t vdi) const;
-  uint64_t BlocksPerObject(const Vdi& v) const;
-  SlotKey KeyOf(const Vdi& v, uint64_t object, uint32_t block_in_object) const;
+  // Warm restart: recovered slots enter the block map; damaged dirty ones are rewritten from
+  // their log records first.
+  void AdoptRecovered(std::vector<RecoveredSlot> recovered);
+  void AddNodeGauges();
+  // The VBQ gauges of a VDI seen for the first time.
+  void AddVdiGauges(const v1::VdiGeometry& vdi);
+  // Releases what a BlockMap change let go of; the first release error, if any.
+  absl::Status GiveBack(const Leftovers& left);
 
-  // Block-level operations. REQUIRES: the object's stripe lock is held.
-  absl::Status ReadBlocks(const Vdi& v, uint64_t object, uint32_t first, uint32_t count,
-                          char* out, bool prefetch_only);
+  // Reads `count` blocks from `first`. REQUIRES: the object's stripe lock is held.
+  absl::Status ReadBlocks(const VdiInfo& v, uint64_t object, uint32_t first, uint32_t count,
+                          char* out);
+  // The read's cached blocks into `buf`; a damaged clean one becomes a miss.
+  absl::Status ServeCached(const VdiInfo& v, uint64_t object, uint32_t first,
+                           std::vector<ReadPlan>* plan, char* buf);
+  // The read's misses, fetched as runs from the least-loaded home replica.
+  absl::Status FetchMisses(const VdiInfo& v, uint64_t object, uint32_t first,
+                           const std::vector<ReadPlan>& plan, char* buf);
+  // Fills admitted misses and promotions (never waits for a slot: a stripe is held).
+  void FillAndPromote(const VdiInfo& v, uint64_t object, uint32_t first,
+                      const std::vector<ReadPlan>& plan, const char* buf);
+
+  // Writes one chunk (taking its slots first, then its stripe). REQUIRES: no stripe held.
+  absl::Status WriteChunk(const VdiInfo& v, uint64_t object, uint32_t cb, uint32_t count,
+                          uint64_t cstart, uint64_t cend, const char* src, absl::Time deadline);
   // Writes `count` whole blocks starting at `first` according to the VDI's mode, taking the
   // slots it needs from *slots (preallocated by the caller; unused ones stay there).
   // REQUIRES: the object's stripe lock is held.
-  absl::Status WriteRun(const Vdi& v, uint64_t object, uint32_t first, uint32_t count,
+  absl::Status WriteRun(const VdiInfo& v, uint64_t object, uint32_t first, uint32_t count,
                         const char* data, std::vector<uint32_t>* slots);
+  // The cached part of a write: SSD slots (and, write-back, the log in parallel), then the map.
+  absl::Status StoreRun(const VdiInfo& v, uint64_t object, uint32_t first, uint32_t count,
+                        const char* data, bool through, std::vector<uint32_t> slots);
   // Sends the run to the home replicas and drops any cached copy (write-around).
-  absl::Status WriteAround(const Vdi& v, uint64_t object, uint32_t first, uint32_t count,
+  absl::Status WriteAround(const VdiInfo& v, uint64_t object, uint32_t first, uint32_t count,
                            const char* data);
-  absl::Status InvalidateBlock(const SlotKey& key);
+  // Sends `count` blocks home with fresh version stamps (write-through, write-around).
+  absl::Status WriteHome(const VdiInfo& v, uint64_t object, uint32_t first, uint32_t count,
+                         const char* data);
+  // Drops the whole blocks [first, end) at home (stamped tombstones) and from the cache.
+  // REQUIRES: the object's stripe lock is held.
+  absl::Status TrimBlocks(const VdiInfo& v, uint64_t object, uint32_t first, uint32_t end);
+  absl::Status InvalidateBlock(const BlockKey& key);
   // InvalidateBlock under the block's object stripe (callers that hold no stripe: a concurrent
   // destage must never read a slot this releases and another write reuses).
-  absl::Status InvalidateUnderStripe(const SlotKey& key);
-  absl::Status RegisterVdiInMemory(const v1::VdiGeometry& vdi);
-  // Persists / reloads the VDI table (geometry and mode) beside the SSD file.
-  absl::Status SaveVdis();
-  // Flush of `vdi` (0: all), only of objects `moving_under` does not give to this node if set.
-  absl::Status FlushWhere(uint32_t vdi, const ring::Ring* moving_under);
-  absl::Mutex data_ring_mu_;  // serialises SetDataRing (pool switch + state file)
-  absl::Status LoadVdis();
-  // Sends `count` blocks home with fresh version stamps (write-through, write-around).
-  absl::Status WriteHome(const Vdi& v, uint64_t object, uint32_t first, uint32_t count,
-                         const char* data);
-  // Reads a dirty block whose SSD slot failed its checksum from its log record into `dst`, and
-  // rewrites the slot when one is free. REQUIRES: the object's stripe lock is held.
-  absl::Status RepairDirtyBlock(const SlotKey& key, uint64_t object, uint32_t block_in_object,
-                                char* dst);
-  // Rewrites a damaged recovered slot from its log record. REQUIRES: Init, before the threads.
-  absl::Status RepairRecoveredSlot(const RecoveredSlot& r);
-  // Logs again the dirty blocks whose log copies may sit on data nodes that are lost, once per
-  // loss. Called from the destager thread.
-  void RelogFromLostDataNodes();
-  // Appends a new record of one dirty block and retires its old one. REQUIRES: stripe lock held.
-  absl::Status RelogBlock(const Vdi& v, const SlotKey& key);
-  // Returns the log sequences of every dirty block (the write log's collector keeps them).
-  absl::flat_hash_set<uint64_t> LiveLogSeqs() const;
+  absl::Status InvalidateUnderStripe(const BlockKey& key);
   // Takes `n` free slots (all or none), waiting for the reclaimer while too few are free.
   // REQUIRES: no stripe lock held (the reclaimer needs stripes to free slots).
   absl::Status AllocateSlots(uint32_t n, std::vector<uint32_t>* out,
                              absl::Time deadline = absl::InfiniteFuture());
-  // Handles an Outcome's evictions and the placement's demotions. REQUIRES: mu_ held.
-  void ApplyEvictions(const policy::Outcome& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ApplyPlacement(const SlotKey& key, bool admitted, Entry* e)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void RemoveEntry(const SlotKey& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void NoteForeground(uint64_t blocks);
-
-  // Destages the dirty blocks of one object around `key` (coalescing adjacent dirty blocks) and
-  // marks them clean; `single`: only `key`. A block a data node refuses as older than its copy
-  // (fencing token) is obsolete: it is discarded, not retried.
-  // REQUIRES: the object's stripe lock is held, mu_ not held.
-  absl::Status DestageAround(const Vdi& v, const SlotKey& key, uint64_t* blocks_done,
-                             bool single = false);
-  void ReclaimerLoop();
-  void DestagerLoop();
-  absl::Status ProcessWork(const Work& w);
-  bool Idle();
-  // Picks the next block to destage and removes it from dirty_order_; false if none.
-  bool NextDirty(SlotKey* key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const CacheNodeConfig config_;
   DataNodePool* const pool_;
   Clock* const clock_;
   metrics::Registry* const registry_;
-  std::unique_ptr<SlotStore> slots_;
-  std::unique_ptr<WriteLog> log_;
-  std::unique_ptr<Ownership> owner_;
   RecoveryStats recovery_;
-  std::unique_ptr<absl::Mutex[]> stripes_;
-
-  mutable absl::Mutex mu_;
-  std::unique_ptr<policy::CachePolicy> policy_ ABSL_GUARDED_BY(mu_);
-  std::unique_ptr<policy::Placement> placement_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<SlotKey, Entry> map_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<uint32_t, Vdi> vdis_ ABSL_GUARDED_BY(mu_);
-  // Per VDI, dirty blocks in the order they became dirty (oldest first): the destager takes the
-  // coldest VDI's oldest (NextDirty).
-  absl::flat_hash_map<uint32_t, std::deque<SlotKey>> dirty_order_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_set<SlotKey> dirty_set_ ABSL_GUARDED_BY(mu_);
-  std::deque<Work> work_ ABSL_GUARDED_BY(mu_);
-  uint64_t seq_ ABSL_GUARDED_BY(mu_) = 0;
-  bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  uint64_t vdis_gen_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::flat_hash_set<uint32_t> relogged_;  // lost data nodes already handled (destager only)
-  int64_t last_relog_check_us_ = 0;          // destager only
-  absl::Mutex vdis_file_mu_;
-  uint64_t vdis_saved_gen_ ABSL_GUARDED_BY(vdis_file_mu_) = 0;
-  uint64_t flush_requests_ ABSL_GUARDED_BY(mu_) = 0;
-  std::function<bool()> destage_gate_ ABSL_GUARDED_BY(mu_);
-  std::function<void()> destage_planned_hook_ ABSL_GUARDED_BY(mu_);
-
-  // Foreground rate for idle detection.
-  std::atomic<uint64_t> fg_blocks_{0};
-
-  std::thread reclaimer_;
-  std::thread destager_;
-
-  // Metrics.
-  metrics::Counter* destage_bytes_;
-  metrics::Counter* destage_errors_;
-  metrics::Counter* evictions_;
-  metrics::Counter* slot_waits_;
-  metrics::Counter* ssd_checksum_failures_;
-  metrics::Counter* ssd_repairs_;
-  metrics::Counter* obsolete_discarded_;
-  class PoolLoad;
-  friend class PoolLoad;
+  ObjectStripes stripes_;
+  std::unique_ptr<Ownership> owner_;
+  std::unique_ptr<VdiTable> vdis_;
+  std::unique_ptr<SlotStore> slots_;
   std::unique_ptr<PoolLoad> load_view_;
+  std::unique_ptr<BlockMap> map_;
+  std::unique_ptr<SlotRepair> repair_;
+  std::unique_ptr<WriteLog> log_;
+  std::unique_ptr<Destager> destager_;
+
+  absl::Mutex gate_mu_;
+  std::function<bool()> destage_gate_ ABSL_GUARDED_BY(gate_mu_);
+  absl::Mutex data_ring_mu_;  // serialises SetDataRing (pool switch + state file)
+  metrics::Counter* slot_waits_ = nullptr;
 };
 
 }  // namespace ringcache::cachenode

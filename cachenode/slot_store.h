@@ -32,19 +32,14 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "cachenode/policy/types.h"
 #include "common/file.h"
 
 namespace ringcache::cachenode {
 
-struct SlotKey {
-  uint32_t vdi = 0;
-  uint64_t block = 0;  // block index inside the VDI
-  friend bool operator==(const SlotKey&, const SlotKey&) = default;
-  template <typename H>
-  friend H AbslHashValue(H h, const SlotKey& k) {
-    return H::combine(std::move(h), k.vdi, k.block);
-  }
-};
+// A slot's block: the policy's key (VDI id, block index inside the VDI); one key type for the
+// whole cache node.
+using SlotKey = policy::BlockKey;
 
 // A slot found valid at Open().
 struct RecoveredSlot {

@@ -1,0 +1,513 @@
+#include "cachenode/block_map.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "cachenode/destage_planner.h"
+
+namespace ringcache::cachenode {
+
+BlockMap::BlockMap(std::unique_ptr<policy::CachePolicy> policy,
+                   std::unique_ptr<policy::Placement> placement, uint32_t block_size,
+                   VdiTable* vdis, Clock* clock, metrics::Counter* evictions)
+    : block_size_(block_size),
+      vdis_(vdis),
+      clock_(clock),
+      evictions_(evictions),
+      policy_(std::move(policy)),
+      placement_(std::move(placement)) {}
+
+policy::Access BlockMap::NextAccess(const BlockKey& key, policy::Op op) {
+  return {key, op, static_cast<uint64_t>(clock_->NowMicros()), seq_++};
+}
+
+void BlockMap::CountDirty(uint32_t vdi, int delta) {
+  if (auto c = vdis_->Counters(vdi)) c->dirty_blocks += delta;
+}
+
+void BlockMap::MarkDirty(const BlockKey& key, BlockEntry* e) {
+  const bool was = e->dirty;
+  e->dirty = true;
+  if (dirty_set_.insert(key).second) dirty_order_[key.vdi].push_back(key);
+  if (!was) CountDirty(key.vdi, +1);
+}
+
+void BlockMap::MarkClean(const BlockKey& key, BlockEntry* e) {
+  if (!e->dirty) return;
+  e->dirty = false;
+  // Its log record (if any) is retired by the caller, once whatever replaced the block is
+  // durable (at its homes, or in a newer record).
+  e->log_seq = 0;
+  e->log_nodes.clear();
+  dirty_set_.erase(key);
+  CountDirty(key.vdi, -1);
+}
+
+void BlockMap::ApplyEvictions(const policy::Outcome& out) {
+  for (const policy::Eviction& ev : out.evicted) {
+    placement_->OnRemove(ev.key);
+    auto it = map_.find(ev.key);
+    if (it == map_.end()) continue;  // admitted but not filled yet: the filler will notice
+    it->second.state = BlockState::kEvicting;
+    work_.push_back({ev.key, false});
+    evictions_->Inc();
+    if (auto c = vdis_->Counters(ev.key.vdi)) c->evictions++;
+  }
+}
+
+void BlockMap::PushDemotions(const std::vector<BlockKey>& demote) {
+  for (const BlockKey& d : demote) work_.push_back({d, true});
+}
+
+void BlockMap::RemoveLocked(const BlockKey& key, Leftovers* out) {
+  auto it = map_.find(key);
+  if (it == map_.end()) return;
+  BlockEntry& e = it->second;
+  // REQUIRES (callers): whatever replaced the block is durable at home or in a newer record.
+  if (e.log_seq != 0) out->log_seqs.push_back(e.log_seq);
+  MarkClean(key, &e);
+  if (e.slot >= 0) out->slots.push_back(static_cast<uint32_t>(e.slot));
+  map_.erase(it);
+}
+
+void BlockMap::ForgetLocked(const BlockKey& key, Leftovers* out) {
+  policy_->Erase(key);
+  placement_->OnRemove(key);
+  RemoveLocked(key, out);
+}
+
+void BlockMap::AdoptRecovered(const RecoveredSlot& r, Leftovers* out) {
+  absl::MutexLock l(&mu_);
+  if (auto it = map_.find(r.key); it != map_.end()) {
+    // A damaged newer version rewritten from its log record replaces the older good one.
+    BlockEntry& e = it->second;
+    if (e.slot >= 0) out->slots.push_back(static_cast<uint32_t>(e.slot));
+    e.slot = r.slot;
+    e.log_seq = r.log_seq;
+    e.epoch = r.epoch;
+    MarkDirty(r.key, &e);
+    return;
+  }
+  // Every recovered block re-enters the policy as a write (always admitted); clean ones are then
+  // marked clean. Recovered blocks stay on SSD.
+  policy::Outcome outcome;
+  const policy::Access a{r.key, policy::Op::kWrite, 0, seq_++};
+  policy_->OnAccess(a, &outcome);
+  if (!r.dirty) policy_->MarkClean(r.key);
+  BlockEntry& e = map_[r.key];
+  e.slot = r.slot;
+  e.log_seq = r.log_seq;
+  e.epoch = r.epoch;
+  if (r.dirty) MarkDirty(r.key, &e);
+  ApplyEvictions(outcome);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reads
+
+void BlockMap::PlanRead(const VdiInfo& v, uint64_t object, uint32_t first, uint32_t count,
+                        std::vector<ReadPlan>* plan) {
+  plan->assign(count, ReadPlan{});
+  VdiCounters& ctr = *v.counters;
+  const bool passthrough = v.mode == CacheMode::kPassThrough;
+  absl::MutexLock l(&mu_);
+  policy::Outcome out;
+  for (uint32_t i = 0; i < count; ++i) {
+    const BlockKey key = v.KeyOf(object, first + i);
+    auto it = map_.find(key);
+    ReadPlan& p = (*plan)[i];
+    if (it != map_.end()) {
+      p.ram = it->second.ram;
+      p.slot = it->second.slot;
+      p.dirty = it->second.dirty;
+    }
+    if (passthrough) {
+      // No policy access; still serve a cached copy (it may be the only current one).
+      p.miss = it == map_.end();
+      ctr.bypassed++;
+      continue;
+    }
+    policy_->OnAccess(NextAccess(key, policy::Op::kRead), &out);
+    if (out.bypassed) ctr.bypassed++;
+    if (out.rejected) ctr.admissions_rejected++;
+    const bool member = policy_->Lookup(key) != policy::Tier::kNone;
+    if (it != map_.end()) {
+      BlockEntry& e = it->second;
+      if (e.state == BlockState::kEvicting && member) e.state = BlockState::kCached;  // re-admitted
+      (p.ram ? ctr.hits_ram : ctr.hits_ssd)++;
+      if (e.state == BlockState::kCached) {
+        std::vector<BlockKey> demote;
+        const policy::Tier t = placement_->OnAccess(key, false, &demote);
+        PushDemotions(demote);
+        p.promote = t == policy::Tier::kRam && !p.ram;
+      }
+    } else {
+      ctr.misses++;
+      p.miss = true;
+      p.admit = member;
+    }
+    ApplyEvictions(out);
+  }
+}
+
+bool BlockMap::FillOrPromote(const BlockKey& key, bool promote,
+                             std::shared_ptr<const std::string> copy, int64_t* release) {
+  *release = -1;
+  absl::MutexLock l(&mu_);
+  if (policy_->Lookup(key) == policy::Tier::kNone) return false;  // evicted meanwhile
+  auto it = map_.find(key);
+  if (promote) {
+    if (it == map_.end()) return false;
+    BlockEntry& e = it->second;
+    if (placement_->TierOf(key) != policy::Tier::kRam) return false;
+    e.ram = std::move(copy);
+    if (!e.dirty && e.slot >= 0) {  // exclusive: a clean RAM block has no SSD slot
+      *release = e.slot;
+      e.slot = -1;
+    }
+    return false;
+  }
+  if (it != map_.end()) return false;  // someone else filled it
+  std::vector<BlockKey> demote;
+  const policy::Tier t = placement_->OnAccess(key, true, &demote);
+  PushDemotions(demote);
+  BlockEntry& e = map_[key];
+  if (t == policy::Tier::kRam) {
+    e.ram = std::move(copy);
+    return false;
+  }
+  return true;
+}
+
+bool BlockMap::PlaceFilled(const BlockKey& key, std::optional<uint32_t> slot) {
+  absl::MutexLock l(&mu_);
+  auto it = map_.find(key);
+  const bool empty = it != map_.end() && it->second.slot < 0 && !it->second.ram;
+  if (slot && empty) {
+    it->second.slot = *slot;
+    return true;
+  }
+  if (empty) {
+    // Could not store it: leave the cache consistent by forgetting the block.
+    policy_->Erase(key);
+    placement_->OnRemove(key);
+    map_.erase(it);
+  }
+  return false;
+}
+
+void BlockMap::MarkCached(const VdiInfo& v, uint64_t object, uint32_t first,
+                          std::vector<bool>* cached) {
+  absl::MutexLock l(&mu_);
+  for (uint32_t i = 0; i < cached->size(); ++i) {
+    if (map_.contains(v.KeyOf(object, first + i))) (*cached)[i] = true;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Writes
+
+bool BlockMap::AccessForWrite(const VdiInfo& v, uint64_t object, uint32_t first,
+                              uint32_t count) {
+  bool bypass = false;
+  absl::MutexLock l(&mu_);
+  policy::Outcome out;
+  for (uint32_t i = 0; i < count; ++i) {
+    policy_->OnAccess(NextAccess(v.KeyOf(object, first + i), policy::Op::kWrite), &out);
+    bypass |= out.bypassed;
+    ApplyEvictions(out);
+  }
+  return bypass;
+}
+
+void BlockMap::CommitWrite(const WriteCommit& w, Leftovers* out) {
+  absl::MutexLock l(&mu_);
+  for (uint32_t i = 0; i < w.count; ++i) {
+    const BlockKey key = w.vdi->KeyOf(w.object, w.first + i);
+    BlockEntry& e = map_[key];
+    if (e.slot >= 0) out->slots.push_back(static_cast<uint32_t>(e.slot));
+    if (e.log_seq != 0) out->log_seqs.push_back(e.log_seq);  // superseded (or home: through)
+    if (w.through) {
+      MarkClean(key, &e);
+      e.epoch = 0;
+    } else {
+      MarkDirty(key, &e);
+      e.log_seq = w.log_seq + i;
+      e.epoch = w.epoch;
+      e.log_nodes.assign(w.landed->begin(), w.landed->end());
+    }
+    e.slot = w.slots[i];
+    e.ram.reset();
+    if (policy_->Lookup(key) == policy::Tier::kNone) {
+      // Evicted again while we wrote (another object's access): keep the durable copy until
+      // the reclaimer has destaged it.
+      e.state = BlockState::kEvicting;
+      work_.push_back({key, false});
+      continue;
+    }
+    e.state = BlockState::kCached;
+    if (w.through) policy_->MarkClean(key);
+    std::vector<BlockKey> demote;
+    if (placement_->OnAccess(key, false, &demote) == policy::Tier::kRam) {
+      e.ram = std::make_shared<const std::string>(w.data + uint64_t{i} * block_size_,
+                                                  block_size_);
+      if (w.through) {  // clean and in RAM: exclusive, so give the slot back
+        out->slots.push_back(static_cast<uint32_t>(e.slot));
+        e.slot = -1;
+      }
+    }
+    PushDemotions(demote);
+  }
+}
+
+void BlockMap::Invalidate(const BlockKey& key, Leftovers* out) {
+  absl::MutexLock l(&mu_);
+  ForgetLocked(key, out);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Dirty blocks
+
+std::optional<DirtyCopy> BlockMap::DirtyBlock(const BlockKey& key) const {
+  absl::MutexLock l(&mu_);
+  auto it = map_.find(key);
+  if (it == map_.end() || !it->second.dirty) return std::nullopt;
+  const BlockEntry& e = it->second;
+  return DirtyCopy{e.ram, e.slot, e.log_seq, e.epoch};
+}
+
+std::optional<DestageRun> BlockMap::PlanDestage(const BlockKey& key, uint64_t blocks_per_object,
+                                                uint32_t max_blocks) const {
+  const uint64_t base = key.block / blocks_per_object * blocks_per_object;
+  absl::MutexLock l(&mu_);
+  auto dirty = [&](uint64_t b) {
+    auto it = map_.find(BlockKey{key.vdi, b});
+    return it != map_.end() && it->second.dirty;
+  };
+  if (!dirty(key.block)) return std::nullopt;
+  // Coalesce adjacent dirty blocks of the same object (DESIGN §4).
+  DestageRun run;
+  uint64_t lo = key.block;
+  while (lo > base && dirty(lo - 1) && key.block - lo + 1 < max_blocks) --lo;
+  run.first_block = lo;
+  for (uint64_t b = lo; b < base + blocks_per_object && dirty(b) && run.blocks.size() < max_blocks;
+       ++b) {
+    const BlockEntry& e = map_.at(BlockKey{key.vdi, b});
+    run.blocks.push_back({e.ram, e.slot, e.log_seq, e.epoch});
+  }
+  return run;
+}
+
+void BlockMap::MarkDestaged(uint32_t vdi, uint64_t first_block, size_t n,
+                            std::vector<uint32_t>* clean_slots, Leftovers* out) {
+  absl::MutexLock l(&mu_);
+  for (size_t i = 0; i < n; ++i) {
+    const BlockKey k{vdi, first_block + i};
+    auto it = map_.find(k);
+    if (it == map_.end() || !it->second.dirty) continue;
+    // At all N homes now: its log record is no longer needed.
+    if (it->second.log_seq != 0) out->log_seqs.push_back(it->second.log_seq);
+    MarkClean(k, &it->second);
+    policy_->MarkClean(k);
+    if (it->second.slot >= 0) clean_slots->push_back(static_cast<uint32_t>(it->second.slot));
+  }
+}
+
+void BlockMap::DiscardObsolete(const BlockKey& key, Leftovers* out) {
+  absl::MutexLock l(&mu_);
+  auto it = map_.find(key);
+  if (it != map_.end() && it->second.dirty) {
+    if (it->second.log_seq != 0) out->log_seqs.push_back(it->second.log_seq);
+    MarkClean(key, &it->second);
+  }
+  ForgetLocked(key, out);
+}
+
+int64_t BlockMap::SwapRepairedSlot(const BlockKey& key, uint64_t log_seq, uint32_t slot) {
+  absl::MutexLock l(&mu_);
+  auto it = map_.find(key);
+  if (it == map_.end() || !it->second.dirty || it->second.log_seq != log_seq) return slot;
+  const int64_t old = it->second.slot;
+  it->second.slot = slot;
+  return old;
+}
+
+void BlockMap::MoveLogRecord(const BlockKey& key, uint64_t old_seq, uint64_t new_seq,
+                             const std::vector<uint32_t>& landed) {
+  absl::MutexLock l(&mu_);
+  auto it = map_.find(key);
+  if (it == map_.end() || it->second.log_seq != old_seq) return;
+  it->second.log_seq = new_seq;
+  it->second.log_nodes.assign(landed.begin(), landed.end());
+}
+
+std::optional<BlockKey> BlockMap::NextDirty() {
+  absl::MutexLock l(&mu_);
+  // The coldest VBQ queue first, and inside it the block dirtied longest ago (the queue's tail
+  // end; exact LRU position is the policy's and not exposed).
+  std::vector<policy::VdiStats> stats;
+  policy_->AppendVdiStats(&stats);
+  absl::flat_hash_map<uint32_t, uint64_t> accesses;
+  for (const auto& st : stats) accesses[st.vdi] = st.accesses;
+  std::vector<std::pair<uint32_t, uint64_t>> candidates;
+  for (auto it = dirty_order_.begin(); it != dirty_order_.end();) {
+    std::deque<BlockKey>& q = it->second;
+    while (!q.empty() && !dirty_set_.contains(q.front())) q.pop_front();
+    if (q.empty()) {
+      dirty_order_.erase(it++);
+      continue;
+    }
+    const auto a = accesses.find(it->first);
+    candidates.emplace_back(it->first, a == accesses.end() ? 0 : a->second);
+    ++it;
+  }
+  const std::optional<uint32_t> vdi = DestagePlanner::ColdestVdi(candidates);
+  if (!vdi) return std::nullopt;
+  std::deque<BlockKey>& q = dirty_order_[*vdi];
+  const BlockKey key = q.front();
+  q.pop_front();
+  return key;
+}
+
+void BlockMap::RequeueDirty(const BlockKey& key, bool front) {
+  absl::MutexLock l(&mu_);
+  if (front) {
+    dirty_order_[key.vdi].push_front(key);
+  } else if (dirty_set_.contains(key)) {
+    dirty_order_[key.vdi].push_back(key);
+  }
+}
+
+std::vector<BlockKey> BlockMap::DirtyKeys(
+    const std::function<bool(const BlockKey&)>& keep) const {
+  std::vector<BlockKey> keys;
+  absl::MutexLock l(&mu_);
+  for (const BlockKey& k : dirty_set_) {
+    if (keep(k)) keys.push_back(k);
+  }
+  return keys;
+}
+
+std::vector<BlockKey> BlockMap::DirtyLoggedOn(const absl::flat_hash_set<uint32_t>& lost) const {
+  std::vector<BlockKey> keys;
+  absl::MutexLock l(&mu_);
+  for (const BlockKey& k : dirty_set_) {
+    auto e = map_.find(k);
+    if (e == map_.end() || e->second.log_seq == 0) continue;
+    const auto layout = vdis_->Layout(k.vdi);
+    if (!layout || layout->replication < 2) continue;
+    const auto& nodes = e->second.log_nodes;
+    if (nodes.empty() || std::any_of(nodes.begin(), nodes.end(),
+                                     [&](uint32_t id) { return lost.contains(id); })) {
+      keys.push_back(k);
+    }
+  }
+  return keys;
+}
+
+absl::flat_hash_set<uint64_t> BlockMap::LiveLogSeqs() const {
+  absl::flat_hash_set<uint64_t> live;
+  absl::MutexLock l(&mu_);
+  for (const BlockKey& k : dirty_set_) {
+    auto it = map_.find(k);
+    if (it != map_.end() && it->second.log_seq != 0) live.insert(it->second.log_seq);
+  }
+  return live;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reclaim work
+
+bool BlockMap::TakeWork(absl::Duration wait, ReclaimWork* w) {
+  absl::MutexLock l(&mu_);
+  auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return shutdown_ || !work_.empty();
+  };
+  mu_.AwaitWithTimeout(absl::Condition(&ready), wait);
+  if (shutdown_ || work_.empty()) return false;
+  *w = work_.front();
+  work_.pop_front();
+  return true;
+}
+
+void BlockMap::AddWork(const ReclaimWork& w) {
+  absl::MutexLock l(&mu_);
+  work_.push_back(w);
+}
+
+void BlockMap::Shutdown() {
+  absl::MutexLock l(&mu_);
+  shutdown_ = true;
+}
+
+std::shared_ptr<const std::string> BlockMap::BeginDemote(const BlockKey& key) {
+  absl::MutexLock l(&mu_);
+  auto it = map_.find(key);
+  if (it == map_.end() || !it->second.ram ||
+      placement_->TierOf(key) == policy::Tier::kRam) {
+    return nullptr;
+  }
+  if (it->second.slot >= 0) {  // dirty: its slot already holds the data
+    it->second.ram.reset();
+    return nullptr;
+  }
+  return it->second.ram;
+}
+
+bool BlockMap::FinishDemote(const BlockKey& key, const std::shared_ptr<const std::string>& ram,
+                            uint32_t slot) {
+  absl::MutexLock l(&mu_);
+  auto it = map_.find(key);
+  if (it == map_.end() || it->second.ram != ram || it->second.slot >= 0) return false;
+  it->second.slot = slot;
+  it->second.ram.reset();
+  return true;
+}
+
+void BlockMap::DropUndemoted(const BlockKey& key, const std::shared_ptr<const std::string>& ram,
+                             Leftovers* out) {
+  absl::MutexLock l(&mu_);
+  auto it = map_.find(key);
+  if (it != map_.end() && it->second.ram == ram && it->second.slot < 0) ForgetLocked(key, out);
+}
+
+std::optional<bool> BlockMap::EvictingDirty(const BlockKey& key) const {
+  absl::MutexLock l(&mu_);
+  auto it = map_.find(key);
+  if (it == map_.end() || it->second.state != BlockState::kEvicting) return std::nullopt;
+  return it->second.dirty;
+}
+
+void BlockMap::FinishEvict(const BlockKey& key, Leftovers* out) {
+  absl::MutexLock l(&mu_);
+  auto it = map_.find(key);
+  if (it == map_.end() || it->second.state != BlockState::kEvicting || it->second.dirty) return;
+  RemoveLocked(key, out);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Queries
+
+void BlockMap::ForEach(const std::function<void(const BlockKey&, const BlockEntry&)>& fn) const {
+  absl::MutexLock l(&mu_);
+  for (const auto& [k, e] : map_) fn(k, e);
+}
+
+uint64_t BlockMap::dirty_blocks() const {
+  absl::MutexLock l(&mu_);
+  return dirty_set_.size();
+}
+
+uint64_t BlockMap::cached_blocks() const {
+  absl::MutexLock l(&mu_);
+  return map_.size();
+}
+
+std::vector<policy::VdiStats> BlockMap::VdiStats() const {
+  std::vector<policy::VdiStats> out;
+  absl::MutexLock l(&mu_);
+  policy_->AppendVdiStats(&out);
+  return out;
+}
+
+}  // namespace ringcache::cachenode

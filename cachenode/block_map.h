@@ -1,0 +1,222 @@
+// BlockMap: what the cache node holds, with no I/O — one entry per cached block (its SSD slot,
+// RAM copy, dirtiness, log record, ownership epoch), the membership policy and the RAM/SSD
+// placement, the index of dirty blocks in destage order, and the queue of reclaim work (evicted
+// blocks to destage and free, RAM blocks to demote). Everything happens under one lock, held only
+// for in-memory work: callers get plans (what to read, where to write, what to free) and do the
+// I/O themselves outside it, then report back.
+//
+// Dirtiness has one truth, BlockEntry::dirty. The dirty index (a set, and per VDI a queue in the
+// order blocks became dirty) and the per-VDI dirty counter follow it: only MarkDirty/MarkClean
+// below change any of them.
+//
+// Invariants (cache_node.h states the node's): an entry in state kEvicting is no longer a policy
+// member but keeps serving reads until the reclaimer has destaged it (if dirty) and freed it; a
+// dirty entry has an SSD slot.
+//
+// Thread-safety: thread-safe. Lock order: object stripe (stripes.h) > BlockMap > VdiTable.
+#ifndef RINGCACHE_CACHENODE_BLOCK_MAP_H_
+#define RINGCACHE_CACHENODE_BLOCK_MAP_H_
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/container/inlined_vector.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "cachenode/policy/placement.h"
+#include "cachenode/policy/types.h"
+#include "cachenode/slot_store.h"
+#include "cachenode/vdi_table.h"
+#include "common/clock.h"
+#include "common/metrics.h"
+
+namespace ringcache::cachenode {
+
+using policy::BlockKey;
+
+enum class BlockState : uint8_t { kCached, kEvicting };
+
+struct BlockEntry {
+  int64_t slot = -1;                       // SSD slot, -1 if none
+  std::shared_ptr<const std::string> ram;  // RAM copy (RAM tier), null if none
+  bool dirty = false;
+  BlockState state = BlockState::kCached;
+  uint64_t log_seq = 0;                    // dirty: its write-back log record (0 = none)
+  uint64_t epoch = 0;                      // dirty: ownership epoch it was accepted at
+  // Dirty: the data nodes its log record landed on (empty: unknown, as after a restart).
+  absl::InlinedVector<uint32_t, 2> log_nodes;
+};
+
+// Storage a BlockMap change let go of; the caller gives it back outside the map's lock.
+struct Leftovers {
+  std::vector<uint32_t> slots;     // SSD slots to release
+  std::vector<uint64_t> log_seqs;  // write-back log records to retire
+};
+
+// How to serve one block of a read.
+struct ReadPlan {
+  std::shared_ptr<const std::string> ram;
+  int64_t slot = -1;
+  bool miss = false;
+  bool admit = false;    // fill the cache after fetching
+  bool promote = false;  // SSD hit that the placement moved to RAM
+  bool dirty = false;
+};
+
+// A block the reclaimer must handle: an evicted one to destage and free, or a RAM one to demote.
+struct ReclaimWork {
+  BlockKey key;
+  bool demote = false;
+};
+
+// A dirty block as the destager and relog read it.
+struct DirtyCopy {
+  std::shared_ptr<const std::string> ram;
+  int64_t slot = -1;
+  uint64_t log_seq = 0;
+  uint64_t epoch = 0;
+};
+
+// Adjacent dirty blocks of one object, to be written home as one run.
+struct DestageRun {
+  uint64_t first_block = 0;  // block index inside the VDI
+  std::vector<DirtyCopy> blocks;
+};
+
+// A write the caller made durable (SSD slots, and the log for write-back), to enter the map.
+struct WriteCommit {
+  const VdiInfo* vdi = nullptr;
+  uint64_t object = 0;
+  uint32_t first = 0;  // first block inside the object
+  uint32_t count = 0;
+  const uint32_t* slots = nullptr;  // count slots, written
+  bool through = false;             // write-through: clean, no log record
+  uint64_t log_seq = 0;             // write-back: block i's record is log_seq + i
+  uint64_t epoch = 0;
+  const std::vector<uint32_t>* landed = nullptr;  // write-back: data nodes holding the records
+  const char* data = nullptr;       // count blocks (a RAM copy is made if placed in RAM)
+};
+
+class BlockMap {
+ public:
+  // `vdis`, `clock` and `evictions` are not owned and must outlive the map.
+  BlockMap(std::unique_ptr<policy::CachePolicy> policy,
+           std::unique_ptr<policy::Placement> placement, uint32_t block_size, VdiTable* vdis,
+           Clock* clock, metrics::Counter* evictions);
+
+  // Warm restart: a recovered slot enters the map (and the policy, as a write); one that
+  // replaces an entry (a damaged block rewritten from its log) gives the older slot back.
+  void AdoptRecovered(const RecoveredSlot& r, Leftovers* out);
+
+  // --- Reads (REQUIRES: the object's stripe lock is held, for all of these)
+  // Asks the policy and placement about `count` blocks and says how to serve each.
+  void PlanRead(const VdiInfo& v, uint64_t object, uint32_t first, uint32_t count,
+                std::vector<ReadPlan>* plan);
+  // After a fetched miss (admit) or an SSD hit the placement moved to RAM (promote): keeps
+  // `copy` in RAM if that is where the block goes now. Returns true when the block needs an
+  // SSD slot instead (then call PlaceFilled); *release: a slot the exclusive RAM copy replaced.
+  bool FillOrPromote(const BlockKey& key, bool promote, std::shared_ptr<const std::string> copy,
+                     int64_t* release);
+  // Stores a filled block's slot (nullopt: it could not be written). False when the slot was
+  // not used (the caller releases it); a block that could not be stored leaves the cache.
+  bool PlaceFilled(const BlockKey& key, std::optional<uint32_t> slot);
+  // Sets (*cached)[i] for each block of the run that the map holds.
+  void MarkCached(const VdiInfo& v, uint64_t object, uint32_t first, std::vector<bool>* cached);
+
+  // --- Writes
+  // Passes `count` written blocks through the policy; true if it sends them past the cache.
+  bool AccessForWrite(const VdiInfo& v, uint64_t object, uint32_t first, uint32_t count);
+  void CommitWrite(const WriteCommit& w, Leftovers* out);
+  // Forgets a block (policy, placement, map).
+  void Invalidate(const BlockKey& key, Leftovers* out);
+
+  // --- Dirty blocks
+  std::optional<DirtyCopy> DirtyBlock(const BlockKey& key) const;
+  // The dirty blocks of one object from around `key` on, at most `max_blocks` (1: only `key`),
+  // or nullopt if `key` is not dirty.
+  std::optional<DestageRun> PlanDestage(const BlockKey& key, uint64_t blocks_per_object,
+                                        uint32_t max_blocks) const;
+  // The run reached every home: clean now. *clean_slots: slots whose index entry to mark clean.
+  void MarkDestaged(uint32_t vdi, uint64_t first_block, size_t n,
+                    std::vector<uint32_t>* clean_slots, Leftovers* out);
+  // A home refused the block as older than its copy: it is dropped, with its log record.
+  void DiscardObsolete(const BlockKey& key, Leftovers* out);
+  // A dirty block's slot was rewritten from record `log_seq`: uses `slot` if the block still
+  // names that record and returns the slot to release (the old one, or `slot`).
+  int64_t SwapRepairedSlot(const BlockKey& key, uint64_t log_seq, uint32_t slot);
+  // The block was logged again as `new_seq` on `landed` (if it still names `old_seq`).
+  void MoveLogRecord(const BlockKey& key, uint64_t old_seq, uint64_t new_seq,
+                     const std::vector<uint32_t>& landed);
+  // Takes the block to destage next (coldest VDI, oldest dirty; destage_planner.h).
+  std::optional<BlockKey> NextDirty();
+  // Puts a block NextDirty gave back at the end (front: where it was) of its VDI's queue.
+  void RequeueDirty(const BlockKey& key, bool front = false);
+  // Dirty blocks `keep` selects; those whose log record sits (or may sit) on a node in `lost`.
+  std::vector<BlockKey> DirtyKeys(const std::function<bool(const BlockKey&)>& keep) const;
+  std::vector<BlockKey> DirtyLoggedOn(const absl::flat_hash_set<uint32_t>& lost) const;
+  absl::flat_hash_set<uint64_t> LiveLogSeqs() const;
+
+  // --- Reclaim work
+  // Waits up to `wait` for work; false if none (or after Shutdown).
+  bool TakeWork(absl::Duration wait, ReclaimWork* w);
+  void AddWork(const ReclaimWork& w);
+  void Shutdown();
+  // Demotion of a RAM block the placement moved out: the copy to write to a fresh slot, or null
+  // when there is nothing to write (gone, back in RAM, or dirty: its slot has it already).
+  std::shared_ptr<const std::string> BeginDemote(const BlockKey& key);
+  // The demoted copy is in `slot`; false if the block changed meanwhile (release `slot`).
+  bool FinishDemote(const BlockKey& key, const std::shared_ptr<const std::string>& ram,
+                    uint32_t slot);
+  // No slot for a demotion: the clean block leaves the cache (if unchanged).
+  void DropUndemoted(const BlockKey& key, const std::shared_ptr<const std::string>& ram,
+                     Leftovers* out);
+  // An evicted block: nullopt if it is no longer evicting, else whether it is dirty.
+  std::optional<bool> EvictingDirty(const BlockKey& key) const;
+  // Frees an evicted block that is clean now.
+  void FinishEvict(const BlockKey& key, Leftovers* out);
+
+  // --- Queries
+  // Calls `fn` for every cached block (under the lock: no I/O, no BlockMap call in `fn`).
+  void ForEach(const std::function<void(const BlockKey&, const BlockEntry&)>& fn) const;
+  uint64_t dirty_blocks() const;
+  uint64_t cached_blocks() const;
+  std::vector<policy::VdiStats> VdiStats() const;
+
+ private:
+  void ApplyEvictions(const policy::Outcome& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PushDemotions(const std::vector<BlockKey>& demote) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void MarkDirty(const BlockKey& key, BlockEntry* e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void MarkClean(const BlockKey& key, BlockEntry* e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RemoveLocked(const BlockKey& key, Leftovers* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ForgetLocked(const BlockKey& key, Leftovers* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CountDirty(uint32_t vdi, int delta) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  policy::Access NextAccess(const BlockKey& key, policy::Op op)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const uint32_t block_size_;
+  VdiTable* const vdis_;
+  Clock* const clock_;
+  metrics::Counter* const evictions_;
+
+  mutable absl::Mutex mu_;
+  std::unique_ptr<policy::CachePolicy> policy_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<policy::Placement> placement_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<BlockKey, BlockEntry> map_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<BlockKey> dirty_set_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint32_t, std::deque<BlockKey>> dirty_order_ ABSL_GUARDED_BY(mu_);
+  std::deque<ReclaimWork> work_ ABSL_GUARDED_BY(mu_);
+  uint64_t seq_ ABSL_GUARDED_BY(mu_) = 0;
+  bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace ringcache::cachenode
+
+#endif  // RINGCACHE_CACHENODE_BLOCK_MAP_H_

@@ -1,0 +1,375 @@
+#include "cachenode/destager.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/errors.h"
+#include "common/status_macros.h"
+
+namespace ringcache::cachenode {
+
+Destager::Destager(const DestagerOptions& options, const DestagerContext& context,
+                   metrics::Registry* registry)
+    : options_(options),
+      ctx_(context),
+      planner_(options.planner, context.clock->NowMicros(), 0) {
+  const metrics::Labels node{{"node", absl::StrCat(options.node_id)}};
+  destage_bytes_ = registry->GetCounter("ringcache_cachenode_destage_bytes_total",
+                                        "Dirty bytes written home by destage.", node);
+  destage_errors_ = registry->GetCounter("ringcache_cachenode_destage_errors_total",
+                                         "Destage attempts that failed (retried later).", node);
+  obsolete_discarded_ = registry->GetCounter(
+      "ringcache_cachenode_obsolete_blocks_discarded_total",
+      "Dirty blocks a data node refused as older than its copy (another owner wrote a newer "
+      "version): discarded instead of destaged.",
+      node);
+}
+
+Destager::~Destager() { Stop(); }
+
+void Destager::Start() {
+  reclaimer_ = std::thread([this] {
+    while (!stop_.load()) ReclaimStep(absl::Milliseconds(200));
+  });
+  destager_ = std::thread([this] {
+    while (!stop_.load()) {
+      ctx_.clock->SleepFor(absl::Milliseconds(50));
+      if (!stop_.load()) DestageTick();
+    }
+  });
+}
+
+void Destager::Stop() {
+  stop_.store(true);
+  ctx_.map->Shutdown();
+  if (reclaimer_.joinable()) reclaimer_.join();
+  if (destager_.joinable()) destager_.join();
+}
+
+void Destager::GiveBack(const Leftovers& left) {
+  if (!left.log_seqs.empty()) ctx_.log->Retire(left.log_seqs);
+  for (uint32_t s : left.slots) ctx_.slots->Release(s).IgnoreError();
+}
+
+void Destager::SetPlannedHookForTest(std::function<void()> hook) {
+  absl::MutexLock l(&hook_mu_);
+  planned_hook_ = std::move(hook);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Destage
+
+absl::Status Destager::ReadRun(const BlockKey& key, uint64_t object, uint64_t base,
+                               const DestageRun& run, std::string* data) {
+  const uint32_t bs = options_.block_size;
+  data->assign(run.blocks.size() * bs, '\0');
+  for (size_t i = 0; i < run.blocks.size(); ++i) {
+    char* dst = data->data() + i * bs;
+    const DirtyCopy& b = run.blocks[i];
+    if (b.ram) {
+      std::memcpy(dst, b.ram->data(), bs);
+      continue;
+    }
+    const uint64_t block = run.first_block + i;
+    absl::Status s =
+        ctx_.repair->ReadBlock(BlockKey{key.vdi, block}, object,
+                               static_cast<uint32_t>(block - base),
+                               static_cast<uint32_t>(b.slot), /*dirty=*/true, dst);
+    if (!s.ok()) {
+      spdlog::error("cache node {}: dirty block {}/{} unreadable: {}", options_.node_id, key.vdi,
+                    block, s.ToString());
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Destager::DiscardObsolete(const BlockKey& key, const absl::Status& refusal) {
+  // A home holds a newer version: another node owned the object after this one accepted the
+  // write (this node lost it while down or cut off). Our copy is obsolete: discard it, never
+  // serve it again; its log record goes with it.
+  spdlog::warn("cache node {}: dirty block {}/{} is older than its home copy ({}); discarding it",
+               options_.node_id, key.vdi, key.block, std::string(refusal.message()));
+  obsolete_discarded_->Inc();
+  Leftovers left;
+  ctx_.map->DiscardObsolete(key, &left);
+  GiveBack(left);
+  return absl::OkStatus();
+}
+
+absl::Status Destager::DestageAround(const VdiInfo& v, const BlockKey& key,
+                                     uint64_t* blocks_done, bool single) {
+  const uint64_t per_obj = v.blocks_per_object();
+  const uint64_t object = key.block / per_obj;
+  const uint64_t base = object * per_obj;
+  const std::optional<DestageRun> run =
+      ctx_.map->PlanDestage(key, per_obj, single ? 1 : options_.destage_max_blocks);
+  if (!run) return absl::OkStatus();
+  std::function<void()> planned_hook;
+  {
+    absl::MutexLock l(&hook_mu_);
+    planned_hook = planned_hook_;
+  }
+  if (planned_hook) planned_hook();
+  std::string data;
+  RC_RETURN_IF_ERROR(ReadRun(key, object, base, *run, &data));
+  // Stamp each block with its log record's sequence (a fresh one where it has none), so replay
+  // never puts an older record over what this destage wrote.
+  HomeStamp stamp{options_.node_id, {}, false};
+  uint32_t unlogged = 0;
+  for (const DirtyCopy& b : run->blocks) unlogged += b.log_seq == 0;
+  uint64_t fresh = 0;
+  if (unlogged > 0) {
+    RC_ASSIGN_OR_RETURN(fresh, ctx_.log->Reserve(unlogged));
+  }
+  const uint64_t now_epoch = ctx_.owner->epoch();
+  for (const DirtyCopy& b : run->blocks) {
+    stamp.seqs.push_back(b.log_seq != 0 ? b.log_seq : fresh++);
+    // A block without a log record (N = 1) was accepted at some epoch this node still holds
+    // the object at; recovered blocks of older files carry 0.
+    stamp.epochs.push_back(b.log_seq != 0 || b.epoch != 0 ? b.epoch : now_epoch);
+  }
+  absl::Status s =
+      ctx_.pool->WriteAll(key.vdi, object, static_cast<uint32_t>(run->first_block - base), data,
+                          v.geometry.replication(), &stamp);
+  if (unlogged > 0) ctx_.log->Done(fresh - unlogged);
+  if (IsKind(s, ErrorKind::kOlderVersion) && run->blocks.size() > 1) {
+    // Some block of the run is older than a home's copy: settle the blocks one by one.
+    for (size_t i = 0; i < run->blocks.size(); ++i) {
+      RC_RETURN_IF_ERROR(DestageAround(v, BlockKey{key.vdi, run->first_block + i}, blocks_done,
+                                       /*single=*/true));
+    }
+    return absl::OkStatus();
+  }
+  if (IsKind(s, ErrorKind::kOlderVersion)) {
+    return DiscardObsolete(BlockKey{key.vdi, run->first_block}, s);
+  }
+  if (!s.ok()) {
+    destage_errors_->Inc();
+    return s;
+  }
+  destage_bytes_->Inc(static_cast<double>(data.size()));
+  v.counters->destaged_bytes += data.size();
+  std::vector<uint32_t> clean_slots;
+  Leftovers left;
+  ctx_.map->MarkDestaged(key.vdi, run->first_block, run->blocks.size(), &clean_slots, &left);
+  GiveBack(left);
+  for (uint32_t slot : clean_slots) ctx_.slots->SetDirty(slot, false).IgnoreError();
+  if (blocks_done) *blocks_done += run->blocks.size();
+  return absl::OkStatus();
+}
+
+void Destager::DestageTick() {
+  const int64_t now = ctx_.clock->NowMicros();
+  const uint64_t fg = fg_blocks_.load();
+  const DestagePlanner::Decision d =
+      planner_.Tick(now, fg, ctx_.map->dirty_blocks(), ctx_.log->over_limit());
+  // Fenced: the objects may have a new owner already, and the gateway may have replayed this
+  // node's log and dropped it. Neither destage nor log again: a record written after that
+  // replay would outlive it, and a later replay of this node would put it over the newer data
+  // of the objects' new owners (a node cut off from every data node relogs after
+  // relog_after_ms, and its appends can land once the link is back).
+  if (!ctx_.check_owner().ok()) return;
+  if (now - last_relog_check_us_ >= 1000000) {
+    last_relog_check_us_ = now;
+    RelogFromLostDataNodes();
+  }
+  if (d.destage()) DestageBatch(d.idle, fg);
+}
+
+void Destager::DestageBatch(bool idle, uint64_t fg_at_tick) {
+  // Oldest dirty blocks first, until load returns (idle) or the planner's pace says pause
+  // (forced under load).
+  const int64_t batch_start = ctx_.clock->NowMicros();
+  uint64_t bytes = 0;
+  for (int n = 0; n < 64 && !stop_.load(); ++n) {
+    if (n > 0 && !ctx_.check_owner().ok()) break;  // fenced during the batch
+    const std::optional<BlockKey> key = ctx_.map->NextDirty();
+    if (!key) break;
+    auto v = ctx_.vdis->Get(key->vdi);
+    if (!v.ok()) {
+      ctx_.map->RequeueDirty(*key);  // not registered yet; later
+      break;
+    }
+    uint64_t done = 0;
+    absl::Status s;
+    const int64_t one_start = ctx_.clock->NowMicros();
+    {
+      absl::MutexLock stripe(&ctx_.stripes->Of(key->vdi, v->ObjectOf(*key)));
+      s = DestageAround(*v, *key, &done);
+    }
+    if (!s.ok()) {
+      ctx_.map->RequeueDirty(*key);
+      break;
+    }
+    bytes += done * options_.block_size;
+    const bool load = fg_blocks_.load() != fg_at_tick;
+    if (!idle && load && !ctx_.log->over_limit()) {
+      // Forced under load (not log pushback, which destages at full speed).
+      const int64_t now = ctx_.clock->NowMicros();
+      const int64_t pause = planner_.PauseMicros(bytes, now - batch_start, now - one_start);
+      if (pause > 0) ctx_.clock->SleepFor(absl::Microseconds(pause));
+    }
+    if (idle && load) break;  // load returned
+  }
+}
+
+absl::Status Destager::Flush(uint32_t vdi, const ring::Ring* moving_under) {
+  // Not gated by ownership (the gateway settles a fenced node through it), but a failed SSD
+  // cannot vouch for its slots: the gateway replays the log instead (kDeviceFailed).
+  RC_RETURN_IF_ERROR(ctx_.slots->failed());
+  for (int round = 0;; ++round) {
+    std::vector<BlockKey> keys = ctx_.map->DirtyKeys([&](const BlockKey& k) {
+      if (vdi != 0 && k.vdi != vdi) return false;
+      if (moving_under == nullptr) return true;
+      const auto layout = ctx_.vdis->Layout(k.vdi);
+      if (!layout) return false;
+      const ring::ObjectKey object{k.vdi, k.block / layout->blocks_per_object};
+      return moving_under->Owner(object) != options_.node_id;  // else it stays here
+    });
+    if (keys.empty()) {
+      ctx_.log->ReclaimNow().IgnoreError();  // a down data node's copies are collected later
+      return absl::OkStatus();
+    }
+    std::sort(keys.begin(), keys.end(), [](const BlockKey& a, const BlockKey& b) {
+      return a.vdi != b.vdi ? a.vdi < b.vdi : a.block < b.block;
+    });
+    for (const BlockKey& k : keys) {
+      RC_ASSIGN_OR_RETURN(VdiInfo v, ctx_.vdis->Get(k.vdi));
+      absl::MutexLock stripe(&ctx_.stripes->Of(k.vdi, v.ObjectOf(k)));
+      RC_RETURN_IF_ERROR(DestageAround(v, k, nullptr));
+    }
+    if (round > 1000) return absl::DeadlineExceededError("flush did not converge");
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reclaim
+
+void Destager::ReclaimStep(absl::Duration wait) {
+  ReclaimWork w;
+  if (!ctx_.map->TakeWork(wait, &w)) {
+    for (const ReclaimWork& r : retry_) ctx_.map->AddWork(r);
+    retry_.clear();
+    return;
+  }
+  if (!ProcessWork(w).ok()) {
+    retry_.push_back(w);  // data node down, VDI not registered yet...: try again later
+    ctx_.clock->SleepFor(absl::Milliseconds(20));
+  }
+}
+
+absl::Status Destager::Demote(const BlockKey& key) {
+  const std::shared_ptr<const std::string> ram = ctx_.map->BeginDemote(key);
+  if (!ram) return absl::OkStatus();
+  auto got = ctx_.slots->Allocate();  // never wait: this thread is the one that frees slots
+  if (!got.ok()) {
+    // No room on SSD: a clean block may simply leave the cache.
+    Leftovers left;
+    ctx_.map->DropUndemoted(key, ram, &left);
+    GiveBack(left);
+    return absl::OkStatus();
+  }
+  RC_RETURN_IF_ERROR(ctx_.slots->WriteSlot(*got, key, false, ram->data()));
+  // Changed meanwhile (rewritten, removed): our copy is not needed.
+  if (!ctx_.map->FinishDemote(key, ram, *got)) ctx_.slots->Release(*got).IgnoreError();
+  return absl::OkStatus();
+}
+
+absl::Status Destager::ProcessWork(const ReclaimWork& w) {
+  RC_ASSIGN_OR_RETURN(VdiInfo v, ctx_.vdis->Get(w.key.vdi));  // not registered yet: later
+  absl::MutexLock stripe(&ctx_.stripes->Of(w.key.vdi, v.ObjectOf(w.key)));
+  if (w.demote) return Demote(w.key);
+  const std::optional<bool> dirty = ctx_.map->EvictingDirty(w.key);
+  if (!dirty) return absl::OkStatus();
+  if (*dirty) {
+    // "Destage before eviction" is a background write home like any other: never while this
+    // node is fenced (it may have lost the object; its log may have been replayed already).
+    RC_RETURN_IF_ERROR(ctx_.check_owner());
+    RC_RETURN_IF_ERROR(DestageAround(v, w.key, nullptr));
+  }
+  Leftovers left;
+  ctx_.map->FinishEvict(w.key, &left);
+  for (uint32_t s : left.slots) RC_RETURN_IF_ERROR(ctx_.slots->Release(s));
+  if (!left.log_seqs.empty()) ctx_.log->Retire(left.log_seqs);
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Relog
+
+void Destager::RelogFromLostDataNodes() {
+  const std::vector<uint32_t> down = ctx_.pool->DownFor(options_.relog_after_ms);
+  const absl::flat_hash_set<uint32_t> down_set(down.begin(), down.end());
+  for (auto it = relogged_.begin(); it != relogged_.end();) {
+    if (!down_set.contains(*it)) {
+      relogged_.erase(it++);  // back: its copies count again
+    } else {
+      ++it;
+    }
+  }
+  absl::flat_hash_set<uint32_t> fresh;
+  for (uint32_t id : down) {
+    if (!relogged_.contains(id)) fresh.insert(id);
+  }
+  if (fresh.empty()) return;
+  // Dirty blocks whose log record landed on a lost node — where it actually landed, not where
+  // today's ring would put it (the ring may have changed since) — or whose landing is unknown
+  // (recovered after a restart: relogging is harmless, missing a copy is not).
+  const std::vector<BlockKey> todo = ctx_.map->DirtyLoggedOn(fresh);
+  spdlog::warn("cache node {}: {} data node(s) unreachable for {} ms; logging {} dirty blocks "
+               "again on the others", options_.node_id, fresh.size(), options_.relog_after_ms,
+               todo.size());
+  for (const BlockKey& k : todo) {
+    auto v = ctx_.vdis->Get(k.vdi);
+    if (!v.ok()) continue;
+    absl::MutexLock stripe(&ctx_.stripes->Of(k.vdi, v->ObjectOf(k)));
+    if (absl::Status s = RelogBlock(*v, k); !s.ok()) {
+      spdlog::warn("cache node {}: relog of block {}/{} failed: {}; retrying later",
+                   options_.node_id, k.vdi, k.block, s.ToString());
+      return;  // not marked handled: the next check tries again
+    }
+  }
+  relogged_.insert(fresh.begin(), fresh.end());
+}
+
+absl::Status Destager::RelogBlock(const VdiInfo& v, const BlockKey& key) {
+  const uint32_t bs = options_.block_size;
+  const uint64_t per_obj = v.blocks_per_object();
+  const uint64_t object = key.block / per_obj;
+  const auto in_object = static_cast<uint32_t>(key.block % per_obj);
+  const std::optional<DirtyCopy> copy = ctx_.map->DirtyBlock(key);
+  if (!copy || copy->log_seq == 0) return absl::OkStatus();
+  std::string data(bs, '\0');
+  if (copy->ram) {
+    std::memcpy(data.data(), copy->ram->data(), bs);
+  } else if (copy->slot >= 0) {
+    RC_RETURN_IF_ERROR(ctx_.repair->ReadBlock(key, object, in_object,
+                                              static_cast<uint32_t>(copy->slot), true,
+                                              data.data()));
+  } else {
+    return absl::OkStatus();
+  }
+  RC_ASSIGN_OR_RETURN(const uint64_t seq, ctx_.log->Reserve(1));
+  std::vector<uint32_t> landed;
+  // The new record keeps the write's fencing token.
+  absl::Status s = ctx_.log->Append(key.vdi, object, in_object, bs, data.data(), 1,
+                                    static_cast<int>(v.geometry.replication()), seq,
+                                    copy->epoch, nullptr, &landed);
+  if (s.ok() && copy->slot >= 0) {
+    // The slot must name the new record before the old one goes (restart, collector).
+    s = ctx_.slots->SetLogSeq(static_cast<uint32_t>(copy->slot), seq);
+    if (s.ok()) s = ctx_.slots->Sync();
+  }
+  if (s.ok()) ctx_.map->MoveLogRecord(key, copy->log_seq, seq, landed);
+  ctx_.log->Done(seq);
+  if (s.ok()) ctx_.log->Retire(copy->log_seq);
+  return s;
+}
+
+}  // namespace ringcache::cachenode

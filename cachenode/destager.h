@@ -1,0 +1,131 @@
+// Destager: the cache node's background write-back — destage of dirty blocks (idle, forced, and
+// before eviction), the reclaimer that frees evicted blocks and demotes RAM blocks to SSD,
+// relogging of dirty blocks whose log copies sat on a lost data node, and flush. It works on the
+// BlockMap and the storage below it and never calls the CacheNode above it; when to destage is
+// the pure DestagePlanner's decision.
+//
+// Every background write home asks the ownership gate first (`check_owner`): a fenced node
+// neither destages nor logs again (docs/durability.md, "The fencing protocol"). Flush is not
+// gated: the gateway settles a fenced node through it.
+//
+// Thread-safety: thread-safe. Start() runs two threads (reclaimer, destager); their bodies are
+// ReclaimStep() and DestageTick(), which tests may drive by hand instead.
+#ifndef RINGCACHE_CACHENODE_DESTAGER_H_
+#define RINGCACHE_CACHENODE_DESTAGER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "cachenode/block_map.h"
+#include "cachenode/datanode_pool.h"
+#include "cachenode/destage_planner.h"
+#include "cachenode/ownership.h"
+#include "cachenode/slot_repair.h"
+#include "cachenode/slot_store.h"
+#include "cachenode/stripes.h"
+#include "cachenode/vdi_table.h"
+#include "cachenode/write_log.h"
+#include "common/clock.h"
+#include "common/metrics.h"
+#include "ring/ring.h"
+
+namespace ringcache::cachenode {
+
+struct DestagerOptions {
+  uint32_t node_id = 1;
+  uint32_t block_size = 4096;
+  uint32_t destage_max_blocks = 256;  // largest coalesced destage write (blocks)
+  int64_t relog_after_ms = 30000;     // a data node unreachable this long is taken for lost
+  DestagePlannerOptions planner;
+};
+
+// What the destager works on; nothing is owned, everything outlives the destager.
+struct DestagerContext {
+  BlockMap* map = nullptr;
+  VdiTable* vdis = nullptr;
+  SlotStore* slots = nullptr;
+  SlotRepair* repair = nullptr;
+  WriteLog* log = nullptr;
+  DataNodePool* pool = nullptr;
+  ObjectStripes* stripes = nullptr;
+  Ownership* owner = nullptr;  // the epoch of blocks written home without a log record
+  Clock* clock = nullptr;
+  // OK while this node may act as the owner of its objects (CacheNode::CheckOwner).
+  std::function<absl::Status()> check_owner;
+};
+
+class Destager {
+ public:
+  Destager(const DestagerOptions& options, const DestagerContext& context,
+           metrics::Registry* registry);
+  ~Destager();  // Stop()
+
+  void Start();
+  // Stops the threads (dirty blocks stay on SSD). Idempotent.
+  void Stop();
+
+  // Counts foreground block operations (idle detection).
+  void NoteForeground(uint64_t blocks) { fg_blocks_.fetch_add(blocks, std::memory_order_relaxed); }
+
+  // Writes the dirty blocks of one object around `key` home (coalescing adjacent dirty blocks;
+  // `single`: only `key`) and marks them clean. A block a data node refuses as older than its
+  // copy (fencing token) is obsolete: it is discarded, not retried.
+  // REQUIRES: the object's stripe lock is held.
+  absl::Status DestageAround(const VdiInfo& v, const BlockKey& key, uint64_t* blocks_done,
+                             bool single = false);
+  // Destages every dirty block of `vdi` (0: all) — only of objects `moving_under` does not give
+  // to this node, if set — and waits until done. REQUIRES: no stripe lock held.
+  absl::Status Flush(uint32_t vdi, const ring::Ring* moving_under);
+
+  // One round of the reclaimer: handles one work item, waiting up to `wait` for one.
+  void ReclaimStep(absl::Duration wait);
+  // One round of the destager: asks the planner, relogs, destages a batch.
+  void DestageTick();
+
+  // Test-only: runs `hook` in every destage after it chose its blocks and their slots, before
+  // it reads them (a window for racing a DropBlocks).
+  void SetPlannedHookForTest(std::function<void()> hook);
+
+ private:
+  absl::Status ProcessWork(const ReclaimWork& w);
+  absl::Status Demote(const BlockKey& key);
+  // Destages the batch the planner asked for; `idle`: stop when load returns.
+  void DestageBatch(bool idle, uint64_t fg_at_tick);
+  // Reads the blocks of `run` into `data` (repairing damaged dirty slots).
+  absl::Status ReadRun(const BlockKey& key, uint64_t object, uint64_t base,
+                       const DestageRun& run, std::string* data);
+  // A data node refused block `key` as older than its copy: drop it.
+  absl::Status DiscardObsolete(const BlockKey& key, const absl::Status& refusal);
+  void RelogFromLostDataNodes();
+  // Appends a new record of one dirty block and retires its old one. REQUIRES: stripe held.
+  absl::Status RelogBlock(const VdiInfo& v, const BlockKey& key);
+  // Releases what a BlockMap change let go of.
+  void GiveBack(const Leftovers& left);
+
+  const DestagerOptions options_;
+  const DestagerContext ctx_;
+  std::atomic<uint64_t> fg_blocks_{0};
+  std::atomic<bool> stop_{false};
+  DestagePlanner planner_;                     // destager thread only
+  std::vector<ReclaimWork> retry_;             // reclaimer thread only
+  absl::flat_hash_set<uint32_t> relogged_;     // lost data nodes already handled (destager only)
+  int64_t last_relog_check_us_ = 0;            // destager only
+  absl::Mutex hook_mu_;
+  std::function<void()> planned_hook_ ABSL_GUARDED_BY(hook_mu_);
+  std::thread reclaimer_;
+  std::thread destager_;
+  metrics::Counter* destage_bytes_;
+  metrics::Counter* destage_errors_;
+  metrics::Counter* obsolete_discarded_;
+};
+
+}  // namespace ringcache::cachenode
+
+#endif  // RINGCACHE_CACHENODE_DESTAGER_H_
