@@ -17,7 +17,7 @@ namespace ringcache::cachenode {
 // LoadView for LCR: a block's load is the least load among its object's home data nodes.
 class CacheNode::PoolLoad : public policy::LoadView {
  public:
-  PoolLoad(DataNodePool* pool, const VdiTable* vdis) : pool_(pool), vdis_(vdis) {}
+  PoolLoad(datanode::DataNodePool* pool, const VdiTable* vdis) : pool_(pool), vdis_(vdis) {}
   double HomeLoad(const policy::BlockKey& key) const override {
     const std::optional<VdiLayout> l = vdis_->Layout(key.vdi);
     if (!l) return 0;
@@ -25,7 +25,7 @@ class CacheNode::PoolLoad : public policy::LoadView {
   }
 
  private:
-  DataNodePool* const pool_;
+  datanode::DataNodePool* const pool_;
   const VdiTable* const vdis_;
 };
 
@@ -52,7 +52,7 @@ absl::Status CacheNodeConfig::Validate() const {
   return absl::OkStatus();
 }
 
-CacheNode::CacheNode(const CacheNodeConfig& config, DataNodePool* pool, Clock* clock,
+CacheNode::CacheNode(const CacheNodeConfig& config, datanode::DataNodePool* pool, Clock* clock,
                      metrics::Registry* registry)
     : config_(config), pool_(pool), clock_(clock), registry_(registry) {
   slot_waits_ = registry_->GetCounter("ringcache_cachenode_slot_waits_total",
@@ -61,7 +61,7 @@ CacheNode::CacheNode(const CacheNodeConfig& config, DataNodePool* pool, Clock* c
 }
 
 absl::StatusOr<std::unique_ptr<CacheNode>> CacheNode::Create(const CacheNodeConfig& config,
-                                                             DataNodePool* pool, Clock* clock,
+                                                             datanode::DataNodePool* pool, Clock* clock,
                                                              metrics::Registry* registry) {
   RC_RETURN_IF_ERROR(config.Validate());
   std::unique_ptr<CacheNode> node(new CacheNode(config, pool, clock, registry));
@@ -129,6 +129,8 @@ absl::Status CacheNode::Init() {
   DestagerContext dctx{map_.get(),  vdis_.get(), slots_.get(),  repair_.get(), log_.get(),
                        pool_,       &stripes_,   owner_.get(), clock_,
                        [this] { return CheckOwner(); }};
+  writer_ = std::make_unique<BlockWriter>(config_.node_id, config_.block_size, map_.get(),
+                                          slots_.get(), log_.get(), pool_, owner_.get());
   destager_ = std::make_unique<Destager>(dopt, dctx, registry_);
   destager_->Start();
   return absl::OkStatus();
@@ -142,7 +144,7 @@ void CacheNode::AdoptRecovered(std::vector<RecoveredSlot> recovered) {
     }
     Leftovers left;
     map_->AdoptRecovered(r, &left);
-    GiveBack(left).IgnoreError();
+    for (uint32_t slot : left.slots) slots_->Release(slot).IgnoreError();
   }
 }
 
@@ -199,24 +201,17 @@ CacheNode::~CacheNode() {
   if (slots_) (void)slots_->Sync();
 }
 
-absl::Status CacheNode::GiveBack(const Leftovers& left) {
-  if (!left.log_seqs.empty()) log_->Retire(left.log_seqs);
-  absl::Status first;
-  for (uint32_t s : left.slots) first.Update(slots_->Release(s));
-  return first;
-}
-
 absl::Status CacheNode::RegisterVdi(const v1::VdiGeometry& vdi) {
   RC_ASSIGN_OR_RETURN(const bool fresh, vdis_->Register(vdi));
   if (fresh) AddVdiGauges(vdi);
   return vdis_->Save();
 }
 
-absl::Status CacheNode::SetDataRing(const DataRing& ring) {
+absl::Status CacheNode::SetDataRing(const datanode::DataRing& ring) {
   absl::MutexLock l(&data_ring_mu_);
   const uint64_t before = pool_->ring().epoch;
   RC_RETURN_IF_ERROR(pool_->SetRing(ring));
-  RC_RETURN_IF_ERROR(SaveDataRing(DataRingPath(config_.ssd_path), pool_->ring()));
+  RC_RETURN_IF_ERROR(datanode::SaveDataRing(DataRingPath(config_.ssd_path), pool_->ring()));
   if (ring.epoch == before) return absl::OkStatus();
   spdlog::info("data ring epoch {}: {} members{}", ring.epoch, ring.members.size(),
                ring.target.empty() ? ""
@@ -280,7 +275,7 @@ absl::Status CacheNode::ServeCached(const VdiInfo& v, uint64_t object, uint32_t 
       p.miss = true;
       p.admit = false;
       p.promote = false;
-      InvalidateBlock(key).IgnoreError();
+      writer_->Invalidate(key).IgnoreError();
     } else if (!p.miss) {
       p.miss = true;  // a member with no storage yet (being filled by nobody): fetch
     }
@@ -299,7 +294,7 @@ absl::Status CacheNode::FetchMisses(const VdiInfo& v, uint64_t object, uint32_t 
     }
     uint32_t j = i;
     while (j < count && plan[j].miss) ++j;
-    RC_ASSIGN_OR_RETURN(BlockRun run, pool_->Read(v.id(), object, first + i, j - i,
+    RC_ASSIGN_OR_RETURN(datanode::BlockRun run, pool_->Read(v.id(), object, first + i, j - i,
                                                   v.geometry.replication(), bs));
     std::memcpy(buf + uint64_t{i} * bs, run.data.data(), run.data.size());
     i = j;
@@ -379,17 +374,11 @@ absl::Status CacheNode::Allocation(uint32_t vdi, uint64_t object, uint32_t offse
 // ---------------------------------------------------------------------------------------------
 // Writes
 
-absl::Status CacheNode::InvalidateBlock(const BlockKey& key) {
-  Leftovers left;
-  map_->Invalidate(key, &left);
-  return GiveBack(left);
-}
-
 absl::Status CacheNode::InvalidateUnderStripe(const BlockKey& key) {
   const std::optional<VdiLayout> l = vdis_->Layout(key.vdi);
   const uint64_t object = l ? key.block / l->blocks_per_object : 0;
   absl::MutexLock stripe(&stripes_.Of(key.vdi, object));
-  return InvalidateBlock(key);
+  return writer_->Invalidate(key);
 }
 
 absl::Status CacheNode::Write(uint32_t vdi, uint64_t object, uint32_t offset, uint32_t len,
@@ -443,7 +432,11 @@ absl::Status CacheNode::WriteChunk(const VdiInfo& v, uint64_t object, uint32_t c
       std::memcpy(tmp.data() + (cstart - uint64_t{cb} * bs), src, cend - cstart);
       run = tmp.data();
     }
-    if (st.ok()) st = WriteRun(v, object, cb, count, run, &slots);
+    if (st.ok()) {
+      v.counters->writes += count;
+      destager_->NoteForeground(count);
+      st = writer_->WriteRun(v, object, cb, count, run, &slots);
+    }
   }
   for (uint32_t s : slots) slots_->Release(s).IgnoreError();  // not used
   return st;
@@ -481,113 +474,6 @@ void CacheNode::ObserveEpoch(uint64_t epoch) {
 
 absl::Status CacheNode::Readmit(uint64_t epoch) { return owner_->Readmit(epoch); }
 
-absl::Status CacheNode::WriteAround(const VdiInfo& v, uint64_t object, uint32_t first,
-                                    uint32_t count, const char* data) {
-  // Make earlier slot releases durable first, so no released (older) copy of these blocks can
-  // reappear after a crash and shadow what the data nodes now hold.
-  RC_RETURN_IF_ERROR(slots_->Sync());
-  RC_RETURN_IF_ERROR(WriteHome(v, object, first, count, data));
-  for (uint32_t i = 0; i < count; ++i) {
-    RC_RETURN_IF_ERROR(InvalidateBlock(v.KeyOf(object, first + i)));
-  }
-  return slots_->Sync();
-}
-
-absl::Status CacheNode::WriteHome(const VdiInfo& v, uint64_t object, uint32_t first,
-                                  uint32_t count, const char* data) {
-  RC_ASSIGN_OR_RETURN(const uint64_t seq, log_->Reserve(count));
-  HomeStamp stamp{config_.node_id, {}, false};
-  const uint64_t epoch = owner_->epoch();
-  for (uint32_t i = 0; i < count; ++i) {
-    stamp.seqs.push_back(seq + i);
-    stamp.epochs.push_back(epoch);
-  }
-  absl::Status s = pool_->WriteAll(v.id(), object, first,
-                                   std::string(data, uint64_t{count} * config_.block_size),
-                                   v.geometry.replication(), &stamp);
-  log_->Done(seq);
-  return s;
-}
-
-absl::Status CacheNode::WriteRun(const VdiInfo& v, uint64_t object, uint32_t first,
-                                 uint32_t count, const char* data,
-                                 std::vector<uint32_t>* free_slots) {
-  VdiCounters& ctr = *v.counters;
-  ctr.writes += count;
-  destager_->NoteForeground(count);
-  if (v.mode == CacheMode::kWriteAround || v.mode == CacheMode::kPassThrough) {
-    ctr.bypassed += count;
-    return WriteAround(v, object, first, count, data);
-  }
-  const bool through = v.mode == CacheMode::kWriteThrough;
-  if (map_->AccessForWrite(v, object, first, count)) {
-    // CMF or sequential cutoff: write around for this request.
-    ctr.bypassed += count;
-    absl::Status s = WriteAround(v, object, first, count, data);
-    // Write-back never fails a write that the cache can hold: with a home replica down, cache
-    // (and log) it instead; the reclaimer destages it once the homes are back.
-    if (s.ok() || through || !absl::IsUnavailable(s)) return s;
-  }
-  if (through) RC_RETURN_IF_ERROR(WriteHome(v, object, first, count, data));
-  // Every block gets a fresh slot (SlotStore invariant 1), then one group-committed sync.
-  if (free_slots->size() < count) {
-    return absl::InternalError("WriteRun called without enough preallocated slots");
-  }
-  std::vector<uint32_t> slots(free_slots->end() - count, free_slots->end());
-  free_slots->resize(free_slots->size() - count);
-  return StoreRun(v, object, first, count, data, through, std::move(slots));
-}
-
-absl::Status CacheNode::StoreRun(const VdiInfo& v, uint64_t object, uint32_t first,
-                                 uint32_t count, const char* data, bool through,
-                                 std::vector<uint32_t> slots) {
-  const uint32_t bs = config_.block_size;
-  // Write-back: the cache copy and the N-1 log copies are written in parallel; the write is done
-  // when both are durable (DESIGN §4). Write-through blocks are clean and need no log record.
-  uint64_t seq = 0;
-  // The fencing token of these blocks: the ring epoch at which this node accepted the write.
-  const uint64_t epoch = owner_->epoch();
-  if (!through) {
-    auto reserved = log_->Reserve(count);
-    if (!reserved.ok()) {
-      for (uint32_t s : slots) slots_->Release(s).IgnoreError();
-      return reserved.status();
-    }
-    seq = *reserved;
-  }
-  absl::Status st;
-  auto write_cache = [&] {
-    for (uint32_t i = 0; i < count && st.ok(); ++i) {
-      st = slots_->WriteSlot(slots[i], v.KeyOf(object, first + i), !through,
-                             data + uint64_t{i} * bs, through ? 0 : seq + i,
-                             through ? 0 : epoch);
-    }
-    if (st.ok() && !through) st = slots_->Sync();
-  };
-  absl::Status logged;
-  std::vector<uint32_t> landed;
-  if (through) {
-    write_cache();
-  } else {
-    logged = log_->Append(v.id(), object, first, bs, data, count,
-                          static_cast<int>(v.geometry.replication()), seq, epoch, write_cache,
-                          &landed);
-  }
-  if (st.ok()) st = logged;
-  if (!st.ok()) {
-    // Not acknowledged: its log records (if any landed) are found by the collector.
-    if (!through) log_->Done(seq);
-    for (uint32_t s : slots) slots_->Release(s).IgnoreError();
-    return st;
-  }
-  Leftovers left;
-  map_->CommitWrite({&v, object, first, count, slots.data(), through, seq, epoch, &landed, data},
-                    &left);
-  if (!through) log_->Done(seq);
-  GiveBack(left).IgnoreError();
-  return absl::OkStatus();
-}
-
 absl::Status CacheNode::Trim(uint32_t vdi, uint64_t object, uint32_t offset, uint32_t len,
                              bool zero) {
   RC_ASSIGN_OR_RETURN(VdiInfo v, vdis_->Get(vdi));
@@ -615,30 +501,8 @@ absl::Status CacheNode::Trim(uint32_t vdi, uint64_t object, uint32_t offset, uin
   }
   if (full_first >= full_end) return absl::OkStatus();
   absl::MutexLock stripe(&stripes_.Of(vdi, object));
-  return TrimBlocks(v, object, full_first, full_end);
-}
-
-absl::Status CacheNode::TrimBlocks(const VdiInfo& v, uint64_t object, uint32_t first,
-                                   uint32_t end) {
   RC_RETURN_IF_ERROR(CheckOwner());
-  RC_RETURN_IF_ERROR(slots_->Sync());
-  // Stamped: the tombstones outrank any older log record of these blocks.
-  const uint32_t n = end - first;
-  RC_ASSIGN_OR_RETURN(const uint64_t seq, log_->Reserve(n));
-  HomeStamp stamp{config_.node_id, {}, false};
-  const uint64_t epoch = owner_->epoch();
-  for (uint32_t i = 0; i < n; ++i) {
-    stamp.seqs.push_back(seq + i);
-    stamp.epochs.push_back(epoch);
-  }
-  absl::Status trimmed =
-      pool_->TrimAll(v.id(), object, first, n, v.geometry.replication(), &stamp);
-  log_->Done(seq);
-  RC_RETURN_IF_ERROR(trimmed);
-  for (uint32_t b = first; b < end; ++b) {
-    RC_RETURN_IF_ERROR(InvalidateBlock(v.KeyOf(object, b)));
-  }
-  return slots_->Sync();
+  return writer_->TrimRun(v, object, full_first, full_end);
 }
 
 // ---------------------------------------------------------------------------------------------

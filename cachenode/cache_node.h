@@ -2,10 +2,11 @@
 // (ringcache-local) or over gRPC (ringcache-gateway via cachenode/service.h). It serves byte
 // ranges inside objects: reads, writes, trims in the VDI's cache mode, under per-object stripes,
 // after the ownership check. Below it (cachenode/README.md has the picture):
+//   BlockWriter (block_writer.h) write-back / write-through / write-around of whole blocks
 //   BlockMap (block_map.h)   entries, the one dirty truth, the policy and placement; plans, no I/O
 //   Destager (destager.h)    destage, reclaim, relog, flush; asks the pure DestagePlanner when
 //   VdiTable (vdi_table.h)   geometry and mode of each VDI, and its state file
-//   SlotStore, WriteLog, DataNodePool: the SSD, the write-back log, the data nodes.
+//   SlotStore, WriteLog, datanode::DataNodePool: the SSD, the write-back log, the data nodes.
 //
 // Locking (in order; never acquire an earlier lock while holding a later one):
 //   1. object stripes (stripes.h): serialise every operation on one object — foreground reads,
@@ -49,7 +50,8 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "cachenode/block_map.h"
-#include "cachenode/datanode_pool.h"
+#include "cachenode/block_writer.h"
+#include "datanode/client/datanode_pool.h"
 #include "cachenode/destager.h"
 #include "cachenode/ownership.h"
 #include "cachenode/slot_repair.h"
@@ -98,7 +100,7 @@ class CacheNode {
   // Opens the slot store (recovering its blocks), builds the policy, starts the reclaimer and
   // destager threads. `pool`, `clock` and `registry` are not owned and must outlive the node.
   static absl::StatusOr<std::unique_ptr<CacheNode>> Create(const CacheNodeConfig& config,
-                                                           DataNodePool* pool, Clock* clock,
+                                                           datanode::DataNodePool* pool, Clock* clock,
                                                            metrics::Registry* registry);
   ~CacheNode();  // stops the threads (dirty blocks stay on SSD)
 
@@ -181,7 +183,7 @@ class CacheNode {
   absl::Status device_status() const { return slots_->failed(); }
   // Uses `ring` for the data nodes from now on (rebalancing; returns once no request uses the
   // previous one) and keeps it in <ssd_path>.datanodes for the next start.
-  absl::Status SetDataRing(const DataRing& ring);
+  absl::Status SetDataRing(const datanode::DataRing& ring);
   // Where SetDataRing keeps the ring of a node whose SSD file is `ssd_path`.
   static std::string DataRingPath(const std::string& ssd_path) { return ssd_path + ".datanodes"; }
   uint64_t data_ring_epoch() const { return pool_->ring().epoch; }
@@ -189,7 +191,7 @@ class CacheNode {
  private:
   class PoolLoad;
 
-  CacheNode(const CacheNodeConfig& config, DataNodePool* pool, Clock* clock,
+  CacheNode(const CacheNodeConfig& config, datanode::DataNodePool* pool, Clock* clock,
             metrics::Registry* registry);
   absl::Status Init();
   // Warm restart: recovered slots enter the block map; damaged dirty ones are rewritten from
@@ -198,8 +200,6 @@ class CacheNode {
   void AddNodeGauges();
   // The VBQ gauges of a VDI seen for the first time.
   void AddVdiGauges(const v1::VdiGeometry& vdi);
-  // Releases what a BlockMap change let go of; the first release error, if any.
-  absl::Status GiveBack(const Leftovers& left);
 
   // Reads `count` blocks from `first`. REQUIRES: the object's stripe lock is held.
   absl::Status ReadBlocks(const VdiInfo& v, uint64_t object, uint32_t first, uint32_t count,
@@ -217,25 +217,7 @@ class CacheNode {
   // Writes one chunk (taking its slots first, then its stripe). REQUIRES: no stripe held.
   absl::Status WriteChunk(const VdiInfo& v, uint64_t object, uint32_t cb, uint32_t count,
                           uint64_t cstart, uint64_t cend, const char* src, absl::Time deadline);
-  // Writes `count` whole blocks starting at `first` according to the VDI's mode, taking the
-  // slots it needs from *slots (preallocated by the caller; unused ones stay there).
-  // REQUIRES: the object's stripe lock is held.
-  absl::Status WriteRun(const VdiInfo& v, uint64_t object, uint32_t first, uint32_t count,
-                        const char* data, std::vector<uint32_t>* slots);
-  // The cached part of a write: SSD slots (and, write-back, the log in parallel), then the map.
-  absl::Status StoreRun(const VdiInfo& v, uint64_t object, uint32_t first, uint32_t count,
-                        const char* data, bool through, std::vector<uint32_t> slots);
-  // Sends the run to the home replicas and drops any cached copy (write-around).
-  absl::Status WriteAround(const VdiInfo& v, uint64_t object, uint32_t first, uint32_t count,
-                           const char* data);
-  // Sends `count` blocks home with fresh version stamps (write-through, write-around).
-  absl::Status WriteHome(const VdiInfo& v, uint64_t object, uint32_t first, uint32_t count,
-                         const char* data);
-  // Drops the whole blocks [first, end) at home (stamped tombstones) and from the cache.
-  // REQUIRES: the object's stripe lock is held.
-  absl::Status TrimBlocks(const VdiInfo& v, uint64_t object, uint32_t first, uint32_t end);
-  absl::Status InvalidateBlock(const BlockKey& key);
-  // InvalidateBlock under the block's object stripe (callers that hold no stripe: a concurrent
+  // Forgets a cached block under its object stripe (callers that hold no stripe: a concurrent
   // destage must never read a slot this releases and another write reuses).
   absl::Status InvalidateUnderStripe(const BlockKey& key);
   // Takes `n` free slots (all or none), waiting for the reclaimer while too few are free.
@@ -244,7 +226,7 @@ class CacheNode {
                              absl::Time deadline = absl::InfiniteFuture());
 
   const CacheNodeConfig config_;
-  DataNodePool* const pool_;
+  datanode::DataNodePool* const pool_;
   Clock* const clock_;
   metrics::Registry* const registry_;
   RecoveryStats recovery_;
@@ -256,6 +238,7 @@ class CacheNode {
   std::unique_ptr<BlockMap> map_;
   std::unique_ptr<SlotRepair> repair_;
   std::unique_ptr<WriteLog> log_;
+  std::unique_ptr<BlockWriter> writer_;
   std::unique_ptr<Destager> destager_;
 
   absl::Mutex gate_mu_;

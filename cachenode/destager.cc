@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "cachenode/block_writer.h"
 #include "common/errors.h"
 #include "common/status_macros.h"
 
@@ -49,11 +50,6 @@ void Destager::Stop() {
   ctx_.map->Shutdown();
   if (reclaimer_.joinable()) reclaimer_.join();
   if (destager_.joinable()) destager_.join();
-}
-
-void Destager::GiveBack(const Leftovers& left) {
-  if (!left.log_seqs.empty()) ctx_.log->Retire(left.log_seqs);
-  for (uint32_t s : left.slots) ctx_.slots->Release(s).IgnoreError();
 }
 
 void Destager::SetPlannedHookForTest(std::function<void()> hook) {
@@ -98,7 +94,7 @@ absl::Status Destager::DiscardObsolete(const BlockKey& key, const absl::Status& 
   obsolete_discarded_->Inc();
   Leftovers left;
   ctx_.map->DiscardObsolete(key, &left);
-  GiveBack(left);
+  GiveBack(left, ctx_.slots, ctx_.log).IgnoreError();
   return absl::OkStatus();
 }
 
@@ -120,7 +116,7 @@ absl::Status Destager::DestageAround(const VdiInfo& v, const BlockKey& key,
   RC_RETURN_IF_ERROR(ReadRun(key, object, base, *run, &data));
   // Stamp each block with its log record's sequence (a fresh one where it has none), so replay
   // never puts an older record over what this destage wrote.
-  HomeStamp stamp{options_.node_id, {}, false};
+  datanode::HomeStamp stamp{options_.node_id, {}, false, {}};
   uint32_t unlogged = 0;
   for (const DirtyCopy& b : run->blocks) unlogged += b.log_seq == 0;
   uint64_t fresh = 0;
@@ -158,7 +154,7 @@ absl::Status Destager::DestageAround(const VdiInfo& v, const BlockKey& key,
   std::vector<uint32_t> clean_slots;
   Leftovers left;
   ctx_.map->MarkDestaged(key.vdi, run->first_block, run->blocks.size(), &clean_slots, &left);
-  GiveBack(left);
+  GiveBack(left, ctx_.slots, ctx_.log).IgnoreError();
   for (uint32_t slot : clean_slots) ctx_.slots->SetDirty(slot, false).IgnoreError();
   if (blocks_done) *blocks_done += run->blocks.size();
   return absl::OkStatus();
@@ -272,7 +268,7 @@ absl::Status Destager::Demote(const BlockKey& key) {
     // No room on SSD: a clean block may simply leave the cache.
     Leftovers left;
     ctx_.map->DropUndemoted(key, ram, &left);
-    GiveBack(left);
+    GiveBack(left, ctx_.slots, ctx_.log).IgnoreError();
     return absl::OkStatus();
   }
   RC_RETURN_IF_ERROR(ctx_.slots->WriteSlot(*got, key, false, ram->data()));
@@ -295,9 +291,7 @@ absl::Status Destager::ProcessWork(const ReclaimWork& w) {
   }
   Leftovers left;
   ctx_.map->FinishEvict(w.key, &left);
-  for (uint32_t s : left.slots) RC_RETURN_IF_ERROR(ctx_.slots->Release(s));
-  if (!left.log_seqs.empty()) ctx_.log->Retire(left.log_seqs);
-  return absl::OkStatus();
+  return GiveBack(left, ctx_.slots, ctx_.log);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -24,7 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "cachenode/block_map.h"
-#include "cachenode/datanode_pool.h"
+#include "datanode/client/datanode_pool.h"
 #include "cachenode/destage_planner.h"
 #include "cachenode/ownership.h"
 #include "cachenode/slot_repair.h"
@@ -53,7 +53,7 @@ struct DestagerContext {
   SlotStore* slots = nullptr;
   SlotRepair* repair = nullptr;
   WriteLog* log = nullptr;
-  DataNodePool* pool = nullptr;
+  datanode::DataNodePool* pool = nullptr;
   ObjectStripes* stripes = nullptr;
   Ownership* owner = nullptr;  // the epoch of blocks written home without a log record
   Clock* clock = nullptr;
@@ -106,8 +106,6 @@ class Destager {
   void RelogFromLostDataNodes();
   // Appends a new record of one dirty block and retires its old one. REQUIRES: stripe held.
   absl::Status RelogBlock(const VdiInfo& v, const BlockKey& key);
-  // Releases what a BlockMap change let go of.
-  void GiveBack(const Leftovers& left);
 
   const DestagerOptions options_;
   const DestagerContext ctx_;

@@ -22,6 +22,7 @@
 #include "common/grpc_channel.h"
 #include "common/daemon.h"
 #include "common/http_server.h"
+#include "membership/daemon_flags.h"
 #include "membership/presence.h"
 
 namespace {
@@ -37,12 +38,11 @@ int main(int argc, char** argv) {
   using namespace ringcache;  // NOLINT: a main file
   CLI::App app{"ringcache-cachenode: SSD cache node of ringcache.\n"
                "Reads its settings and its data nodes from the static cluster file."};
-  std::string cluster_path;
+  membership::DaemonFlags flags;
   uint32_t id = 0;
   std::optional<std::string> listen, http_listen, ssd_path, ready_file, policy, placement;
-  app.add_option("--cluster", cluster_path, "Static cluster file (YAML)")
-      ->required()
-      ->check(CLI::ExistingFile);
+  flags.AddTo(&app, /*cluster_required=*/true, "Static cluster file (YAML)",
+              "register in etcd and serve only while the lease is valid");
   app.add_option("--id", id, "This cache node's id in the cluster file")->required();
   app.add_option("--listen", listen, "gRPC address (overrides the cluster file)");
   app.add_option("--http-listen", http_listen, "HTTP /metrics address");
@@ -51,19 +51,12 @@ int main(int argc, char** argv) {
   app.add_option("--policy", policy, "Policy spec (default from the cluster file)");
   app.add_option("--placement", placement, "RAM/SSD placement: uarc|lru");
   app.add_option("--ready-file", ready_file, "Write the bound ports as JSON here once serving");
-  std::optional<std::string> etcd, etcd_prefix;
-  std::optional<uint32_t> lease_ttl;
-  app.add_option("--etcd", etcd,
-                 "Cluster mode: register in etcd at these endpoints (host:port,...) and serve "
-                 "only while the lease is valid (default: etcd_endpoints of the cluster file)");
-  app.add_option("--etcd-prefix", etcd_prefix, "Key prefix in etcd (default /ringcache)");
-  app.add_option("--lease-ttl", lease_ttl, "etcd lease TTL in seconds (default 5)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
-  auto cluster = ClusterFile::Load(cluster_path);
+  auto cluster = ClusterFile::Load(flags.cluster_path);
   if (!cluster.ok()) return Fail(2, cluster.status().ToString());
   auto self = cluster->Find("cachenode", id);
   if (!self.ok()) return Fail(2, self.status().ToString());
@@ -81,9 +74,8 @@ int main(int argc, char** argv) {
   cc.policy = policy ? *policy : cluster->policy;
   cc.placement = placement ? *placement : cluster->placement;
   if (absl::Status s = cc.Validate(); !s.ok()) return Fail(2, s.ToString());
-  membership::EtcdSettings etcd_settings{
-      etcd.value_or(cluster->etcd_endpoints), etcd_prefix.value_or(cluster->etcd_prefix),
-      static_cast<int>(lease_ttl.value_or(cluster->etcd_lease_ttl_s))};
+  const membership::EtcdSettings etcd_settings = flags.Resolve(
+      {cluster->etcd_endpoints, cluster->etcd_prefix, static_cast<int>(cluster->etcd_lease_ttl_s)});
   if (absl::Status s = etcd_settings.Validate(); !s.ok()) return Fail(2, s.ToString());
 
   InitDaemonProcess();
@@ -91,16 +83,16 @@ int main(int argc, char** argv) {
   registry->GetGauge("ringcache_build_info", "Build information.",
                      {{"version", "0.1.0"}, {"role", "cachenode"}})
       ->Set(1);
-  std::vector<cachenode::DataNodeEndpoint> endpoints;
+  std::vector<datanode::DataNodeEndpoint> endpoints;
   for (const auto& n : cluster->OfRole("datanode")) {
     endpoints.push_back({n.id, n.listen, n.weight, n.zone});
   }
   // A data ring set at run time (a rebalance after data nodes joined) wins over the file's list.
-  auto saved = cachenode::LoadDataRing(cachenode::CacheNode::DataRingPath(cc.ssd_path));
+  auto saved = datanode::LoadDataRing(cachenode::CacheNode::DataRingPath(cc.ssd_path));
   if (!saved.ok()) return Fail(1, saved.status().ToString());
   auto pool = saved->has_value()
-                  ? cachenode::DataNodePool::Create(**saved, registry)
-                  : cachenode::DataNodePool::Create(endpoints, registry);
+                  ? datanode::DataNodePool::Create(**saved, registry)
+                  : datanode::DataNodePool::Create(endpoints, registry);
   if (!pool.ok()) return Fail(2, pool.status().ToString());
   if (saved->has_value()) {
     spdlog::info("data ring epoch {} from {} ({} members)", (*saved)->epoch,

@@ -14,7 +14,7 @@
 #include <fstream>
 #include <thread>
 
-#include "cachenode/log_replay.h"
+#include "datanode/client/log_replay.h"
 #include "cachenode/testing/cache_node_harness.h"
 #include "common/errors.h"
 #include "common/file.h"
@@ -64,7 +64,7 @@ TEST_F(OwnershipTest, ReturningNodeCannotOverwriteNewerData) {
   const std::string a(kBs, 'a'), b(kBs, 'b');
   node_->ObserveEpoch(1);
   ASSERT_TRUE(node_->Write(1, 5, 0, kBs, a.data()).ok());
-  auto replay = ReplayCacheNodeLog(pool_.get(), 1, [](uint32_t) { return 2u; });
+  auto replay = datanode::ReplayCacheNodeLog(pool_.get(), 1, [](uint32_t) { return 2u; });
   ASSERT_TRUE(replay.ok()) << replay.status();
   EXPECT_EQ(Home(5, 0), a);
 
@@ -89,7 +89,7 @@ TEST_F(OwnershipTest, ReturningNodeCannotOverwriteNewerData) {
   ASSERT_TRUE(node_->Read(1, 5, 0, kBs, got.data()).ok());
   EXPECT_EQ(got, b) << "node 1 still serves its obsolete copy";
   // A leftover log record of node 1 replayed again changes nothing either.
-  ASSERT_TRUE(ReplayCacheNodeLog(pool_.get(), 1, [](uint32_t) { return 2u; }).ok());
+  ASSERT_TRUE(datanode::ReplayCacheNodeLog(pool_.get(), 1, [](uint32_t) { return 2u; }).ok());
   EXPECT_EQ(Home(5, 0), b);
   node2.reset();
 }
@@ -231,7 +231,7 @@ TEST_F(OwnershipTest, FailedFdatasyncIsStickyAndLosesNothing) {
                 std::string::npos,
             false);
   // The gateway's recovery: replay the node's log to the homes.
-  ASSERT_TRUE(ReplayCacheNodeLog(pool_.get(), 1, [](uint32_t) { return 2u; }).ok());
+  ASSERT_TRUE(datanode::ReplayCacheNodeLog(pool_.get(), 1, [](uint32_t) { return 2u; }).ok());
   const std::string h0 = Home(3, 0);
   EXPECT_TRUE(h0 == a || h0 == b) << "block 0 lost its acknowledged data";
   for (uint32_t i = 1; i < 8; ++i) {

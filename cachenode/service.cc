@@ -194,7 +194,7 @@ grpc::Status CacheNodeService::DropBlocks(grpc::ServerContext*, const v1::DropBl
 
 grpc::Status CacheNodeService::SetDataRing(grpc::ServerContext*, const v1::DataRing* req,
                                            v1::SetDataRingResponse* resp) {
-  absl::Status s = node_->SetDataRing(DataRing::FromProto(*req));
+  absl::Status s = node_->SetDataRing(datanode::DataRing::FromProto(*req));
   resp->set_epoch(node_->data_ring_epoch());
   return ToGrpc(s);
 }

@@ -11,7 +11,7 @@
 namespace ringcache::cachenode {
 
 SlotRepair::SlotRepair(uint32_t node_id, uint32_t block_size, SlotStore* slots, BlockMap* map,
-                       DataNodePool* pool, Clock* clock, metrics::Registry* registry)
+                       datanode::DataNodePool* pool, Clock* clock, metrics::Registry* registry)
     : node_id_(node_id),
       block_size_(block_size),
       slots_(slots),

@@ -12,7 +12,7 @@
 
 #include "absl/status/status.h"
 #include "cachenode/block_map.h"
-#include "cachenode/datanode_pool.h"
+#include "datanode/client/datanode_pool.h"
 #include "cachenode/slot_store.h"
 #include "common/clock.h"
 #include "common/metrics.h"
@@ -23,7 +23,7 @@ class SlotRepair {
  public:
   // Nothing is owned; everything must outlive this.
   SlotRepair(uint32_t node_id, uint32_t block_size, SlotStore* slots, BlockMap* map,
-             DataNodePool* pool, Clock* clock, metrics::Registry* registry);
+             datanode::DataNodePool* pool, Clock* clock, metrics::Registry* registry);
 
   // Reads `slot` of `key` (block `block_in_object` of `object`) into `dst`. A damaged dirty
   // block is repaired from its log record; a damaged clean one returns the error (the caller
@@ -43,7 +43,7 @@ class SlotRepair {
   const uint32_t block_size_;
   SlotStore* const slots_;
   BlockMap* const map_;
-  DataNodePool* const pool_;
+  datanode::DataNodePool* const pool_;
   Clock* const clock_;
   metrics::Counter* checksum_failures_;
   metrics::Counter* repairs_;

@@ -28,11 +28,11 @@ absl::Status Errno(const std::string& what) {
 
 }  // namespace
 
-WriteLog::WriteLog(const WriteLogConfig& config, DataNodePool* pool, LiveFn live)
+WriteLog::WriteLog(const WriteLogConfig& config, datanode::DataNodePool* pool, LiveFn live)
     : config_(config), pool_(pool), live_(std::move(live)) {}
 
 absl::StatusOr<std::unique_ptr<WriteLog>> WriteLog::Open(const WriteLogConfig& config,
-                                                         DataNodePool* pool,
+                                                         datanode::DataNodePool* pool,
                                                          metrics::Registry* registry,
                                                          LiveFn live) {
   if (config.node_id == 0) return absl::InvalidArgumentError("write log needs a node id");

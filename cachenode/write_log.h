@@ -2,7 +2,7 @@
 //
 // Every write-back write also goes, as one record per block (cache node id, sequence, block key,
 // data, checksum), to N-1 data nodes picked on the data ring outside the object's N homes
-// (DataNodePool::LogAppend: the nodes after its homes on the data ring); the client is
+// (datanode::DataNodePool::LogAppend: the nodes after its homes on the data ring); the client is
 // acknowledged only once the cache copy and all
 // N-1 log copies are durable. The same sequence counter stamps every write the node sends home
 // (destage, write-through, write-around, trim), so log replay (cachenode/log_replay.h) can tell a
@@ -37,7 +37,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "cachenode/datanode_pool.h"
+#include "datanode/client/datanode_pool.h"
 #include "common/metrics.h"
 
 namespace ringcache::cachenode {
@@ -56,7 +56,7 @@ class WriteLog {
 
   // Opens the high-water mark and starts the reclaim thread. `pool` and `registry` are not owned.
   static absl::StatusOr<std::unique_ptr<WriteLog>> Open(const WriteLogConfig& config,
-                                                        DataNodePool* pool,
+                                                        datanode::DataNodePool* pool,
                                                         metrics::Registry* registry, LiveFn live);
   ~WriteLog();
 
@@ -92,7 +92,7 @@ class WriteLog {
   bool collected() const { return collected_.load(); }
 
  private:
-  WriteLog(const WriteLogConfig& config, DataNodePool* pool, LiveFn live);
+  WriteLog(const WriteLogConfig& config, datanode::DataNodePool* pool, LiveFn live);
   absl::Status LoadMark();
   absl::Status StoreMark(uint64_t mark) ABSL_EXCLUSIVE_LOCKS_REQUIRED(seq_mu_);
   void Loop();
@@ -101,7 +101,7 @@ class WriteLog {
   absl::StatusOr<uint64_t> Collect(uint32_t id);
 
   const WriteLogConfig config_;
-  DataNodePool* const pool_;
+  datanode::DataNodePool* const pool_;
   const LiveFn live_;
 
   absl::Mutex seq_mu_;

@@ -13,7 +13,7 @@
 #include <random>
 
 #include "cachenode/cache_node.h"
-#include "cachenode/log_replay.h"
+#include "datanode/client/log_replay.h"
 #include "cachenode/testing/cache_node_harness.h"
 #include "common/checksum.h"
 #include "gtest/gtest.h"
@@ -162,7 +162,7 @@ TEST_F(WriteLogTest, ReplayAfterLossRestoresLatestAcknowledgedData) {
   EXPECT_EQ(HomeBlock(1), Pattern(11)) << "write-back: v2 not home yet";
 
   node_.reset();  // the cache node is lost (its SSD is never read again)
-  auto stats = ReplayCacheNodeLog(pool_.get(), 9, [](uint32_t vdi) { return vdi == 1 ? 3 : 0; });
+  auto stats = datanode::ReplayCacheNodeLog(pool_.get(), 9, [](uint32_t vdi) { return vdi == 1 ? 3 : 0; });
   ASSERT_TRUE(stats.ok()) << stats.status();
   EXPECT_GE(stats->blocks_written, 18u);
   EXPECT_GE(stats->blocks_skipped, 1u);  // the stale record of block 3
@@ -172,7 +172,7 @@ TEST_F(WriteLogTest, ReplayAfterLossRestoresLatestAcknowledgedData) {
   for (uint64_t b = 32; b < 48; ++b) EXPECT_EQ(HomeBlock(b), Pattern(b)) << b;
   EXPECT_EQ(TotalRecords(), 0u);
   // A second replay finds nothing and changes nothing.
-  stats = ReplayCacheNodeLog(pool_.get(), 9, [](uint32_t) { return 3; });
+  stats = datanode::ReplayCacheNodeLog(pool_.get(), 9, [](uint32_t) { return 3; });
   ASSERT_TRUE(stats.ok());
   EXPECT_EQ(stats->blocks, 0u);
 }

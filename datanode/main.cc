@@ -22,6 +22,7 @@
 #include "datanode/config.h"
 #include "datanode/service.h"
 #include "datanode/store.h"
+#include "membership/daemon_flags.h"
 #include "membership/presence.h"
 
 namespace {
@@ -44,7 +45,7 @@ int main(int argc, char** argv) {
   std::optional<std::string> listen, http_listen, data_dir, ready_file, zone;
   std::optional<double> seek_ms, bandwidth;
   bool hdd = false;
-  std::string cluster_path;
+  ringcache::membership::DaemonFlags flags;
   uint32_t cluster_id = 0;
   app.add_option("--config", config_path, "YAML configuration file")->check(CLI::ExistingFile);
   app.add_option("--node-id", node_id, "Node id (non-zero, unique among data nodes)");
@@ -57,17 +58,11 @@ int main(int argc, char** argv) {
   app.add_flag("--hdd-emulation", hdd, "Emulate an HDD (seek latency + bandwidth limit)");
   app.add_option("--hdd-seek-ms", seek_ms, "Emulated seek latency per request (ms)");
   app.add_option("--hdd-bandwidth-mb-s", bandwidth, "Emulated bandwidth (MiB/s)");
-  app.add_option("--cluster", cluster_path,
-                 "Static cluster file: take node id, addresses and data dir from the entry "
-                 "{role: datanode, id: --id}")
-      ->check(CLI::ExistingFile);
+  flags.AddTo(&app, /*cluster_required=*/false,
+              "Static cluster file: take node id, addresses and data dir from the entry "
+              "{role: datanode, id: --id}",
+              "register in etcd");
   app.add_option("--id", cluster_id, "This data node's id in the cluster file");
-  std::optional<std::string> etcd, etcd_prefix;
-  std::optional<uint32_t> lease_ttl;
-  app.add_option("--etcd", etcd,
-                 "Cluster mode: register in etcd at these endpoints (host:port,...)");
-  app.add_option("--etcd-prefix", etcd_prefix, "Key prefix in etcd (default /ringcache)");
-  app.add_option("--lease-ttl", lease_ttl, "etcd lease TTL in seconds (default 5)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -78,8 +73,8 @@ int main(int argc, char** argv) {
   if (!config_path.empty()) {
     if (absl::Status s = cfg.LoadYaml(config_path); !s.ok()) return Fail(2, s.ToString());
   }
-  if (!cluster_path.empty()) {
-    auto cluster = ringcache::ClusterFile::Load(cluster_path);
+  if (!flags.cluster_path.empty()) {
+    auto cluster = ringcache::ClusterFile::Load(flags.cluster_path);
     if (!cluster.ok()) return Fail(2, cluster.status().ToString());
     auto self = cluster->Find("datanode", cluster_id);
     if (!self.ok()) return Fail(2, self.status().ToString());
@@ -92,11 +87,11 @@ int main(int argc, char** argv) {
     cfg.etcd_prefix = cluster->etcd_prefix;
     cfg.etcd_lease_ttl_s = cluster->etcd_lease_ttl_s;
   }
-  if (etcd) cfg.etcd_endpoints = *etcd;
-  if (etcd_prefix) cfg.etcd_prefix = *etcd_prefix;
-  if (lease_ttl) cfg.etcd_lease_ttl_s = *lease_ttl;
-  ringcache::membership::EtcdSettings etcd_settings{cfg.etcd_endpoints, cfg.etcd_prefix,
-                                                    static_cast<int>(cfg.etcd_lease_ttl_s)};
+  const ringcache::membership::EtcdSettings etcd_settings = flags.Resolve(
+      {cfg.etcd_endpoints, cfg.etcd_prefix, static_cast<int>(cfg.etcd_lease_ttl_s)});
+  cfg.etcd_endpoints = etcd_settings.endpoints;
+  cfg.etcd_prefix = etcd_settings.prefix;
+  cfg.etcd_lease_ttl_s = etcd_settings.lease_ttl_s;
   if (absl::Status s = etcd_settings.Validate(); !s.ok()) return Fail(2, s.ToString());
   if (node_id) cfg.node_id = *node_id;
   if (listen) cfg.listen = *listen;

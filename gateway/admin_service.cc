@@ -6,7 +6,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "cachenode/log_replay.h"
+#include "datanode/client/log_replay.h"
 #include "common/errors.h"
 #include "common/grpc_status.h"
 
@@ -99,7 +99,7 @@ void AdminService::WatchOnce() {
     if (state != "up") now[id] = state;
   }
   std::vector<uint32_t> data_down;
-  if (cachenode::DataNodePool* pool = router_->data_nodes(); pool != nullptr) {
+  if (datanode::DataNodePool* pool = router_->data_nodes(); pool != nullptr) {
     pool->ProbeAll(1000);
     data_down = pool->DownFor(1500);
   }
@@ -130,7 +130,7 @@ std::vector<uint32_t> AdminService::DownCacheNodes() const {
 
 std::vector<v1::NodeInfo> AdminService::Nodes() const {
   std::vector<v1::NodeInfo> out;
-  std::function<cachenode::DataRing()> ring_of;
+  std::function<datanode::DataRing()> ring_of;
   std::vector<uint32_t> data_down;
   {
     absl::MutexLock l(&mu_);
@@ -151,7 +151,7 @@ std::vector<v1::NodeInfo> AdminService::Nodes() const {
     }
   }
   if (!ring_of) return out;
-  const cachenode::DataRing ring = ring_of();
+  const datanode::DataRing ring = ring_of();
   for (const auto& e : ring.nodes) {
     const bool member =
         std::find(ring.members.begin(), ring.members.end(), e.id) != ring.members.end();
@@ -223,7 +223,7 @@ void AdminService::SetNodeState(const std::string& role, uint32_t id, const std:
 
 std::function<absl::Status(CacheClient*, bool)> CacheNodeSettle(Router* router, uint32_t id,
                                                                 bool register_first) {
-  cachenode::DataNodePool* pool = router->data_nodes();
+  datanode::DataNodePool* pool = router->data_nodes();
   Catalog* catalog = router->catalog();
   // A live node destages everything (its log records are reclaimed as blocks reach home); a dead
   // one's dirty blocks are replayed from its log copies on the data nodes (DESIGN §7).
@@ -250,7 +250,7 @@ std::function<absl::Status(CacheClient*, bool)> CacheNodeSettle(Router* router, 
     for (const auto& r : catalog->List()) {
       replication[r.geometry.vdi_id()] = r.geometry.replication();
     }
-    return cachenode::ReplayCacheNodeLog(pool, id, [&](uint32_t vdi) {
+    return datanode::ReplayCacheNodeLog(pool, id, [&](uint32_t vdi) {
              auto it = replication.find(vdi);
              return it == replication.end() ? 0u : it->second;
            })

@@ -65,7 +65,7 @@ class AdminService final : public v1::Admin::Service {
   // data nodes of `ring()` are listed (joined ones too) with state "up" (ring member) or
   // "joining" (replicas being copied to it). Set before serving.
   void SetDataRingSource(std::function<v1::DataRebalance()> status,
-                         std::function<cachenode::DataRing()> ring) {
+                         std::function<datanode::DataRing()> ring) {
     absl::MutexLock l(&mu_);
     rebalance_status_ = std::move(status);
     data_ring_ = std::move(ring);
@@ -83,7 +83,7 @@ class AdminService final : public v1::Admin::Service {
   std::vector<v1::NodeInfo> nodes_ ABSL_GUARDED_BY(mu_);
   std::function<absl::Status(uint32_t)> before_remove_ ABSL_GUARDED_BY(mu_);
   std::function<v1::DataRebalance()> rebalance_status_ ABSL_GUARDED_BY(mu_);
-  std::function<cachenode::DataRing()> data_ring_ ABSL_GUARDED_BY(mu_);
+  std::function<datanode::DataRing()> data_ring_ ABSL_GUARDED_BY(mu_);
   // Health watch: state of each cache node that is not "up" (down, failed, quarantined).
   void WatchOnce();
   std::vector<uint32_t> DownCacheNodes() const;

@@ -1,4 +1,4 @@
-// In-process and gRPC implementations of CacheClient.
+// The gRPC implementation of CacheClient (the in-process one is tools/local/local_cache_client.h).
 #include "gateway/cache_client.h"
 
 #include <grpcpp/grpcpp.h>
@@ -8,101 +8,12 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "cachenode/service.h"
 #include "common/grpc_channel.h"
 #include "common/grpc_status.h"
 #include "common/status_macros.h"
 
 namespace ringcache::gateway {
 namespace {
-
-class LocalCacheClient : public CacheClient {
- public:
-  explicit LocalCacheClient(cachenode::CacheNode* node) : node_(node) {}
-  absl::Status Read(uint32_t vdi, uint64_t object, uint32_t offset, uint32_t len,
-                    char* out) override {
-    return node_->Read(vdi, object, offset, len, out);
-  }
-  absl::Status Write(uint32_t vdi, uint64_t object, uint32_t offset, uint32_t len,
-                     const char* data) override {
-    node_->ObserveEpoch(ring_epoch());  // the fencing token new writes carry
-    return node_->Write(vdi, object, offset, len, data);
-  }
-  absl::Status Trim(uint32_t vdi, uint64_t object, uint32_t offset, uint32_t len,
-                    bool zero) override {
-    node_->ObserveEpoch(ring_epoch());
-    return node_->Trim(vdi, object, offset, len, zero);
-  }
-  absl::Status Prefetch(uint32_t vdi, uint64_t object, uint32_t offset, uint32_t len) override {
-    return node_->Prefetch(vdi, object, offset, len);
-  }
-  absl::Status Allocation(uint32_t vdi, uint64_t object, uint32_t offset, uint32_t len,
-                          std::vector<bool>* allocated) override {
-    return node_->Allocation(vdi, object, offset, len, allocated);
-  }
-  absl::Status RegisterVdi(const v1::VdiGeometry& vdi, v1::CacheMode mode) override {
-    absl::Status s = node_->RegisterVdi(vdi);
-    if (s.ok() && mode != v1::CACHE_MODE_UNSPECIFIED) {
-      s = node_->SetMode(vdi.vdi_id(), cachenode::FromProto(mode));
-    }
-    return s;
-  }
-  absl::Status DropVdi(uint32_t vdi) override {
-    absl::Status s = node_->DropVdi(vdi);
-    return s.code() == absl::StatusCode::kFailedPrecondition ? absl::OkStatus() : s;
-  }
-  absl::Status SetMode(uint32_t vdi, v1::CacheMode mode) override {
-    return node_->SetMode(vdi, cachenode::FromProto(mode));
-  }
-  absl::StatusOr<uint64_t> Flush(uint32_t vdi) override {
-    absl::Status s = node_->Flush(vdi);
-    if (!s.ok()) return s;
-    return node_->dirty_blocks() * node_->block_size();
-  }
-  absl::Status Stats(uint32_t vdi, std::vector<v1::VdiCacheStats>* out) override {
-    node_->Stats(vdi, out);
-    return absl::OkStatus();
-  }
-  absl::Status Probe(int) override { return absl::OkStatus(); }
-  absl::StatusOr<NodeHealth> Health(int) override {
-    NodeHealth h;
-    h.quarantined = node_->ownership()->quarantined();
-    const absl::Status dev = node_->device_status();
-    h.device_failed = !dev.ok();
-    h.device_error = std::string(dev.message());
-    h.epoch = node_->epoch();
-    return h;
-  }
-  absl::Status FlushMoving(const std::vector<ring::Member>& next) override {
-    ring::RingConfig rc;
-    rc.members = next;
-    rc.cached_owners = 1;
-    auto built = ring::Ring::Build(rc);
-    if (!built.ok()) return built.status();
-    return node_->FlushMoving(*built);
-  }
-  absl::StatusOr<uint64_t> DropBlocks(bool all, const std::vector<ring::Member>& ring) override {
-    if (all) {
-      auto r = node_->DropBlocks(true, nullptr);
-      if (!r.ok()) return r.status();
-      return r->dirty_kept;
-    }
-    ring::RingConfig rc;
-    rc.members = ring;
-    rc.cached_owners = 1;
-    auto built = ring::Ring::Build(rc);
-    if (!built.ok()) return built.status();
-    auto r = node_->DropBlocks(false, &*built);
-    if (!r.ok()) return r.status();
-    return r->dirty_kept;
-  }
-  absl::Status SetDataRing(const cachenode::DataRing& ring) override {
-    return node_->SetDataRing(ring);
-  }
-
- private:
-  cachenode::CacheNode* const node_;
-};
 
 class GrpcCacheClient : public CacheClient {
  public:
@@ -257,7 +168,7 @@ class GrpcCacheClient : public CacheClient {
     absl::MutexLock l(&live_mu_);
     for (grpc::ClientContext* ctx : live_) ctx->TryCancel();
   }
-  absl::Status SetDataRing(const cachenode::DataRing& ring) override {
+  absl::Status SetDataRing(const datanode::DataRing& ring) override {
     v1::SetDataRingResponse resp;
     auto ctx = Ctx(120 * 1000);  // waits for the node's requests on the previous ring
     return FromGrpc(stub_->SetDataRing(ctx.get(), ring.ToProto(), &resp), What("set data ring"));
@@ -308,10 +219,6 @@ class GrpcCacheClient : public CacheClient {
 };
 
 }  // namespace
-
-std::unique_ptr<CacheClient> MakeLocalCacheClient(cachenode::CacheNode* node) {
-  return std::make_unique<LocalCacheClient>(node);
-}
 
 std::unique_ptr<CacheClient> MakeGrpcCacheClient(const std::string& address, int timeout_ms) {
   return std::make_unique<GrpcCacheClient>(address, timeout_ms);

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "cachenode/cache_node.h"
+#include "datanode/client/datanode_pool.h"
 #include "ring/ring.h"
 #include "ringcache/v1/cachenode.grpc.pb.h"
 
@@ -61,7 +61,7 @@ class CacheClient {
   virtual absl::StatusOr<uint64_t> DropBlocks(bool all, const std::vector<ring::Member>& ring) = 0;
   // Makes the node use `ring` for its data nodes (the SetDataRing RPC); returns once it does
   // and no request of the node still uses the previous ring.
-  virtual absl::Status SetDataRing(const cachenode::DataRing& ring) = 0;
+  virtual absl::Status SetDataRing(const datanode::DataRing& ring) = 0;
   // Cancels the calls in flight (they return CANCELLED). For a node that stopped answering,
   // whose requests the router re-sends to the next owner. In-process clients have none.
   virtual void CancelInFlight() {}
@@ -70,8 +70,6 @@ class CacheClient {
   std::atomic<uint64_t> ring_epoch_{0};
 };
 
-// In-process client over a CacheNode (not owned).
-std::unique_ptr<CacheClient> MakeLocalCacheClient(cachenode::CacheNode* node);
 // gRPC client to a ringcache-cachenode at `address`.
 std::unique_ptr<CacheClient> MakeGrpcCacheClient(const std::string& address,
                                                  int timeout_ms = 60000);

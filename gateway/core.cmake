@@ -7,7 +7,7 @@ add_library(rc_gateway STATIC
   ${CMAKE_CURRENT_LIST_DIR}/cache_client.cc
   ${CMAKE_CURRENT_LIST_DIR}/admin_service.cc
   ${CMAKE_CURRENT_LIST_DIR}/frontends.cc)
-target_link_libraries(rc_gateway PUBLIC rc_nbd rc_cachenode rc_ring rc_proto)
+target_link_libraries(rc_gateway PUBLIC rc_nbd rc_datanode_client rc_ring rc_proto)
 
 add_executable(ringcache-gateway ${CMAKE_CURRENT_LIST_DIR}/main.cc)
 target_link_libraries(ringcache-gateway PRIVATE rc_gateway rc_gateway_cluster CLI11::CLI11 spdlog::spdlog)
@@ -19,10 +19,10 @@ add_library(rc_gateway_cluster STATIC ${CMAKE_CURRENT_LIST_DIR}/membership_sync.
 target_link_libraries(rc_gateway_cluster PUBLIC rc_gateway rc_membership)
 
 rc_add_gtest(router_membership_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/router_membership_test.cc
-             LIBS rc_gateway rc_embedded_datanodes)
+             LIBS rc_gateway rc_local_client rc_embedded_datanodes)
 
 rc_add_gtest(data_rebalancer_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/data_rebalancer_test.cc
-             LIBS rc_gateway_cluster rc_embedded_datanodes)
+             LIBS rc_gateway_cluster rc_local_client rc_embedded_datanodes)
 
 rc_add_gtest(etcd_state_test
              SOURCES ${CMAKE_CURRENT_LIST_DIR}/etcd_state_test.cc
@@ -31,6 +31,6 @@ rc_add_gtest(etcd_state_test
 target_compile_definitions(etcd_state_test PRIVATE RINGCACHE_ETCD_BIN="${ETCD_BINARY}")
 
 rc_add_gtest(router_epoch_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/router_epoch_test.cc
-             LIBS rc_gateway rc_embedded_datanodes)
+             LIBS rc_gateway rc_local_client rc_embedded_datanodes)
 
 rc_add_gtest(piece_pool_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/piece_pool_test.cc LIBS rc_gateway)

@@ -18,8 +18,8 @@
 namespace ringcache::gateway {
 namespace {
 
-using cachenode::DataNodeEndpoint;
-using cachenode::DataRing;
+using datanode::DataNodeEndpoint;
+using datanode::DataRing;
 
 // Consecutive blocks of one object bound for the same nodes, with one writer's stamps.
 struct Run {
@@ -49,14 +49,14 @@ std::string PurgeMarker(const std::string& state_path) { return state_path + ".p
 }  // namespace
 
 std::unique_ptr<DataRebalancer> DataRebalancer::Start(Router* router,
-                                                      cachenode::DataNodePool* pool,
+                                                      datanode::DataNodePool* pool,
                                                       Options options) {
   std::unique_ptr<DataRebalancer> r(new DataRebalancer(router, pool, std::move(options)));
   r->thread_ = std::thread([p = r.get()] { p->Loop(); });
   return r;
 }
 
-DataRebalancer::DataRebalancer(Router* router, cachenode::DataNodePool* pool, Options options)
+DataRebalancer::DataRebalancer(Router* router, datanode::DataNodePool* pool, Options options)
     : router_(router), pool_(pool), options_(std::move(options)) {
   if (!options_.state_path.empty()) {
     purge_pending_ = std::filesystem::exists(PurgeMarker(options_.state_path));
@@ -264,7 +264,7 @@ absl::Status DataRebalancer::Publish(const DataRing& ring) {
     absl::MutexLock pl(&publish_mu_);
     RC_RETURN_IF_ERROR(pool_->SetRing(ring));
     if (!options_.state_path.empty()) {
-      RC_RETURN_IF_ERROR(cachenode::SaveDataRing(options_.state_path, ring));
+      RC_RETURN_IF_ERROR(datanode::SaveDataRing(options_.state_path, ring));
     }
     if (options_.save_ring) RC_RETURN_IF_ERROR(options_.save_ring(ring));
   }
@@ -311,7 +311,7 @@ absl::Status DataRebalancer::ScanNode(
   uint32_t from_block = 0;
   for (;;) {
     if (Stopping()) return absl::CancelledError("stopping");
-    RC_ASSIGN_OR_RETURN(cachenode::BlockScanPage page,
+    RC_ASSIGN_OR_RETURN(datanode::BlockScanPage page,
                         pool_->ScanBlocks(node, from, from_block, page_size, with_data));
     RC_RETURN_IF_ERROR(on_page(page.blocks));
     if (page.done) return absl::OkStatus();
@@ -321,8 +321,8 @@ absl::Status DataRebalancer::ScanNode(
 }
 
 absl::Status DataRebalancer::Copy(const DataRing& ring) {
-  RC_ASSIGN_OR_RETURN(ring::Ring old_ring, cachenode::BuildDataRing(ring.Endpoints(ring.members)));
-  RC_ASSIGN_OR_RETURN(ring::Ring new_ring, cachenode::BuildDataRing(ring.Endpoints(ring.target)));
+  RC_ASSIGN_OR_RETURN(ring::Ring old_ring, datanode::BuildDataRing(ring.Endpoints(ring.members)));
+  RC_ASSIGN_OR_RETURN(ring::Ring new_ring, datanode::BuildDataRing(ring.Endpoints(ring.target)));
   const absl::flat_hash_map<uint32_t, int> replication = Replications();
   // A block is copied by the scan of its first reachable old home (all of them hold every
   // acknowledged write: home writes succeed only on all of them).
@@ -349,7 +349,7 @@ absl::Status DataRebalancer::Copy(const DataRing& ring) {
     uint64_t copied = 0;
     auto flush = [&]() -> absl::Status {
       if (run.count == 0) return absl::OkStatus();
-      cachenode::HomeStamp stamp;
+      datanode::HomeStamp stamp;
       stamp.writer = run.writer;
       if (run.writer != 0) {
         stamp.seqs = run.seqs;
@@ -410,7 +410,7 @@ absl::Status DataRebalancer::Copy(const DataRing& ring) {
 }
 
 absl::Status DataRebalancer::Purge(const DataRing& ring) {
-  RC_ASSIGN_OR_RETURN(ring::Ring homes_ring, cachenode::BuildDataRing(ring.Endpoints(ring.members)));
+  RC_ASSIGN_OR_RETURN(ring::Ring homes_ring, datanode::BuildDataRing(ring.Endpoints(ring.members)));
   const absl::flat_hash_map<uint32_t, int> replication = Replications();
   for (uint32_t d : ring.members) {
     Run run;

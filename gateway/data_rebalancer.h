@@ -37,7 +37,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "cachenode/datanode_pool.h"
+#include "datanode/client/datanode_pool.h"
 #include "gateway/router.h"
 #include "membership/membership.h"
 #include "ringcache/v1/admin.pb.h"
@@ -55,20 +55,20 @@ class DataRebalancer {
     std::function<void(const std::vector<v1::ScannedBlock>&)> after_scan_for_test;
     // Cluster mode: also keeps each ring there (etcd, gateway/etcd_state.h), before any cache
     // node is given it.
-    std::function<absl::Status(const cachenode::DataRing&)> save_ring;
+    std::function<absl::Status(const datanode::DataRing&)> save_ring;
   };
 
   // Starts the background thread. `router` and `pool` (the gateway's own data node pool, whose
   // ring is the saved one) are not owned and must outlive the rebalancer. Resumes a rebalance
   // that a restart interrupted, and gives every serving cache node the current ring.
-  static std::unique_ptr<DataRebalancer> Start(Router* router, cachenode::DataNodePool* pool,
+  static std::unique_ptr<DataRebalancer> Start(Router* router, datanode::DataNodePool* pool,
                                                Options options);
   ~DataRebalancer();  // stops after the current page
   DataRebalancer(const DataRebalancer&) = delete;
   DataRebalancer& operator=(const DataRebalancer&) = delete;
 
   // Asks for these data nodes to be ring members (in addition to the current ones).
-  void Add(const std::vector<cachenode::DataNodeEndpoint>& nodes);
+  void Add(const std::vector<datanode::DataNodeEndpoint>& nodes);
   // Cluster mode: adds every data node that registers under `prefix` in etcd. `client` is not
   // owned and must outlive the rebalancer.
   void FollowEtcd(membership::EtcdClient* client, const std::string& prefix);
@@ -80,15 +80,15 @@ class DataRebalancer {
   bool WaitIdle(absl::Duration timeout) const;
 
  private:
-  DataRebalancer(Router* router, cachenode::DataNodePool* pool, Options options);
+  DataRebalancer(Router* router, datanode::DataNodePool* pool, Options options);
   void Loop();
   // One pass: finishes an interrupted rebalance, then moves to the wanted members if they
   // differ from the ring's.
   absl::Status Step();
   // Switches the gateway's pool, saves the ring, and has every cache node confirm it.
-  absl::Status Publish(const cachenode::DataRing& ring);
-  absl::Status Copy(const cachenode::DataRing& ring);
-  absl::Status Purge(const cachenode::DataRing& ring);
+  absl::Status Publish(const datanode::DataRing& ring);
+  absl::Status Copy(const datanode::DataRing& ring);
+  absl::Status Purge(const datanode::DataRing& ring);
   absl::Status RegisterVdis();
   // Replication of every catalogued VDI, by VDI id.
   absl::flat_hash_map<uint32_t, int> Replications() const;
@@ -100,11 +100,11 @@ class DataRebalancer {
   bool Stopping() const;
 
   Router* const router_;
-  cachenode::DataNodePool* const pool_;
+  datanode::DataNodePool* const pool_;
   const Options options_;
 
   mutable absl::Mutex mu_;
-  std::vector<cachenode::DataNodeEndpoint> wanted_ ABSL_GUARDED_BY(mu_);
+  std::vector<datanode::DataNodeEndpoint> wanted_ ABSL_GUARDED_BY(mu_);
   bool purge_pending_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   bool idle_ ABSL_GUARDED_BY(mu_) = false;

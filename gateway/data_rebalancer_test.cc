@@ -16,6 +16,7 @@
 
 #include "cachenode/cache_node.h"
 #include "cachenode/testing/embedded_datanodes.h"
+#include "tools/local/local_cache_client.h"
 #include "gtest/gtest.h"
 
 namespace ringcache::gateway {
@@ -38,10 +39,10 @@ class DataRebalancerTest : public ::testing::Test {
     // Data nodes 1-3 form the ring; the fourth joins later.
     initial_.nodes.assign(dns_->endpoints().begin(), dns_->endpoints().begin() + 3);
     for (const auto& e : initial_.nodes) initial_.members.push_back(e.id);
-    gateway_pool_ = std::move(*cachenode::DataNodePool::Create(initial_, &registry_));
+    gateway_pool_ = std::move(*datanode::DataNodePool::Create(initial_, &registry_));
     std::vector<CacheMember> members;
     for (uint32_t id = 1; id <= 2; ++id) {
-      auto pool = cachenode::DataNodePool::Create(initial_, &registry_);
+      auto pool = datanode::DataNodePool::Create(initial_, &registry_);
       ASSERT_TRUE(pool.ok()) << pool.status();
       cache_pools_.push_back(std::move(*pool));
       cachenode::CacheNodeConfig cc;
@@ -53,7 +54,7 @@ class DataRebalancerTest : public ::testing::Test {
                                             &registry_);
       ASSERT_TRUE(n.ok()) << n.status();
       nodes_.push_back(std::move(*n));
-      members.push_back({id, 1.0, MakeLocalCacheClient(nodes_.back().get())});
+      members.push_back({id, 1.0, local::MakeLocalCacheClient(nodes_.back().get())});
     }
     VdiDefaults defaults;
     defaults.object_size = kObj;
@@ -106,9 +107,9 @@ class DataRebalancerTest : public ::testing::Test {
   std::string dir_;
   metrics::Registry registry_;
   std::unique_ptr<cachenode::testing::EmbeddedDataNodes> dns_;
-  cachenode::DataRing initial_;
-  std::unique_ptr<cachenode::DataNodePool> gateway_pool_;
-  std::vector<std::unique_ptr<cachenode::DataNodePool>> cache_pools_;
+  datanode::DataRing initial_;
+  std::unique_ptr<datanode::DataNodePool> gateway_pool_;
+  std::vector<std::unique_ptr<datanode::DataNodePool>> cache_pools_;
   std::vector<std::unique_ptr<cachenode::CacheNode>> nodes_;
   std::unique_ptr<Catalog> catalog_;
   std::unique_ptr<Router> router_;
@@ -168,7 +169,7 @@ TEST_F(DataRebalancerTest, JoiningDataNodeGetsItsReplicasWhileWritesGoOn) {
   EXPECT_EQ(WrongBlocks(), 0) << "every block reads back as last written, from the new homes";
 
   // Each block (or tombstone) is stored exactly on its homes of the new ring.
-  auto ring = cachenode::BuildDataRing(dns_->endpoints());
+  auto ring = datanode::BuildDataRing(dns_->endpoints());
   ASSERT_TRUE(ring.ok());
   std::map<std::pair<uint64_t, uint32_t>, int> copies;
   for (int i = 0; i < 4; ++i) {
@@ -193,7 +194,7 @@ TEST_F(DataRebalancerTest, JoiningDataNodeGetsItsReplicasWhileWritesGoOn) {
   }
 
   // The ring survives a restart of the gateway's state: a new pool from the saved file.
-  auto saved = cachenode::LoadDataRing(dir_ + "/data_ring");
+  auto saved = datanode::LoadDataRing(dir_ + "/data_ring");
   ASSERT_TRUE(saved.ok()) << saved.status();
   ASSERT_TRUE(saved->has_value());
   EXPECT_EQ((*saved)->epoch, 2u);
@@ -231,14 +232,14 @@ TEST_F(DataRebalancerTest, CopyNeverOverwritesWhatArrivedFirst) {
 }
 
 TEST_F(DataRebalancerTest, OlderRingIsRefused) {
-  cachenode::DataRing next = initial_;
+  datanode::DataRing next = initial_;
   next.epoch = 5;
   ASSERT_TRUE(cache_pools_[0]->SetRing(next).ok());
   next.epoch = 4;
   EXPECT_EQ(cache_pools_[0]->SetRing(next).code(), absl::StatusCode::kFailedPrecondition);
   next.epoch = 5;
   EXPECT_TRUE(cache_pools_[0]->SetRing(next).ok()) << "the same epoch again changes nothing";
-  cachenode::DataRing bad = initial_;
+  datanode::DataRing bad = initial_;
   bad.epoch = 6;
   bad.members.push_back(99);
   EXPECT_EQ(cache_pools_[0]->SetRing(bad).code(), absl::StatusCode::kInvalidArgument);

@@ -33,20 +33,20 @@ absl::Status EtcdCatalogStore::Remove(const std::string& name) {
   return client_->Delete(membership::VdiKey(prefix_, name)).status();
 }
 
-absl::StatusOr<std::optional<cachenode::DataRing>> LoadEtcdDataRing(
+absl::StatusOr<std::optional<datanode::DataRing>> LoadEtcdDataRing(
     membership::EtcdClient* client, const std::string& prefix) {
   RC_ASSIGN_OR_RETURN(std::optional<membership::KeyValue> kv, client->Get(DataRingKey(prefix)));
-  if (!kv.has_value()) return std::optional<cachenode::DataRing>();
-  auto ring = cachenode::DecodeDataRing(kv->value);
+  if (!kv.has_value()) return std::optional<datanode::DataRing>();
+  auto ring = datanode::DecodeDataRing(kv->value);
   if (!ring.ok()) {
     return absl::DataLossError(absl::StrCat(DataRingKey(prefix), ": ", ring.status().message()));
   }
-  return std::optional<cachenode::DataRing>(*std::move(ring));
+  return std::optional<datanode::DataRing>(*std::move(ring));
 }
 
 absl::Status SaveEtcdDataRing(membership::EtcdClient* client, const std::string& prefix,
-                              const cachenode::DataRing& ring) {
-  return client->Put(DataRingKey(prefix), cachenode::EncodeDataRing(ring)).status();
+                              const datanode::DataRing& ring) {
+  return client->Put(DataRingKey(prefix), datanode::EncodeDataRing(ring)).status();
 }
 
 }  // namespace ringcache::gateway

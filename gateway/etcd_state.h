@@ -3,7 +3,7 @@
 //   P/vdis/<name>   one VDI catalog record: the catalog line "id name size_bytes object_size
 //                   block_size replication mode" (gateway/catalog.h)
 //   P/rings/data    the data ring: epoch, data node addresses, members and (while a rebalance
-//                   moves replicas) target, as protobuf text (cachenode::EncodeDataRing)
+//                   moves replicas) target, as protobuf text (datanode::EncodeDataRing)
 // The cache ring's epoch is the etcd revision of the membership view it follows
 // (gateway/membership_sync.h); it needs no key of its own.
 //
@@ -17,7 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "cachenode/datanode_pool.h"
+#include "datanode/client/datanode_pool.h"
 #include "gateway/catalog.h"
 #include "membership/etcd_client.h"
 
@@ -40,10 +40,10 @@ class EtcdCatalogStore final : public CatalogStore {
 };
 
 // Reads the data ring kept in etcd (nullopt when none was written yet).
-absl::StatusOr<std::optional<cachenode::DataRing>> LoadEtcdDataRing(
+absl::StatusOr<std::optional<datanode::DataRing>> LoadEtcdDataRing(
     membership::EtcdClient* client, const std::string& prefix);
 absl::Status SaveEtcdDataRing(membership::EtcdClient* client, const std::string& prefix,
-                              const cachenode::DataRing& ring);
+                              const datanode::DataRing& ring);
 
 }  // namespace ringcache::gateway
 

@@ -105,7 +105,7 @@ TEST_F(EtcdStateTest, DataRingRoundTrip) {
   auto none = LoadEtcdDataRing(client_.get(), "/rc");
   ASSERT_TRUE(none.ok()) << none.status();
   EXPECT_FALSE(none->has_value());
-  cachenode::DataRing ring;
+  datanode::DataRing ring;
   ring.epoch = 7;
   ring.nodes = {{1, "10.0.0.1:7401", 1.0, "a"}, {2, "10.0.0.2:7401", 2.0, "b"}};
   ring.members = {1};

@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "cachenode/datanode_pool.h"
+#include "datanode/client/datanode_pool.h"
 #include "gateway/data_rebalancer.h"
 #include "gateway/etcd_state.h"
 #include "common/cluster_file.h"
@@ -19,6 +19,7 @@
 #include "common/http_server.h"
 #include "gateway/frontends.h"
 #include "gateway/membership_sync.h"
+#include "membership/daemon_flags.h"
 #include "membership/presence.h"
 
 namespace {
@@ -34,33 +35,24 @@ int main(int argc, char** argv) {
   using namespace ringcache;  // NOLINT: a main file
   CLI::App app{"ringcache-gateway: NBD gateway of ringcache (export name = VDI name).\n"
                "Reads its addresses and its peers from the static cluster file."};
-  std::string cluster_path;
+  membership::DaemonFlags flags;
   uint32_t id = 1;
   std::optional<std::string> nbd_listen, admin_listen, http_listen, ready_file;
   std::vector<std::string> create;
-  app.add_option("--cluster", cluster_path, "Static cluster file (YAML)")
-      ->required()
-      ->check(CLI::ExistingFile);
+  flags.AddTo(&app, /*cluster_required=*/true, "Static cluster file (YAML)",
+              "follow the cache nodes registered in etcd and register this gateway");
   app.add_option("--id", id, "This gateway's id in the cluster file (default 1)");
   app.add_option("--nbd-listen", nbd_listen, "NBD address (overrides the cluster file)");
   app.add_option("--admin-listen", admin_listen, "Admin gRPC address");
   app.add_option("--http-listen", http_listen, "HTTP /metrics address");
   app.add_option("--create-vdi", create, "Create VDI NAME:SIZE at start if missing (repeatable)");
   app.add_option("--ready-file", ready_file, "Write the bound ports as JSON here once serving");
-  std::optional<std::string> etcd, etcd_prefix;
-  std::optional<uint32_t> lease_ttl;
-  app.add_option("--etcd", etcd,
-                 "Cluster mode: follow the cache nodes registered in etcd at these endpoints "
-                 "(host:port,...) and register this gateway (default: etcd_endpoints of the "
-                 "cluster file)");
-  app.add_option("--etcd-prefix", etcd_prefix, "Key prefix in etcd (default /ringcache)");
-  app.add_option("--lease-ttl", lease_ttl, "etcd lease TTL in seconds (default 5)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
-  auto cluster = ClusterFile::Load(cluster_path);
+  auto cluster = ClusterFile::Load(flags.cluster_path);
   if (!cluster.ok()) return Fail(2, cluster.status().ToString());
   auto self = cluster->Find("gateway", id);
   if (!self.ok()) return Fail(2, self.status().ToString());
@@ -70,9 +62,8 @@ int main(int argc, char** argv) {
   if (http_listen) fc.http_listen = *http_listen;
   const std::string dir = cluster->NodeDir(*self);
   if (absl::Status s = EnsureWritableDir(dir); !s.ok()) return Fail(2, s.ToString());
-  membership::EtcdSettings etcd_settings{
-      etcd.value_or(cluster->etcd_endpoints), etcd_prefix.value_or(cluster->etcd_prefix),
-      static_cast<int>(lease_ttl.value_or(cluster->etcd_lease_ttl_s))};
+  const membership::EtcdSettings etcd_settings = flags.Resolve(
+      {cluster->etcd_endpoints, cluster->etcd_prefix, static_cast<int>(cluster->etcd_lease_ttl_s)});
   if (absl::Status s = etcd_settings.Validate(); !s.ok()) return Fail(2, s.ToString());
 
   InitDaemonProcess();
@@ -80,7 +71,7 @@ int main(int argc, char** argv) {
   registry->GetGauge("ringcache_build_info", "Build information.",
                      {{"version", "0.1.0"}, {"role", "gateway"}})
       ->Set(1);
-  std::vector<cachenode::DataNodeEndpoint> endpoints;
+  std::vector<datanode::DataNodeEndpoint> endpoints;
   std::vector<v1::NodeInfo> infos;
   for (const auto& n : cluster->nodes) {
     v1::NodeInfo i;
@@ -96,7 +87,7 @@ int main(int argc, char** argv) {
   // The data ring as the last rebalance left it (data nodes joined at run time) wins over the
   // cluster file's list.
   const std::string data_ring_path = dir + "/data_ring";
-  auto saved_ring = cachenode::LoadDataRing(data_ring_path);
+  auto saved_ring = datanode::LoadDataRing(data_ring_path);
   if (!saved_ring.ok()) return Fail(1, saved_ring.status().ToString());
   // Cluster mode: etcd holds the VDI catalog and the data ring (gateway/etcd_state.h); a newer
   // data ring there wins over the local copy.
@@ -105,7 +96,7 @@ int main(int argc, char** argv) {
     auto c = membership::ConnectEtcd(etcd_settings);
     if (!c.ok()) return Fail(1, c.status().ToString());
     etcd_state = *std::move(c);
-    absl::StatusOr<std::optional<cachenode::DataRing>> remote;
+    absl::StatusOr<std::optional<datanode::DataRing>> remote;
     for (int i = 0; i < 60; ++i) {
       remote = gateway::LoadEtcdDataRing(etcd_state.get(), etcd_settings.prefix);
       if (remote.ok() || absl::IsDataLoss(remote.status())) break;
@@ -121,8 +112,8 @@ int main(int argc, char** argv) {
       spdlog::info("data ring epoch {} from etcd", (*saved_ring)->epoch);
     }
   }
-  auto pool = saved_ring->has_value() ? cachenode::DataNodePool::Create(**saved_ring, registry)
-                                      : cachenode::DataNodePool::Create(endpoints, registry);
+  auto pool = saved_ring->has_value() ? datanode::DataNodePool::Create(**saved_ring, registry)
+                                      : datanode::DataNodePool::Create(endpoints, registry);
   if (!pool.ok()) return Fail(2, pool.status().ToString());
   std::vector<gateway::CacheMember> members;
   for (const auto& n : cluster->OfRole("cachenode")) {
@@ -154,7 +145,7 @@ int main(int argc, char** argv) {
   ro.state_path = data_ring_path;
   if (etcd_state != nullptr) {
     ro.save_ring = [c = etcd_state.get(), prefix = etcd_settings.prefix](
-                       const cachenode::DataRing& ring) {
+                       const datanode::DataRing& ring) {
       return gateway::SaveEtcdDataRing(c, prefix, ring);
     };
   }

@@ -150,7 +150,7 @@ ExportInfo InfoOf(const VdiRecord& r) {
 
 absl::StatusOr<std::unique_ptr<Router>> Router::Create(Catalog* catalog,
                                                        std::vector<CacheMember> cache_nodes,
-                                                       cachenode::DataNodePool* data_nodes) {
+                                                       datanode::DataNodePool* data_nodes) {
   if (cache_nodes.empty()) return absl::InvalidArgumentError("no cache nodes configured");
   std::unique_ptr<Router> r(new Router());
   r->catalog_ = catalog;

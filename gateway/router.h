@@ -28,7 +28,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "cachenode/datanode_pool.h"
+#include "datanode/client/datanode_pool.h"
 #include "gateway/block_device.h"
 #include "gateway/cache_client.h"
 #include "gateway/catalog.h"
@@ -47,7 +47,7 @@ class Router : public ExportProvider {
   // `catalog` and `data_nodes` are not owned and must outlive the router.
   static absl::StatusOr<std::unique_ptr<Router>> Create(Catalog* catalog,
                                                         std::vector<CacheMember> cache_nodes,
-                                                        cachenode::DataNodePool* data_nodes);
+                                                        datanode::DataNodePool* data_nodes);
 
   // ExportProvider.
   absl::StatusOr<ExportInfo> Find(const std::string& name) override;
@@ -85,7 +85,7 @@ class Router : public ExportProvider {
   uint64_t ring_epoch() const;
   void SetRingEpoch(uint64_t epoch);
   size_t cache_node_count() const;
-  cachenode::DataNodePool* data_nodes() const { return data_nodes_; }
+  datanode::DataNodePool* data_nodes() const { return data_nodes_; }
 
   // Loads the removed cache nodes from `path` (if it exists) and keeps later removals there; also
   // loads the learned cache nodes (LearnCacheNode) from `added_cache_nodes` in the same
@@ -153,7 +153,7 @@ class Router : public ExportProvider {
   absl::Status SaveRemoved() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   Catalog* catalog_ = nullptr;
-  cachenode::DataNodePool* data_nodes_ = nullptr;
+  datanode::DataNodePool* data_nodes_ = nullptr;
   absl::Status SaveLearned() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status LoadLearned(const std::string& path) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::unique_ptr<CacheClient> NewClient(uint32_t id, const std::string& address) const

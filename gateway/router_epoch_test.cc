@@ -12,6 +12,7 @@
 #include "cachenode/cache_node.h"
 #include "cachenode/service.h"
 #include "cachenode/testing/embedded_datanodes.h"
+#include "tools/local/local_cache_client.h"
 #include "gateway/router.h"
 #include "gtest/gtest.h"
 
@@ -24,7 +25,7 @@ constexpr uint32_t kObj = 64 * 1024;
 // A local client that admits block requests through a RingEpochGuard, like the gRPC service.
 class GuardedClient : public CacheClient {
  public:
-  explicit GuardedClient(cachenode::CacheNode* node) : inner_(MakeLocalCacheClient(node)) {}
+  explicit GuardedClient(cachenode::CacheNode* node) : inner_(local::MakeLocalCacheClient(node)) {}
   cachenode::RingEpochGuard& guard() { return guard_; }
   int refused() const { return refused_.load(); }
 
@@ -73,7 +74,7 @@ class GuardedClient : public CacheClient {
   absl::StatusOr<uint64_t> DropBlocks(bool all, const std::vector<ring::Member>& ring) override {
     return inner_->DropBlocks(all, ring);
   }
-  absl::Status SetDataRing(const cachenode::DataRing& ring) override {
+  absl::Status SetDataRing(const datanode::DataRing& ring) override {
     return inner_->SetDataRing(ring);
   }
 
@@ -95,7 +96,7 @@ TEST(RouterEpochTest, StaleRequestIsRetriedOnceTheRingCaughtUp) {
   std::filesystem::create_directories(dir);
   metrics::Registry registry;
   cachenode::testing::EmbeddedDataNodes dns(dir, 2);
-  auto pool = cachenode::DataNodePool::Create(dns.endpoints(), &registry);
+  auto pool = datanode::DataNodePool::Create(dns.endpoints(), &registry);
   ASSERT_TRUE(pool.ok()) << pool.status();
   std::vector<std::unique_ptr<cachenode::CacheNode>> nodes;
   std::vector<GuardedClient*> clients;

@@ -14,6 +14,7 @@
 
 #include "cachenode/cache_node.h"
 #include "cachenode/testing/embedded_datanodes.h"
+#include "tools/local/local_cache_client.h"
 #include "gateway/admin_service.h"
 #include "gateway/router.h"
 #include "ring/ring.h"
@@ -35,7 +36,7 @@ class RouterMembershipTest : public ::testing::Test {
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);
     dns_ = std::make_unique<cachenode::testing::EmbeddedDataNodes>(dir_, 3);
-    pool_ = std::move(*cachenode::DataNodePool::Create(dns_->endpoints(), &registry_));
+    pool_ = std::move(*datanode::DataNodePool::Create(dns_->endpoints(), &registry_));
     std::vector<CacheMember> members;
     for (uint32_t id = 1; id <= 3; ++id) {
       cachenode::CacheNodeConfig cc;
@@ -49,7 +50,7 @@ class RouterMembershipTest : public ::testing::Test {
       ASSERT_TRUE(n.ok()) << n.status();
       nodes_.push_back(std::move(*n));
       // Node 3 is not in the "cluster file": the router learns it (LearnCacheNode).
-      if (id <= 2) members.push_back({id, 1.0, MakeLocalCacheClient(nodes_.back().get())});
+      if (id <= 2) members.push_back({id, 1.0, local::MakeLocalCacheClient(nodes_.back().get())});
     }
     VdiDefaults defaults;
     defaults.object_size = kObj;
@@ -99,7 +100,7 @@ class RouterMembershipTest : public ::testing::Test {
     if (!router.ok()) return nullptr;
     (*router)->SetClientFactoryForTest([this](uint32_t id, const std::string& address) {
       EXPECT_EQ(address, "local:" + std::to_string(id));
-      return MakeLocalCacheClient(nodes_[id - 1].get());
+      return local::MakeLocalCacheClient(nodes_[id - 1].get());
     });
     absl::Status s = (*router)->LoadRemoved(dir_ + "/removed_cache_nodes");
     EXPECT_TRUE(s.ok()) << s;
@@ -109,7 +110,7 @@ class RouterMembershipTest : public ::testing::Test {
   std::vector<CacheMember> FileMembers() {
     std::vector<CacheMember> members;
     for (uint32_t id = 1; id <= 2; ++id) {
-      members.push_back({id, 1.0, MakeLocalCacheClient(nodes_[id - 1].get())});
+      members.push_back({id, 1.0, local::MakeLocalCacheClient(nodes_[id - 1].get())});
     }
     return members;
   }
@@ -132,7 +133,7 @@ class RouterMembershipTest : public ::testing::Test {
   std::string dir_;
   metrics::Registry registry_;
   std::unique_ptr<cachenode::testing::EmbeddedDataNodes> dns_;
-  std::unique_ptr<cachenode::DataNodePool> pool_;
+  std::unique_ptr<datanode::DataNodePool> pool_;
   std::vector<std::unique_ptr<cachenode::CacheNode>> nodes_;
   std::unique_ptr<Catalog> catalog_;
   std::unique_ptr<Router> router_;

@@ -30,7 +30,7 @@ class CacheNodeHarness : public ::testing::Test {
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);
     dns_ = std::make_unique<EmbeddedDataNodes>(dir_, data_nodes);
-    pool_ = std::move(*DataNodePool::Create(dns_->endpoints(), &registry_));
+    pool_ = std::move(*datanode::DataNodePool::Create(dns_->endpoints(), &registry_));
     geometry_.set_vdi_id(1);
     geometry_.set_name("v");
     geometry_.set_size_bytes(64ull << 20);
@@ -64,7 +64,7 @@ class CacheNodeHarness : public ::testing::Test {
   std::string dir_;
   metrics::Registry registry_;
   std::unique_ptr<EmbeddedDataNodes> dns_;
-  std::unique_ptr<DataNodePool> pool_;
+  std::unique_ptr<datanode::DataNodePool> pool_;
   v1::VdiGeometry geometry_;
   CacheNodeConfig config_;
   std::unique_ptr<CacheNode> node_;

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "cachenode/datanode_pool.h"
+#include "datanode/client/datanode_pool.h"
 #include "datanode/hdd_emulator.h"
 #include "datanode/service.h"
 #include "datanode/store.h"
@@ -23,7 +23,7 @@ class EmbeddedDataNodes {
   // Starts `count` data nodes with state under `dir`.
   EmbeddedDataNodes(const std::string& dir, int count);
   ~EmbeddedDataNodes();
-  const std::vector<DataNodeEndpoint>& endpoints() const { return endpoints_; }
+  const std::vector<datanode::DataNodeEndpoint>& endpoints() const { return endpoints_; }
   datanode::BlockStore* store(int i) { return nodes_[i]->store.get(); }
   // Stops node i's gRPC server for good (its store stays readable for checks).
   void StopForTest(int i);
@@ -37,7 +37,7 @@ class EmbeddedDataNodes {
   };
   metrics::Registry registry_;
   std::vector<std::unique_ptr<Node>> nodes_;
-  std::vector<DataNodeEndpoint> endpoints_;
+  std::vector<datanode::DataNodeEndpoint> endpoints_;
 };
 
 }  // namespace ringcache::cachenode::testing

@@ -16,7 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "cachenode/cache_node.h"
-#include "cachenode/datanode_pool.h"
+#include "datanode/client/datanode_pool.h"
 #include "common/clock.h"
 #include "common/config.h"
 #include "common/grpc_channel.h"
@@ -30,6 +30,7 @@
 #include "gateway/catalog.h"
 #include "gateway/frontends.h"
 #include "gateway/router.h"
+#include "tools/local/local_cache_client.h"
 
 namespace {
 
@@ -201,7 +202,7 @@ int main(int argc, char** argv) {
 
   // Data nodes.
   std::vector<DataNodeProc> dns(cfg.data_nodes);
-  std::vector<cachenode::DataNodeEndpoint> endpoints;
+  std::vector<datanode::DataNodeEndpoint> endpoints;
   for (uint32_t i = 0; i < cfg.data_nodes; ++i) {
     DataNodeProc& d = dns[i];
     auto store = datanode::BlockStore::Open(
@@ -222,7 +223,7 @@ int main(int argc, char** argv) {
     if (!d.server || d.port == 0) return Fail(1, "cannot start an embedded data node");
     endpoints.push_back({i + 1, absl::StrCat("127.0.0.1:", d.port), 1.0, ""});
   }
-  auto pool = cachenode::DataNodePool::Create(endpoints, registry);
+  auto pool = datanode::DataNodePool::Create(endpoints, registry);
   if (!pool.ok()) return Fail(1, pool.status().ToString());
 
   // Cache nodes.
@@ -249,7 +250,7 @@ int main(int argc, char** argv) {
       return Fail(node.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1,
                   node.status().ToString());
     }
-    members.push_back({i + 1, 1.0, gateway::MakeLocalCacheClient(node->get())});
+    members.push_back({i + 1, 1.0, local::MakeLocalCacheClient(node->get())});
     cns.push_back(std::move(*node));
     v1::NodeInfo n;
     n.set_role("cachenode");
@@ -294,7 +295,7 @@ int main(int argc, char** argv) {
       [p = pool->get()] {
         v1::DataRebalance r;
         r.set_state("idle");
-        const cachenode::DataRing ring = p->ring();
+        const datanode::DataRing ring = p->ring();
         r.set_data_epoch(ring.epoch);
         for (uint32_t id : ring.members) r.add_members(id);
         return r;

@@ -11,8 +11,8 @@
 // the ring (a View); SetRing returns only once no request uses an older snapshot.
 //
 // Thread-safety: thread-safe.
-#ifndef RINGCACHE_CACHENODE_DATANODE_POOL_H_
-#define RINGCACHE_CACHENODE_DATANODE_POOL_H_
+#ifndef RINGCACHE_DATANODE_CLIENT_DATANODE_POOL_H_
+#define RINGCACHE_DATANODE_CLIENT_DATANODE_POOL_H_
 
 #include <atomic>
 #include <functional>
@@ -31,7 +31,7 @@
 #include "ringcache/v1/cachenode.pb.h"
 #include "ringcache/v1/datanode.grpc.pb.h"
 
-namespace ringcache::cachenode {
+namespace ringcache::datanode {
 
 struct DataNodeEndpoint {
   uint32_t id = 0;
@@ -248,6 +248,6 @@ class DataNodePool {
   std::atomic<uint64_t> repairs_{0};
 };
 
-}  // namespace ringcache::cachenode
+}  // namespace ringcache::datanode
 
-#endif  // RINGCACHE_CACHENODE_DATANODE_POOL_H_
+#endif  // RINGCACHE_DATANODE_CLIENT_DATANODE_POOL_H_

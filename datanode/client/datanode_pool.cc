@@ -1,5 +1,5 @@
 // gRPC access to the home replicas of objects, with load tracking.
-#include "cachenode/datanode_pool.h"
+#include "datanode/client/datanode_pool.h"
 
 #include <grpcpp/grpcpp.h>
 
@@ -21,7 +21,7 @@
 #include "common/grpc_status.h"
 #include "common/status_macros.h"
 
-namespace ringcache::cachenode {
+namespace ringcache::datanode {
 namespace {
 
 double Seconds(std::chrono::steady_clock::time_point since) {
@@ -780,4 +780,4 @@ absl::StatusOr<uint64_t> DataNodePool::BlockCount(uint32_t node) {
   return resp.blocks();
 }
 
-}  // namespace ringcache::cachenode
+}  // namespace ringcache::datanode

@@ -14,16 +14,16 @@
 // data; fine for cache nodes of a few GiB of dirty data, see docs/durability.md).
 //
 // Thread-safety: a free function; concurrent replays of different cache nodes are safe.
-#ifndef RINGCACHE_CACHENODE_LOG_REPLAY_H_
-#define RINGCACHE_CACHENODE_LOG_REPLAY_H_
+#ifndef RINGCACHE_DATANODE_CLIENT_LOG_REPLAY_H_
+#define RINGCACHE_DATANODE_CLIENT_LOG_REPLAY_H_
 
 #include <cstdint>
 #include <functional>
 
 #include "absl/status/statusor.h"
-#include "cachenode/datanode_pool.h"
+#include "datanode/client/datanode_pool.h"
 
-namespace ringcache::cachenode {
+namespace ringcache::datanode {
 
 struct ReplayStats {
   uint64_t records = 0;         // record copies scanned
@@ -39,6 +39,6 @@ absl::StatusOr<ReplayStats> ReplayCacheNodeLog(
     DataNodePool* pool, uint32_t cache_node,
     const std::function<uint32_t(uint32_t vdi)>& replication);
 
-}  // namespace ringcache::cachenode
+}  // namespace ringcache::datanode
 
-#endif  // RINGCACHE_CACHENODE_LOG_REPLAY_H_
+#endif  // RINGCACHE_DATANODE_CLIENT_LOG_REPLAY_H_

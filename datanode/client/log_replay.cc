@@ -1,5 +1,5 @@
 // Replay of a lost cache node's write-back log to the home replicas.
-#include "cachenode/log_replay.h"
+#include "datanode/client/log_replay.h"
 
 #include <map>
 #include <tuple>
@@ -10,7 +10,7 @@
 #include "common/checksum.h"
 #include "common/status_macros.h"
 
-namespace ringcache::cachenode {
+namespace ringcache::datanode {
 
 absl::StatusOr<ReplayStats> ReplayCacheNodeLog(
     DataNodePool* pool, uint32_t cache_node,
@@ -37,7 +37,7 @@ absl::StatusOr<ReplayStats> ReplayCacheNodeLog(
     const uint32_t n = replication(vdi);
     auto end = it;
     std::string data;
-    HomeStamp stamp{cache_node, {}, true};
+    HomeStamp stamp{cache_node, {}, true, {}};
     uint32_t next = first;
     while (end != latest.end() && std::get<0>(end->first) == vdi &&
            std::get<1>(end->first) == object && std::get<2>(end->first) == next) {
@@ -75,4 +75,4 @@ absl::StatusOr<ReplayStats> ReplayCacheNodeLog(
   return stats;
 }
 
-}  // namespace ringcache::cachenode
+}  // namespace ringcache::datanode
