@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "cachenode/cache_node.h"
+#include "cachenode/data_server.h"
 #include "cachenode/service.h"
 #include "common/cluster_file.h"
 #include "common/config.h"
@@ -36,6 +37,7 @@ int Fail(int code, const std::string& msg) {
 // What the flags and the cluster file say this node is.
 struct Settings {
   uint32_t id = 0;
+  std::string data_listen;  // host:port, port 0 = any
   ClusterFile cluster;
   ClusterNode self;
   cachenode::CacheNodeConfig cc;
@@ -47,7 +49,8 @@ struct Settings {
 struct Flags {
   membership::DaemonFlags daemon;
   uint32_t id = 0;
-  std::optional<std::string> listen, http_listen, ssd_path, ready_file, policy, placement;
+  std::optional<std::string> listen, http_listen, data_listen, ssd_path, ready_file, policy,
+      placement;
 };
 
 void AddFlags(CLI::App* app, Flags* f) {
@@ -56,6 +59,9 @@ void AddFlags(CLI::App* app, Flags* f) {
   app->add_option("--id", f->id, "This cache node's id in the cluster file")->required();
   app->add_option("--listen", f->listen, "gRPC address (overrides the cluster file)");
   app->add_option("--http-listen", f->http_listen, "HTTP /metrics address");
+  app->add_option("--data-listen", f->data_listen,
+                  "Block data protocol address host:port (default: the host of the gRPC "
+                  "address, any free port; gateways learn the port from the node)");
   app->add_option("--ssd-path", f->ssd_path, "SSD slot file or block device "
                                               "(default <data_dir>/cachenode-<id>/ssd.slots)");
   app->add_option("--policy", f->policy, "Policy spec (default from the cluster file)");
@@ -72,6 +78,14 @@ absl::StatusOr<Settings> Resolve(const Flags& f) {
   RC_ASSIGN_OR_RETURN(s.self, s.cluster.Find("cachenode", f.id));
   if (f.listen) s.self.listen = *f.listen;
   if (f.http_listen) s.self.http_listen = *f.http_listen;
+  if (f.data_listen) {
+    s.data_listen = *f.data_listen;
+  } else {
+    std::string host;
+    int unused = 0;
+    RC_RETURN_IF_ERROR(SplitHostPort(s.self.listen, &host, &unused));
+    s.data_listen = absl::StrCat(host, ":0");
+  }
   const std::string dir = s.cluster.NodeDir(s.self);
   RC_RETURN_IF_ERROR(EnsureWritableDir(dir));
   s.cc.node_id = f.id;
@@ -119,6 +133,7 @@ class Daemon {
   std::unique_ptr<cachenode::Fence> fence_;
   std::unique_ptr<cachenode::CacheNodeService> service_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<cachenode::DataServer> data_server_;
   HttpServer http_;
   int port_ = 0;
   int http_port_ = 0;
@@ -184,9 +199,17 @@ absl::Status Daemon::Serve() {
   if (!server_ || port_ == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", s_.self.listen));
   }
+  std::string data_host;
+  int data_port = 0;
+  RC_RETURN_IF_ERROR(SplitHostPort(s_.data_listen, &data_host, &data_port));
+  RC_ASSIGN_OR_RETURN(data_server_,
+                      cachenode::DataServer::Start({data_host, data_port}, node_.get(),
+                                                   service_->gate(), registry_));
+  service_->set_data_port(data_server_->port());
   RC_ASSIGN_OR_RETURN(http_port_, ServeMetrics(&http_, registry_, s_.self.http_listen));
-  spdlog::info("ringcache-cachenode {} serving gRPC on port {}, metrics on port {}, SSD {}", s_.id,
-               port_, http_port_, s_.cc.ssd_path);
+  spdlog::info("ringcache-cachenode {} serving gRPC on port {}, block data on port {}, metrics "
+               "on port {}, SSD {}",
+               s_.id, port_, data_server_->port(), http_port_, s_.cc.ssd_path);
   return absl::OkStatus();
 }
 
@@ -221,7 +244,9 @@ absl::Status Daemon::Register() {
     spdlog::info("registered in etcd as {} (lease TTL {} s); serving only while it is valid",
                  presence_->registration()->key(), s_.etcd.lease_ttl_s);
   }
-  return WriteReadyFile(s_.ready_file, {{"grpc_port", port_}, {"http_port", http_port_}});
+  return WriteReadyFile(s_.ready_file, {{"grpc_port", port_},
+                                        {"http_port", http_port_},
+                                        {"data_port", data_server_->port()}});
 }
 
 void Daemon::GiveUpLease() {
@@ -256,6 +281,7 @@ void Daemon::Stop() {
   if (device_watch_.joinable()) device_watch_.join();
   GiveUpLease();
   if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  if (data_server_) data_server_->Stop();
   http_.Stop();
   // The node (and its destager, which asks the fence) stops before the fence and the
   // registration it reads are destroyed.

@@ -21,7 +21,7 @@ absl::Status RingEpochGuard::Admit(uint64_t epoch) {
   return absl::OkStatus();
 }
 
-CacheNodeService::CacheNodeService(CacheNode* node, metrics::Registry* registry) : node_(node) {
+RequestGate::RequestGate(CacheNode* node, metrics::Registry* registry) : node_(node) {
   if (registry != nullptr) {
     fenced_requests_ = registry->GetCounter(
         "ringcache_cachenode_fenced_requests_total",
@@ -33,23 +33,24 @@ CacheNodeService::CacheNodeService(CacheNode* node, metrics::Registry* registry)
   }
 }
 
-grpc::Status CacheNodeService::Admit(uint64_t epoch) {
-  if (grpc::Status f = CheckFence(); !f.ok()) return f;
+absl::Status RequestGate::Admit(uint64_t epoch) {
+  if (absl::Status f = node_->CheckOwner(); !f.ok()) {
+    if (fenced_requests_ != nullptr) fenced_requests_->Inc();
+    return f;
+  }
   absl::Status s = epochs_.Admit(epoch);
   if (s.ok()) {
     node_->ObserveEpoch(epochs_.highest());
-    return grpc::Status::OK;
+    return s;
   }
   if (stale_epoch_requests_ != nullptr) stale_epoch_requests_->Inc();
-  return ToGrpc(s);
+  return s;
 }
 
-grpc::Status CacheNodeService::CheckFence() {
-  absl::Status s = node_->CheckOwner();
-  if (s.ok()) return grpc::Status::OK;
-  if (fenced_requests_ != nullptr) fenced_requests_->Inc();
-  return ToGrpc(s);
-}
+CacheNodeService::CacheNodeService(CacheNode* node, metrics::Registry* registry)
+    : gate_(node, registry), node_(node) {}
+
+grpc::Status CacheNodeService::Admit(uint64_t epoch) { return ToGrpc(gate_.Admit(epoch)); }
 
 CacheMode FromProto(v1::CacheMode m) {
   switch (m) {
@@ -133,6 +134,7 @@ grpc::Status CacheNodeService::Stats(grpc::ServerContext*, const v1::CacheStatsR
   resp->set_device_failed(!dev.ok());
   resp->set_device_error(std::string(dev.message()));
   resp->set_epoch(node_->epoch());
+  resp->set_data_port(static_cast<uint32_t>(data_port_.load()));
   return grpc::Status::OK;
 }
 

@@ -56,10 +56,31 @@ class RingEpochGuard {
   std::atomic<uint64_t> highest_{0};
 };
 
+// The checks every block request passes before it reaches the node, on either transport (gRPC
+// here, the block data protocol of cachenode/data_server.h): the node's ownership
+// (CacheNode::CheckOwner), then the request's ring epoch (raising the node's epoch). Refusals
+// are counted in /metrics.
+class RequestGate {
+ public:
+  // `node` and `registry` (may be null) are not owned.
+  RequestGate(CacheNode* node, metrics::Registry* registry);
+  absl::Status Admit(uint64_t epoch);
+
+ private:
+  CacheNode* const node_;
+  RingEpochGuard epochs_;
+  metrics::Counter* fenced_requests_ = nullptr;
+  metrics::Counter* stale_epoch_requests_ = nullptr;
+};
+
 class CacheNodeService final : public v1::CacheNode::Service {
  public:
   // `node` and `registry` are not owned.
   explicit CacheNodeService(CacheNode* node, metrics::Registry* registry = nullptr);
+  // The gate block requests pass (shared with the block data server).
+  RequestGate* gate() { return &gate_; }
+  // The block data protocol's port, announced in Stats (0: not served).
+  void set_data_port(int port) { data_port_.store(port); }
 
   grpc::Status Read(grpc::ServerContext*, const v1::CacheReadRequest*,
                     v1::CacheReadResponse*) override;
@@ -87,15 +108,11 @@ class CacheNodeService final : public v1::CacheNode::Service {
                            v1::SetDataRingResponse*) override;
 
  private:
-  // Returns OK if block I/O may be served, else the node's refusal (counted).
-  grpc::Status CheckFence();
-  // The fence, then the request's ring epoch (raising the node's epoch).
+  // The gate's verdict as a gRPC status.
   grpc::Status Admit(uint64_t epoch);
-  RingEpochGuard epochs_;
-  metrics::Counter* stale_epoch_requests_ = nullptr;
-
+  RequestGate gate_;
   CacheNode* const node_;
-  metrics::Counter* fenced_requests_ = nullptr;
+  std::atomic<int> data_port_{0};
 };
 
 // Converts between the wire enum and CacheMode.

@@ -4,16 +4,27 @@
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <memory>
+#include <optional>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/errors.h"
 #include "common/grpc_channel.h"
+#include "common/http_server.h"
+#include "gateway/data_channel.h"
 #include "common/grpc_status.h"
 #include "common/status_macros.h"
 
 namespace ringcache::gateway {
 namespace {
+
+bool UseDataPath() {
+  const char* t = std::getenv("RINGCACHE_BLOCK_TRANSPORT");
+  return t == nullptr || std::string(t) != "grpc";
+}
 
 class GrpcCacheClient : public CacheClient {
  public:
@@ -24,6 +35,10 @@ class GrpcCacheClient : public CacheClient {
 
   absl::Status Read(uint32_t vdi, uint64_t object, uint32_t offset, uint32_t len,
                     char* out) override {
+    if (std::optional<absl::Status> fast =
+            OverDataPath({wire::Op::kRead, vdi, object, offset, len}, nullptr, out, "read")) {
+      return *fast;
+    }
     v1::CacheReadRequest req = Range(vdi, object, offset, len);
     v1::CacheReadResponse resp;
     auto ctx = Ctx();
@@ -35,6 +50,10 @@ class GrpcCacheClient : public CacheClient {
   }
   absl::Status Write(uint32_t vdi, uint64_t object, uint32_t offset, uint32_t len,
                      const char* data) override {
+    if (std::optional<absl::Status> fast =
+            OverDataPath({wire::Op::kWrite, vdi, object, offset, len}, data, nullptr, "write")) {
+      return *fast;
+    }
     v1::CacheWriteRequest req;
     req.set_vdi_id(vdi);
     req.set_object_index(object);
@@ -47,6 +66,11 @@ class GrpcCacheClient : public CacheClient {
   }
   absl::Status Trim(uint32_t vdi, uint64_t object, uint32_t offset, uint32_t len,
                     bool zero) override {
+    const wire::Op op = zero ? wire::Op::kZero : wire::Op::kTrim;
+    if (std::optional<absl::Status> fast =
+            OverDataPath({op, vdi, object, offset, len}, nullptr, nullptr, "trim")) {
+      return *fast;
+    }
     v1::CacheTrimRequest req;
     req.set_vdi_id(vdi);
     req.set_object_index(object);
@@ -165,8 +189,12 @@ class GrpcCacheClient : public CacheClient {
     return resp.dirty_blocks_kept();
   }
   void CancelInFlight() override {
-    absl::MutexLock l(&live_mu_);
-    for (grpc::ClientContext* ctx : live_) ctx->TryCancel();
+    {
+      absl::MutexLock l(&live_mu_);
+      for (grpc::ClientContext* ctx : live_) ctx->TryCancel();
+    }
+    absl::MutexLock l(&data_mu_);
+    if (data_) data_->CancelInFlight();
   }
   absl::Status SetDataRing(const datanode::DataRing& ring) override {
     v1::SetDataRingResponse resp;
@@ -211,11 +239,64 @@ class GrpcCacheClient : public CacheClient {
   }
   std::string What(const char* op) const { return absl::StrCat(op, " on cache node ", address_); }
 
+  // The request over the block data protocol (gateway/data_channel.h), or nullopt when it did
+  // not leave that way (no data port known, or the connection failed before sending): then the
+  // caller sends it over gRPC, which waits for a restarting node.
+  std::optional<absl::Status> OverDataPath(wire::Request r, const char* payload, char* out,
+                                           const char* op) {
+    std::shared_ptr<DataChannel> ch = DataPath();
+    if (ch == nullptr) return std::nullopt;
+    r.epoch = ring_epoch();
+    r.timeout_ms = static_cast<uint32_t>(timeout_ms_);
+    bool sent = false;
+    absl::Status s = ch->Call(r, payload, out, &sent);
+    if (sent) return Annotate(s, absl::StrCat(What(op), ": "));
+    absl::MutexLock l(&data_mu_);
+    if (data_ == ch) {  // ask the node for its data port again (it may have restarted)
+      data_.reset();
+      next_discovery_ = absl::Now() + absl::Seconds(1);
+    }
+    return std::nullopt;
+  }
+  // The data channel, discovering the node's data port (Stats) at most once a second.
+  std::shared_ptr<DataChannel> DataPath() {
+    if (!use_data_path_) return nullptr;
+    {
+      absl::MutexLock l(&data_mu_);
+      if (data_ != nullptr || discovering_ || absl::Now() < next_discovery_) return data_;
+      discovering_ = true;
+    }
+    v1::CacheStatsRequest req;
+    req.set_vdi_id(0xffffffffu);  // no such VDI: only the node's own state
+    v1::CacheStatsResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    const bool ok = stub_->Stats(&ctx, req, &resp).ok();
+    std::string host;
+    int unused = 0;
+    const bool addressed = SplitHostPort(address_, &host, &unused).ok();
+    absl::MutexLock l(&data_mu_);
+    discovering_ = false;
+    if (ok && addressed && resp.data_port() != 0) {
+      data_ = std::make_shared<DataChannel>(host, static_cast<int>(resp.data_port()),
+                                            timeout_ms_);
+    } else {
+      next_discovery_ = absl::Now() + absl::Seconds(1);
+    }
+    return data_;
+  }
+
   const std::string address_;
   const int timeout_ms_;
   std::unique_ptr<v1::CacheNode::Stub> stub_;
   mutable absl::Mutex live_mu_;
   mutable absl::flat_hash_set<grpc::ClientContext*> live_ ABSL_GUARDED_BY(live_mu_);
+  // RINGCACHE_BLOCK_TRANSPORT=grpc turns the block data protocol off (comparisons, debugging).
+  const bool use_data_path_ = UseDataPath();
+  absl::Mutex data_mu_;
+  std::shared_ptr<DataChannel> data_ ABSL_GUARDED_BY(data_mu_);
+  bool discovering_ ABSL_GUARDED_BY(data_mu_) = false;
+  absl::Time next_discovery_ ABSL_GUARDED_BY(data_mu_) = absl::InfinitePast();
 };
 
 }  // namespace

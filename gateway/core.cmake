@@ -5,6 +5,7 @@ add_library(rc_gateway STATIC
   ${CMAKE_CURRENT_LIST_DIR}/piece_pool.cc
   ${CMAKE_CURRENT_LIST_DIR}/catalog.cc
   ${CMAKE_CURRENT_LIST_DIR}/cache_client.cc
+  ${CMAKE_CURRENT_LIST_DIR}/data_channel.cc
   ${CMAKE_CURRENT_LIST_DIR}/admin_service.cc
   ${CMAKE_CURRENT_LIST_DIR}/frontends.cc)
 target_link_libraries(rc_gateway PUBLIC rc_nbd rc_datanode_client rc_ring rc_proto)
@@ -34,3 +35,6 @@ rc_add_gtest(router_epoch_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/router_epoch_te
              LIBS rc_gateway rc_local_client rc_embedded_datanodes)
 
 rc_add_gtest(piece_pool_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/piece_pool_test.cc LIBS rc_gateway)
+
+rc_add_gtest(data_channel_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/data_channel_test.cc
+             LIBS rc_gateway rc_cachenode rc_embedded_datanodes)

@@ -1,0 +1,69 @@
+// DataServer: the cache node's end of the block data protocol (common/block_wire.h) — reads,
+// writes and trims as fixed binary frames over TCP, each connection served on its own thread,
+// each request run inline on it (no hand-off between threads). Every request passes the same
+// RequestGate as the gRPC service (ownership, then ring epoch), so the two transports refuse
+// alike. The port is announced in the Stats RPC's `data_port` (gateways find it there) and in
+// the ready file.
+//
+// Thread-safety: thread-safe.
+#ifndef RINGCACHE_CACHENODE_DATA_SERVER_H_
+#define RINGCACHE_CACHENODE_DATA_SERVER_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "cachenode/cache_node.h"
+#include "cachenode/service.h"
+#include "common/block_wire.h"
+#include "common/metrics.h"
+
+namespace ringcache::cachenode {
+
+struct DataServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 0;                // 0: any free port
+  int max_connections = 4096;  // one thread each; more are refused (closed at once)
+};
+
+class DataServer {
+ public:
+  // Listens and starts accepting. `node`, `gate` and `registry` are not owned.
+  static absl::StatusOr<std::unique_ptr<DataServer>> Start(const DataServerOptions& options,
+                                                           CacheNode* node, RequestGate* gate,
+                                                           metrics::Registry* registry);
+  ~DataServer();  // Stop()
+  // Closes the listener and every connection, and waits for their threads. Idempotent.
+  void Stop();
+  int port() const { return port_; }
+
+ private:
+  DataServer(CacheNode* node, RequestGate* gate, metrics::Registry* registry);
+  void AcceptLoop();
+  void Serve(int fd);
+  // Runs one request; reads leave their data in *data.
+  absl::Status Handle(const wire::Request& r, const char* payload, char* data);
+
+  CacheNode* const node_;
+  RequestGate* const gate_;
+  int max_connections_ = 0;
+  int listen_fd_ = -1;
+  int port_ = 0;
+  std::thread acceptor_;
+  absl::Mutex mu_;
+  absl::flat_hash_set<int> conns_ ABSL_GUARDED_BY(mu_);
+  int threads_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  metrics::Counter* requests_[5] = {};  // by wire::Op
+  metrics::Counter* refused_connections_ = nullptr;
+  metrics::Counter* protocol_errors_ = nullptr;
+};
+
+}  // namespace ringcache::cachenode
+
+#endif  // RINGCACHE_CACHENODE_DATA_SERVER_H_

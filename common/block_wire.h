@@ -1,0 +1,64 @@
+// The block data protocol between a gateway and a cache node: fixed binary frames over TCP for
+// the hot path (read, write, trim), next to gRPC for everything else. One request at a time per
+// connection; a gateway keeps a pool of connections per cache node (gateway/data_channel.h), a
+// cache node serves each connection on its own thread (cachenode/data_server.h). Byte order is
+// little-endian; docs/data-protocol.md has the picture.
+//
+//   request  := RequestHeader (40 bytes) [payload: `length` bytes, writes only]
+//   response := ResponseHeader (16 bytes) [message: message_len bytes] [data: data_len bytes]
+//
+// A response carries an absl status code and the ringcache error kind (common/errors.h), so a
+// refusal (fenced, stale epoch, unknown VDI, ...) reaches the router typed, as over gRPC.
+//
+// Thread-safety: pure functions.
+#ifndef RINGCACHE_COMMON_BLOCK_WIRE_H_
+#define RINGCACHE_COMMON_BLOCK_WIRE_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "common/errors.h"
+
+namespace ringcache::wire {
+
+inline constexpr uint32_t kRequestMagic = 0x31445243;   // "CRD1"
+inline constexpr uint32_t kResponseMagic = 0x31535243;  // "CRS1"
+inline constexpr size_t kRequestBytes = 40;
+inline constexpr size_t kResponseBytes = 16;
+inline constexpr uint32_t kMaxLength = 64u << 20;       // as the gRPC messages
+inline constexpr uint32_t kMaxMessage = 64u << 10;
+
+enum class Op : uint8_t { kRead = 1, kWrite = 2, kTrim = 3, kZero = 4 };
+
+struct Request {
+  Op op = Op::kRead;
+  uint32_t vdi = 0;
+  uint64_t object = 0;
+  uint32_t offset = 0;
+  uint32_t length = 0;
+  uint32_t timeout_ms = 0;  // the sender gives up after this; a write must not start later
+  uint64_t epoch = 0;       // the cache ring epoch the sender routed with (0: not stamped)
+};
+
+struct Response {
+  absl::StatusCode code = absl::StatusCode::kOk;
+  ErrorKind kind = ErrorKind::kNone;
+  uint32_t message_len = 0;
+  uint32_t data_len = 0;
+};
+
+void EncodeRequest(const Request& r, char out[kRequestBytes]);
+// kInvalidArgument for a bad magic, op or length.
+absl::Status DecodeRequest(const char in[kRequestBytes], Request* r);
+void EncodeResponse(const Response& r, char out[kResponseBytes]);
+absl::Status DecodeResponse(const char in[kResponseBytes], Response* r);
+
+// The status a response stands for (`message`: its text).
+absl::Status ToStatus(const Response& r, const std::string& message);
+// The response header for `s` (message_len set from its message, capped at kMaxMessage).
+Response FromStatus(const absl::Status& s, uint32_t data_len);
+
+}  // namespace ringcache::wire
+
+#endif  // RINGCACHE_COMMON_BLOCK_WIRE_H_

@@ -1,0 +1,158 @@
+#include "common/socket.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace ringcache {
+namespace {
+
+absl::Status Errno(const std::string& what) {
+  return absl::UnavailableError(absl::StrCat(what, ": ", std::strerror(errno)));
+}
+
+absl::StatusOr<sockaddr_storage> Resolve(const std::string& host, int port, socklen_t* len) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  addrinfo* res = nullptr;
+  const std::string h = host.empty() ? "0.0.0.0" : host;
+  const int rc = getaddrinfo(h.c_str(), absl::StrCat(port).c_str(), &hints, &res);
+  if (rc != 0 || res == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot resolve ", h, ": ", gai_strerror(rc)));
+  }
+  sockaddr_storage addr{};
+  std::memcpy(&addr, res->ai_addr, res->ai_addrlen);
+  *len = res->ai_addrlen;
+  freeaddrinfo(res);
+  return addr;
+}
+
+// Waits until `fd` is ready for `events` or `deadline`; false on timeout.
+bool WaitFor(int fd, short events, absl::Time deadline) {
+  for (;;) {
+    const absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) return false;
+    pollfd p{fd, events, 0};
+    const int ms = static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(left) + 1,
+                                                      60 * 60 * 1000));
+    const int rc = poll(&p, 1, ms);
+    if (rc > 0) return true;
+    if (rc < 0 && errno != EINTR) return true;  // let the I/O call report the error
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<int> ListenTcp(const std::string& host, int port, int* bound) {
+  socklen_t len = 0;
+  auto addr = Resolve(host, port, &len);
+  if (!addr.ok()) return addr.status();
+  const int fd = socket(addr->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Errno("socket");
+  const int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (bind(fd, reinterpret_cast<sockaddr*>(&*addr), len) != 0 || listen(fd, 256) != 0) {
+    absl::Status s = Errno(absl::StrCat("cannot listen on ", host, ":", port));
+    close(fd);
+    return s;
+  }
+  sockaddr_storage got{};
+  socklen_t got_len = sizeof(got);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&got), &got_len);
+  *bound = ntohs(got.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&got)->sin6_port
+                                           : reinterpret_cast<sockaddr_in*>(&got)->sin_port);
+  return fd;
+}
+
+absl::StatusOr<int> DialTcp(const std::string& host, int port, absl::Duration timeout) {
+  socklen_t len = 0;
+  auto addr = Resolve(host, port, &len);
+  if (!addr.ok()) return addr.status();
+  const int fd = socket(addr->ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return Errno("socket");
+  const std::string what = absl::StrCat("connect to ", host, ":", port);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&*addr), len) != 0) {
+    if (errno != EINPROGRESS) {
+      absl::Status s = Errno(what);
+      close(fd);
+      return s;
+    }
+    if (!WaitFor(fd, POLLOUT, absl::Now() + timeout)) {
+      close(fd);
+      return absl::UnavailableError(absl::StrCat(what, ": timed out"));
+    }
+    int err = 0;
+    socklen_t err_len = sizeof(err);
+    getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &err_len);
+    if (err != 0) {
+      close(fd);
+      return absl::UnavailableError(absl::StrCat(what, ": ", std::strerror(err)));
+    }
+  }
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  const int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  return fd;
+}
+
+absl::Status ReadFull(int fd, char* buf, size_t n, absl::Time deadline, bool* eof_at_start) {
+  size_t got = 0;
+  if (eof_at_start != nullptr) *eof_at_start = false;
+  while (got < n) {
+    if (deadline != absl::InfiniteFuture() && !WaitFor(fd, POLLIN, deadline)) {
+      return absl::DeadlineExceededError("no answer before the deadline");
+    }
+    const ssize_t r = recv(fd, buf + got, n - got, 0);
+    if (r > 0) {
+      got += static_cast<size_t>(r);
+      continue;
+    }
+    if (r < 0 && errno == EINTR) continue;
+    if (r == 0) {
+      if (got == 0 && eof_at_start != nullptr) *eof_at_start = true;
+      return absl::UnavailableError("connection closed by the peer");
+    }
+    return Errno("recv");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WriteFullV(int fd, struct iovec* iov, int count) {
+  while (count > 0) {
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = static_cast<size_t>(count);
+    const ssize_t w = sendmsg(fd, &msg, MSG_NOSIGNAL);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return Errno("send");
+    }
+    size_t left = static_cast<size_t>(w);
+    while (count > 0 && left >= iov->iov_len) {
+      left -= iov->iov_len;
+      ++iov;
+      --count;
+    }
+    if (count > 0) {
+      iov->iov_base = static_cast<char*>(iov->iov_base) + left;
+      iov->iov_len -= left;
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ringcache

@@ -1,0 +1,60 @@
+// DataChannel: the gateway's end of the block data protocol (common/block_wire.h) to one cache
+// node — a pool of TCP connections, each carrying one request at a time, used by the calling
+// thread itself (it writes the request and reads the answer: no thread hand-off). A request is
+// sent on an idle connection, or a new one (the pool grows with the callers in flight).
+//
+// A connection that fails on a reused socket before any answer (the node restarted and closed
+// it) is retried once on a fresh one. Calls whose request never left report sent = false, so the
+// caller can take another path (gRPC, which waits for a restarting node).
+//
+// Thread-safety: thread-safe.
+#ifndef RINGCACHE_GATEWAY_DATA_CHANNEL_H_
+#define RINGCACHE_GATEWAY_DATA_CHANNEL_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "common/block_wire.h"
+
+namespace ringcache::gateway {
+
+class DataChannel {
+ public:
+  DataChannel(std::string host, int port, int timeout_ms);
+  ~DataChannel();  // closes every connection (REQUIRES: no call in flight)
+
+  // Sends `r` (with `payload`: r.length bytes, for writes) and waits for the answer (reads:
+  // r.length bytes into `out`). *sent: whether the request may have reached the node.
+  absl::Status Call(const wire::Request& r, const char* payload, char* out, bool* sent);
+  // Breaks the connections of the calls in flight (they return kCancelled).
+  void CancelInFlight();
+  std::string address() const;
+
+ private:
+  // An idle connection (reused = true) or a new one; `fresh`: a new one, and the idle ones are
+  // closed.
+  absl::StatusOr<int> Acquire(bool fresh, bool* reused);
+  void Release(int fd, bool keep);
+  // One request on `fd`. Returns the transport's status (not OK: the connection is unusable;
+  // *answered: whether any byte of an answer came back); when OK, *result is the node's answer.
+  absl::Status Exchange(int fd, const wire::Request& r, const char* payload, char* out,
+                        bool* answered, absl::Status* result);
+
+  const std::string host_;
+  const int port_;
+  const int timeout_ms_;
+  absl::Mutex mu_;
+  std::vector<int> idle_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<int> busy_ ABSL_GUARDED_BY(mu_);
+  uint64_t cancels_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace ringcache::gateway
+
+#endif  // RINGCACHE_GATEWAY_DATA_CHANNEL_H_
