@@ -151,8 +151,7 @@ void BlockMap::PlanRead(const VdiInfo& v, uint64_t object, uint32_t first, uint3
 }
 
 bool BlockMap::FillOrPromote(const BlockKey& key, bool promote,
-                             std::shared_ptr<const std::string> copy, int64_t* release) {
-  *release = -1;
+                             std::shared_ptr<const std::string> copy) {
   absl::MutexLock l(&mu_);
   if (policy_->Lookup(key) == policy::Tier::kNone) return false;  // evicted meanwhile
   auto it = map_.find(key);
@@ -160,11 +159,9 @@ bool BlockMap::FillOrPromote(const BlockKey& key, bool promote,
     if (it == map_.end()) return false;
     BlockEntry& e = it->second;
     if (placement_->TierOf(key) != policy::Tier::kRam) return false;
+    // The SSD slot stays (a shadow copy): demoting the block later only drops the RAM copy,
+    // instead of writing it back to a fresh slot (docs/cache-node.md, "Tiers").
     e.ram = std::move(copy);
-    if (!e.dirty && e.slot >= 0) {  // exclusive: a clean RAM block has no SSD slot
-      *release = e.slot;
-      e.slot = -1;
-    }
     return false;
   }
   if (it != map_.end()) return false;  // someone else filled it
@@ -249,12 +246,9 @@ void BlockMap::CommitWrite(const WriteCommit& w, Leftovers* out) {
     if (w.through) policy_->MarkClean(key);
     std::vector<BlockKey> demote;
     if (placement_->OnAccess(key, false, &demote) == policy::Tier::kRam) {
+      // In RAM too; the slot stays as its shadow copy (free demotion).
       e.ram = std::make_shared<const std::string>(w.data + uint64_t{i} * block_size_,
                                                   block_size_);
-      if (w.through) {  // clean and in RAM: exclusive, so give the slot back
-        out->slots.push_back(static_cast<uint32_t>(e.slot));
-        e.slot = -1;
-      }
     }
     PushDemotions(demote);
   }

@@ -121,10 +121,10 @@ class BlockMap {
   void PlanRead(const VdiInfo& v, uint64_t object, uint32_t first, uint32_t count,
                 std::vector<ReadPlan>* plan);
   // After a fetched miss (admit) or an SSD hit the placement moved to RAM (promote): keeps
-  // `copy` in RAM if that is where the block goes now. Returns true when the block needs an
-  // SSD slot instead (then call PlaceFilled); *release: a slot the exclusive RAM copy replaced.
-  bool FillOrPromote(const BlockKey& key, bool promote, std::shared_ptr<const std::string> copy,
-                     int64_t* release);
+  // `copy` in RAM if that is where the block goes now (a promoted block keeps its SSD slot as a
+  // shadow copy). Returns true when the block needs an SSD slot instead (then call
+  // PlaceFilled).
+  bool FillOrPromote(const BlockKey& key, bool promote, std::shared_ptr<const std::string> copy);
   // Stores a filled block's slot (nullopt: it could not be written). False when the slot was
   // not used (the caller releases it); a block that could not be stored leaves the cache.
   bool PlaceFilled(const BlockKey& key, std::optional<uint32_t> slot);

@@ -90,8 +90,8 @@ absl::Status CacheNode::Init() {
   }
   load_view_ = std::make_unique<PoolLoad>(pool_, vdis_.get());
   policy::PolicyContext ctx;
-  // Membership is bounded by SSD slots so that every dirty block (RAM or not) has a slot; the RAM
-  // tier is exclusive for clean blocks (invariant 1).
+  // Membership is bounded by SSD slots so that every block can keep one: a dirty block always
+  // does (invariant 1), a block promoted to RAM keeps its slot as a shadow copy.
   ctx.capacity_blocks = slots_->num_slots() - reserve;
   ctx.ram_blocks = config_.ram_bytes / config_.block_size;
   ctx.load = load_view_.get();
@@ -310,11 +310,9 @@ void CacheNode::FillAndPromote(const VdiInfo& v, uint64_t object, uint32_t first
     if (!p.admit && !p.promote) continue;
     const BlockKey key = v.KeyOf(object, first + i);
     const char* data = buf + uint64_t{i} * bs;
-    int64_t release = -1;
-    const bool need_slot = map_->FillOrPromote(
-        key, p.promote, std::make_shared<const std::string>(data, bs), &release);
-    if (release >= 0) slots_->Release(static_cast<uint32_t>(release)).IgnoreError();
-    if (!need_slot) continue;
+    if (!map_->FillOrPromote(key, p.promote, std::make_shared<const std::string>(data, bs))) {
+      continue;
+    }
     // Clean fill: no sync needed (a torn clean slot fails its checksum and is dropped). Never
     // wait for a slot here (a stripe is held); without one the block is simply not cached.
     auto slot = slots_->Allocate();

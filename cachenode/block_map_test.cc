@@ -1,0 +1,171 @@
+// BlockMap without I/O: plans in, leftovers out.
+#include "cachenode/block_map.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "cachenode/policy/registry.h"
+#include "common/clock.h"
+
+namespace ringcache::cachenode {
+namespace {
+
+class BlockMapTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    v1::VdiGeometry g;
+    g.set_vdi_id(1);
+    g.set_name("v");
+    g.set_size_bytes(64 << 20);
+    g.set_object_size(64 << 10);
+    g.set_block_size(4096);
+    g.set_replication(2);
+    ASSERT_TRUE(vdis_.Register(g).ok());
+    policy::PolicyContext ctx;
+    ctx.capacity_blocks = 64;
+    ctx.ram_blocks = 2;
+    auto policy = policy::MakePolicy("lru", ctx);
+    ASSERT_TRUE(policy.ok()) << policy.status();
+    auto placement = policy::MakePlacement("lru", 2);
+    ASSERT_TRUE(placement.ok()) << placement.status();
+    map_ = std::make_unique<BlockMap>(*std::move(policy), *std::move(placement), 4096, &vdis_,
+                                      &clock_, registry_.GetCounter("evictions", "e"));
+    v_ = *vdis_.Get(1);
+  }
+  // Reads block `b` of object 0 through the map and fills it like the node does.
+  ReadPlan ReadAndFill(uint32_t b, uint32_t slot) {
+    std::vector<ReadPlan> plan;
+    map_->PlanRead(v_, 0, b, 1, &plan);
+    const BlockKey key = v_.KeyOf(0, b);
+    if (plan[0].admit || plan[0].promote) {
+      if (map_->FillOrPromote(key, plan[0].promote,
+                              std::make_shared<const std::string>(4096, 'x'))) {
+        EXPECT_TRUE(map_->PlaceFilled(key, slot));
+      }
+    }
+    return plan[0];
+  }
+  BlockEntry EntryOf(uint32_t b) {
+    BlockEntry found;
+    map_->ForEach([&](const BlockKey& k, const BlockEntry& e) {
+      if (k == v_.KeyOf(0, b)) found = e;
+    });
+    return found;
+  }
+
+  metrics::Registry registry_;
+  VdiTable vdis_{1, 4096, "/nonexistent/vdis", &registry_};
+  SimulatedClock clock_;
+  std::unique_ptr<BlockMap> map_;
+  VdiInfo v_;
+};
+
+TEST_F(BlockMapTest, WriteBackMakesOneDirtyTruthAndDestageCleansIt) {
+  std::vector<uint32_t> slots = {10, 11, 12};
+  std::vector<uint32_t> landed = {2, 3};
+  std::string data(3 * 4096, 'd');
+  EXPECT_FALSE(map_->AccessForWrite(v_, 0, 4, 3));
+  Leftovers left;
+  map_->CommitWrite({&v_, 0, 4, 3, slots.data(), false, 100, 7, &landed, data.data()}, &left);
+  EXPECT_TRUE(left.slots.empty());
+  EXPECT_EQ(map_->dirty_blocks(), 3u);
+  EXPECT_EQ(v_.counters->dirty_blocks.load(), 3);
+  EXPECT_EQ(map_->LiveLogSeqs(), (absl::flat_hash_set<uint64_t>{100, 101, 102}));
+  // The destage plan coalesces the object's adjacent dirty blocks.
+  auto run = map_->PlanDestage(v_.KeyOf(0, 5), v_.blocks_per_object(), 256);
+  ASSERT_TRUE(run.has_value());
+  EXPECT_EQ(run->first_block, 4u);
+  ASSERT_EQ(run->blocks.size(), 3u);
+  EXPECT_EQ(run->blocks[0].log_seq, 100u);
+  EXPECT_EQ(run->blocks[2].epoch, 7u);
+  // Only `key` when asked for one block.
+  EXPECT_EQ(map_->PlanDestage(v_.KeyOf(0, 5), v_.blocks_per_object(), 1)->blocks.size(), 1u);
+  std::vector<uint32_t> clean;
+  map_->MarkDestaged(1, 4, 3, &clean, &left);
+  EXPECT_EQ(clean, (std::vector<uint32_t>{10, 11, 12}));
+  EXPECT_EQ(left.log_seqs, (std::vector<uint64_t>{100, 101, 102}));
+  EXPECT_EQ(map_->dirty_blocks(), 0u);
+  EXPECT_EQ(v_.counters->dirty_blocks.load(), 0);
+  EXPECT_TRUE(map_->LiveLogSeqs().empty());
+  EXPECT_FALSE(map_->NextDirty().has_value());
+}
+
+TEST_F(BlockMapTest, RewriteSupersedesTheOldSlotAndRecord) {
+  std::vector<uint32_t> landed = {2};
+  std::string data(4096, 'a');
+  uint32_t s1 = 20, s2 = 21;
+  Leftovers left;
+  map_->CommitWrite({&v_, 0, 0, 1, &s1, false, 5, 1, &landed, data.data()}, &left);
+  map_->CommitWrite({&v_, 0, 0, 1, &s2, false, 6, 1, &landed, data.data()}, &left);
+  EXPECT_EQ(left.slots, (std::vector<uint32_t>{20}));
+  EXPECT_EQ(left.log_seqs, (std::vector<uint64_t>{5}));
+  EXPECT_EQ(map_->dirty_blocks(), 1u);
+  EXPECT_EQ(map_->DirtyBlock(v_.KeyOf(0, 0))->log_seq, 6u);
+}
+
+TEST_F(BlockMapTest, APromotedBlockKeepsItsSlotSoDemotionWritesNothing) {
+  // Miss: admitted to RAM first (LRU placement of 2 RAM blocks) — no slot.
+  EXPECT_TRUE(ReadAndFill(0, 30).miss);
+  // Two more blocks push block 0 out of RAM: it must be written to a slot (demotion work).
+  ReadAndFill(1, 31);
+  ReadAndFill(2, 32);
+  ReclaimWork w;
+  std::shared_ptr<const std::string> ram;
+  while (map_->TakeWork(absl::ZeroDuration(), &w)) {
+    if (w.demote && w.key == v_.KeyOf(0, 0)) ram = map_->BeginDemote(w.key);
+  }
+  ASSERT_NE(ram, nullptr) << "a RAM-only clean block is demoted by writing it";
+  ASSERT_TRUE(map_->FinishDemote(v_.KeyOf(0, 0), ram, 40));
+  // A hit on SSD promotes it back to RAM: the slot stays as a shadow copy.
+  ReadPlan p = ReadAndFill(0, 0);
+  EXPECT_TRUE(p.promote);
+  BlockEntry e = EntryOf(0);
+  EXPECT_NE(e.ram, nullptr);
+  EXPECT_EQ(e.slot, 40);
+  // Pushed out of RAM again: demotion has nothing to write.
+  ReadAndFill(1, 0);
+  ReadAndFill(2, 0);
+  while (map_->TakeWork(absl::ZeroDuration(), &w)) {
+    if (w.demote && w.key == v_.KeyOf(0, 0)) EXPECT_EQ(map_->BeginDemote(w.key), nullptr);
+  }
+  e = EntryOf(0);
+  EXPECT_EQ(e.ram, nullptr);
+  EXPECT_EQ(e.slot, 40);
+}
+
+TEST_F(BlockMapTest, ObsoleteBlocksAreDroppedWithTheirRecord) {
+  std::vector<uint32_t> landed = {2};
+  std::string data(4096, 'o');
+  uint32_t slot = 50;
+  Leftovers left;
+  map_->CommitWrite({&v_, 0, 9, 1, &slot, false, 77, 3, &landed, data.data()}, &left);
+  map_->DiscardObsolete(v_.KeyOf(0, 9), &left);
+  EXPECT_EQ(left.slots, (std::vector<uint32_t>{50}));
+  EXPECT_EQ(left.log_seqs, (std::vector<uint64_t>{77}));
+  EXPECT_EQ(map_->dirty_blocks(), 0u);
+  EXPECT_EQ(map_->cached_blocks(), 0u);
+  EXPECT_EQ(v_.counters->dirty_blocks.load(), 0);
+}
+
+TEST_F(BlockMapTest, RelogFindsBlocksWhoseRecordSitsOnALostNode) {
+  std::vector<uint32_t> on2 = {2}, on3 = {3}, unknown = {};
+  std::string data(4096, 'r');
+  uint32_t a = 60, b = 61, c = 62;
+  Leftovers left;
+  map_->CommitWrite({&v_, 0, 0, 1, &a, false, 1, 1, &on2, data.data()}, &left);
+  map_->CommitWrite({&v_, 0, 1, 1, &b, false, 2, 1, &on3, data.data()}, &left);
+  map_->CommitWrite({&v_, 0, 2, 1, &c, false, 3, 1, &unknown, data.data()}, &left);
+  auto keys = map_->DirtyLoggedOn({3});
+  std::sort(keys.begin(), keys.end(),
+            [](const BlockKey& x, const BlockKey& y) { return x.block < y.block; });
+  ASSERT_EQ(keys.size(), 2u);
+  EXPECT_EQ(keys[0].block, 1u);  // landed on the lost node
+  EXPECT_EQ(keys[1].block, 2u);  // landing unknown: relogged to be safe
+  map_->MoveLogRecord(v_.KeyOf(0, 1), 2, 9, {2});
+  EXPECT_EQ(map_->DirtyBlock(v_.KeyOf(0, 1))->log_seq, 9u);
+  EXPECT_EQ(map_->DirtyLoggedOn({3}).size(), 1u);
+}
+
+}  // namespace
+}  // namespace ringcache::cachenode
