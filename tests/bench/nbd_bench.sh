@@ -66,6 +66,7 @@ case "$ONLY" in A|B|AB) ;; *) echo "nbd_bench.sh: --only takes A or B" >&2; exit
 if [ -z "$RUNTIME" ]; then RUNTIME=$([ $QUICK = 1 ] && echo 3 || echo 12); fi
 WARM_B=$([ $QUICK = 1 ] && echo 10 || echo 45)   # Part B warm-up seconds
 WS=256M          # Part A working set (fits 2 x (1 GiB SSD + 64 MiB RAM) many times over)
+MULTI_WS=64M     # Part A, 4 VDIs at once (cluster): each VDI's size and working set
 B_VDI_SIZE=512M  # Part B VDI
 B_SSD=64MiB      # Part B cache per node (x2 nodes)
 B_RAM=16MiB
@@ -163,13 +164,19 @@ load1() { cut -d' ' -f1 /proc/loadavg; }
 # Runs fio once. Arguments: json-name uri rw bs iodepth [extra fio options...]. Time-based runs
 # pass --time_based --runtime themselves.
 fio_run() {
-  local name=$1 uri=$2 rw=$3 bs=$4 qd=$5 rc=0
+  local name=$1 uris=$2 rw=$3 bs=$4 qd=$5 rc=0 i=0 u
   shift 5
+  # One job per URI (a space-separated list), reported as one group.
+  local jobs=()
+  for u in $uris; do
+    i=$((i + 1))
+    jobs+=(--name="$name-$i" --ioengine=nbd --uri="$u" --rw="$rw" --bs="$bs" --iodepth="$qd"
+           --norandommap --randrepeat=0 "$@")
+  done
   # In the background and waited for, so that a signal interrupts the wait at once (cleanup
   # then stops fio too).
-  fio --name="$name" --ioengine=nbd --uri="$uri" --rw="$rw" --bs="$bs" --iodepth="$qd" \
-    --norandommap --randrepeat=0 --group_reporting --output-format=json \
-    --output="$OUT/$name.json" "$@" > "$OUT/$name.stdout" 2>&1 &
+  fio --group_reporting --output-format=json --output="$OUT/$name.json" "${jobs[@]}" \
+    > "$OUT/$name.stdout" 2>&1 &
   FIO_PID=$!
   wait "$FIO_PID" || rc=$?
   FIO_PID=""
@@ -242,10 +249,10 @@ part_a_workloads() {
 
 # Fills the working set (1M sequential writes), runs the settle hook (makes the writes durable /
 # waits for destage), then reads the working set once. Arguments: name uri [settle-hook]
-warm_a() {
-  fio_run "A-fill-$1" "$2" write 1M 8 --size=$WS
+warm_a() {  # name uris [settle-hook] [size]
+  fio_run "A-fill-$1" "$2" write 1M 8 --size="${4:-$WS}"
   [ -z "${3:-}" ] || "$3"
-  fio_run "A-warmread-$1" "$2" read 1M 8 --size=$WS
+  fio_run "A-warmread-$1" "$2" read 1M 8 --size="${4:-$WS}"
 }
 
 # ---- Part A ------------------------------------------------------------------------------------
@@ -296,7 +303,8 @@ part_a() {
   # shellcheck disable=SC2086
   env RINGCACHE_BIN="$BIN" ${NBD_BENCH_SERVER_ENV:-} "$ROOT/deploy/cluster.sh" up \
     --dir "$CLUSTER_DIR" --base-port $cb --cache-nodes 2 --data-nodes 3 --ssd-size 1GiB --ram-size "$RAM_A" \
-    --create-vdi bench:$WS > "$OUT/cluster-up.log" 2>&1 || {
+    --create-vdi bench:$WS --create-vdi multi1:$MULTI_WS --create-vdi multi2:$MULTI_WS \
+    --create-vdi multi3:$MULTI_WS --create-vdi multi4:$MULTI_WS > "$OUT/cluster-up.log" 2>&1 || {
       cat "$OUT/cluster-up.log" >&2
       return 1
     }
@@ -306,6 +314,13 @@ part_a() {
   wait_cluster_clean() { wait_clean bench $curls; }
   warm_a cluster "nbd://127.0.0.1:$((cb + 9))/bench" wait_cluster_clean
   part_a_workloads cluster "nbd://127.0.0.1:$((cb + 9))/bench" bench "$curls" "$cpids"
+  # Scaling past one client: 4 fio jobs, each on its own VDI, reported as one.
+  local multi="" v
+  for v in 1 2 3 4; do multi+="nbd://127.0.0.1:$((cb + 9))/multi$v "; done
+  wait_multi_clean() { for v in 1 2 3 4; do wait_clean multi$v $curls; done; }
+  warm_a cluster-multi4 "$multi" wait_multi_clean $MULTI_WS
+  measure A randread-4k-qd32-4vdis cluster "$multi" randread 4k 32 $MULTI_WS multi1 "$curls" \
+    "$cpids"
   cp "$CLUSTER_DIR"/logs/*.log "$OUT/" 2> /dev/null || true
   RINGCACHE_BIN=$BIN "$ROOT/deploy/cluster.sh" down --dir "$CLUSTER_DIR" > /dev/null
   CLUSTER_DIR=""
