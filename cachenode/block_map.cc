@@ -56,7 +56,16 @@ void BlockMap::ApplyEvictions(const policy::Outcome& out) {
 }
 
 void BlockMap::PushDemotions(const std::vector<BlockKey>& demote) {
-  for (const BlockKey& d : demote) work_.push_back({d, true});
+  for (const BlockKey& d : demote) {
+    // A block with a slot (dirty, or a shadow copy kept at promotion) leaves RAM at once: there
+    // is nothing to write, so no work for the reclaimer.
+    auto it = map_.find(d);
+    if (it != map_.end() && it->second.slot >= 0) {
+      it->second.ram.reset();
+      continue;
+    }
+    work_.push_back({d, true});
+  }
 }
 
 void BlockMap::RemoveLocked(const BlockKey& key, Leftovers* out) {

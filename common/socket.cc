@@ -112,23 +112,34 @@ absl::StatusOr<int> DialTcp(const std::string& host, int port, absl::Duration ti
 absl::Status ReadFull(int fd, char* buf, size_t n, absl::Time deadline, bool* eof_at_start) {
   size_t got = 0;
   if (eof_at_start != nullptr) *eof_at_start = false;
+  const bool bounded = deadline != absl::InfiniteFuture();
   while (got < n) {
-    if (deadline != absl::InfiniteFuture() && !WaitFor(fd, POLLIN, deadline)) {
-      return absl::DeadlineExceededError("no answer before the deadline");
-    }
-    const ssize_t r = recv(fd, buf + got, n - got, 0);
+    // Data already there costs one call; wait (poll) only when there is none yet.
+    const ssize_t r = recv(fd, buf + got, n - got, bounded ? MSG_DONTWAIT : 0);
     if (r > 0) {
       got += static_cast<size_t>(r);
       continue;
     }
-    if (r < 0 && errno == EINTR) continue;
     if (r == 0) {
       if (got == 0 && eof_at_start != nullptr) *eof_at_start = true;
       return absl::UnavailableError("connection closed by the peer");
     }
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      // Unbounded reads time out only through the socket's SO_RCVTIMEO.
+      if (!bounded || !WaitFor(fd, POLLIN, deadline)) {
+        return absl::DeadlineExceededError("no answer before the deadline");
+      }
+      continue;
+    }
     return Errno("recv");
   }
   return absl::OkStatus();
+}
+
+void SetReceiveTimeout(int fd, absl::Duration timeout) {
+  const timeval tv = absl::ToTimeval(timeout);
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 }
 
 absl::Status WriteFullV(int fd, struct iovec* iov, int count) {

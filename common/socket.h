@@ -22,9 +22,12 @@ absl::StatusOr<int> ListenTcp(const std::string& host, int port, int* bound);
 // Connects to host:port within `timeout`. kUnavailable when nothing answers.
 absl::StatusOr<int> DialTcp(const std::string& host, int port, absl::Duration timeout);
 // Reads exactly `n` bytes. kUnavailable on EOF or error (`*eof_at_start`, if not null, says the
-// peer closed before sending anything), kDeadlineExceeded past `deadline`.
+// peer closed before sending anything), kDeadlineExceeded past `deadline` — or, with an infinite
+// deadline, when the socket's receive timeout (SetReceiveTimeout) expires.
 absl::Status ReadFull(int fd, char* buf, size_t n, absl::Time deadline,
                       bool* eof_at_start = nullptr);
+// Makes a blocking receive on `fd` give up after `timeout` (SO_RCVTIMEO).
+void SetReceiveTimeout(int fd, absl::Duration timeout);
 // Writes every byte of the `count` buffers. kUnavailable on error.
 absl::Status WriteFullV(int fd, struct iovec* iov, int count);
 

@@ -47,6 +47,8 @@ absl::StatusOr<int> DataChannel::Acquire(bool fresh, bool* reused) {
   absl::StatusOr<int> fd =
       DialTcp(host_, port_, absl::Milliseconds(std::min(timeout_ms_, 2000)));
   if (!fd.ok()) return fd.status();
+  // Answers are read with blocking receives (one call each) that give up after the timeout.
+  SetReceiveTimeout(*fd, absl::Milliseconds(timeout_ms_));
   absl::MutexLock l(&mu_);
   busy_.insert(*fd);
   return *fd;
@@ -76,7 +78,8 @@ absl::Status DataChannel::Exchange(int fd, const wire::Request& r, const char* p
   iovec iov[2] = {{head, sizeof(head)},
                   {const_cast<char*>(payload), r.op == wire::Op::kWrite ? r.length : 0}};
   if (absl::Status s = WriteFullV(fd, iov, 2); !s.ok()) return s;
-  const absl::Time deadline = absl::Now() + absl::Milliseconds(timeout_ms_);
+  // Unbounded here: the socket's receive timeout bounds each read (SetReceiveTimeout).
+  const absl::Time deadline = absl::InfiniteFuture();
   char rhead[wire::kResponseBytes];
   bool eof_at_start = false;
   if (absl::Status s = ReadFull(fd, rhead, sizeof(rhead), deadline, &eof_at_start); !s.ok()) {
