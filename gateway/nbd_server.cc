@@ -8,7 +8,9 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <spdlog/spdlog.h>
+#include <linux/sockios.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -322,6 +324,11 @@ class NbdServer::Connection : public std::enable_shared_from_this<Connection> {
                absl::Time start);
   void QueueError(const Request& req, uint32_t error, const std::string& message, uint64_t charge);
   void Enqueue(OutMsg msg);
+  // Whether `bytes` fit in the socket's send buffer now (a send would not block).
+  bool SocketHasRoom(size_t bytes) const;
+  // Sends the replies (nothing if `broken`) and returns their budget. REQUIRES: mu_ not held,
+  // this thread set sending_.
+  void SendBatch(std::vector<OutMsg>* batch, bool broken);
   void WriterLoop();
 
   void ShutdownSocket(int how) {
@@ -334,8 +341,9 @@ class NbdServer::Connection : public std::enable_shared_from_this<Connection> {
     fd_ = -1;
   }
 
-  // The socket. Read by the reader thread and written by the writer thread without fd_mu_: the
-  // descriptor only changes (closes) in CloseSocket(), after both threads are done with it.
+  // The socket. Read by the reader thread and written by one thread at a time (sending_: the
+  // writer, or a worker sending its own reply) without fd_mu_: the descriptor only changes
+  // (closes) in CloseSocket(), after every reply was sent.
   // fd_mu_ guards it against Stop()'s shutdown() racing with that close.
   int fd_;
   absl::Mutex fd_mu_;
@@ -358,6 +366,8 @@ class NbdServer::Connection : public std::enable_shared_from_this<Connection> {
   uint64_t inflight_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   bool broken_ ABSL_GUARDED_BY(mu_) = false;       // a send failed; replies are dropped
   bool writer_stop_ ABSL_GUARDED_BY(mu_) = false;
+  bool sending_ ABSL_GUARDED_BY(mu_) = false;  // a thread is writing replies to the socket
+  int sndbuf_ = 0;                             // SO_SNDBUF, read once at the start
 };
 
 void NbdServer::Connection::Run() {
@@ -367,6 +377,8 @@ void NbdServer::Connection::Run() {
   tv.tv_sec = config_->send_timeout_ms / 1000;
   tv.tv_usec = (config_->send_timeout_ms % 1000) * 1000;
   setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+  socklen_t len = sizeof(sndbuf_);
+  if (getsockopt(fd_, SOL_SOCKET, SO_SNDBUF, &sndbuf_, &len) != 0) sndbuf_ = 0;
 
   if (Handshake()) {
     spdlog::debug("nbd {}: serving export '{}' (structured replies {}, base:allocation {})", peer_,
@@ -622,7 +634,52 @@ void NbdServer::Connection::QueueError(const Request& req, uint32_t error,
 
 void NbdServer::Connection::Enqueue(OutMsg msg) {
   absl::MutexLock l(&mu_);
+  const size_t bytes = msg.header.size() + msg.data_len;
   queue_.push_back(std::move(msg));
+  // At low queue depth the worker sends its reply itself, saving the hand-off to the writer
+  // thread (a wake-up per request) — but only when the socket can take it without blocking, so a
+  // client that stops reading never holds a worker. Deeper queues go to the writer, which sends
+  // many replies per writev.
+  if (sending_ || queue_.size() > 1 || inflight_requests_ > 2 || !SocketHasRoom(bytes)) return;
+  sending_ = true;
+  std::vector<OutMsg> batch;
+  batch.push_back(std::move(queue_.front()));
+  queue_.pop_front();
+  const bool broken = broken_;
+  mu_.Unlock();
+  SendBatch(&batch, broken);
+  mu_.Lock();
+  sending_ = false;  // the writer takes what queued up meanwhile
+}
+
+bool NbdServer::Connection::SocketHasRoom(size_t bytes) const {
+  int queued = 0;
+  if (sndbuf_ <= 0 || ioctl(fd_, SIOCOUTQ, &queued) != 0) return false;
+  return queued >= 0 && static_cast<size_t>(sndbuf_ - queued) > bytes;
+}
+
+void NbdServer::Connection::SendBatch(std::vector<OutMsg>* batch, bool broken) {
+  bool ok = true;
+  if (!broken) {
+    std::vector<iovec> iov;
+    for (OutMsg& m : *batch) {
+      iov.push_back({m.header.data(), m.header.size()});
+      if (m.data != nullptr && m.data_len > 0) iov.push_back({m.data.get(), m.data_len});
+    }
+    ok = WritevAll(fd_, std::move(iov));
+  }
+  uint64_t charge = 0;
+  for (const OutMsg& m : *batch) charge += m.charge;
+  const auto count = static_cast<uint32_t>(batch->size());
+  batch->clear();  // free read buffers before the budget is returned
+  absl::MutexLock l(&mu_);
+  if (!ok && !broken_) {
+    broken_ = true;
+    spdlog::info("nbd {}: cannot send replies; dropping the connection", peer_);
+    ShutdownSocket(SHUT_RDWR);
+  }
+  inflight_requests_ -= count;
+  inflight_bytes_ -= charge;
 }
 
 void NbdServer::Connection::WriterLoop() {
@@ -634,7 +691,7 @@ void NbdServer::Connection::WriterLoop() {
     {
       absl::MutexLock l(&mu_);
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return !queue_.empty() || writer_stop_;
+        return (!queue_.empty() && !sending_) || (writer_stop_ && !sending_);
       };
       mu_.Await(absl::Condition(&ready));
       if (queue_.empty()) return;
@@ -643,28 +700,11 @@ void NbdServer::Connection::WriterLoop() {
         queue_.pop_front();
       }
       broken = broken_;
+      sending_ = true;
     }
-    bool ok = true;
-    if (!broken) {
-      std::vector<iovec> iov;
-      for (OutMsg& m : batch) {
-        iov.push_back({m.header.data(), m.header.size()});
-        if (m.data != nullptr && m.data_len > 0) iov.push_back({m.data.get(), m.data_len});
-      }
-      ok = WritevAll(fd_, std::move(iov));
-    }
-    uint64_t charge = 0;
-    for (const OutMsg& m : batch) charge += m.charge;
-    const uint32_t count = static_cast<uint32_t>(batch.size());
-    batch.clear();  // free read buffers before the budget is returned
+    SendBatch(&batch, broken);
     absl::MutexLock l(&mu_);
-    if (!ok && !broken_) {
-      broken_ = true;
-      spdlog::info("nbd {}: cannot send replies; dropping the connection", peer_);
-      ShutdownSocket(SHUT_RDWR);
-    }
-    inflight_requests_ -= count;
-    inflight_bytes_ -= charge;
+    sending_ = false;
   }
 }
 
