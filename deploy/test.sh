@@ -32,7 +32,8 @@ export TEST_TMPDIR=${TEST_TMPDIR:-$(mktemp -d /tmp/ringcache-ctest.XXXXXX)}
 if [ "${ASAN:-1}" = "1" ] && [ "${SANITIZE:-0}" != "1" ]; then
   ASAN_TESTS=(common/common_test datanode/datanode_test cachenode/cachenode_test
               cachenode/cache_node_test cachenode/write_log_test cachenode/cachenode_service_test
-              cachenode/ownership_test gateway/piece_pool_test
+              cachenode/ownership_test cachenode/block_map_test cachenode/destage_planner_test
+              gateway/piece_pool_test gateway/data_channel_test
               gateway/nbd_protocol_test gateway/nbd_server_test gateway/nbd_bad_input_test
               gateway/data_rebalancer_test)
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRINGCACHE_SANITIZE=ON
