@@ -153,12 +153,7 @@ class GrpcCacheClient : public CacheClient {
     return s;
   }
   absl::StatusOr<NodeHealth> Health(int timeout_ms) override {
-    v1::CacheStatsRequest req;
-    req.set_vdi_id(0xffffffffu);  // no such VDI: only the node's own state
-    v1::CacheStatsResponse resp;
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(timeout_ms));
-    RC_RETURN_IF_ERROR(FromGrpc(stub_->Stats(&ctx, req, &resp), What("health")));
+    RC_ASSIGN_OR_RETURN(v1::CacheStatsResponse resp, NodeState(timeout_ms, "health"));
     NodeHealth h;
     h.quarantined = resp.quarantined();
     h.device_failed = resp.device_failed();
@@ -166,14 +161,7 @@ class GrpcCacheClient : public CacheClient {
     h.epoch = resp.epoch();
     return h;
   }
-  absl::Status Probe(int timeout_ms) override {
-    v1::CacheStatsRequest req;
-    req.set_vdi_id(0xffffffffu);  // no such VDI: a cheap answer
-    v1::CacheStatsResponse resp;
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(timeout_ms));
-    return FromGrpc(stub_->Stats(&ctx, req, &resp), What("probe"));
-  }
+  absl::Status Probe(int timeout_ms) override { return NodeState(timeout_ms, "probe").status(); }
   absl::StatusOr<uint64_t> DropBlocks(bool all, const std::vector<ring::Member>& ring) override {
     v1::DropBlocksRequest req;
     req.set_all(all);
@@ -238,6 +226,16 @@ class GrpcCacheClient : public CacheClient {
     return ctx;
   }
   std::string What(const char* op) const { return absl::StrCat(op, " on cache node ", address_); }
+  // The node's own state (Stats of no VDI: a cheap answer), waiting at most `timeout_ms`.
+  absl::StatusOr<v1::CacheStatsResponse> NodeState(int timeout_ms, const char* op) const {
+    v1::CacheStatsRequest req;
+    req.set_vdi_id(0xffffffffu);  // no such VDI
+    v1::CacheStatsResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(timeout_ms));
+    RC_RETURN_IF_ERROR(FromGrpc(stub_->Stats(&ctx, req, &resp), What(op)));
+    return resp;
+  }
 
   // The request over the block data protocol (gateway/data_channel.h), or nullopt when it did
   // not leave that way (no data port known, or the connection failed before sending): then the
@@ -266,19 +264,14 @@ class GrpcCacheClient : public CacheClient {
       if (data_ != nullptr || discovering_ || absl::Now() < next_discovery_) return data_;
       discovering_ = true;
     }
-    v1::CacheStatsRequest req;
-    req.set_vdi_id(0xffffffffu);  // no such VDI: only the node's own state
-    v1::CacheStatsResponse resp;
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
-    const bool ok = stub_->Stats(&ctx, req, &resp).ok();
+    const absl::StatusOr<v1::CacheStatsResponse> state = NodeState(1000, "data port");
     std::string host;
     int unused = 0;
     const bool addressed = SplitHostPort(address_, &host, &unused).ok();
     absl::MutexLock l(&data_mu_);
     discovering_ = false;
-    if (ok && addressed && resp.data_port() != 0) {
-      data_ = std::make_shared<DataChannel>(host, static_cast<int>(resp.data_port()),
+    if (state.ok() && addressed && state->data_port() != 0) {
+      data_ = std::make_shared<DataChannel>(host, static_cast<int>(state->data_port()),
                                             timeout_ms_);
     } else {
       next_discovery_ = absl::Now() + absl::Seconds(1);
