@@ -119,6 +119,7 @@ void BlockMap::PlanRead(const VdiInfo& v, uint64_t object, uint32_t first, uint3
   plan->assign(count, ReadPlan{});
   VdiCounters& ctr = *v.counters;
   const bool passthrough = v.mode == CacheMode::kPassThrough;
+  const bool stream = stream_read_blocks_ != 0 && count >= stream_read_blocks_;
   absl::MutexLock l(&mu_);
   policy::Outcome out;
   for (uint32_t i = 0; i < count; ++i) {
@@ -144,7 +145,8 @@ void BlockMap::PlanRead(const VdiInfo& v, uint64_t object, uint32_t first, uint3
       BlockEntry& e = it->second;
       if (e.state == BlockState::kEvicting && member) e.state = BlockState::kCached;  // re-admitted
       (p.ram ? ctr.hits_ram : ctr.hits_ssd)++;
-      if (e.state == BlockState::kCached) {
+      // A stream's hits do not reorder the tiers (docs/cache-node.md, "Tiers").
+      if (e.state == BlockState::kCached && !stream) {
         std::vector<BlockKey> demote;
         const policy::Tier t = placement_->OnAccess(key, false, &demote);
         PushDemotions(demote);

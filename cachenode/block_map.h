@@ -120,6 +120,9 @@ class BlockMap {
   // Asks the policy and placement about `count` blocks and says how to serve each.
   void PlanRead(const VdiInfo& v, uint64_t object, uint32_t first, uint32_t count,
                 std::vector<ReadPlan>* plan);
+  // Reads of at least `blocks` blocks are streams: their SSD hits are served from the SSD and
+  // leave the RAM/SSD placement as it is (no promotion, no demotion). 0 = every hit counts.
+  void set_stream_read_blocks(uint32_t blocks) { stream_read_blocks_ = blocks; }
   // After a fetched miss (admit) or an SSD hit the placement moved to RAM (promote): keeps
   // `copy` in RAM if that is where the block goes now (a promoted block keeps its SSD slot as a
   // shadow copy). Returns true when the block needs an SSD slot instead (then call
@@ -191,6 +194,7 @@ class BlockMap {
   std::vector<policy::VdiStats> VdiStats() const;
 
  private:
+  uint32_t stream_read_blocks_ = 0;  // set before serving, then read-only
   void ApplyEvictions(const policy::Outcome& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PushDemotions(const std::vector<BlockKey>& demote) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MarkDirty(const BlockKey& key, BlockEntry* e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -134,6 +134,33 @@ TEST_F(BlockMapTest, APromotedBlockKeepsItsSlotSoDemotionWritesNothing) {
   EXPECT_EQ(e.slot, 40);
 }
 
+// A large read is a stream: its SSD hits are served from SSD, nothing moves to RAM, and the
+// blocks in RAM stay there (the RAM tier is not flushed by a scan).
+TEST_F(BlockMapTest, StreamReadsDoNotReorderTheTiers) {
+  map_->set_stream_read_blocks(4);
+  for (uint32_t b = 0; b < 6; ++b) ReadAndFill(b, 10 + b);  // 4 and 5 end in RAM (2 blocks)
+  ReclaimWork w;
+  while (map_->TakeWork(absl::ZeroDuration(), &w)) {
+    if (!w.demote) continue;
+    auto ram = map_->BeginDemote(w.key);
+    if (ram) ASSERT_TRUE(map_->FinishDemote(w.key, ram, 20 + w.key.block));
+  }
+  ASSERT_NE(EntryOf(4).ram, nullptr);
+  ASSERT_EQ(EntryOf(0).ram, nullptr);
+  std::vector<ReadPlan> plan;
+  map_->PlanRead(v_, 0, 0, 4, &plan);  // blocks 0-3: a stream of SSD hits
+  for (const ReadPlan& p : plan) {
+    EXPECT_FALSE(p.miss);
+    EXPECT_FALSE(p.promote);
+    EXPECT_GE(p.slot, 0);
+  }
+  EXPECT_NE(EntryOf(4).ram, nullptr);
+  EXPECT_NE(EntryOf(5).ram, nullptr);
+  // The same block read alone is promoted as usual.
+  map_->PlanRead(v_, 0, 0, 1, &plan);
+  EXPECT_TRUE(plan[0].promote);
+}
+
 TEST_F(BlockMapTest, ObsoleteBlocksAreDroppedWithTheirRecord) {
   std::vector<uint32_t> landed = {2};
   std::string data(4096, 'o');

@@ -102,6 +102,8 @@ absl::Status CacheNode::Init() {
       std::move(policy), std::move(placement), config_.block_size, vdis_.get(), clock_,
       registry_->GetCounter("ringcache_cachenode_evictions_total",
                             "Blocks evicted by the policy.", node));
+  map_->set_stream_read_blocks(
+      static_cast<uint32_t>(config_.stream_read_bytes / config_.block_size));
   repair_ = std::make_unique<SlotRepair>(config_.node_id, config_.block_size, slots_.get(),
                                          map_.get(), pool_, clock_, registry_);
   AdoptRecovered(std::move(recovered));
@@ -260,25 +262,31 @@ absl::Status CacheNode::ReadBlocks(const VdiInfo& v, uint64_t object, uint32_t f
 absl::Status CacheNode::ServeCached(const VdiInfo& v, uint64_t object, uint32_t first,
                                     std::vector<ReadPlan>* plan, char* buf) {
   const uint32_t bs = config_.block_size;
+  std::vector<SlotRepair::BlockRead> from_ssd;
   for (uint32_t i = 0; i < plan->size(); ++i) {
     ReadPlan& p = (*plan)[i];
     char* dst = buf + uint64_t{i} * bs;
     if (p.ram) {
       std::memcpy(dst, p.ram->data(), bs);
     } else if (p.slot >= 0) {
-      const BlockKey key = v.KeyOf(object, first + i);
-      absl::Status s = repair_->ReadBlock(key, object, first + i,
-                                          static_cast<uint32_t>(p.slot), p.dirty, dst);
-      if (s.ok()) continue;
-      if (p.dirty) return s;
-      // A clean copy is also on the data nodes: drop the bad slot and fetch again.
-      p.miss = true;
-      p.admit = false;
-      p.promote = false;
-      writer_->Invalidate(key).IgnoreError();
+      from_ssd.push_back({v.KeyOf(object, first + i), object, first + i,
+                          static_cast<uint32_t>(p.slot), p.dirty, dst, absl::OkStatus()});
     } else if (!p.miss) {
       p.miss = true;  // a member with no storage yet (being filled by nobody): fetch
     }
+  }
+  if (from_ssd.empty()) return absl::OkStatus();
+  // One scatter read per run of adjacent slots (a large request's blocks usually are).
+  repair_->ReadBlocks(&from_ssd);
+  for (SlotRepair::BlockRead& b : from_ssd) {
+    if (b.status.ok()) continue;
+    if (b.dirty) return b.status;
+    // A clean copy is also on the data nodes: drop the bad slot and fetch again.
+    ReadPlan& p = (*plan)[b.block_in_object - first];
+    p.miss = true;
+    p.admit = false;
+    p.promote = false;
+    writer_->Invalidate(b.key).IgnoreError();
   }
   return absl::OkStatus();
 }

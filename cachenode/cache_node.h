@@ -75,6 +75,9 @@ struct CacheNodeConfig {
   uint32_t block_size = 4096;           // cache block, 4..64 KiB
   std::string policy = "vbq+lru+sieve+lcr";  // membership policy (cachenode/policy/registry.h)
   std::string placement = "uarc";       // RAM/SSD placement: uarc | lru
+  // Reads at least this large are streams: their SSD hits stay on SSD and do not reorder the
+  // RAM tier (a bcache-style sequential cutoff for RAM; 0 = off).
+  uint64_t stream_read_bytes = 128 << 10;
   double slot_reserve = 0.02;           // fraction of slots kept free for in-flight evictions
   // Destage (DESIGN §4): idle when fewer than idle_ops_per_s foreground block ops per second
   // were seen over idle_window_ms; forced above dirty_high_watermark (fraction of SSD slots) at

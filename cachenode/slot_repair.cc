@@ -37,6 +37,22 @@ absl::Status SlotRepair::ReadBlock(const BlockKey& key, uint64_t object, uint32_
   return s;
 }
 
+void SlotRepair::ReadBlocks(std::vector<BlockRead>* blocks) {
+  std::vector<SlotStore::SlotRead> reads(blocks->size());
+  for (size_t i = 0; i < blocks->size(); ++i) {
+    reads[i].slot = (*blocks)[i].slot;
+    reads[i].data = (*blocks)[i].dst;
+  }
+  slots_->ReadSlots(&reads);
+  for (size_t i = 0; i < blocks->size(); ++i) {
+    BlockRead& b = (*blocks)[i];
+    b.status = std::move(reads[i].status);
+    if (b.status.ok()) continue;
+    checksum_failures_->Inc();
+    if (b.dirty) b.status = RepairDirtyBlock(b.key, b.object, b.block_in_object, b.dst);
+  }
+}
+
 absl::Status SlotRepair::RepairDirtyBlock(const BlockKey& key, uint64_t object,
                                           uint32_t block_in_object, char* dst) {
   const std::optional<DirtyCopy> copy = map_->DirtyBlock(key);

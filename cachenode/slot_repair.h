@@ -30,6 +30,19 @@ class SlotRepair {
   // fetches it from a data node and forgets the slot).
   absl::Status ReadBlock(const BlockKey& key, uint64_t object, uint32_t block_in_object,
                          uint32_t slot, bool dirty, char* dst);
+  // One block of a ReadBlocks batch: in everything but `status`.
+  struct BlockRead {
+    BlockKey key;
+    uint64_t object = 0;
+    uint32_t block_in_object = 0;
+    uint32_t slot = 0;
+    bool dirty = false;
+    char* dst = nullptr;
+    absl::Status status;
+  };
+  // ReadBlock for several blocks at once: adjacent slots are read with one scatter read
+  // (SlotStore::ReadSlots); each block gets its own status and repair.
+  void ReadBlocks(std::vector<BlockRead>* blocks);
   // Serves a dirty block whose SSD slot failed its checksum from its log record into `dst`, and
   // rewrites the slot when one is free. REQUIRES: the object's stripe lock is held.
   absl::Status RepairDirtyBlock(const BlockKey& key, uint64_t object, uint32_t block_in_object,

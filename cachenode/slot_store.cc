@@ -359,6 +359,49 @@ absl::Status SlotStore::ReadSlot(uint32_t slot, char* data) const {
   return absl::OkStatus();
 }
 
+void SlotStore::ReadSlots(std::vector<SlotRead>* reads) const {
+  std::vector<uint64_t> want(reads->size());
+  {
+    absl::MutexLock l(&mu_);
+    for (size_t i = 0; i < reads->size(); ++i) {
+      SlotRead& r = (*reads)[i];
+      if (r.slot >= num_slots_ || !meta_[r.slot].used) {
+        r.status = absl::FailedPreconditionError(absl::StrCat("slot ", r.slot, " is not in use"));
+      } else {
+        r.status = absl::OkStatus();
+        want[i] = meta_[r.slot].checksum;
+      }
+    }
+  }
+  // Indexes of the readable entries in slot order; runs of consecutive slots become one read.
+  std::vector<size_t> order;
+  order.reserve(reads->size());
+  for (size_t i = 0; i < reads->size(); ++i) {
+    if ((*reads)[i].status.ok()) order.push_back(i);
+  }
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return (*reads)[a].slot < (*reads)[b].slot; });
+  std::vector<struct iovec> iov;
+  for (size_t lo = 0; lo < order.size();) {
+    size_t hi = lo + 1;
+    while (hi < order.size() && (*reads)[order[hi]].slot == (*reads)[order[hi - 1]].slot + 1) ++hi;
+    iov.clear();
+    for (size_t k = lo; k < hi; ++k) iov.push_back({(*reads)[order[k]].data, block_size_});
+    const uint32_t first = (*reads)[order[lo]].slot;
+    absl::Status s = file_->PReadV(iov.data(), static_cast<int>(iov.size()),
+                                   data_offset_ + uint64_t{first} * block_size_);
+    for (size_t k = lo; k < hi; ++k) {
+      SlotRead& r = (*reads)[order[k]];
+      if (!s.ok()) {
+        r.status = ReadSlot(r.slot, r.data);  // each slot's own outcome
+      } else if (BlockChecksum(r.data, block_size_) != want[order[k]]) {
+        r.status = absl::DataLossError(absl::StrCat("SSD slot ", r.slot, " failed its checksum"));
+      }
+    }
+    lo = hi;
+  }
+}
+
 absl::Status SlotStore::Release(uint32_t slot) {
   {
     absl::MutexLock l(&mu_);

@@ -102,6 +102,17 @@ class SlotStore {
   // Reads the slot's block into `data` and verifies it against the checksum written with it:
   // kDataLoss on mismatch.
   absl::Status ReadSlot(uint32_t slot, char* data) const;
+  // One block of a ReadSlots batch: in `slot` and `data`, out `status` (as ReadSlot's).
+  struct SlotRead {
+    uint32_t slot = 0;
+    char* data = nullptr;
+    absl::Status status;
+  };
+  // Reads several slots, each verified as by ReadSlot. Slots adjacent on the device are read
+  // with one scatter read, whatever their order in `reads` (a large request's blocks were
+  // usually written together into neighbouring slots). A failed range read is retried slot by
+  // slot, so every status is the slot's own.
+  void ReadSlots(std::vector<SlotRead>* reads) const;
   // Clears the index entry and returns the slot to the free list.
   absl::Status Release(uint32_t slot);
   // Makes every earlier write durable (group commit). Storage errors are sticky: once a write

@@ -9,8 +9,11 @@
 #include <cerrno>
 #include <cstring>
 #include <algorithm>
+#include <climits>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace ringcache {
 namespace {
@@ -36,6 +39,26 @@ class PosixFile : public File {
       p += n;
       len -= static_cast<size_t>(n);
       off += static_cast<uint64_t>(n);
+    }
+    return absl::OkStatus();
+  }
+  absl::Status PReadV(const struct iovec* iov, int n, uint64_t off) const override {
+    // Copies the vector so a short read can advance it (preadv may stop anywhere).
+    std::vector<struct iovec> v(iov, iov + n);
+    size_t at = 0;
+    while (at < v.size()) {
+      const int cnt = static_cast<int>(std::min<size_t>(v.size() - at, IOV_MAX));
+      ssize_t got = ::preadv(fd_, v.data() + at, cnt, static_cast<off_t>(off));
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0) return Errno(absl::StrCat("read ", path_), errno);
+      if (got == 0) return absl::OutOfRangeError(absl::StrCat("read ", path_, ": short file"));
+      off += static_cast<uint64_t>(got);
+      auto left = static_cast<size_t>(got);
+      while (at < v.size() && left >= v[at].iov_len) left -= v[at++].iov_len;
+      if (left > 0) {
+        v[at].iov_base = static_cast<char*>(v[at].iov_base) + left;
+        v[at].iov_len -= left;
+      }
     }
     return absl::OkStatus();
   }
@@ -84,6 +107,14 @@ class PosixFile : public File {
 };
 
 }  // namespace
+
+absl::Status File::PReadV(const struct iovec* iov, int n, uint64_t off) const {
+  for (int i = 0; i < n; ++i) {
+    RC_RETURN_IF_ERROR(PRead(iov[i].iov_base, iov[i].iov_len, off));
+    off += iov[i].iov_len;
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<std::unique_ptr<File>> OpenPosixFile(const std::string& path, bool create) {
   int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0644);

@@ -13,6 +13,8 @@
 #include <memory>
 #include <string>
 
+#include <sys/uio.h>
+
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -25,6 +27,9 @@ class File {
   virtual ~File() = default;
   // Reads exactly `len` bytes at `off` (a short file is kOutOfRange).
   virtual absl::Status PRead(void* buf, size_t len, uint64_t off) const = 0;
+  // Reads the contiguous range at `off` into the `n` buffers in order (a scatter read: one
+  // system call for a run of adjacent blocks). The default reads buffer by buffer with PRead.
+  virtual absl::Status PReadV(const struct iovec* iov, int n, uint64_t off) const;
   // Writes exactly `len` bytes at `off`; not durable until Sync().
   virtual absl::Status PWrite(const void* buf, size_t len, uint64_t off) = 0;
   // fdatasync: every earlier PWrite is durable when it returns OK.

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <string>
 
+#include <sys/uio.h>
 #include <unistd.h>
 
 namespace ringcache {
@@ -27,6 +28,31 @@ TEST(FileTest, PosixRoundTrip) {
   ASSERT_TRUE((*f)->PRead(buf, 5, 100).ok());
   EXPECT_EQ(std::string(buf, 5), "hello");
   EXPECT_TRUE(absl::IsOutOfRange((*f)->PRead(buf, 5, 8190)));
+}
+
+// A scatter read fills its buffers in order, from the posix file (preadv) and from a wrapper
+// that uses the default (one PRead per buffer, seeing the wrapper's unsynced writes).
+TEST(FileTest, ScatterReadFillsBuffersInOrder) {
+  auto f = OpenPosixFile(TempPath("scatter"), true);
+  ASSERT_TRUE(f.ok()) << f.status();
+  ASSERT_TRUE((*f)->Preallocate(3 * 4096).ok());
+  std::string all;
+  for (char c : {'a', 'b', 'c'}) all += std::string(4096, c);
+  ASSERT_TRUE((*f)->PWrite(all.data(), all.size(), 0).ok());
+  std::string x(4096, 0), y(100, 0), z(4096 - 100 + 4096, 0);
+  struct iovec iov[3] = {{x.data(), x.size()}, {y.data(), y.size()}, {z.data(), z.size()}};
+  ASSERT_TRUE((*f)->PReadV(iov, 3, 0).ok());
+  EXPECT_EQ(x + y + z, all);
+  struct iovec past[1] = {{x.data(), x.size()}};
+  EXPECT_TRUE(absl::IsOutOfRange((*f)->PReadV(past, 1, 2 * 4096 + 1)));
+
+  FaultInjectionFile wrapped(std::move(*f));
+  ASSERT_TRUE(wrapped.PWrite("zz", 2, 4096).ok());  // not synced: only the wrapper has it
+  std::string p(4096, 0), q(4096, 0);
+  struct iovec two[2] = {{p.data(), p.size()}, {q.data(), q.size()}};
+  ASSERT_TRUE(wrapped.PReadV(two, 2, 0).ok());
+  EXPECT_EQ(p, std::string(4096, 'a'));
+  EXPECT_EQ(q, "zz" + std::string(4094, 'b'));
 }
 
 TEST(FileTest, FaultInjectionDropsUnsyncedAndFailedSyncWrites) {
