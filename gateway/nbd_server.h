@@ -36,7 +36,7 @@ struct NbdServerConfig {
   // Connections beyond this are closed right after accept().
   int max_connections = 256;
   // Threads calling the BlockDevice, shared by all connections.
-  int worker_threads = 16;
+  int worker_threads = 32;
   // Per-connection back-pressure limits.
   uint32_t max_inflight_requests = 64;
   uint64_t max_inflight_bytes = 128ull << 20;

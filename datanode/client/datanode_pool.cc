@@ -193,6 +193,11 @@ absl::StatusOr<std::shared_ptr<const DataNodePool::View>> DataNodePool::MakeView
             "ringcache_cachenode_datanode_op_duration_seconds",
             "Latency of data node operations seen by the cache node.",
             {{"datanode", absl::StrCat(e.id)}});
+        n->log_calls = registry_->GetCounter(
+            "ringcache_cachenode_log_append_calls_total",
+            "LogAppend calls sent to the data node; each carries the log records of one or more "
+            "concurrent writes (group commit).",
+            {{"datanode", absl::StrCat(e.id)}});
       }
       found = n.get();
       all_nodes_.push_back(std::move(n));
@@ -570,8 +575,8 @@ absl::StatusOr<LogAppendResult> DataNodePool::LogAppend(
     return n->down_since_ms.load() == 0 && now - n->failed_at_ms.load() > 1000;
   });
   struct Call {
-    std::unique_ptr<grpc::ClientContext> ctx;
-    v1::LogAppendResponse resp;
+    LogWaiter waiter;
+    bool over_limit = false;
     grpc::Status status;
   };
   size_t next = 0;
@@ -584,17 +589,17 @@ absl::StatusOr<LogAppendResult> DataNodePool::LogAppend(
     absl::BlockingCounter pending(static_cast<int>(want));
     for (size_t i = 0; i < want; ++i) {
       Node* node = v->Find(ids[i]);
-      calls[i].ctx = Context();
       node->inflight.fetch_add(1);
       const auto start = std::chrono::steady_clock::now();
-      node->stub->async()->LogAppend(calls[i].ctx.get(), &req, &calls[i].resp,
-                                     [&, i, node, start](grpc::Status s) {
-                                       Note(node, s);
-                                       calls[i].status = std::move(s);
-                                       node->inflight.fetch_sub(1);
-                                       Observe(node, Seconds(start));
-                                       pending.DecrementCount();
-                                     });
+      calls[i].waiter.req = &req;
+      calls[i].waiter.done = [&, i, node, start](const grpc::Status& s, bool over_limit) {
+        calls[i].status = s;
+        calls[i].over_limit = over_limit;
+        node->inflight.fetch_sub(1);
+        Observe(node, Seconds(start));
+        pending.DecrementCount();
+      };
+      SendLog(node, &calls[i].waiter);
     }
     if (next == want && overlap) overlap();  // first round only
     pending.Wait();
@@ -604,7 +609,7 @@ absl::StatusOr<LogAppendResult> DataNodePool::LogAppend(
         continue;
       }
       result.nodes.push_back(ids[i]);
-      result.over_limit |= calls[i].resp.over_limit();
+      result.over_limit |= calls[i].over_limit;
     }
   }
   if (next == 0 && overlap) overlap();  // no candidate at all
@@ -620,6 +625,69 @@ absl::StatusOr<LogAppendResult> DataNodePool::LogAppend(
     }
   }
   return result;
+}
+
+namespace {
+// Largest data of one group-committed LogAppend call (gRPC's default message limit is 4 MiB).
+constexpr size_t kLogBatchBytes = 2 << 20;
+}  // namespace
+
+void DataNodePool::SendLog(Node* node, LogWaiter* w) {
+  {
+    absl::MutexLock l(&node->log_mu);
+    node->log_queue.push_back(w);
+    if (node->log_sending) return;  // the call in flight sends it next
+    node->log_sending = true;
+  }
+  SendLogBatch(node);
+}
+
+void DataNodePool::SendLogBatch(Node* node) {
+  struct Batch {
+    std::unique_ptr<grpc::ClientContext> ctx;
+    v1::LogAppendRequest req;
+    v1::LogAppendResponse resp;
+    std::vector<LogWaiter*> waiters;
+  };
+  auto batch = std::make_shared<Batch>();
+  {
+    absl::MutexLock l(&node->log_mu);
+    size_t bytes = 0, take = 0;
+    for (; take < node->log_queue.size(); ++take) {
+      const size_t b = node->log_queue[take]->req->ByteSizeLong();
+      if (take > 0 && bytes + b > kLogBatchBytes) break;
+      bytes += b;
+    }
+    if (take == 0) {
+      node->log_sending = false;
+      return;
+    }
+    batch->waiters.assign(node->log_queue.begin(), node->log_queue.begin() + take);
+    node->log_queue.erase(node->log_queue.begin(), node->log_queue.begin() + take);
+  }
+  if (batch->waiters.size() == 1) {
+    batch->req = *batch->waiters[0]->req;
+  } else {
+    for (LogWaiter* w : batch->waiters) {
+      batch->req.mutable_records()->MergeFrom(w->req->records());
+    }
+  }
+  batch->ctx = Context();
+  if (node->log_calls != nullptr) node->log_calls->Inc();
+  node->stub->async()->LogAppend(
+      batch->ctx.get(), &batch->req, &batch->resp, [this, node, batch](grpc::Status s) {
+        Note(node, s);
+        // Pick the next batch before waking this one's callers: once they return, nothing may
+        // touch this pool unless other callers still wait (then it is alive).
+        bool more;
+        {
+          absl::MutexLock l(&node->log_mu);
+          more = !node->log_queue.empty();
+          if (!more) node->log_sending = false;
+        }
+        for (LogWaiter* w : batch->waiters) w->done(s, batch->resp.over_limit());
+        if (more) SendLogBatch(node);
+      });
 }
 
 std::vector<uint32_t> DataNodePool::LogReclaim(uint32_t cache_node,

@@ -189,6 +189,12 @@ class DataNodePool {
   uint64_t repairs() const { return repairs_.load(); }
 
  private:
+  // One caller's records waiting for a LogAppend call to node; `done` runs once with the
+  // call's outcome.
+  struct LogWaiter {
+    const v1::LogAppendRequest* req = nullptr;
+    std::function<void(const grpc::Status&, bool over_limit)> done;
+  };
   struct Node {
     DataNodeEndpoint endpoint;
     std::shared_ptr<grpc::Channel> channel;
@@ -198,6 +204,12 @@ class DataNodePool {
     std::atomic<int64_t> failed_at_ms{0};  // last RPC failure (steady clock), 0 = none
     std::atomic<int64_t> down_since_ms{0}; // unreachable since (steady clock), 0 = reachable
     metrics::Histogram* latency = nullptr;
+    metrics::Counter* log_calls = nullptr;
+    // Group commit of log appends (SendLog): appends that arrive while one is in flight to this
+    // node wait here and go together as the next LogAppend call.
+    absl::Mutex log_mu;
+    std::vector<LogWaiter*> log_queue ABSL_GUARDED_BY(log_mu);
+    bool log_sending ABSL_GUARDED_BY(log_mu) = false;
   };
   // One snapshot of the ring(s) and nodes; requests hold it while they run.
   struct View {
@@ -237,6 +249,13 @@ class DataNodePool {
   // Records an RPC's outcome for the up/down view.
   void Note(Node* n, const grpc::Status& s);
   std::unique_ptr<grpc::ClientContext> Context() const;
+  // Appends `w`'s records on `node`: at once when no append is in flight there, else together
+  // with every other waiting append in the next call (one RPC, one RocksDB write and WAL sync
+  // for all of them). `w` must stay alive until its `done` ran.
+  void SendLog(Node* node, LogWaiter* w);
+  // Sends the waiting appends of `node` as one call (at most kLogBatchBytes of data, at least
+  // one append). REQUIRES: this thread set node->log_sending.
+  void SendLogBatch(Node* node);
 
   metrics::Registry* registry_ = nullptr;
   int rpc_timeout_ms_ = 30000;
