@@ -25,6 +25,7 @@
 #include "common/status_macros.h"
 #include "membership/daemon_flags.h"
 #include "membership/presence.h"
+#include "common/version.h"
 
 namespace ringcache {
 namespace {
@@ -295,6 +296,7 @@ int main(int argc, char** argv) {
   using namespace ringcache;  // NOLINT: a main file
   CLI::App app{"ringcache-cachenode: SSD cache node of ringcache.\n"
                "Reads its settings and its data nodes from the static cluster file."};
+  app.set_version_flag("--version", VersionLine("ringcache-cachenode"));
   Flags flags;
   AddFlags(&app, &flags);
   try {
@@ -308,7 +310,7 @@ int main(int argc, char** argv) {
   InitDaemonProcess();
   metrics::Registry* registry = metrics::Registry::Default();
   registry->GetGauge("ringcache_build_info", "Build information.",
-                     {{"version", "0.1.0"}, {"role", "cachenode"}})
+                     {{"version", Version()}, {"role", "cachenode"}})
       ->Set(1);
   Daemon daemon(*std::move(settings), registry);
   absl::Status s = daemon.Open();

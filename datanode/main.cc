@@ -24,6 +24,7 @@
 #include "datanode/store.h"
 #include "membership/daemon_flags.h"
 #include "membership/presence.h"
+#include "common/version.h"
 
 namespace {
 
@@ -40,6 +41,7 @@ int main(int argc, char** argv) {
   CLI::App app{
       "ringcache-datanode: durable block and log store of ringcache (RocksDB on HDD).\n"
       "Settings come from --config FILE.yaml; flags override the file."};
+  app.set_version_flag("--version", ringcache::VersionLine("ringcache-datanode"));
   std::string config_path;
   std::optional<uint32_t> node_id;
   std::optional<std::string> listen, http_listen, data_dir, ready_file, zone;
@@ -116,7 +118,7 @@ int main(int argc, char** argv) {
   ringcache::datanode::DataNodeService service(cfg.node_id, store->get(), &hdd_emu, registry);
   service.SetLogLimit(cfg.log_limit_bytes);
   registry->GetGauge("ringcache_build_info", "Build information.",
-                     {{"version", "0.1.0"}, {"role", "datanode"}})
+                     {{"version", ringcache::Version()}, {"role", "datanode"}})
       ->Set(1);
   registry->GetGauge("ringcache_datanode_hdd_emulation_enabled",
                      "1 when HDD emulation delays requests.")

@@ -31,6 +31,11 @@ set -euo pipefail
 
 cmd=${1:-}
 shift || true
+case "$cmd" in
+  -h|--help|help) sed -n '2,29p' "$0"; exit 0 ;;
+  up|status|down|kill|start|add) ;;
+  *) sed -n '2,29p' "$0" >&2; echo "cluster.sh: unknown command '$cmd'" >&2; exit 2 ;;
+esac
 DIR=./ringcache-cluster
 FILE=""
 K=3

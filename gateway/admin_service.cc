@@ -48,7 +48,9 @@ grpc::Status AdminService::SetVdiMode(grpc::ServerContext*, const v1::SetVdiMode
   return ToGrpc(router_->SetMode(req->name(), req->mode()));
 }
 
-AdminService::~AdminService() {
+AdminService::~AdminService() { StopHealthWatch(); }
+
+void AdminService::StopHealthWatch() {
   {
     absl::MutexLock l(&mu_);
     stop_watch_ = true;

@@ -37,6 +37,9 @@ class AdminService final : public v1::Admin::Service {
   // "quarantined" as it reports), a data node unreachable for two rounds as "down"; status and
   // stats skip nodes that are down instead of waiting on them. Changes are logged.
   void StartHealthWatch(absl::Duration every);
+  // Stops the health watch and waits for its thread (it calls the router: stop it before the
+  // router goes away). Idempotent; the destructor calls it too.
+  void StopHealthWatch();
 
   grpc::Status CreateVdi(grpc::ServerContext*, const v1::CreateVdiRequest*,
                          v1::CreateVdiResponse*) override;

@@ -52,6 +52,8 @@ void Frontends::Stop() {
   if (admin_server_) {
     admin_server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   }
+  // The health watch calls the router, which the caller may destroy right after Stop().
+  if (admin_) admin_->StopHealthWatch();
   http_.Stop();
 }
 

@@ -21,6 +21,7 @@
 #include "gateway/membership_sync.h"
 #include "membership/daemon_flags.h"
 #include "membership/presence.h"
+#include "common/version.h"
 
 namespace {
 
@@ -35,6 +36,7 @@ int main(int argc, char** argv) {
   using namespace ringcache;  // NOLINT: a main file
   CLI::App app{"ringcache-gateway: NBD gateway of ringcache (export name = VDI name).\n"
                "Reads its addresses and its peers from the static cluster file."};
+  app.set_version_flag("--version", VersionLine("ringcache-gateway"));
   membership::DaemonFlags flags;
   uint32_t id = 1;
   std::optional<std::string> nbd_listen, admin_listen, http_listen, ready_file;
@@ -69,7 +71,7 @@ int main(int argc, char** argv) {
   InitDaemonProcess();
   metrics::Registry* registry = metrics::Registry::Default();
   registry->GetGauge("ringcache_build_info", "Build information.",
-                     {{"version", "0.1.0"}, {"role", "gateway"}})
+                     {{"version", Version()}, {"role", "gateway"}})
       ->Set(1);
   std::vector<datanode::DataNodeEndpoint> endpoints;
   std::vector<v1::NodeInfo> infos;

@@ -10,6 +10,7 @@
 #include "common/config.h"
 #include "membership/presence.h"
 #include "tools/ctl/commands.h"
+#include "common/version.h"
 
 namespace ringcache::ctl {
 namespace {
@@ -184,7 +185,7 @@ int RunCtl(int argc, const char* const* argv, const CtlIo& io) {
   app.name("ringcachectl");
   app.fallthrough();  // global options also after the subcommand: `vdi list --json`
   app.require_subcommand(1);
-  app.set_version_flag("--version", "ringcachectl 0.1.0");
+  app.set_version_flag("--version", VersionLine("ringcachectl"));
   // The footer is inherited by every subcommand, so each --help names the global options too.
   app.footer(
       "Global options, before or after the command: --gateway HOST:PORT (env RINGCACHE_GATEWAY)\n"

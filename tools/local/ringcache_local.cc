@@ -31,6 +31,7 @@
 #include "gateway/frontends.h"
 #include "gateway/router.h"
 #include "tools/local/local_cache_client.h"
+#include "common/version.h"
 
 namespace {
 
@@ -109,6 +110,7 @@ int main(int argc, char** argv) {
   CLI::App app{
       "ringcache-local: gateway, cache nodes and data nodes in one process (static ring, no "
       "etcd).\nServes VDIs over NBD at nbd://HOST:PORT/NAME; --config FILE.yaml, flags override."};
+  app.set_version_flag("--version", VersionLine("ringcache-local"));
   std::string config_path;
   LocalConfig cfg;
   std::optional<std::string> data_dir, nbd_listen, admin_listen, http_listen, ready_file, policy,
@@ -197,7 +199,7 @@ int main(int argc, char** argv) {
 
   metrics::Registry* registry = metrics::Registry::Default();
   registry->GetGauge("ringcache_build_info", "Build information.",
-                     {{"version", "0.1.0"}, {"role", "local"}})
+                     {{"version", Version()}, {"role", "local"}})
       ->Set(1);
 
   // Data nodes.

@@ -29,6 +29,7 @@
 #include "tools/sim/runner.h"
 #include "tools/sim/sizes.h"
 #include "tools/sim/trace_io.h"
+#include "common/version.h"
 
 namespace ringcache::sim {
 namespace {
@@ -331,6 +332,7 @@ int Main(int argc, char** argv) {
       "  ringcache-sim gen SPEC... -o FILE.bin\n"
       "  ringcache-sim convert IN OUT\n"
       "  ringcache-sim info TRACE|--gen SPEC"};
+  app.set_version_flag("--version", VersionLine("ringcache-sim"));
   app.footer(GeneratorHelp());
   InputFlags in;
   RunFlags rf;
@@ -406,8 +408,8 @@ int Main(int argc, char** argv) {
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    app.exit(e);
-    return kExitUsage;
+    // --help and --version are "errors" that exit 0.
+    return app.exit(e) == 0 ? 0 : kExitUsage;
   }
 
   if (gen->parsed()) return DoGen(gen_specs, gen_out, in.quiet);

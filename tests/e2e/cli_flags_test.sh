@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Every program's command line: --version prints "<program> <version>" and exits 0, --help exits
+# 0, an unknown flag and a missing cluster file exit 2 (bad configuration), and
+# `deploy/cluster.sh --help` exits 0 without creating anything.
+# Usage: tests/e2e/cli_flags_test.sh BUILD_DIR
+set -uo pipefail
+BIN=$(cd "${1:?usage: cli_flags_test.sh BUILD_DIR}" && pwd)
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+VERSION=$(sed -n 's/^project(ringcache VERSION \([0-9.]*\).*/\1/p' "$ROOT/CMakeLists.txt")
+WORK=$(mktemp -d /tmp/cli_flags_test.XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+failed=0
+fail() { echo "FAIL: $*"; failed=1; }
+
+expect_rc() {  # want description command...
+  local want=$1 what=$2 rc
+  shift 2
+  "$@" > "$WORK/out" 2>&1
+  rc=$?
+  [ "$rc" = "$want" ] || { fail "$what: exit $rc, want $want"; sed 's/^/    /' "$WORK/out" | head -5; }
+}
+
+for p in gateway/ringcache-gateway cachenode/ringcache-cachenode datanode/ringcache-datanode \
+         tools/ringcache-local tools/ctl/ringcachectl tools/sim/ringcache-sim; do
+  name=$(basename "$p")
+  out=$("$BIN/$p" --version 2>&1)
+  rc=$?
+  [ "$rc" = 0 ] || fail "$name --version exits $rc"
+  [ "$out" = "$name $VERSION" ] || fail "$name --version printed '$out', want '$name $VERSION'"
+  expect_rc 0 "$name --help" "$BIN/$p" --help
+  expect_rc 2 "$name --no-such-flag" "$BIN/$p" --no-such-flag
+done
+for p in gateway/ringcache-gateway cachenode/ringcache-cachenode datanode/ringcache-datanode; do
+  expect_rc 2 "$(basename "$p") with a missing cluster file" "$BIN/$p" --cluster "$WORK/none.yaml"
+done
+
+# cluster.sh --help: exit 0, nothing created in the current directory.
+(cd "$WORK" && mkdir empty && cd empty && "$ROOT/deploy/cluster.sh" --help > ../help.txt 2>&1)
+rc=$?
+[ "$rc" = 0 ] || fail "deploy/cluster.sh --help exits $rc"
+grep -q "cluster.sh up" "$WORK/help.txt" || fail "deploy/cluster.sh --help does not show the usage"
+[ -z "$(ls -A "$WORK/empty")" ] || fail "deploy/cluster.sh --help created: $(ls -A "$WORK/empty")"
+(cd "$WORK/empty" && "$ROOT/deploy/cluster.sh" up --no-such-flag > /dev/null 2>&1)
+rc=$?
+[ "$rc" = 2 ] || fail "deploy/cluster.sh up --no-such-flag exits $rc, want 2"
+
+if [ $failed = 0 ]; then echo "cli_flags_test: all passed"; fi
+exit $failed
