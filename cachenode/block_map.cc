@@ -290,7 +290,7 @@ std::optional<DestageRun> BlockMap::PlanDestage(const BlockKey& key, uint64_t bl
     return it != map_.end() && it->second.dirty;
   };
   if (!dirty(key.block)) return std::nullopt;
-  // Coalesce adjacent dirty blocks of the same object (DESIGN §4).
+  // Coalesce adjacent dirty blocks of the same object (docs/design.md §4).
   DestageRun run;
   uint64_t lo = key.block;
   while (lo > base && dirty(lo - 1) && key.block - lo + 1 < max_blocks) --lo;

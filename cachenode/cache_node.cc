@@ -3,6 +3,7 @@
 #include "cachenode/cache_node.h"
 
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cstring>
@@ -32,6 +33,12 @@ class CacheNode::PoolLoad : public policy::LoadView {
 absl::Status CacheNodeConfig::Validate() const {
   if (node_id == 0) return absl::InvalidArgumentError("cache node id must be non-zero");
   RC_RETURN_IF_ERROR((SlotStoreOptions{ssd_path, ssd_bytes, block_size}).Validate());
+  struct stat st;
+  if (state_dir.empty() && ::stat(ssd_path.c_str(), &st) == 0 && S_ISBLK(st.st_mode)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "SSD ", ssd_path, " is a block device: give a state directory (--state-dir) for the "
+        "node's state files; nothing is written beside a device node"));
+  }
   if (slot_reserve < 0 || slot_reserve > 0.5) {
     return absl::InvalidArgumentError("slot_reserve must be in [0, 0.5]");
   }
@@ -70,10 +77,10 @@ absl::StatusOr<std::unique_ptr<CacheNode>> CacheNode::Create(const CacheNodeConf
 }
 
 absl::Status CacheNode::Init() {
-  RC_ASSIGN_OR_RETURN(owner_, Ownership::Load(config_.ssd_path));
+  RC_ASSIGN_OR_RETURN(owner_, Ownership::Load(config_.StateBase()));
   // The VDI table first, so recovered blocks are counted and placed by their VDI's layout.
   vdis_ = std::make_unique<VdiTable>(config_.node_id, config_.block_size,
-                                     config_.ssd_path + ".vdis", registry_);
+                                     config_.StateBase() + ".vdis", registry_);
   const std::vector<uint32_t> known = vdis_->Load();
   std::unique_ptr<File> file;
   if (config_.open_ssd_file) {
@@ -116,7 +123,7 @@ absl::Status CacheNode::Init() {
                recovery_.slots_dirty, recovery_.stale_versions, recovery_.torn_or_corrupt,
                config_.policy, config_.placement);
   AddNodeGauges();
-  RC_ASSIGN_OR_RETURN(log_, WriteLog::Open({config_.node_id, config_.ssd_path + ".logseq", 200},
+  RC_ASSIGN_OR_RETURN(log_, WriteLog::Open({config_.node_id, config_.StateBase() + ".logseq", 200},
                                             pool_, registry_,
                                             [this] { return map_->LiveLogSeqs(); }));
   DestagerOptions dopt;
@@ -213,7 +220,7 @@ absl::Status CacheNode::SetDataRing(const datanode::DataRing& ring) {
   absl::MutexLock l(&data_ring_mu_);
   const uint64_t before = pool_->ring().epoch;
   RC_RETURN_IF_ERROR(pool_->SetRing(ring));
-  RC_RETURN_IF_ERROR(datanode::SaveDataRing(DataRingPath(config_.ssd_path), pool_->ring()));
+  RC_RETURN_IF_ERROR(datanode::SaveDataRing(DataRingPath(config_.StateBase()), pool_->ring()));
   if (ring.epoch == before) return absl::OkStatus();
   spdlog::info("data ring epoch {}: {} members{}", ring.epoch, ring.members.size(),
                ring.target.empty() ? ""

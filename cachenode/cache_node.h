@@ -70,6 +70,10 @@ namespace ringcache::cachenode {
 struct CacheNodeConfig {
   uint32_t node_id = 1;
   std::string ssd_path;                 // slot file (or block device)
+  // Where the node's small state files go (<state_dir>/cache.owner, .vdis, .logseq,
+  // .datanodes). Empty: beside a slot *file* (<ssd_path>.owner, ...); a block device needs one,
+  // so nothing is ever created beside a device node.
+  std::string state_dir;
   uint64_t ssd_bytes = 1ull << 30;      // SSD tier capacity
   uint64_t ram_bytes = 64ull << 20;     // RAM tier capacity (exclusive of the SSD tier)
   uint32_t block_size = 4096;           // cache block, 4..64 KiB
@@ -79,9 +83,9 @@ struct CacheNodeConfig {
   // RAM tier (a bcache-style sequential cutoff for RAM; 0 = off).
   uint64_t stream_read_bytes = 128 << 10;
   double slot_reserve = 0.02;           // fraction of slots kept free for in-flight evictions
-  // Destage (DESIGN §4): idle when fewer than idle_ops_per_s foreground block ops per second
-  // were seen over idle_window_ms; forced above dirty_high_watermark (fraction of SSD slots) at
-  // up to forced_destage_mb_s.
+  // Destage (docs/design.md §4): idle when fewer than idle_ops_per_s foreground block ops per
+  // second were seen over idle_window_ms; forced above dirty_high_watermark (fraction of SSD slots)
+  // at up to forced_destage_mb_s.
   double idle_ops_per_s = 100;
   int64_t idle_window_ms = 500;
   double dirty_high_watermark = 0.6;
@@ -90,12 +94,14 @@ struct CacheNodeConfig {
   double forced_destage_duty = 0.25;    // forced destage's share of wall time, (0, 1]
   uint32_t destage_max_blocks = 256;    // largest coalesced destage write (blocks)
   // A data node unreachable this long is taken for lost: the dirty blocks whose log copies may
-  // sit on it are logged again on the remaining nodes (DESIGN §7).
+  // sit on it are logged again on the remaining nodes (docs/design.md §7).
   int64_t relog_after_ms = 30000;
   // Test seam: opens the SSD file (null: the POSIX file at ssd_path). Fault tests inject a
   // common/file.h FaultInjectionFile here.
   std::function<absl::StatusOr<std::unique_ptr<File>>(const std::string& path)> open_ssd_file;
   absl::Status Validate() const;
+  // The path the state files are named after: "<state_dir>/cache", or ssd_path.
+  std::string StateBase() const { return state_dir.empty() ? ssd_path : state_dir + "/cache"; }
 };
 
 class CacheNode {
@@ -188,7 +194,10 @@ class CacheNode {
   // previous one) and keeps it in <ssd_path>.datanodes for the next start.
   absl::Status SetDataRing(const datanode::DataRing& ring);
   // Where SetDataRing keeps the ring of a node whose SSD file is `ssd_path`.
-  static std::string DataRingPath(const std::string& ssd_path) { return ssd_path + ".datanodes"; }
+  // The data ring saved at run time; `state_base` is CacheNodeConfig::StateBase().
+  static std::string DataRingPath(const std::string& state_base) {
+    return state_base + ".datanodes";
+  }
   uint64_t data_ring_epoch() const { return pool_->ring().epoch; }
 
  private:

@@ -87,6 +87,52 @@ TEST_F(CacheNodeTest, DirtyBlocksSurviveRestartAndFlushReachesHome) {
   EXPECT_EQ(HomeBlock(8), a.substr(kBs, kBs));
 }
 
+// With a state directory, every state file goes there and nothing is created beside the SSD
+// (a block device's /dev entry must never get neighbours); the dirty data survives a restart.
+TEST_F(CacheNodeTest, StateFilesGoToTheStateDirectory) {
+  const std::string ssd_dir = dir_ + "/ssd", state = dir_ + "/state";
+  std::filesystem::create_directories(ssd_dir);
+  std::filesystem::create_directories(state);
+  config_.ssd_path = ssd_dir + "/device";
+  config_.state_dir = state;
+  Start();
+  const std::string a = Pattern(5, 2 * kBs);
+  ASSERT_TRUE(Write(3 * kBs, a).ok());
+  Start();  // restart: ownership, VDIs and log sequence come back from the state directory
+  EXPECT_EQ(node_->dirty_blocks(), 2u);
+  EXPECT_EQ(Read(3 * kBs, a.size()), a);
+  std::vector<std::string> beside, kept;
+  for (const auto& e : std::filesystem::directory_iterator(ssd_dir)) {
+    beside.push_back(e.path().filename());
+  }
+  for (const auto& e : std::filesystem::directory_iterator(state)) {
+    kept.push_back(e.path().filename());
+  }
+  EXPECT_EQ(beside, std::vector<std::string>{"device"});
+  EXPECT_FALSE(kept.empty());
+  for (const std::string& f : kept) EXPECT_EQ(f.rfind("cache.", 0), 0u) << f;
+}
+
+// A block device without a state directory is a configuration error (no file is created).
+TEST_F(CacheNodeTest, BlockDeviceWithoutStateDirectoryIsRefused) {
+  std::string device;
+  for (const auto& e : std::filesystem::directory_iterator("/dev")) {
+    if (e.is_block_file()) {
+      device = e.path();
+      break;
+    }
+  }
+  if (device.empty()) GTEST_SKIP() << "no block device in /dev";
+  CacheNodeConfig c = config_;
+  c.ssd_path = device;
+  c.state_dir.clear();
+  const absl::Status s = c.Validate();
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_NE(s.message().find("--state-dir"), std::string::npos) << s;
+  c.state_dir = dir_;
+  EXPECT_TRUE(c.Validate().ok());
+}
+
 TEST_F(CacheNodeTest, EvictionDestagesDirtyBlocksBeforeReuse) {
   Start();
   // Four times the cache: most blocks are evicted, and each dirty one must be destaged first.

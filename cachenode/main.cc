@@ -5,6 +5,8 @@
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
 
+#include <sys/stat.h>
+
 #include <CLI/CLI.hpp>
 #include <atomic>
 #include <chrono>
@@ -14,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+
 #include "cachenode/cache_node.h"
 #include "cachenode/data_server.h"
 #include "cachenode/service.h"
@@ -50,8 +53,8 @@ struct Settings {
 struct Flags {
   membership::DaemonFlags daemon;
   uint32_t id = 0;
-  std::optional<std::string> listen, http_listen, data_listen, ssd_path, ready_file, policy,
-      placement;
+  std::optional<std::string> listen, http_listen, data_listen, ssd_path, state_dir, ready_file,
+      policy, placement;
 };
 
 void AddFlags(CLI::App* app, Flags* f) {
@@ -65,6 +68,10 @@ void AddFlags(CLI::App* app, Flags* f) {
                   "address, any free port; gateways learn the port from the node)");
   app->add_option("--ssd-path", f->ssd_path, "SSD slot file or block device "
                                               "(default <data_dir>/cachenode-<id>/ssd.slots)");
+  app->add_option("--state-dir", f->state_dir,
+                  "Directory of the node's state files (ownership, VDIs, log sequence, data "
+                  "ring; default: beside a slot file, or <data_dir>/cachenode-<id> when "
+                  "--ssd-path is a block device)");
   app->add_option("--policy", f->policy, "Policy spec (default from the cluster file)");
   app->add_option("--placement", f->placement, "RAM/SSD placement: uarc|lru");
   app->add_option("--ready-file", f->ready_file,
@@ -91,6 +98,12 @@ absl::StatusOr<Settings> Resolve(const Flags& f) {
   RC_RETURN_IF_ERROR(EnsureWritableDir(dir));
   s.cc.node_id = f.id;
   s.cc.ssd_path = f.ssd_path.value_or(dir + "/ssd.slots");
+  struct stat st;
+  const bool device = ::stat(s.cc.ssd_path.c_str(), &st) == 0 && S_ISBLK(st.st_mode);
+  if (f.state_dir || device) {
+    s.cc.state_dir = f.state_dir.value_or(dir);
+    RC_RETURN_IF_ERROR(EnsureWritableDir(s.cc.state_dir));
+  }
   s.cc.ssd_bytes = s.self.ssd_bytes;
   s.cc.ram_bytes = s.self.ram_bytes;
   s.cc.block_size = s.cluster.block_size;
@@ -155,7 +168,7 @@ absl::Status Daemon::Open() {
     endpoints.push_back({n.id, n.listen, n.weight, n.zone});
   }
   // A data ring set at run time (a rebalance after data nodes joined) wins over the file's list.
-  const std::string ring_path = cachenode::CacheNode::DataRingPath(s_.cc.ssd_path);
+  const std::string ring_path = cachenode::CacheNode::DataRingPath(s_.cc.StateBase());
   RC_ASSIGN_OR_RETURN(std::optional<datanode::DataRing> saved, datanode::LoadDataRing(ring_path));
   if (saved) {
     RC_ASSIGN_OR_RETURN(pool_, datanode::DataNodePool::Create(*saved, registry_));

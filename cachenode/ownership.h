@@ -1,5 +1,6 @@
 // Ownership: whether this cache node may act as the owner of its objects, kept in a small state
-// file beside the SSD file (<ssd>.owner) so it survives a restart, even after kill -9.
+// state file (<state base>.owner: beside the SSD file, or in the node's state directory,
+// CacheNodeConfig::StateBase) so it survives a restart, even after kill -9.
 //
 // A node that lost its objects (its lease ran out, it was removed while dead, or a data node
 // refused one of its writes as older than what another owner wrote) is *quarantined*: it serves
@@ -34,7 +35,8 @@ namespace ringcache::cachenode {
 
 class Ownership {
  public:
-  // Loads the state of the node whose SSD file is `ssd_path` (a missing file: admitted, epoch 0).
+  // Loads the state of the node whose state files are named after `ssd_path` (its StateBase; a
+  // missing file: admitted, epoch 0).
   // An unreadable file is an error naming it: guessing could let a node that lost its objects
   // write over their new owner's data.
   static absl::StatusOr<std::unique_ptr<Ownership>> Load(const std::string& ssd_path);

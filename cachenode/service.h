@@ -40,12 +40,12 @@ class Fence {
   const std::function<bool()> lease_valid_;
 };
 
-// Ring epochs on the data path (DESIGN §7). Every block request carries the epoch of the cache
-// ring its sender routed it with (0: unknown, e.g. a tool; not checked). The node remembers the
-// highest epoch it has seen and refuses requests routed with an older one (FAILED_PRECONDITION,
+// Ring epochs on the data path (docs/design.md §7). Every block request carries the epoch of the
+// cache ring its sender routed it with (0: unknown, e.g. a tool; not checked). The node remembers
+// the highest epoch it has seen and refuses requests routed with an older one (FAILED_PRECONDITION,
 // "stale ring epoch"): their sender has not yet seen an ownership change that another sender
-// already acted on, so the object may not be this node's any more. The sender re-routes and
-// retries (gateway/router.h).
+// already acted on, so the object may not be this node's any more. The sender re-routes and retries
+// (gateway/router.h).
 class RingEpochGuard {
  public:
   // Returns OK and raises the highest epoch seen, or kFailedPrecondition for an older epoch.

@@ -1,4 +1,5 @@
-// WriteLog: a cache node's write-back log on the data nodes (DESIGN §4, paper 002 §III-E..G).
+// WriteLog: a cache node's write-back log on the data nodes (docs/design.md §4, paper 002
+// §III-E..G).
 //
 // Every write-back write also goes, as one record per block (cache node id, sequence, block key,
 // data, checksum), to N-1 data nodes picked on the data ring outside the object's N homes

@@ -60,11 +60,12 @@ struct StoreOptions {
 // Who last wrote a block and at which of its sequence numbers. Cache nodes stamp every write
 // they send home (destage, write-through, write-around, trim) with their id and a sequence taken
 // from the same counter as their log records, so log replay can tell a record that is older than
-// the home copy from one that is newer (DESIGN §7; docs/durability.md).
+// the home copy from one that is newer (docs/design.md §7; docs/durability.md).
 //
 // Versions are ordered by (epoch, seq, writer): the ownership epoch (cache ring epoch) at which
 // the owning cache node accepted the write comes first, so a node that lost an object can never
-// overwrite what its next owner wrote, whatever their sequences (DESIGN §11, fencing tokens).
+// overwrite what its next owner wrote, whatever their sequences (docs/design.md §11, fencing
+// tokens).
 struct BlockVersion {
   uint32_t writer = 0;   // cache node id; 0 = unversioned (written before versions, or by tools)
   uint64_t seq = 0;

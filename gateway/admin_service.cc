@@ -228,7 +228,7 @@ std::function<absl::Status(CacheClient*, bool)> CacheNodeSettle(Router* router, 
   datanode::DataNodePool* pool = router->data_nodes();
   Catalog* catalog = router->catalog();
   // A live node destages everything (its log records are reclaimed as blocks reach home); a dead
-  // one's dirty blocks are replayed from its log copies on the data nodes (DESIGN §7).
+  // one's dirty blocks are replayed from its log copies on the data nodes (docs/design.md §7).
   return [pool, catalog, id, register_first](CacheClient* c, bool alive) -> absl::Status {
     if (alive) {
       if (register_first) {

@@ -20,7 +20,7 @@ namespace ringcache::gateway {
 // Returns the `settle` of Router::RemoveCacheNode for cache node `id`: a node that answers
 // destages everything (with `register_first`, the catalogued VDIs are registered on it first, so
 // that a node which restarted and forgot them can destage); a dead one's write-back log is
-// replayed home from the data nodes (DESIGN §7). `router` is not owned.
+// replayed home from the data nodes (docs/design.md §7). `router` is not owned.
 std::function<absl::Status(CacheClient*, bool alive)> CacheNodeSettle(Router* router, uint32_t id,
                                                                      bool register_first);
 

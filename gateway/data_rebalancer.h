@@ -1,5 +1,6 @@
 // DataRebalancer: moves home replicas to their new data nodes when the data ring changes (a data
-// node joined; issue 5, DESIGN §7), without a read ever missing a block or seeing a stale one.
+// node joined; issue 5, docs/design.md §7), without a read ever missing a block or seeing a stale
+// one.
 //
 // The gateway owns the data ring: its epoch, members and (while moving) target live in
 // <gateway dir>/data_ring, and every cache node gets each change through SetDataRing before the
@@ -17,7 +18,7 @@
 //  4. deleting — every member of T drops (purges) the blocks and tombstones it no longer homes.
 // A step that fails (a node unreachable) is retried; a gateway restart resumes from the saved
 // ring (steps are idempotent). Members are only added: a data node whose registration disappears
-// stays in the ring (its replicas are read from the others; DESIGN §7 data node loss), and
+// stays in the ring (its replicas are read from the others; docs/design.md §7 data node loss), and
 // removing data nodes from the ring is not supported yet.
 //
 // Thread-safety: thread-safe; the work runs on one background thread.

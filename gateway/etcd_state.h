@@ -1,4 +1,4 @@
-// The gateway's shared state in etcd (cluster mode, DESIGN §7; key layout in
+// The gateway's shared state in etcd (cluster mode, docs/design.md §7; key layout in
 // membership/README.md), under the configurable prefix P:
 //   P/vdis/<name>   one VDI catalog record: the catalog line "id name size_bytes object_size
 //                   block_size replication mode" (gateway/catalog.h)

@@ -1,6 +1,6 @@
-// MembershipSync: the gateway's side of cluster mode (DESIGN §7). A MembershipWatcher follows
-// the nodes registered in etcd; a reconciler thread makes the router's cache ring follow the
-// registered cache nodes:
+// MembershipSync: the gateway's side of cluster mode (docs/design.md §7). A MembershipWatcher
+// follows the nodes registered in etcd; a reconciler thread makes the router's cache ring follow
+// the registered cache nodes:
 //  - a ring member whose registration disappeared (lease expired: killed, hung or cut off from
 //    etcd; or revoked at shutdown) is removed with Router::RemoveCacheNode: its requests wait
 //    while its dirty data is settled — destaged if it still answers (it is fenced: its lease is

@@ -1,5 +1,6 @@
-// Cluster membership in etcd (DESIGN §7): the key layout, the node record, a node's registration
-// under a lease (with fencing), and the watcher that turns the registrations into member views.
+// Cluster membership in etcd (docs/design.md §7): the key layout, the node record, a node's
+// registration under a lease (with fencing), and the watcher that turns the registrations into
+// member views.
 //
 // Key layout under a configurable prefix P (default "/ringcache"):
 //   P/nodes/<role>/<id>   node record (NodeRecord, JSON), attached to the node's lease;

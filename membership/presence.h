@@ -1,8 +1,8 @@
-// Presence: how a ringcache daemon takes part in cluster mode (DESIGN §7). It connects to etcd
-// and keeps the daemon's NodeRecord registered under a lease (NodeRegistration); destroying it
+// Presence: how a ringcache daemon takes part in cluster mode (docs/design.md §7). It connects to
+// etcd and keeps the daemon's NodeRecord registered under a lease (NodeRegistration); destroying it
 // revokes the lease, so a clean shutdown leaves the membership at once. Daemons create one only
-// when etcd endpoints are configured (--etcd / etcd_endpoints:); without it they run exactly as
-// in static mode.
+// when etcd endpoints are configured (--etcd / etcd_endpoints:); without it they run exactly as in
+// static mode.
 //
 // Thread-safety: thread-safe (as NodeRegistration and EtcdClient).
 #ifndef RINGCACHE_MEMBERSHIP_PRESENCE_H_

@@ -19,7 +19,7 @@ namespace ringcache::ring {
 using NodeId = uint32_t;
 
 // An object: all blocks of (vdi, object index) live on the same cache node and the same data
-// nodes (DESIGN §2).
+// nodes (docs/design.md §2).
 struct ObjectKey {
   uint32_t vdi_id = 0;
   uint64_t object_index = 0;

@@ -1,7 +1,7 @@
-// Ring: consistent hashing with virtual nodes, used twice (DESIGN §3): the cache ring picks an
-// object's owning cache node, the data ring picks its N home replicas. Pure code: no I/O, no
-// clock, no threads, no randomness beyond the stable hashes of hash.h, so every process that
-// builds a ring from the same membership computes the same owners.
+// Ring: consistent hashing with virtual nodes, used twice (docs/design.md §3): the cache ring picks
+// an object's owning cache node, the data ring picks its N home replicas. Pure code: no I/O, no
+// clock, no threads, no randomness beyond the stable hashes of hash.h, so every process that builds
+// a ring from the same membership computes the same owners.
 //
 // Placement (why, and the figures: ring/README.md).
 //  - Each member gets round(vnodes_per_node × weight) virtual nodes (vnodes) at
@@ -64,7 +64,7 @@ struct Member {
 // identical. vnodes_per_node, probes and the hashes must match across the cluster.
 struct RingConfig {
   std::vector<Member> members;
-  // Vnodes for a member of weight 1.0 (DESIGN §3: 128).
+  // Vnodes for a member of weight 1.0 (docs/design.md §3: 128).
   int vnodes_per_node = 128;
   // Multi-probe count; 1 = classic consistent hashing. Changing it re-places keys.
   int probes = 8;

@@ -1,5 +1,5 @@
 // CmfBypass: the cache-miss-frequency mechanism of paper 003 (Heo et al.,
-// shared/papers/003_7ca063eca78ec239.txt), per VDI.
+// docs/papers.md), per VDI.
 //
 // §II: "If the miss ratio becomes over a preconfigured threshold value [80%], SSD caching is turned
 // off [...] when turning off cache, the CMF mechanism stores the time which will be used for

@@ -1,4 +1,4 @@
-// LcrVictim: load-aware victim choice of paper 004 (LCR, shared/papers/004_2fbd0f2e815a14fc.txt,
+// LcrVictim: load-aware victim choice of paper 004 (LCR, docs/papers.md,
 // Alg. 1), with the "flash chip" of the paper read as the block's home data node.
 //
 // The last `window` blocks of the queue form the destaging region (§III-B 2). Alg. 1 walks it from

@@ -1,5 +1,5 @@
 // RpacAdmission: RPAC, the regional popularity-aware replacement of paper 000 (Ye et al.,
-// shared/papers/000_09e51fd09bc17cdf.txt), as an admission + replacement veto the CacheDriver
+// docs/papers.md), as an admission + replacement veto the CacheDriver
 // consults with its eviction candidates.
 //
 // - Region division (§III-A): a region is `region_blocks` (R) adjacent blocks of one VDI; a hash

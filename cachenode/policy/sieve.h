@@ -1,5 +1,4 @@
-// SieveAdmission: sieve-LRU admission of paper 002 (CircularCache,
-// shared/papers/002_b79b7d1a9d737246.txt) §III-C.
+// SieveAdmission: sieve-LRU admission of paper 002 (CircularCache, docs/papers.md) §III-C.
 //
 // "We use a sieve-LRU queue to filter the cold data, the length of this queue is fixed and the
 // sieve-LRU only store the metadata of requested data. [...] For hits in sieve-LRU, if they meet

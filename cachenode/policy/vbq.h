@@ -1,4 +1,4 @@
-// VbqSpace: VDI-Based Queues of paper 002 (CircularCache, shared/papers/002_b79b7d1a9d737246.txt)
+// VbqSpace: VDI-Based Queues of paper 002 (CircularCache, docs/papers.md)
 // §III-C/D, eq. 1-8.
 //
 // One queue (any Order) per VDI. With A_m the access count of VDI m and count = sum A_m:

@@ -313,8 +313,8 @@ double DataNodePool::Load(uint32_t id) const { return LoadOf(Find(id)); }
 
 double DataNodePool::LoadOf(const Node* n) {
   if (n == nullptr) return 1e9;
-  // Queue depth × latency (DESIGN §4, LCR's device load); +1 so an idle slow node still ranks
-  // behind an idle fast one.
+  // Queue depth × latency (docs/design.md §4, LCR's device load); +1 so an idle slow node still
+  // ranks behind an idle fast one.
   return (n->inflight.load(std::memory_order_relaxed) + 1) *
          n->ewma_latency_s.load(std::memory_order_relaxed);
 }
@@ -550,8 +550,8 @@ std::vector<uint32_t> DataNodePool::LogCandidatesIn(const View& v, uint32_t vdi,
   n = std::min(n, total);
   auto order = v.ring->Owners(ring::ObjectKey{vdi, object}, total);
   if (!order.ok()) return {};
-  // DESIGN §4: log copies live outside the object's N homes, on the next nodes of the data ring;
-  // only when the cluster is too small do they fall back on the homes (last home first).
+  // docs/design.md §4: log copies live outside the object's N homes, on the next nodes of the data
+  // ring; only when the cluster is too small do they fall back on the homes (last home first).
   std::vector<uint32_t> out(order->begin() + n, order->end());
   for (int i = n - 1; i >= 0; --i) out.push_back((*order)[i]);
   return out;

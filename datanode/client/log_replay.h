@@ -1,7 +1,7 @@
-// Log replay: what the cluster does when a cache node is lost (DESIGN §7, paper 002 §III-G).
-// The data nodes holding the lost node's write-back log records are scanned, the record with the
-// latest sequence of each block wins, and it is written to the block's N home replicas as a
-// conditional write that never replaces a home copy at least as new (the version stamps of
+// Log replay: what the cluster does when a cache node is lost (docs/design.md §7, paper 002
+// §III-G). The data nodes holding the lost node's write-back log records are scanned, the record
+// with the latest sequence of each block wins, and it is written to the block's N home replicas as
+// a conditional write that never replaces a home copy at least as new (the version stamps of
 // datanode/store.h): a record older than a destage, write-around or trim the node made before it
 // died changes nothing. Then every record of the node is dropped.
 //

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Cluster mode with etcd end to end (DESIGN §7, membership/README.md), on separate processes on
-# 127.0.0.1 started by `deploy/cluster.sh up --etcd`: a real etcd, 4 data nodes, 3 cache nodes
-# and a gateway, all given etcd_endpoints in the cluster file.
+# Cluster mode with etcd end to end (docs/design.md §7, membership/README.md), on separate
+# processes on 127.0.0.1 started by `deploy/cluster.sh up --etcd`: a real etcd, 4 data nodes,
+# 3 cache nodes and a gateway, all given etcd_endpoints in the cluster file.
 #  1. Every daemon registers: `etcdctl get --prefix` shows 4 data, 3 cache and 1 gateway record.
 #  2. qemu-io writes patterns that stay dirty in the cache nodes; cache node 2 is killed with
 #     SIGKILL. Its lease expires, the gateway takes it out of the ring by itself (its write-back

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Multi-host cluster mode (issue 5 §4, DESIGN §7, membership/README.md): every node in its own
-# network namespace with its own address, and one cache node cut off by its link going down.
+# Multi-host cluster mode (issue 5 §4, docs/design.md §7, membership/README.md): every node in its
+# own network namespace with its own address, and one cache node cut off by its link going down.
 #
 # Network: a Linux bridge in the root namespace (10.231.X.1/24, X random) and one namespace per
 # node, each joined to the bridge by a veth pair: etcd .2, data nodes .11-.14, cache nodes

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Rebalancing under load (issue 5 §4, DESIGN §7): fio writes with verification through NBD
+# Rebalancing under load (issue 5 §4, docs/design.md §7): fio writes with verification through NBD
 # (ioengine=nbd) to a cluster started by `deploy/cluster.sh up --etcd` (etcd, 4 data nodes with
 # replication 2, 3 cache nodes, a gateway) for the whole time while, one after another:
 #  1. cache node 4, which the cluster file does not list, is added (`cluster.sh add cachenode 4`):

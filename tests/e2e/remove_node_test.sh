@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Cache-node removal end to end (issue 6 §3, DESIGN §7), on separate processes started by
+# Cache-node removal end to end (issue 6 §3, docs/design.md §7), on separate processes started by
 # deploy/cluster.sh on 127.0.0.1: 3 cache nodes, 4 data nodes, one VDI with N = 3.
 #  1. qemu-io writes patterns that stay dirty in the cache nodes (write-back, not destaged).
 #  2. Cache node 2 is killed with SIGKILL and removed with `ringcachectl node remove 2`: its

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # A cache node that comes back after its removal must not serve (or destage) the data it held
-# before it left (DESIGN §7, membership/README.md): cluster mode with etcd, separate processes on
-# 127.0.0.1 started by `deploy/cluster.sh up --etcd`: 3 cache nodes, 3 data nodes, replication 2,
-# one 64 MiB VDI `t` (16 objects of 4 MiB, so every cache node owns some).
+# before it left (docs/design.md §7, membership/README.md): cluster mode with etcd, separate
+# processes on 127.0.0.1 started by `deploy/cluster.sh up --etcd`: 3 cache nodes, 3 data nodes,
+# replication 2, one 64 MiB VDI `t` (16 objects of 4 MiB, so every cache node owns some).
 #  1. qemu-io writes 0x11 over the whole VDI (write-back: partly dirty in the cache nodes).
 #  2. Cache node 1 is killed with SIGKILL: its lease expires, the gateway takes it out of the
 #     ring and replays its write-back log from the data nodes.

@@ -1,5 +1,5 @@
-// The command line of ringcachectl (DESIGN §8): CLI11 subcommands with --help at every level,
-// global --gateway/--json/--timeout, and the mapping of results to exit codes. main.cc only
+// The command line of ringcachectl (docs/design.md §8): CLI11 subcommands with --help at every
+// level, global --gateway/--json/--timeout, and the mapping of results to exit codes. main.cc only
 // calls RunCtl with the process's streams.
 //
 // Exit codes: 0 success (and --help), 1 the gateway refused or could not be reached, 2 usage

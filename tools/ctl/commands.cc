@@ -91,7 +91,8 @@ void PrintStatsJson(const v1::VdiStatsResponse& resp, std::ostream& out) {
   out << j.str() << '\n';
 }
 
-// Queue length and L_m count cache blocks (DESIGN §4, VBQ); U_i and D_i are fractions of L_m.
+// Queue length and L_m count cache blocks (docs/design.md §4, VBQ); U_i and D_i are fractions of
+// L_m.
 void PrintStatsTable(const v1::VdiStatsResponse& resp, std::ostream& out) {
   using A = Table::Align;
   Table t({{"VDI"},

@@ -1,4 +1,4 @@
-// The commands of ringcachectl (DESIGN §8). Each one calls the gateway's Admin service
+// The commands of ringcachectl (docs/design.md §8). Each one calls the gateway's Admin service
 // (proto/ringcache/v1/admin.proto) and prints its result to the session's output stream, as an
 // aligned table or as one line of JSON with --json. Parsing the command line lives in cli.cc.
 //

@@ -1,4 +1,4 @@
-// ringcachectl: the admin CLI of ringcache (DESIGN §8). Everything happens in cli.cc and
+// ringcachectl: the admin CLI of ringcache (docs/design.md §8). Everything happens in cli.cc and
 // commands.cc; this file only hands over the process's streams. Single-threaded.
 #include <unistd.h>
 

@@ -1,7 +1,7 @@
-// ringcache-local: single-process mode (DESIGN §1, §8). The gateway, K cache nodes and M data
-// nodes run in one process with a static ring and no etcd; data lives under one directory. Data
-// nodes still serve gRPC on 127.0.0.1 (ephemeral ports) so the cache nodes use exactly the code
-// path of a cluster; the gateway calls its cache nodes in-process.
+// ringcache-local: single-process mode (docs/design.md §1, §8). The gateway, K cache nodes and M
+// data nodes run in one process with a static ring and no etcd; data lives under one directory.
+// Data nodes still serve gRPC on 127.0.0.1 (ephemeral ports) so the cache nodes use exactly the
+// code path of a cluster; the gateway calls its cache nodes in-process.
 //
 // Exit codes: 0 clean shutdown (SIGINT/SIGTERM), 1 runtime failure, 2 bad configuration.
 #include <grpcpp/grpcpp.h>

@@ -12,8 +12,8 @@
 // servers (an op takes the earliest free). Data nodes: node j's service times are multiplied by
 // speed[j] (> 1 = slower: the skew of paper 004). An object's home nodes are R consecutive nodes
 // starting at Mix64(vdi << 40 ^ object) mod M, object = block * block_size / object_size (the
-// stand-in for the data ring, DESIGN §3). Reads go to the least-loaded home node; writes (destage
-// of a dirty victim, write-around) to all R, finishing when the last one does.
+// stand-in for the data ring, docs/design.md §3). Reads go to the least-loaded home node; writes
+// (destage of a dirty victim, write-around) to all R, finishing when the last one does.
 // Optional sequential discount: an HDD op on a node whose previous op was the preceding block of
 // the same VDI costs hdd_seq_us instead (HDD streaming; paper 003 measured 8 GB in 59 s, about
 // 29 µs per 4 KiB).
