@@ -58,6 +58,8 @@ timeout 20 "${CTL[@]}" status > "$WORK/status.txt" 2>&1 || { cat "$WORK/status.t
 timeout 20 "${CTL[@]}" stats > "$WORK/stats.txt" 2>&1 || { cat "$WORK/stats.txt"; fail "stats did not answer"; }
 log "status and stats answered in $((SECONDS - start)) s with cache node 2 down"
 grep -q "down" "$WORK/status.txt" || { cat "$WORK/status.txt"; fail "status does not show the down node"; }
+head -1 "$WORK/status.txt" | grep -q "^health: *ERR: cache node 2 down" ||
+  { cat "$WORK/status.txt"; fail "status does not open with the ERR health line"; }
 
 cluster start cachenode 2 > /dev/null || fail "restart cache node 2"
 took=$(wait_state cachenode 2 up)

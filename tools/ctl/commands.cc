@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "tools/ctl/format.h"
+#include "tools/ctl/health.h"
 
 namespace ringcache::ctl {
 namespace {
@@ -353,9 +354,14 @@ absl::Status ClusterStatus(const AdminSession& s) {
   SetDeadline(s, &ctx);
   absl::Status st = FromRpc(s, s.stub->ClusterStatus(&ctx, v1::ClusterStatusRequest(), &resp));
   if (!st.ok()) return st;
+  const Health health = ClusterHealth(resp);
   if (s.json) {
     JsonWriter j;
-    j.BeginObject().Field("epoch", resp.epoch()).Key("nodes").BeginArray();
+    j.BeginObject().Key("health").BeginObject().Field("status", health.level);
+    j.Key("reasons").BeginArray();
+    for (const std::string& why : health.reasons) j.String(why);
+    j.EndArray().EndObject();
+    j.Field("epoch", resp.epoch()).Key("nodes").BeginArray();
     for (const auto& n : resp.nodes()) WriteNodeJson(n, &j);
     j.EndArray().Field("vdis", resp.vdis()).Field("dirty_bytes", resp.dirty_bytes());
     const v1::DataRebalance& r = resp.rebalance();
@@ -410,7 +416,8 @@ absl::Status ClusterStatus(const AdminSession& s) {
                              " copied, ", r.blocks_deleted(), " deleted");
   }
   if (!r.message().empty()) absl::StrAppend(&rebalance, "; ", r.message());
-  RenderFields({{"epoch", std::to_string(resp.epoch())},
+  RenderFields({{"health", health.Line()},
+                {"epoch", std::to_string(resp.epoch())},
                 {"nodes", nodes},
                 {"VDIs", std::to_string(resp.vdis())},
                 {"dirty", FormatBytes(resp.dirty_bytes())},

@@ -237,6 +237,7 @@ TEST_F(CtlProcessTest, NodesAndStatus) {
   r = Ctl("status");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out,
+            "health:     OK\n"
             "epoch:      1\n"
             "nodes:      5 (2 cachenode, 3 datanode); 5 up\n"
             "VDIs:       1\n"
