@@ -3,7 +3,6 @@
 #include "cachenode/cache_node.h"
 
 #include <spdlog/spdlog.h>
-#include <sys/stat.h>
 
 #include <algorithm>
 #include <cstring>
@@ -11,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "cachenode/policy/registry.h"
 #include "common/errors.h"
+#include "common/file.h"
 #include "common/status_macros.h"
 
 namespace ringcache::cachenode {
@@ -33,8 +33,7 @@ class CacheNode::PoolLoad : public policy::LoadView {
 absl::Status CacheNodeConfig::Validate() const {
   if (node_id == 0) return absl::InvalidArgumentError("cache node id must be non-zero");
   RC_RETURN_IF_ERROR((SlotStoreOptions{ssd_path, ssd_bytes, block_size}).Validate());
-  struct stat st;
-  if (state_dir.empty() && ::stat(ssd_path.c_str(), &st) == 0 && S_ISBLK(st.st_mode)) {
+  if (state_dir.empty() && IsBlockDevicePath(ssd_path)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "SSD ", ssd_path, " is a block device: give a state directory (--state-dir) for the "
         "node's state files; nothing is written beside a device node"));

@@ -128,11 +128,9 @@ absl::Status DataServer::Handle(const wire::Request& r, const char* payload, cha
     case wire::Op::kRead:
       return node_->Read(r.vdi, r.object, r.offset, r.length, data);
     case wire::Op::kWrite: {
-      // Stop a second before the sender gives up: a write the client gave up on must not land
-      // later, over a newer one it sent instead (as the gRPC service does).
-      const absl::Time deadline =
+      const absl::Time deadline = RequestGate::WriteDeadline(
           r.timeout_ms == 0 ? absl::InfiniteFuture()
-                            : absl::Now() + absl::Milliseconds(r.timeout_ms) - absl::Seconds(1);
+                            : absl::Now() + absl::Milliseconds(r.timeout_ms));
       return node_->Write(r.vdi, r.object, r.offset, r.length, payload, deadline);
     }
     case wire::Op::kTrim:

@@ -5,8 +5,6 @@
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
 
-#include <sys/stat.h>
-
 #include <CLI/CLI.hpp>
 #include <atomic>
 #include <chrono>
@@ -23,6 +21,7 @@
 #include "common/cluster_file.h"
 #include "common/config.h"
 #include "common/daemon.h"
+#include "common/file.h"
 #include "common/grpc_channel.h"
 #include "common/http_server.h"
 #include "common/status_macros.h"
@@ -98,9 +97,7 @@ absl::StatusOr<Settings> Resolve(const Flags& f) {
   RC_RETURN_IF_ERROR(EnsureWritableDir(dir));
   s.cc.node_id = f.id;
   s.cc.ssd_path = f.ssd_path.value_or(dir + "/ssd.slots");
-  struct stat st;
-  const bool device = ::stat(s.cc.ssd_path.c_str(), &st) == 0 && S_ISBLK(st.st_mode);
-  if (f.state_dir || device) {
+  if (f.state_dir || IsBlockDevicePath(s.cc.ssd_path)) {
     s.cc.state_dir = f.state_dir.value_or(dir);
     RC_RETURN_IF_ERROR(EnsureWritableDir(s.cc.state_dir));
   }

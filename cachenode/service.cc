@@ -86,9 +86,7 @@ grpc::Status CacheNodeService::Read(grpc::ServerContext*, const v1::CacheReadReq
 grpc::Status CacheNodeService::Write(grpc::ServerContext* ctx, const v1::CacheWriteRequest* req,
                                      v1::CacheWriteResponse*) {
   if (grpc::Status f = Admit(req->epoch()); !f.ok()) return f;
-  // Stop a second before the caller's deadline: a write the client gave up on must not land
-  // later, over a newer one it sent instead.
-  const absl::Time deadline = absl::FromChrono(ctx->deadline()) - absl::Seconds(1);
+  const absl::Time deadline = RequestGate::WriteDeadline(absl::FromChrono(ctx->deadline()));
   return ToGrpc(node_->Write(req->vdi_id(), req->object_index(), req->offset(),
                              static_cast<uint32_t>(req->data().size()), req->data().data(),
                              deadline));

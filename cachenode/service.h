@@ -18,6 +18,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "cachenode/cache_node.h"
 #include "common/metrics.h"
 #include "ringcache/v1/cachenode.grpc.pb.h"
@@ -65,6 +66,13 @@ class RequestGate {
   // `node` and `registry` (may be null) are not owned.
   RequestGate(CacheNode* node, metrics::Registry* registry);
   absl::Status Admit(uint64_t epoch);
+  // The deadline a write runs under when its sender gives up at `sender_gives_up`: a second
+  // earlier, so that a write the client abandoned never lands later, over a newer one it sent
+  // instead. InfiniteFuture stays infinite.
+  static absl::Time WriteDeadline(absl::Time sender_gives_up) {
+    return sender_gives_up == absl::InfiniteFuture() ? sender_gives_up
+                                                      : sender_gives_up - absl::Seconds(1);
+  }
 
  private:
   CacheNode* const node_;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/iovec.h"
 #include "common/status_macros.h"
 
 namespace ringcache {
@@ -45,20 +46,15 @@ class PosixFile : public File {
   absl::Status PReadV(const struct iovec* iov, int n, uint64_t off) const override {
     // Copies the vector so a short read can advance it (preadv may stop anywhere).
     std::vector<struct iovec> v(iov, iov + n);
-    size_t at = 0;
-    while (at < v.size()) {
-      const int cnt = static_cast<int>(std::min<size_t>(v.size() - at, IOV_MAX));
-      ssize_t got = ::preadv(fd_, v.data() + at, cnt, static_cast<off_t>(off));
+    struct iovec* at = v.data();
+    int left = n;
+    while (left > 0) {
+      ssize_t got = ::preadv(fd_, at, std::min(left, IOV_MAX), static_cast<off_t>(off));
       if (got < 0 && errno == EINTR) continue;
       if (got < 0) return Errno(absl::StrCat("read ", path_), errno);
       if (got == 0) return absl::OutOfRangeError(absl::StrCat("read ", path_, ": short file"));
       off += static_cast<uint64_t>(got);
-      auto left = static_cast<size_t>(got);
-      while (at < v.size() && left >= v[at].iov_len) left -= v[at++].iov_len;
-      if (left > 0) {
-        v[at].iov_base = static_cast<char*>(v[at].iov_base) + left;
-        v[at].iov_len -= left;
-      }
+      ConsumeIov(&at, &left, static_cast<size_t>(got));
     }
     return absl::OkStatus();
   }
@@ -114,6 +110,11 @@ absl::Status File::PReadV(const struct iovec* iov, int n, uint64_t off) const {
     off += iov[i].iov_len;
   }
   return absl::OkStatus();
+}
+
+bool IsBlockDevicePath(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISBLK(st.st_mode);
 }
 
 absl::StatusOr<std::unique_ptr<File>> OpenPosixFile(const std::string& path, bool create) {

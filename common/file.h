@@ -41,6 +41,9 @@ class File {
   virtual bool IsBlockDevice() const = 0;
 };
 
+// True if `path` names a block device (false if it is anything else or does not exist).
+bool IsBlockDevicePath(const std::string& path);
+
 // Opens (creating with `create`) a file or block device for direct positional I/O.
 absl::StatusOr<std::unique_ptr<File>> OpenPosixFile(const std::string& path, bool create);
 

@@ -11,9 +11,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/iovec.h"
 
 namespace ringcache {
 namespace {
@@ -146,22 +148,13 @@ absl::Status WriteFullV(int fd, struct iovec* iov, int count) {
   while (count > 0) {
     msghdr msg{};
     msg.msg_iov = iov;
-    msg.msg_iovlen = static_cast<size_t>(count);
+    msg.msg_iovlen = static_cast<size_t>(std::min(count, IOV_MAX));
     const ssize_t w = sendmsg(fd, &msg, MSG_NOSIGNAL);
     if (w < 0) {
       if (errno == EINTR) continue;
-      return Errno("send");
+      return Errno("send");  // also EAGAIN after a send timeout (SO_SNDTIMEO)
     }
-    size_t left = static_cast<size_t>(w);
-    while (count > 0 && left >= iov->iov_len) {
-      left -= iov->iov_len;
-      ++iov;
-      --count;
-    }
-    if (count > 0) {
-      iov->iov_base = static_cast<char*>(iov->iov_base) + left;
-      iov->iov_len -= left;
-    }
+    ConsumeIov(&iov, &count, static_cast<size_t>(w));
   }
   return absl::OkStatus();
 }

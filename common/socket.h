@@ -28,7 +28,8 @@ absl::Status ReadFull(int fd, char* buf, size_t n, absl::Time deadline,
                       bool* eof_at_start = nullptr);
 // Makes a blocking receive on `fd` give up after `timeout` (SO_RCVTIMEO).
 void SetReceiveTimeout(int fd, absl::Duration timeout);
-// Writes every byte of the `count` buffers. kUnavailable on error.
+// Writes every byte of the `count` buffers (which it consumes). kUnavailable on error, also
+// when a send timeout (SO_SNDTIMEO) expires.
 absl::Status WriteFullV(int fd, struct iovec* iov, int count);
 
 }  // namespace ringcache

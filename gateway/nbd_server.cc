@@ -27,6 +27,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/http_server.h"
+#include "common/socket.h"
 
 namespace ringcache::gateway {
 
@@ -224,34 +225,10 @@ ReadResult ReadFull(int fd, char* buf, size_t len) {
   return ReadResult::kOk;
 }
 
-// Writes every byte described by `iov` (which it consumes). Returns false on error or timeout.
-bool WritevAll(int fd, std::vector<iovec> iov) {
-  size_t first = 0;
-  while (first < iov.size()) {
-    msghdr msg{};
-    msg.msg_iov = iov.data() + first;
-    msg.msg_iovlen = std::min<size_t>(iov.size() - first, IOV_MAX);
-    const ssize_t n = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return false;  // includes EAGAIN after SO_SNDTIMEO
-    }
-    size_t left = static_cast<size_t>(n);
-    while (first < iov.size() && left >= iov[first].iov_len) {
-      left -= iov[first].iov_len;
-      ++first;
-    }
-    if (left > 0) {
-      iov[first].iov_base = static_cast<char*>(iov[first].iov_base) + left;
-      iov[first].iov_len -= left;
-    }
-  }
-  return true;
-}
-
 bool SendAll(int fd, const std::string& bytes) {
   if (bytes.empty()) return true;
-  return WritevAll(fd, {iovec{const_cast<char*>(bytes.data()), bytes.size()}});
+  iovec iov{const_cast<char*>(bytes.data()), bytes.size()};
+  return WriteFullV(fd, &iov, 1).ok();
 }
 
 std::string PeerName(const sockaddr_storage& ss) {
@@ -666,7 +643,7 @@ void NbdServer::Connection::SendBatch(std::vector<OutMsg>* batch, bool broken) {
       iov.push_back({m.header.data(), m.header.size()});
       if (m.data != nullptr && m.data_len > 0) iov.push_back({m.data.get(), m.data_len});
     }
-    ok = WritevAll(fd_, std::move(iov));
+    ok = WriteFullV(fd_, iov.data(), static_cast<int>(iov.size())).ok();
   }
   uint64_t charge = 0;
   for (const OutMsg& m : *batch) charge += m.charge;

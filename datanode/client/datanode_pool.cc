@@ -665,17 +665,19 @@ void DataNodePool::SendLogBatch(Node* node) {
     batch->waiters.assign(node->log_queue.begin(), node->log_queue.begin() + take);
     node->log_queue.erase(node->log_queue.begin(), node->log_queue.begin() + take);
   }
-  if (batch->waiters.size() == 1) {
-    batch->req = *batch->waiters[0]->req;
-  } else {
+  // A lone append goes as its caller built it (the caller waits for `done`, so it outlives the
+  // call); only a group is merged into one request.
+  const v1::LogAppendRequest* req = batch->waiters[0]->req;
+  if (batch->waiters.size() > 1) {
     for (LogWaiter* w : batch->waiters) {
       batch->req.mutable_records()->MergeFrom(w->req->records());
     }
+    req = &batch->req;
   }
   batch->ctx = Context();
   if (node->log_calls != nullptr) node->log_calls->Inc();
   node->stub->async()->LogAppend(
-      batch->ctx.get(), &batch->req, &batch->resp, [this, node, batch](grpc::Status s) {
+      batch->ctx.get(), req, &batch->resp, [this, node, batch](grpc::Status s) {
         Note(node, s);
         // Pick the next batch before waking this one's callers: once they return, nothing may
         // touch this pool unless other callers still wait (then it is alive).
