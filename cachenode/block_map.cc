@@ -50,7 +50,7 @@ void BlockMap::ApplyEvictions(const policy::Outcome& out) {
     if (it == map_.end()) continue;  // admitted but not filled yet: the filler will notice
     it->second.state = BlockState::kEvicting;
     work_.push_back({ev.key, false});
-    evictions_->Inc();
+    evictions_->Increment();
     if (auto c = vdis_->Counters(ev.key.vdi)) c->evictions++;
   }
 }

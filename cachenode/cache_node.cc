@@ -233,7 +233,7 @@ absl::Status CacheNode::AllocateSlots(uint32_t n, std::vector<uint32_t>* out,
   for (int attempt = 0;; ++attempt) {
     absl::Status s = slots_->AllocateMany(n, out);
     if (s.code() != absl::StatusCode::kResourceExhausted) return s;
-    if (attempt == 0) slot_waits_->Inc();
+    if (attempt == 0) slot_waits_->Increment();
     if (absl::Now() > deadline) {
       return absl::DeadlineExceededError("no SSD slot freed before the request's deadline");
     }
@@ -546,7 +546,7 @@ absl::StatusOr<CacheMode> CacheNode::GetMode(uint32_t vdi) const {
 }
 
 absl::Status CacheNode::DropVdi(uint32_t vdi_id) {
-  RC_RETURN_IF_ERROR(vdis_->Get(vdi_id).status());
+  RC_ASSIGN_OR_RETURN(VdiInfo info, vdis_->Get(vdi_id));
   std::vector<BlockKey> keys;
   map_->ForEach([&](const BlockKey& k, const BlockEntry&) {
     if (k.vdi == vdi_id) keys.push_back(k);
@@ -554,6 +554,9 @@ absl::Status CacheNode::DropVdi(uint32_t vdi_id) {
   for (const BlockKey& k : keys) RC_RETURN_IF_ERROR(InvalidateUnderStripe(k));
   RC_RETURN_IF_ERROR(slots_->Sync());
   vdis_->Erase(vdi_id);
+  // Its ringcache_vdi_* series leave /metrics (they come back if the VDI is registered again).
+  registry_->RemoveSeries(
+      {{"vdi", info.geometry.name()}, {"node", absl::StrCat(config_.node_id)}});
   return vdis_->Save();
 }
 

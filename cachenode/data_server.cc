@@ -79,7 +79,7 @@ void DataServer::AcceptLoop() {
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     absl::MutexLock l(&mu_);
     if (stopping_ || static_cast<int>(conns_.size()) >= max_connections_) {
-      if (!stopping_) refused_connections_->Inc();
+      if (!stopping_) refused_connections_->Increment();
       close(fd);
       continue;
     }
@@ -96,7 +96,7 @@ void DataServer::Serve(int fd) {
     if (!ReadFull(fd, head, sizeof(head), absl::InfiniteFuture()).ok()) break;
     wire::Request r;
     if (absl::Status d = wire::DecodeRequest(head, &r); !d.ok()) {
-      protocol_errors_->Inc();
+      protocol_errors_->Increment();
       spdlog::warn("block data connection closed: {}", d.ToString());
       break;
     }
@@ -105,7 +105,7 @@ void DataServer::Serve(int fd) {
       if (!ReadFull(fd, payload.data(), r.length, absl::InfiniteFuture()).ok()) break;
     }
     if (r.op == wire::Op::kRead && data.size() < r.length) data.resize(r.length);
-    requests_[static_cast<int>(r.op)]->Inc();
+    requests_[static_cast<int>(r.op)]->Increment();
     const absl::Status st = Handle(r, payload.data(), data.data());
     const bool read = r.op == wire::Op::kRead;
     const wire::Response resp = wire::FromStatus(st, read ? r.length : 0);

@@ -91,7 +91,7 @@ absl::Status Destager::DiscardObsolete(const BlockKey& key, const absl::Status& 
   // serve it again; its log record goes with it.
   spdlog::warn("cache node {}: dirty block {}/{} is older than its home copy ({}); discarding it",
                options_.node_id, key.vdi, key.block, std::string(refusal.message()));
-  obsolete_discarded_->Inc();
+  obsolete_discarded_->Increment();
   Leftovers left;
   ctx_.map->DiscardObsolete(key, &left);
   GiveBack(left, ctx_.slots, ctx_.log).IgnoreError();
@@ -146,10 +146,10 @@ absl::Status Destager::DestageAround(const VdiInfo& v, const BlockKey& key,
     return DiscardObsolete(BlockKey{key.vdi, run->first_block}, s);
   }
   if (!s.ok()) {
-    destage_errors_->Inc();
+    destage_errors_->Increment();
     return s;
   }
-  destage_bytes_->Inc(static_cast<double>(data.size()));
+  destage_bytes_->Increment(static_cast<double>(data.size()));
   v.counters->destaged_bytes += data.size();
   std::vector<uint32_t> clean_slots;
   Leftovers left;

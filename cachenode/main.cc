@@ -23,7 +23,7 @@
 #include "common/daemon.h"
 #include "common/file.h"
 #include "common/grpc_channel.h"
-#include "common/http_server.h"
+#include "common/socket.h"
 #include "common/status_macros.h"
 #include "membership/daemon_flags.h"
 #include "membership/presence.h"
@@ -145,7 +145,7 @@ class Daemon {
   std::unique_ptr<cachenode::CacheNodeService> service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<cachenode::DataServer> data_server_;
-  HttpServer http_;
+  MetricsServer http_;
   int port_ = 0;
   int http_port_ = 0;
   // The fence reads the registration under reg_mu_, so that shutdown can take it away safely.

@@ -83,7 +83,7 @@ TEST_F(OwnershipTest, ReturningNodeCannotOverwriteNewerData) {
   EXPECT_EQ(registry_
                 .GetCounter("ringcache_cachenode_obsolete_blocks_discarded_total", "",
                             {{"node", "1"}})
-                ->value(),
+                ->Value(),
             1.0);
   std::string got(kBs, '\0');
   ASSERT_TRUE(node_->Read(1, 5, 0, kBs, got.data()).ok());

@@ -35,7 +35,7 @@ RequestGate::RequestGate(CacheNode* node, metrics::Registry* registry) : node_(n
 
 absl::Status RequestGate::Admit(uint64_t epoch) {
   if (absl::Status f = node_->CheckOwner(); !f.ok()) {
-    if (fenced_requests_ != nullptr) fenced_requests_->Inc();
+    if (fenced_requests_ != nullptr) fenced_requests_->Increment();
     return f;
   }
   absl::Status s = epochs_.Admit(epoch);
@@ -43,7 +43,7 @@ absl::Status RequestGate::Admit(uint64_t epoch) {
     node_->ObserveEpoch(epochs_.highest());
     return s;
   }
-  if (stale_epoch_requests_ != nullptr) stale_epoch_requests_->Inc();
+  if (stale_epoch_requests_ != nullptr) stale_epoch_requests_->Increment();
   return s;
 }
 

@@ -69,7 +69,7 @@ TEST_F(ServiceEpochTest, StaleWriteIsRefusedAndChangesNothing) {
   ASSERT_TRUE(write(0, 'c').ok());
   ASSERT_TRUE(read(8, &got).ok());
   EXPECT_EQ(got, std::string(4096, 'c'));
-  EXPECT_EQ(registry_.GetCounter("ringcache_cachenode_stale_epoch_requests_total", "")->value(),
+  EXPECT_EQ(registry_.GetCounter("ringcache_cachenode_stale_epoch_requests_total", "")->Value(),
             2.0);
 }
 

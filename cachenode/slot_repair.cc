@@ -31,7 +31,7 @@ absl::Status SlotRepair::ReadBlock(const BlockKey& key, uint64_t object, uint32_
                                    uint32_t slot, bool dirty, char* dst) {
   absl::Status s = slots_->ReadSlot(slot, dst);
   if (s.ok()) return s;
-  checksum_failures_->Inc();
+  checksum_failures_->Increment();
   // The only other copy of a dirty block is its log record (cache_node.h invariant 4).
   if (dirty) return RepairDirtyBlock(key, object, block_in_object, dst);
   return s;
@@ -48,7 +48,7 @@ void SlotRepair::ReadBlocks(std::vector<BlockRead>* blocks) {
     BlockRead& b = (*blocks)[i];
     b.status = std::move(reads[i].status);
     if (b.status.ok()) continue;
-    checksum_failures_->Inc();
+    checksum_failures_->Increment();
     if (b.dirty) b.status = RepairDirtyBlock(b.key, b.object, b.block_in_object, b.dst);
   }
 }
@@ -71,7 +71,7 @@ absl::Status SlotRepair::RepairDirtyBlock(const BlockKey& key, uint64_t object,
                                             " belongs to another block"));
   }
   std::memcpy(dst, rec->data().data(), block_size_);
-  repairs_->Inc();
+  repairs_->Increment();
   // Rewrite the block into a fresh slot; without a free one the record keeps serving it.
   auto slot = slots_->Allocate();
   if (!slot.ok()) return absl::OkStatus();
@@ -98,7 +98,7 @@ absl::Status SlotRepair::RepairRecoveredSlot(const RecoveredSlot& r) {
       RC_RETURN_IF_ERROR(
           slots_->WriteSlot(r.slot, r.key, true, rec->data().data(), r.log_seq, rec->epoch()));
       RC_RETURN_IF_ERROR(slots_->Sync());
-      repairs_->Inc();
+      repairs_->Increment();
       spdlog::warn("cache node {}: dirty block {}/{} was damaged on SSD; restored from log "
                    "record {}", node_id_, r.key.vdi, r.key.block, r.log_seq);
       return absl::OkStatus();

@@ -148,12 +148,12 @@ absl::Status WriteLog::Append(uint32_t vdi, uint64_t object, uint32_t first_bloc
   }
   auto res = pool_->LogAppend(vdi, object, replication, copies, req, overlap);
   if (!res.ok()) {
-    append_failures_->Inc();
+    append_failures_->Increment();
     return res.status();
   }
-  appended_->Inc(static_cast<double>(count) * res->nodes.size());
+  appended_->Increment(static_cast<double>(count) * res->nodes.size());
   if (res->overlapping > 0) {
-    overlapping_->Inc(static_cast<double>(count) * res->overlapping);
+    overlapping_->Increment(static_cast<double>(count) * res->overlapping);
     static std::atomic<bool> said{false};
     if (!said.exchange(true)) {
       spdlog::warn("cache node {}: the data ring is too small (or nodes are down) to keep log "
@@ -169,7 +169,7 @@ absl::Status WriteLog::Append(uint32_t vdi, uint64_t object, uint32_t first_bloc
 
 void WriteLog::Retire(const std::vector<uint64_t>& seqs) {
   if (seqs.empty()) return;
-  reclaimed_->Inc(static_cast<double>(seqs.size()));
+  reclaimed_->Increment(static_cast<double>(seqs.size()));
   absl::MutexLock l(&mu_);
   retired_.insert(retired_.end(), seqs.begin(), seqs.end());
 }
@@ -216,7 +216,7 @@ absl::StatusOr<uint64_t> WriteLog::Collect(uint32_t id) {
                                dead.begin() + std::min(dead.size(), i + 4096));
     pool_->LogReclaim(config_.node_id, part);  // a node that misses it is collected again
   }
-  collected_records_->Inc(static_cast<double>(dead.size()));
+  collected_records_->Increment(static_cast<double>(dead.size()));
   return dead.size();
 }
 

@@ -132,7 +132,7 @@ TEST_F(WriteLogTest, ConcurrentAppendsShareLogAppendCalls) {
   double calls = 0;
   for (const auto& e : dns_->endpoints()) {
     calls += registry_.GetCounter("ringcache_cachenode_log_append_calls_total", "",
-                                  {{"datanode", absl::StrCat(e.id)}})->value();
+                                  {{"datanode", absl::StrCat(e.id)}})->Value();
   }
   EXPECT_GT(calls, 0);
   EXPECT_LT(calls, kThreads * kEach) << "no append shared a call with another";

@@ -8,7 +8,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/socket.h"
 #include "common/status_macros.h"
+#include "prometheus/exposer.h"
 
 namespace ringcache {
 namespace {
@@ -41,16 +43,56 @@ int WaitForTerminationSignal() {
   return sig;
 }
 
-absl::StatusOr<int> ServeMetrics(HttpServer* http, metrics::Registry* registry,
-                                 const std::string& listen) {
-  http->Handle("/metrics", [registry] {
-    return HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8", registry->Render()};
-  });
-  http->Handle("/healthz", [] { return HttpResponse{200, "text/plain", "ok\n"}; });
+namespace {
+
+// What /healthz serves: one gauge, 1 while the process answers.
+class HealthCollectable : public prometheus::Collectable {
+ public:
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    prometheus::MetricFamily f;
+    f.name = "ringcache_healthy";
+    f.help = "1 while the daemon serves.";
+    f.type = prometheus::MetricType::Gauge;
+    prometheus::ClientMetric m;
+    m.gauge.value = 1;
+    f.metric.push_back(m);
+    return {f};
+  }
+};
+
+}  // namespace
+
+MetricsServer::MetricsServer() = default;
+MetricsServer::~MetricsServer() { Stop(); }
+
+absl::StatusOr<int> MetricsServer::Start(metrics::Registry* registry, const std::string& listen) {
   std::string host;
   int port = 0;
   RC_RETURN_IF_ERROR(SplitHostPort(listen, &host, &port));
-  return http->Start(host, port);
+  metrics::AddProcessMetrics(registry);
+  try {
+    // civetweb's listening_ports syntax: "host:port", "[v6]:port".
+    const std::string bind = host.find(':') != std::string::npos
+                                 ? absl::StrCat("[", host, "]:", port)
+                                 : absl::StrCat(host, ":", port);
+    exposer_ = std::make_unique<prometheus::Exposer>(bind, /*num_threads=*/2);
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot serve metrics on ", listen, ": ", e.what()));
+  }
+  exposer_->RegisterCollectable(registry->collectable(), "/metrics");
+  health_ = std::make_shared<HealthCollectable>();
+  exposer_->RegisterCollectable(health_, "/healthz");
+  const std::vector<int> ports = exposer_->GetListeningPorts();
+  if (ports.empty()) return absl::UnavailableError(absl::StrCat("metrics: no port for ", listen));
+  return ports.front();
+}
+
+void MetricsServer::Stop() { exposer_.reset(); }
+
+absl::StatusOr<int> ServeMetrics(MetricsServer* http, metrics::Registry* registry,
+                                 const std::string& listen) {
+  return http->Start(registry, listen);
 }
 
 absl::Status WriteReadyFile(const std::string& path, const std::map<std::string, int>& ports) {

@@ -7,12 +7,20 @@
 #define RINGCACHE_COMMON_DAEMON_H_
 
 #include <map>
+#include <memory>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "common/http_server.h"
 #include "common/metrics.h"
+
+namespace prometheus {
+class Exposer;
+}  // namespace prometheus
+
+namespace prometheus {
+class Exposer;
+}  // namespace prometheus
 
 namespace ringcache {
 
@@ -27,9 +35,29 @@ void InitDaemonProcess();
 void BlockTerminationSignals();
 // Waits for SIGINT or SIGTERM; returns the signal number.
 int WaitForTerminationSignal();
-// Starts `http` with /metrics (rendering `registry`) and /healthz on `listen` (host:port).
-// Returns the bound port.
-absl::StatusOr<int> ServeMetrics(HttpServer* http, metrics::Registry* registry,
+// The HTTP endpoint of a daemon: prometheus-cpp's pull exposer serving GET /metrics (the
+// registry, plus the process_* metrics) and GET /healthz (200 with one sample,
+// `ringcache_healthy 1`, while the process serves). Stops when destroyed.
+class MetricsServer {
+ public:
+  MetricsServer();
+  ~MetricsServer();
+  MetricsServer(const MetricsServer&) = delete;
+  MetricsServer& operator=(const MetricsServer&) = delete;
+
+  // Binds `listen` (host:port, port 0 picks a free one) and serves `registry`, which must outlive
+  // this server. Returns the bound port. REQUIRES: called once.
+  absl::StatusOr<int> Start(metrics::Registry* registry, const std::string& listen);
+  // Stops serving and closes the socket. Idempotent.
+  void Stop();
+
+ private:
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::shared_ptr<prometheus::Collectable> health_;
+};
+
+// Starts `http` on `listen` for `registry`; see MetricsServer::Start.
+absl::StatusOr<int> ServeMetrics(MetricsServer* http, metrics::Registry* registry,
                                  const std::string& listen);
 // Writes {"name":value,...,"pid":N} to `path` atomically. No-op for an empty path.
 absl::Status WriteReadyFile(const std::string& path, const std::map<std::string, int>& ports);

@@ -1,75 +1,96 @@
-// Prometheus text exposition for the metrics registry.
+// The metrics registry over prometheus-cpp, and the process_* collector.
 #include "common/metrics.h"
 
-#include <algorithm>
-#include <cassert>
-#include <cmath>
-#include <cstdio>
+#include <dirent.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
-#include "absl/strings/str_cat.h"
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_split.h"
+#include "prometheus/text_serializer.h"
 
 namespace ringcache::metrics {
 namespace {
 
-std::string EscapeLabelValue(const std::string& v) {
-  std::string out;
-  out.reserve(v.size());
-  for (char c : v) {
-    if (c == '\\') {
-      out += "\\\\";
-    } else if (c == '"') {
-      out += "\\\"";
-    } else if (c == '\n') {
-      out += "\\n";
-    } else {
-      out += c;
-    }
-  }
-  return out;
+prometheus::Labels ToPrometheus(const Labels& labels) {
+  return prometheus::Labels(labels.begin(), labels.end());
 }
 
-std::string EscapeHelp(const std::string& v) {
-  std::string out;
-  for (char c : v) {
-    if (c == '\\') {
-      out += "\\\\";
-    } else if (c == '\n') {
-      out += "\\n";
-    } else {
-      out += c;
-    }
+bool HasLabels(const Labels& labels, const Labels& match) {
+  for (const auto& m : match) {
+    if (std::find(labels.begin(), labels.end(), m) == labels.end()) return false;
   }
-  return out;
+  return true;
 }
 
-std::string FormatValue(double v) {
-  if (std::isnan(v)) return "NaN";
-  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
-  if (v == std::floor(v) && std::fabs(v) < 1e15) {
-    return absl::StrCat(static_cast<int64_t>(v));
-  }
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), "%.9g", v);
-  return buf;
-}
-
-// Renders {a="x",b="y"} with `extra` appended (for histogram "le"); empty labels render nothing.
-std::string FormatLabels(const Labels& labels, const std::pair<std::string, std::string>* extra) {
-  if (labels.empty() && extra == nullptr) return "";
-  std::string out = "{";
-  bool first = true;
-  auto add = [&](const std::string& k, const std::string& v) {
-    if (!first) out += ",";
-    first = false;
-    absl::StrAppend(&out, k, "=\"", EscapeLabelValue(v), "\"");
-  };
-  for (const auto& [k, v] : labels) add(k, v);
-  if (extra != nullptr) add(extra->first, extra->second);
-  out += "}";
-  return out;
+void Complain(const std::string& name, const char* why) {
+  std::fprintf(stderr, "metrics: %s: %s; the series is not exported\n", name.c_str(), why);
 }
 
 }  // namespace
+
+// The Collectable the exposer scrapes: prometheus-cpp's registry plus the callback families. The
+// callbacks are called without the registry's lock: they take other components' locks, and those
+// components register metrics while holding them.
+class Registry::Collector : public prometheus::Collectable {
+ public:
+  explicit Collector(const Registry* owner) : owner_(owner) {}
+
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    std::vector<prometheus::MetricFamily> out = owner_->registry_->Collect();
+    struct Snapshot {
+      std::string name, help;
+      Type type;
+      std::vector<std::pair<Labels, std::function<double()>>> series;
+      std::function<Samples()> collector;
+    };
+    std::vector<Snapshot> snap;
+    {
+      absl::MutexLock l(&owner_->mu_);
+      for (const auto& [name, fam] : owner_->callbacks_) {
+        Snapshot s{name, fam.help, fam.type, {}, fam.collector};
+        for (const auto& [labels, fn] : fam.series) s.series.emplace_back(labels, fn);
+        snap.push_back(std::move(s));
+      }
+    }
+    for (Snapshot& s : snap) {
+      Samples collected;
+      if (s.collector) collected = s.collector();
+      for (auto& [labels, v] : collected) {
+        std::sort(labels.begin(), labels.end());
+        s.series.emplace_back(labels, [v = v] { return v; });
+      }
+      if (s.series.empty()) continue;
+      prometheus::MetricFamily f;
+      f.name = s.name;
+      f.help = s.help;
+      f.type = s.type == Type::kCounter ? prometheus::MetricType::Counter
+                                        : prometheus::MetricType::Gauge;
+      for (const auto& [labels, fn] : s.series) {
+        prometheus::ClientMetric m;
+        for (const auto& [k, v] : labels) m.label.push_back({k, v});
+        const double v = fn();
+        if (s.type == Type::kCounter) {
+          m.counter.value = v;
+        } else {
+          m.gauge.value = v;
+        }
+        f.metric.push_back(std::move(m));
+      }
+      out.push_back(std::move(f));
+    }
+    std::sort(out.begin(), out.end(),
+              [](const auto& a, const auto& b) { return a.name < b.name; });
+    return out;
+  }
+
+ private:
+  const Registry* const owner_;
+};
 
 bool IsValidMetricName(const std::string& name) {
   if (name.empty()) return false;
@@ -82,156 +103,250 @@ bool IsValidMetricName(const std::string& name) {
   return true;
 }
 
-Histogram::Histogram(std::vector<double> bounds)
-    : bounds_(std::move(bounds)), counts_(new std::atomic<uint64_t>[bounds_.size() + 1]) {
-  for (size_t i = 0; i <= bounds_.size(); ++i) counts_[i].store(0);
-}
-
-void Histogram::Observe(double v) {
-  const size_t i = std::lower_bound(bounds_.begin(), bounds_.end(), v) - bounds_.begin();
-  counts_[i].fetch_add(1, std::memory_order_relaxed);
-  count_.fetch_add(1, std::memory_order_relaxed);
-  sum_.fetch_add(v, std::memory_order_relaxed);
-}
-
 std::vector<double> LatencyBuckets() {
   std::vector<double> b;
   for (double v = 25e-6; v < 15.0; v *= 2) b.push_back(v);
   return b;
 }
 
+Registry::Registry()
+    : registry_(std::make_shared<prometheus::Registry>()),
+      collectable_(std::make_shared<Collector>(this)) {}
+
+Registry::~Registry() = default;
+
 Registry* Registry::Default() {
   static Registry* const r = new Registry();
   return r;
 }
 
-Registry::Child* Registry::GetChild(const std::string& name, const std::string& help, Type type,
-                                    Labels labels) {
-  std::sort(labels.begin(), labels.end());
-  const bool valid = IsValidMetricName(name);
-  assert(valid && "invalid metric name");
-  auto [it, inserted] = families_.try_emplace(name);
-  Family& fam = it->second;
+template <typename T>
+T* Registry::Detached(std::unique_ptr<T> m) {
+  std::shared_ptr<T> owned(std::move(m));
+  detached_.push_back(owned);
+  return owned.get();
+}
+
+Registry::HandleFamily* Registry::Handles(const std::string& name, const std::string& help,
+                                          Type type) {
+  if (!IsValidMetricName(name)) {
+    Complain(name, "invalid metric name");
+    return nullptr;
+  }
+  if (callbacks_.count(name) != 0) {
+    Complain(name, "the name is taken by a callback metric");
+    return nullptr;
+  }
+  auto [it, inserted] = handles_.try_emplace(name);
+  HandleFamily& f = it->second;
   if (inserted) {
-    fam.help = help;
-    fam.type = type;
+    f.type = type;
+    switch (type) {
+      case Type::kCounter:
+        f.counters = &prometheus::BuildCounter().Name(name).Help(help).Register(*registry_);
+        break;
+      case Type::kGauge:
+        f.gauges = &prometheus::BuildGauge().Name(name).Help(help).Register(*registry_);
+        break;
+      case Type::kHistogram:
+        f.histograms = &prometheus::BuildHistogram().Name(name).Help(help).Register(*registry_);
+        break;
+    }
+  } else if (f.type != type) {
+    Complain(name, "the name is registered with another type");
+    return nullptr;
   }
-  if (!valid || fam.type != type) {
-    assert(false && "metric registered twice with different types");
-    detached_.push_back(std::make_unique<Child>());
-    return detached_.back().get();
-  }
-  auto& slot = fam.children[labels];
-  if (!slot) {
-    slot = std::make_unique<Child>();
-    slot->labels = std::move(labels);
-  }
-  return slot.get();
+  return &f;
 }
 
 Counter* Registry::GetCounter(const std::string& name, const std::string& help, Labels labels) {
+  std::sort(labels.begin(), labels.end());
   absl::MutexLock l(&mu_);
-  Child* c = GetChild(name, help, Type::kCounter, std::move(labels));
-  if (!c->counter) c->counter = std::make_unique<Counter>();  // detached if a callback owns it
-  return c->counter.get();
+  HandleFamily* f = Handles(name, help, Type::kCounter);
+  if (f == nullptr) return Detached(std::make_unique<Counter>());
+  void*& slot = f->series[labels];
+  if (slot == nullptr) slot = &f->counters->Add(ToPrometheus(labels));
+  return static_cast<Counter*>(slot);
 }
 
 Gauge* Registry::GetGauge(const std::string& name, const std::string& help, Labels labels) {
+  std::sort(labels.begin(), labels.end());
   absl::MutexLock l(&mu_);
-  Child* c = GetChild(name, help, Type::kGauge, std::move(labels));
-  if (!c->gauge && !c->callback) c->gauge = std::make_unique<Gauge>();
-  if (!c->gauge) c->gauge = std::make_unique<Gauge>();  // callback child: detached handle
-  return c->gauge.get();
+  HandleFamily* f = Handles(name, help, Type::kGauge);
+  if (f == nullptr) return Detached(std::make_unique<Gauge>());
+  void*& slot = f->series[labels];
+  if (slot == nullptr) slot = &f->gauges->Add(ToPrometheus(labels));
+  return static_cast<Gauge*>(slot);
 }
 
 Histogram* Registry::GetHistogram(const std::string& name, const std::string& help, Labels labels,
                                   std::vector<double> bounds) {
+  std::sort(labels.begin(), labels.end());
   absl::MutexLock l(&mu_);
-  Child* c = GetChild(name, help, Type::kHistogram, std::move(labels));
-  if (!c->histogram) c->histogram = std::make_unique<Histogram>(std::move(bounds));
-  return c->histogram.get();
+  HandleFamily* f = Handles(name, help, Type::kHistogram);
+  if (f == nullptr) return Detached(std::make_unique<Histogram>(bounds));
+  void*& slot = f->series[labels];
+  if (slot == nullptr) slot = &f->histograms->Add(ToPrometheus(labels), bounds);
+  return static_cast<Histogram*>(slot);
+}
+
+void Registry::AddCallback(const std::string& name, const std::string& help, Type type,
+                           Labels labels, std::function<double()> fn) {
+  std::sort(labels.begin(), labels.end());
+  absl::MutexLock l(&mu_);
+  if (!IsValidMetricName(name)) return Complain(name, "invalid metric name");
+  if (handles_.count(name) != 0) return Complain(name, "the name is taken by a handle metric");
+  auto [it, inserted] = callbacks_.try_emplace(name);
+  CallbackFamily& f = it->second;
+  if (inserted) {
+    f.type = type;
+    f.help = help;
+  } else if (f.type != type) {
+    return Complain(name, "the name is registered with another type");
+  }
+  f.series[std::move(labels)] = std::move(fn);
 }
 
 void Registry::AddCallbackGauge(const std::string& name, const std::string& help, Labels labels,
                                 std::function<double()> fn) {
-  absl::MutexLock l(&mu_);
-  Child* c = GetChild(name, help, Type::kGauge, std::move(labels));
-  c->callback = std::move(fn);
-  c->gauge.reset();
+  AddCallback(name, help, Type::kGauge, std::move(labels), std::move(fn));
 }
 
 void Registry::AddCallbackCounter(const std::string& name, const std::string& help,
                                   Labels labels, std::function<double()> fn) {
+  AddCallback(name, help, Type::kCounter, std::move(labels), std::move(fn));
+}
+
+void Registry::AddGaugeCollector(const std::string& name, const std::string& help,
+                                 std::function<Samples()> fn) {
   absl::MutexLock l(&mu_);
-  Child* c = GetChild(name, help, Type::kCounter, std::move(labels));
-  c->callback = std::move(fn);
+  if (!IsValidMetricName(name)) return Complain(name, "invalid metric name");
+  if (handles_.count(name) != 0) return Complain(name, "the name is taken by a handle metric");
+  auto [it, inserted] = callbacks_.try_emplace(name);
+  if (!inserted && (it->second.type != Type::kGauge || !it->second.series.empty())) {
+    return Complain(name, "the name is registered as another metric");
+  }
+  it->second.type = Type::kGauge;
+  it->second.help = help;
+  it->second.collector = std::move(fn);
+}
+
+size_t Registry::RemoveSeries(const Labels& match) {
+  std::vector<std::function<double()>> dropped;  // destroyed after the lock is released
+  size_t removed = 0;
+  absl::MutexLock l(&mu_);
+  for (auto& [name, f] : handles_) {
+    for (auto it = f.series.begin(); it != f.series.end();) {
+      if (!HasLabels(it->first, match)) {
+        ++it;
+        continue;
+      }
+      switch (f.type) {
+        case Type::kCounter:
+          f.counters->Remove(static_cast<Counter*>(it->second));
+          break;
+        case Type::kGauge:
+          f.gauges->Remove(static_cast<Gauge*>(it->second));
+          break;
+        case Type::kHistogram:
+          f.histograms->Remove(static_cast<Histogram*>(it->second));
+          break;
+      }
+      it = f.series.erase(it);
+      ++removed;
+    }
+  }
+  for (auto& [name, f] : callbacks_) {
+    for (auto it = f.series.begin(); it != f.series.end();) {
+      if (!HasLabels(it->first, match)) {
+        ++it;
+        continue;
+      }
+      dropped.push_back(std::move(it->second));
+      it = f.series.erase(it);
+      ++removed;
+    }
+  }
+  return removed;
 }
 
 std::string Registry::Render() const {
-  // Snapshot the families under the lock, then format (and call callbacks) without it: callbacks
-  // take other components' locks, and those components register metrics while holding them.
-  struct Item {
-    const std::string* name;
-    const Family* family;
-    const Child* child;
-    std::function<double()> callback;
-  };
-  std::vector<Item> items;
-  {
-    absl::MutexLock l(&mu_);
-    for (const auto& [name, fam] : families_) {
-      for (const auto& [labels, child] : fam.children) {
-        items.push_back({&name, &fam, child.get(), child->callback});
-      }
-    }
+  return prometheus::TextSerializer().Serialize(collectable_->Collect());
+}
+
+// ---- process_* ------------------------------------------------------------------------------------
+
+namespace {
+
+// Fields of /proc/self/stat after the command name, 0-based from field 3 ("state").
+struct ProcStat {
+  double cpu_seconds = 0;
+  double start_time = 0;
+  double virtual_bytes = 0;
+  double resident_bytes = 0;
+  double threads = 0;
+};
+
+double BootTime() {
+  std::ifstream in("/proc/stat");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("btime ", 0) == 0) return std::stod(line.substr(6));
   }
-  // Families and children are never removed, so the pointers stay valid.
-  std::string out;
-  const std::string* last = nullptr;
-  for (const Item& it : items) {
-    const std::string& name = *it.name;
-    const Family& fam = *it.family;
-    if (last != it.name) {
-      const char* type = fam.type == Type::kCounter  ? "counter"
-                         : fam.type == Type::kGauge ? "gauge"
-                                                    : "histogram";
-      absl::StrAppend(&out, "# HELP ", name, " ", EscapeHelp(fam.help), "\n");
-      absl::StrAppend(&out, "# TYPE ", name, " ", type, "\n");
-      last = it.name;
-    }
-    const Labels& labels = it.child->labels;
-    const std::string ls = FormatLabels(labels, nullptr);
-    switch (fam.type) {
-      case Type::kCounter:
-      case Type::kGauge: {
-        double v = 0;
-        if (it.callback) {
-          v = it.callback();
-        } else if (it.child->counter) {
-          v = it.child->counter->value();
-        } else if (it.child->gauge) {
-          v = it.child->gauge->value();
-        }
-        absl::StrAppend(&out, name, ls, " ", FormatValue(v), "\n");
-        break;
-      }
-      case Type::kHistogram: {
-        const Histogram& h = *it.child->histogram;
-        uint64_t cumulative = 0;
-        for (size_t i = 0; i <= h.bounds().size(); ++i) {
-          cumulative += h.bucket_count(i);
-          const std::pair<std::string, std::string> le{
-              "le", i < h.bounds().size() ? FormatValue(h.bounds()[i]) : "+Inf"};
-          absl::StrAppend(&out, name, "_bucket", FormatLabels(labels, &le), " ", cumulative,
-                          "\n");
-        }
-        absl::StrAppend(&out, name, "_sum", ls, " ", FormatValue(h.sum()), "\n");
-        absl::StrAppend(&out, name, "_count", ls, " ", cumulative, "\n");
-        break;
-      }
-    }
+  return 0;
+}
+
+ProcStat ReadProcStat() {
+  ProcStat s;
+  std::ifstream in("/proc/self/stat");
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t close = all.rfind(')');  // the command name may hold spaces and parentheses
+  if (close == std::string::npos) return s;
+  std::vector<std::string> f = absl::StrSplit(all.substr(close + 2), ' ', absl::SkipEmpty());
+  if (f.size() < 22) return s;
+  const double tick = static_cast<double>(sysconf(_SC_CLK_TCK));
+  const double page = static_cast<double>(sysconf(_SC_PAGESIZE));
+  // proc(5): utime 14, stime 15, num_threads 20, starttime 22, vsize 23, rss 24 (1-based).
+  s.cpu_seconds = (std::stod(f[14 - 3]) + std::stod(f[15 - 3])) / tick;
+  s.threads = std::stod(f[20 - 3]);
+  s.start_time = BootTime() + std::stod(f[22 - 3]) / tick;
+  s.virtual_bytes = std::stod(f[23 - 3]);
+  s.resident_bytes = std::stod(f[24 - 3]) * page;
+  return s;
+}
+
+double OpenFds() {
+  DIR* d = opendir("/proc/self/fd");
+  if (d == nullptr) return 0;
+  double n = 0;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] != '.') ++n;
   }
-  return out;
+  closedir(d);
+  return n - 1;  // the directory stream's own descriptor
+}
+
+}  // namespace
+
+void AddProcessMetrics(Registry* r) {
+  r->AddCallbackCounter("process_cpu_seconds_total", "User and system CPU time spent, seconds.",
+                        {}, [] { return ReadProcStat().cpu_seconds; });
+  r->AddCallbackGauge("process_resident_memory_bytes", "Resident memory size in bytes.", {},
+                      [] { return ReadProcStat().resident_bytes; });
+  r->AddCallbackGauge("process_virtual_memory_bytes", "Virtual memory size in bytes.", {},
+                      [] { return ReadProcStat().virtual_bytes; });
+  r->AddCallbackGauge("process_start_time_seconds",
+                      "Start time of the process since the Unix epoch, seconds.", {},
+                      [] { return ReadProcStat().start_time; });
+  r->AddCallbackGauge("process_threads", "Threads of the process.", {},
+                      [] { return ReadProcStat().threads; });
+  r->AddCallbackGauge("process_open_fds", "Open file descriptors.", {}, [] { return OpenFds(); });
+  r->AddCallbackGauge("process_max_fds", "Limit of open file descriptors (RLIMIT_NOFILE).", {},
+                      [] {
+                        rlimit rl{};
+                        if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return 0.0;
+                        return static_cast<double>(rl.rlim_cur);
+                      });
 }
 
 }  // namespace ringcache::metrics

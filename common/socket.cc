@@ -14,6 +14,7 @@
 #include <climits>
 #include <cstring>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/iovec.h"
 
@@ -156,6 +157,22 @@ absl::Status WriteFullV(int fd, struct iovec* iov, int count) {
     }
     ConsumeIov(&iov, &count, static_cast<size_t>(w));
   }
+  return absl::OkStatus();
+}
+
+absl::Status SplitHostPort(const std::string& addr, std::string* host, int* port) {
+  size_t colon = addr.rfind(':');
+  if (colon == std::string::npos || colon == 0) {
+    return absl::InvalidArgumentError(absl::StrCat("address '", addr, "' is not host:port"));
+  }
+  std::string h = addr.substr(0, colon);
+  if (h.size() >= 2 && h.front() == '[' && h.back() == ']') h = h.substr(1, h.size() - 2);
+  int p = 0;
+  if (!absl::SimpleAtoi(addr.substr(colon + 1), &p) || p < 0 || p > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("address '", addr, "' has a bad port"));
+  }
+  *host = h;
+  *port = p;
   return absl::OkStatus();
 }
 

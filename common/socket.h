@@ -32,6 +32,10 @@ void SetReceiveTimeout(int fd, absl::Duration timeout);
 // when a send timeout (SO_SNDTIMEO) expires.
 absl::Status WriteFullV(int fd, struct iovec* iov, int count);
 
+// Splits "host:port" into its parts. Accepts "[v6]:port". Returns kInvalidArgument naming the
+// input when it is malformed or the port is outside 0..65535.
+absl::Status SplitHostPort(const std::string& addr, std::string* host, int* port);
+
 }  // namespace ringcache
 
 #endif  // RINGCACHE_COMMON_SOCKET_H_

@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/config.h"
-#include "common/http_server.h"
+#include "common/socket.h"
 #include "common/status_macros.h"
 
 namespace ringcache::datanode {

@@ -17,7 +17,7 @@
 #include "common/clock.h"
 #include "common/cluster_file.h"
 #include "common/daemon.h"
-#include "common/http_server.h"
+#include "common/socket.h"
 #include "common/metrics.h"
 #include "datanode/config.h"
 #include "datanode/service.h"
@@ -134,7 +134,7 @@ int main(int argc, char** argv) {
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || grpc_port == 0) return Fail(1, absl::StrCat("cannot listen on ", cfg.listen));
 
-  ringcache::HttpServer http;
+  ringcache::MetricsServer http;
   auto http_port = ringcache::ServeMetrics(&http, registry, cfg.http_listen);
   if (!http_port.ok()) return Fail(1, http_port.status().ToString());
   spdlog::info("ringcache-datanode {} serving gRPC on port {}, metrics on port {}, data in {}{}",

@@ -77,8 +77,8 @@ grpc::Status DataNodeService::Timed(OpMetrics* op, Fn&& fn) {
   absl::Status s = fn();
   op->latency->Observe(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  (s.ok() ? op->ok : op->failed)->Inc();
-  if (s.code() == absl::StatusCode::kDataLoss) data_loss_->Inc();
+  (s.ok() ? op->ok : op->failed)->Increment();
+  if (s.code() == absl::StatusCode::kDataLoss) data_loss_->Increment();
   return ToGrpc(s);
 }
 
@@ -117,7 +117,7 @@ grpc::Status DataNodeService::WriteBlocks(grpc::ServerContext*,
                                       req->data(), Checksums(req->checksums()), stamp);
     if (!stored.ok()) return stored.status();
     resp->set_blocks_stored(*stored);
-    bytes_written_->Inc(static_cast<double>(req->data().size()));
+    bytes_written_->Increment(static_cast<double>(req->data().size()));
     return absl::OkStatus();
   });
 }
@@ -137,7 +137,7 @@ grpc::Status DataNodeService::ReadBlocks(grpc::ServerContext*, const v1::ReadBlo
     }
     if (req->presence_only()) return absl::OkStatus();
     hdd_->Charge(res->data.size());
-    bytes_read_->Inc(static_cast<double>(res->data.size()));
+    bytes_read_->Increment(static_cast<double>(res->data.size()));
     *resp->mutable_data() = std::move(res->data);
     return absl::OkStatus();
   });
@@ -179,7 +179,7 @@ grpc::Status DataNodeService::ScanBlocks(grpc::ServerContext*, const v1::ScanBlo
     }
     if (bytes > 0) {
       hdd_->Charge(bytes);
-      bytes_read_->Inc(static_cast<double>(bytes));
+      bytes_read_->Increment(static_cast<double>(bytes));
     }
     resp->set_done(done);
     resp->set_next_vdi_id(next.vdi_id);
@@ -203,13 +203,13 @@ grpc::Status DataNodeService::LogAppend(grpc::ServerContext*, const v1::LogAppen
     hdd_->Charge(bytes, /*log_append=*/true);
     auto size = store_->LogAppend(entries);
     if (!size.ok()) return size.status();
-    log_records_appended_->Inc(static_cast<double>(entries.size()));
+    log_records_appended_->Increment(static_cast<double>(entries.size()));
     resp->set_log_bytes(*size);
     const uint64_t limit = log_limit_bytes_.load();
     resp->set_limit_bytes(limit);
     if (limit > 0 && *size > limit) {
       resp->set_over_limit(true);
-      log_over_limit_->Inc();
+      log_over_limit_->Increment();
     }
     return absl::OkStatus();
   });
@@ -246,7 +246,7 @@ grpc::Status DataNodeService::LogReclaim(grpc::ServerContext*, const v1::LogRecl
     std::vector<uint64_t> seqs(req->sequences().begin(), req->sequences().end());
     auto n = store_->LogReclaim(req->cache_node_id(), seqs, req->below_sequence());
     if (!n.ok()) return n.status();
-    log_records_reclaimed_->Inc(static_cast<double>(*n));
+    log_records_reclaimed_->Increment(static_cast<double>(*n));
     resp->set_records_reclaimed(*n);
     return absl::OkStatus();
   });

@@ -15,6 +15,8 @@ PACKAGES=(
   golang-github-grpc-ecosystem-grpc-gateway-dev
   # real clients used by the tests
   qemu-utils libnbd-bin python3-libnbd fio prometheus curl python3 iproute2 procps
+  # metrics: prometheus-cpp (registry + pull exposer)
+  prometheus-cpp-dev
 )
 
 SUDO=""

@@ -29,7 +29,14 @@ grpc::Status AdminService::ListVdis(grpc::ServerContext*, const v1::ListVdisRequ
 
 grpc::Status AdminService::DeleteVdi(grpc::ServerContext*, const v1::RemoveVdiRequest* req,
                                      v1::RemoveVdiResponse*) {
-  return ToGrpc(router_->DeleteVdi(req->name()));
+  absl::Status s = router_->DeleteVdi(req->name());
+  std::function<void(const std::string&)> hook;
+  {
+    absl::MutexLock l(&mu_);
+    hook = vdi_deleted_;
+  }
+  if (s.ok() && hook) hook(req->name());
+  return ToGrpc(s);
 }
 
 grpc::Status AdminService::ResizeVdi(grpc::ServerContext*, const v1::ResizeVdiRequest* req,
@@ -128,6 +135,54 @@ std::vector<uint32_t> AdminService::DownCacheNodes() const {
     if (state == "down") out.push_back(id);
   }
   return out;
+}
+
+void AdminService::ExportMetrics(metrics::Registry* registry) {
+  registry->AddGaugeCollector(
+      "ringcache_gateway_members",
+      "Members of the cluster as the gateway sees them: 1 per node, labelled with its role and "
+      "state (up, down, fenced, joining, removing, removed, ...).",
+      [this] {
+        metrics::Registry::Samples out;
+        for (const v1::NodeInfo& n : Nodes()) {
+          if (n.role() == "gateway") continue;
+          out.push_back({{{"role", n.role()},
+                          {"node", absl::StrCat(n.id())},
+                          {"state", n.state().empty() ? "configured" : n.state()}},
+                         1.0});
+        }
+        return out;
+      });
+  auto rebalance = [this](auto field) {
+    return [this, field] {
+      std::function<v1::DataRebalance()> status;
+      {
+        absl::MutexLock l(&mu_);
+        status = rebalance_status_;
+      }
+      if (!status) return 0.0;
+      return field(status());
+    };
+  };
+  registry->AddCallbackGauge(
+      "ringcache_gateway_rebalance_active",
+      "1 while home replicas move to a changed data ring (rebalance not idle).", {},
+      rebalance([](const v1::DataRebalance& r) { return r.state() == "idle" ? 0.0 : 1.0; }));
+  registry->AddCallbackGauge(
+      "ringcache_gateway_rebalance_blocks_scanned",
+      "Blocks the current (or last) data rebalance has scanned.", {},
+      rebalance([](const v1::DataRebalance& r) { return double(r.blocks_scanned()); }));
+  registry->AddCallbackGauge(
+      "ringcache_gateway_rebalance_blocks_estimated",
+      "Blocks the current (or last) data rebalance expects to scan (RocksDB estimate).", {},
+      rebalance([](const v1::DataRebalance& r) { return double(r.blocks_estimated()); }));
+  registry->AddCallbackGauge(
+      "ringcache_gateway_rebalance_blocks_copied",
+      "Blocks the current (or last) data rebalance has copied to their new data nodes.", {},
+      rebalance([](const v1::DataRebalance& r) { return double(r.blocks_copied()); }));
+  registry->AddCallbackGauge(
+      "ringcache_gateway_data_epoch", "Epoch of the data ring (bumps with every change).", {},
+      rebalance([](const v1::DataRebalance& r) { return double(r.data_epoch()); }));
 }
 
 std::vector<v1::NodeInfo> AdminService::Nodes() const {

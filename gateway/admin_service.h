@@ -12,6 +12,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
+#include "common/metrics.h"
 #include "gateway/router.h"
 #include "ringcache/v1/admin.grpc.pb.h"
 
@@ -67,6 +68,17 @@ class AdminService final : public v1::Admin::Service {
   // Data rebalancing (gateway/data_rebalancer.h): ClusterStatus reports `status()`, and the
   // data nodes of `ring()` are listed (joined ones too) with state "up" (ring member) or
   // "joining" (replicas being copied to it). Set before serving.
+  // Exports ringcache_gateway_members{role,node,state} (1 per member, from what `status` shows)
+  // and the data rebalance's progress to `registry` (not owned; this service must outlive its
+  // scrapes: stop the metrics endpoint first).
+  void ExportMetrics(metrics::Registry* registry);
+
+  // Called with the name of each VDI this service deleted (its metric series go away). Set
+  // before serving.
+  void SetVdiDeletedHook(std::function<void(const std::string&)> hook) {
+    absl::MutexLock l(&mu_);
+    vdi_deleted_ = std::move(hook);
+  }
   void SetDataRingSource(std::function<v1::DataRebalance()> status,
                          std::function<datanode::DataRing()> ring) {
     absl::MutexLock l(&mu_);
@@ -86,6 +98,7 @@ class AdminService final : public v1::Admin::Service {
   std::vector<v1::NodeInfo> nodes_ ABSL_GUARDED_BY(mu_);
   std::function<absl::Status(uint32_t)> before_remove_ ABSL_GUARDED_BY(mu_);
   std::function<v1::DataRebalance()> rebalance_status_ ABSL_GUARDED_BY(mu_);
+  std::function<void(const std::string&)> vdi_deleted_ ABSL_GUARDED_BY(mu_);
   std::function<datanode::DataRing()> data_ring_ ABSL_GUARDED_BY(mu_);
   // Health watch: state of each cache node that is not "up" (down, failed, quarantined).
   void WatchOnce();

@@ -13,7 +13,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/errors.h"
 #include "common/grpc_channel.h"
-#include "common/http_server.h"
+#include "common/socket.h"
 #include "gateway/data_channel.h"
 #include "common/grpc_status.h"
 #include "common/status_macros.h"

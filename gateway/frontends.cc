@@ -19,6 +19,11 @@ absl::Status Frontends::Start(const FrontendConfig& config, Router* router,
   RC_ASSIGN_OR_RETURN(nbd_port_, nbd_->Start());
 
   admin_ = std::make_unique<AdminService>(router, std::move(nodes));
+  admin_->SetVdiDeletedHook([nbd = nbd_.get()](const std::string& name) {
+    nbd->ForgetExport(name);
+  });
+  router->ExportMetrics(registry);
+  admin_->ExportMetrics(registry);
   admin_->StartHealthWatch(absl::Seconds(1));
   grpc::ServerBuilder ab;
   ExclusivePort(&ab);  // a port in use fails the start (common/grpc_channel.h)

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "common/http_server.h"
+#include "common/daemon.h"
 #include "common/metrics.h"
 #include "gateway/admin_service.h"
 #include "gateway/nbd_server.h"
@@ -45,7 +45,7 @@ class Frontends {
   std::unique_ptr<NbdServer> nbd_;
   std::unique_ptr<AdminService> admin_;
   std::unique_ptr<grpc::Server> admin_server_;
-  HttpServer http_;
+  MetricsServer http_;
   int nbd_port_ = 0, admin_port_ = 0, http_port_ = 0;
 };
 

@@ -16,7 +16,7 @@
 #include "common/cluster_file.h"
 #include "common/config.h"
 #include "common/daemon.h"
-#include "common/http_server.h"
+#include "common/socket.h"
 #include "gateway/frontends.h"
 #include "gateway/membership_sync.h"
 #include "membership/daemon_flags.h"

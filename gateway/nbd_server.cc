@@ -19,6 +19,8 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
+#include <map>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -26,7 +28,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "common/http_server.h"
 #include "common/socket.h"
 
 namespace ringcache::gateway {
@@ -77,34 +78,85 @@ struct NbdServer::Metrics {
                                                       nbd::kEoverflow, nbd::kEnotsup,
                                                       nbd::kEshutdown};
 
+  // The series of one export (VDI): requests, bytes and latency, labelled vdi="<name>". Shared by
+  // the connections serving it; dropped from the registry once the VDI is deleted and its last
+  // connection has closed (ForgetExport).
+  struct Vdi {
+    std::string name;
+    std::atomic<metrics::Counter*> requests[kCommands][kResults];
+    metrics::Histogram* duration[kCommands - 1] = {};
+    metrics::Counter* bytes_read = nullptr;
+    metrics::Counter* bytes_written = nullptr;
+    int users = 0;           // connections serving it; guarded by Metrics::mu
+    bool forgotten = false;  // deleted while in use; guarded by Metrics::mu
+  };
+
   explicit Metrics(metrics::Registry* r) : registry(r) {
-    for (int c = 0; c < kCommands; ++c) {
-      for (int e = 0; e < kResults; ++e) requests[c][e].store(nullptr);
-    }
-    for (int c = 0; c < kCommands - 1; ++c) {
-      Counter(c, 0);  // pre-create the "ok" series so dashboards see zeros
-      duration[c] = nullptr;
-      if (c == nbd::kCmdDisc) continue;  // has no reply, so no latency
-      duration[c] = registry->GetHistogram(
-          "ringcache_nbd_request_duration_seconds",
-          "Time from a request being read to its reply being queued, by NBD command "
-          "(requests rejected before execution are not timed).",
-          {{"command", nbd::CommandName(static_cast<uint16_t>(c))}});
-    }
     connections = registry->GetGauge("ringcache_nbd_connections", "Open NBD client connections.");
-    bytes_read = registry->GetCounter("ringcache_nbd_bytes_total",
-                                      "Bytes of NBD data: read = sent to clients by READ, "
-                                      "write = received from clients by WRITE.",
-                                      {{"direction", "read"}});
-    bytes_written = registry->GetCounter("ringcache_nbd_bytes_total",
-                                         "Bytes of NBD data: read = sent to clients by READ, "
-                                         "write = received from clients by WRITE.",
-                                         {{"direction", "write"}});
     accepted = registry->GetCounter("ringcache_nbd_connections_accepted_total",
                                     "NBD connections accepted.");
     rejected = registry->GetCounter("ringcache_nbd_connections_rejected_total",
                                     "NBD connections closed at once because max_connections "
                                     "were open.");
+  }
+
+  // Returns the series of export `name` for a new connection; Release() it when the connection
+  // ends.
+  Vdi* Acquire(const std::string& name) {
+    absl::MutexLock l(&mu);
+    std::unique_ptr<Vdi>& v = vdis[name];
+    if (!v) {
+      v = std::make_unique<Vdi>();
+      v->name = name;
+      for (int c = 0; c < kCommands; ++c) {
+        for (int e = 0; e < kResults; ++e) v->requests[c][e].store(nullptr);
+      }
+      const metrics::Labels vdi{{"vdi", name}};
+      for (int c = 0; c < kCommands - 1; ++c) {
+        Counter(v.get(), c, 0);  // pre-create the "ok" series so dashboards see zeros
+        if (c == nbd::kCmdDisc) continue;  // has no reply, so no latency
+        v->duration[c] = registry->GetHistogram(
+            "ringcache_nbd_request_duration_seconds",
+            "Time from a request being read to its reply being queued, by VDI and NBD command "
+            "(requests rejected before execution are not timed).",
+            {{"vdi", name}, {"command", nbd::CommandName(static_cast<uint16_t>(c))}});
+      }
+      const char* bytes_help =
+          "Bytes of NBD data by VDI: read = sent to clients by READ, write = received from "
+          "clients by WRITE.";
+      v->bytes_read = registry->GetCounter("ringcache_nbd_bytes_total", bytes_help,
+                                           {{"vdi", name}, {"direction", "read"}});
+      v->bytes_written = registry->GetCounter("ringcache_nbd_bytes_total", bytes_help,
+                                              {{"vdi", name}, {"direction", "write"}});
+    }
+    v->forgotten = false;  // a VDI of that name exists (again)
+    ++v->users;
+    return v.get();
+  }
+
+  void Release(Vdi* v) {
+    absl::MutexLock l(&mu);
+    if (--v->users == 0 && v->forgotten) Drop(v->name);
+  }
+
+  // The VDI `name` was deleted: its series go now, or when its last connection ends.
+  void Forget(const std::string& name) {
+    absl::MutexLock l(&mu);
+    auto it = vdis.find(name);
+    if (it == vdis.end()) {
+      registry->RemoveSeries({{"vdi", name}});  // none of ours; other components' series of it
+      return;
+    }
+    if (it->second->users == 0) {
+      Drop(name);
+    } else {
+      it->second->forgotten = true;
+    }
+  }
+
+  void Drop(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    registry->RemoveSeries({{"vdi", name}});
+    vdis.erase(name);
   }
 
   static int CommandIndex(uint16_t type) { return type < kCommands - 1 ? type : kCommands - 1; }
@@ -115,25 +167,26 @@ struct NbdServer::Metrics {
     return 2;  // unnamed errors are reported as EIO
   }
 
-  metrics::Counter* Counter(int command, int result) {
-    metrics::Counter* c = requests[command][result].load(std::memory_order_acquire);
+  metrics::Counter* Counter(Vdi* v, int command, int result) {
+    metrics::Counter* c = v->requests[command][result].load(std::memory_order_acquire);
     if (c == nullptr) {
       // GetCounter is idempotent, so racing threads store the same pointer.
       c = registry->GetCounter(
-          "ringcache_nbd_requests_total", "NBD requests answered, by command and result.",
-          {{"command", nbd::CommandName(static_cast<uint16_t>(command))},
+          "ringcache_nbd_requests_total", "NBD requests answered, by VDI, command and result.",
+          {{"vdi", v->name},
+           {"command", nbd::CommandName(static_cast<uint16_t>(command))},
            {"result", nbd::ErrnoName(kResultErrno[result])}});
-      requests[command][result].store(c, std::memory_order_release);
+      v->requests[command][result].store(c, std::memory_order_release);
     }
     return c;
   }
 
   // Counts an answered request; `seconds` < 0 means "rejected before execution, not timed".
-  void Request(uint16_t type, uint32_t error, double seconds) {
+  void Request(Vdi* v, uint16_t type, uint32_t error, double seconds) {
     const int c = CommandIndex(type);
-    Counter(c, ResultIndex(error))->Inc();
-    if (seconds >= 0 && c < kCommands - 1 && duration[c] != nullptr) {
-      duration[c]->Observe(seconds);
+    Counter(v, c, ResultIndex(error))->Increment();
+    if (seconds >= 0 && c < kCommands - 1 && v->duration[c] != nullptr) {
+      v->duration[c]->Observe(seconds);
     }
   }
 
@@ -142,17 +195,15 @@ struct NbdServer::Metrics {
         ->GetCounter("ringcache_nbd_protocol_errors_total",
                      "NBD connections ended because the client broke the protocol, by reason.",
                      {{"reason", reason}})
-        ->Inc();
+        ->Increment();
   }
 
   metrics::Registry* const registry;
-  std::atomic<metrics::Counter*> requests[kCommands][kResults];
-  metrics::Histogram* duration[kCommands - 1];
   metrics::Gauge* connections;
-  metrics::Counter* bytes_read;
-  metrics::Counter* bytes_written;
   metrics::Counter* accepted;
   metrics::Counter* rejected;
+  absl::Mutex mu;
+  std::map<std::string, std::unique_ptr<Vdi>> vdis ABSL_GUARDED_BY(mu);
 };
 
 // ---- Worker pool ----------------------------------------------------------------------------------
@@ -272,7 +323,7 @@ class NbdServer::Connection : public std::enable_shared_from_this<Connection> {
 
   // Starts the reader thread. The server keeps a reference until Join() has returned.
   void Start() {
-    metrics_->connections->Add(1);
+    metrics_->connections->Increment();
     reader_ = std::thread([this] { Run(); });
   }
   void Join() {
@@ -333,6 +384,7 @@ class NbdServer::Connection : public std::enable_shared_from_this<Connection> {
   std::atomic<int>* const active_;
   std::atomic<int>* const admission_waits_;
   nbd::Session session_;  // written by the reader before any worker or the writer starts
+  Metrics::Vdi* vdi_ = nullptr;  // the export's series; set with session_
   std::thread reader_;
   std::thread writer_;
   std::atomic<bool> finished_{false};
@@ -360,6 +412,7 @@ void NbdServer::Connection::Run() {
   if (Handshake()) {
     spdlog::debug("nbd {}: serving export '{}' (structured replies {}, base:allocation {})", peer_,
                   session_.info.name, session_.structured_replies, session_.base_allocation);
+    vdi_ = metrics_->Acquire(session_.info.name);
     writer_ = std::thread([this] { WriterLoop(); });
     Transmit();
     {
@@ -371,10 +424,11 @@ void NbdServer::Connection::Run() {
       writer_stop_ = true;
     }
     writer_.join();
+    metrics_->Release(vdi_);
   }
   ShutdownSocket(SHUT_RDWR);
   session_.device.reset();
-  metrics_->connections->Add(-1);
+  metrics_->connections->Decrement();
   active_->fetch_sub(1);
   finished_.store(true);
 }
@@ -464,7 +518,7 @@ void NbdServer::Connection::Transmit() {
       break;
     }
     if (req->type == nbd::kCmdDisc) {
-      metrics_->Request(req->type, 0, -1);
+      metrics_->Request(vdi_, req->type, 0, -1);
       break;
     }
     const nbd::RequestCheck check = nbd::CheckRequest(*req, limits);
@@ -581,15 +635,15 @@ void NbdServer::Connection::Execute(const Request& req, std::unique_ptr<char[]> 
       nbd::AppendStructuredNone(&msg.header, req.handle);
     }
     msg.data_len = req.length;
-    metrics_->bytes_read->Inc(req.length);
+    vdi_->bytes_read->Increment(req.length);
   } else if (req.type == nbd::kCmdBlockStatus) {
     nbd::AppendBlockStatus(&msg.header, nbd::kReplyFlagDone, req.handle, nbd::kBaseAllocationId,
                            descriptors);
   } else {
     nbd::AppendSimpleReply(&msg.header, 0, req.handle);
-    if (req.type == nbd::kCmdWrite) metrics_->bytes_written->Inc(req.length);
+    if (req.type == nbd::kCmdWrite) vdi_->bytes_written->Increment(req.length);
   }
-  metrics_->Request(req.type, error, absl::ToDoubleSeconds(absl::Now() - start));
+  metrics_->Request(vdi_, req.type, error, absl::ToDoubleSeconds(absl::Now() - start));
   payload.reset();
   Enqueue(std::move(msg));
 }
@@ -605,7 +659,7 @@ void NbdServer::Connection::QueueError(const Request& req, uint32_t error,
   } else {
     nbd::AppendSimpleReply(&msg.header, error, req.handle);
   }
-  metrics_->Request(req.type, error, -1);
+  metrics_->Request(vdi_, req.type, error, -1);
   Enqueue(std::move(msg));
 }
 
@@ -695,6 +749,8 @@ NbdServer::NbdServer(NbdServerConfig config, ExportProvider* exports, metrics::R
 
 NbdServer::~NbdServer() { Stop(); }
 
+void NbdServer::ForgetExport(const std::string& name) { metrics_->Forget(name); }
+
 absl::StatusOr<int> NbdServer::Start() {
   if (started_) return absl::FailedPreconditionError("NbdServer already started");
   if (absl::Status s = config_.Validate(); !s.ok()) return s;
@@ -771,13 +827,13 @@ void NbdServer::AcceptLoop() {
       continue;
     }
     if (active_.load() >= config_.max_connections) {
-      metrics_->rejected->Inc();
+      metrics_->rejected->Increment();
       spdlog::info("nbd {}: rejected, {} connections open", PeerName(ss), active_.load());
       ::close(fd);
       continue;
     }
     active_.fetch_add(1);
-    metrics_->accepted->Inc();
+    metrics_->accepted->Increment();
     auto conn = std::make_shared<Connection>(fd, PeerName(ss), &config_, exports_, metrics_.get(),
                                              pool_.get(), &stopping_, &active_,
                                              &admission_waits_);

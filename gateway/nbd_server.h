@@ -67,7 +67,7 @@ struct NbdServerConfig {
 class NbdServer {
  public:
   // `exports` (not owned) must outlive the server. `registry` (not owned) receives the
-  // ringcache_nbd_* metrics; null means metrics::Registry::Default().
+  // ringcache_nbd_* metrics, per VDI; null means metrics::Registry::Default().
   NbdServer(NbdServerConfig config, ExportProvider* exports, metrics::Registry* registry);
   ~NbdServer();  // Stop()s
   NbdServer(const NbdServer&) = delete;
@@ -80,6 +80,10 @@ class NbdServer {
   // answered NBD_REP_ERR_SHUTDOWN), forces sockets closed after stop_grace_ms, then joins all
   // threads. A BlockDevice call that never returns keeps Stop() waiting. Idempotent.
   void Stop();
+
+  // The export `name` was deleted: its ringcache_nbd_* series (and any other series of the
+  // registry labelled vdi="<name>") leave /metrics now, or when its last connection closes.
+  void ForgetExport(const std::string& name);
 
   int port() const { return port_; }
   // Returns the number of open client connections.

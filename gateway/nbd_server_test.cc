@@ -427,18 +427,38 @@ TEST_F(NbdServerTest, MetricsCountRequestsBytesAndConnections) {
   }
   server_->Stop();  // joins connection threads, so the gauge is final
   const std::string text = registry_.Render();
-  EXPECT_NE(text.find("ringcache_nbd_requests_total{command=\"read\",result=\"ok\"} 1"),
+  EXPECT_NE(text.find(
+                "ringcache_nbd_requests_total{command=\"read\",result=\"ok\",vdi=\"disk\"} 1"),
             std::string::npos)
       << text;
-  EXPECT_NE(text.find("ringcache_nbd_requests_total{command=\"read\",result=\"einval\"} 1"),
+  EXPECT_NE(text.find("ringcache_nbd_requests_total{command=\"read\",result=\"einval\","
+                      "vdi=\"disk\"} 1"),
             std::string::npos);
-  EXPECT_NE(text.find("ringcache_nbd_requests_total{command=\"write\",result=\"ok\"} 1"),
+  EXPECT_NE(text.find(
+                "ringcache_nbd_requests_total{command=\"write\",result=\"ok\",vdi=\"disk\"} 1"),
             std::string::npos);
-  EXPECT_NE(text.find("ringcache_nbd_bytes_total{direction=\"read\"} 4096"), std::string::npos);
-  EXPECT_NE(text.find("ringcache_nbd_bytes_total{direction=\"write\"} 4096"), std::string::npos);
+  EXPECT_NE(text.find("ringcache_nbd_bytes_total{direction=\"read\",vdi=\"disk\"} 4096"),
+            std::string::npos);
+  EXPECT_NE(text.find("ringcache_nbd_bytes_total{direction=\"write\",vdi=\"disk\"} 4096"),
+            std::string::npos);
   EXPECT_NE(text.find("ringcache_nbd_connections 0"), std::string::npos);
-  EXPECT_NE(text.find("ringcache_nbd_request_duration_seconds_count{command=\"read\"} 1"),
+  EXPECT_NE(text.find(
+                "ringcache_nbd_request_duration_seconds_count{command=\"read\",vdi=\"disk\"} 1"),
             std::string::npos);
+}
+
+TEST_F(NbdServerTest, SeriesOfADeletedExportLeaveWithItsLastConnection) {
+  StartServer();
+  auto c = Client();
+  ASSERT_EQ(c->Write(0, std::string(4096, 'm')), 0);
+  server_->ForgetExport("disk");  // deleted while a client still has it open: kept
+  EXPECT_NE(registry_.Render().find("vdi=\"disk\""), std::string::npos);
+  ASSERT_TRUE(c->SendRequest(Req(nbd::kCmdDisc, 99, 0, 0)));
+  EXPECT_TRUE(c->WaitClosed());
+  server_->Stop();  // joins the connection: its last user is gone
+  const std::string text = registry_.Render();
+  EXPECT_EQ(text.find("vdi=\"disk\""), std::string::npos) << text;
+  EXPECT_NE(text.find("ringcache_nbd_connections 0"), std::string::npos) << text;
 }
 
 }  // namespace

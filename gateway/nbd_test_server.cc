@@ -22,8 +22,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "common/http_server.h"
+#include "common/daemon.h"
 #include "common/metrics.h"
+#include "common/socket.h"
 #include "gateway/nbd_server.h"
 #include "gateway/testing/mem_device.h"
 
@@ -152,23 +153,14 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "nbd-test-server: %s\n", port.status().ToString().c_str());
     return 1;
   }
-  ringcache::HttpServer http;
+  ringcache::MetricsServer http;
   int http_port = 0;
   if (!http_listen.empty()) {
-    http.Handle("/metrics", [registry] {
-      return ringcache::HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8",
-                                     registry->Render()};
-    });
-    std::string host;
-    int want = 0;
-    if (absl::Status s = ringcache::SplitHostPort(http_listen, &host, &want); !s.ok()) {
-      std::fprintf(stderr, "nbd-test-server: --http-listen: %s\n", s.ToString().c_str());
-      return 2;
-    }
-    absl::StatusOr<int> bound = http.Start(host, want);
+    absl::StatusOr<int> bound = http.Start(registry, http_listen);
     if (!bound.ok()) {
-      std::fprintf(stderr, "nbd-test-server: %s\n", bound.status().ToString().c_str());
-      return 1;
+      std::fprintf(stderr, "nbd-test-server: --http-listen: %s\n",
+                   bound.status().ToString().c_str());
+      return absl::IsInvalidArgument(bound.status()) ? 2 : 1;
     }
     http_port = *bound;
   }

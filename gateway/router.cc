@@ -540,6 +540,56 @@ CacheClient* Router::Client(uint32_t id) const {
   return nullptr;
 }
 
+void Router::ExportMetrics(metrics::Registry* registry) {
+  {
+    absl::MutexLock l(&mu_);
+    registry_ = registry;
+  }
+  registry->AddCallbackGauge("ringcache_gateway_ring_epoch",
+                             "Epoch of the cache ring requests are routed by (fencing token).", {},
+                             [this] { return static_cast<double>(ring_epoch()); });
+  registry->AddCallbackGauge(
+      "ringcache_gateway_cache_node_removals",
+      "Cache nodes being removed now (their dirty data destaged or replayed from the log).", {},
+      [this] {
+        absl::MutexLock l(&mu_);
+        return static_cast<double>(removing_.size());
+      });
+  registry->AddCallbackGauge("ringcache_gateway_cache_node_joins",
+                             "Cache nodes joining now (objects handed off to them).", {},
+                             [this] {
+                               absl::MutexLock l(&mu_);
+                               return joining_ ? 1.0 : 0.0;
+                             });
+}
+
+Router::CallMetrics* Router::CallMetricsLocked(uint32_t id) {
+  if (registry_ == nullptr) return nullptr;
+  std::unique_ptr<CallMetrics>& m = call_metrics_[id];
+  if (m) return m.get();
+  m = std::make_unique<CallMetrics>();
+  const std::string node = absl::StrCat(id);
+  m->seconds = registry_->GetHistogram(
+      "ringcache_gateway_cache_call_duration_seconds",
+      "Time of one object call to its owning cache node (one try), by node.", {{"node", node}});
+  for (int c = 0; c < CallMetrics::kCodes; ++c) {
+    m->calls[c] = registry_->GetCounter(
+        "ringcache_gateway_cache_calls_total",
+        "Object calls to cache nodes by node and result (absl/gRPC status code name).",
+        {{"node", node}, {"code", absl::StatusCodeToString(static_cast<absl::StatusCode>(c))}});
+  }
+  const char* reasons[] = {"fenced", "unreachable", "stale_epoch", "moved"};
+  for (int r = 0; r < 4; ++r) {
+    m->retries[r] = registry_->GetCounter(
+        "ringcache_gateway_cache_call_retries_total",
+        "Object calls tried again, by node tried and reason: fenced (the owner refused while it "
+        "cannot prove ownership), unreachable (connection broken), stale_epoch (the owner saw a "
+        "newer ring), moved (the owner left the ring).",
+        {{"node", node}, {"reason", reasons[r]}});
+  }
+  return m.get();
+}
+
 absl::Status Router::OnOwner(const v1::VdiGeometry& g, uint64_t object,
                              const std::function<absl::Status(CacheClient*)>& op) {
   const ring::ObjectKey key{g.vdi_id(), object};
@@ -548,6 +598,7 @@ absl::Status Router::OnOwner(const v1::VdiGeometry& g, uint64_t object,
   for (;;) {
     uint32_t owner;
     uint64_t epoch;
+    CallMetrics* cm;
     {
       absl::MutexLock l(&mu_);
       // An object whose owner is leaving waits until the leaving node's data is settled.
@@ -560,10 +611,18 @@ absl::Status Router::OnOwner(const v1::VdiGeometry& g, uint64_t object,
       epoch = RingEpochLocked();
       ++inflight_[owner];
       ++inflight_objects_[{key.vdi_id, key.object_index}];
+      cm = CallMetricsLocked(owner);
     }
     CacheClient* client = Client(owner);
     client->SetRingEpoch(epoch);  // ring changes wait for requests in flight: one epoch at a time
+    const absl::Time call_start = absl::Now();
     absl::Status s = OnMember(g, object, client, op);
+    if (cm != nullptr) {
+      cm->seconds->Observe(absl::ToDoubleSeconds(absl::Now() - call_start));
+      const int code = static_cast<int>(s.code());
+      cm->calls[code < CallMetrics::kCodes ? code : static_cast<int>(absl::StatusCode::kUnknown)]
+          ->Increment();
+    }
     // UNAVAILABLE from a node that does not answer a probe either: its connection broke (it died,
     // or keepalive found it cut off). Like a fenced node, wait for it to come back or leave the
     // ring, then retry. (A node that answers sent the error itself: it goes to the client.)
@@ -586,13 +645,16 @@ absl::Status Router::OnOwner(const v1::VdiGeometry& g, uint64_t object,
       // nothing either: retry once our ring caught up (membership).
       const bool stale = IsKind(s, ErrorKind::kStaleEpoch);
       if (stale && ++fenced_retries <= kMaxFencedRetries) {
-        // fall through to the wait below
+        if (cm != nullptr) cm->retries[kRetryStaleEpoch]->Increment();
       } else if (!((fenced || unreachable) && !moved && ++fenced_retries <= kMaxFencedRetries)) {
         if (s.ok() || !moved ||
             (!absl::IsUnavailable(s) && !absl::IsDeadlineExceeded(s) && !absl::IsCancelled(s))) {
           return s;
         }
+        if (cm != nullptr) cm->retries[kRetryMoved]->Increment();
         continue;
+      } else if (cm != nullptr) {
+        cm->retries[fenced ? kRetryFenced : kRetryUnreachable]->Increment();
       }
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));  // fenced/stale: wait, retry

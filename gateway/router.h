@@ -30,6 +30,7 @@
 #include "absl/synchronization/mutex.h"
 #include "datanode/client/datanode_pool.h"
 #include "gateway/block_device.h"
+#include "common/metrics.h"
 #include "gateway/cache_client.h"
 #include "gateway/catalog.h"
 #include "ring/ring.h"
@@ -76,6 +77,11 @@ class Router : public ExportProvider {
   // is retried every 100 ms for up to a minute, re-routed each time.
   absl::Status OnOwner(const v1::VdiGeometry& g, uint64_t object,
                        const std::function<absl::Status(CacheClient*)>& op);
+  // Exports the router's metrics to `registry` (not owned, outlives the router): per cache node,
+  // calls by status code, their latency and retries; the ring epoch; removals in progress.
+  // REQUIRES: called once, before serving.
+  void ExportMetrics(metrics::Registry* registry);
+
   Catalog* catalog() const { return catalog_; }
   // The cache ring epoch requests carry, and the fencing token of what they write. It grows
   // with every ownership change — each removal and join, in both modes, before any request is
@@ -159,7 +165,20 @@ class Router : public ExportProvider {
   std::unique_ptr<CacheClient> NewClient(uint32_t id, const std::string& address) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // The series of calls to one cache node (ExportMetrics).
+  struct CallMetrics {
+    static constexpr int kCodes = 17;  // absl::StatusCode 0..16
+    metrics::Histogram* seconds = nullptr;
+    metrics::Counter* calls[kCodes] = {};
+    metrics::Counter* retries[4] = {};  // by RetryReason
+  };
+  enum RetryReason { kRetryFenced, kRetryUnreachable, kRetryStaleEpoch, kRetryMoved };
+  // Returns the series of node `id` (null before ExportMetrics).
+  CallMetrics* CallMetricsLocked(uint32_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   mutable absl::Mutex mu_;
+  metrics::Registry* registry_ ABSL_GUARDED_BY(mu_) = nullptr;
+  absl::flat_hash_map<uint32_t, std::unique_ptr<CallMetrics>> call_metrics_ ABSL_GUARDED_BY(mu_);
   // Only grows (LearnCacheNode): a deque keeps the members' addresses, which Live() hands out,
   // valid; see removed_ for who is in the ring.
   std::deque<CacheMember> members_ ABSL_GUARDED_BY(mu_);

@@ -161,7 +161,7 @@ grep -q "err= 0" "$work/fio.txt" || fail "fio reported errors: $(cat "$work/fio.
 step "metrics"
 if command -v curl > /dev/null; then
   curl -sf "http://127.0.0.1:$http_port/metrics" > "$work/metrics.txt"
-  grep -q 'ringcache_nbd_requests_total{command="write",result="ok"}' "$work/metrics.txt" ||
+  grep -q 'ringcache_nbd_requests_total{command="write",result="ok",vdi="[^"]*"}' "$work/metrics.txt" ||
     fail "no NBD request metrics"
   if [[ -n "$promtool" ]]; then
     "$promtool" check metrics < "$work/metrics.txt" || fail "promtool check metrics"

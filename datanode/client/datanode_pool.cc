@@ -675,7 +675,7 @@ void DataNodePool::SendLogBatch(Node* node) {
     req = &batch->req;
   }
   batch->ctx = Context();
-  if (node->log_calls != nullptr) node->log_calls->Inc();
+  if (node->log_calls != nullptr) node->log_calls->Increment();
   node->stub->async()->LogAppend(
       batch->ctx.get(), req, &batch->resp, [this, node, batch](grpc::Status s) {
         Note(node, s);

@@ -22,7 +22,7 @@
 #include "common/grpc_channel.h"
 #include "common/status_macros.h"
 #include "common/daemon.h"
-#include "common/http_server.h"
+#include "common/socket.h"
 #include "common/metrics.h"
 #include "datanode/config.h"
 #include "datanode/service.h"
