@@ -17,6 +17,8 @@ PACKAGES=(
   qemu-utils libnbd-bin python3-libnbd fio prometheus curl python3 iproute2 procps
   # metrics: prometheus-cpp (registry + pull exposer)
   prometheus-cpp-dev
+  # the compose cluster (deploy/compose): Docker engine, compose, and the base image's debootstrap
+  docker.io docker-compose debootstrap
 )
 
 SUDO=""

@@ -198,6 +198,12 @@ std::vector<v1::NodeInfo> AdminService::Nodes() const {
     // draining say more and stay.
     for (auto& n : out) {
       if (n.state() != "up" && n.state() != "configured" && !n.state().empty()) continue;
+      // The gateway answering this call is up (one gateway per cluster today, issue 14 will
+      // watch the others).
+      if (n.role() == "gateway") {
+        n.set_state("up");
+        continue;
+      }
       if (n.role() == "cachenode" && watched_) {
         auto it = cache_health_.find(n.id());
         n.set_state(it != cache_health_.end() ? it->second : "up");
@@ -256,9 +262,72 @@ grpc::Status AdminService::RemoveNode(grpc::ServerContext*, const v1::RemoveNode
     if (absl::Status s = before_remove(id); !s.ok()) return ToGrpc(s);
   }
   auto settle = CacheNodeSettle(router_, id, /*register_first=*/false);
+  SetNodeState("cachenode", id, "draining");
+  DrainWatch watch(this, id);
   absl::Status s = router_->RemoveCacheNode(id, settle, nullptr);
-  if (s.ok()) SetNodeState("cachenode", id, "removed");
+  watch.Stop();
+  SetNodeState("cachenode", id, s.ok() ? "removed" : "up");
+  SetDrainProgress(id, "", 0, 0);
   return ToGrpc(s);
+}
+
+// Samples the dirty bytes of a cache node being drained, once a second, into its NodeInfo (what
+// `ringcachectl node drain` prints while it waits). A node that does not answer is being replayed
+// from its write-back log instead.
+AdminService::DrainWatch::DrainWatch(AdminService* admin, uint32_t id) : admin_(admin), id_(id) {
+  thread_ = std::thread([this] { Run(); });
+}
+
+AdminService::DrainWatch::~DrainWatch() { Stop(); }
+
+void AdminService::DrainWatch::Stop() {
+  {
+    absl::MutexLock l(&mu_);
+    stop_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+void AdminService::DrainWatch::Run() {
+  CacheClient* client = nullptr;
+  for (const auto& [member, c] : admin_->router_->ServingOrJoining()) {
+    if (member == id_) client = c;
+  }
+  uint64_t start = 0;
+  bool first = true;
+  absl::MutexLock l(&mu_);
+  while (!stop_) {
+    mu_.Unlock();
+    std::vector<v1::VdiCacheStats> stats;
+    absl::Status st = client != nullptr ? client->Stats(0, &stats)
+                                        : absl::NotFoundError("not a member");
+    if (st.ok()) {
+      uint64_t dirty = 0;
+      for (const auto& v : stats) dirty += v.dirty_bytes();
+      if (first) start = dirty;
+      first = false;
+      start = std::max(start, dirty);
+      admin_->SetDrainProgress(id_, absl::StrCat("destaging its dirty data"), start, dirty);
+    } else {
+      admin_->SetDrainProgress(id_, "not answering: replaying its write-back log from the data "
+                                    "nodes", start, 0);
+    }
+    mu_.Lock();
+    auto stopped = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_; };
+    mu_.AwaitWithTimeout(absl::Condition(&stopped), absl::Seconds(1));
+  }
+}
+
+void AdminService::SetDrainProgress(uint32_t id, const std::string& progress, uint64_t start,
+                                    uint64_t left) {
+  absl::MutexLock l(&mu_);
+  for (auto& n : nodes_) {
+    if (n.role() == "cachenode" && n.id() == id) {
+      n.set_progress(progress);
+      n.set_drain_dirty_bytes_start(start);
+      n.set_drain_dirty_bytes_left(left);
+    }
+  }
 }
 
 void AdminService::SetNodeState(const std::string& role, uint32_t id, const std::string& state) {

@@ -114,8 +114,9 @@ int main(int argc, char** argv) {
       spdlog::info("data ring epoch {} from etcd", (*saved_ring)->epoch);
     }
   }
-  auto pool = saved_ring->has_value() ? datanode::DataNodePool::Create(**saved_ring, registry)
-                                      : datanode::DataNodePool::Create(endpoints, registry);
+  auto pool = saved_ring->has_value()
+                  ? datanode::DataNodePool::Create(**saved_ring, registry, 30000, "gateway")
+                  : datanode::DataNodePool::Create(endpoints, registry, 30000, "gateway");
   if (!pool.ok()) return Fail(2, pool.status().ToString());
   std::vector<gateway::CacheMember> members;
   for (const auto& n : cluster->OfRole("cachenode")) {

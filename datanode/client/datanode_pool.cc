@@ -143,19 +143,22 @@ absl::StatusOr<ring::Ring> BuildDataRing(const std::vector<DataNodeEndpoint>& no
 }
 
 absl::StatusOr<std::unique_ptr<DataNodePool>> DataNodePool::Create(
-    const std::vector<DataNodeEndpoint>& nodes, metrics::Registry* registry, int rpc_timeout_ms) {
+    const std::vector<DataNodeEndpoint>& nodes, metrics::Registry* registry, int rpc_timeout_ms,
+    const std::string& role) {
   if (nodes.empty()) return absl::InvalidArgumentError("no data nodes configured");
   DataRing spec;
   spec.nodes = nodes;
   for (const auto& e : nodes) spec.members.push_back(e.id);
-  return Create(spec, registry, rpc_timeout_ms);
+  return Create(spec, registry, rpc_timeout_ms, role);
 }
 
 absl::StatusOr<std::unique_ptr<DataNodePool>> DataNodePool::Create(const DataRing& spec,
                                                                   metrics::Registry* registry,
-                                                                  int rpc_timeout_ms) {
+                                                                  int rpc_timeout_ms,
+                                                                  const std::string& role) {
   std::unique_ptr<DataNodePool> pool(new DataNodePool());
   pool->registry_ = registry;
+  pool->role_ = role;
   pool->rpc_timeout_ms_ = rpc_timeout_ms;
   RC_ASSIGN_OR_RETURN(std::shared_ptr<const View> v, pool->MakeView(spec));
   absl::MutexLock l(&pool->mu_);
@@ -190,11 +193,11 @@ absl::StatusOr<std::shared_ptr<const DataNodePool::View>> DataNodePool::MakeView
       n->stub = v1::DataNode::NewStub(n->channel);
       if (registry_ != nullptr) {
         n->latency = registry_->GetHistogram(
-            "ringcache_cachenode_datanode_op_duration_seconds",
-            "Latency of data node operations seen by the cache node.",
+            absl::StrCat("ringcache_", role_, "_datanode_op_duration_seconds"),
+            absl::StrCat("Latency of data node operations seen by the ", role_, "."),
             {{"datanode", absl::StrCat(e.id)}});
         n->log_calls = registry_->GetCounter(
-            "ringcache_cachenode_log_append_calls_total",
+            absl::StrCat("ringcache_", role_, "_log_append_calls_total"),
             "LogAppend calls sent to the data node; each carries the log records of one or more "
             "concurrent writes (group commit).",
             {{"datanode", absl::StrCat(e.id)}});

@@ -102,13 +102,15 @@ struct LogAppendResult {
 class DataNodePool {
  public:
   // Builds the data ring over `nodes` (epoch 0, all members). `registry` (not owned, may be
-  // null) receives per-node latency metrics.
+  // null) receives per-node latency metrics, named after the daemon that owns the pool
+  // (`role`: ringcache_<role>_datanode_op_duration_seconds, ...).
   static absl::StatusOr<std::unique_ptr<DataNodePool>> Create(
       const std::vector<DataNodeEndpoint>& nodes, metrics::Registry* registry,
-      int rpc_timeout_ms = 30000);
+      int rpc_timeout_ms = 30000, const std::string& role = "cachenode");
   static absl::StatusOr<std::unique_ptr<DataNodePool>> Create(const DataRing& ring,
                                                               metrics::Registry* registry,
-                                                              int rpc_timeout_ms = 30000);
+                                                              int rpc_timeout_ms = 30000,
+                                                              const std::string& role = "cachenode");
 
   // Switches to `ring`, then waits until no request still uses the previous one. An epoch
   // below the current one is refused (kFailedPrecondition); the current epoch again changes
@@ -258,6 +260,7 @@ class DataNodePool {
   void SendLogBatch(Node* node);
 
   metrics::Registry* registry_ = nullptr;
+  std::string role_ = "cachenode";  // names the metrics
   int rpc_timeout_ms_ = 30000;
   mutable absl::Mutex mu_;
   std::shared_ptr<const View> view_ ABSL_GUARDED_BY(mu_);

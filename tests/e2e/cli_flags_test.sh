@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every program's command line: --version prints "<program> <version>" and exits 0, --help exits
-# 0, an unknown flag and a missing cluster file exit 2 (bad configuration), and
+# 0, an unknown flag, a missing cluster file and a bad one exit 2 (bad configuration), and
 # `deploy/cluster.sh --help` exits 0 without creating anything.
 # Usage: tests/e2e/cli_flags_test.sh BUILD_DIR
 set -uo pipefail
@@ -30,9 +30,17 @@ for p in gateway/ringcache-gateway cachenode/ringcache-cachenode datanode/ringca
   expect_rc 0 "$name --help" "$BIN/$p" --help
   expect_rc 2 "$name --no-such-flag" "$BIN/$p" --no-such-flag
 done
+printf 'nodes:\n  - {role: cachenode, id: x}\n' > "$WORK/bad-value.yaml"
+printf 'nodes: [\n' > "$WORK/bad-yaml.yaml"
 for p in gateway/ringcache-gateway cachenode/ringcache-cachenode datanode/ringcache-datanode; do
   expect_rc 2 "$(basename "$p") with a missing cluster file" "$BIN/$p" --cluster "$WORK/none.yaml"
+  expect_rc 2 "$(basename "$p") with a bad value in the cluster file" \
+    "$BIN/$p" --cluster "$WORK/bad-value.yaml" --id 1
+  expect_rc 2 "$(basename "$p") with a cluster file that is not YAML" \
+    "$BIN/$p" --cluster "$WORK/bad-yaml.yaml" --id 1
 done
+expect_rc 2 "ringcache-datanode with a bad --config" "$BIN/datanode/ringcache-datanode" \
+  --config "$WORK/bad-yaml.yaml"
 
 # cluster.sh --help: exit 0, nothing created in the current directory.
 (cd "$WORK" && mkdir empty && cd empty && "$ROOT/deploy/cluster.sh" --help > ../help.txt 2>&1)

@@ -165,6 +165,12 @@ t0=$SECONDS
 log "draining cache node 2; dirty bytes in the cache nodes: $(dirty_bytes)"
 "${CTL[@]}" node drain 2 > "$WORK/drain.log" 2>&1 || { cat "$WORK/drain.log"; fail "node drain 2"; }
 state_is cachenode 2 removed || fail "cache node 2 is $(node_state cachenode 2) after its drain"
+# Progress lines come once a second while the drain runs (a short drain may show none).
+if grep -q "cachenode 2: " "$WORK/drain.log"; then
+  grep -Eq "cachenode 2: destaging its dirty data, .* dirty left, .*% done, .*, ETA" \
+    "$WORK/drain.log" || { cat "$WORK/drain.log"; fail "drain progress lines look wrong"; }
+fi
+sed 's/^/    /' "$WORK/drain.log"
 loop_alive || fail "the fio loop stopped: $(tail -3 "$WORK/loop.log")"
 log "2. cache node 2 drained in $((SECONDS - t0)) s (fio at run $(cat "$WORK/current"))"
 next_run

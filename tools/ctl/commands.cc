@@ -3,11 +3,14 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "tools/ctl/format.h"
 #include "tools/ctl/health.h"
 
@@ -330,7 +333,46 @@ absl::Status RemoveNode(const AdminSession& s, const std::string& verb, const st
   // far longer than an ordinary answer.
   ctx.set_deadline(std::chrono::system_clock::now() +
                    std::max<std::chrono::milliseconds>(s.timeout, std::chrono::minutes(15)));
-  if (absl::Status st = FromRpc(s, s.stub->RemoveNode(&ctx, req, &resp)); !st.ok()) return st;
+  // The removal is one call; meanwhile the gateway samples the node's dirty bytes into its node
+  // list, which a second call reads every second to show the drain's progress (text output).
+  absl::Mutex mu;
+  bool finished = false;
+  grpc::Status rpc;
+  std::thread call([&] {
+    grpc::Status r = s.stub->RemoveNode(&ctx, req, &resp);
+    absl::MutexLock l(&mu);
+    rpc = r;
+    finished = true;
+  });
+  std::string last;
+  const absl::Time started = absl::Now();
+  for (;;) {
+    {
+      absl::MutexLock l(&mu);
+      auto done = [&finished]() { return finished; };
+      if (mu.AwaitWithTimeout(absl::Condition(&done), absl::Seconds(1))) break;
+    }
+    if (s.json || role != "cachenode") continue;
+    v1::ListNodesResponse nodes;
+    grpc::ClientContext lctx;
+    SetDeadline(s, &lctx);
+    if (!s.stub->ListNodes(&lctx, v1::ListNodesRequest(), &nodes).ok()) continue;
+    for (const auto& n : nodes.nodes()) {
+      if (n.role() != role || n.id() != id || n.progress().empty()) continue;
+      const double secs = absl::ToDoubleSeconds(absl::Now() - started);
+      const uint64_t gone = n.drain_dirty_bytes_start() - std::min(n.drain_dirty_bytes_start(),
+                                                                    n.drain_dirty_bytes_left());
+      std::string line = absl::StrCat(role, " ", id, ": ", n.progress());
+      if (n.drain_dirty_bytes_start() > 0 || n.drain_dirty_bytes_left() > 0) {
+        line += ", " + FormatDirtyProgress(n.drain_dirty_bytes_start(),
+                                           n.drain_dirty_bytes_left(), secs > 0 ? gone / secs : 0);
+      }
+      if (line != last) *s.out << line << std::endl;
+      last = line;
+    }
+  }
+  call.join();
+  if (absl::Status st = FromRpc(s, rpc); !st.ok()) return st;
   if (s.json) {
     *s.out << JsonWriter()
                   .BeginObject()
@@ -451,13 +493,18 @@ absl::Status Flush(const AdminSession& s, const std::string& vdi) {
   const std::string what = vdi.empty() ? "all VDIs" : "VDI " + vdi;
   v1::FlushProgress p;
   bool done = false;
+  uint64_t total = 0;  // the dirty bytes of the first report (the peak, if more came)
   while (reader->Read(&p)) {
+    total = std::max(total, p.dirty_bytes_left());
+    const Progress progress = ProgressOf(total, p.dirty_bytes_left(), p.bytes_per_second());
     if (s.json) {
       *s.out << JsonWriter()
                     .BeginObject()
                     .Field("dirty_bytes_left", p.dirty_bytes_left())
                     .Field("dirty_blocks_left", p.dirty_blocks_left())
                     .Field("bytes_per_second", p.bytes_per_second())
+                    .Field("percent_done", 100 * progress.done)
+                    .Field("eta_seconds", progress.eta_seconds)
                     .Field("done", p.done())
                     .EndObject()
                     .str()
@@ -465,8 +512,9 @@ absl::Status Flush(const AdminSession& s, const std::string& vdi) {
     } else if (p.done()) {
       *s.out << "flush of " << what << ": done" << std::endl;
     } else {
-      *s.out << "flush of " << what << ": " << FormatBytes(p.dirty_bytes_left()) << " dirty left, "
-             << FormatRate(p.bytes_per_second()) << std::endl;
+      *s.out << "flush of " << what << ": "
+             << FormatDirtyProgress(total, p.dirty_bytes_left(), p.bytes_per_second())
+             << std::endl;
     }
     done = done || p.done();
   }

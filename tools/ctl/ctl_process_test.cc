@@ -284,7 +284,8 @@ TEST_F(CtlProcessTest, StatsAndFlushAfterNbdWrites) {
   r = Ctl("flush --vdi demo --wait");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(std::regex_search(
-      r.out, std::regex("^flush of VDI demo: [0-9.]+ [KMG]?i?B dirty left, [0-9.]+ [KMG]?i?B/s\n")))
+      r.out, std::regex("^flush of VDI demo: [0-9.]+ [KMG]?i?B dirty left, [0-9.]+% done, "
+                        "[0-9.]+ [KMG]?i?B/s, ETA ([0-9hms]+|-)\n")))
       << r.out;
   EXPECT_THAT(r.out, HasSubstr("flush of VDI demo: done\n"));
 
@@ -292,7 +293,8 @@ TEST_F(CtlProcessTest, StatsAndFlushAfterNbdWrites) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(std::regex_search(
       r.out, std::regex("\\{\"dirty_bytes_left\":[0-9]+,\"dirty_blocks_left\":[0-9]+,"
-                        "\"bytes_per_second\":[-0-9.e+]+,\"done\":true\\}\n$")))
+                        "\"bytes_per_second\":[-0-9.e+]+,\"percent_done\":100,"
+                        "\"eta_seconds\":0,\"done\":true\\}\n$")))
       << r.out;
 
   // After a completed flush and no new writes, nothing is dirty.

@@ -62,6 +62,38 @@ std::string FormatFixed(double value, int decimals) {
   return buf;
 }
 
+std::string FormatDuration(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "-";
+  const long long s = std::llround(seconds);
+  char buf[48];
+  if (s < 60) {
+    std::snprintf(buf, sizeof(buf), "%llds", s);
+  } else if (s < 3600) {
+    std::snprintf(buf, sizeof(buf), "%lldm%02llds", s / 60, s % 60);
+  } else {
+    std::snprintf(buf, sizeof(buf), "%lldh%02lldm", s / 3600, s % 3600 / 60);
+  }
+  return buf;
+}
+
+Progress ProgressOf(uint64_t total, uint64_t left, double rate) {
+  Progress p;
+  if (left > total) total = left;  // more became dirty meanwhile: measure from the peak
+  p.done = total == 0 ? 1.0 : static_cast<double>(total - left) / static_cast<double>(total);
+  if (left == 0) {
+    p.eta_seconds = 0;
+  } else if (std::isfinite(rate) && rate > 0) {
+    p.eta_seconds = static_cast<double>(left) / rate;
+  }
+  return p;
+}
+
+std::string FormatDirtyProgress(uint64_t total, uint64_t left, double rate) {
+  const Progress p = ProgressOf(total, left, rate);
+  return FormatBytes(left) + " dirty left, " + FormatPercent(p.done) + " done, " +
+         FormatRate(rate) + ", ETA " + FormatDuration(p.eta_seconds);
+}
+
 Table::Table(std::vector<Column> columns) : columns_(std::move(columns)) {}
 
 void Table::AddRow(std::vector<std::string> cells) {

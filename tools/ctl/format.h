@@ -33,6 +33,21 @@ std::string FormatPercent(double fraction);
 // Returns `value` with exactly `decimals` digits after the point ("3.142"). Non-finite -> "-".
 std::string FormatFixed(double value, int decimals);
 
+// Returns a duration such as "45s", "3m20s", "2h05m". Negative or non-finite -> "-".
+std::string FormatDuration(double seconds);
+
+// How far a job that shrinks a quantity (dirty bytes to destage) has come: `done` is the share of
+// `total` no longer `left` (0..1; 1 when total is 0), `eta_seconds` the time `left` takes at
+// `rate` per second (-1 when the rate is unknown or zero and something is left).
+struct Progress {
+  double done = 0;
+  double eta_seconds = -1;
+};
+Progress ProgressOf(uint64_t total, uint64_t left, double rate);
+
+// "12.0 MiB dirty left, 40.0% done, 8.0 MiB/s, ETA 2s" (ETA "-" while the rate is unknown).
+std::string FormatDirtyProgress(uint64_t total, uint64_t left, double rate);
+
 // An aligned text table: a header row, then one row per AddRow, columns separated by two
 // spaces, no trailing whitespace. Numbers read best right-aligned (Align::kRight).
 class Table {

@@ -146,5 +146,24 @@ TEST(CtlFormatTest, JsonNumbersRoundTripAndNonFiniteIsNull) {
   EXPECT_EQ(j.str(), "[18446744073709551615,0.1,3,null,null,false,\"x\"]");
 }
 
+TEST(FormatTest, DurationsAndProgress) {
+  EXPECT_EQ(FormatDuration(0), "0s");
+  EXPECT_EQ(FormatDuration(44.6), "45s");
+  EXPECT_EQ(FormatDuration(200), "3m20s");
+  EXPECT_EQ(FormatDuration(7500), "2h05m");
+  EXPECT_EQ(FormatDuration(-1), "-");
+  Progress p = ProgressOf(100, 25, 5);
+  EXPECT_DOUBLE_EQ(p.done, 0.75);
+  EXPECT_DOUBLE_EQ(p.eta_seconds, 5);
+  EXPECT_DOUBLE_EQ(ProgressOf(100, 25, 0).eta_seconds, -1);  // no rate yet: unknown
+  EXPECT_DOUBLE_EQ(ProgressOf(0, 0, 0).done, 1);
+  EXPECT_DOUBLE_EQ(ProgressOf(0, 0, 0).eta_seconds, 0);
+  EXPECT_DOUBLE_EQ(ProgressOf(10, 20, 1).done, 0);  // grew past the start: measured from the peak
+  EXPECT_EQ(FormatDirtyProgress(4 << 20, 1 << 20, 1 << 20),
+            "1.0 MiB dirty left, 75.0% done, 1.0 MiB/s, ETA 1s");
+  EXPECT_EQ(FormatDirtyProgress(4 << 20, 1 << 20, 0),
+            "1.0 MiB dirty left, 75.0% done, 0 B/s, ETA -");
+}
+
 }  // namespace
 }  // namespace ringcache::ctl
