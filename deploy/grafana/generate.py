@@ -25,9 +25,20 @@ def q(expr, legend="", instant=False):
 
 
 def ts(title, queries, unit="short", desc="", w=8, h=8, stack=False, lo=None, hi=None,
-       thresholds=None):
+       thresholds=None, overrides=()):
     return {"kind": "timeseries", "title": title, "queries": queries, "unit": unit, "desc": desc,
-            "w": w, "h": h, "stack": stack, "min": lo, "max": hi, "thresholds": thresholds}
+            "w": w, "h": h, "stack": stack, "min": lo, "max": hi, "thresholds": thresholds,
+            "overrides": list(overrides)}
+
+
+def right_axis(legend, unit, lo=None, hi=None):
+    """Override: the series named `legend` on a right-hand axis of its own unit."""
+    props = [{"id": "unit", "value": unit}, {"id": "custom.axisPlacement", "value": "right"}]
+    if lo is not None:
+        props.append({"id": "min", "value": lo})
+    if hi is not None:
+        props.append({"id": "max", "value": hi})
+    return {"matcher": {"id": "byName", "options": legend}, "properties": props}
 
 
 def stat(title, queries, unit="short", desc="", w=4, h=4, thresholds=None, text_mode="auto"):
@@ -89,7 +100,7 @@ def panel_json(p, pid, x, y):
             defaults["min"] = p["min"]
         if p["max"] is not None:
             defaults["max"] = p["max"]
-        base["fieldConfig"] = {"defaults": defaults, "overrides": []}
+        base["fieldConfig"] = {"defaults": defaults, "overrides": p["overrides"]}
         base["options"] = {
             "legend": {"displayMode": "list", "placement": "bottom", "showLegend": True},
             "tooltip": {"mode": "multi", "sort": "desc"},
@@ -179,6 +190,27 @@ def p99(metric, by, sel="", phi="0.99"):
             f"(rate({metric}_bucket{{{sel}}}[{RI}])))")
 
 
+def removals_and_rebalance(sel, agg, w=8):
+    """Cache node removals and joins, the data rebalance and its scan progress (right axis).
+    agg ("max" or "") folds several gateways into one line each."""
+    def m(name):
+        e = f"ringcache_gateway_{name}{{{sel}}}" if sel else f"ringcache_gateway_{name}"
+        return f"{agg}({e})" if agg else e
+    progress = (f"clamp_max({m('rebalance_blocks_scanned')}"
+                f" / clamp_min({m('rebalance_blocks_estimated')}, 1), 1)")
+    return ts(
+        "Removals and rebalance",
+        [q(m("cache_node_removals"), "cache node removals"),
+         q(m("cache_node_joins"), "cache node joins"),
+         q(m("rebalance_active"), "rebalance active"),
+         q(progress, "rebalance scanned")],
+        w=w, lo=0, overrides=[right_axis("rebalance scanned", "percentunit", 0, 1)],
+        desc="Cache nodes being removed (dirty data destaged or replayed from the write-back "
+             "log) and joining, 1 while a data rebalance runs, and how far the current (or "
+             "last) rebalance has scanned: blocks scanned over the estimate (right axis). "
+             "All 0 when idle; a removal takes seconds to minutes.")
+
+
 OVERVIEW = [
     row("Health"),
     stat("Targets up", [q(f"sum by (job) (up{{{JOBS}}})", "{{job}}")],
@@ -189,8 +221,10 @@ OVERVIEW = [
          [q('count(ALERTS{alertstate="firing", alertname=~"Ringcache.*"}) or vector(0)')],
          thresholds=GOOD_IF_ZERO, desc="Ringcache alerts firing now (alert_rules.yml)."),
     stat("Ring epoch", [q("max(ringcache_gateway_ring_epoch)", "gateway"),
-                        q("max(ringcache_cachenode_ring_epoch)", "cache nodes")],
-         desc="The gateway's cache ring epoch and the highest epoch any cache node has seen."),
+                        q("max(ringcache_cachenode_ring_epoch)", "cache nodes"),
+                        q("max(ringcache_gateway_data_epoch)", "data ring")],
+         desc="The gateway's cache ring epoch, the highest epoch any cache node has seen, and "
+              "the epoch of the data ring (bumps with every data node change)."),
     stat("Members", [q("sum by (role, state) (ringcache_gateway_members)", "{{role}} {{state}}")],
          w=4, desc="Cluster members per role and state, as the gateway sees them."),
     stat("Failed devices / checksum failures (1h)",
@@ -265,10 +299,7 @@ OVERVIEW = [
     ts("Cache call latency p99",
        [q("node:ringcache_gateway_cache_call_duration_seconds:p99_rate1m", "node {{node}}")],
        unit="s"),
-    ts("Pending replay and rebalance",
-       [q("sum(ringcache_gateway_replay_pending_blocks)", "replay blocks"),
-        q("sum(ringcache_gateway_rebalance_pending_ranges)", "rebalance ranges")],
-       w=16, desc="Work the gateway still has to do; 0 when idle. It should go down."),
+    removals_and_rebalance("", "max", w=16),
 ]
 
 V = 'vdi=~"$vdi"'
@@ -435,11 +466,9 @@ NODE = [
     ts("Cache call latency p99",
        [q(p99("ringcache_gateway_cache_call_duration_seconds", "node", I), "node {{node}}")],
        unit="s"),
-    ts("Ring and pending work", [q(f"ringcache_gateway_ring_epoch{{{I}}}", "ring epoch"),
-                                 q(f"ringcache_gateway_replay_pending_blocks{{{I}}}",
-                                   "replay pending blocks"),
-                                 q(f"ringcache_gateway_rebalance_pending_ranges{{{I}}}",
-                                   "rebalance pending ranges")]),
+    ts("Ring epochs", [q(f"ringcache_gateway_ring_epoch{{{I}}}", "cache ring"),
+                       q(f"ringcache_gateway_data_epoch{{{I}}}", "data ring")]),
+    removals_and_rebalance(I, "", w=16),
 ]
 
 DASHBOARDS = {

@@ -14,10 +14,8 @@
 #
 #   tests/e2e/prometheus_test.sh BUILD_DIR
 #
-# Env: KEEP=1 keeps the work directory (cluster logs, Prometheus data, results.txt);
-# ALLOW_PENDING=1 lets queries pass that only miss metrics named in PENDING or labels named in
-# PENDING_LABELS below (what the daemons are about to export). Exits 77 (skipped) when prometheus
-# or promtool is not installed.
+# Env: KEEP=1 keeps the work directory (cluster logs, Prometheus data, results.txt). Exits 77
+# (skipped) when prometheus or promtool is not installed.
 set -euo pipefail
 
 BUILD=$(cd "${1:?usage: prometheus_test.sh BUILD_DIR}" && pwd)
@@ -32,16 +30,6 @@ for tool in prometheus promtool; do
     exit 77
   fi
 done
-
-# Metrics the daemons do not export yet but the rules and dashboards already use.
-PENDING="process_cpu_seconds_total process_resident_memory_bytes process_open_fds
-process_start_time_seconds ringcache_gateway_ring_epoch ringcache_gateway_members
-ringcache_gateway_cache_calls_total ringcache_gateway_cache_call_retries_total
-ringcache_gateway_cache_call_duration_seconds_bucket ringcache_gateway_replay_pending_blocks
-ringcache_gateway_rebalance_pending_ranges"
-# Labels (METRIC:LABEL) the daemons do not put on a metric yet: the gateway's NBD series per VDI.
-PENDING_LABELS="ringcache_nbd_requests_total:vdi ringcache_nbd_bytes_total:vdi
-ringcache_nbd_request_duration_seconds_bucket:vdi"
 
 WORK=$(mktemp -d "${TEST_TMPDIR:-/tmp}/rc-prom.XXXXXX")
 source "$(dirname "$0")/ports.sh"
@@ -162,14 +150,10 @@ load 20 90
 # ---- queries ----------------------------------------------------------------------------------
 log "querying every recording rule and dashboard expression"
 status=0
-PENDING="$PENDING" PENDING_LABELS="$PENDING_LABELS" ALLOW_PENDING="${ALLOW_PENDING:-0}" \
-  python3 - "$PROM_URL" "$DASHDIR" > "$WORK/results.txt" 2>&1 << 'PY' || status=$?
+python3 - "$PROM_URL" "$DASHDIR" > "$WORK/results.txt" 2>&1 << 'PY' || status=$?
 import glob, itertools, json, os, re, sys, urllib.parse, urllib.request
 
 url, dashdir = sys.argv[1], sys.argv[2]
-pending = set(os.environ["PENDING"].split())
-pending_labels = {tuple(x.split(":")) for x in os.environ["PENDING_LABELS"].split()}
-allow_pending = os.environ["ALLOW_PENDING"] == "1"
 
 def api(path, **params):
     q = urllib.parse.urlencode(params, doseq=True)
@@ -301,7 +285,7 @@ for path in sorted(glob.glob(os.path.join(dashdir, "*.json"))):
             checks.append((f"{base} panel \"{p['title']}\" {t.get('refId', '')}", expr,
                            variants, None))
 
-failed, pending_only, nan_only, passed = [], [], [], 0
+failed, nan_only, passed = [], [], 0
 for where, expr, variants, error in checks:
     if error is None and not variants:
         error = "a dashboard variable has no values"
@@ -328,12 +312,6 @@ for where, expr, variants, error in checks:
         unlabelled = missing_labels(substitute(expr, BUILTINS))
         why += [f"{m} has no label {l}" for m, l in unlabelled]
         error = "no data" + (" (" + "; ".join(why) + ")" if why else "")
-        raw_unlabelled = {(m, l) for m, l in unlabelled if m not in records}
-        if ((absent or raw_unlabelled) and absent <= pending
-                and raw_unlabelled <= pending_labels
-                and (raw_unlabelled or not unlabelled)):
-            pending_only.append(f"{where}\n    {expr}\n    -> {error}")
-            continue
     failed.append(f"{where}\n    {expr}\n    -> {error}")
 
 print(f"{passed} of {len(checks)} queries returned data")
@@ -341,16 +319,11 @@ if nan_only:
     print(f"\n{len(nan_only)} queries returned only NaN (data, but nothing to plot right now):")
     for f in nan_only:
         print("  " + f)
-if pending_only:
-    print(f"\n{len(pending_only)} queries without data only because of metrics or labels "
-          "not exported yet:")
-    for f in pending_only:
-        print("  " + f)
 if failed:
     print(f"\n{len(failed)} queries FAILED:")
     for f in failed:
         print("  " + f)
-sys.exit(1 if failed or (pending_only and not allow_pending) else 0)
+sys.exit(1 if failed else 0)
 PY
 cat "$WORK/results.txt"
 [ "$status" = 0 ] || fail "queries without data (see above)"
