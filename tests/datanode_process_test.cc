@@ -303,7 +303,7 @@ TEST_F(DataNodeProcessTest, MetricsPassPromtoolAndHealthz) {
   ASSERT_TRUE(Read(0, 0, 1, &got).ok());
   std::string body;
   ASSERT_EQ(testing::HttpGet(node_.port("http_port"), "/healthz", &body), 200);
-  EXPECT_EQ(body, "ok\n");
+  EXPECT_NE(body.find("\nringcache_healthy 1\n"), std::string::npos) << body;
   ASSERT_EQ(testing::HttpGet(node_.port("http_port"), "/metrics", &body), 200);
   EXPECT_NE(body.find("ringcache_datanode_requests_total{op=\"write_blocks\",result=\"ok\"} 1"),
             std::string::npos)

@@ -116,7 +116,8 @@ int HttpGet(int port, const std::string& path, std::string* body) {
     ::close(fd);
     return -1;
   }
-  const std::string req = "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+  const std::string req =
+      "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
   ::send(fd, req.data(), req.size(), MSG_NOSIGNAL);
   std::string resp;
   char buf[8192];
