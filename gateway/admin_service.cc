@@ -181,6 +181,10 @@ void AdminService::ExportMetrics(metrics::Registry* registry) {
       "Blocks the current (or last) data rebalance has copied to their new data nodes.", {},
       rebalance([](const v1::DataRebalance& r) { return double(r.blocks_copied()); }));
   registry->AddCallbackGauge(
+      "ringcache_gateway_rebalance_blocks_deleted",
+      "Blocks the current (or last) data rebalance has deleted from their old data nodes.", {},
+      rebalance([](const v1::DataRebalance& r) { return double(r.blocks_deleted()); }));
+  registry->AddCallbackGauge(
       "ringcache_gateway_data_epoch", "Epoch of the data ring (bumps with every change).", {},
       rebalance([](const v1::DataRebalance& r) { return double(r.data_epoch()); }));
 }
