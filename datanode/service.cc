@@ -44,6 +44,10 @@ DataNodeService::DataNodeService(uint32_t node_id, BlockStore* store, HddEmulato
   registry_->AddCallbackGauge("ringcache_datanode_log_bytes",
                               "Bytes held by the write-back log area.", {},
                               [store] { return static_cast<double>(store->Stats().log_bytes); });
+  registry_->AddCallbackGauge(
+      "ringcache_datanode_log_limit_bytes",
+      "log_limit_bytes: above it log appends are answered over_limit (0 = no limit).", {},
+      [this] { return static_cast<double>(log_limit_bytes_.load()); });
   registry_->AddCallbackCounter(
       "ringcache_datanode_older_version_refusals_total",
       "Writes and trims refused because a block held a newer version (fencing token).", {},

@@ -309,6 +309,8 @@ TEST_F(DataNodeProcessTest, MetricsPassPromtoolAndHealthz) {
             std::string::npos)
       << body;
   EXPECT_NE(body.find("ringcache_datanode_request_duration_seconds_bucket"), std::string::npos);
+  EXPECT_NE(body.find("\nringcache_datanode_log_limit_bytes "), std::string::npos) << body;
+  EXPECT_EQ(body.find("\nringcache_datanode_log_limit_bytes 0\n"), std::string::npos) << body;
   const std::string path = dir_ + "/metrics.txt";
   std::ofstream(path) << body;
   std::string out;
