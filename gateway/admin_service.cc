@@ -153,40 +153,41 @@ void AdminService::ExportMetrics(metrics::Registry* registry) {
         }
         return out;
       });
-  auto rebalance = [this](auto field) {
-    return [this, field] {
+  // The data rebalance's state, read at scrape time from the rebalancer (0 before one is set).
+  using Field = double (*)(const v1::DataRebalance&);
+  const struct {
+    const char* name;
+    const char* help;
+    Field field;
+  } gauges[] = {
+      {"ringcache_gateway_rebalance_active",
+       "1 while home replicas move to a changed data ring (rebalance not idle).",
+       [](const v1::DataRebalance& r) { return r.state() == "idle" ? 0.0 : 1.0; }},
+      {"ringcache_gateway_rebalance_blocks_scanned",
+       "Blocks the current (or last) data rebalance has scanned.",
+       [](const v1::DataRebalance& r) { return double(r.blocks_scanned()); }},
+      {"ringcache_gateway_rebalance_blocks_estimated",
+       "Blocks the current (or last) data rebalance expects to scan (RocksDB estimate).",
+       [](const v1::DataRebalance& r) { return double(r.blocks_estimated()); }},
+      {"ringcache_gateway_rebalance_blocks_copied",
+       "Blocks the current (or last) data rebalance has copied to their new data nodes.",
+       [](const v1::DataRebalance& r) { return double(r.blocks_copied()); }},
+      {"ringcache_gateway_rebalance_blocks_deleted",
+       "Blocks the current (or last) data rebalance has deleted from their old data nodes.",
+       [](const v1::DataRebalance& r) { return double(r.blocks_deleted()); }},
+      {"ringcache_gateway_data_epoch", "Epoch of the data ring (bumps with every change).",
+       [](const v1::DataRebalance& r) { return double(r.data_epoch()); }},
+  };
+  for (const auto& g : gauges) {
+    registry->AddCallbackGauge(g.name, g.help, {}, [this, field = g.field] {
       std::function<v1::DataRebalance()> status;
       {
         absl::MutexLock l(&mu_);
         status = rebalance_status_;
       }
-      if (!status) return 0.0;
-      return field(status());
-    };
-  };
-  registry->AddCallbackGauge(
-      "ringcache_gateway_rebalance_active",
-      "1 while home replicas move to a changed data ring (rebalance not idle).", {},
-      rebalance([](const v1::DataRebalance& r) { return r.state() == "idle" ? 0.0 : 1.0; }));
-  registry->AddCallbackGauge(
-      "ringcache_gateway_rebalance_blocks_scanned",
-      "Blocks the current (or last) data rebalance has scanned.", {},
-      rebalance([](const v1::DataRebalance& r) { return double(r.blocks_scanned()); }));
-  registry->AddCallbackGauge(
-      "ringcache_gateway_rebalance_blocks_estimated",
-      "Blocks the current (or last) data rebalance expects to scan (RocksDB estimate).", {},
-      rebalance([](const v1::DataRebalance& r) { return double(r.blocks_estimated()); }));
-  registry->AddCallbackGauge(
-      "ringcache_gateway_rebalance_blocks_copied",
-      "Blocks the current (or last) data rebalance has copied to their new data nodes.", {},
-      rebalance([](const v1::DataRebalance& r) { return double(r.blocks_copied()); }));
-  registry->AddCallbackGauge(
-      "ringcache_gateway_rebalance_blocks_deleted",
-      "Blocks the current (or last) data rebalance has deleted from their old data nodes.", {},
-      rebalance([](const v1::DataRebalance& r) { return double(r.blocks_deleted()); }));
-  registry->AddCallbackGauge(
-      "ringcache_gateway_data_epoch", "Epoch of the data ring (bumps with every change).", {},
-      rebalance([](const v1::DataRebalance& r) { return double(r.data_epoch()); }));
+      return status ? field(status()) : 0.0;
+    });
+  }
 }
 
 std::vector<v1::NodeInfo> AdminService::Nodes() const {
@@ -311,7 +312,7 @@ void AdminService::DrainWatch::Run() {
       if (first) start = dirty;
       first = false;
       start = std::max(start, dirty);
-      admin_->SetDrainProgress(id_, absl::StrCat("destaging its dirty data"), start, dirty);
+      admin_->SetDrainProgress(id_, "destaging its dirty data", start, dirty);
     } else {
       admin_->SetDrainProgress(id_, "not answering: replaying its write-back log from the data "
                                     "nodes", start, 0);

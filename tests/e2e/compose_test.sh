@@ -222,14 +222,9 @@ stop_loop() {
   rm -f "$WORK/stop-loop"
 }
 check_loop() {  # every slot holds the last acknowledged write to it
-  local ops first k out
+  local ops
   ops=$(loop_ops)
-  first=$(( ops > 64 ? ops - 64 : 0 ))
-  for k in $(seq "$first" $((ops - 1))); do
-    out=$(qio "read -P $(( k % 250 + 1 )) $(( (k % 64) * 4 + 1 ))M 64k" 2>&1) ||
-      fail "read of loop write $k: $out"
-    if echo "$out" | grep -q "Pattern verification failed"; then fail "loop write $k lost: $out"; fi
-  done
+  check_loop_slots "$ops"
   echo "$ops"
 }
 since() { python3 -c "import time; print(f'{time.time() - $1:.1f}')"; }

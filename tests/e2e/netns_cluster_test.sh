@@ -340,12 +340,7 @@ for i in 1 2 3; do state_is "$i" up || fail "cache node $i is not up in node lis
 
 # The client loop's writes: every slot holds the last pattern written to it.
 ops=$(loop_ops)
-first=$(( ops > 64 ? ops - 64 : 0 ))
-for k in $(seq "$first" $((ops - 1))); do
-  out=$(qio "read -P $(( k % 250 + 1 )) $(( (k % 64) * 4 + 1 ))M 64k" 2>&1) ||
-    fail "loop slot of write $k: $out"
-  if echo "$out" | grep -q "Pattern verification failed"; then fail "loop write $k lost: $out"; fi
-done
+check_loop_slots "$ops"
 stall=$(awk -v cut="$cut_at" 'NR > 1 && $2 > cut && $2 - prev > max { max = $2 - prev }
   { prev = $2 } END { printf "%.1f\n", max }' "$LOOP_LOG")
 log "summary: $((rounds * 64)) pattern runs written or verified in $rounds rounds; $ops client" \
