@@ -15,8 +15,9 @@ namespace ringcache {
 // retransmission timeout (15-45 s), so a node that comes back is reachable again at once.
 inline constexpr int kPeerKeepaliveMs = 2000;
 
-// Returns an insecure channel to a ringcache peer: 64 MiB messages (a whole object plus framing)
-// and fast reconnects after the peer restarts (gRPC's default backoff grows to minutes). With
+// Returns an insecure channel to a ringcache peer: 64 MiB messages (a whole object plus framing),
+// fast reconnects after the peer restarts (gRPC's default backoff grows to minutes), and up to 3
+// tries of a data node read that failed UNAVAILABLE. With
 // `keepalive`, it pings the peer every kPeerKeepaliveMs, also while idle; the peer's server must
 // accept that (AllowPeerKeepalive), or it closes the connection after a few pings.
 inline std::shared_ptr<grpc::Channel> PeerChannel(const std::string& address,
@@ -33,6 +34,13 @@ inline std::shared_ptr<grpc::Channel> PeerChannel(const std::string& address,
     args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
     args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   }
+  // Reads of a data node change nothing, so a read whose connection broke under it (a stale
+  // connection after a network cut: "connection reset by peer") is tried again at once on a fresh
+  // one instead of failing the client's read.
+  args.SetServiceConfigJSON(R"({"methodConfig": [{
+      "name": [{"service": "ringcache.v1.DataNode", "method": "ReadBlocks"}],
+      "retryPolicy": {"maxAttempts": 3, "initialBackoff": "0.05s", "maxBackoff": "0.5s",
+                      "backoffMultiplier": 2, "retryableStatusCodes": ["UNAVAILABLE"]}}]})");
   return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
 }
 
