@@ -48,3 +48,36 @@ absl::Status WriteFileAtomically(const std::string& path, absl::string_view cont
 }
 
 }  // namespace ringcache
+
+namespace ringcache {
+
+absl::StatusOr<std::string> ReadSmallFile(const std::string& path, size_t max_bytes) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    if (err == ENOENT) return absl::NotFoundError(absl::StrCat(path, " does not exist"));
+    return absl::UnavailableError(absl::StrCat("cannot open ", path, ": ", std::strerror(err)));
+  }
+  std::string out;
+  char buf[16384];
+  while (true) {
+    const ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      return absl::UnavailableError(absl::StrCat("cannot read ", path, ": ", std::strerror(err)));
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<size_t>(n));
+    if (out.size() > max_bytes) {
+      ::close(fd);
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, " is larger than ", max_bytes, " bytes"));
+    }
+  }
+  ::close(fd);
+  return out;
+}
+
+}  // namespace ringcache

@@ -1,7 +1,7 @@
 // WriteFileAtomically: replaces a small state file so that a crash at any moment leaves either
 // the old or the new content, never a mix: write "<path>.tmp", fdatasync it, rename it over
 // `path`, fsync the directory. For the node's small durable tables (VDI catalog, removed nodes,
-// log sequence mark, VDI table of a cache node).
+// log sequence mark, VDI table of a cache node). ReadSmallFile reads such a file back whole.
 //
 // Thread-safety: callers serialise writes to one path (the ".tmp" name is shared).
 #ifndef RINGCACHE_COMMON_ATOMIC_FILE_H_
@@ -10,12 +10,17 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
 namespace ringcache {
 
 // Returns kUnavailable naming the file and the system error when any step fails.
 absl::Status WriteFileAtomically(const std::string& path, absl::string_view content);
+
+// Reads a whole small file (credentials, state). kNotFound when it does not exist, kUnavailable
+// on any other error, each naming the file; kInvalidArgument past `max_bytes`.
+absl::StatusOr<std::string> ReadSmallFile(const std::string& path, size_t max_bytes = 1 << 20);
 
 }  // namespace ringcache
 

@@ -1,0 +1,107 @@
+#include "common/grpc_tls.h"
+
+#include <grpcpp/security/credentials.h>
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/security/tls_certificate_provider.h>
+#include <grpcpp/security/tls_certificate_verifier.h>
+#include <grpcpp/security/tls_credentials_options.h>
+
+#include <utility>
+
+#include "absl/synchronization/mutex.h"
+
+namespace ringcache::tls {
+namespace {
+
+namespace gx = grpc::experimental;
+
+struct ProcessState {
+  absl::Mutex mu;
+  std::shared_ptr<const Identity> identity ABSL_GUARDED_BY(mu);
+};
+
+ProcessState& State() {
+  static ProcessState* state = new ProcessState();  // never destroyed: used until exit
+  return *state;
+}
+
+// Runs after gRPC verified the peer's chain against the CA: the certificate must name our
+// cluster and one of `roles_`.
+class RoleVerifier : public gx::ExternalCertificateVerifier {
+ public:
+  RoleVerifier(std::string cluster, std::vector<std::string> roles)
+      : cluster_(std::move(cluster)), roles_(std::move(roles)) {}
+
+  bool Verify(gx::TlsCustomVerificationCheckRequest* request,
+              std::function<void(grpc::Status)> /*callback*/, grpc::Status* sync_status) override {
+    const grpc::string_ref pem = request->peer_cert();
+    absl::StatusOr<CertName> peer = NameOfPem(absl::string_view(pem.data(), pem.size()));
+    absl::Status s = peer.ok() ? CheckPeer(*peer, cluster_, roles_) : peer.status();
+    *sync_status = s.ok() ? grpc::Status::OK
+                          : grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                                         std::string(s.message()));
+    return true;
+  }
+  void Cancel(gx::TlsCustomVerificationCheckRequest* /*request*/) override {}
+
+ private:
+  const std::string cluster_;
+  const std::vector<std::string> roles_;
+};
+
+std::shared_ptr<gx::StaticDataCertificateProvider> Provider(const Identity& id) {
+  return std::make_shared<gx::StaticDataCertificateProvider>(
+      id.ca_pem, std::vector<gx::IdentityKeyCertPair>{{id.key_pem, id.cert_pem}});
+}
+
+}  // namespace
+
+void SetProcessIdentity(std::shared_ptr<const Identity> identity) {
+  absl::MutexLock l(&State().mu);
+  State().identity = std::move(identity);
+}
+
+std::shared_ptr<const Identity> ProcessIdentity() {
+  absl::MutexLock l(&State().mu);
+  return State().identity;
+}
+
+std::shared_ptr<grpc::ServerCredentials> ServerCredentialsFor(
+    const std::vector<std::string>& roles) {
+  std::shared_ptr<const Identity> id = ProcessIdentity();
+  if (id == nullptr) return grpc::InsecureServerCredentials();
+  gx::TlsServerCredentialsOptions options(Provider(*id));
+  options.watch_root_certs();
+  options.watch_identity_key_cert_pairs();
+  options.set_cert_request_type(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  options.set_certificate_verifier(
+      gx::ExternalCertificateVerifier::Create<RoleVerifier>(id->name.cluster, roles));
+  return gx::TlsServerCredentials(options);
+}
+
+std::shared_ptr<grpc::ChannelCredentials> ChannelCredentialsFor(const std::string& server_role) {
+  std::shared_ptr<const Identity> id = ProcessIdentity();
+  if (id == nullptr) return grpc::InsecureChannelCredentials();
+  gx::TlsChannelCredentialsOptions options;
+  options.set_certificate_provider(Provider(*id));
+  options.watch_root_certs();
+  options.watch_identity_key_cert_pairs();
+  options.set_verify_server_certs(true);
+  // Peers are known by the role and cluster in their certificates, not by their addresses.
+  options.set_check_call_host(false);
+  options.set_certificate_verifier(gx::ExternalCertificateVerifier::Create<RoleVerifier>(
+      id->name.cluster, std::vector<std::string>{server_role}));
+  return gx::TlsCredentials(options);
+}
+
+std::shared_ptr<grpc::ChannelCredentials> EtcdChannelCredentials() {
+  std::shared_ptr<const Identity> id = ProcessIdentity();
+  if (id == nullptr) return grpc::InsecureChannelCredentials();
+  grpc::SslCredentialsOptions options;
+  options.pem_root_certs = id->ca_pem;
+  options.pem_private_key = id->key_pem;
+  options.pem_cert_chain = id->cert_pem;
+  return grpc::SslCredentials(options);
+}
+
+}  // namespace ringcache::tls

@@ -1,0 +1,41 @@
+// gRPC credentials from the process's TLS identity (common/tls.h): mutual TLS between ringcache
+// daemons, where each side checks the other's certificate names this cluster and a role that
+// may be at that end of the call. Without an identity (no --tls-dir) they are insecure
+// credentials, as before.
+//
+// Who may call whom (docs/security.md):
+//   data node      <- cache nodes, gateways
+//   cache node     <- gateways
+//   gateway admin  <- ringcachectl (admin)
+//
+// Thread-safety: SetProcessIdentity() once in main() before any credentials are made; the rest
+// is thread-safe.
+#ifndef RINGCACHE_COMMON_GRPC_TLS_H_
+#define RINGCACHE_COMMON_GRPC_TLS_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/tls.h"
+
+namespace ringcache::tls {
+
+// The identity this process presents and trusts peers by (null: plaintext).
+void SetProcessIdentity(std::shared_ptr<const Identity> identity);
+std::shared_ptr<const Identity> ProcessIdentity();
+
+// Server credentials admitting clients of `roles` (mutual TLS), or insecure ones.
+std::shared_ptr<grpc::ServerCredentials> ServerCredentialsFor(
+    const std::vector<std::string>& roles);
+// Channel credentials for a server of `server_role`, or insecure ones.
+std::shared_ptr<grpc::ChannelCredentials> ChannelCredentialsFor(const std::string& server_role);
+// Credentials for etcd: standard TLS with a client certificate (etcd checks the CA and, as Go
+// does, the address against the server certificate's subjectAltNames), or insecure ones.
+std::shared_ptr<grpc::ChannelCredentials> EtcdChannelCredentials();
+
+}  // namespace ringcache::tls
+
+#endif  // RINGCACHE_COMMON_GRPC_TLS_H_

@@ -1,0 +1,396 @@
+#include "common/tls.h"
+
+#include <gnutls/gnutls.h>
+#include <gnutls/x509.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/atomic_file.h"
+
+namespace ringcache::tls {
+namespace {
+
+// Priorities: GnuTLS's defaults (TLS 1.2 and 1.3), plus the PSK key exchanges when PSK serves.
+constexpr char kPriority[] = "NORMAL:-VERS-TLS1.0:-VERS-TLS1.1";
+constexpr char kPriorityPsk[] = "NORMAL:-VERS-TLS1.0:-VERS-TLS1.1:+ECDHE-PSK:+DHE-PSK:+PSK";
+
+absl::Status GnutlsError(absl::string_view what, int rc) {
+  return absl::UnavailableError(absl::StrCat(what, ": ", gnutls_strerror(rc)));
+}
+
+gnutls_datum_t Datum(absl::string_view s) {
+  return gnutls_datum_t{reinterpret_cast<unsigned char*>(const_cast<char*>(s.data())),
+                        static_cast<unsigned int>(s.size())};
+}
+
+std::string DnField(gnutls_x509_crt_t crt, const char* oid) {
+  char buf[512];
+  size_t size = sizeof(buf);
+  if (gnutls_x509_crt_get_dn_by_oid(crt, oid, 0, 0, buf, &size) != 0) return "";
+  return std::string(buf, size);
+}
+
+absl::StatusOr<CertName> NameOf(const gnutls_datum_t& data, gnutls_x509_crt_fmt_t fmt) {
+  gnutls_x509_crt_t crt;
+  gnutls_x509_crt_init(&crt);
+  const int rc = gnutls_x509_crt_import(crt, &data, fmt);
+  if (rc != 0) {
+    gnutls_x509_crt_deinit(crt);
+    return absl::InvalidArgumentError(absl::StrCat("not a certificate: ", gnutls_strerror(rc)));
+  }
+  CertName n;
+  n.cluster = DnField(crt, GNUTLS_OID_X520_ORGANIZATION_NAME);
+  n.role = DnField(crt, GNUTLS_OID_X520_ORGANIZATIONAL_UNIT_NAME);
+  n.name = DnField(crt, GNUTLS_OID_X520_COMMON_NAME);
+  gnutls_x509_crt_deinit(crt);
+  return n;
+}
+
+absl::StatusOr<std::string> ReadPem(const std::string& dir, const char* file) {
+  const std::string path = dir + "/" + file;
+  absl::StatusOr<std::string> text = ReadSmallFile(path);
+  if (!text.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("TLS credentials: cannot read ", path, ": ", text.status().message()));
+  }
+  return text;
+}
+
+// Sets up `s` for a socket with the handshake timeout.
+void Attach(gnutls_session_t s, int fd, absl::Duration timeout) {
+  gnutls_transport_set_int(s, fd);
+  gnutls_handshake_set_timeout(s, static_cast<unsigned>(absl::ToInt64Milliseconds(timeout)));
+}
+
+int RunHandshake(gnutls_session_t s) {
+  int rc;
+  do {
+    rc = gnutls_handshake(s);
+  } while (rc < 0 && gnutls_error_is_fatal(rc) == 0);
+  return rc;
+}
+
+// The peer's certificate subject after a verified handshake.
+absl::StatusOr<CertName> PeerCertName(gnutls_session_t s) {
+  unsigned int n = 0;
+  const gnutls_datum_t* certs = gnutls_certificate_get_peers(s, &n);
+  if (certs == nullptr || n == 0) return absl::UnauthenticatedError("no peer certificate");
+  return NameOf(certs[0], GNUTLS_X509_FMT_DER);
+}
+
+}  // namespace
+
+std::string CertName::ToString() const {
+  return absl::StrCat(role.empty() ? "certificate" : role, " '", name, "' of cluster '", cluster,
+                      "'");
+}
+
+absl::StatusOr<CertName> NameOfPem(absl::string_view pem) {
+  return NameOf(Datum(pem), GNUTLS_X509_FMT_PEM);
+}
+
+absl::StatusOr<CertName> NameOfDer(absl::string_view der) {
+  return NameOf(Datum(der), GNUTLS_X509_FMT_DER);
+}
+
+absl::StatusOr<std::shared_ptr<const Identity>> LoadIdentity(const std::string& dir) {
+  auto id = std::make_shared<Identity>();
+  id->dir = dir;
+  absl::StatusOr<std::string> ca = ReadPem(dir, kCaFile);
+  if (!ca.ok()) return ca.status();
+  absl::StatusOr<std::string> cert = ReadPem(dir, kCertFile);
+  if (!cert.ok()) return cert.status();
+  absl::StatusOr<std::string> key = ReadPem(dir, kKeyFile);
+  if (!key.ok()) return key.status();
+  id->ca_pem = *std::move(ca);
+  id->cert_pem = *std::move(cert);
+  id->key_pem = *std::move(key);
+  absl::StatusOr<CertName> name = NameOfPem(id->cert_pem);
+  if (!name.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("TLS credentials: ", dir, "/", kCertFile, ": ", name.status().message()));
+  }
+  id->name = *std::move(name);
+  if (id->name.cluster.empty() || id->name.role.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "TLS credentials: ", dir, "/", kCertFile,
+        " names no cluster (O) or role (OU); make it with `ringcachectl tls issue`"));
+  }
+  // The key must match the certificate, and the certificate chain to the CA and be valid now.
+  gnutls_certificate_credentials_t cred;
+  gnutls_certificate_allocate_credentials(&cred);
+  const gnutls_datum_t c = Datum(id->cert_pem), k = Datum(id->key_pem), a = Datum(id->ca_pem);
+  int rc = gnutls_certificate_set_x509_key_mem(cred, &c, &k, GNUTLS_X509_FMT_PEM);
+  gnutls_certificate_free_credentials(cred);
+  if (rc < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("TLS credentials: ", dir, ": ", kKeyFile,
+                                                   " does not go with ", kCertFile, ": ",
+                                                   gnutls_strerror(rc)));
+  }
+  gnutls_x509_crt_t crt, ca_crt;
+  gnutls_x509_crt_init(&crt);
+  gnutls_x509_crt_init(&ca_crt);
+  unsigned int verify = 0;
+  rc = gnutls_x509_crt_import(crt, &c, GNUTLS_X509_FMT_PEM);
+  if (rc == 0) rc = gnutls_x509_crt_import(ca_crt, &a, GNUTLS_X509_FMT_PEM);
+  if (rc == 0) rc = gnutls_x509_crt_verify(crt, &ca_crt, 1, 0, &verify);
+  gnutls_x509_crt_deinit(crt);
+  gnutls_x509_crt_deinit(ca_crt);
+  if (rc < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("TLS credentials: ", dir, ": ", gnutls_strerror(rc)));
+  }
+  if (verify != 0) {
+    gnutls_datum_t why{};
+    gnutls_certificate_verification_status_print(verify, GNUTLS_CRT_X509, &why, 0);
+    std::string text(reinterpret_cast<char*>(why.data), why.size);
+    gnutls_free(why.data);
+    return absl::InvalidArgumentError(absl::StrCat("TLS credentials: ", dir, "/", kCertFile,
+                                                   " is not accepted by ", kCaFile, ": ", text));
+  }
+  return std::shared_ptr<const Identity>(std::move(id));
+}
+
+absl::Status CheckPeer(const CertName& peer, const std::string& cluster,
+                       const std::vector<std::string>& roles) {
+  if (peer.cluster != cluster) {
+    return absl::PermissionDeniedError(
+        absl::StrCat(peer.ToString(), " is not of this cluster ('", cluster, "')"));
+  }
+  if (roles.empty()) return absl::OkStatus();
+  for (const std::string& r : roles) {
+    if (peer.role == r) return absl::OkStatus();
+  }
+  return absl::PermissionDeniedError(absl::StrCat(peer.ToString(), " may not connect here (",
+                                                  absl::StrJoin(roles, " or "), " only)"));
+}
+
+// ---- ServerContext ---------------------------------------------------------------------------
+
+absl::StatusOr<std::shared_ptr<const ServerContext>> ServerContext::Create(
+    std::shared_ptr<const Identity> identity, ServerOptions options) {
+  std::shared_ptr<ServerContext> ctx(new ServerContext());
+  ctx->identity_ = std::move(identity);
+  ctx->options_ = std::move(options);
+  if (ctx->options_.x509) {
+    if (ctx->identity_ == nullptr) {
+      return absl::InvalidArgumentError("a TLS server needs a certificate (--tls-dir)");
+    }
+    gnutls_certificate_credentials_t cred;
+    gnutls_certificate_allocate_credentials(&cred);
+    ctx->x509_ = cred;
+    const gnutls_datum_t c = Datum(ctx->identity_->cert_pem), k = Datum(ctx->identity_->key_pem),
+                         a = Datum(ctx->identity_->ca_pem);
+    int rc = gnutls_certificate_set_x509_key_mem(cred, &c, &k, GNUTLS_X509_FMT_PEM);
+    if (rc >= 0) rc = gnutls_certificate_set_x509_trust_mem(cred, &a, GNUTLS_X509_FMT_PEM);
+    if (rc < 0) return GnutlsError("TLS server credentials", rc);
+  }
+  if (!ctx->options_.psk_file.empty()) {
+    if (absl::StatusOr<std::string> f = ReadSmallFile(ctx->options_.psk_file); !f.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("PSK file: ", f.status().message()));
+    }
+    gnutls_psk_server_credentials_t psk;
+    gnutls_psk_allocate_server_credentials(&psk);
+    ctx->psk_ = psk;
+    const int rc = gnutls_psk_set_server_credentials_file(psk, ctx->options_.psk_file.c_str());
+    if (rc < 0) return GnutlsError("PSK file " + ctx->options_.psk_file, rc);
+  }
+  if (ctx->x509_ == nullptr && ctx->psk_ == nullptr) {
+    return absl::InvalidArgumentError("a TLS server needs a certificate or a PSK file");
+  }
+  return std::shared_ptr<const ServerContext>(std::move(ctx));
+}
+
+ServerContext::~ServerContext() {
+  if (x509_ != nullptr) {
+    gnutls_certificate_free_credentials(static_cast<gnutls_certificate_credentials_t>(x509_));
+  }
+  if (psk_ != nullptr) {
+    gnutls_psk_free_server_credentials(static_cast<gnutls_psk_server_credentials_t>(psk_));
+  }
+}
+
+absl::StatusOr<std::unique_ptr<Session>> ServerContext::Accept(int fd,
+                                                               absl::Duration timeout) const {
+  std::unique_ptr<Session> out(new Session());
+  gnutls_session_t s;
+  gnutls_init(&s, GNUTLS_SERVER | GNUTLS_NO_SIGNAL);
+  out->session_ = s;
+  gnutls_priority_set_direct(s, psk_ != nullptr ? kPriorityPsk : kPriority, nullptr);
+  if (x509_ != nullptr) {
+    gnutls_credentials_set(s, GNUTLS_CRD_CERTIFICATE, x509_);
+    switch (options_.client_certs) {
+      case ClientCerts::kNone:
+        gnutls_certificate_server_set_request(s, GNUTLS_CERT_IGNORE);
+        break;
+      case ClientCerts::kRequest:
+        gnutls_certificate_server_set_request(s, GNUTLS_CERT_REQUEST);
+        break;
+      case ClientCerts::kRequire:
+        gnutls_certificate_server_set_request(s, GNUTLS_CERT_REQUIRE);
+        break;
+    }
+    // A client certificate that is sent is verified against the CA during the handshake.
+    if (options_.client_certs != ClientCerts::kNone) gnutls_session_set_verify_cert(s, nullptr, 0);
+  }
+  if (psk_ != nullptr) gnutls_credentials_set(s, GNUTLS_CRD_PSK, psk_);
+  Attach(s, fd, timeout);
+  const int rc = RunHandshake(s);
+  if (rc < 0) {
+    if (rc == GNUTLS_E_CERTIFICATE_VERIFICATION_ERROR) {
+      const unsigned status = gnutls_session_get_verify_cert_status(s);
+      gnutls_datum_t why{};
+      gnutls_certificate_verification_status_print(status, GNUTLS_CRT_X509, &why, 0);
+      std::string text(reinterpret_cast<char*>(why.data), why.size);
+      gnutls_free(why.data);
+      return absl::UnauthenticatedError("client certificate refused: " + text);
+    }
+    return GnutlsError("TLS handshake", rc);
+  }
+  if (gnutls_auth_get_type(s) == GNUTLS_CRD_PSK) {
+    const char* user = gnutls_psk_server_get_username(s);
+    out->peer_.name = user != nullptr ? user : "";
+    out->authenticated_ = true;
+    return out;
+  }
+  absl::StatusOr<CertName> peer = PeerCertName(s);
+  if (!peer.ok()) {
+    if (options_.client_certs == ClientCerts::kRequire) return peer.status();
+    return out;  // no client certificate, and none needed
+  }
+  out->peer_ = *std::move(peer);
+  out->authenticated_ = true;
+  if (absl::Status c = CheckPeer(out->peer_, identity_->name.cluster, options_.roles); !c.ok()) {
+    return c;
+  }
+  return out;
+}
+
+// ---- ClientContext ---------------------------------------------------------------------------
+
+absl::StatusOr<std::shared_ptr<const ClientContext>> ClientContext::Create(
+    std::shared_ptr<const Identity> identity, std::string server_role) {
+  if (identity == nullptr) return absl::InvalidArgumentError("a TLS client needs --tls-dir");
+  std::shared_ptr<ClientContext> ctx(new ClientContext());
+  ctx->identity_ = std::move(identity);
+  ctx->server_role_ = std::move(server_role);
+  gnutls_certificate_credentials_t cred;
+  gnutls_certificate_allocate_credentials(&cred);
+  ctx->x509_ = cred;
+  const gnutls_datum_t c = Datum(ctx->identity_->cert_pem), k = Datum(ctx->identity_->key_pem),
+                       a = Datum(ctx->identity_->ca_pem);
+  int rc = gnutls_certificate_set_x509_key_mem(cred, &c, &k, GNUTLS_X509_FMT_PEM);
+  if (rc >= 0) rc = gnutls_certificate_set_x509_trust_mem(cred, &a, GNUTLS_X509_FMT_PEM);
+  if (rc < 0) return GnutlsError("TLS client credentials", rc);
+  return std::shared_ptr<const ClientContext>(std::move(ctx));
+}
+
+ClientContext::~ClientContext() {
+  if (x509_ != nullptr) {
+    gnutls_certificate_free_credentials(static_cast<gnutls_certificate_credentials_t>(x509_));
+  }
+}
+
+absl::StatusOr<std::unique_ptr<Session>> ClientContext::Connect(int fd,
+                                                                absl::Duration timeout) const {
+  std::unique_ptr<Session> out(new Session());
+  gnutls_session_t s;
+  gnutls_init(&s, GNUTLS_CLIENT | GNUTLS_NO_SIGNAL);
+  out->session_ = s;
+  gnutls_priority_set_direct(s, kPriority, nullptr);
+  gnutls_credentials_set(s, GNUTLS_CRD_CERTIFICATE, x509_);
+  gnutls_session_set_verify_cert(s, nullptr, 0);  // the chain; the role is checked below
+  Attach(s, fd, timeout);
+  const int rc = RunHandshake(s);
+  if (rc < 0) return GnutlsError("TLS handshake", rc);
+  absl::StatusOr<CertName> peer = PeerCertName(s);
+  if (!peer.ok()) return peer.status();
+  out->peer_ = *std::move(peer);
+  out->authenticated_ = true;
+  if (absl::Status c = CheckPeer(out->peer_, identity_->name.cluster, {server_role_}); !c.ok()) {
+    return c;
+  }
+  return out;
+}
+
+// ---- Session ------------------------------------------------------------------------------------
+
+Session::~Session() {
+  if (session_ != nullptr) gnutls_deinit(static_cast<gnutls_session_t>(session_));
+}
+
+absl::Status Session::WriteV(const iovec* iov, int count) {
+  auto s = static_cast<gnutls_session_t>(session_);
+  size_t total = 0;
+  for (int i = 0; i < count; ++i) total += iov[i].iov_len;
+  if (total == 0) return absl::OkStatus();
+  // Corked: the buffers leave as few, full records, as one writev would.
+  gnutls_record_cork(s);
+  for (int i = 0; i < count; ++i) {
+    if (iov[i].iov_len == 0) continue;
+    const ssize_t rc = gnutls_record_send(s, iov[i].iov_base, iov[i].iov_len);
+    if (rc < 0) {
+      (void)gnutls_record_uncork(s, 0);
+      return GnutlsError("TLS send", static_cast<int>(rc));
+    }
+  }
+  while (true) {
+    const int rc = gnutls_record_uncork(s, GNUTLS_RECORD_WAIT);
+    if (rc >= 0) return absl::OkStatus();
+    if (rc == GNUTLS_E_INTERRUPTED) continue;
+    return GnutlsError("TLS send", rc);
+  }
+}
+
+absl::Status Session::Write(absl::string_view bytes) {
+  iovec iov{const_cast<char*>(bytes.data()), bytes.size()};
+  return WriteV(&iov, 1);
+}
+
+long Session::Read(char* buf, size_t len) {
+  auto s = static_cast<gnutls_session_t>(session_);
+  while (true) {
+    const ssize_t rc = gnutls_record_recv(s, buf, len);
+    if (rc >= 0) return rc;
+    if (rc == GNUTLS_E_INTERRUPTED) continue;
+    if (rc == GNUTLS_E_AGAIN) return -EAGAIN;
+    // A peer that closes without a close notification ends the stream like a TCP EOF.
+    if (rc == GNUTLS_E_PREMATURE_TERMINATION) return 0;
+    return -EIO;
+  }
+}
+
+absl::Status Session::ReadFull(char* buf, size_t len, bool* eof_at_start) {
+  if (eof_at_start != nullptr) *eof_at_start = false;
+  size_t got = 0;
+  while (got < len) {
+    const long n = Read(buf + got, len - got);
+    if (n > 0) {
+      got += static_cast<size_t>(n);
+      continue;
+    }
+    if (n == 0) {
+      if (got == 0 && eof_at_start != nullptr) *eof_at_start = true;
+      return absl::UnavailableError("connection closed by peer");
+    }
+    if (n == -EAGAIN) return absl::DeadlineExceededError("TLS receive timed out");
+    return absl::UnavailableError("TLS receive failed");
+  }
+  return absl::OkStatus();
+}
+
+void Session::Close() { (void)gnutls_bye(static_cast<gnutls_session_t>(session_), GNUTLS_SHUT_WR); }
+
+std::string Session::Description() const {
+  auto s = static_cast<gnutls_session_t>(session_);
+  char* d = gnutls_session_get_desc(s);
+  std::string out = d != nullptr ? d : "";
+  gnutls_free(d);
+  return out;
+}
+
+}  // namespace ringcache::tls

@@ -1,0 +1,163 @@
+// TLS for ringcache's own byte protocols (NBD, the block data protocol), on GnuTLS, and the
+// identity model every port shares (docs/security.md):
+//
+//   - One CA per cluster. A certificate's subject says who holds it: O = the cluster's name,
+//     OU = the role (gateway, cachenode, datanode, admin, client, etcd), CN = the holder's name.
+//   - A daemon's credentials are a directory (--tls-dir) holding ca-cert.pem, cert.pem and
+//     key.pem. Its cluster is the O of its own certificate.
+//   - A peer is accepted when its certificate chains to the CA, carries the same cluster and a
+//     role the port admits (CheckPeer). Addresses play no part: peers are known by their roles.
+//
+// Session runs TLS over a connected, blocking socket (the socket's SO_RCVTIMEO/SO_SNDTIMEO still
+// bound each receive/send). One thread may send while another receives.
+//
+// Thread-safety: Identity, ServerContext and ClientContext are immutable and thread-safe; a
+// Session is used by at most one sending and one receiving thread at a time.
+#ifndef RINGCACHE_COMMON_TLS_H_
+#define RINGCACHE_COMMON_TLS_H_
+
+#include <sys/uio.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+
+namespace ringcache::tls {
+
+// Roles (a certificate's OU).
+inline constexpr char kRoleGateway[] = "gateway";
+inline constexpr char kRoleCacheNode[] = "cachenode";
+inline constexpr char kRoleDataNode[] = "datanode";
+inline constexpr char kRoleAdmin[] = "admin";    // ringcachectl
+inline constexpr char kRoleClient[] = "client";  // an NBD client (a hypervisor's QEMU)
+inline constexpr char kRoleEtcd[] = "etcd";
+
+// File names inside a credentials directory.
+inline constexpr char kCaFile[] = "ca-cert.pem";
+inline constexpr char kCertFile[] = "cert.pem";
+inline constexpr char kKeyFile[] = "key.pem";
+
+// Who a certificate names.
+struct CertName {
+  std::string cluster;  // O
+  std::string role;     // OU
+  std::string name;     // CN
+  std::string ToString() const;  // "cachenode 'cache-1' of cluster 'prod'"
+};
+
+// Returns the subject of the first certificate in `pem`.
+absl::StatusOr<CertName> NameOfPem(absl::string_view pem);
+absl::StatusOr<CertName> NameOfDer(absl::string_view der);
+
+// A daemon's credentials, loaded from a directory.
+struct Identity {
+  std::string dir;
+  std::string ca_pem;
+  std::string cert_pem;
+  std::string key_pem;
+  CertName name;  // of cert_pem
+};
+
+// Loads dir/ca-cert.pem, dir/cert.pem and dir/key.pem, and checks that the certificate is signed
+// by the CA, is valid now, and names a cluster and a role. kInvalidArgument naming the file.
+absl::StatusOr<std::shared_ptr<const Identity>> LoadIdentity(const std::string& dir);
+
+// OK when `peer` belongs to `cluster` and has one of `roles`; kPermissionDenied saying why.
+absl::Status CheckPeer(const CertName& peer, const std::string& cluster,
+                       const std::vector<std::string>& roles);
+
+// What a TLS server asks of its clients.
+enum class ClientCerts {
+  kNone,     // no certificate is asked for (PSK or anonymous-to-us clients)
+  kRequest,  // asked for; when one is sent it must verify
+  kRequire,  // must be sent and verify
+};
+
+struct ServerOptions {
+  ClientCerts client_certs = ClientCerts::kRequire;
+  // Roles a client certificate must carry (empty: any role of the cluster).
+  std::vector<std::string> roles;
+  // A PSK key file ("identity:hex-key" lines, as psktool writes); empty: no PSK.
+  std::string psk_file;
+  // Whether an X.509 identity serves at all (false: PSK only).
+  bool x509 = true;
+};
+
+class Session;
+
+class ServerContext {
+ public:
+  // `identity` may be null only for a PSK-only server.
+  static absl::StatusOr<std::shared_ptr<const ServerContext>> Create(
+      std::shared_ptr<const Identity> identity, ServerOptions options);
+  ~ServerContext();
+  // Runs the server side of a handshake on `fd` (not owned) within `timeout`.
+  absl::StatusOr<std::unique_ptr<Session>> Accept(int fd, absl::Duration timeout) const;
+  const ServerOptions& options() const { return options_; }
+
+ private:
+  ServerContext() = default;
+  std::shared_ptr<const Identity> identity_;
+  ServerOptions options_;
+  void* x509_ = nullptr;  // gnutls_certificate_credentials_t
+  void* psk_ = nullptr;   // gnutls_psk_server_credentials_t
+};
+
+class ClientContext {
+ public:
+  // A client presenting `identity` that accepts a server of `server_role` in its cluster.
+  static absl::StatusOr<std::shared_ptr<const ClientContext>> Create(
+      std::shared_ptr<const Identity> identity, std::string server_role);
+  ~ClientContext();
+  absl::StatusOr<std::unique_ptr<Session>> Connect(int fd, absl::Duration timeout) const;
+
+ private:
+  ClientContext() = default;
+  std::shared_ptr<const Identity> identity_;
+  std::string server_role_;
+  void* x509_ = nullptr;  // gnutls_certificate_credentials_t
+};
+
+// One TLS connection over a socket the caller owns (and closes after the session is gone).
+class Session {
+ public:
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  // Writes every byte of the buffers as one flush. kUnavailable on error or send timeout.
+  absl::Status WriteV(const iovec* iov, int count);
+  absl::Status Write(absl::string_view bytes);
+  // Reads up to `len` bytes: > 0 read, 0 the peer closed, < 0 an error (errno-like: -EAGAIN on
+  // the socket's receive timeout, -EIO otherwise).
+  long Read(char* buf, size_t len);
+  // Reads exactly `len` bytes; kUnavailable on EOF/error (*eof_at_start as in socket.h),
+  // kDeadlineExceeded on the socket's receive timeout.
+  absl::Status ReadFull(char* buf, size_t len, bool* eof_at_start = nullptr);
+  // Sends the TLS close notification (best effort).
+  void Close();
+
+  // The peer: its certificate's subject, or for PSK its identity in `name` (role and cluster
+  // empty). `authenticated`: a certificate or PSK proved it.
+  const CertName& peer() const { return peer_; }
+  bool authenticated() const { return authenticated_; }
+  // "TLS1.3 / ECDHE-SECP256R1-AES-256-GCM" style.
+  std::string Description() const;
+
+ private:
+  friend class ServerContext;
+  friend class ClientContext;
+  Session() = default;
+  void* session_ = nullptr;  // gnutls_session_t
+  CertName peer_;
+  bool authenticated_ = false;
+};
+
+}  // namespace ringcache::tls
+
+#endif  // RINGCACHE_COMMON_TLS_H_

@@ -1,0 +1,165 @@
+#include "common/tls.h"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <future>
+#include <string>
+#include <thread>
+
+#include "common/tls_certs.h"
+#include "gtest/gtest.h"
+
+namespace ringcache::tls {
+namespace {
+
+// A CA of cluster "alpha" and one of cluster "beta", with certificates issued on demand.
+class TlsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir_ = ::testing::TempDir() + "/tls_" + info->name();
+    std::filesystem::remove_all(dir_);
+    ASSERT_TRUE(WriteCa(dir_ + "/ca", "alpha", 2).ok());
+    ASSERT_TRUE(WriteCa(dir_ + "/other-ca", "beta", 2).ok());
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::shared_ptr<const Identity> Make(const std::string& role, const std::string& name,
+                                       const std::string& ca = "ca") {
+    CertRequest req;
+    req.role = role;
+    req.name = name;
+    req.ips = {"127.0.0.1"};
+    const std::string out = dir_ + "/" + ca + "-" + role + "-" + name;
+    EXPECT_TRUE(WriteIssued(dir_ + "/" + ca, req, out).ok());
+    absl::StatusOr<std::shared_ptr<const Identity>> id = LoadIdentity(out);
+    EXPECT_TRUE(id.ok()) << id.status();
+    return id.ok() ? *id : nullptr;
+  }
+
+  // Runs a handshake between `server` (accepting `roles`) and a client of `client`, which expects
+  // a server of `server_role`. Returns the server's and the client's outcome.
+  std::pair<absl::Status, absl::Status> Handshake(std::shared_ptr<const Identity> server,
+                                                  std::vector<std::string> roles,
+                                                  std::shared_ptr<const Identity> client,
+                                                  const std::string& server_role) {
+    int sv[2];
+    EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    ServerOptions so;
+    so.roles = std::move(roles);
+    auto sctx = ServerContext::Create(server, so);
+    auto cctx = ClientContext::Create(client, server_role);
+    EXPECT_TRUE(sctx.ok() && cctx.ok());
+    auto server_side = std::async(std::launch::async, [&] {
+      auto s = (*sctx)->Accept(sv[0], absl::Seconds(5));
+      absl::Status st = s.status();
+      if (s.ok()) {
+        char buf[5];
+        st = (*s)->ReadFull(buf, 5);
+        if (st.ok() && std::string(buf, 5) != "hello") st = absl::DataLossError("bad bytes");
+        if (st.ok()) st = (*s)->Write("world");
+        if (st.ok() && (*s)->peer().role != client->name.role) st = absl::InternalError("peer");
+      } else {
+        shutdown(sv[0], SHUT_RDWR);
+      }
+      return st;
+    });
+    absl::Status client_status;
+    {
+      auto c = (*cctx)->Connect(sv[1], absl::Seconds(5));
+      client_status = c.status();
+      if (c.ok()) {
+        client_status = (*c)->Write("hello");
+        char buf[5];
+        if (client_status.ok()) client_status = (*c)->ReadFull(buf, 5);
+        if (client_status.ok() && std::string(buf, 5) != "world") {
+          client_status = absl::DataLossError("bad reply");
+        }
+      } else {
+        shutdown(sv[1], SHUT_RDWR);
+      }
+    }
+    absl::Status server_status = server_side.get();
+    close(sv[0]);
+    close(sv[1]);
+    return {server_status, client_status};
+  }
+
+  std::string dir_;
+};
+
+TEST_F(TlsTest, CertificatesNameClusterRoleAndHolder) {
+  auto id = Make(kRoleCacheNode, "cache-1");
+  ASSERT_NE(id, nullptr);
+  EXPECT_EQ(id->name.cluster, "alpha");
+  EXPECT_EQ(id->name.role, "cachenode");
+  EXPECT_EQ(id->name.name, "cache-1");
+  // The CA's key stays private to its owner.
+  EXPECT_EQ(std::filesystem::status(dir_ + "/ca/ca-key.pem").permissions() &
+                std::filesystem::perms::others_read,
+            std::filesystem::perms::none);
+  EXPECT_TRUE(absl::IsAlreadyExists(WriteCa(dir_ + "/ca", "alpha", 2)));
+}
+
+TEST_F(TlsTest, ClientCertificatesAlsoGetTheNamesQemuLooksFor) {
+  CertRequest req{kRoleClient, "hv-1", {}, {}, 2};
+  ASSERT_TRUE(WriteIssued(dir_ + "/ca", req, dir_ + "/client").ok());
+  EXPECT_TRUE(std::filesystem::exists(dir_ + "/client/client-cert.pem"));
+  EXPECT_TRUE(std::filesystem::exists(dir_ + "/client/client-key.pem"));
+  EXPECT_TRUE(std::filesystem::exists(dir_ + "/client/ca-cert.pem"));
+}
+
+TEST_F(TlsTest, LoadIdentityRefusesACertificateOfAnotherCa) {
+  auto stranger = Make(kRoleCacheNode, "x", "other-ca");
+  ASSERT_NE(stranger, nullptr);
+  // Pair the stranger's certificate with the cluster's CA.
+  const std::string mixed = dir_ + "/mixed";
+  std::filesystem::create_directories(mixed);
+  std::filesystem::copy_file(dir_ + "/ca/ca-cert.pem", mixed + "/ca-cert.pem");
+  std::filesystem::copy_file(stranger->dir + "/cert.pem", mixed + "/cert.pem");
+  std::filesystem::copy_file(stranger->dir + "/key.pem", mixed + "/key.pem");
+  absl::StatusOr<std::shared_ptr<const Identity>> id = LoadIdentity(mixed);
+  EXPECT_TRUE(absl::IsInvalidArgument(id.status())) << id.status();
+  EXPECT_TRUE(absl::IsInvalidArgument(LoadIdentity(dir_ + "/missing").status()));
+}
+
+TEST_F(TlsTest, MutualTlsBetweenAllowedRoles) {
+  auto [server, client] = Handshake(Make(kRoleCacheNode, "c1"), {kRoleGateway},
+                                    Make(kRoleGateway, "g1"), kRoleCacheNode);
+  EXPECT_TRUE(server.ok()) << server;
+  EXPECT_TRUE(client.ok()) << client;
+}
+
+TEST_F(TlsTest, ServerRefusesAClientOfTheWrongRole) {
+  auto [server, client] = Handshake(Make(kRoleCacheNode, "c1"), {kRoleGateway},
+                                    Make(kRoleDataNode, "d1"), kRoleCacheNode);
+  EXPECT_TRUE(absl::IsPermissionDenied(server)) << server;
+  EXPECT_FALSE(client.ok());
+}
+
+TEST_F(TlsTest, ClientRefusesAServerOfTheWrongRole) {
+  auto [server, client] = Handshake(Make(kRoleDataNode, "d1"), {kRoleGateway},
+                                    Make(kRoleGateway, "g1"), kRoleCacheNode);
+  EXPECT_TRUE(absl::IsPermissionDenied(client)) << client;
+  EXPECT_FALSE(server.ok());
+}
+
+TEST_F(TlsTest, CertificatesOfAnotherCaAreRefusedBothWays) {
+  auto [server, client] = Handshake(Make(kRoleCacheNode, "c1"), {kRoleGateway},
+                                    Make(kRoleGateway, "g1", "other-ca"), kRoleCacheNode);
+  EXPECT_FALSE(server.ok());
+  EXPECT_FALSE(client.ok());
+}
+
+TEST(CheckPeerTest, ClusterAndRoleMustMatch) {
+  CertName n{"alpha", "gateway", "g"};
+  EXPECT_TRUE(CheckPeer(n, "alpha", {"gateway"}).ok());
+  EXPECT_TRUE(CheckPeer(n, "alpha", {}).ok());
+  EXPECT_TRUE(absl::IsPermissionDenied(CheckPeer(n, "beta", {"gateway"})));
+  EXPECT_TRUE(absl::IsPermissionDenied(CheckPeer(n, "alpha", {"admin"})));
+}
+
+}  // namespace
+}  // namespace ringcache::tls
