@@ -32,6 +32,9 @@ DataServer::DataServer(CacheNode* node, RequestGate* gate, metrics::Registry* re
   protocol_errors_ = registry->GetCounter(
       "ringcache_cachenode_data_protocol_errors_total",
       "Block data connections closed on a malformed request.");
+  tls_refused_ = registry->GetCounter(
+      "ringcache_cachenode_data_tls_refused_total",
+      "Block data connections whose TLS handshake failed or whose certificate was refused.");
 }
 
 absl::StatusOr<std::unique_ptr<DataServer>> DataServer::Start(const DataServerOptions& options,
@@ -39,6 +42,7 @@ absl::StatusOr<std::unique_ptr<DataServer>> DataServer::Start(const DataServerOp
                                                               metrics::Registry* registry) {
   std::unique_ptr<DataServer> s(new DataServer(node, gate, registry));
   s->max_connections_ = options.max_connections;
+  s->tls_ = options.tls;
   RC_ASSIGN_OR_RETURN(s->listen_fd_, ListenTcp(options.host, options.port, &s->port_));
   s->acceptor_ = std::thread([p = s.get()] { p->AcceptLoop(); });
   return s;
@@ -92,8 +96,19 @@ void DataServer::AcceptLoop() {
 void DataServer::Serve(int fd) {
   std::vector<char> payload, data;
   char head[wire::kRequestBytes];
+  std::unique_ptr<tls::Session> session;
+  if (tls_ != nullptr) {
+    absl::StatusOr<std::unique_ptr<tls::Session>> s = tls_->Accept(fd, absl::Seconds(10));
+    if (s.ok()) {
+      session = *std::move(s);
+    } else {
+      tls_refused_->Increment();
+      spdlog::warn("block data connection refused: {}", std::string(s.status().message()));
+    }
+  }
   for (;;) {
-    if (!ReadFull(fd, head, sizeof(head), absl::InfiniteFuture()).ok()) break;
+    if (tls_ != nullptr && session == nullptr) break;
+    if (!tls::ReadFullOn(fd, session.get(), head, sizeof(head)).ok()) break;
     wire::Request r;
     if (absl::Status d = wire::DecodeRequest(head, &r); !d.ok()) {
       protocol_errors_->Increment();
@@ -102,7 +117,7 @@ void DataServer::Serve(int fd) {
     }
     if (r.op == wire::Op::kWrite) {
       payload.resize(r.length);
-      if (!ReadFull(fd, payload.data(), r.length, absl::InfiniteFuture()).ok()) break;
+      if (!tls::ReadFullOn(fd, session.get(), payload.data(), r.length).ok()) break;
     }
     if (r.op == wire::Op::kRead && data.size() < r.length) data.resize(r.length);
     requests_[static_cast<int>(r.op)]->Increment();
@@ -114,8 +129,9 @@ void DataServer::Serve(int fd) {
     iovec iov[3] = {{out, sizeof(out)},
                     {const_cast<char*>(st.message().data()), resp.message_len},
                     {data.data(), resp.data_len}};
-    if (!WriteFullV(fd, iov, 3).ok()) break;
+    if (!tls::WriteFullVOn(fd, session.get(), iov, 3).ok()) break;
   }
+  session.reset();
   absl::MutexLock l(&mu_);
   conns_.erase(fd);
   close(fd);

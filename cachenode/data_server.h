@@ -22,6 +22,7 @@
 #include "cachenode/service.h"
 #include "common/block_wire.h"
 #include "common/metrics.h"
+#include "common/tls.h"
 
 namespace ringcache::cachenode {
 
@@ -29,6 +30,8 @@ struct DataServerOptions {
   std::string host = "127.0.0.1";
   int port = 0;                // 0: any free port
   int max_connections = 4096;  // one thread each; more are refused (closed at once)
+  // TLS for every connection (gateways only); null: plaintext.
+  std::shared_ptr<const tls::ServerContext> tls;
 };
 
 class DataServer {
@@ -62,6 +65,8 @@ class DataServer {
   metrics::Counter* requests_[5] = {};  // by wire::Op
   metrics::Counter* refused_connections_ = nullptr;
   metrics::Counter* protocol_errors_ = nullptr;
+  metrics::Counter* tls_refused_ = nullptr;
+  std::shared_ptr<const tls::ServerContext> tls_;
 };
 
 }  // namespace ringcache::cachenode

@@ -23,6 +23,7 @@
 #include "common/daemon.h"
 #include "common/file.h"
 #include "common/grpc_channel.h"
+#include "common/grpc_tls.h"
 #include "common/socket.h"
 #include "common/status_macros.h"
 #include "membership/daemon_flags.h"
@@ -46,6 +47,8 @@ struct Settings {
   cachenode::CacheNodeConfig cc;
   membership::EtcdSettings etcd;
   std::string ready_file;
+  std::string metrics_web_config;
+  std::shared_ptr<const tls::ServerContext> data_tls;  // block data port (gateways only)
 };
 
 // The flags as given (optional ones unset when absent).
@@ -111,6 +114,17 @@ absl::StatusOr<Settings> Resolve(const Flags& f) {
                              static_cast<int>(s.cluster.etcd_lease_ttl_s)});
   RC_RETURN_IF_ERROR(s.etcd.Validate());
   s.ready_file = f.ready_file.value_or("");
+  s.metrics_web_config = f.daemon.metrics_web_config;
+  RC_RETURN_IF_ERROR(f.daemon.ApplyTls());
+  if (f.daemon.tls()) {
+    tls::ServerOptions o;
+    o.roles = {tls::kRoleGateway};
+    RC_ASSIGN_OR_RETURN(s.data_tls, tls::ServerContext::Create(tls::ProcessIdentity(), o));
+  }
+  RC_RETURN_IF_ERROR(f.daemon.CheckListener("gRPC", s.self.listen, f.daemon.tls()));
+  RC_RETURN_IF_ERROR(f.daemon.CheckListener("block data", s.data_listen, f.daemon.tls()));
+  RC_RETURN_IF_ERROR(f.daemon.CheckListener("/metrics", s.self.http_listen,
+                                            !s.metrics_web_config.empty()));
   return s;
 }
 
@@ -201,7 +215,8 @@ absl::Status Daemon::Serve() {
   service_ = std::make_unique<cachenode::CacheNodeService>(node_.get(), registry_);
   grpc::ServerBuilder b;
   ExclusivePort(&b);  // a port in use fails the start (common/grpc_channel.h)
-  b.AddListeningPort(s_.self.listen, grpc::InsecureServerCredentials(), &port_);
+  // Mutual TLS with --tls-dir: only gateways call a cache node (common/grpc_tls.h).
+  b.AddListeningPort(s_.self.listen, tls::ServerCredentialsFor({tls::kRoleGateway}), &port_);
   b.RegisterService(service_.get());
   b.SetMaxReceiveMessageSize(64 << 20);
   b.SetMaxSendMessageSize(64 << 20);
@@ -214,10 +229,11 @@ absl::Status Daemon::Serve() {
   int data_port = 0;
   RC_RETURN_IF_ERROR(SplitHostPort(s_.data_listen, &data_host, &data_port));
   RC_ASSIGN_OR_RETURN(data_server_,
-                      cachenode::DataServer::Start({data_host, data_port}, node_.get(),
-                                                   service_->gate(), registry_));
+                      cachenode::DataServer::Start({data_host, data_port, 4096, s_.data_tls},
+                                                   node_.get(), service_->gate(), registry_));
   service_->set_data_port(data_server_->port());
-  RC_ASSIGN_OR_RETURN(http_port_, ServeMetrics(&http_, registry_, s_.self.http_listen));
+  RC_ASSIGN_OR_RETURN(http_port_, ServeMetrics(&http_, registry_, s_.self.http_listen,
+                                               s_.metrics_web_config));
   spdlog::info("ringcache-cachenode {} serving gRPC on port {}, block data on port {}, metrics "
                "on port {}, SSD {}",
                s_.id, port_, data_server_->port(), http_port_, s_.cc.ssd_path);

@@ -9,14 +9,11 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/metrics.h"
-
-namespace prometheus {
-class Exposer;
-}  // namespace prometheus
 
 namespace prometheus {
 class Exposer;
@@ -47,7 +44,10 @@ class MetricsServer {
 
   // Binds `listen` (host:port, port 0 picks a free one) and serves `registry`, which must outlive
   // this server. Returns the bound port. REQUIRES: called once.
-  absl::StatusOr<int> Start(metrics::Registry* registry, const std::string& listen);
+  // With `web_config` (a Prometheus web configuration file, see MetricsTlsOptions) it serves
+  // HTTPS as that file says.
+  absl::StatusOr<int> Start(metrics::Registry* registry, const std::string& listen,
+                            const std::string& web_config = "");
   // Stops serving and closes the socket. Idempotent.
   void Stop();
 
@@ -58,7 +58,22 @@ class MetricsServer {
 
 // Starts `http` on `listen` for `registry`; see MetricsServer::Start.
 absl::StatusOr<int> ServeMetrics(MetricsServer* http, metrics::Registry* registry,
-                                 const std::string& listen);
+                                 const std::string& listen, const std::string& web_config = "");
+
+// Reads a Prometheus web configuration file (the exporter-toolkit convention, as node_exporter's
+// --web.config.file) into civetweb options for `bind` (host:port). Understood:
+//   tls_server_config:
+//     cert_file, key_file            # required
+//     client_ca_file                 # CA of scrapers' certificates
+//     client_auth_type               # NoClientCert (default), RequestClientCert,
+//                                    # RequireAnyClientCert, VerifyClientCertIfGiven,
+//                                    # RequireAndVerifyClientCert
+//     min_version                    # TLS12 (default) or TLS13
+// Any other key is an error naming it, so a setting is never silently ignored. civetweb wants key
+// and certificate in one file: `combined_pem` receives the path to write them to (mode 0600).
+absl::StatusOr<std::vector<std::string>> MetricsTlsOptions(const std::string& web_config,
+                                                           const std::string& bind,
+                                                           std::string* combined_pem);
 // Writes {"name":value,...,"pid":N} to `path` atomically. No-op for an empty path.
 absl::Status WriteReadyFile(const std::string& path, const std::map<std::string, int>& ports);
 

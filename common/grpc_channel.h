@@ -8,6 +8,8 @@
 #include <memory>
 #include <string>
 
+#include "common/grpc_tls.h"
+
 namespace ringcache {
 
 // Keepalive pings of the gateway's channels to cache nodes: a connection whose peer vanished
@@ -15,12 +17,14 @@ namespace ringcache {
 // retransmission timeout (15-45 s), so a node that comes back is reachable again at once.
 inline constexpr int kPeerKeepaliveMs = 2000;
 
-// Returns an insecure channel to a ringcache peer: 64 MiB messages (a whole object plus framing),
+// Returns a channel to a ringcache peer whose role is `server_role` (tls::kRoleCacheNode, ...):
+// mutual TLS when the process has a TLS identity (common/grpc_tls.h), else plaintext; 64 MiB messages (a whole object plus framing),
 // fast reconnects after the peer restarts (gRPC's default backoff grows to minutes), and up to 3
 // tries of a data node read that failed UNAVAILABLE. With
 // `keepalive`, it pings the peer every kPeerKeepaliveMs, also while idle; the peer's server must
 // accept that (AllowPeerKeepalive), or it closes the connection after a few pings.
 inline std::shared_ptr<grpc::Channel> PeerChannel(const std::string& address,
+                                                  const std::string& server_role,
                                                   bool keepalive = false) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 << 20);
@@ -41,7 +45,7 @@ inline std::shared_ptr<grpc::Channel> PeerChannel(const std::string& address,
       "name": [{"service": "ringcache.v1.DataNode", "method": "ReadBlocks"}],
       "retryPolicy": {"maxAttempts": 3, "initialBackoff": "0.05s", "maxBackoff": "0.5s",
                       "backoffMultiplier": 2, "retryableStatusCodes": ["UNAVAILABLE"]}}]})");
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  return grpc::CreateCustomChannel(address, tls::ChannelCredentialsFor(server_role), args);
 }
 
 // Every ringcache server owns its port: without this gRPC sets SO_REUSEPORT, so a second daemon

@@ -176,4 +176,10 @@ absl::Status SplitHostPort(const std::string& addr, std::string* host, int* port
   return absl::OkStatus();
 }
 
+bool IsLoopbackHost(const std::string& host) {
+  if (host == "localhost" || host == "::1") return true;
+  in_addr a{};
+  return inet_pton(AF_INET, host.c_str(), &a) == 1 && (ntohl(a.s_addr) >> 24) == 127;
+}
+
 }  // namespace ringcache

@@ -35,6 +35,8 @@ absl::Status WriteFullV(int fd, struct iovec* iov, int count);
 // Splits "host:port" into its parts. Accepts "[v6]:port". Returns kInvalidArgument naming the
 // input when it is malformed or the port is outside 0..65535.
 absl::Status SplitHostPort(const std::string& addr, std::string* host, int* port);
+// Whether `host` names the loopback interface: 127.0.0.0/8, ::1 or "localhost".
+bool IsLoopbackHost(const std::string& host);
 
 }  // namespace ringcache
 

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/atomic_file.h"
+#include "common/socket.h"
 
 namespace ringcache::tls {
 namespace {
@@ -383,6 +384,10 @@ absl::Status Session::ReadFull(char* buf, size_t len, bool* eof_at_start) {
   return absl::OkStatus();
 }
 
+size_t Session::Pending() const {
+  return gnutls_record_check_pending(static_cast<gnutls_session_t>(session_));
+}
+
 void Session::Close() { (void)gnutls_bye(static_cast<gnutls_session_t>(session_), GNUTLS_SHUT_WR); }
 
 std::string Session::Description() const {
@@ -391,6 +396,16 @@ std::string Session::Description() const {
   std::string out = d != nullptr ? d : "";
   gnutls_free(d);
   return out;
+}
+
+absl::Status ReadFullOn(int fd, Session* session, char* buf, size_t len, bool* eof_at_start) {
+  if (session != nullptr) return session->ReadFull(buf, len, eof_at_start);
+  return ReadFull(fd, buf, len, absl::InfiniteFuture(), eof_at_start);
+}
+
+absl::Status WriteFullVOn(int fd, Session* session, iovec* iov, int count) {
+  if (session != nullptr) return session->WriteV(iov, count);
+  return WriteFullV(fd, iov, count);
 }
 
 }  // namespace ringcache::tls

@@ -139,6 +139,8 @@ class Session {
   // Reads exactly `len` bytes; kUnavailable on EOF/error (*eof_at_start as in socket.h),
   // kDeadlineExceeded on the socket's receive timeout.
   absl::Status ReadFull(char* buf, size_t len, bool* eof_at_start = nullptr);
+  // Bytes already decrypted and waiting to be read (a poll() on the socket does not see them).
+  size_t Pending() const;
   // Sends the TLS close notification (best effort).
   void Close();
 
@@ -157,6 +159,13 @@ class Session {
   CertName peer_;
   bool authenticated_ = false;
 };
+
+// A socket's byte stream with or without TLS: `session` null means the plain socket. Same
+// contracts as ReadFull/WriteFullV in common/socket.h (receive and send timeouts of the socket
+// apply either way).
+absl::Status ReadFullOn(int fd, Session* session, char* buf, size_t len,
+                        bool* eof_at_start = nullptr);
+absl::Status WriteFullVOn(int fd, Session* session, iovec* iov, int count);
 
 }  // namespace ringcache::tls
 

@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_channel.h"
+#include "common/grpc_tls.h"
 #include "common/clock.h"
 #include "common/cluster_file.h"
 #include "common/daemon.h"
@@ -107,6 +108,15 @@ int main(int argc, char** argv) {
   if (absl::Status s = cfg.Validate(); !s.ok()) {
     return Fail(2, absl::StrCat("bad configuration: ", s.ToString()));
   }
+  if (absl::Status s = flags.ApplyTls(); !s.ok()) return Fail(2, s.ToString());
+  if (absl::Status s = flags.CheckListener("gRPC", cfg.listen, flags.tls()); !s.ok()) {
+    return Fail(2, s.ToString());
+  }
+  if (absl::Status s = flags.CheckListener("/metrics", cfg.http_listen,
+                                           !flags.metrics_web_config.empty());
+      !s.ok()) {
+    return Fail(2, s.ToString());
+  }
 
   ringcache::InitDaemonProcess();
 
@@ -127,7 +137,12 @@ int main(int argc, char** argv) {
   grpc::ServerBuilder builder;
   ringcache::ExclusivePort(&builder);  // a port in use fails the start (common/grpc_channel.h)
   int grpc_port = 0;
-  builder.AddListeningPort(cfg.listen, grpc::InsecureServerCredentials(), &grpc_port);
+  // Mutual TLS with --tls-dir: cache nodes and gateways call a data node (common/grpc_tls.h).
+  builder.AddListeningPort(
+      cfg.listen,
+      ringcache::tls::ServerCredentialsFor({ringcache::tls::kRoleCacheNode,
+                                            ringcache::tls::kRoleGateway}),
+      &grpc_port);
   builder.RegisterService(&service);
   builder.SetMaxReceiveMessageSize(64 << 20);
   builder.SetMaxSendMessageSize(64 << 20);
@@ -135,7 +150,8 @@ int main(int argc, char** argv) {
   if (!server || grpc_port == 0) return Fail(1, absl::StrCat("cannot listen on ", cfg.listen));
 
   ringcache::MetricsServer http;
-  auto http_port = ringcache::ServeMetrics(&http, registry, cfg.http_listen);
+  auto http_port =
+      ringcache::ServeMetrics(&http, registry, cfg.http_listen, flags.metrics_web_config);
   if (!http_port.ok()) return Fail(1, http_port.status().ToString());
   spdlog::info("ringcache-datanode {} serving gRPC on port {}, metrics on port {}, data in {}{}",
                cfg.node_id, grpc_port, *http_port, cfg.data_dir,

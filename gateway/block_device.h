@@ -26,6 +26,9 @@ struct ExportInfo {
   uint32_t preferred_block = 4096;
   uint32_t max_block = 32u << 20;
   bool read_only = false;
+  // Client identities (TLS certificate CN or PSK identity) that may open the export; empty: any
+  // client. An export with a list is served over TLS only.
+  std::vector<std::string> allowed_clients;
 };
 
 // One extent of NBD "base:allocation" block status.

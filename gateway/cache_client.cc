@@ -30,7 +30,7 @@ class GrpcCacheClient : public CacheClient {
  public:
   GrpcCacheClient(const std::string& address, int timeout_ms)
       : address_(address), timeout_ms_(timeout_ms) {
-    stub_ = v1::CacheNode::NewStub(PeerChannel(address, /*keepalive=*/true));
+    stub_ = v1::CacheNode::NewStub(PeerChannel(address, tls::kRoleCacheNode, /*keepalive=*/true));
   }
 
   absl::Status Read(uint32_t vdi, uint64_t object, uint32_t offset, uint32_t len,
@@ -272,7 +272,7 @@ class GrpcCacheClient : public CacheClient {
     discovering_ = false;
     if (state.ok() && addressed && state->data_port() != 0) {
       data_ = std::make_shared<DataChannel>(host, static_cast<int>(state->data_port()),
-                                            timeout_ms_);
+                                            timeout_ms_, DataChannel::ProcessTls());
     } else {
       next_discovery_ = absl::Now() + absl::Seconds(1);
     }

@@ -7,26 +7,35 @@
 // it) is retried once on a fresh one. Calls whose request never left report sent = false, so the
 // caller can take another path (gRPC, which waits for a restarting node).
 //
+// With `tls` every connection runs TLS, checked to reach a cache node of this cluster
+// (common/tls.h); ProcessTls() is the context of the process's --tls-dir identity.
+//
 // Thread-safety: thread-safe.
 #ifndef RINGCACHE_GATEWAY_DATA_CHANNEL_H_
 #define RINGCACHE_GATEWAY_DATA_CHANNEL_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "common/block_wire.h"
+#include "common/tls.h"
 
 namespace ringcache::gateway {
 
 class DataChannel {
  public:
-  DataChannel(std::string host, int port, int timeout_ms);
+  DataChannel(std::string host, int port, int timeout_ms,
+              std::shared_ptr<const tls::ClientContext> tls = nullptr);
+  // The client context of the process's TLS identity (common/grpc_tls.h), or null without one.
+  static std::shared_ptr<const tls::ClientContext> ProcessTls();
   ~DataChannel();  // closes every connection (REQUIRES: no call in flight)
 
   // Sends `r` (with `payload`: r.length bytes, for writes) and waits for the answer (reads:
@@ -40,7 +49,8 @@ class DataChannel {
   // An idle connection (reused = true) or a new one; `fresh`: a new one, and the idle ones are
   // closed.
   absl::StatusOr<int> Acquire(bool fresh, bool* reused);
-  void Release(int fd, bool keep);
+  void Release(int fd, bool keep) ABSL_LOCKS_EXCLUDED(mu_);
+  void CloseLocked(int fd) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // One request on `fd`. Returns the transport's status (not OK: the connection is unusable;
   // *answered: whether any byte of an answer came back); when OK, *result is the node's answer.
   absl::Status Exchange(int fd, const wire::Request& r, const char* payload, char* out,
@@ -49,7 +59,11 @@ class DataChannel {
   const std::string host_;
   const int port_;
   const int timeout_ms_;
+  const std::shared_ptr<const tls::ClientContext> tls_;
   absl::Mutex mu_;
+  // The TLS session of each connection (with tls_); a busy connection's entry is used by its
+  // caller outside mu_ and only erased by that caller.
+  absl::flat_hash_map<int, std::unique_ptr<tls::Session>> sessions_ ABSL_GUARDED_BY(mu_);
   std::vector<int> idle_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<int> busy_ ABSL_GUARDED_BY(mu_);
   uint64_t cancels_ ABSL_GUARDED_BY(mu_) = 0;

@@ -14,6 +14,8 @@ absl::Status Frontends::Start(const FrontendConfig& config, Router* router,
                               std::vector<v1::NodeInfo> nodes, metrics::Registry* registry) {
   NbdServerConfig nc;
   nc.listen = config.nbd_listen;
+  nc.tls = config.nbd_tls;
+  nc.tls_context = config.nbd_tls_context;
   RC_RETURN_IF_ERROR(nc.Validate());
   nbd_ = std::make_unique<NbdServer>(nc, router, registry);
   RC_ASSIGN_OR_RETURN(nbd_port_, nbd_->Start());
@@ -27,13 +29,51 @@ absl::Status Frontends::Start(const FrontendConfig& config, Router* router,
   admin_->StartHealthWatch(absl::Seconds(1));
   grpc::ServerBuilder ab;
   ExclusivePort(&ab);  // a port in use fails the start (common/grpc_channel.h)
-  ab.AddListeningPort(config.admin_listen, grpc::InsecureServerCredentials(), &admin_port_);
+  // Mutual TLS with --tls-dir: only ringcachectl's admin certificates (common/grpc_tls.h).
+  ab.AddListeningPort(config.admin_listen, tls::ServerCredentialsFor({tls::kRoleAdmin}),
+                      &admin_port_);
   ab.RegisterService(admin_.get());
   admin_server_ = ab.BuildAndStart();
   if (!admin_server_ || admin_port_ == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", config.admin_listen));
   }
-  RC_ASSIGN_OR_RETURN(http_port_, ServeMetrics(&http_, registry, config.http_listen));
+  RC_ASSIGN_OR_RETURN(http_port_, ServeMetrics(&http_, registry, config.http_listen,
+                                               config.metrics_web_config));
+  return absl::OkStatus();
+}
+
+void NbdTlsFlags::AddTo(CLI::App* app) {
+  app->add_option("--nbd-tls", mode,
+                  "NBD TLS (NBD_OPT_STARTTLS): off, on (the client chooses) or require (the "
+                  "default when --tls-dir or --nbd-tls-psk is given; else off)")
+      ->check(CLI::IsMember({"off", "on", "require"}));
+  app->add_flag("--nbd-tls-verify-peer", verify_peer,
+                "NBD clients must present a certificate signed by the cluster CA (--tls-dir); "
+                "without it a certificate is asked for and checked when sent");
+  app->add_option("--nbd-tls-psk", psk_file,
+                  "Also accept TLS-PSK clients with the keys of this file (identity:hex-key "
+                  "lines, as psktool writes them)")
+      ->check(CLI::ExistingFile);
+}
+
+absl::Status NbdTlsFlags::Resolve(std::shared_ptr<const tls::Identity> identity,
+                                  FrontendConfig* config) const {
+  const bool creds = identity != nullptr || !psk_file.empty();
+  std::string m = mode.empty() ? (creds ? "require" : "off") : mode;
+  RC_ASSIGN_OR_RETURN(config->nbd_tls, nbd::ParseTlsMode(m));
+  if (config->nbd_tls == nbd::TlsMode::kOff) return absl::OkStatus();
+  if (!creds) {
+    return absl::InvalidArgumentError(
+        "--nbd-tls " + m + " needs credentials: --tls-dir and/or --nbd-tls-psk");
+  }
+  if (verify_peer && identity == nullptr) {
+    return absl::InvalidArgumentError("--nbd-tls-verify-peer needs --tls-dir (the CA to verify)");
+  }
+  tls::ServerOptions o;
+  o.x509 = identity != nullptr;
+  o.psk_file = psk_file;
+  o.client_certs = verify_peer ? tls::ClientCerts::kRequire : tls::ClientCerts::kRequest;
+  RC_ASSIGN_OR_RETURN(config->nbd_tls_context, tls::ServerContext::Create(identity, o));
   return absl::OkStatus();
 }
 

@@ -7,6 +7,8 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <CLI/CLI.hpp>
+
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,6 +16,7 @@
 #include "absl/status/status.h"
 #include "common/daemon.h"
 #include "common/metrics.h"
+#include "common/tls.h"
 #include "gateway/admin_service.h"
 #include "gateway/nbd_server.h"
 #include "gateway/router.h"
@@ -24,6 +27,24 @@ struct FrontendConfig {
   std::string nbd_listen = "127.0.0.1:10809";
   std::string admin_listen = "127.0.0.1:7200";
   std::string http_listen = "127.0.0.1:9200";
+  // NBD TLS (NbdServerConfig::tls, tls_context) and HTTPS for /metrics (MetricsServer).
+  nbd::TlsMode nbd_tls = nbd::TlsMode::kOff;
+  std::shared_ptr<const tls::ServerContext> nbd_tls_context;
+  std::string metrics_web_config;
+};
+
+// The NBD TLS flags of ringcache-gateway and ringcache-local: --nbd-tls off|on|require,
+// --nbd-tls-verify-peer, --nbd-tls-psk FILE.
+struct NbdTlsFlags {
+  std::string mode;  // empty: require when credentials are given, else off
+  bool verify_peer = false;
+  std::string psk_file;
+
+  void AddTo(CLI::App* app);
+  // Fills config->nbd_tls and nbd_tls_context from the flags and `identity` (the --tls-dir
+  // certificate; may be null). kInvalidArgument when TLS is asked for without credentials.
+  absl::Status Resolve(std::shared_ptr<const tls::Identity> identity,
+                       FrontendConfig* config) const;
 };
 
 // Creates each VDI given as "NAME:SIZE" (SIZE with units) unless one of that name exists.

@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <optional>
+#include <tuple>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -16,6 +17,7 @@
 #include "common/cluster_file.h"
 #include "common/config.h"
 #include "common/daemon.h"
+#include "common/grpc_tls.h"
 #include "common/socket.h"
 #include "gateway/frontends.h"
 #include "gateway/membership_sync.h"
@@ -49,6 +51,8 @@ int main(int argc, char** argv) {
   app.add_option("--http-listen", http_listen, "HTTP /metrics address");
   app.add_option("--create-vdi", create, "Create VDI NAME:SIZE at start if missing (repeatable)");
   app.add_option("--ready-file", ready_file, "Write the bound ports as JSON here once serving");
+  gateway::NbdTlsFlags nbd_tls;
+  nbd_tls.AddTo(&app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -62,6 +66,20 @@ int main(int argc, char** argv) {
   if (nbd_listen) fc.nbd_listen = *nbd_listen;
   if (admin_listen) fc.admin_listen = *admin_listen;
   if (http_listen) fc.http_listen = *http_listen;
+  fc.metrics_web_config = flags.metrics_web_config;
+  if (absl::Status s = flags.ApplyTls(); !s.ok()) return Fail(2, s.ToString());
+  if (absl::Status s = nbd_tls.Resolve(tls::ProcessIdentity(), &fc); !s.ok()) {
+    return Fail(2, s.ToString());
+  }
+  for (const auto& [what, address, encrypted] :
+       {std::tuple<std::string, std::string, bool>{"NBD", fc.nbd_listen,
+                                                   fc.nbd_tls == gateway::nbd::TlsMode::kRequire},
+        {"the admin API", fc.admin_listen, flags.tls()},
+        {"/metrics", fc.http_listen, !fc.metrics_web_config.empty()}}) {
+    if (absl::Status s = flags.CheckListener(what, address, encrypted); !s.ok()) {
+      return Fail(2, s.ToString());
+    }
+  }
   const std::string dir = cluster->NodeDir(*self);
   if (absl::Status s = EnsureWritableDir(dir); !s.ok()) return Fail(2, s.ToString());
   const membership::EtcdSettings etcd_settings = flags.Resolve(

@@ -146,6 +146,67 @@ size_t ServerHandshake::BytesWanted() const {
   }
 }
 
+absl::StatusOr<TlsMode> ParseTlsMode(const std::string& text) {
+  if (text == "off") return TlsMode::kOff;
+  if (text == "on") return TlsMode::kOn;
+  if (text == "require") return TlsMode::kRequire;
+  return absl::InvalidArgumentError(
+      absl::StrCat("TLS mode '", text, "' is not one of off, on, require"));
+}
+
+const char* TlsModeName(TlsMode mode) {
+  switch (mode) {
+    case TlsMode::kOff:
+      return "off";
+    case TlsMode::kOn:
+      return "on";
+    case TlsMode::kRequire:
+      return "require";
+  }
+  return "?";
+}
+
+void ServerHandshake::TlsStarted(const std::string& client) {
+  tls_active_ = true;
+  client_ = client;
+  structured_ = false;
+  meta_export_.clear();
+  meta_base_allocation_ = false;
+  state_ = State::kOptionHeader;
+  need_ = kOptionHeaderSize;
+}
+
+bool ServerHandshake::Allowed(const ExportInfo& info, uint32_t* refusal, std::string* why) const {
+  if (info.allowed_clients.empty()) return true;
+  if (!tls_active_) {
+    *refusal = kRepErrTlsReqd;
+    *why = absl::StrCat("export '", info.name, "' is served over TLS only");
+    return false;
+  }
+  for (const std::string& c : info.allowed_clients) {
+    if (!client_.empty() && c == client_) return true;
+  }
+  *refusal = kRepErrPolicy;
+  *why = client_.empty() ? absl::StrCat("export '", info.name,
+                                        "' needs a client certificate or PSK identity")
+                         : absl::StrCat("client '", client_, "' may not open export '",
+                                        info.name, "'");
+  return false;
+}
+
+void ServerHandshake::HandleStartTls(std::string* out) {
+  if (options_.tls == TlsMode::kOff) {
+    ReplyError(out, kRepErrUnsup, "TLS is not enabled on this server");
+  } else if (tls_active_) {
+    ReplyError(out, kRepErrInvalid, "TLS is already active");
+  } else if (!buf_.empty()) {
+    ReplyError(out, kRepErrInvalid, "NBD_OPT_STARTTLS takes no data");
+  } else {
+    Reply(out, kRepAck, "");
+    state_ = State::kStartTls;
+  }
+}
+
 absl::Status ServerHandshake::Fail(absl::Status why) {
   state_ = State::kClosed;
   buf_.clear();
@@ -156,7 +217,10 @@ absl::StatusOr<size_t> ServerHandshake::Feed(const char* data, size_t len, std::
   if (!started_) return Fail(absl::FailedPreconditionError("handshake fed before Start()"));
   size_t used = 0;
   while (used < len) {
-    if (state_ == State::kTransmission || state_ == State::kClosed) break;
+    if (state_ == State::kTransmission || state_ == State::kClosed ||
+        state_ == State::kStartTls) {
+      break;
+    }
     if (state_ == State::kOptionDiscard) {
       const size_t n = static_cast<size_t>(std::min<uint64_t>(len - used, discard_left_));
       used += n;
@@ -263,7 +327,18 @@ absl::Status ServerHandshake::HandleOption(std::string* out) {
     ReplyError(out, kRepErrShutdown, "server is shutting down");
     return absl::OkStatus();
   }
+  if (options_.tls == TlsMode::kRequire && !tls_active_ && option_ != kOptStartTls &&
+      option_ != kOptAbort) {
+    if (option_ == kOptExportName) {
+      return absl::PermissionDeniedError("NBD_OPT_EXPORT_NAME before NBD_OPT_STARTTLS");
+    }
+    ReplyError(out, kRepErrTlsReqd, "TLS is required: send NBD_OPT_STARTTLS first");
+    return absl::OkStatus();
+  }
   switch (option_) {
+    case kOptStartTls:
+      HandleStartTls(out);
+      return absl::OkStatus();
     case kOptExportName:
       return HandleExportName(out);
     case kOptAbort:
@@ -303,6 +378,11 @@ absl::Status ServerHandshake::HandleExportName(std::string* out) {
     return absl::NotFoundError(
         absl::StrCat("NBD_OPT_EXPORT_NAME: ", info.status().message()));
   }
+  uint32_t refusal = 0;
+  std::string why;
+  if (!Allowed(*info, &refusal, &why)) {
+    return absl::PermissionDeniedError(absl::StrCat("NBD_OPT_EXPORT_NAME: ", why));
+  }
   absl::StatusOr<std::shared_ptr<BlockDevice>> device = exports_->Open(name);
   if (!device.ok() || *device == nullptr) {
     return absl::UnavailableError(absl::StrCat(
@@ -330,6 +410,9 @@ void ServerHandshake::HandleList(std::string* out) {
   }
   for (const ExportInfo& e : exports_->List()) {
     if (e.name.size() > kMaxStringLength) continue;
+    uint32_t refusal = 0;
+    std::string why;
+    if (!Allowed(e, &refusal, &why)) continue;  // a client sees only what it may open
     std::string data;
     PutU32(&data, static_cast<uint32_t>(e.name.size()));
     data += e.name;
@@ -385,6 +468,12 @@ void ServerHandshake::HandleInfoOrGo(std::string* out) {
     return;
   }
   ExportInfo info = *std::move(found);
+  uint32_t refusal = 0;
+  std::string why;
+  if (!Allowed(info, &refusal, &why)) {
+    ReplyError(out, refusal, why);
+    return;
+  }
   SanitizeBlockSizes(&info, options_.max_payload);
   std::shared_ptr<BlockDevice> device;
   if (option_ == kOptGo) {

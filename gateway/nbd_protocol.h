@@ -156,6 +156,16 @@ uint64_t GetU64(const char* p);
 
 // ---- Handshake ---------------------------------------------------------------------------------
 
+// What the server does with NBD_OPT_STARTTLS (as qemu-nbd's and nbdkit's --tls):
+//   kOff      no TLS: STARTTLS is answered NBD_REP_ERR_UNSUP;
+//   kOn       TLS offered: the client chooses; exports with an access list still need TLS;
+//   kRequire  every option but STARTTLS and ABORT is refused NBD_REP_ERR_TLS_REQD until TLS is
+//             up, and NBD_OPT_EXPORT_NAME (which cannot be refused) ends the session.
+enum class TlsMode { kOff, kOn, kRequire };
+// Parses "off", "on" or "require".
+absl::StatusOr<TlsMode> ParseTlsMode(const std::string& text);
+const char* TlsModeName(TlsMode mode);
+
 struct HandshakeOptions {
   // Option payloads longer than this are discarded unread and answered NBD_REP_ERR_TOO_BIG
   // (NBD_OPT_EXPORT_NAME, which cannot be answered with an error, ends the session instead).
@@ -167,6 +177,7 @@ struct HandshakeOptions {
   // The largest READ/WRITE the server accepts; the advertised maximum block size never exceeds
   // it. REQUIRES: 4096 <= max_payload <= kMaxPayloadLength.
   uint32_t max_payload = kMaxPayloadLength;
+  TlsMode tls = TlsMode::kOff;
 };
 
 // What the handshake agreed on; handed to the transmission phase.
@@ -187,6 +198,7 @@ struct Session {
 //   while (!hs.in_transmission() && !hs.closed()) {
 //     read up to hs.BytesWanted() bytes; auto n = hs.Feed(buf, len, &out); send `out`;
 //     if (!n.ok()) close the connection;
+//     if (hs.state() == State::kStartTls) { run the TLS handshake; hs.TlsStarted(identity); }
 //   }
 // Feed never consumes past the end of the handshake, so reading exactly BytesWanted() bytes
 // leaves the first transmission request unread.
@@ -197,6 +209,7 @@ class ServerHandshake {
     kOptionHeader,   // waiting for the 16-byte option header
     kOptionData,     // collecting an option payload
     kOptionDiscard,  // dropping an over-long option payload
+    kStartTls,       // NBD_OPT_STARTTLS acknowledged: the caller runs the TLS handshake now
     kTransmission,   // done: Session() is valid
     kClosed,         // NBD_OPT_ABORT answered, or a fatal error; close the connection
   };
@@ -213,6 +226,13 @@ class ServerHandshake {
   // Returns how many more bytes the current step needs (0 once done or closed).
   size_t BytesWanted() const;
 
+  // Called once the TLS handshake after NBD_OPT_STARTTLS succeeded. `client` is who the client
+  // proved to be (a certificate's CN, a PSK identity; empty: anonymous). Everything negotiated
+  // before (structured replies, meta contexts) is forgotten, as the protocol asks.
+  // REQUIRES: state() == kStartTls.
+  void TlsStarted(const std::string& client);
+  bool tls_active() const { return tls_active_; }
+
   // While set, options other than NBD_OPT_ABORT are answered NBD_REP_ERR_SHUTDOWN.
   void set_shutting_down(bool v) { shutting_down_ = v; }
 
@@ -226,6 +246,11 @@ class ServerHandshake {
  private:
   absl::Status HandleOption(std::string* out);
   absl::Status HandleExportName(std::string* out);
+  // NBD_OPT_STARTTLS. Returns an error when the session must end.
+  void HandleStartTls(std::string* out);
+  // Whether this client may see `info` (its access list); kRepErrTlsReqd / kRepErrPolicy in
+  // *refusal with a message otherwise.
+  bool Allowed(const ExportInfo& info, uint32_t* refusal, std::string* why) const;
   void HandleList(std::string* out);
   void HandleInfoOrGo(std::string* out);
   void HandleMetaContext(std::string* out);
@@ -247,6 +272,8 @@ class ServerHandshake {
   bool no_zeroes_ = false;
   bool structured_ = false;
   bool shutting_down_ = false;
+  bool tls_active_ = false;
+  std::string client_;  // the client's TLS identity (empty: none proven)
   // Export named by the last NBD_OPT_SET_META_CONTEXT and whether it selected base:allocation.
   std::string meta_export_;
   bool meta_base_allocation_ = false;

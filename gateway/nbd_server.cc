@@ -65,6 +65,10 @@ absl::Status NbdServerConfig::Validate() const {
   if (max_block_status_descriptors < 1) {
     return bad("max_block_status_descriptors", "must be at least 1");
   }
+  if (tls != nbd::TlsMode::kOff && tls_context == nullptr) {
+    return absl::InvalidArgumentError("nbd: TLS mode '" + std::string(nbd::TlsModeName(tls)) +
+                                      "' needs TLS credentials");
+  }
   return absl::OkStatus();
 }
 
@@ -352,6 +356,12 @@ class NbdServer::Connection : public std::enable_shared_from_this<Connection> {
                absl::Time start);
   void QueueError(const Request& req, uint32_t error, const std::string& message, uint64_t charge);
   void Enqueue(OutMsg msg);
+  // The connection's byte stream: the socket, or its TLS session once STARTTLS succeeded.
+  ReadResult ReadExact(char* buf, size_t len);
+  bool SendBytes(const std::string& bytes);
+  bool SendV(iovec* iov, int count);
+  // Runs the TLS handshake after NBD_OPT_STARTTLS was acknowledged.
+  bool StartTls(nbd::ServerHandshake* hs, absl::Time deadline);
   // Whether `bytes` fit in the socket's send buffer now (a send would not block).
   bool SocketHasRoom(size_t bytes) const;
   // Sends the replies (nothing if `broken`) and returns their budget. REQUIRES: mu_ not held,
@@ -384,6 +394,9 @@ class NbdServer::Connection : public std::enable_shared_from_this<Connection> {
   std::atomic<int>* const active_;
   std::atomic<int>* const admission_waits_;
   nbd::Session session_;  // written by the reader before any worker or the writer starts
+  // The TLS session after STARTTLS; set by the reader in the handshake, before any worker or
+  // the writer starts, and gone with the connection.
+  std::unique_ptr<tls::Session> tls_;
   Metrics::Vdi* vdi_ = nullptr;  // the export's series; set with session_
   std::thread reader_;
   std::thread writer_;
@@ -426,6 +439,7 @@ void NbdServer::Connection::Run() {
     writer_.join();
     metrics_->Release(vdi_);
   }
+  if (tls_ != nullptr) tls_->Close();  // every reply was sent: no other thread uses it now
   ShutdownSocket(SHUT_RDWR);
   session_.device.reset();
   metrics_->connections->Decrement();
@@ -439,10 +453,11 @@ bool NbdServer::Connection::Handshake() {
   options.max_options = config_->max_options;
   options.advertise_fast_zero = true;
   options.max_payload = config_->max_payload;
+  options.tls = config_->tls;
   nbd::ServerHandshake hs(exports_, options);
   std::string out;
   hs.Start(&out);
-  if (!SendAll(fd_, out)) return false;
+  if (!SendBytes(out)) return false;
   const absl::Time deadline = absl::Now() + absl::Milliseconds(config_->handshake_timeout_ms);
   std::vector<char> buf(64 * 1024);
   while (true) {
@@ -453,23 +468,34 @@ bool NbdServer::Connection::Handshake() {
       metrics_->ProtocolError("handshake_timeout");
       return false;
     }
-    pollfd p{fd_, POLLIN, 0};
-    const int r = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(wait_ms, 1 << 30)));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) continue;  // the deadline check above ends the loop
+    if (tls_ == nullptr || tls_->Pending() == 0) {
+      pollfd p{fd_, POLLIN, 0};
+      const int r = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(wait_ms, 1 << 30)));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) continue;  // the deadline check above ends the loop
+    }
     const size_t want = std::min(hs.BytesWanted(), buf.size());
-    const ssize_t n = ::recv(fd_, buf.data(), want, 0);
-    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    ssize_t n;
+    if (tls_ != nullptr) {
+      n = tls_->Read(buf.data(), want);
+      if (n == -EAGAIN) continue;
+    } else {
+      n = ::recv(fd_, buf.data(), want, 0);
+      if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    }
     if (n <= 0) {
       // The client went away during option haggling (nbdinfo --list does this after ABORT too).
       return false;
     }
     out.clear();
     absl::StatusOr<size_t> used = hs.Feed(buf.data(), static_cast<size_t>(n), &out);
-    if (!SendAll(fd_, out)) return false;
+    if (!SendBytes(out)) return false;
     if (!used.ok()) {
       spdlog::info("nbd {}: handshake ended: {}", peer_, used.status().ToString());
       metrics_->ProtocolError("handshake");
+      return false;
+    }
+    if (hs.state() == nbd::ServerHandshake::State::kStartTls && !StartTls(&hs, deadline)) {
       return false;
     }
     if (hs.closed()) return false;  // NBD_OPT_ABORT
@@ -478,6 +504,45 @@ bool NbdServer::Connection::Handshake() {
       return true;
     }
   }
+}
+
+bool NbdServer::Connection::StartTls(nbd::ServerHandshake* hs, absl::Time deadline) {
+  // Whatever the client sent after NBD_OPT_STARTTLS is still unread in the socket: the TLS
+  // handshake reads it as TLS records, so injected plaintext fails the handshake instead of being
+  // taken as options.
+  absl::StatusOr<std::unique_ptr<tls::Session>> session =
+      config_->tls_context->Accept(fd_, std::max(deadline - absl::Now(), absl::Milliseconds(1)));
+  if (!session.ok()) {
+    spdlog::info("nbd {}: TLS handshake failed: {}", peer_, std::string(session.status().message()));
+    metrics_->ProtocolError("tls_handshake");
+    return false;
+  }
+  tls_ = *std::move(session);
+  hs->TlsStarted(tls_->peer().name);
+  spdlog::debug("nbd {}: TLS up ({}), client '{}'", peer_, tls_->Description(),
+                tls_->peer().name);
+  return true;
+}
+
+ReadResult NbdServer::Connection::ReadExact(char* buf, size_t len) {
+  if (tls_ == nullptr) return ReadFull(fd_, buf, len);
+  bool eof_at_start = false;
+  const absl::Status s = tls_->ReadFull(buf, len, &eof_at_start);
+  if (s.ok()) return ReadResult::kOk;
+  if (eof_at_start) return ReadResult::kEof;
+  return absl::IsUnavailable(s) && s.message() == "connection closed by peer"
+             ? ReadResult::kTruncated
+             : ReadResult::kError;
+}
+
+bool NbdServer::Connection::SendBytes(const std::string& bytes) {
+  if (tls_ == nullptr) return SendAll(fd_, bytes);
+  return bytes.empty() || tls_->Write(bytes).ok();
+}
+
+bool NbdServer::Connection::SendV(iovec* iov, int count) {
+  if (tls_ == nullptr) return WriteFullV(fd_, iov, count).ok();
+  return tls_->WriteV(iov, count).ok();
 }
 
 bool NbdServer::Connection::Admit(uint64_t charge) {
@@ -501,7 +566,7 @@ void NbdServer::Connection::Transmit() {
   const nbd::RequestLimits limits = nbd::LimitsFor(session_, config_->max_payload);
   char header[nbd::kRequestHeaderSize];
   while (true) {
-    const ReadResult rr = ReadFull(fd_, header, sizeof(header));
+    const ReadResult rr = ReadExact(header, sizeof(header));
     if (rr == ReadResult::kEof) break;
     if (rr != ReadResult::kOk) {
       if (!stopping_->load()) {
@@ -536,7 +601,7 @@ void NbdServer::Connection::Transmit() {
     std::unique_ptr<char[]> payload;
     if (check.payload > 0) {
       payload.reset(new char[check.payload]);
-      if (ReadFull(fd_, payload.get(), check.payload) != ReadResult::kOk) {
+      if (ReadExact(payload.get(), check.payload) != ReadResult::kOk) {
         if (!stopping_->load()) {
           spdlog::info("nbd {}: connection lost inside a WRITE payload", peer_);
           metrics_->ProtocolError("truncated_payload");
@@ -697,7 +762,7 @@ void NbdServer::Connection::SendBatch(std::vector<OutMsg>* batch, bool broken) {
       iov.push_back({m.header.data(), m.header.size()});
       if (m.data != nullptr && m.data_len > 0) iov.push_back({m.data.get(), m.data_len});
     }
-    ok = WriteFullV(fd_, iov.data(), static_cast<int>(iov.size())).ok();
+    ok = SendV(iov.data(), static_cast<int>(iov.size()));
   }
   uint64_t charge = 0;
   for (const OutMsg& m : *batch) charge += m.charge;

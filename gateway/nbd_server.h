@@ -2,6 +2,9 @@
 // handshake (nbd_protocol.h) against an ExportProvider, then serves the chosen export's
 // BlockDevice with many requests in flight per connection and replies sent as they complete.
 //
+// TLS: NBD_OPT_STARTTLS upgrades a connection in the handshake (config.tls); from then on every
+// byte, transmission included, goes through its TLS session.
+//
 // Threads: one acceptor; per connection a reader (handshake, then request headers and WRITE
 // payloads) and a writer (drains that connection's reply queue, so a worker never blocks on a
 // slow or hostile client's socket); one shared worker pool that calls the BlockDevice.
@@ -25,6 +28,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "common/metrics.h"
+#include "common/tls.h"
 #include "gateway/block_device.h"
 #include "gateway/nbd_protocol.h"
 
@@ -59,6 +63,11 @@ struct NbdServerConfig {
   bool fast_zero = true;
   // Most base:allocation descriptors in one BLOCK_STATUS reply.
   uint32_t max_block_status_descriptors = 1024;
+  // NBD_OPT_STARTTLS (nbd_protocol.h TlsMode) with the server credentials of `tls_context`
+  // (certificate and/or PSK; client certificates as its options say). REQUIRES: tls_context
+  // unless tls is kOff.
+  nbd::TlsMode tls = nbd::TlsMode::kOff;
+  std::shared_ptr<const tls::ServerContext> tls_context;
 
   // Returns kInvalidArgument naming the first bad field.
   absl::Status Validate() const;

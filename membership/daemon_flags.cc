@@ -1,5 +1,9 @@
 #include "membership/daemon_flags.h"
 
+#include "absl/strings/str_cat.h"
+#include "common/grpc_tls.h"
+#include "common/socket.h"
+
 namespace ringcache::membership {
 
 void DaemonFlags::AddTo(CLI::App* app, bool cluster_required, const std::string& cluster_help,
@@ -15,6 +19,40 @@ void DaemonFlags::AddTo(CLI::App* app, bool cluster_required, const std::string&
                   "Key prefix in etcd (default: the cluster file's, else /ringcache)");
   app->add_option("--lease-ttl", lease_ttl,
                   "etcd lease TTL in seconds (default: the cluster file's, else 5)");
+  app->add_option("--tls-dir", tls_dir,
+                  "Mutual TLS on every port (gRPC, block data, NBD, etcd) with the credentials in "
+                  "this directory: ca-cert.pem, cert.pem, key.pem (make them with `ringcachectl "
+                  "tls`; docs/security.md)")
+      ->check(CLI::ExistingDirectory);
+  app->add_option("--metrics-web-config", metrics_web_config,
+                  "Serve /metrics over HTTPS as this Prometheus web configuration file says "
+                  "(tls_server_config: cert_file, key_file, client_ca_file, client_auth_type)")
+      ->check(CLI::ExistingFile);
+  app->add_flag("--insecure", insecure,
+                "Allow plaintext listeners on addresses other than loopback (refused by default)");
+}
+
+absl::Status DaemonFlags::ApplyTls() const {
+  if (tls_dir.empty()) return absl::OkStatus();
+  absl::StatusOr<std::shared_ptr<const tls::Identity>> id = tls::LoadIdentity(tls_dir);
+  if (!id.ok()) return id.status();
+  tls::SetProcessIdentity(*id);
+  return absl::OkStatus();
+}
+
+absl::Status DaemonFlags::CheckListener(const std::string& what, const std::string& address,
+                                        bool encrypted) const {
+  if (encrypted || insecure) return absl::OkStatus();
+  std::string host;
+  int port = 0;
+  if (!SplitHostPort(address, &host, &port).ok() || IsLoopbackHost(host)) {
+    return absl::OkStatus();  // a malformed address fails where it is bound, with its own error
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "refusing to serve ", what, " in plaintext on ", address,
+      ", which is not a loopback address: give --tls-dir", what == "/metrics"
+          ? " and --metrics-web-config" : "",
+      " to secure it, or --insecure to accept plaintext"));
 }
 
 EtcdSettings DaemonFlags::Resolve(const EtcdSettings& file) const {

@@ -1,6 +1,7 @@
 // DaemonFlags: the flags every ringcache daemon shares — where the static cluster file is and how
-// to reach etcd (--cluster, --etcd, --etcd-prefix, --lease-ttl) — declared once, with one wording
-// and one rule: a flag overrides the cluster file, which overrides the built-in default.
+// to reach etcd (--cluster, --etcd, --etcd-prefix, --lease-ttl), and how its ports are secured
+// (--tls-dir, --metrics-web-config, --insecure) — declared once, with one wording and one rule: a
+// flag overrides the cluster file, which overrides the built-in default.
 //
 // Thread-safety: call from main() only.
 #ifndef RINGCACHE_MEMBERSHIP_DAEMON_FLAGS_H_
@@ -12,6 +13,7 @@
 #include <optional>
 #include <string>
 
+#include "absl/status/status.h"
 #include "membership/presence.h"
 
 namespace ringcache::membership {
@@ -21,6 +23,9 @@ struct DaemonFlags {
   std::optional<std::string> etcd;
   std::optional<std::string> etcd_prefix;
   std::optional<uint32_t> lease_ttl;
+  std::string tls_dir;             // mutual TLS on every gRPC and data port, and to etcd
+  std::string metrics_web_config;  // HTTPS for /metrics (Prometheus web config file)
+  bool insecure = false;           // allow plaintext listeners on non-loopback addresses
 
   // Adds the four flags to `app`. `cluster_help` and `etcd_help` say what this daemon takes from
   // the cluster file and does in cluster mode.
@@ -29,6 +34,14 @@ struct DaemonFlags {
   // The etcd settings: each flag given wins over `file` (the cluster file's, or the config
   // file's, settings).
   EtcdSettings Resolve(const EtcdSettings& file) const;
+  // Loads --tls-dir (if given) as the process's TLS identity (common/grpc_tls.h). Errors name the
+  // file at fault.
+  absl::Status ApplyTls() const;
+  bool tls() const { return !tls_dir.empty(); }
+  // Refuses a plaintext listener (`encrypted` false) for `what` on a non-loopback address unless
+  // --insecure was given: kFailedPrecondition saying how to fix it.
+  absl::Status CheckListener(const std::string& what, const std::string& address,
+                             bool encrypted) const;
 };
 
 }  // namespace ringcache::membership

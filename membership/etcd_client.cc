@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/grpc_status.h"
+#include "common/grpc_tls.h"
 #include "common/status_macros.h"
 #include "etcd/etcdserver/etcdserverpb/rpc.grpc.pb.h"
 
@@ -63,8 +64,9 @@ bool Retryable(const absl::Status& s) {
 }
 
 std::string StripScheme(absl::string_view endpoint) {
-  constexpr absl::string_view kHttp = "http://";
-  if (absl::StartsWith(endpoint, kHttp)) endpoint.remove_prefix(kHttp.size());
+  for (absl::string_view scheme : {"http://", "https://"}) {
+    if (absl::StartsWith(endpoint, scheme)) endpoint.remove_prefix(scheme.size());
+  }
   while (!endpoint.empty() && endpoint.back() == '/') endpoint.remove_suffix(1);
   return std::string(endpoint);
 }
@@ -72,6 +74,7 @@ std::string StripScheme(absl::string_view endpoint) {
 // Channel settings: fast reconnects (gRPC's default backoff grows to two minutes, far longer than
 // an etcd restart) and keepalive pings so that a hung peer is noticed on idle watch streams.
 // etcd rejects pings more often than every 5 s (--grpc-keepalive-min-time), hence 10 s.
+// With a TLS identity (--tls-dir) etcd is spoken to over TLS with the daemon's certificate.
 std::shared_ptr<grpc::Channel> EtcdChannel(const std::string& target) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 << 20);
@@ -80,7 +83,7 @@ std::shared_ptr<grpc::Channel> EtcdChannel(const std::string& target) {
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
-  return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+  return grpc::CreateCustomChannel(target, tls::EtcdChannelCredentials(), args);
 }
 
 KeyValue FromPb(const ::mvccpb::KeyValue& kv) {

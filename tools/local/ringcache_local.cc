@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <fstream>
 #include <optional>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "cachenode/cache_node.h"
@@ -30,6 +31,7 @@
 #include "gateway/catalog.h"
 #include "gateway/frontends.h"
 #include "gateway/router.h"
+#include "membership/daemon_flags.h"
 #include "tools/local/local_cache_client.h"
 #include "common/version.h"
 
@@ -147,6 +149,16 @@ int main(int argc, char** argv) {
   app.add_option("--log-limit", log_limit,
                  "Write-back log area per data node above which cache nodes are pushed to "
                  "destage (default 4GiB)");
+  std::string tls_dir;
+  bool insecure = false;
+  app.add_option("--tls-dir", tls_dir,
+                 "Serve NBD over TLS with the credentials in this directory (ca-cert.pem, "
+                 "cert.pem, key.pem; `ringcachectl tls`). The in-process gRPC stays in-process.")
+      ->check(CLI::ExistingDirectory);
+  app.add_flag("--insecure", insecure,
+               "Allow plaintext listeners on addresses other than loopback (refused by default)");
+  gateway::NbdTlsFlags nbd_tls;
+  nbd_tls.AddTo(&app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -194,6 +206,27 @@ int main(int argc, char** argv) {
   }
   if (absl::Status s = cfg.hdd.Validate(); !s.ok()) return Fail(2, s.ToString());
   if (absl::Status s = EnsureWritableDir(cfg.data_dir); !s.ok()) return Fail(2, s.ToString());
+  gateway::FrontendConfig fc{cfg.nbd_listen, cfg.admin_listen, cfg.http_listen};
+  {
+    std::shared_ptr<const tls::Identity> identity;
+    if (!tls_dir.empty()) {
+      absl::StatusOr<std::shared_ptr<const tls::Identity>> id = tls::LoadIdentity(tls_dir);
+      if (!id.ok()) return Fail(2, id.status().ToString());
+      identity = *id;
+    }
+    if (absl::Status s = nbd_tls.Resolve(identity, &fc); !s.ok()) return Fail(2, s.ToString());
+    membership::DaemonFlags listeners;  // the same refusal rule as the daemons
+    listeners.insecure = insecure;
+    for (const auto& [what, address, encrypted] :
+         {std::tuple<std::string, std::string, bool>{"NBD", fc.nbd_listen,
+                                                     fc.nbd_tls == gateway::nbd::TlsMode::kRequire},
+          {"the admin API", fc.admin_listen, false},
+          {"/metrics", fc.http_listen, false}}) {
+      if (absl::Status s = listeners.CheckListener(what, address, encrypted); !s.ok()) {
+        return Fail(2, s.ToString());
+      }
+    }
+  }
 
   InitDaemonProcess();
 
@@ -287,8 +320,7 @@ int main(int argc, char** argv) {
   }
 
   gateway::Frontends fe;
-  if (absl::Status s = fe.Start({cfg.nbd_listen, cfg.admin_listen, cfg.http_listen},
-                                router->get(), infos, registry);
+  if (absl::Status s = fe.Start(fc, router->get(), infos, registry);
       !s.ok()) {
     return Fail(1, s.ToString());
   }
