@@ -23,7 +23,32 @@ grpc::Status AdminService::CreateVdi(grpc::ServerContext*, const v1::CreateVdiRe
 
 grpc::Status AdminService::ListVdis(grpc::ServerContext*, const v1::ListVdisRequest*,
                                     v1::ListVdisResponse* resp) {
-  for (const auto& r : router_->catalog()->List()) *resp->add_vdis() = r.geometry;
+  for (const auto& r : router_->catalog()->List()) {
+    *resp->add_vdis() = r.geometry;
+    v1::VdiAccess* a = resp->add_access();
+    a->set_name(r.geometry.name());
+    a->set_read_only(r.read_only);
+    for (const std::string& c : r.allowed_clients) a->add_allowed_clients(c);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminService::SetVdiAccess(grpc::ServerContext*,
+                                        const v1::SetVdiAccessRequest* req,
+                                        v1::SetVdiAccessResponse* resp) {
+  std::optional<bool> read_only;
+  if (req->has_read_only()) read_only = req->read_only();
+  std::optional<std::vector<std::string>> allowed;
+  if (req->set_allowed_clients()) {
+    allowed.emplace(req->allowed_clients().begin(), req->allowed_clients().end());
+  }
+  // New connections see the change; open ones keep what they negotiated.
+  absl::StatusOr<VdiRecord> r =
+      router_->catalog()->SetAccess(req->name(), read_only, std::move(allowed));
+  if (!r.ok()) return ToGrpc(r.status());
+  resp->mutable_access()->set_name(r->geometry.name());
+  resp->mutable_access()->set_read_only(r->read_only);
+  for (const std::string& c : r->allowed_clients) resp->mutable_access()->add_allowed_clients(c);
   return grpc::Status::OK;
 }
 

@@ -5,10 +5,15 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/str_join.h"
 #include "common/atomic_file.h"
 #include "common/status_macros.h"
 
@@ -52,8 +57,26 @@ absl::Status ValidateVdiName(const std::string& name) {
 
 std::string EncodeVdiLine(const VdiRecord& r) {
   const auto& g = r.geometry;
-  return absl::StrCat(g.vdi_id(), " ", g.name(), " ", g.size_bytes(), " ", g.object_size(), " ",
-                      g.block_size(), " ", g.replication(), " ", ModeName(r.mode));
+  std::string line =
+      absl::StrCat(g.vdi_id(), " ", g.name(), " ", g.size_bytes(), " ", g.object_size(), " ",
+                   g.block_size(), " ", g.replication(), " ", ModeName(r.mode));
+  // Access, only when not the default, so older catalogs and records read the same.
+  if (r.read_only) line += " ro";
+  if (!r.allowed_clients.empty()) {
+    absl::StrAppend(&line, " allow=", absl::StrJoin(r.allowed_clients, ","));
+  }
+  return line;
+}
+
+absl::Status ValidateClientIdentity(const std::string& id) {
+  const bool ok = !id.empty() && id.size() <= 64 &&
+                  std::all_of(id.begin(), id.end(), [](char c) {
+                    return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '.' ||
+                           c == '_' || c == '-' || c == '@' || c == ':';
+                  });
+  if (ok) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "client identity '", id, "' is not 1-64 characters of [A-Za-z0-9._@:-]"));
 }
 
 absl::StatusOr<VdiRecord> DecodeVdiLine(const std::string& line) {
@@ -62,11 +85,20 @@ absl::StatusOr<VdiRecord> DecodeVdiLine(const std::string& line) {
   uint64_t size;
   std::string name, mode, extra;
   VdiRecord r;
-  if (!(ss >> id >> name >> size >> object_size >> block_size >> replication >> mode) ||
-      (ss >> extra) || !ParseMode(mode, &r.mode) || !ValidateVdiName(name).ok() || id == 0 ||
-      block_size == 0 || object_size == 0 || object_size % block_size != 0) {
-    return absl::DataLossError(absl::StrCat("malformed catalog record \"", line, "\""));
+  bool bad = !(ss >> id >> name >> size >> object_size >> block_size >> replication >> mode) ||
+             !ParseMode(mode, &r.mode) || !ValidateVdiName(name).ok() || id == 0 ||
+             block_size == 0 || object_size == 0 || object_size % block_size != 0;
+  while (!bad && (ss >> extra)) {
+    if (extra == "ro" && !r.read_only) {
+      r.read_only = true;
+    } else if (absl::StartsWith(extra, "allow=") && r.allowed_clients.empty()) {
+      r.allowed_clients = absl::StrSplit(extra.substr(6), ',');
+      for (const std::string& c : r.allowed_clients) bad = bad || !ValidateClientIdentity(c).ok();
+    } else {
+      bad = true;
+    }
   }
+  if (bad) return absl::DataLossError(absl::StrCat("malformed catalog record \"", line, "\""));
   r.geometry.set_vdi_id(id);
   r.geometry.set_name(name);
   r.geometry.set_size_bytes(size);
@@ -206,6 +238,25 @@ absl::Status Catalog::SetMode(const std::string& name, v1::CacheMode mode) {
   absl::Status s = SaveLocked(name);
   if (!s.ok()) it->second.mode = old;
   return s;
+}
+
+absl::StatusOr<VdiRecord> Catalog::SetAccess(
+    const std::string& name, std::optional<bool> read_only,
+    std::optional<std::vector<std::string>> allowed_clients) {
+  if (allowed_clients) {
+    for (const std::string& c : *allowed_clients) RC_RETURN_IF_ERROR(ValidateClientIdentity(c));
+  }
+  absl::MutexLock l(&mu_);
+  auto it = by_name_.find(name);
+  if (it == by_name_.end()) return absl::NotFoundError(absl::StrCat("no VDI named '", name, "'"));
+  const VdiRecord old = it->second;
+  if (read_only) it->second.read_only = *read_only;
+  if (allowed_clients) it->second.allowed_clients = *std::move(allowed_clients);
+  if (absl::Status s = SaveLocked(name); !s.ok()) {
+    it->second = old;
+    return s;
+  }
+  return it->second;
 }
 
 absl::StatusOr<VdiRecord> Catalog::Find(const std::string& name) const {

@@ -13,6 +13,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,9 @@ namespace ringcache::gateway {
 struct VdiRecord {
   v1::VdiGeometry geometry;
   v1::CacheMode mode = v1::WRITEBACK;
+  // NBD access: exported read-only; client identities that may open it (empty: any).
+  bool read_only = false;
+  std::vector<std::string> allowed_clients;
 };
 
 struct VdiDefaults {
@@ -63,6 +67,10 @@ class Catalog {
   absl::Status Delete(const std::string& name);
   absl::StatusOr<VdiRecord> Resize(const std::string& name, uint64_t size_bytes);
   absl::Status SetMode(const std::string& name, v1::CacheMode mode);
+  // Sets the NBD access of a VDI: `read_only` and `allowed_clients` when given (client
+  // identities: 1-64 characters of [A-Za-z0-9._@:-]). Returns the record as saved.
+  absl::StatusOr<VdiRecord> SetAccess(const std::string& name, std::optional<bool> read_only,
+                                      std::optional<std::vector<std::string>> allowed_clients);
   absl::StatusOr<VdiRecord> Find(const std::string& name) const;
   std::vector<VdiRecord> List() const;
 
@@ -85,6 +93,8 @@ class Catalog {
 
 // Returns kInvalidArgument unless `name` is a valid VDI / export name.
 absl::Status ValidateVdiName(const std::string& name);
+// OK for an NBD client identity of an access list; kInvalidArgument naming it otherwise.
+absl::Status ValidateClientIdentity(const std::string& id);
 
 }  // namespace ringcache::gateway
 

@@ -38,3 +38,5 @@ rc_add_gtest(piece_pool_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/piece_pool_test.c
 
 rc_add_gtest(data_channel_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/data_channel_test.cc
              LIBS rc_gateway rc_cachenode rc_embedded_datanodes)
+
+rc_add_gtest(catalog_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/catalog_test.cc LIBS rc_gateway)

@@ -143,6 +143,8 @@ ExportInfo InfoOf(const VdiRecord& r) {
   e.min_block = 512;
   e.preferred_block = r.geometry.block_size();
   e.max_block = 32u << 20;
+  e.read_only = r.read_only;
+  e.allowed_clients = r.allowed_clients;
   return e;
 }
 

@@ -6,8 +6,11 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/config.h"
+#include "common/grpc_tls.h"
+#include "common/tls_certs.h"
 #include "membership/presence.h"
 #include "tools/ctl/commands.h"
 #include "common/version.h"
@@ -34,7 +37,22 @@ struct Args {
   std::string vdi;
   bool yes = false;
   bool wait = true;
+  std::string tls_dir;
+  // vdi access
+  std::string read_only_text;
+  std::vector<std::string> allow;
+  bool allow_any = false;
+  // tls init-ca / issue
+  std::string cluster;
+  std::string ca_dir;
+  std::string out_dir;
+  std::vector<std::string> ips;
+  std::vector<std::string> dns;
+  int days = 365;
 };
+
+// A command that needs no gateway (tls ...).
+using LocalAction = std::function<absl::Status()>;
 
 using Action = std::function<absl::Status(const AdminSession&)>;
 
@@ -105,6 +123,31 @@ void AddVdiCommands(CLI::App* app, Args* a, Action* action) {
     *action = [a](const AdminSession& s) { return ResizeVdi(s, a->name, SizeOf(a->size)); };
   });
 
+  CLI::App* access = vdi->add_subcommand(
+      "access", "Who may open a VDI over NBD (TLS client identities) and whether it is "
+                "read-only; with no option, show it. Open connections keep what they had");
+  access->add_option("NAME", a->name, "VDI name")->required();
+  access->add_option("--read-only", a->read_only_text, "on: export read-only; off: read-write")
+      ->check(CLI::IsMember({"on", "off"}));
+  access->add_option("--allow", a->allow,
+                     "Only these client identities (certificate CN or PSK identity; repeatable, "
+                     "or comma-separated)")
+      ->delimiter(',');
+  access->add_flag("--allow-any", a->allow_any, "Any client may open it (clears --allow)");
+  access->callback([a, action] {
+    *action = [a](const AdminSession& s) {
+      if (a->allow_any && !a->allow.empty()) {
+        return absl::InvalidArgumentError("give --allow or --allow-any, not both");
+      }
+      VdiAccessArgs args;
+      args.name = a->name;
+      if (!a->read_only_text.empty()) args.read_only = a->read_only_text == "on";
+      if (a->allow_any) args.allowed_clients.emplace();
+      if (!a->allow.empty()) args.allowed_clients = a->allow;
+      return SetVdiAccess(s, args);
+    };
+  });
+
   CLI::App* mode = vdi->add_subcommand(
       "set-mode", "Switch a VDI's cache mode (leaving writeback destages its dirty blocks first)");
   mode->add_option("NAME", a->name, "VDI name")->required();
@@ -162,6 +205,49 @@ void AddClusterCommands(CLI::App* app, Args* a, Action* action) {
       [a, action] { *action = [a](const AdminSession& s) { return Flush(s, a->vdi); }; });
 }
 
+void AddTlsCommands(CLI::App* app, Args* a, LocalAction* local) {
+  CLI::App* t = app->add_subcommand(
+      "tls", "Make a cluster's CA and certificates (no gateway needed; docs/security.md)");
+  t->require_subcommand(1);
+  CLI::App* ca = t->add_subcommand("init-ca", "Create a CA for a cluster: DIR/ca-cert.pem and "
+                                              "DIR/ca-key.pem (kept private, mode 0600)");
+  ca->add_option("--dir", a->ca_dir, "Directory for the CA")->required();
+  ca->add_option("--cluster", a->cluster,
+                 "The cluster's name: every certificate the CA issues carries it (O=)")
+      ->required();
+  ca->add_option("--days", a->days, "Validity in days (default 365)")->check(CLI::PositiveNumber);
+  ca->callback([a, local] {
+    *local = [a] { return tls::WriteCa(a->ca_dir, a->cluster, a->days); };
+  });
+  CLI::App* issue = t->add_subcommand(
+      "issue", "Issue a certificate: OUT/ca-cert.pem, OUT/cert.pem, OUT/key.pem (for --role "
+               "client also client-cert.pem and client-key.pem, as QEMU and libnbd expect)");
+  issue->add_option("--ca", a->ca_dir, "The CA's directory (from tls init-ca)")->required();
+  issue->add_option("--role", a->role, "gateway, cachenode, datanode, admin, client or etcd")
+      ->required()
+      ->check(CLI::IsMember({tls::kRoleGateway, tls::kRoleCacheNode, tls::kRoleDataNode,
+                             tls::kRoleAdmin, tls::kRoleClient, tls::kRoleEtcd}));
+  issue->add_option("--name", a->name, "The holder's name (CN): a node, host or client identity")
+      ->required();
+  issue->add_option("--ip", a->ips, "An IP address the holder serves on (repeatable; etcd and "
+                                    "HTTPS clients check it)");
+  issue->add_option("--dns", a->dns, "A DNS name the holder serves on (repeatable)");
+  issue->add_option("--out", a->out_dir, "Directory to write (created if missing)")->required();
+  issue->add_option("--days", a->days, "Validity in days (default 365)")
+      ->check(CLI::PositiveNumber);
+  issue->callback([a, local] {
+    *local = [a] {
+      tls::CertRequest req;
+      req.role = a->role;
+      req.name = a->name;
+      req.ips = a->ips;
+      req.dns = a->dns;
+      req.days = a->days;
+      return tls::WriteIssued(a->ca_dir, req, a->out_dir);
+    };
+  });
+}
+
 // Asks on `io.err` whether to delete VDI `name`; returns true on "y" or "yes".
 bool ConfirmDelete(const std::string& name, const CtlIo& io) {
   *io.err << "Delete VDI '" << name << "' and all its data? [y/N] " << std::flush;
@@ -190,7 +276,7 @@ int RunCtl(int argc, const char* const* argv, const CtlIo& io) {
   app.footer(
       "Global options, before or after the command: --gateway HOST:PORT (env RINGCACHE_GATEWAY)\n"
       "or --etcd HOST:PORT,... (env RINGCACHE_ETCD; cluster mode: use the gateway registered\n"
-      "there), --etcd-prefix P, --json, --timeout SECONDS.\n"
+      "there), --etcd-prefix P, --json, --timeout SECONDS, --tls-dir DIR (env RINGCACHE_TLS_DIR).\n"
       "Exit status: 0 success, 1 the gateway refused or could not be reached, 2 usage error.\n"
       "Examples:\n"
       "  ringcachectl vdi create disk1 --size 10G\n"
@@ -210,12 +296,19 @@ int RunCtl(int argc, const char* const* argv, const CtlIo& io) {
       ->envname("RINGCACHE_ETCD");
   app.add_option("--etcd-prefix", a.etcd_prefix, "Key prefix in etcd (default /ringcache)");
   app.add_flag("--json", a.json, "Print results as JSON (one document per line) for scripts");
+  app.add_option("--tls-dir", a.tls_dir,
+                 "Speak TLS to the gateway (and etcd) with the admin certificate in this "
+                 "directory: ca-cert.pem, cert.pem, key.pem (`tls issue --role admin`)")
+      ->envname("RINGCACHE_TLS_DIR")
+      ->check(CLI::ExistingDirectory);
   app.add_option("--timeout", a.timeout_s, "Seconds to wait for each answer (default 30)")
       ->type_name("SECONDS")
       ->check(CLI::PositiveNumber);
   AddVdiCommands(&app, &a, &action);
   AddNodeCommands(&app, &a, &action);
   AddClusterCommands(&app, &a, &action);
+  LocalAction local;
+  AddTlsCommands(&app, &a, &local);
 
   try {
     app.parse(argc, argv);
@@ -225,7 +318,22 @@ int RunCtl(int argc, const char* const* argv, const CtlIo& io) {
     }
     return UsageError(app, e.what(), io);
   }
+  if (local) {
+    if (absl::Status s = local(); !s.ok()) {
+      *io.err << "ringcachectl: " << s.message() << '\n';
+      return kExitFailed;
+    }
+    return kExitOk;
+  }
   if (!action) return UsageError(app, "no command given", io);
+  if (!a.tls_dir.empty()) {
+    absl::StatusOr<std::shared_ptr<const tls::Identity>> id = tls::LoadIdentity(a.tls_dir);
+    if (!id.ok()) {
+      *io.err << "ringcachectl: " << id.status().message() << '\n';
+      return kExitUsage;
+    }
+    tls::SetProcessIdentity(*id);
+  }
 
   if (app.get_subcommand("vdi")->got_subcommand("delete") && !a.yes) {
     if (!io.in_is_terminal) {

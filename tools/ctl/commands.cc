@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "common/grpc_tls.h"
 #include "tools/ctl/format.h"
 #include "tools/ctl/health.h"
 
@@ -131,7 +132,8 @@ AdminSession AdminSession::Connect(const std::string& gateway, std::ostream* out
   s.gateway = gateway;
   s.out = out;
   s.err = err;
-  s.channel = grpc::CreateChannel(gateway, grpc::InsecureChannelCredentials());
+  // Mutual TLS with the admin certificate when ringcachectl was given --tls-dir.
+  s.channel = grpc::CreateChannel(gateway, tls::ChannelCredentialsFor(tls::kRoleGateway));
   s.stub = v1::Admin::NewStub(s.channel);
   return s;
 }
@@ -205,13 +207,22 @@ absl::Status ListVdis(const AdminSession& s) {
     auto it = modes.find(id);
     return it == modes.end() ? std::string("-") : it->second;
   };
+  auto access_of = [&](int i) {
+    return i < list.access_size() ? list.access(i) : v1::VdiAccess();
+  };
   if (s.json) {
     JsonWriter j;
     j.BeginArray();
-    for (const auto& g : list.vdis()) {
+    for (int i = 0; i < list.vdis_size(); ++i) {
+      const v1::VdiGeometry& g = list.vdis(i);
+      const v1::VdiAccess a = access_of(i);
       j.BeginObject();
       WriteGeometryJson(g, &j);
       j.Field("mode", mode_of(g.vdi_id()));
+      j.Field("read_only", a.read_only());
+      j.Key("allowed_clients").BeginArray();
+      for (const std::string& c : a.allowed_clients()) j.String(c);
+      j.EndArray();
       j.EndObject();
     }
     j.EndArray();
@@ -229,11 +240,13 @@ absl::Status ListVdis(const AdminSession& s) {
            {"OBJECT", A::kRight},
            {"BLOCK", A::kRight},
            {"REPLICAS", A::kRight},
-           {"MODE"}});
-  for (const auto& g : list.vdis()) {
+           {"MODE"},
+           {"ACCESS"}});
+  for (int i = 0; i < list.vdis_size(); ++i) {
+    const v1::VdiGeometry& g = list.vdis(i);
     t.AddRow({g.name(), std::to_string(g.vdi_id()), FormatBytes(g.size_bytes()),
               FormatBytes(g.object_size()), FormatBytes(g.block_size()),
-              std::to_string(g.replication()), mode_of(g.vdi_id())});
+              std::to_string(g.replication()), mode_of(g.vdi_id()), FormatAccess(access_of(i))});
   }
   t.Render(*s.out);
   return absl::OkStatus();
@@ -271,6 +284,38 @@ absl::Status ResizeVdi(const AdminSession& s, const std::string& name, uint64_t 
   } else {
     *s.out << "resized VDI " << resp.vdi().name() << " to " << FormatBytes(resp.vdi().size_bytes())
            << " (" << resp.vdi().size_bytes() << " bytes)\n";
+  }
+  return absl::OkStatus();
+}
+
+std::string FormatAccess(const v1::VdiAccess& a) {
+  std::string clients = "any";
+  if (!a.allowed_clients().empty()) clients = absl::StrJoin(a.allowed_clients(), ",");
+  return absl::StrCat(a.read_only() ? "ro" : "rw", " ", clients);
+}
+
+absl::Status SetVdiAccess(const AdminSession& s, const VdiAccessArgs& args) {
+  v1::SetVdiAccessRequest req;
+  req.set_name(args.name);
+  if (args.read_only) req.set_read_only(*args.read_only);
+  if (args.allowed_clients) {
+    req.set_set_allowed_clients(true);
+    for (const std::string& c : *args.allowed_clients) req.add_allowed_clients(c);
+  }
+  v1::SetVdiAccessResponse resp;
+  grpc::ClientContext ctx;
+  SetDeadline(s, &ctx);
+  if (absl::Status st = FromRpc(s, s.stub->SetVdiAccess(&ctx, req, &resp)); !st.ok()) return st;
+  const v1::VdiAccess& a = resp.access();
+  if (s.json) {
+    JsonWriter j;
+    j.BeginObject().Field("name", a.name()).Field("read_only", a.read_only());
+    j.Key("allowed_clients").BeginArray();
+    for (const std::string& c : a.allowed_clients()) j.String(c);
+    j.EndArray().EndObject();
+    *s.out << j.str() << '\n';
+  } else {
+    *s.out << "VDI " << a.name() << ": access " << FormatAccess(a) << '\n';
   }
   return absl::OkStatus();
 }

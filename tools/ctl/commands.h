@@ -18,6 +18,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -27,7 +28,8 @@ namespace ringcache::ctl {
 
 // What every command needs: the stub, where the gateway is, and how to print.
 struct AdminSession {
-  // Creates a session for `gateway` ("HOST:PORT") over an insecure channel.
+  // Creates a session for `gateway` ("HOST:PORT"): mutual TLS with the process's identity
+  // (ringcachectl --tls-dir), else plaintext.
   static AdminSession Connect(const std::string& gateway, std::ostream* out, std::ostream* err);
 
   std::shared_ptr<grpc::Channel> channel;
@@ -57,6 +59,19 @@ absl::Status CreateVdi(const AdminSession& s, const CreateVdiArgs& args);
 // vdi list: prints every VDI with its geometry and cache mode. If the cache nodes cannot report
 // the modes, the list is still printed (mode "?") and a warning goes to the session's `err`.
 absl::Status ListVdis(const AdminSession& s);
+// How `vdi list` and `vdi access` show a VDI's NBD access: "rw" or "ro", then "any" or the
+// client identities.
+std::string FormatAccess(const v1::VdiAccess& a);
+
+struct VdiAccessArgs {
+  std::string name;
+  std::optional<bool> read_only;
+  std::optional<std::vector<std::string>> allowed_clients;  // empty vector: any client
+};
+// vdi access: changes (or with no change given, shows) who may open a VDI and whether it is
+// read-only; prints the access as it now is.
+absl::Status SetVdiAccess(const AdminSession& s, const VdiAccessArgs& args);
+
 // vdi delete: deletes the VDI and its data on every node. The caller has confirmed.
 absl::Status DeleteVdi(const AdminSession& s, const std::string& name);
 // vdi resize: sets the VDI's size; shrinking destages it first.

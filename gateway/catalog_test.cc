@@ -1,0 +1,63 @@
+#include "gateway/catalog.h"
+
+#include <filesystem>
+
+#include "gtest/gtest.h"
+
+namespace ringcache::gateway {
+namespace {
+
+TEST(CatalogLineTest, AccessRoundTripsAndOldLinesReadAsOpen) {
+  VdiRecord r;
+  r.geometry.set_vdi_id(3);
+  r.geometry.set_name("disk");
+  r.geometry.set_size_bytes(1 << 20);
+  r.geometry.set_object_size(4 << 20);
+  r.geometry.set_block_size(4096);
+  r.geometry.set_replication(3);
+  // A record without access settings is written as before this field existed.
+  const std::string plain = EncodeVdiLine(r);
+  EXPECT_EQ(plain.find("ro"), std::string::npos);
+  absl::StatusOr<VdiRecord> back = DecodeVdiLine(plain);
+  ASSERT_TRUE(back.ok());
+  EXPECT_FALSE(back->read_only);
+  EXPECT_TRUE(back->allowed_clients.empty());
+
+  r.read_only = true;
+  r.allowed_clients = {"alice", "hv-2.example"};
+  back = DecodeVdiLine(EncodeVdiLine(r));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(back->read_only);
+  EXPECT_EQ(back->allowed_clients, r.allowed_clients);
+
+  EXPECT_FALSE(DecodeVdiLine(plain + " rx").ok());
+  EXPECT_FALSE(DecodeVdiLine(plain + " allow=a,,b").ok());
+}
+
+TEST(CatalogTest, SetAccessIsSavedAndValidated) {
+  const std::string path = ::testing::TempDir() + "/catalog_access.txt";
+  std::filesystem::remove(path);
+  {
+    auto c = Catalog::Open(path, VdiDefaults());
+    ASSERT_TRUE(c.ok());
+    ASSERT_TRUE((*c)->Create("d1", 1 << 20, 0, 0).ok());
+    EXPECT_TRUE(absl::IsInvalidArgument(
+        (*c)->SetAccess("d1", std::nullopt, std::vector<std::string>{"bad name"}).status()));
+    EXPECT_TRUE(absl::IsNotFound((*c)->SetAccess("nope", true, std::nullopt).status()));
+    auto r = (*c)->SetAccess("d1", true, std::vector<std::string>{"alice"});
+    ASSERT_TRUE(r.ok()) << r.status();
+    // Unset fields stay as they are.
+    r = (*c)->SetAccess("d1", std::nullopt, std::nullopt);
+    ASSERT_TRUE(r.ok());
+    EXPECT_TRUE(r->read_only);
+  }
+  auto reopened = Catalog::Open(path, VdiDefaults());
+  ASSERT_TRUE(reopened.ok());
+  auto r = (*reopened)->Find("d1");
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->read_only);
+  EXPECT_EQ(r->allowed_clients, std::vector<std::string>{"alice"});
+}
+
+}  // namespace
+}  // namespace ringcache::gateway
