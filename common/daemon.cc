@@ -73,48 +73,51 @@ absl::StatusOr<int> MetricsServer::Start(metrics::Registry* registry, const std:
   std::string host;
   int port = 0;
   RC_RETURN_IF_ERROR(SplitHostPort(listen, &host, &port));
-  // civetweb's listening_ports syntax: "host:port", "[v6]:port".
-  const std::string bind = host.find(':') != std::string::npos
-                               ? absl::StrCat("[", host, "]:", port)
-                               : absl::StrCat(host, ":", port);
-  std::vector<std::string> options = {"listening_ports", bind, "num_threads", "2"};
-  std::string combined;  // key + certificate for civetweb, removed once it has read them
+  std::shared_ptr<const tls::ServerContext> tls_context;
   if (!web_config.empty()) {
-    RC_ASSIGN_OR_RETURN(options, MetricsTlsOptions(web_config, bind, &combined));
+    RC_ASSIGN_OR_RETURN(tls_context, MetricsTlsContext(web_config));
+    host = "127.0.0.1";  // the exposer serves the TLS front only
+    port = 0;
   }
-  auto forget_combined = [&combined] {
-    if (combined.empty()) return;
-    std::remove(combined.c_str());
-    rmdir(combined.substr(0, combined.rfind('/')).c_str());
-  };
   metrics::AddProcessMetrics(registry);
   try {
-    exposer_ = std::make_unique<prometheus::Exposer>(options);
+    // civetweb's listening_ports syntax: "host:port", "[v6]:port".
+    const std::string bind = host.find(':') != std::string::npos
+                                 ? absl::StrCat("[", host, "]:", port)
+                                 : absl::StrCat(host, ":", port);
+    exposer_ = std::make_unique<prometheus::Exposer>(bind, /*num_threads=*/2);
   } catch (const std::exception& e) {
-    forget_combined();
-    return absl::UnavailableError(absl::StrCat("cannot serve metrics on ", listen,
-                                               web_config.empty() ? "" : " over TLS", ": ",
-                                               e.what()));
+    return absl::UnavailableError(
+        absl::StrCat("cannot serve metrics on ", listen, ": ", e.what()));
   }
-  forget_combined();
   exposer_->RegisterCollectable(registry->collectable(), "/metrics");
   health_ = std::make_shared<HealthCollectable>();
   exposer_->RegisterCollectable(health_, "/healthz");
   const std::vector<int> ports = exposer_->GetListeningPorts();
   if (ports.empty()) return absl::UnavailableError(absl::StrCat("metrics: no port for ", listen));
-  return ports.front();
+  if (tls_context == nullptr) return ports.front();
+  absl::StatusOr<std::unique_ptr<tls::TlsFront>> front =
+      tls::TlsFront::Start(listen, tls_context, ports.front());
+  if (!front.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot serve metrics over TLS on ", listen, ": ", front.status().message()));
+  }
+  front_ = *std::move(front);
+  return front_->port();
 }
 
-void MetricsServer::Stop() { exposer_.reset(); }
+void MetricsServer::Stop() {
+  front_.reset();
+  exposer_.reset();
+}
 
 absl::StatusOr<int> ServeMetrics(MetricsServer* http, metrics::Registry* registry,
                                  const std::string& listen, const std::string& web_config) {
   return http->Start(registry, listen, web_config);
 }
 
-absl::StatusOr<std::vector<std::string>> MetricsTlsOptions(const std::string& web_config,
-                                                           const std::string& bind,
-                                                           std::string* combined_pem) {
+absl::StatusOr<std::shared_ptr<const tls::ServerContext>> MetricsTlsContext(
+    const std::string& web_config) {
   absl::StatusOr<YAML::Node> doc = LoadYamlFile(web_config);
   if (!doc.ok()) return doc.status();
   auto bad = [&web_config](const std::string& what) {
@@ -156,29 +159,19 @@ absl::StatusOr<std::vector<std::string>> MetricsTlsOptions(const std::string& we
   }
   const std::string min = tls.count("min_version") ? tls["min_version"] : "TLS12";
   if (min != "TLS12" && min != "TLS13") return bad("min_version must be TLS12 or TLS13");
-  absl::StatusOr<std::string> cert = ReadSmallFile(tls["cert_file"]);
-  if (!cert.ok()) return bad(std::string(cert.status().message()));
-  absl::StatusOr<std::string> key = ReadSmallFile(tls["key_file"]);
-  if (!key.ok()) return bad(std::string(key.status().message()));
-  // civetweb reads key and certificate from one file: a private one, removed after start-up.
-  char dir[] = "/tmp/ringcache-metrics-XXXXXX";
-  if (mkdtemp(dir) == nullptr) return absl::UnavailableError("metrics TLS: mkdtemp failed");
-  *combined_pem = std::string(dir) + "/server.pem";
-  {
-    std::ofstream out(*combined_pem, std::ios::trunc);
-    if (!(out << *key << "\n" << *cert)) {
-      return absl::UnavailableError("metrics TLS: cannot write " + *combined_pem);
-    }
-  }
-  std::vector<std::string> options = {"listening_ports", bind + "s",
-                                      "num_threads", "2",
-                                      "ssl_certificate", *combined_pem,
-                                      "ssl_protocol_version", min == "TLS13" ? "5" : "4",
-                                      "ssl_verify_peer", verify};
-  if (!tls["client_ca_file"].empty()) {
-    options.insert(options.end(), {"ssl_ca_file", tls["client_ca_file"]});
-  }
-  return options;
+  absl::StatusOr<std::shared_ptr<const tls::Identity>> id =
+      tls::LoadIdentityFiles(tls["client_ca_file"], tls["cert_file"], tls["key_file"]);
+  if (!id.ok()) return bad(std::string(id.status().message()));
+  tls::ServerOptions o;
+  o.check_cluster = false;  // scrapers' certificates may come from another CA
+  o.tls13_only = min == "TLS13";
+  o.client_certs = verify == "yes"        ? tls::ClientCerts::kRequire
+                   : verify == "optional" ? tls::ClientCerts::kRequest
+                                          : tls::ClientCerts::kNone;
+  absl::StatusOr<std::shared_ptr<const tls::ServerContext>> ctx =
+      tls::ServerContext::Create(*id, o);
+  if (!ctx.ok()) return bad(std::string(ctx.status().message()));
+  return *ctx;
 }
 
 absl::Status WriteReadyFile(const std::string& path, const std::map<std::string, int>& ports) {

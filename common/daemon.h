@@ -14,6 +14,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/metrics.h"
+#include "common/tls.h"
+#include "common/tls_front.h"
 
 namespace prometheus {
 class Exposer;
@@ -44,8 +46,8 @@ class MetricsServer {
 
   // Binds `listen` (host:port, port 0 picks a free one) and serves `registry`, which must outlive
   // this server. Returns the bound port. REQUIRES: called once.
-  // With `web_config` (a Prometheus web configuration file, see MetricsTlsOptions) it serves
-  // HTTPS as that file says.
+  // With `web_config` (a Prometheus web configuration file, see MetricsTlsContext) it serves
+  // HTTPS as that file says: the exposer listens on loopback behind a TLS front (tls_front.h).
   absl::StatusOr<int> Start(metrics::Registry* registry, const std::string& listen,
                             const std::string& web_config = "");
   // Stops serving and closes the socket. Idempotent.
@@ -53,6 +55,7 @@ class MetricsServer {
 
  private:
   std::unique_ptr<prometheus::Exposer> exposer_;
+  std::unique_ptr<tls::TlsFront> front_;
   std::shared_ptr<prometheus::Collectable> health_;
 };
 
@@ -61,7 +64,7 @@ absl::StatusOr<int> ServeMetrics(MetricsServer* http, metrics::Registry* registr
                                  const std::string& listen, const std::string& web_config = "");
 
 // Reads a Prometheus web configuration file (the exporter-toolkit convention, as node_exporter's
-// --web.config.file) into civetweb options for `bind` (host:port). Understood:
+// --web.config.file) into the TLS server context of /metrics. Understood:
 //   tls_server_config:
 //     cert_file, key_file            # required
 //     client_ca_file                 # CA of scrapers' certificates
@@ -69,11 +72,9 @@ absl::StatusOr<int> ServeMetrics(MetricsServer* http, metrics::Registry* registr
 //                                    # RequireAnyClientCert, VerifyClientCertIfGiven,
 //                                    # RequireAndVerifyClientCert
 //     min_version                    # TLS12 (default) or TLS13
-// Any other key is an error naming it, so a setting is never silently ignored. civetweb wants key
-// and certificate in one file: `combined_pem` receives the path to write them to (mode 0600).
-absl::StatusOr<std::vector<std::string>> MetricsTlsOptions(const std::string& web_config,
-                                                           const std::string& bind,
-                                                           std::string* combined_pem);
+// Any other key is an error naming it, so a setting is never silently ignored.
+absl::StatusOr<std::shared_ptr<const tls::ServerContext>> MetricsTlsContext(
+    const std::string& web_config);
 // Writes {"name":value,...,"pid":N} to `path` atomically. No-op for an empty path.
 absl::Status WriteReadyFile(const std::string& path, const std::map<std::string, int>& ports);
 

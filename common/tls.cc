@@ -51,16 +51,6 @@ absl::StatusOr<CertName> NameOf(const gnutls_datum_t& data, gnutls_x509_crt_fmt_
   return n;
 }
 
-absl::StatusOr<std::string> ReadPem(const std::string& dir, const char* file) {
-  const std::string path = dir + "/" + file;
-  absl::StatusOr<std::string> text = ReadSmallFile(path);
-  if (!text.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("TLS credentials: cannot read ", path, ": ", text.status().message()));
-  }
-  return text;
-}
-
 // Sets up `s` for a socket with the handshake timeout.
 void Attach(gnutls_session_t s, int fd, absl::Duration timeout) {
   gnutls_transport_set_int(s, fd);
@@ -98,29 +88,26 @@ absl::StatusOr<CertName> NameOfDer(absl::string_view der) {
   return NameOf(Datum(der), GNUTLS_X509_FMT_DER);
 }
 
-absl::StatusOr<std::shared_ptr<const Identity>> LoadIdentity(const std::string& dir) {
+absl::StatusOr<std::shared_ptr<const Identity>> LoadIdentityFiles(const std::string& ca_file,
+                                                                  const std::string& cert_file,
+                                                                  const std::string& key_file) {
   auto id = std::make_shared<Identity>();
-  id->dir = dir;
-  absl::StatusOr<std::string> ca = ReadPem(dir, kCaFile);
-  if (!ca.ok()) return ca.status();
-  absl::StatusOr<std::string> cert = ReadPem(dir, kCertFile);
-  if (!cert.ok()) return cert.status();
-  absl::StatusOr<std::string> key = ReadPem(dir, kKeyFile);
-  if (!key.ok()) return key.status();
-  id->ca_pem = *std::move(ca);
-  id->cert_pem = *std::move(cert);
-  id->key_pem = *std::move(key);
+  for (auto [path, out] : {std::pair{&ca_file, &id->ca_pem}, {&cert_file, &id->cert_pem},
+                           {&key_file, &id->key_pem}}) {
+    if (path->empty()) continue;
+    absl::StatusOr<std::string> text = ReadSmallFile(*path);
+    if (!text.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("TLS credentials: cannot read ", *path, ": ", text.status().message()));
+    }
+    *out = *std::move(text);
+  }
   absl::StatusOr<CertName> name = NameOfPem(id->cert_pem);
   if (!name.ok()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("TLS credentials: ", dir, "/", kCertFile, ": ", name.status().message()));
+        absl::StrCat("TLS credentials: ", cert_file, ": ", name.status().message()));
   }
   id->name = *std::move(name);
-  if (id->name.cluster.empty() || id->name.role.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "TLS credentials: ", dir, "/", kCertFile,
-        " names no cluster (O) or role (OU); make it with `ringcachectl tls issue`"));
-  }
   // The key must match the certificate, and the certificate chain to the CA and be valid now.
   gnutls_certificate_credentials_t cred;
   gnutls_certificate_allocate_credentials(&cred);
@@ -128,10 +115,11 @@ absl::StatusOr<std::shared_ptr<const Identity>> LoadIdentity(const std::string& 
   int rc = gnutls_certificate_set_x509_key_mem(cred, &c, &k, GNUTLS_X509_FMT_PEM);
   gnutls_certificate_free_credentials(cred);
   if (rc < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("TLS credentials: ", dir, ": ", kKeyFile,
-                                                   " does not go with ", kCertFile, ": ",
+    return absl::InvalidArgumentError(absl::StrCat("TLS credentials: ", key_file,
+                                                   " does not go with ", cert_file, ": ",
                                                    gnutls_strerror(rc)));
   }
+  if (ca_file.empty()) return std::shared_ptr<const Identity>(std::move(id));
   gnutls_x509_crt_t crt, ca_crt;
   gnutls_x509_crt_init(&crt);
   gnutls_x509_crt_init(&ca_crt);
@@ -143,17 +131,31 @@ absl::StatusOr<std::shared_ptr<const Identity>> LoadIdentity(const std::string& 
   gnutls_x509_crt_deinit(ca_crt);
   if (rc < 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat("TLS credentials: ", dir, ": ", gnutls_strerror(rc)));
+        absl::StrCat("TLS credentials: ", ca_file, ": ", gnutls_strerror(rc)));
   }
   if (verify != 0) {
     gnutls_datum_t why{};
     gnutls_certificate_verification_status_print(verify, GNUTLS_CRT_X509, &why, 0);
     std::string text(reinterpret_cast<char*>(why.data), why.size);
     gnutls_free(why.data);
-    return absl::InvalidArgumentError(absl::StrCat("TLS credentials: ", dir, "/", kCertFile,
-                                                   " is not accepted by ", kCaFile, ": ", text));
+    return absl::InvalidArgumentError(absl::StrCat("TLS credentials: ", cert_file,
+                                                   " is not accepted by ", ca_file, ": ", text));
   }
   return std::shared_ptr<const Identity>(std::move(id));
+}
+
+absl::StatusOr<std::shared_ptr<const Identity>> LoadIdentity(const std::string& dir) {
+  absl::StatusOr<std::shared_ptr<const Identity>> id =
+      LoadIdentityFiles(dir + "/" + kCaFile, dir + "/" + kCertFile, dir + "/" + kKeyFile);
+  if (!id.ok()) return id.status();
+  if ((*id)->name.cluster.empty() || (*id)->name.role.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "TLS credentials: ", dir, "/", kCertFile,
+        " names no cluster (O) or role (OU); make it with `ringcachectl tls issue`"));
+  }
+  auto out = std::make_shared<Identity>(**id);
+  out->dir = dir;
+  return std::shared_ptr<const Identity>(std::move(out));
 }
 
 absl::Status CheckPeer(const CertName& peer, const std::string& cluster,
@@ -187,7 +189,9 @@ absl::StatusOr<std::shared_ptr<const ServerContext>> ServerContext::Create(
     const gnutls_datum_t c = Datum(ctx->identity_->cert_pem), k = Datum(ctx->identity_->key_pem),
                          a = Datum(ctx->identity_->ca_pem);
     int rc = gnutls_certificate_set_x509_key_mem(cred, &c, &k, GNUTLS_X509_FMT_PEM);
-    if (rc >= 0) rc = gnutls_certificate_set_x509_trust_mem(cred, &a, GNUTLS_X509_FMT_PEM);
+    if (rc >= 0 && a.size > 0) {
+      rc = gnutls_certificate_set_x509_trust_mem(cred, &a, GNUTLS_X509_FMT_PEM);
+    }
     if (rc < 0) return GnutlsError("TLS server credentials", rc);
   }
   if (!ctx->options_.psk_file.empty()) {
@@ -221,7 +225,9 @@ absl::StatusOr<std::unique_ptr<Session>> ServerContext::Accept(int fd,
   gnutls_session_t s;
   gnutls_init(&s, GNUTLS_SERVER | GNUTLS_NO_SIGNAL);
   out->session_ = s;
-  gnutls_priority_set_direct(s, psk_ != nullptr ? kPriorityPsk : kPriority, nullptr);
+  std::string priority = psk_ != nullptr ? kPriorityPsk : kPriority;
+  if (options_.tls13_only) priority += ":-VERS-TLS1.2";
+  gnutls_priority_set_direct(s, priority.c_str(), nullptr);
   if (x509_ != nullptr) {
     gnutls_credentials_set(s, GNUTLS_CRD_CERTIFICATE, x509_);
     switch (options_.client_certs) {
@@ -265,8 +271,9 @@ absl::StatusOr<std::unique_ptr<Session>> ServerContext::Accept(int fd,
   }
   out->peer_ = *std::move(peer);
   out->authenticated_ = true;
-  if (absl::Status c = CheckPeer(out->peer_, identity_->name.cluster, options_.roles); !c.ok()) {
-    return c;
+  if (options_.check_cluster) {
+    absl::Status c = CheckPeer(out->peer_, identity_->name.cluster, options_.roles);
+    if (!c.ok()) return c;
   }
   return out;
 }

@@ -66,6 +66,11 @@ struct Identity {
 // Loads dir/ca-cert.pem, dir/cert.pem and dir/key.pem, and checks that the certificate is signed
 // by the CA, is valid now, and names a cluster and a role. kInvalidArgument naming the file.
 absl::StatusOr<std::shared_ptr<const Identity>> LoadIdentity(const std::string& dir);
+// The same from three files; `ca_file` may be empty (nothing to verify peers with) and the
+// certificate need not name a cluster or role (an HTTPS server's certificate).
+absl::StatusOr<std::shared_ptr<const Identity>> LoadIdentityFiles(const std::string& ca_file,
+                                                                  const std::string& cert_file,
+                                                                  const std::string& key_file);
 
 // OK when `peer` belongs to `cluster` and has one of `roles`; kPermissionDenied saying why.
 absl::Status CheckPeer(const CertName& peer, const std::string& cluster,
@@ -86,6 +91,11 @@ struct ServerOptions {
   std::string psk_file;
   // Whether an X.509 identity serves at all (false: PSK only).
   bool x509 = true;
+  // Whether a client certificate must name this server's cluster (off for HTTPS scrapers, whose
+  // certificates may come from another CA).
+  bool check_cluster = true;
+  // Only TLS 1.3 (the default also takes TLS 1.2).
+  bool tls13_only = false;
 };
 
 class Session;

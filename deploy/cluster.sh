@@ -4,7 +4,7 @@
 #
 #   deploy/cluster.sh up [--cluster-file FILE] [--dir DIR] [--cache-nodes K] [--data-nodes M]
 #                        [--base-port P] [--ssd-size S] [--ram-size R] [--hdd-emulation]
-#                        [--replication N] [--create-vdi NAME:SIZE]... [--etcd]
+#                        [--replication N] [--create-vdi NAME:SIZE]... [--etcd] [--tls]
 #   deploy/cluster.sh status [--dir DIR]
 #   deploy/cluster.sh down   [--dir DIR]
 #   deploy/cluster.sh kill   ROLE ID... [--dir DIR]   kill -9 daemons, wait until they are gone
@@ -25,6 +25,11 @@
 # stays as it is): it registers in etcd, and the gateway takes it in (cache node: it joins the
 # ring; data node: replicas rebalance to it). Added nodes are listed in DIR/added_nodes; status,
 # kill, start, up and down handle them like the others.
+# With --tls every port is secured (docs/security.md): `up` makes a throwaway CA and one
+# certificate per daemon under DIR/tls (ringcachectl tls), runs gRPC, block data and etcd with
+# mutual TLS, NBD with TLS required and /metrics over HTTPS (client certificates required); NBD
+# clients use DIR/tls/client (qemu: tls-creds-x509 dir=DIR/tls/client; nbdinfo:
+# nbds://HOST:PORT/VDI?tls-certificates=DIR/tls/client), ringcachectl --tls-dir DIR/tls/admin.
 # State, logs and pids live under DIR (default ./ringcache-cluster).
 # Binaries come from $RINGCACHE_BIN (default ./build/<dir>).
 set -euo pipefail
@@ -32,9 +37,9 @@ set -euo pipefail
 cmd=${1:-}
 shift || true
 case "$cmd" in
-  -h|--help|help) sed -n '2,29p' "$0"; exit 0 ;;
+  -h|--help|help) sed -n '2,34p' "$0"; exit 0 ;;
   up|status|down|kill|start|add) ;;
-  *) sed -n '2,29p' "$0" >&2; echo "cluster.sh: unknown command '$cmd'" >&2; exit 2 ;;
+  *) sed -n '2,34p' "$0" >&2; echo "cluster.sh: unknown command '$cmd'" >&2; exit 2 ;;
 esac
 DIR=./ringcache-cluster
 FILE=""
@@ -46,6 +51,7 @@ RAM=32MiB
 HDD=""
 REPL=""
 ETCD=""
+TLS=""
 CREATE=()
 POS=()
 SET=" "  # the settings given on the command line (the others may come from DIR/cluster.env)
@@ -61,8 +67,9 @@ while [ $# -gt 0 ]; do
     --hdd-emulation) HDD="--hdd-emulation"; SET+="HDD "; shift ;;
     --replication) REPL=$2; shift 2 ;;
     --etcd) ETCD=1; shift ;;
+    --tls) TLS=1; SET+="TLS "; shift ;;
     --create-vdi) CREATE+=(--create-vdi "$2"); shift 2 ;;
-    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
     -*) echo "cluster.sh: unknown argument $1" >&2; exit 2 ;;
     *) POS+=("$1"); shift ;;
   esac
@@ -92,11 +99,40 @@ if [ -f "$DIR/cluster.env" ]; then
       SSD) SSD=$value ;;
       RAM) RAM=$value ;;
       HDD) HDD=$value ;;
+      TLS) TLS=$value ;;
     esac
   done < "$DIR/cluster.env"
 fi
 save_env() {
-  printf 'BASE=%s\nSSD=%s\nRAM=%s\nHDD=%s\n' "$BASE" "$SSD" "$RAM" "$HDD" > "$DIR/cluster.env"
+  printf 'BASE=%s\nSSD=%s\nRAM=%s\nHDD=%s\nTLS=%s\n' "$BASE" "$SSD" "$RAM" "$HDD" "$TLS" \
+    > "$DIR/cluster.env"
+}
+
+# --tls: the cluster's CA (made once) and a certificate directory per holder, made on first use:
+# DIR/tls/ROLE-ID for daemons (with web.yml, the daemon's /metrics HTTPS configuration),
+# DIR/tls/admin for ringcachectl, DIR/tls/client for NBD clients, DIR/tls/etcd.
+ctl() { "$BIN/tools/ctl/ringcachectl" "$@"; }
+tls_dir() {  # role id|name -> prints the directory, making it if missing
+  local role=$1 name=$2 dir
+  case "$role" in
+    admin|client|etcd) dir=$DIR/tls/$role ;;
+    *) dir=$DIR/tls/$role-$name ;;
+  esac
+  if [ ! -f "$DIR/tls/ca/ca-cert.pem" ]; then
+    ctl tls init-ca --dir "$DIR/tls/ca" --cluster ringcache > /dev/null
+  fi
+  if [ ! -f "$dir/cert.pem" ]; then
+    ctl tls issue --ca "$DIR/tls/ca" --role "$role" --name "$role-$name" --ip 127.0.0.1 \
+      --dns localhost --out "$dir" > /dev/null
+    cat > "$dir/web.yml" <<WEB
+tls_server_config:
+  cert_file: $dir/cert.pem
+  key_file: $dir/key.pem
+  client_ca_file: $dir/ca-cert.pem
+  client_auth_type: RequireAndVerifyClientCert
+WEB
+  fi
+  echo "$dir"
 }
 
 # Lists "role id" for every node of the cluster file (one flow mapping per line), then for every
@@ -176,14 +212,26 @@ start_etcd() {
   port=${ep##*:}
   if alive etcd 0; then return 0; fi
   command -v etcd > /dev/null || { echo "cluster.sh: --etcd needs etcd (etcd-server)" >&2; exit 2; }
-  etcd --name ringcache --data-dir "$DIR/etcd" --listen-client-urls "http://$ep" \
-    --advertise-client-urls "http://$ep" --listen-peer-urls "http://127.0.0.1:$((port-1))" \
-    --initial-advertise-peer-urls "http://127.0.0.1:$((port-1))" \
-    --initial-cluster "ringcache=http://127.0.0.1:$((port-1))" >> "$DIR/logs/etcd.log" 2>&1 &
+  local scheme=http sec=() check=()
+  if [ -n "$TLS" ]; then
+    local e a
+    e=$(tls_dir etcd 0)
+    a=$(tls_dir admin 0)
+    scheme=https
+    sec=(--cert-file "$e/cert.pem" --key-file "$e/key.pem" --trusted-ca-file "$e/ca-cert.pem"
+         --client-cert-auth --peer-cert-file "$e/cert.pem" --peer-key-file "$e/key.pem"
+         --peer-trusted-ca-file "$e/ca-cert.pem" --peer-client-cert-auth)
+    check=(--cacert "$a/ca-cert.pem" --cert "$a/cert.pem" --key "$a/key.pem")
+  fi
+  etcd --name ringcache --data-dir "$DIR/etcd" --listen-client-urls "$scheme://$ep" \
+    --advertise-client-urls "$scheme://$ep" --listen-peer-urls "$scheme://127.0.0.1:$((port-1))" \
+    --initial-advertise-peer-urls "$scheme://127.0.0.1:$((port-1))" \
+    --initial-cluster "ringcache=$scheme://127.0.0.1:$((port-1))" "${sec[@]}" \
+    >> "$DIR/logs/etcd.log" 2>&1 &
   echo $! > "$(pidfile etcd 0)"
   for _ in $(seq 1 300); do
-    if ETCDCTL_API=3 etcdctl --endpoints "$ep" --command-timeout=1s endpoint health \
-        > /dev/null 2>&1; then
+    if ETCDCTL_API=3 etcdctl --endpoints "$scheme://$ep" --command-timeout=1s "${check[@]}" \
+        endpoint health > /dev/null 2>&1; then
       return 0
     fi
     if ! alive etcd 0; then break; fi
@@ -200,6 +248,11 @@ start_one() {  # role id
   if [ "$role" = datanode ] && [ -n "$HDD" ]; then extra+=("$HDD"); fi
   if [ "$role" = gateway ] && [ ${#CREATE[@]} -gt 0 ]; then extra+=("${CREATE[@]}"); fi
   if is_added "$role" "$id"; then file=$(added_file "$role" "$id"); fi
+  if [ -n "$TLS" ]; then
+    local t
+    t=$(tls_dir "$role" "$id")
+    extra+=(--tls-dir "$t" --metrics-web-config "$t/web.yml")
+  fi
   rm -f "$DIR/ready/$role-$id.json"
   "$(bin "ringcache-$role")" --cluster "$file" --id "$id" --ready-file "$DIR/ready/$role-$id.json" \
     "${extra[@]}" >> "$DIR/logs/$role-$id.log" 2>&1 &
@@ -282,6 +335,10 @@ case "$cmd" in
       save_env
     fi
     [ -f "$DIR/cluster.env" ] || save_env
+    if [ -n "$TLS" ]; then  # the CA, and the certificates of ringcachectl and NBD clients
+      tls_dir admin 0 > /dev/null
+      tls_dir client 0 > /dev/null
+    fi
     if [ -n "$ETCD" ]; then start_etcd; fi
     for role in datanode cachenode gateway; do
       while read -r r id; do
@@ -314,7 +371,13 @@ case "$cmd" in
       fi
     fi
     gw=$(grep -o 'nbd_listen: *[0-9.:]*' "$FILE" | head -1 | awk '{print $2}')
-    echo "NBD: nbd://$gw/<vdi>   admin: $(grep -o 'admin_listen: *[0-9.:]*' "$FILE" | head -1 | awk '{print $2}')"
+    admin=$(grep -o 'admin_listen: *[0-9.:]*' "$FILE" | head -1 | awk '{print $2}')
+    if [ -n "$TLS" ]; then
+      echo "NBD: nbds://$gw/<vdi>?tls-certificates=$DIR/tls/client   admin: $admin" \
+        "(ringcachectl --tls-dir $DIR/tls/admin)"
+    else
+      echo "NBD: nbd://$gw/<vdi>   admin: $admin"
+    fi
     exit $bad
     ;;
   kill)
