@@ -1,0 +1,212 @@
+#!/usr/bin/env bash
+# TLS on every port, end to end, with real clients (docs/security.md). A cluster-mode cluster
+# started by `deploy/cluster.sh up --etcd --tls` (throwaway CA, mutual TLS everywhere):
+#   - qemu-io and qemu-img with tls-creds-x509, nbdinfo and nbdcopy with nbds:// write and read;
+#   - a plaintext client and a client of another CA are refused, with the reason;
+#   - a raw client: options before STARTTLS get NBD_REP_ERR_TLS_REQD, NBD_OPT_EXPORT_NAME before
+#     it ends the session, and plaintext injected after STARTTLS is never taken as an option;
+#   - per-VDI access lists by client identity and read-only exports (ringcachectl vdi access);
+#   - the admin API refuses plaintext and non-admin certificates;
+#   - /metrics answers HTTPS with a client certificate only;
+#   - a cache node with a certificate of another CA cannot join;
+# and ringcache-local: TLS-PSK clients (qemu tls-creds-psk, nbdinfo tls-psk-file), and a
+# plaintext listener off loopback refused without --insecure.
+#
+#   tests/e2e/tls_test.sh BUILD_DIR
+set -euo pipefail
+
+BUILD=$(cd "${1:?usage: tls_test.sh BUILD_DIR}" && pwd)
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+WORK=$(mktemp -d "${TEST_TMPDIR:-/tmp}/rc-tls.XXXXXX")
+source "$(dirname "$0")/ports.sh"
+BASE=$(pick_base_port)
+command -v etcd > /dev/null || { echo "SKIP: no etcd"; exit 77; }
+
+log() { echo "[tls] $(date +%T) $*"; }
+fail() {
+  echo "[tls] FAIL: $*" >&2
+  tail -n 20 "$WORK"/cluster/logs/gateway-1.log >&2 || true
+  exit 1
+}
+cluster() { RINGCACHE_BIN=$BUILD bash "$ROOT/deploy/cluster.sh" "$@" --dir "$WORK/cluster"; }
+LOCAL_PID=""
+cleanup() {
+  set +e
+  [ -n "$LOCAL_PID" ] && kill "$LOCAL_PID" 2> /dev/null && wait "$LOCAL_PID" 2> /dev/null
+  cluster down > /dev/null 2>&1
+  if [ "${KEEP:-0}" = 1 ]; then echo "kept $WORK"; else rm -rf "$WORK"; fi
+}
+trap cleanup EXIT
+
+T=$WORK/cluster/tls
+NBD=127.0.0.1:$((BASE+9))
+CTL_BIN=$BUILD/tools/ctl/ringcachectl
+CTL=("$CTL_BIN" --gateway "127.0.0.1:$((BASE+10))" --tls-dir "$T/admin" --timeout 10)
+qio() {  # [-r] CLIENT_DIR VDI COMMAND...   (-r: open read-only)
+  local ro=()
+  if [ "$1" = -r ]; then ro=(-r); shift; fi
+  local dir=$1 vdi=$2
+  shift 2
+  qemu-io "${ro[@]}" --object "tls-creds-x509,id=tls0,dir=$dir,endpoint=client" \
+    --image-opts "driver=nbd,host=127.0.0.1,port=$((BASE+9)),export=$vdi,tls-creds=tls0" \
+    "${@/#/-c}"
+}
+
+cluster up --etcd --tls --base-port "$BASE" --cache-nodes 3 --data-nodes 3 --replication 2 \
+  --ssd-size 64MiB --ram-size 8MiB --create-vdi disk:64MiB --create-vdi secret:16MiB \
+  > "$WORK/up.log" 2>&1 || { cat "$WORK/up.log"; fail "cluster up --tls"; }
+log "cluster up with --etcd --tls on base port $BASE"
+
+# ---- Real clients over TLS -------------------------------------------------------------------
+out=$(qio "$T/client" disk "write -P 0x11 0 1M" "write -P 0x22 40M 256k" 2>&1) || fail "qemu-io write: $out"
+out=$(qio "$T/client" disk "read -P 0x11 0 1M" "read -P 0x22 40M 256k" 2>&1) || fail "qemu-io read: $out"
+echo "$out" | grep -q "Pattern verification failed" && fail "qemu-io read back wrong data: $out"
+out=$(qemu-img info --object "tls-creds-x509,id=tls0,dir=$T/client,endpoint=client" \
+  --image-opts "driver=nbd,host=127.0.0.1,port=$((BASE+9)),export=disk,tls-creds=tls0" 2>&1) ||
+  fail "qemu-img info: $out"
+echo "$out" | grep -q "virtual size: 64 MiB" || fail "qemu-img info: $out"
+out=$(nbdinfo "nbds://$NBD/disk?tls-certificates=$T/client" 2>&1) || fail "nbdinfo: $out"
+echo "$out" | grep -q "with TLS" || fail "nbdinfo does not report TLS: $out"
+nbdcopy "nbds://$NBD/disk?tls-certificates=$T/client" "$WORK/disk.raw" || fail "nbdcopy"
+cmp <(head -c 1048576 "$WORK/disk.raw") <(head -c 1048576 /dev/zero | tr '\0' '\021') ||
+  fail "nbdcopy copied other bytes than qemu-io wrote"
+log "qemu-io, qemu-img, nbdinfo and nbdcopy over TLS: ok"
+
+# ---- Refused clients -------------------------------------------------------------------------
+if out=$(nbdinfo "nbd://$NBD/disk" 2>&1); then fail "a plaintext client was served: $out"; fi
+out=$(qemu-img info "nbd://$NBD/disk" 2>&1) && fail "qemu-img without TLS was served"
+echo "$out" | grep -q "TLS is required" || fail "plaintext refusal does not say why: $out"
+"$CTL_BIN" tls init-ca --dir "$WORK/other-ca" --cluster ringcache > /dev/null
+"$CTL_BIN" tls issue --ca "$WORK/other-ca" --role client --name mallory --out "$WORK/mallory" \
+  > /dev/null
+if out=$(nbdinfo "nbds://$NBD/disk?tls-certificates=$WORK/mallory" 2>&1); then
+  fail "a client of another CA was served: $out"
+fi
+log "plaintext and wrong-CA NBD clients refused"
+
+# ---- A raw client: the protocol's STARTTLS rules ---------------------------------------------
+python3 - "$BASE" << 'PY' || fail "raw STARTTLS checks"
+import socket, struct, sys
+port = int(sys.argv[1]) + 9
+OPT = 0x49484156454F5054
+def connect():
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.recv(18, socket.MSG_WAITALL)
+    s.sendall(struct.pack(">I", 3))  # fixed newstyle, no zeroes
+    return s
+def option(s, opt, data=b""):
+    s.sendall(struct.pack(">QII", OPT, opt, len(data)) + data)
+def reply(s):
+    head = s.recv(20, socket.MSG_WAITALL)
+    if len(head) < 20:
+        return None
+    magic, opt, typ, length = struct.unpack(">QIII", head)
+    s.recv(length, socket.MSG_WAITALL)
+    return typ
+TLS_REQD, ACK = (1 << 31) | 5, 1
+go = struct.pack(">I", 4) + b"disk" + struct.pack(">H", 0)
+s = connect()
+for opt, data in ((7, go), (6, go), (3, b""), (8, b"")):  # GO, INFO, LIST, STRUCTURED_REPLY
+    option(s, opt, data)
+    t = reply(s)
+    assert t == TLS_REQD, f"option {opt} before STARTTLS answered {t:#x}, want TLS_REQD"
+option(s, 1, b"disk")  # EXPORT_NAME cannot be refused: the server must hang up
+assert s.recv(1) == b"", "NBD_OPT_EXPORT_NAME before STARTTLS was not refused"
+s.close()
+# Injection: STARTTLS and a plaintext GO in one packet. The GO must not be answered; the
+# server reads it as (broken) TLS and closes.
+s = connect()
+s.sendall(struct.pack(">QII", OPT, 5, 0) + struct.pack(">QII", OPT, 7, len(go)) + go)
+assert reply(s) == ACK, "STARTTLS not acknowledged"
+rest = b""
+try:
+    while True:
+        chunk = s.recv(4096)
+        if not chunk:
+            break
+        rest += chunk
+except (ConnectionResetError, socket.timeout):
+    pass
+assert struct.pack(">Q", 0x3e889045565a9) not in rest, "plaintext after STARTTLS was answered"
+print("raw STARTTLS rules: ok")
+PY
+log "raw client: TLS_REQD before STARTTLS, EXPORT_NAME refused, no plaintext after STARTTLS"
+
+# ---- Access lists and read-only exports --------------------------------------------------------
+"$CTL_BIN" tls issue --ca "$T/ca" --role client --name bob --out "$WORK/bob" > /dev/null
+"${CTL[@]}" vdi access secret --allow client-0 --read-only on > /dev/null || fail "vdi access"
+"${CTL[@]}" vdi list | grep -q "ro client-0" || fail "vdi list does not show the access"
+out=$(qio -r "$T/client" secret "read 0 64k" 2>&1) || fail "the allowed client cannot read: $out"
+# The export says read-only (NBD_FLAG_READ_ONLY): qemu will not open it for writing; the server
+# answers writes EPERM (NbdServerTest covers that with a raw client).
+out=$(qio "$T/client" secret "write -P 1 0 64k" 2>&1) && fail "a read-only export was opened rw"
+echo "$out" | grep -qi "permission denied\|read-only\|read only" ||
+  fail "a write to a read-only export was not refused: $out"
+if out=$(qio -r "$WORK/bob" secret "read 0 64k" 2>&1); then fail "bob opened secret: $out"; fi
+echo "$out" | grep -q "may not open" || fail "the refusal does not say why: $out"
+out=$(qio "$WORK/bob" disk "read -P 0x11 0 64k" 2>&1) || fail "bob cannot read the open export: $out"
+nbdinfo --list "nbds://$NBD/?tls-certificates=$WORK/bob" 2>&1 | grep -q '"secret"' &&
+  fail "bob's export list shows secret"
+"${CTL[@]}" vdi access secret --allow-any --read-only off > /dev/null
+out=$(qio "$WORK/bob" secret "write -P 3 0 64k" "read -P 3 0 64k" 2>&1) ||
+  fail "secret not writable after --allow-any --read-only off: $out"
+log "access lists and read-only exports: ok"
+
+# ---- Admin API and /metrics --------------------------------------------------------------------
+if out=$("$CTL_BIN" --gateway "127.0.0.1:$((BASE+10))" --timeout 5 vdi list 2>&1); then
+  fail "the admin API answered a plaintext client: $out"
+fi
+if out=$("$CTL_BIN" --gateway "127.0.0.1:$((BASE+10))" --timeout 5 --tls-dir "$T/client" \
+    vdi list 2>&1); then
+  fail "the admin API answered a client (not admin) certificate: $out"
+fi
+A=$T/admin
+curl -sSf --cacert "$A/ca-cert.pem" --cert "$A/cert.pem" --key "$A/key.pem" \
+  "https://127.0.0.1:$((BASE+11))/metrics" | grep -q '^ringcache_nbd' ||
+  fail "/metrics over HTTPS with a client certificate"
+curl -sf --cacert "$A/ca-cert.pem" "https://127.0.0.1:$((BASE+11))/metrics" > /dev/null &&
+  fail "/metrics answered without a client certificate"
+curl -sf "http://127.0.0.1:$((BASE+11))/metrics" > /dev/null && fail "/metrics answered plaintext"
+log "admin API and /metrics refuse what they must"
+
+# ---- A cache node with a certificate of another CA cannot join ---------------------------------
+"$CTL_BIN" tls issue --ca "$WORK/other-ca" --role cachenode --name cachenode-4 \
+  --ip 127.0.0.1 --out "$T/cachenode-4" > /dev/null
+cp "$T/cachenode-1/web.yml" "$T/cachenode-4/web.yml"
+if cluster add cachenode 4 > "$WORK/add.log" 2>&1; then
+  fail "a cache node with a foreign certificate was started: $(cat "$WORK/add.log")"
+fi
+sleep 2
+"${CTL[@]}" node list | grep -E "^cachenode +4 .* up" && fail "cache node 4 joined"
+log "a cache node of another CA cannot join"
+
+# ---- ringcache-local: PSK clients, and plaintext off loopback ------------------------------------
+printf 'alice:%s\n' "$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')" > "$WORK/keys.psk"
+mkdir -p "$WORK/psk" && cp "$WORK/keys.psk" "$WORK/psk/keys.psk"
+"$BUILD/tools/ringcache-local" --data-dir "$WORK/local" --nbd-listen "127.0.0.1:$((BASE+1))" \
+  --admin-listen "127.0.0.1:$((BASE+2))" --http-listen "127.0.0.1:$((BASE+3))" \
+  --create-vdi d:16MiB --nbd-tls-psk "$WORK/keys.psk" --ready-file "$WORK/local.ready" \
+  > "$WORK/local.log" 2>&1 &
+LOCAL_PID=$!
+for _ in $(seq 1 300); do [ -f "$WORK/local.ready" ] && break; sleep 0.1; done
+[ -f "$WORK/local.ready" ] || fail "ringcache-local with PSK did not start: $(cat "$WORK/local.log")"
+out=$(qemu-io --object "tls-creds-psk,id=tls0,dir=$WORK/psk,endpoint=client,username=alice" \
+  --image-opts "driver=nbd,host=127.0.0.1,port=$((BASE+1)),export=d,tls-creds=tls0" \
+  -c "write -P 7 0 64k" -c "read -P 7 0 64k" 2>&1) || fail "qemu-io with PSK: $out"
+out=$(nbdinfo "nbds://alice@127.0.0.1:$((BASE+1))/d?tls-psk-file=$WORK/keys.psk" 2>&1) ||
+  fail "nbdinfo with PSK: $out"
+printf 'alice:%s\n' "$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')" > "$WORK/wrong.psk"
+nbdinfo "nbds://alice@127.0.0.1:$((BASE+1))/d?tls-psk-file=$WORK/wrong.psk" > /dev/null 2>&1 &&
+  fail "a wrong PSK was accepted"
+kill "$LOCAL_PID"; wait "$LOCAL_PID" 2> /dev/null || true; LOCAL_PID=""
+log "TLS-PSK: qemu-io and nbdinfo served, a wrong key refused"
+
+set +e
+out=$("$BUILD/tools/ringcache-local" --data-dir "$WORK/local2" --nbd-listen "0.0.0.0:$((BASE+1))" \
+  --admin-listen "127.0.0.1:$((BASE+2))" --http-listen "127.0.0.1:$((BASE+3))" 2>&1)
+rc=$?
+set -e
+[ "$rc" = 2 ] || fail "plaintext NBD on 0.0.0.0 without --insecure: exit $rc, want 2 ($out)"
+echo "$out" | grep -q "insecure" || fail "the refusal does not name --insecure: $out"
+log "plaintext off loopback refused without --insecure"
+log "PASS"
