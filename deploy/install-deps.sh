@@ -10,6 +10,8 @@ PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   librocksdb-dev libspdlog-dev libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
   libyaml-cpp-dev libcli11-dev libxxhash-dev zlib1g-dev
+  # TLS: GnuTLS for NBD, the block data protocol and HTTPS /metrics (gRPC brings its own)
+  libgnutls28-dev
   # etcd and its v3 API protos (cluster mode)
   etcd-server etcd-client golang-etcd-server-dev golang-github-gogo-protobuf-dev
   golang-github-grpc-ecosystem-grpc-gateway-dev

@@ -188,7 +188,7 @@ start_daemon() {  # node role id [args...]
   local n=$1 role=$2 id=$3
   shift 3
   ip netns exec "$(ns_of "$n")" "$BUILD/$role/ringcache-$role" \
-    --cluster "$FILE" --id "$id" --ready-file "$WORK/ready/$role-$id.json" "$@" \
+    --cluster "$FILE" --id "$id" --ready-file "$WORK/ready/$role-$id.json" --insecure "$@" \
     >> "$WORK/logs/$role-$id.log" 2>&1 &
 }
 ready() { [ -f "$WORK/ready/$1.json" ]; }
