@@ -51,6 +51,20 @@ absl::StatusOr<CertName> NameOf(const gnutls_datum_t& data, gnutls_x509_crt_fmt_
   return n;
 }
 
+// Allocates certificate credentials into *out (owned by the caller's context even on error)
+// holding `id`'s key pair and, when it has one, its CA as the trust anchor. Returns a GnuTLS code.
+int NewCredentials(const Identity& id, void** out) {
+  gnutls_certificate_credentials_t cred;
+  gnutls_certificate_allocate_credentials(&cred);
+  *out = cred;
+  const gnutls_datum_t c = Datum(id.cert_pem), k = Datum(id.key_pem), a = Datum(id.ca_pem);
+  int rc = gnutls_certificate_set_x509_key_mem(cred, &c, &k, GNUTLS_X509_FMT_PEM);
+  if (rc >= 0 && a.size > 0) {
+    rc = gnutls_certificate_set_x509_trust_mem(cred, &a, GNUTLS_X509_FMT_PEM);
+  }
+  return rc;
+}
+
 // Sets up `s` for a socket with the handshake timeout.
 void Attach(gnutls_session_t s, int fd, absl::Duration timeout) {
   gnutls_transport_set_int(s, fd);
@@ -183,15 +197,7 @@ absl::StatusOr<std::shared_ptr<const ServerContext>> ServerContext::Create(
     if (ctx->identity_ == nullptr) {
       return absl::InvalidArgumentError("a TLS server needs a certificate (--tls-dir)");
     }
-    gnutls_certificate_credentials_t cred;
-    gnutls_certificate_allocate_credentials(&cred);
-    ctx->x509_ = cred;
-    const gnutls_datum_t c = Datum(ctx->identity_->cert_pem), k = Datum(ctx->identity_->key_pem),
-                         a = Datum(ctx->identity_->ca_pem);
-    int rc = gnutls_certificate_set_x509_key_mem(cred, &c, &k, GNUTLS_X509_FMT_PEM);
-    if (rc >= 0 && a.size > 0) {
-      rc = gnutls_certificate_set_x509_trust_mem(cred, &a, GNUTLS_X509_FMT_PEM);
-    }
+    const int rc = NewCredentials(*ctx->identity_, &ctx->x509_);
     if (rc < 0) return GnutlsError("TLS server credentials", rc);
   }
   if (!ctx->options_.psk_file.empty()) {
@@ -286,13 +292,7 @@ absl::StatusOr<std::shared_ptr<const ClientContext>> ClientContext::Create(
   std::shared_ptr<ClientContext> ctx(new ClientContext());
   ctx->identity_ = std::move(identity);
   ctx->server_role_ = std::move(server_role);
-  gnutls_certificate_credentials_t cred;
-  gnutls_certificate_allocate_credentials(&cred);
-  ctx->x509_ = cred;
-  const gnutls_datum_t c = Datum(ctx->identity_->cert_pem), k = Datum(ctx->identity_->key_pem),
-                       a = Datum(ctx->identity_->ca_pem);
-  int rc = gnutls_certificate_set_x509_key_mem(cred, &c, &k, GNUTLS_X509_FMT_PEM);
-  if (rc >= 0) rc = gnutls_certificate_set_x509_trust_mem(cred, &a, GNUTLS_X509_FMT_PEM);
+  const int rc = NewCredentials(*ctx->identity_, &ctx->x509_);
   if (rc < 0) return GnutlsError("TLS client credentials", rc);
   return std::shared_ptr<const ClientContext>(std::move(ctx));
 }
