@@ -30,7 +30,7 @@ export TEST_TMPDIR=${TEST_TMPDIR:-$(mktemp -d /tmp/ringcache-ctest.XXXXXX)}
 # The parser, storage and fault tests again under AddressSanitizer + UndefinedBehaviorSanitizer
 # (CONVENTIONS: the parser and fault tests run under the sanitizer build). ASAN=0 skips this.
 if [ "${ASAN:-1}" = "1" ] && [ "${SANITIZE:-0}" != "1" ]; then
-  ASAN_TESTS=(common/common_test datanode/datanode_test cachenode/cachenode_test
+  ASAN_TESTS=(common/common_test common/tls_test datanode/datanode_test cachenode/cachenode_test
               cachenode/cache_node_test cachenode/write_log_test cachenode/cachenode_service_test
               cachenode/ownership_test cachenode/block_map_test cachenode/destage_planner_test
               gateway/piece_pool_test gateway/data_channel_test

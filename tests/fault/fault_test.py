@@ -17,6 +17,11 @@ Modes:
                     a short etcd lease (--lease-ttl, default 3 s). The gateway takes a cache node
                     whose lease is gone out of the ring (destage if it answers, else log replay),
                     a restarted or cut-off node comes back quarantined and rejoins.
+  --tls             (either mode) `cluster.sh up --tls`: every port under mutual TLS with a
+                    throwaway CA. The writers and verifiers connect with STARTTLS and the
+                    cluster's client certificate (TLS required), ringcachectl with the admin
+                    certificate, etcdctl and the /metrics scrapes over HTTPS with client
+                    certificates; every kill, restart and rejoin re-handshakes.
 
 Nemeses (--nemeses, comma list, or `all`):
   kill-cache             kill -9 a cache node, restart it after uniform(0.2, --max-down) s
@@ -85,7 +90,8 @@ script re-executes itself with /usr/bin/python3. Standard library otherwise.
 Usage:
     tests/fault/fault_test.py --bin BUILD_DIR [--seed S] [--faults 24] [--remove-cache-node] ...
     tests/fault/fault_test.py --bin BUILD_DIR --etcd --nemeses all --faults 60
-    (ctest: FaultInjection.cluster, FaultInjection.nemeses; ASan: --bin build-asan;
+    tests/fault/fault_test.py --bin BUILD_DIR --etcd --tls --nemeses all --faults 16
+    (ctest: FaultInjection.cluster, FaultInjection.nemeses, FaultInjection.tls; ASan: --bin build-asan;
     soak: tests/fault/soak.sh --duration 3600)
 """
 
@@ -99,6 +105,7 @@ import re
 import shutil
 import signal
 import socket
+import ssl
 import struct
 import subprocess
 import sys
@@ -158,6 +165,9 @@ def parse_args(argv):
     p.add_argument("--etcd", action="store_true",
                    help="cluster mode: etcd membership (cluster.sh up --etcd), leases, quarantine "
                    "and rejoin of returning cache nodes")
+    p.add_argument("--tls", action="store_true",
+                   help="every port under mutual TLS (cluster.sh up --tls); NBD with STARTTLS and "
+                   "the cluster's client certificate")
     p.add_argument("--lease-ttl", type=int, default=3,
                    help="etcd lease TTL of every daemon in cluster mode (seconds, >= 2)")
     p.add_argument("--nemeses", default=None,
@@ -298,6 +308,7 @@ class Cluster:
         self.admin = f"127.0.0.1:{base + 10}"
         self.nbd_port = base + 9
         self.etcd_endpoint = f"127.0.0.1:{base - 1}"  # where cluster.sh --etcd puts it
+        self.tls = os.path.join(self.dir, "tls") if args.tls else None  # cluster.sh up --tls
         self.is_up = False
         self.paused = set()  # pids stopped with SIGSTOP (continued before any teardown)
 
@@ -339,6 +350,8 @@ class Cluster:
         if a.etcd:
             self.write_cluster_file()
             extra = ["--etcd"]
+        if a.tls:
+            extra.append("--tls")
         r = self.sh("up", "--base-port", str(self.base), "--cache-nodes", str(a.cache_nodes),
                     "--data-nodes", str(a.data_nodes), "--ssd-size", a.ssd_size, "--ram-size",
                     a.ram_size, *extra)
@@ -415,8 +428,21 @@ class Cluster:
             self.sh("down", timeout=120)
             self.is_up = False
 
+    def open_nbd(self, vdi):
+        """Returns a libnbd handle connected to VDI on the gateway: plaintext, or with --tls
+        STARTTLS required and the cluster's client certificate (DIR/tls/client)."""
+        h = nbd.NBD()
+        if self.tls:
+            h.set_tls(nbd.TLS_REQUIRE)
+            h.set_tls_certificates(os.path.join(self.tls, "client"))
+            h.connect_uri(f"nbds://127.0.0.1:{self.nbd_port}/{vdi}")
+        else:
+            h.connect_uri(f"nbd://127.0.0.1:{self.nbd_port}/{vdi}")
+        return h
+
     def ctl(self, *argv, timeout=120):
-        return subprocess.run([self.ctl_bin, "--gateway", self.admin, *argv],
+        sec = ["--tls-dir", os.path.join(self.tls, "admin")] if self.tls else []
+        return subprocess.run([self.ctl_bin, "--gateway", self.admin, *sec, *argv],
                               stdin=subprocess.DEVNULL, capture_output=True, text=True,
                               timeout=timeout)
 
@@ -431,8 +457,14 @@ class Cluster:
         return {int(n["id"]): n.get("state", "") for n in nodes if n.get("role") == "cachenode"}
 
     def etcdctl(self, *argv):
-        return subprocess.run(["etcdctl", "--endpoints", self.etcd_endpoint,
-                               "--command-timeout=5s", *argv],
+        endpoint, sec = self.etcd_endpoint, []
+        if self.tls:
+            a = os.path.join(self.tls, "admin")
+            endpoint = "https://" + endpoint
+            sec = ["--cacert", os.path.join(a, "ca-cert.pem"), "--cert",
+                   os.path.join(a, "cert.pem"), "--key", os.path.join(a, "key.pem")]
+        return subprocess.run(["etcdctl", "--endpoints", endpoint,
+                               "--command-timeout=5s", *sec, *argv],
                               env=dict(os.environ, ETCDCTL_API="3"), stdin=subprocess.DEVNULL,
                               capture_output=True, text=True, timeout=30)
 
@@ -451,10 +483,17 @@ class Cluster:
         count, offset = ((self.args.data_nodes, 200) if role == "datanode"
                          else (self.args.cache_nodes, 400))
         total, answered = 0.0, 0
+        scheme, context = "http", None
+        if self.tls:  # /metrics over HTTPS, client certificate required (cluster.sh's web.yml)
+            a = os.path.join(self.tls, "admin")
+            scheme = "https"
+            context = ssl.create_default_context(cafile=os.path.join(a, "ca-cert.pem"))
+            context.load_cert_chain(os.path.join(a, "cert.pem"), os.path.join(a, "key.pem"))
         for i in range(1, count + 1):
             try:
                 with urllib.request.urlopen(
-                        f"http://127.0.0.1:{self.base + offset + i}/metrics", timeout=5) as r:
+                        f"{scheme}://127.0.0.1:{self.base + offset + i}/metrics", timeout=5,
+                        context=context) as r:
                     text = r.read().decode(errors="replace")
             except OSError:
                 continue
@@ -733,9 +772,7 @@ class Writer(threading.Thread):
         deadline = time.monotonic() + 60
         while True:
             try:
-                h = nbd.NBD()
-                h.connect_uri(f"nbd://127.0.0.1:{self.ctx.cluster.nbd_port}/{self.state.name}")
-                return h
+                return self.ctx.cluster.open_nbd(self.state.name)
             except nbd.Error as e:
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"cannot connect to the gateway: {e}") from e
@@ -1318,11 +1355,22 @@ def read_range(h, first, count, timeout):
     return bytes(buf.to_bytearray())
 
 
+def check_tls_enforced(cluster, vdi, log):
+    """--tls: the run proves nothing about TLS unless plaintext is refused; a plaintext client
+    must be turned away before it reaches the VDI (the gateway requires STARTTLS)."""
+    h = nbd.NBD()
+    try:
+        h.connect_uri(f"nbd://127.0.0.1:{cluster.nbd_port}/{vdi}")
+    except nbd.Error as e:
+        log(f"TLS: a plaintext NBD client is refused ({e})")
+        return
+    raise SetupError("--tls: the gateway served a plaintext NBD client; TLS is not enforced")
+
+
 def verify(ctx, state, label):
     """Reads every block of the VDI, records the bad ones (ctx.record_bad) and returns the
     number of written blocks checked."""
-    h = nbd.NBD()
-    h.connect_uri(f"nbd://127.0.0.1:{ctx.cluster.nbd_port}/{state.name}")
+    h = ctx.cluster.open_nbd(state.name)
     step = 256  # 1 MiB reads
     checked = nonzero = bad = 0
     for first in range(0, state.nblocks, step):
@@ -1336,8 +1384,7 @@ def verify(ctx, state, label):
                 ctx.log(f"verify {state.name}: read of blocks {first}+{count} failed ({e}); "
                         f"retrying")
                 time.sleep(1 + attempt)
-                h = nbd.NBD()
-                h.connect_uri(f"nbd://127.0.0.1:{ctx.cluster.nbd_port}/{state.name}")
+                h = ctx.cluster.open_nbd(state.name)
         for i in range(count):
             b = first + i
             written = state.next_version[b] > 0
@@ -1423,6 +1470,8 @@ def run(args, seed, work, log):
                 raise SetupError(f"ringcachectl vdi create {name}: {r.stderr.strip()}")
             log(r.stdout.strip())
             states.append(VdiState(name, i + 1, n, args.vdi_bytes))
+        if args.tls:
+            check_tls_enforced(cluster, states[0].name, log)
 
         rng = random.Random(seed)
         nemesis = Nemesis(ctx, rng)
