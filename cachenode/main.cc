@@ -115,7 +115,7 @@ absl::StatusOr<Settings> Resolve(const Flags& f) {
   RC_RETURN_IF_ERROR(s.etcd.Validate());
   s.ready_file = f.ready_file.value_or("");
   s.metrics_web_config = f.daemon.metrics_web_config;
-  RC_RETURN_IF_ERROR(f.daemon.ApplyTls());
+  RC_RETURN_IF_ERROR(f.daemon.ApplyTls("cachenode"));
   if (f.daemon.tls()) {
     tls::ServerOptions o;
     o.roles = {tls::kRoleGateway};

@@ -108,7 +108,7 @@ int main(int argc, char** argv) {
   if (absl::Status s = cfg.Validate(); !s.ok()) {
     return Fail(2, absl::StrCat("bad configuration: ", s.ToString()));
   }
-  if (absl::Status s = flags.ApplyTls(); !s.ok()) return Fail(2, s.ToString());
+  if (absl::Status s = flags.ApplyTls("datanode"); !s.ok()) return Fail(2, s.ToString());
   if (absl::Status s = flags.CheckListener("gRPC", cfg.listen, flags.tls()); !s.ok()) {
     return Fail(2, s.ToString());
   }

@@ -67,7 +67,7 @@ int main(int argc, char** argv) {
   if (admin_listen) fc.admin_listen = *admin_listen;
   if (http_listen) fc.http_listen = *http_listen;
   fc.metrics_web_config = flags.metrics_web_config;
-  if (absl::Status s = flags.ApplyTls(); !s.ok()) return Fail(2, s.ToString());
+  if (absl::Status s = flags.ApplyTls("gateway"); !s.ok()) return Fail(2, s.ToString());
   if (absl::Status s = nbd_tls.Resolve(tls::ProcessIdentity(), &fc); !s.ok()) {
     return Fail(2, s.ToString());
   }

@@ -32,10 +32,16 @@ void DaemonFlags::AddTo(CLI::App* app, bool cluster_required, const std::string&
                 "Allow plaintext listeners on addresses other than loopback (refused by default)");
 }
 
-absl::Status DaemonFlags::ApplyTls() const {
+absl::Status DaemonFlags::ApplyTls(const std::string& role) const {
   if (tls_dir.empty()) return absl::OkStatus();
   absl::StatusOr<std::shared_ptr<const tls::Identity>> id = tls::LoadIdentity(tls_dir);
   if (!id.ok()) return id.status();
+  if ((*id)->name.role != role) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        tls_dir, "/", tls::kCertFile, " is the certificate of ", (*id)->name.ToString(),
+        ", but this daemon is a ", role, "; its peers would refuse it. Issue one with "
+        "`ringcachectl tls issue --role ", role, "`"));
+  }
   tls::SetProcessIdentity(*id);
   return absl::OkStatus();
 }

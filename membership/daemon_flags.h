@@ -35,8 +35,9 @@ struct DaemonFlags {
   // file's, settings).
   EtcdSettings Resolve(const EtcdSettings& file) const;
   // Loads --tls-dir (if given) as the process's TLS identity (common/grpc_tls.h). Errors name the
-  // file at fault.
-  absl::Status ApplyTls() const;
+  // file at fault. The certificate must carry `role` (OU): a daemon started with another role's
+  // certificate would be refused by every peer, so it stops here and says which to issue.
+  absl::Status ApplyTls(const std::string& role) const;
   bool tls() const { return !tls_dir.empty(); }
   // Refuses a plaintext listener (`encrypted` false) for `what` on a non-loopback address unless
   // --insecure was given: kFailedPrecondition saying how to fix it.

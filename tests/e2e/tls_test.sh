@@ -8,7 +8,9 @@
 #   - per-VDI access lists by client identity and read-only exports (ringcachectl vdi access);
 #   - the admin API refuses plaintext and non-admin certificates;
 #   - /metrics answers HTTPS with a client certificate only;
-#   - a cache node with a certificate of another CA cannot join;
+#   - a cache node with a certificate of another CA cannot join, one with a certificate of another
+#     role stops at start, and the gRPC and block data ports refuse raw TLS peers of a role they
+#     do not admit;
 # and ringcache-local: TLS-PSK clients (qemu tls-creds-psk, nbdinfo tls-psk-file), and a
 # plaintext listener off loopback refused without --insecure.
 #
@@ -179,6 +181,56 @@ fi
 sleep 2
 "${CTL[@]}" node list | grep -E "^cachenode +4 .* up" && fail "cache node 4 joined"
 log "a cache node of another CA cannot join"
+
+# ---- Wrong roles: same CA, a certificate of another role -----------------------------------------
+# A daemon given another role's certificate stops at start and says which to issue.
+"$CTL_BIN" tls issue --ca "$T/ca" --role client --name cachenode-5 --ip 127.0.0.1 \
+  --out "$T/cachenode-5" > /dev/null
+cp "$T/cachenode-1/web.yml" "$T/cachenode-5/web.yml"
+if cluster add cachenode 5 > "$WORK/add5.log" 2>&1; then
+  fail "a cache node with a client certificate was started: $(cat "$WORK/add5.log")"
+fi
+grep -q "this daemon is a cachenode" "$WORK/cluster/logs/cachenode-5.log" ||
+  fail "the wrong-role refusal does not say why: $(tail -3 "$WORK/cluster/logs/cachenode-5.log")"
+# A peer that presents one anyway (a raw TLS client with the cluster's CA) is refused by the port:
+# data nodes admit cache nodes and gateways, cache nodes (gRPC and block data) gateways only.
+probe() {  # PORT CERT_DIR h2|raw -> prints "accepted" or "refused: why"
+  python3 - "$@" << 'PY'
+import socket, ssl, sys
+port, d, mode = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+ctx = ssl.create_default_context(cafile=f"{d}/ca-cert.pem")
+ctx.check_hostname = False
+ctx.load_cert_chain(f"{d}/cert.pem", f"{d}/key.pem")
+if mode == "h2":
+    ctx.set_alpn_protocols(["h2"])
+try:
+    with ctx.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=10)) as t:
+        if mode == "h2":  # the HTTP/2 preface and an empty SETTINGS frame: gRPC answers SETTINGS
+            t.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0]))
+        print("accepted" if t.recv(1) else "refused: closed")
+except ssl.SSLError as e:
+    print(f"refused: {e.reason or e}")
+except (ConnectionError, socket.timeout) as e:
+    print(f"refused: {e!r}" if not isinstance(e, socket.timeout) else "no answer in 10 s")
+PY
+}
+expect_probe() {  # WANT PORT CERT_DIR MODE WHAT
+  local got
+  got=$(probe "$2" "$3" "$4")
+  case "$got" in "$1"*) ;; *) fail "$5: want $1, got '$got'" ;; esac
+}
+DATA_PORT=$(sed -n 's/.*"data_port": *\([0-9]*\).*/\1/p' "$WORK/cluster/ready/cachenode-1.json")
+[ -n "$DATA_PORT" ] || fail "no data_port in the ready file of cache node 1"
+expect_probe accepted $((BASE+101)) "$T/cachenode-1" h2 "data node gRPC, cache node certificate"
+expect_probe refused $((BASE+101)) "$T/client" h2 "data node gRPC, client certificate"
+expect_probe refused $((BASE+101)) "$T/admin" h2 "data node gRPC, admin certificate"
+expect_probe accepted $((BASE+301)) "$T/gateway-1" h2 "cache node gRPC, gateway certificate"
+expect_probe refused $((BASE+301)) "$T/cachenode-2" h2 "cache node gRPC, cache node certificate"
+expect_probe refused $((BASE+301)) "$T/datanode-1" h2 "cache node gRPC, data node certificate"
+expect_probe refused "$DATA_PORT" "$T/cachenode-2" raw "cache node block data, cache node cert"
+expect_probe refused "$DATA_PORT" "$T/client" raw "cache node block data, client certificate"
+expect_probe refused "$DATA_PORT" "$WORK/mallory" raw "cache node block data, foreign CA"
+log "wrong roles: a client-role cache node stops at start; ports refuse peers of other roles"
 
 # ---- ringcache-local: PSK clients, and plaintext off loopback ------------------------------------
 printf 'alice:%s\n' "$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')" > "$WORK/keys.psk"
