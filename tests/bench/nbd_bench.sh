@@ -16,11 +16,17 @@
 #     VDI on 2 cache nodes of 64 MiB SSD + 16 MiB RAM (160 MiB of cache) gets a Zipf(1.2) workload
 #     whose hot set fits the cache: first in passthrough mode (no caching: the baseline), then
 #     in writeback mode after a warm-up run of the same workload.
+#   Part T — the cost of TLS (docs/security.md): the Part A workloads on qemu-nbd, ringcache-local
+#     and the cluster, each once in plaintext and once under TLS, back to back in the same run:
+#     qemu-nbd --tls-creds (x509), ringcache-local --tls-dir (NBD STARTTLS required), and
+#     `cluster.sh up --tls` (NBD, gRPC between the daemons and the block data port all under
+#     mutual TLS; static membership). fio's nbd engine connects with nbds:// and a client
+#     certificate (tls_client_home). The ratio column is TLS / plaintext of the same server.
 #
-# Usage: tests/bench/nbd_bench.sh [--quick] [--only A|B] [--out DIR] [--runtime S] [--keep]
+# Usage: tests/bench/nbd_bench.sh [--quick] [--only A|B|T|...] [--out DIR] [--runtime S] [--keep]
 #                                 [--ram-size SIZE]
 #   --quick      3 s runs and a short warm-up (a smoke run; numbers are noisy)
-#   --only A|B   run one part
+#   --only PARTS the parts to run, e.g. A, T or AB (default ABT)
 #   --out DIR    where the raw fio JSON, logs, results.tsv and report.md go
 #                (default /tmp/nbd-bench-results.<time>)
 #   --runtime S  seconds per measured run (default 12)
@@ -43,7 +49,7 @@ LOCAL_BIN=$BIN/tools/ringcache-local
 CTL_BIN=$BIN/tools/ctl/ringcachectl
 
 QUICK=0
-ONLY=AB
+ONLY=ABT
 OUT=""
 RUNTIME=""
 KEEP=0
@@ -58,11 +64,11 @@ while [ $# -gt 0 ]; do
     --keep) KEEP=1; shift ;;
     --ram-size) RAM_A=$2; shift 2 ;;
     --b-replication) B_REPL=$2; shift 2 ;;
-    -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,41p' "$0"; exit 0 ;;
     *) echo "nbd_bench.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
-case "$ONLY" in A|B|AB) ;; *) echo "nbd_bench.sh: --only takes A or B" >&2; exit 2 ;; esac
+[[ $ONLY =~ ^[ABT]+$ ]] || { echo "nbd_bench.sh: --only takes parts A, B, T (e.g. AT)" >&2; exit 2; }
 if [ -z "$RUNTIME" ]; then RUNTIME=$([ $QUICK = 1 ] && echo 3 || echo 12); fi
 WARM_B=$([ $QUICK = 1 ] && echo 10 || echo 45)   # Part B warm-up seconds
 WS=256M          # Part A working set (fits 2 x (1 GiB SSD + 64 MiB RAM) many times over)
@@ -75,8 +81,8 @@ for tool in fio qemu-nbd python3 curl ss; do
   command -v "$tool" > /dev/null || { echo "nbd_bench.sh: $tool is not installed" >&2; exit 1; }
 done
 [ -x "$LOCAL_BIN" ] || { echo "nbd_bench.sh: $LOCAL_BIN missing (build ringcache-local)" >&2; exit 1; }
-if [[ $ONLY == *B* ]] && [ ! -x "$CTL_BIN" ]; then
-  echo "nbd_bench.sh: Part B needs $CTL_BIN to switch cache modes (build target ringcachectl)" >&2
+if [[ $ONLY == *[BT]* ]] && [ ! -x "$CTL_BIN" ]; then
+  echo "nbd_bench.sh: Parts B and T need $CTL_BIN (cache modes, certificates, flush)" >&2
   exit 1
 fi
 
@@ -95,6 +101,7 @@ server_exec() { exec env ${NBD_BENCH_SERVER_ENV:-} "$@"; }
 # ---- processes and clean-up --------------------------------------------------------------------
 PIDS=()          # servers started in the background, stopped by stop_pid / cleanup
 FIO_PID=""       # the fio being waited for
+FIO_TLS_HOME=""  # Part T: the home of a TLS fio (tls_client_home), empty for plaintext
 CLUSTER_DIR=""   # set while a cluster is up
 cleanup() {
   local rc=$?
@@ -174,12 +181,19 @@ fio_run() {
            --norandommap --randrepeat=0 "$@")
   done
   # In the background and waited for, so that a signal interrupts the wait at once (cleanup
-  # then stops fio too).
-  fio --group_reporting --output-format=json --output="$OUT/$name.json" "${jobs[@]}" \
+  # then stops fio too). With FIO_TLS_HOME (Part T) fio runs as a TLS client (tls_client_home).
+  local run=() output=$OUT/$name.json
+  if [ -n "${FIO_TLS_HOME:-}" ]; then
+    output=$FIO_TLS_HOME/out/$name.json
+    run=(env HOME="$FIO_TLS_HOME")
+    [ "$(id -u)" != 0 ] || run=(setpriv --reuid=nobody --regid=nogroup --clear-groups "${run[@]}")
+  fi
+  "${run[@]}" fio --group_reporting --output-format=json --output="$output" "${jobs[@]}" \
     > "$OUT/$name.stdout" 2>&1 &
   FIO_PID=$!
   wait "$FIO_PID" || rc=$?
   FIO_PID=""
+  [ "$output" = "$OUT/$name.json" ] || mv -f "$output" "$OUT/$name.json" 2> /dev/null || true
   if [ $rc != 0 ]; then
     echo "nbd_bench.sh: fio $name failed (exit $rc):" >&2
     grep -v 'io_u error' "$OUT/$name.stdout" | tail -5 >&2 || true
@@ -238,13 +252,13 @@ wait_clean() {  # vdi urls...
   return 1
 }
 
-# Runs the Part A workloads against one system. Arguments: system uri vdi "urls" "pids"
+# Runs the Part A workloads against one system. Arguments: system uri vdi "urls" "pids" [part]
 part_a_workloads() {
-  local sys=$1 uri=$2 vdi=$3 urls=$4 pids=$5
-  measure A randread-4k-qd1 "$sys" "$uri" randread 4k 1 $WS "$vdi" "$urls" "$pids"
-  measure A randread-4k-qd32 "$sys" "$uri" randread 4k 32 $WS "$vdi" "$urls" "$pids"
-  measure A seqread-1m-qd4 "$sys" "$uri" read 1M 4 $WS "$vdi" "$urls" "$pids"
-  measure A randwrite-4k-qd32 "$sys" "$uri" randwrite 4k 32 $WS "$vdi" "$urls" "$pids"
+  local sys=$1 uri=$2 vdi=$3 urls=$4 pids=$5 part=${6:-A}
+  measure "$part" randread-4k-qd1 "$sys" "$uri" randread 4k 1 $WS "$vdi" "$urls" "$pids"
+  measure "$part" randread-4k-qd32 "$sys" "$uri" randread 4k 32 $WS "$vdi" "$urls" "$pids"
+  measure "$part" seqread-1m-qd4 "$sys" "$uri" read 1M 4 $WS "$vdi" "$urls" "$pids"
+  measure "$part" randwrite-4k-qd32 "$sys" "$uri" randwrite 4k 32 $WS "$vdi" "$urls" "$pids"
 }
 
 # Fills the working set (1M sequential writes), runs the settle hook (makes the writes durable /
@@ -327,6 +341,128 @@ part_a() {
   rm -rf "$WORK/cluster"
 }
 
+# ---- Part T ------------------------------------------------------------------------------------
+# fio's nbd engine hands its URI to libnbd, which refuses a tls-certificates=DIR query (local file
+# access) and reads the client's certificates from its default directory instead:
+# $HOME/.pki/libnbd, or /etc/pki/libnbd for root. So a TLS fio gets a home of its own holding
+# CERT_DIR's CA and client certificate, and runs as nobody when this script runs as root (the
+# key is a throwaway one). Prints the home.
+tls_client_home() {  # CERT_DIR (made by `ringcachectl tls issue --role client`)
+  local h
+  chmod 711 "$WORK"  # nobody may pass through (not list) the scratch directory
+  h=$(mktemp -d "$WORK/fio-home.XXXXXX")
+  mkdir -p "$h/.pki/libnbd" "$h/out"
+  cp "$1/ca-cert.pem" "$1/client-cert.pem" "$1/client-key.pem" "$h/.pki/libnbd/"
+  chmod 755 "$h" "$h/.pki" "$h/.pki/libnbd"
+  chmod 644 "$h/.pki/libnbd/"*
+  chmod 1777 "$h/out"
+  echo "$h"
+}
+
+part_t() {
+  log "Part T: the cost of TLS, working set $WS cached, $RUNTIME s per run, port base $BASE"
+  # One throwaway CA: a server certificate (qemu-nbd reads server-cert.pem/server-key.pem, the
+  # ringcache gateway cert.pem/key.pem) and a client certificate for fio's libnbd.
+  local ca=$WORK/tls-ca srv=$WORK/tls-server cli=$WORK/tls-client qt=$WORK/tls-qemu
+  "$CTL_BIN" tls init-ca --dir "$ca" --cluster bench > /dev/null
+  "$CTL_BIN" tls issue --ca "$ca" --role gateway --name bench-gateway --ip 127.0.0.1 \
+    --out "$srv" > /dev/null
+  "$CTL_BIN" tls issue --ca "$ca" --role client --name bench-client --out "$cli" > /dev/null
+  mkdir -p "$qt"
+  cp "$srv/ca-cert.pem" "$qt/ca-cert.pem"
+  cp "$srv/cert.pem" "$qt/server-cert.pem"
+  cp "$srv/key.pem" "$qt/server-key.pem"
+
+  # (a) qemu-nbd on a raw file, plaintext then x509 TLS (client certificates verified).
+  local img=$WORK/qemu-disk-t.raw qport=$((BASE + 40)) qpid mode sec uri
+  truncate -s $WS "$img"
+  sync_t() { sync "$img"; }
+  for mode in plain tls; do
+    sec=()
+    uri="nbd://127.0.0.1:$qport/disk"
+    if [ $mode = tls ]; then
+      sec=(--object "tls-creds-x509,id=tls0,dir=$qt,endpoint=server,verify-peer=on"
+           --tls-creds tls0)
+      uri="nbds://127.0.0.1:$qport/disk"
+    fi
+    qemu-nbd -f raw -t --shared=8 -x disk --bind 127.0.0.1 -p $qport --cache=writeback \
+      --aio=threads "${sec[@]}" "$img" > "$OUT/qemu-nbd-t-$mode.log" 2>&1 &
+    qpid=$!
+    PIDS+=("$qpid")
+    wait_port $qport "$qpid"
+    local sys=qemu-nbd
+    [ $mode = plain ] || sys=qemu-nbd+tls
+    FIO_TLS_HOME=$([ $mode = plain ] || tls_client_home "$cli")
+    warm_a "T-$sys" "$uri" sync_t
+    part_a_workloads "$sys" "$uri" "" "" "$qpid" T
+    FIO_TLS_HOME=""
+    stop_pid "$qpid"
+  done
+  rm -f "$img"
+
+  # (b) ringcache-local (Part A's topology), plaintext then NBD TLS required.
+  local lp=$((BASE + 50)) lpid lurl="http://127.0.0.1:$((BASE + 52))/metrics"
+  t_local_clean() { wait_clean bench "$lurl"; }
+  for mode in plain tls; do
+    sec=()
+    uri="nbd://127.0.0.1:$lp/bench"
+    if [ $mode = tls ]; then
+      sec=(--tls-dir "$srv" --nbd-tls require)
+      uri="nbds://127.0.0.1:$lp/bench"
+    fi
+    server_exec "$LOCAL_BIN" --data-dir "$WORK/local-t" --create-vdi bench:$WS --cache-nodes 2 \
+      --data-nodes 3 --ssd-size 1GiB --ram-size "$RAM_A" --nbd-listen 127.0.0.1:$lp \
+      --admin-listen 127.0.0.1:$((lp + 1)) --http-listen 127.0.0.1:$((lp + 2)) "${sec[@]}" \
+      --ready-file "$WORK/local-t.ready" > "$OUT/ringcache-local-t-$mode.log" 2>&1 &
+    lpid=$!
+    PIDS+=("$lpid")
+    wait_port $lp "$lpid"
+    local sys=ringcache-local
+    [ $mode = plain ] || sys=ringcache-local+tls
+    FIO_TLS_HOME=$([ $mode = plain ] || tls_client_home "$cli")
+    warm_a "T-$sys" "$uri" t_local_clean
+    part_a_workloads "$sys" "$uri" bench "$lurl" "$lpid" T
+    FIO_TLS_HOME=""
+    stop_pid "$lpid"
+    rm -rf "$WORK/local-t"
+  done
+
+  # (c) the cluster (separate processes), plaintext then `cluster.sh up --tls`: every hop under
+  # mutual TLS. Its /metrics want a client certificate too, so the settle step is a flush.
+  local cb=$((BASE + 600)) cpids f ctl
+  for mode in plain tls; do
+    sec=()
+    [ $mode = plain ] || sec=(--tls)
+    CLUSTER_DIR=$WORK/cluster-t
+    # shellcheck disable=SC2086
+    env RINGCACHE_BIN="$BIN" ${NBD_BENCH_SERVER_ENV:-} "$ROOT/deploy/cluster.sh" up \
+      --dir "$CLUSTER_DIR" --base-port $cb --cache-nodes 2 --data-nodes 3 --ssd-size 1GiB \
+      --ram-size "$RAM_A" --create-vdi bench:$WS "${sec[@]}" > "$OUT/cluster-t-$mode-up.log" 2>&1 || {
+        cat "$OUT/cluster-t-$mode-up.log" >&2
+        return 1
+      }
+    cpids=""
+    for f in "$CLUSTER_DIR"/pids/*.pid; do cpids="$cpids $(cat "$f")"; done
+    ctl=("$CTL_BIN" --gateway 127.0.0.1:$((cb + 10)))
+    uri="nbd://127.0.0.1:$((cb + 9))/bench"
+    if [ $mode = tls ]; then
+      ctl+=(--tls-dir "$CLUSTER_DIR/tls/admin")
+      uri="nbds://127.0.0.1:$((cb + 9))/bench"
+    fi
+    t_cluster_flush() { "${ctl[@]}" --timeout 300 flush > /dev/null; }
+    local sys=cluster
+    [ $mode = plain ] || sys=cluster+tls
+    FIO_TLS_HOME=$([ $mode = plain ] || tls_client_home "$CLUSTER_DIR/tls/client")
+    warm_a "T-$sys" "$uri" t_cluster_flush
+    part_a_workloads "$sys" "$uri" "" "" "$cpids" T
+    FIO_TLS_HOME=""
+    cp "$CLUSTER_DIR/logs/gateway-1.log" "$OUT/cluster-t-$mode-gateway.log" 2> /dev/null || true
+    RINGCACHE_BIN=$BIN "$ROOT/deploy/cluster.sh" down --dir "$CLUSTER_DIR" > /dev/null
+    CLUSTER_DIR=""
+    rm -rf "$WORK/cluster-t"
+  done
+}
+
 # ---- Part B ------------------------------------------------------------------------------------
 part_b() {
   log "Part B: HDD emulation (5 ms), Zipf(1.2) over a $B_VDI_SIZE VDI (replication $B_REPL), cache 2 x ($B_SSD SSD + $B_RAM RAM)"
@@ -394,6 +530,7 @@ part_b() {
 START=$(date +%s)
 if [[ $ONLY == *A* ]]; then part_a; fi
 if [[ $ONLY == *B* ]]; then part_b; fi
+if [[ $ONLY == *T* ]]; then part_t; fi
 echo "load at end: $(cat /proc/loadavg); $(( $(date +%s) - START )) s" | tee -a "$OUT/machine.txt"
 echo
 $REPORT report "$RESULTS"

@@ -183,17 +183,26 @@ def fmt_int(x):
     return f"{x:,.0f}"
 
 
-def table(rows, workloads, anchor, md, title):
+def tls_anchor(system):
+    """Part T: a TLS system's anchor is the same server in plaintext ("cluster+tls" -> "cluster")."""
+    return system[:-len("+tls")] if system.endswith("+tls") else None
+
+
+def table(rows, workloads, anchor, md, title, anchor_name=None):
+    """`anchor`: the system every other one is compared with, or a function giving each system's
+    anchor (None: no ratio)."""
     out = []
-    head = ["workload", "system", "IOPS", "p50 µs", "p99 µs", f"ratio vs {anchor}",
-            "block hit %", "server CPU µs/op", "other CPU %"]
+    head = ["workload", "system", "IOPS", "p50 µs", "p99 µs",
+            f"ratio vs {anchor_name or anchor}", "block hit %", "server CPU µs/op",
+            "other CPU %"]
     body = []
     for key, label in workloads:
         runs = [r for r in rows if r["workload"] == key]
         if not runs:
             continue
-        base = next((r for r in runs if r["system"] == anchor), None)
         for r in runs:
+            wanted = anchor(r["system"]) if callable(anchor) else anchor
+            base = next((b for b in runs if b["system"] == wanted), None)
             ratio = ""
             if base and r is not base and base["iops"] > 0:
                 ratio = f"{r['iops'] / base['iops']:.2f}× IOPS"
@@ -227,8 +236,9 @@ def find(rows, workload, system):
     return next((r for r in rows if r["workload"] == workload and r["system"] == system), None)
 
 
-def aims(rows, md):
+def aims(all_rows, md):
     checks = []
+    rows = [r for r in all_rows if r["part"] != "T"]  # Part T reuses Part A's system names
 
     def ratio_check(desc, workload, system, anchor, aim, metric="iops", lower_is_better=False):
         r, b = find(rows, workload, system), find(rows, workload, anchor)
@@ -259,6 +269,14 @@ def aims(rows, md):
                 "randwrite-4k-qd32", "cluster", "qemu-nbd-wt", 0.8)
     for key, label in WORKLOADS_B:
         ratio_check(f"B. {label}, writeback / passthrough IOPS", key, "writeback", ANCHOR_B, 3.7)
+    # Part T has no aim of its own: the cost is reported, TLS / plaintext of the same server.
+    t_rows = [r for r in all_rows if r["part"] == "T"]
+    for key, label in WORKLOADS_A:
+        for system in ("qemu-nbd", "ringcache-local", "cluster"):
+            r, b = find(t_rows, key, system + "+tls"), find(t_rows, key, system)
+            if r and b and b["iops"] > 0:
+                checks.append(f"T. {label}, {system} TLS / plaintext IOPS: "
+                              f"{r['iops'] / b['iops']:.2f}×")
     if not checks:
         return ""
     prefix = "- " if md else "  "
@@ -269,11 +287,14 @@ def report(path, md):
     rows = load(path)
     a = [r for r in rows if r["part"] == "A"]
     b = [r for r in rows if r["part"] == "B"]
+    t = [r for r in rows if r["part"] == "T"]
     parts = [
         table(a, WORKLOADS_A, ANCHOR_A, md,
               "Part A — working set cached (ratio: ringcache / qemu-nbd)"),
         table(b, WORKLOADS_B, ANCHOR_B, md,
               "Part B — HDD-emulated data nodes, Zipf hot set (ratio: writeback / passthrough)"),
+        table(t, WORKLOADS_A, tls_anchor, md,
+              "Part T — the cost of TLS (ratio: TLS / plaintext, same server)", "plaintext"),
         aims(rows, md),
     ]
     print("\n".join(p for p in parts if p))
