@@ -19,6 +19,13 @@
 #     over its blocks reads back new (no stale read). Reconnected (same alias), it re-registers,
 #     is re-admitted and rejoins; the newer round still reads back, and a new one too.
 #  4. `docker-compose down -v`: no container, volume or network of the project is left.
+#  5. The same cluster under TLS (-f docker-compose.tls.yml, a second project): tls-init makes
+#     the CA and certificates (into a directory of this run), every container becomes healthy
+#     with its HTTPS health check; qemu-io with tls-creds-x509 and the client certificate writes
+#     and reads back, a plaintext client is refused with the reason; ringcachectl works with the
+#     admin certificate and is refused without; Prometheus scrapes every daemon and etcd over
+#     HTTPS; down -v leaves nothing (the CA volume too).
+#     COMPOSE_TEST_ONLY=tls runs this phase alone.
 # Exits 77 (skipped) only when no Docker engine can run: docker or dockerd missing, dockerd
 # cannot be started (not root, or it fails), or it does not answer within 60 s.
 #
@@ -124,22 +131,29 @@ BASE=$(pick_base_port)
 NBD_PORT=$((BASE + 9))
 ADMIN_PORT=$((BASE + 10))
 PROM_PORT=$((BASE + 11))
+COMPOSE_FILES=(-f "$COMPOSE_FILE_")
+TLS_DIR=$WORK/tls
 dc() {
   RINGCACHE_IMAGE=$IMAGE RINGCACHE_NBD_PORT=$NBD_PORT RINGCACHE_ADMIN_PORT=$ADMIN_PORT \
-    RINGCACHE_PROMETHEUS_PORT=$PROM_PORT RINGCACHE_VDI=demo:1GiB \
-    docker-compose --ansi never -p "$PROJECT" -f "$COMPOSE_FILE_" "$@"
+    RINGCACHE_PROMETHEUS_PORT=$PROM_PORT RINGCACHE_VDI=demo:1GiB RINGCACHE_TLS_DIR=$TLS_DIR \
+    docker-compose --ansi never -p "$PROJECT" "${COMPOSE_FILES[@]}" "$@"
 }
 LABEL=com.docker.compose.project=$PROJECT
-
-t=$SECONDS
-UP=1
-dc up -d > "$WORK/up.log" 2>&1 || { cat "$WORK/up.log" >&2; fail "docker-compose up"; }
+# down -v, then nothing of the project may be left.
+down_clean() {
+  local t=$SECONDS
+  dc down -v --timeout 20 > "$WORK/down.log" 2>&1 ||
+    { cat "$WORK/down.log" >&2; fail "docker-compose down -v"; }
+  UP=""
+  left_c=$(docker ps -aq --filter "label=$LABEL")
+  left_v=$(docker volume ls -q --filter "label=$LABEL")
+  left_n=$(docker network ls -q --filter "label=$LABEL")
+  [ -z "$left_c$left_v$left_n" ] ||
+    fail "left after down -v: containers [$left_c] volumes [$left_v] networks [$left_n]"
+  log "down -v in $((SECONDS - t)) s: no container, volume or network of $PROJECT left"
+}
 SERVICES=(etcd datanode1 datanode2 datanode3 cachenode1 cachenode2 cachenode3 gateway prometheus)
 declare -A CID  # service -> container id (kept across stop and start)
-for s in "${SERVICES[@]}"; do
-  CID[$s]=$(dc ps -q "$s")
-  [ -n "${CID[$s]}" ] || fail "no container for service $s"
-done
 health() { docker inspect -f '{{if .State.Health}}{{.State.Health.Status}}{{else}}{{.State.Status}}{{end}}' "${CID[$1]}"; }
 all_healthy() {
   local s
@@ -153,12 +167,31 @@ wait_for() {  # seconds description command...
     sleep 0.5
   done
 }
+prom_up() {  # every scrape target up; $1: the scheme the daemons' targets must use
+  curl -sf --max-time 5 "http://127.0.0.1:$PROM_PORT/api/v1/targets" | python3 -c '
+import json, sys
+t = json.load(sys.stdin)["data"]["activeTargets"]
+scheme = sys.argv[1]
+daemons = [x for x in t if x["labels"]["job"] != "prometheus"]
+sys.exit(0 if len(t) >= 9 and all(x["health"] == "up" for x in t)
+         and all(x["scrapeUrl"].startswith(scheme + "://") for x in daemons) else 1)' "${1:-http}"
+}
+source "$(dirname "$0")/node_state.sh"  # json_field, role_state, node_state, state_is
+
+if [ "${COMPOSE_TEST_ONLY:-}" != tls ]; then
+
+t=$SECONDS
+UP=1
+dc up -d > "$WORK/up.log" 2>&1 || { cat "$WORK/up.log" >&2; fail "docker-compose up"; }
+for s in "${SERVICES[@]}"; do
+  CID[$s]=$(dc ps -q "$s")
+  [ -n "${CID[$s]}" ] || fail "no container for service $s"
+done
 wait_for 120 "every container healthy" all_healthy
 log "project $PROJECT up and healthy in $((SECONDS - t)) s: NBD 127.0.0.1:$NBD_PORT, admin" \
   "127.0.0.1:$ADMIN_PORT, Prometheus 127.0.0.1:$PROM_PORT"
 
 CTL=("$BUILD/tools/ctl/ringcachectl" --gateway "127.0.0.1:$ADMIN_PORT")
-source "$(dirname "$0")/node_state.sh"  # json_field, role_state, node_state, state_is
 for i in 1 2 3; do wait_for 60 "cache node $i up in node list" state_is "$i" up; done
 published=$(docker port "${CID[gateway]}" 10809/tcp)
 [ "$published" = "127.0.0.1:$NBD_PORT" ] || fail "NBD published at '$published', not 127.0.0.1 only"
@@ -176,12 +209,6 @@ out=$(qemu-io -f raw -c "write -P 0x5a 0 1M" -c "read -P 0x5a 0 1M" "$NBD" 2>&1)
   fail "qemu-io 0x5a: $out"
 if echo "$out" | grep -qi "failed\|error"; then fail "qemu-io 0x5a: $out"; fi
 log "qemu-img info demo (1 GiB); disk created with ringcachectl; 1 MiB of 0x5a written and read back"
-prom_up() {  # every scrape target up
-  curl -sf --max-time 5 "http://127.0.0.1:$PROM_PORT/api/v1/targets" | python3 -c '
-import json, sys
-t = json.load(sys.stdin)["data"]["activeTargets"]
-sys.exit(0 if len(t) >= 9 and all(x["health"] == "up" for x in t) else 1)'
-}
 wait_for 60 "Prometheus to scrape every daemon and etcd" prom_up
 log "Prometheus scrapes every daemon and etcd"
 
@@ -315,14 +342,45 @@ log "reconnected: cache node 2 re-admitted and back in the ring ${rejoined_after
   "round 11 still reads back new, round 19 written, flushed and read back"
 
 # 4. down -v leaves nothing of the project.
+down_clean
+fi
+
+# 5. The same cluster under TLS: a second project with the TLS override file.
+PROJECT=${PROJECT}tls
+LABEL=com.docker.compose.project=$PROJECT
+COMPOSE_FILES=(-f "$COMPOSE_FILE_" -f "$ROOT/deploy/compose/docker-compose.tls.yml")
 t=$SECONDS
-dc down -v --timeout 20 > "$WORK/down.log" 2>&1 || { cat "$WORK/down.log" >&2; fail "docker-compose down -v"; }
-UP=""
-left_c=$(docker ps -aq --filter "label=$LABEL")
-left_v=$(docker volume ls -q --filter "label=$LABEL")
-left_n=$(docker network ls -q --filter "label=$LABEL")
-[ -z "$left_c$left_v$left_n" ] ||
-  fail "left after down -v: containers [$left_c] volumes [$left_v] networks [$left_n]"
-log "down -v in $((SECONDS - t)) s: no container, volume or network of $PROJECT left"
+UP=1
+dc up -d > "$WORK/up-tls.log" 2>&1 || { cat "$WORK/up-tls.log" >&2; fail "docker-compose up (TLS)"; }
+for s in "${SERVICES[@]}"; do
+  CID[$s]=$(dc ps -q "$s")
+  [ -n "${CID[$s]}" ] || fail "TLS: no container for service $s"
+done
+init=$(dc ps -q tls-init)
+[ "$(docker inspect -f '{{.State.ExitCode}}' "$init")" = 0 ] ||
+  fail "tls-init failed: $(docker logs "$init" 2>&1 | tail -5)"
+wait_for 120 "every container healthy (TLS)" all_healthy
+log "TLS project $PROJECT up and healthy in $((SECONDS - t)) s; certificates in $TLS_DIR"
+CTL=("$BUILD/tools/ctl/ringcachectl" --gateway "127.0.0.1:$ADMIN_PORT" --tls-dir "$TLS_DIR/admin")
+for i in 1 2 3; do wait_for 60 "TLS: cache node $i up in node list" state_is "$i" up; done
+"${CTL[@]}" vdi create disk --size 256MiB > /dev/null || fail "TLS: ringcachectl vdi create disk"
+if out=$("$BUILD/tools/ctl/ringcachectl" --gateway "127.0.0.1:$ADMIN_PORT" vdi list 2>&1); then
+  fail "TLS: the admin API answered ringcachectl without a certificate: $out"
+fi
+dc exec -T gateway ringcachectl --gateway 127.0.0.1:7200 --tls-dir /tls/admin vdi list \
+  > "$WORK/vdis-tls.txt" 2>&1 || { cat "$WORK/vdis-tls.txt" >&2; fail "TLS: ringcachectl in the gateway container"; }
+grep -q "^disk " "$WORK/vdis-tls.txt" || { cat "$WORK/vdis-tls.txt" >&2; fail "TLS: disk not listed"; }
+TLS_OBJ="tls-creds-x509,id=tls0,dir=$TLS_DIR/client,endpoint=client"
+TLS_IMG="driver=nbd,host=127.0.0.1,port=$NBD_PORT,export=disk,tls-creds=tls0"
+out=$(qemu-io --object "$TLS_OBJ" --image-opts "$TLS_IMG" -c "write -P 0x6b 0 1M" \
+  -c "read -P 0x6b 0 1M" 2>&1) || fail "TLS: qemu-io 0x6b: $out"
+if echo "$out" | grep -qi "failed\|error"; then fail "TLS: qemu-io 0x6b: $out"; fi
+out=$(qemu-img info "nbd://127.0.0.1:$NBD_PORT/disk" 2>&1) && fail "TLS: a plaintext client was served"
+echo "$out" | grep -q "TLS is required" || fail "TLS: the plaintext refusal does not say why: $out"
+log "TLS: qemu-io with the client certificate wrote and read 1 MiB; plaintext refused; ringcachectl" \
+  "only with the admin certificate"
+wait_for 90 "Prometheus to scrape every daemon and etcd over HTTPS" prom_up https
+log "TLS: Prometheus scrapes every daemon and etcd over HTTPS"
+down_clean
 PASSED=1
 log "PASS in $((SECONDS - START)) s"
