@@ -15,7 +15,8 @@
 
 namespace ringcache::cachenode {
 
-// LoadView for LCR: a block's load is the least load among its object's home data nodes.
+// LoadView for LCR: a block's load is the greatest load among its object's home data nodes (its
+// destage writes all of them and is done when the slowest is).
 class CacheNode::PoolLoad : public policy::LoadView {
  public:
   PoolLoad(datanode::DataNodePool* pool, const VdiTable* vdis) : pool_(pool), vdis_(vdis) {}

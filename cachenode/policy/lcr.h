@@ -3,8 +3,10 @@
 //
 // The last `window` blocks of the queue form the destaging region (§III-B 2). Alg. 1 walks it from
 // the tail: the first clean block found is evicted (no write home); if the region holds no clean
-// block, the dirty block whose home data node has the least load (LoadView::HomeLoad, an input; the
-// paper's L_chip of eq. 2) is evicted, the tail-most one on ties. Without a LoadView every load is 0
+// block, the dirty block whose home data nodes have the least load (LoadView::HomeLoad, an input;
+// the paper's L_chip of eq. 2) is evicted, the tail-most one on ties. The paper's block lives on one
+// chip; ours has N homes and its destage writes all of them, finishing with the slowest, so the
+// load of a block is that of its most loaded home (DataNodePool::HomeLoad, sim DeviceModel). Without a LoadView every load is 0
 // and the tail-most dirty block is chosen.
 //
 // Thread-safety: not thread-safe; driven by one CacheDriver. The LoadView is read, never written.

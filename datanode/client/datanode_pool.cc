@@ -350,9 +350,9 @@ double DataNodePool::HomeLoad(uint32_t vdi, uint64_t object, int n) const {
   const auto v = view();
   auto homes = HomesIn(*v, vdi, object, n);
   if (!homes.ok()) return 1e9;
-  double best = 1e18;
-  for (uint32_t id : *homes) best = std::min(best, LoadOf(v->Find(id)));
-  return best;
+  double worst = 0;
+  for (uint32_t id : *homes) worst = std::max(worst, LoadOf(v->Find(id)));
+  return worst;
 }
 
 absl::Status DataNodePool::PutVdi(const v1::VdiGeometry& vdi) {

@@ -126,7 +126,8 @@ class DataNodePool {
   absl::StatusOr<std::vector<uint32_t>> Homes(uint32_t vdi, uint64_t object, int n) const;
   // Returns the current load of node `id` (lower is better; 0 when idle).
   double Load(uint32_t id) const;
-  // Returns the least load among the object's n homes.
+  // Returns the greatest load among the object's n homes: what destaging one of its blocks waits
+  // for, since a destage writes every home and finishes when the last one does (LCR's L_chip).
   double HomeLoad(uint32_t vdi, uint64_t object, int n) const;
 
   // Reads from the least-loaded home replica; on failure (unavailable, or DATA_LOSS from a bad

@@ -62,12 +62,12 @@ double DeviceModel::HomeLoad(const policy::BlockKey& key) const {
   const size_t m = nodes_.size();
   if (m == 1) return std::max(0.0, nodes_[0].busy_until - now_us_);
   uint32_t n = HomeNode(key);
-  double best = std::max(0.0, nodes_[n].busy_until - now_us_);
+  double worst = nodes_[n].busy_until;
   for (uint32_t r = 1; r < cfg_.replicas; ++r) {
     if (++n == m) n = 0;
-    best = std::min(best, std::max(0.0, nodes_[n].busy_until - now_us_));
+    worst = std::max(worst, nodes_[n].busy_until);
   }
-  return best;
+  return std::max(0.0, worst - now_us_);
 }
 
 double DeviceModel::Serve(Server& s, double t, double service) {

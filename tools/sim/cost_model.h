@@ -19,7 +19,8 @@
 // 29 µs per 4 KiB).
 //
 // Load (paper 004 eq. 2: L_chip = N_R·T_read + N_W·T_write, the queued work): HomeLoad(key) is
-// max(0, busy_until - now) of the key's least-loaded home node, in µs.
+// max(0, busy_until - now) of the key's most loaded home node, in µs: destaging a dirty block
+// writes all R homes and finishes with the last (LCR's cost of evicting it).
 //
 // Thread-safety: not thread-safe; one runner drives one model.
 #ifndef RINGCACHE_TOOLS_SIM_COST_MODEL_H_

@@ -80,6 +80,21 @@ TEST(SimCostModel, SpeedFactorsAndHomeLoad) {
   EXPECT_DOUBLE_EQ(m.HomeLoad(slow), 0);
 }
 
+// LCR's load of a replicated block is its most loaded home's backlog: its destage writes every
+// home and finishes with the last.
+TEST(SimCostModel, HomeLoadIsTheMostLoadedHome) {
+  CostConfig c;
+  c.data_nodes = 2;
+  c.replicas = 2;
+  c.node_speed = {4, 1};
+  DeviceModel m(c);
+  BlockKey k{0, 0};
+  m.SetNow(0);
+  EXPECT_DOUBLE_EQ(m.HddWrite(k, 0), 20000);  // both homes written; the slow one ends last
+  m.SetNow(1000);
+  EXPECT_DOUBLE_EQ(m.HomeLoad(k), 19000);      // not the fast home's 4000
+}
+
 TEST(SimCostModel, ReplicasReadLeastLoadedWriteAll) {
   CostConfig c;
   c.data_nodes = 3;
