@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "common/atomic_file.h"
 #include "common/socket.h"
+#include "common/status_macros.h"
 
 namespace ringcache::tls {
 namespace {
@@ -333,25 +334,46 @@ Session::~Session() {
 
 absl::Status Session::WriteV(const iovec* iov, int count) {
   auto s = static_cast<gnutls_session_t>(session_);
-  size_t total = 0;
-  for (int i = 0; i < count; ++i) total += iov[i].iov_len;
-  if (total == 0) return absl::OkStatus();
-  // Corked: the buffers leave as few, full records, as one writev would.
+  // Small buffers (a reply header, a short payload) are corked so they leave as one full record,
+  // as one writev would leave as one segment. Corking copies into GnuTLS's buffer, so only the
+  // first record's worth is corked: the rest of a large payload (a 1 MiB read) is sent straight
+  // from the caller's buffer, one full record per call.
+  constexpr size_t kRecord = 16384;  // TLS's largest record payload
+  size_t corked = 0;
+  bool corking = true;
   gnutls_record_cork(s);
+  auto uncork = [&]() -> absl::Status {
+    corking = false;
+    while (true) {
+      const int rc = gnutls_record_uncork(s, GNUTLS_RECORD_WAIT);
+      if (rc >= 0) return absl::OkStatus();
+      if (rc == GNUTLS_E_INTERRUPTED) continue;
+      return GnutlsError("TLS send", rc);
+    }
+  };
   for (int i = 0; i < count; ++i) {
-    if (iov[i].iov_len == 0) continue;
-    const ssize_t rc = gnutls_record_send(s, iov[i].iov_base, iov[i].iov_len);
-    if (rc < 0) {
-      (void)gnutls_record_uncork(s, 0);
-      return GnutlsError("TLS send", static_cast<int>(rc));
+    const char* p = static_cast<const char*>(iov[i].iov_base);
+    size_t left = iov[i].iov_len;
+    while (left > 0) {
+      size_t n = left;
+      if (corking && corked + n > kRecord) n = kRecord - corked;
+      ssize_t rc = 0;
+      if (n > 0) rc = gnutls_record_send(s, p, n);
+      if (rc == GNUTLS_E_INTERRUPTED) continue;  // again with the same buffer, as GnuTLS asks
+      if (rc < 0) {
+        if (corking) (void)gnutls_record_uncork(s, 0);
+        return GnutlsError("TLS send", static_cast<int>(rc));
+      }
+      p += rc;
+      left -= static_cast<size_t>(rc);
+      if (corking) {
+        corked += static_cast<size_t>(rc);
+        if (corked >= kRecord) RC_RETURN_IF_ERROR(uncork());
+      }
     }
   }
-  while (true) {
-    const int rc = gnutls_record_uncork(s, GNUTLS_RECORD_WAIT);
-    if (rc >= 0) return absl::OkStatus();
-    if (rc == GNUTLS_E_INTERRUPTED) continue;
-    return GnutlsError("TLS send", rc);
-  }
+  if (corking) return uncork();
+  return absl::OkStatus();
 }
 
 absl::Status Session::Write(absl::string_view bytes) {
