@@ -359,6 +359,17 @@ tls_client_home() {  # CERT_DIR (made by `ringcachectl tls issue --role client`)
   echo "$h"
 }
 
+# Part T: one server's workloads, plaintext or TLS. Arguments: plain|tls system uri settle-hook
+# client-cert-dir vdi "urls" "pids"; records the system as SYSTEM or SYSTEM+tls.
+t_measure() {
+  local mode=$1 sys=$2
+  [ "$mode" = plain ] || sys=$sys+tls
+  FIO_TLS_HOME=$([ "$mode" = plain ] || tls_client_home "$5")
+  warm_a "T-$sys" "$3" "$4"
+  part_a_workloads "$sys" "$3" "$6" "$7" "$8" T
+  FIO_TLS_HOME=""
+}
+
 part_t() {
   log "Part T: the cost of TLS, working set $WS cached, $RUNTIME s per run, port base $BASE"
   # One throwaway CA: a server certificate (qemu-nbd reads server-cert.pem/server-key.pem, the
@@ -390,12 +401,7 @@ part_t() {
     qpid=$!
     PIDS+=("$qpid")
     wait_port $qport "$qpid"
-    local sys=qemu-nbd
-    [ $mode = plain ] || sys=qemu-nbd+tls
-    FIO_TLS_HOME=$([ $mode = plain ] || tls_client_home "$cli")
-    warm_a "T-$sys" "$uri" sync_t
-    part_a_workloads "$sys" "$uri" "" "" "$qpid" T
-    FIO_TLS_HOME=""
+    t_measure $mode qemu-nbd "$uri" sync_t "$cli" "" "" "$qpid"
     stop_pid "$qpid"
   done
   rm -f "$img"
@@ -417,12 +423,7 @@ part_t() {
     lpid=$!
     PIDS+=("$lpid")
     wait_port $lp "$lpid"
-    local sys=ringcache-local
-    [ $mode = plain ] || sys=ringcache-local+tls
-    FIO_TLS_HOME=$([ $mode = plain ] || tls_client_home "$cli")
-    warm_a "T-$sys" "$uri" t_local_clean
-    part_a_workloads "$sys" "$uri" bench "$lurl" "$lpid" T
-    FIO_TLS_HOME=""
+    t_measure $mode ringcache-local "$uri" t_local_clean "$cli" bench "$lurl" "$lpid"
     stop_pid "$lpid"
     rm -rf "$WORK/local-t"
   done
@@ -450,12 +451,7 @@ part_t() {
       uri="nbds://127.0.0.1:$((cb + 9))/bench"
     fi
     t_cluster_flush() { "${ctl[@]}" --timeout 300 flush > /dev/null; }
-    local sys=cluster
-    [ $mode = plain ] || sys=cluster+tls
-    FIO_TLS_HOME=$([ $mode = plain ] || tls_client_home "$CLUSTER_DIR/tls/client")
-    warm_a "T-$sys" "$uri" t_cluster_flush
-    part_a_workloads "$sys" "$uri" "" "" "$cpids" T
-    FIO_TLS_HOME=""
+    t_measure $mode cluster "$uri" t_cluster_flush "$CLUSTER_DIR/tls/client" "" "" "$cpids"
     cp "$CLUSTER_DIR/logs/gateway-1.log" "$OUT/cluster-t-$mode-gateway.log" 2> /dev/null || true
     RINGCACHE_BIN=$BIN "$ROOT/deploy/cluster.sh" down --dir "$CLUSTER_DIR" > /dev/null
     CLUSTER_DIR=""

@@ -177,16 +177,20 @@ sys.exit(0 if len(t) >= 9 and all(x["health"] == "up" for x in t)
          and all(x["scrapeUrl"].startswith(scheme + "://") for x in daemons) else 1)' "${1:-http}"
 }
 source "$(dirname "$0")/node_state.sh"  # json_field, role_state, node_state, state_is
+dc_up() {  # LOG: up -d, then the container id of every service in CID
+  UP=1
+  dc up -d > "$WORK/$1" 2>&1 || { cat "$WORK/$1" >&2; fail "docker-compose up ($1)"; }
+  local s
+  for s in "${SERVICES[@]}"; do
+    CID[$s]=$(dc ps -q "$s")
+    [ -n "${CID[$s]}" ] || fail "no container for service $s ($1)"
+  done
+}
 
 if [ "${COMPOSE_TEST_ONLY:-}" != tls ]; then
 
 t=$SECONDS
-UP=1
-dc up -d > "$WORK/up.log" 2>&1 || { cat "$WORK/up.log" >&2; fail "docker-compose up"; }
-for s in "${SERVICES[@]}"; do
-  CID[$s]=$(dc ps -q "$s")
-  [ -n "${CID[$s]}" ] || fail "no container for service $s"
-done
+dc_up up.log
 wait_for 120 "every container healthy" all_healthy
 log "project $PROJECT up and healthy in $((SECONDS - t)) s: NBD 127.0.0.1:$NBD_PORT, admin" \
   "127.0.0.1:$ADMIN_PORT, Prometheus 127.0.0.1:$PROM_PORT"
@@ -350,12 +354,7 @@ PROJECT=${PROJECT}tls
 LABEL=com.docker.compose.project=$PROJECT
 COMPOSE_FILES=(-f "$COMPOSE_FILE_" -f "$ROOT/deploy/compose/docker-compose.tls.yml")
 t=$SECONDS
-UP=1
-dc up -d > "$WORK/up-tls.log" 2>&1 || { cat "$WORK/up-tls.log" >&2; fail "docker-compose up (TLS)"; }
-for s in "${SERVICES[@]}"; do
-  CID[$s]=$(dc ps -q "$s")
-  [ -n "${CID[$s]}" ] || fail "TLS: no container for service $s"
-done
+dc_up up-tls.log
 init=$(dc ps -q tls-init)
 [ "$(docker inspect -f '{{.State.ExitCode}}' "$init")" = 0 ] ||
   fail "tls-init failed: $(docker logs "$init" 2>&1 | tail -5)"
