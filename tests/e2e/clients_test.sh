@@ -142,7 +142,8 @@ for port in "${METRICS_PORTS[@]}"; do
   curl -sf "http://127.0.0.1:$port/metrics" > "$WORK/metrics.txt" || fail "metrics on $port"
   promtool check metrics < "$WORK/metrics.txt" > "$WORK/promtool.txt" 2>&1 ||
     { cat "$WORK/promtool.txt"; fail "promtool on port $port"; }
-  curl -sf "http://127.0.0.1:$port/healthz" | grep -q "^ringcache_healthy 1" || fail "healthz on $port"
+  out=$(curl -sf "http://127.0.0.1:$port/healthz") || fail "healthz on $port"
+  grep -q "^ringcache_healthy 1" <<< "$out" || fail "healthz on $port: $out"
 done
 grep -q 'ringcache_nbd_requests_total' "$WORK/metrics.txt" || [ "$MODE" = cluster ] ||
   fail "NBD metrics missing"

@@ -163,9 +163,11 @@ if out=$("$CTL_BIN" --gateway "127.0.0.1:$((BASE+10))" --timeout 5 --tls-dir "$T
   fail "the admin API answered a client (not admin) certificate: $out"
 fi
 A=$T/admin
-curl -sSf --cacert "$A/ca-cert.pem" --cert "$A/cert.pem" --key "$A/key.pem" \
-  "https://127.0.0.1:$((BASE+11))/metrics" | grep -q '^ringcache_nbd' ||
-  fail "/metrics over HTTPS with a client certificate"
+# Read whole, then searched: `curl | grep -q` fails under pipefail when grep exits first (curl:
+# "Failed writing body").
+out=$(curl -sSf --cacert "$A/ca-cert.pem" --cert "$A/cert.pem" --key "$A/key.pem" \
+  "https://127.0.0.1:$((BASE+11))/metrics") || fail "/metrics over HTTPS with a client certificate"
+grep -q '^ringcache_nbd' <<< "$out" || fail "/metrics over HTTPS has no ringcache_nbd series"
 curl -sf --cacert "$A/ca-cert.pem" "https://127.0.0.1:$((BASE+11))/metrics" > /dev/null &&
   fail "/metrics answered without a client certificate"
 curl -sf "http://127.0.0.1:$((BASE+11))/metrics" > /dev/null && fail "/metrics answered plaintext"
