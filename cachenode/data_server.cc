@@ -1,16 +1,11 @@
 #include "cachenode/data_server.h"
 
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include <spdlog/spdlog.h>
 
-#include <cerrno>
-#include <chrono>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "common/socket.h"
@@ -41,56 +36,21 @@ absl::StatusOr<std::unique_ptr<DataServer>> DataServer::Start(const DataServerOp
                                                               CacheNode* node, RequestGate* gate,
                                                               metrics::Registry* registry) {
   std::unique_ptr<DataServer> s(new DataServer(node, gate, registry));
-  s->max_connections_ = options.max_connections;
   s->tls_ = options.tls;
-  RC_ASSIGN_OR_RETURN(s->listen_fd_, ListenTcp(options.host, options.port, &s->port_));
-  s->acceptor_ = std::thread([p = s.get()] { p->AcceptLoop(); });
+  ConnectionServer::Options o;
+  o.host = options.host;
+  o.port = options.port;
+  o.max_connections = options.max_connections;
+  RC_ASSIGN_OR_RETURN(
+      s->server_, ConnectionServer::Start(o, [p = s.get()](int fd) { p->Serve(fd); },
+                                          [p = s.get()] { p->refused_connections_->Increment(); }));
   return s;
 }
 
 DataServer::~DataServer() { Stop(); }
 
 void DataServer::Stop() {
-  {
-    absl::MutexLock l(&mu_);
-    if (stopping_) return;
-    stopping_ = true;
-    for (int fd : conns_) shutdown(fd, SHUT_RDWR);
-  }
-  if (listen_fd_ >= 0) shutdown(listen_fd_, SHUT_RDWR);
-  if (acceptor_.joinable()) acceptor_.join();
-  if (listen_fd_ >= 0) close(listen_fd_);
-  absl::MutexLock l(&mu_);
-  auto done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return threads_ == 0; };
-  mu_.Await(absl::Condition(&done));
-}
-
-void DataServer::AcceptLoop() {
-  for (;;) {
-    const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) {
-      if (errno == EINTR || errno == ECONNABORTED) continue;
-      absl::MutexLock l(&mu_);
-      if (stopping_) return;
-      if (errno == EMFILE || errno == ENFILE) {  // out of fds: let connections finish
-        mu_.Unlock();
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-        mu_.Lock();
-      }
-      continue;
-    }
-    const int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    absl::MutexLock l(&mu_);
-    if (stopping_ || static_cast<int>(conns_.size()) >= max_connections_) {
-      if (!stopping_) refused_connections_->Increment();
-      close(fd);
-      continue;
-    }
-    conns_.insert(fd);
-    ++threads_;
-    std::thread([this, fd] { Serve(fd); }).detach();
-  }
+  if (server_ != nullptr) server_->Stop();
 }
 
 void DataServer::Serve(int fd) {
@@ -131,11 +91,7 @@ void DataServer::Serve(int fd) {
                     {data.data(), resp.data_len}};
     if (!tls::WriteFullVOn(fd, session.get(), iov, 3).ok()) break;
   }
-  session.reset();
-  absl::MutexLock l(&mu_);
-  conns_.erase(fd);
-  close(fd);
-  --threads_;
+  session.reset();  // the session goes before its socket (closed by the ConnectionServer)
 }
 
 absl::Status DataServer::Handle(const wire::Request& r, const char* payload, char* data) {

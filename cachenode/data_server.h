@@ -13,14 +13,12 @@
 #include <string>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "cachenode/cache_node.h"
 #include "cachenode/service.h"
 #include "common/block_wire.h"
+#include "common/conn_server.h"
 #include "common/metrics.h"
 #include "common/tls.h"
 
@@ -43,30 +41,22 @@ class DataServer {
   ~DataServer();  // Stop()
   // Closes the listener and every connection, and waits for their threads. Idempotent.
   void Stop();
-  int port() const { return port_; }
+  int port() const { return server_->port(); }
 
  private:
   DataServer(CacheNode* node, RequestGate* gate, metrics::Registry* registry);
-  void AcceptLoop();
   void Serve(int fd);
   // Runs one request; reads leave their data in *data.
   absl::Status Handle(const wire::Request& r, const char* payload, char* data);
 
   CacheNode* const node_;
   RequestGate* const gate_;
-  int max_connections_ = 0;
-  int listen_fd_ = -1;
-  int port_ = 0;
-  std::thread acceptor_;
-  absl::Mutex mu_;
-  absl::flat_hash_set<int> conns_ ABSL_GUARDED_BY(mu_);
-  int threads_ ABSL_GUARDED_BY(mu_) = 0;
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   metrics::Counter* requests_[5] = {};  // by wire::Op
   metrics::Counter* refused_connections_ = nullptr;
   metrics::Counter* protocol_errors_ = nullptr;
   metrics::Counter* tls_refused_ = nullptr;
   std::shared_ptr<const tls::ServerContext> tls_;
+  std::unique_ptr<ConnectionServer> server_;  // last: stopped first, while the rest is alive
 };
 
 }  // namespace ringcache::cachenode

@@ -13,54 +13,20 @@ namespace ringcache::tls {
 
 absl::StatusOr<std::unique_ptr<TlsFront>> TlsFront::Start(
     const std::string& listen, std::shared_ptr<const ServerContext> context, int inner_port) {
-  std::string host;
-  int port = 0;
-  if (absl::Status s = SplitHostPort(listen, &host, &port); !s.ok()) return s;
+  ConnectionServer::Options o;
+  if (absl::Status s = SplitHostPort(listen, &o.host, &o.port); !s.ok()) return s;
+  o.max_connections = kMaxConnections;
   std::unique_ptr<TlsFront> f(new TlsFront());
   f->context_ = std::move(context);
   f->inner_port_ = inner_port;
-  absl::StatusOr<int> fd = ListenTcp(host, port, &f->port_);
-  if (!fd.ok()) return fd.status();
-  f->listen_fd_ = *fd;
-  f->acceptor_ = std::thread([p = f.get()] { p->AcceptLoop(); });
+  absl::StatusOr<std::unique_ptr<ConnectionServer>> server =
+      ConnectionServer::Start(o, [p = f.get()](int fd) { p->Relay(fd); });
+  if (!server.ok()) return server.status();
+  f->server_ = *std::move(server);
   return f;
 }
 
 TlsFront::~TlsFront() { Stop(); }
-
-void TlsFront::Stop() {
-  {
-    absl::MutexLock l(&mu_);
-    if (stopping_) return;
-    stopping_ = true;
-    if (listen_fd_ >= 0) ::shutdown(listen_fd_, SHUT_RDWR);
-    for (int fd : conns_) ::shutdown(fd, SHUT_RDWR);
-  }
-  if (acceptor_.joinable()) acceptor_.join();
-  if (listen_fd_ >= 0) ::close(listen_fd_);
-  absl::MutexLock l(&mu_);
-  auto done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return threads_ == 0; };
-  mu_.Await(absl::Condition(&done));
-}
-
-void TlsFront::AcceptLoop() {
-  for (;;) {
-    const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    absl::MutexLock l(&mu_);
-    if (stopping_) {
-      if (fd >= 0) ::close(fd);
-      return;
-    }
-    if (fd < 0) continue;
-    if (static_cast<int>(conns_.size()) >= kMaxConnections) {
-      ::close(fd);
-      continue;
-    }
-    conns_.insert(fd);
-    ++threads_;
-    std::thread([this, fd] { Relay(fd); }).detach();
-  }
-}
 
 void TlsFront::Relay(int fd) {
   SetReceiveTimeout(fd, absl::Seconds(30));
@@ -98,10 +64,6 @@ void TlsFront::Relay(int fd) {
   if (session.ok()) (*session)->Close();
   if (inner >= 0) ::close(inner);
   session = absl::UnknownError("closed");  // the session goes before its socket
-  absl::MutexLock l(&mu_);
-  conns_.erase(fd);
-  ::close(fd);
-  --threads_;
 }
 
 }  // namespace ringcache::tls

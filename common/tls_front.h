@@ -11,12 +11,9 @@
 
 #include <memory>
 #include <string>
-#include <thread>
 
-#include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "common/conn_server.h"
 #include "common/tls.h"
 
 namespace ringcache::tls {
@@ -30,23 +27,18 @@ class TlsFront {
       const std::string& listen, std::shared_ptr<const ServerContext> context, int inner_port);
   ~TlsFront();  // Stop()
   // Closes the listener and every connection, and waits for their threads. Idempotent.
-  void Stop();
-  int port() const { return port_; }
+  void Stop() {
+    if (server_ != nullptr) server_->Stop();
+  }
+  int port() const { return server_->port(); }
 
  private:
   TlsFront() = default;
-  void AcceptLoop();
   void Relay(int fd);
 
   std::shared_ptr<const ServerContext> context_;
   int inner_port_ = 0;
-  int listen_fd_ = -1;
-  int port_ = 0;
-  std::thread acceptor_;
-  absl::Mutex mu_;
-  absl::flat_hash_set<int> conns_ ABSL_GUARDED_BY(mu_);
-  int threads_ ABSL_GUARDED_BY(mu_) = 0;
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::unique_ptr<ConnectionServer> server_;  // last: stopped first, while the rest is alive
 };
 
 }  // namespace ringcache::tls
