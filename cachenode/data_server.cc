@@ -64,10 +64,10 @@ void DataServer::Serve(int fd) {
     } else {
       tls_refused_->Increment();
       spdlog::warn("block data connection refused: {}", std::string(s.status().message()));
+      return;
     }
   }
   for (;;) {
-    if (tls_ != nullptr && session == nullptr) break;
     if (!tls::ReadFullOn(fd, session.get(), head, sizeof(head)).ok()) break;
     wire::Request r;
     if (absl::Status d = wire::DecodeRequest(head, &r); !d.ok()) {

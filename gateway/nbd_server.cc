@@ -541,8 +541,7 @@ bool NbdServer::Connection::SendBytes(const std::string& bytes) {
 }
 
 bool NbdServer::Connection::SendV(iovec* iov, int count) {
-  if (tls_ == nullptr) return WriteFullV(fd_, iov, count).ok();
-  return tls_->WriteV(iov, count).ok();
+  return tls::WriteFullVOn(fd_, tls_.get(), iov, count).ok();
 }
 
 bool NbdServer::Connection::Admit(uint64_t charge) {
