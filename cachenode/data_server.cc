@@ -95,7 +95,8 @@ void DataServer::Serve(int fd) {
 }
 
 absl::Status DataServer::Handle(const wire::Request& r, const char* payload, char* data) {
-  RC_RETURN_IF_ERROR(gate_->Admit(r.epoch));
+  RequestGate::Pass pass;
+  RC_RETURN_IF_ERROR(gate_->Admit(r.epoch, &pass));
   switch (r.op) {
     case wire::Op::kRead:
       return node_->Read(r.vdi, r.object, r.offset, r.length, data);

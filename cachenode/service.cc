@@ -33,24 +33,69 @@ RequestGate::RequestGate(CacheNode* node, metrics::Registry* registry) : node_(n
   }
 }
 
-absl::Status RequestGate::Admit(uint64_t epoch) {
+absl::Status RequestGate::Admit(uint64_t epoch, Pass* pass) {
   if (absl::Status f = node_->CheckOwner(); !f.ok()) {
     if (fenced_requests_ != nullptr) fenced_requests_->Increment();
     return f;
   }
-  absl::Status s = epochs_.Admit(epoch);
+  absl::Status s;
+  uint64_t highest;
+  {
+    absl::MutexLock l(&mu_);
+    s = epochs_.Admit(epoch);
+    highest = epochs_.highest();
+    if (s.ok() && pass != nullptr) {
+      ++running_[epoch];
+      pass->Release();
+      pass->gate_ = this;
+      pass->epoch_ = epoch;
+    }
+  }
   if (s.ok()) {
-    node_->ObserveEpoch(epochs_.highest());
+    node_->ObserveEpoch(highest);
     return s;
   }
   if (stale_epoch_requests_ != nullptr) stale_epoch_requests_->Increment();
   return s;
 }
 
+void RequestGate::Pass::Release() {
+  if (gate_ == nullptr) return;
+  absl::MutexLock l(&gate_->mu_);
+  auto it = gate_->running_.find(epoch_);
+  if (it != gate_->running_.end() && --it->second == 0) gate_->running_.erase(it);
+  gate_ = nullptr;
+}
+
+absl::Status RequestGate::Advance(uint64_t epoch, absl::Duration timeout) {
+  if (epoch == 0) return absl::OkStatus();
+  absl::MutexLock l(&mu_);
+  (void)epochs_.Admit(epoch);  // raises; an older `epoch` waits for what is older than it
+  node_->ObserveEpoch(epochs_.highest());
+  auto older_done = [this, epoch]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return running_.empty() || running_.begin()->first >= epoch;
+  };
+  if (!mu_.AwaitWithTimeout(absl::Condition(&older_done), timeout)) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        running_.begin()->second, " requests routed with ring epoch ", running_.begin()->first,
+        " still running after ", absl::FormatDuration(timeout), " (advancing to ", epoch, ")"));
+  }
+  return absl::OkStatus();
+}
+
+int RequestGate::running() const {
+  absl::MutexLock l(&mu_);
+  int n = 0;
+  for (const auto& [e, c] : running_) n += c;
+  return n;
+}
+
 CacheNodeService::CacheNodeService(CacheNode* node, metrics::Registry* registry)
     : gate_(node, registry), node_(node) {}
 
-grpc::Status CacheNodeService::Admit(uint64_t epoch) { return ToGrpc(gate_.Admit(epoch)); }
+grpc::Status CacheNodeService::Admit(uint64_t epoch, RequestGate::Pass* pass) {
+  return ToGrpc(gate_.Admit(epoch, pass));
+}
 
 CacheMode FromProto(v1::CacheMode m) {
   switch (m) {
@@ -73,7 +118,8 @@ v1::CacheMode ToProto(CacheMode m) {
 
 grpc::Status CacheNodeService::Read(grpc::ServerContext*, const v1::CacheReadRequest* req,
                                     v1::CacheReadResponse* resp) {
-  if (grpc::Status f = Admit(req->epoch()); !f.ok()) return f;
+  RequestGate::Pass pass;
+  if (grpc::Status f = Admit(req->epoch(), &pass); !f.ok()) return f;
   if (req->length() > (64u << 20)) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "read longer than 64 MiB");
   }
@@ -85,7 +131,8 @@ grpc::Status CacheNodeService::Read(grpc::ServerContext*, const v1::CacheReadReq
 
 grpc::Status CacheNodeService::Write(grpc::ServerContext* ctx, const v1::CacheWriteRequest* req,
                                      v1::CacheWriteResponse*) {
-  if (grpc::Status f = Admit(req->epoch()); !f.ok()) return f;
+  RequestGate::Pass pass;
+  if (grpc::Status f = Admit(req->epoch(), &pass); !f.ok()) return f;
   const absl::Time deadline = RequestGate::WriteDeadline(absl::FromChrono(ctx->deadline()));
   return ToGrpc(node_->Write(req->vdi_id(), req->object_index(), req->offset(),
                              static_cast<uint32_t>(req->data().size()), req->data().data(),
@@ -94,7 +141,8 @@ grpc::Status CacheNodeService::Write(grpc::ServerContext* ctx, const v1::CacheWr
 
 grpc::Status CacheNodeService::Trim(grpc::ServerContext*, const v1::CacheTrimRequest* req,
                                     v1::CacheTrimResponse*) {
-  if (grpc::Status f = Admit(req->epoch()); !f.ok()) return f;
+  RequestGate::Pass pass;
+  if (grpc::Status f = Admit(req->epoch(), &pass); !f.ok()) return f;
   return ToGrpc(
       node_->Trim(req->vdi_id(), req->object_index(), req->offset(), req->length(), req->zero()));
 }
@@ -106,6 +154,7 @@ grpc::Status CacheNodeService::SetMode(grpc::ServerContext*, const v1::SetModeRe
 
 grpc::Status CacheNodeService::Flush(grpc::ServerContext*, const v1::CacheFlushRequest* req,
                                      v1::CacheFlushResponse* resp) {
+  if (absl::Status a = gate_.Advance(req->epoch(), absl::Minutes(1)); !a.ok()) return ToGrpc(a);
   absl::Status s;
   if (req->moving_under_size() > 0) {
     ring::RingConfig rc;
@@ -155,13 +204,15 @@ grpc::Status CacheNodeService::DropVdi(grpc::ServerContext*, const v1::DropVdiRe
 
 grpc::Status CacheNodeService::Prefetch(grpc::ServerContext*, const v1::CacheReadRequest* req,
                                         v1::PrefetchResponse*) {
-  if (grpc::Status f = Admit(req->epoch()); !f.ok()) return f;
+  RequestGate::Pass pass;
+  if (grpc::Status f = Admit(req->epoch(), &pass); !f.ok()) return f;
   return ToGrpc(node_->Prefetch(req->vdi_id(), req->object_index(), req->offset(), req->length()));
 }
 
 grpc::Status CacheNodeService::Allocation(grpc::ServerContext*, const v1::CacheReadRequest* req,
                                           v1::AllocationResponse* resp) {
-  if (grpc::Status f = Admit(req->epoch()); !f.ok()) return f;
+  RequestGate::Pass pass;
+  if (grpc::Status f = Admit(req->epoch(), &pass); !f.ok()) return f;
   std::vector<bool> alloc;
   absl::Status s =
       node_->Allocation(req->vdi_id(), req->object_index(), req->offset(), req->length(), &alloc);

@@ -15,6 +15,8 @@
 
 #include <atomic>
 #include <functional>
+#include <map>
+#include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -61,11 +63,45 @@ class RingEpochGuard {
 // here, the block data protocol of cachenode/data_server.h): the node's ownership
 // (CacheNode::CheckOwner), then the request's ring epoch (raising the node's epoch). Refusals
 // are counted in /metrics.
+//
+// The gate also counts the requests it let in, by epoch, until they finish (Pass), so that an
+// ownership change can wait for them: Advance(e) raises the node's epoch to e and returns once
+// no request admitted under an older epoch is still running. The coordinator calls it (through
+// Flush with an epoch) before it settles a node's objects, so a request that another gateway sent
+// on the old ring can never land after the settle read the node's dirty blocks.
 class RequestGate {
  public:
+  // Held by an admitted request until it finishes (see Advance). Move-only.
+  class Pass {
+   public:
+    Pass() = default;
+    Pass(Pass&& o) noexcept : gate_(std::exchange(o.gate_, nullptr)), epoch_(o.epoch_) {}
+    Pass& operator=(Pass&& o) noexcept {
+      Release();
+      gate_ = std::exchange(o.gate_, nullptr);
+      epoch_ = o.epoch_;
+      return *this;
+    }
+    ~Pass() { Release(); }
+    void Release();
+
+   private:
+    friend class RequestGate;
+    RequestGate* gate_ = nullptr;
+    uint64_t epoch_ = 0;
+  };
+
   // `node` and `registry` (may be null) are not owned.
   RequestGate(CacheNode* node, metrics::Registry* registry);
-  absl::Status Admit(uint64_t epoch);
+  // Admits a request routed with `epoch`; on OK, *pass (may be null: not counted) holds it as
+  // running until the pass is released or destroyed.
+  absl::Status Admit(uint64_t epoch, Pass* pass = nullptr);
+  // Raises the node's ring epoch to `epoch` (requests routed with an older one are refused from
+  // now on) and waits until none admitted under an older epoch is running. kDeadlineExceeded if
+  // some still run after `timeout`.
+  absl::Status Advance(uint64_t epoch, absl::Duration timeout);
+  // Requests admitted and not finished yet.
+  int running() const;
   // The deadline a write runs under when its sender gives up at `sender_gives_up`: a second
   // earlier, so that a write the client abandoned never lands later, over a newer one it sent
   // instead. InfiniteFuture stays infinite.
@@ -76,7 +112,9 @@ class RequestGate {
 
  private:
   CacheNode* const node_;
-  RingEpochGuard epochs_;
+  mutable absl::Mutex mu_;
+  RingEpochGuard epochs_;  // Admit under mu_, so that Advance sees every request it let in
+  std::map<uint64_t, int> running_ ABSL_GUARDED_BY(mu_);  // requests running, by their epoch
   metrics::Counter* fenced_requests_ = nullptr;
   metrics::Counter* stale_epoch_requests_ = nullptr;
 };
@@ -116,8 +154,8 @@ class CacheNodeService final : public v1::CacheNode::Service {
                            v1::SetDataRingResponse*) override;
 
  private:
-  // The gate's verdict as a gRPC status.
-  grpc::Status Admit(uint64_t epoch);
+  // The gate's verdict as a gRPC status; *pass holds an admitted request (RequestGate::Advance).
+  grpc::Status Admit(uint64_t epoch, RequestGate::Pass* pass);
   RequestGate gate_;
   CacheNode* const node_;
   std::atomic<int> data_port_{0};

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <string>
+#include <thread>
 
 #include "cachenode/testing/cache_node_harness.h"
 #include "gtest/gtest.h"
@@ -71,6 +72,40 @@ TEST_F(ServiceEpochTest, StaleWriteIsRefusedAndChangesNothing) {
   EXPECT_EQ(got, std::string(4096, 'c'));
   EXPECT_EQ(registry_.GetCounter("ringcache_cachenode_stale_epoch_requests_total", "")->Value(),
             2.0);
+}
+
+// Advance (the coordinator's flush with an epoch): from the call on, older requests are refused;
+// it returns only once the ones admitted under an older epoch finished, whoever sent them.
+TEST_F(ServiceEpochTest, AdvanceWaitsForOlderRequestsAndRefusesNewOldOnes) {
+  SetUpCluster(2, 1, 1);
+  Start();
+  RequestGate gate(node_.get(), nullptr);
+  RequestGate::Pass old_request, current;
+  ASSERT_TRUE(gate.Admit(4, &old_request).ok());
+  ASSERT_TRUE(gate.Admit(5, &current).ok());
+  EXPECT_EQ(gate.running(), 2);
+  absl::Status timed_out = gate.Advance(6, absl::Milliseconds(50));
+  EXPECT_EQ(timed_out.code(), absl::StatusCode::kDeadlineExceeded) << timed_out;
+  EXPECT_EQ(gate.Admit(5, nullptr).code(), absl::StatusCode::kFailedPrecondition)
+      << "epoch 6 was seen: requests routed on 5 are refused from now on";
+  std::atomic<bool> advanced{false};
+  std::thread t([&] {
+    EXPECT_TRUE(gate.Advance(6, absl::Seconds(30)).ok());
+    advanced = true;
+  });
+  old_request.Release();
+  RequestGate::Pass moved = std::move(current);  // a pass moves with its request
+  EXPECT_EQ(gate.running(), 1);
+  absl::SleepFor(absl::Milliseconds(20));
+  EXPECT_FALSE(advanced.load()) << "a request of epoch 5 still runs";
+  moved.Release();
+  t.join();
+  EXPECT_TRUE(advanced.load());
+  EXPECT_EQ(gate.running(), 0);
+  RequestGate::Pass newer;
+  ASSERT_TRUE(gate.Admit(6, &newer).ok());
+  EXPECT_TRUE(gate.Advance(6, absl::Milliseconds(1)).ok()) << "only older requests are waited for";
+  EXPECT_EQ(node_->epoch(), 6u);
 }
 
 TEST_F(ServiceEpochTest, WriteAndTrimCheckTheGateRightBeforeWriting) {

@@ -124,6 +124,7 @@ class GrpcCacheClient : public CacheClient {
     v1::CacheFlushRequest req;
     req.set_vdi_id(vdi);
     req.set_all_vdis(vdi == 0);
+    req.set_epoch(ring_epoch());
     v1::CacheFlushResponse resp;
     auto ctx = Ctx(3600 * 1000);
     absl::Status s = FromGrpc(stub_->Flush(ctx.get(), req, &resp), What("flush"));
@@ -133,6 +134,7 @@ class GrpcCacheClient : public CacheClient {
   absl::Status FlushMoving(const std::vector<ring::Member>& next) override {
     v1::CacheFlushRequest req;
     req.set_all_vdis(true);
+    req.set_epoch(ring_epoch());
     for (const auto& m : next) {
       v1::RingMember* rm = req.add_moving_under();
       rm->set_id(m.id);
