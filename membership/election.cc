@@ -1,0 +1,128 @@
+#include "membership/election.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace ringcache::membership {
+
+std::string CoordinatorKey(const std::string& prefix) { return absl::StrCat(prefix, "/coordinator"); }
+
+absl::StatusOr<std::optional<LeaderInfo>> ReadLeader(EtcdClient* client,
+                                                     const std::string& prefix) {
+  auto kv = client->Get(CoordinatorKey(prefix));
+  if (!kv.ok()) return kv.status();
+  if (!kv->has_value()) return std::optional<LeaderInfo>();
+  auto record = DecodeNodeRecord((*kv)->value);
+  if (!record.ok()) {
+    return absl::DataLossError(absl::StrCat(CoordinatorKey(prefix), ": ",
+                                            record.status().message()));
+  }
+  return std::optional<LeaderInfo>(LeaderInfo{*record, (*kv)->create_revision});
+}
+
+std::unique_ptr<Election> Election::Start(EtcdClient* client, NodeRegistration* registration,
+                                          Options options, Callback callback) {
+  std::unique_ptr<Election> e(
+      new Election(client, registration, std::move(options), std::move(callback)));
+  e->thread_ = std::thread([p = e.get()] { p->Run(); });
+  return e;
+}
+
+Election::Election(EtcdClient* client, NodeRegistration* registration, Options options,
+                   Callback callback)
+    : client_(client),
+      registration_(registration),
+      options_(std::move(options)),
+      callback_(std::move(callback)),
+      key_(CoordinatorKey(options_.prefix)) {}
+
+Election::~Election() {
+  {
+    absl::MutexLock l(&mu_);
+    stop_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+bool Election::leader() const {
+  absl::MutexLock l(&mu_);
+  return term_ != 0 && registration_->LeaseValid();
+}
+
+int64_t Election::term() const {
+  absl::MutexLock l(&mu_);
+  return term_;
+}
+
+TxnCompare Election::LeaderGuard() const {
+  // Term 0 never matches an existing key: a guarded write by a non-leader fails.
+  const int64_t t = term();
+  return TxnCompare::CreateRevisionIs(key_, t == 0 ? -1 : t);
+}
+
+int64_t Election::Look() {
+  const int64_t lease = registration_->lease_id();
+  const bool valid = registration_->LeaseValid();
+  EtcdCallOptions call;
+  call.timeout = absl::Seconds(2);
+  auto kv = client_->Get(key_, call);
+  if (!kv.ok()) return 0;  // etcd unreachable: not (certainly) leader
+  if (kv->has_value()) {
+    // Ours if it carries our lease (also after an outcome-unknown create).
+    return (*kv)->lease == lease && lease != 0 && valid ? (*kv)->create_revision : 0;
+  }
+  if (!valid || lease == 0) return 0;
+  auto r = client_->Txn({TxnCompare::KeyMissing(key_)},
+                        {TxnOp::Put(key_, EncodeNodeRecord(registration_->record()), lease)},
+                        {}, call);
+  if (!r.ok() || !r->succeeded) return 0;  // lost the race, or outcome unknown: look again
+  return r->revision;
+}
+
+void Election::Run() {
+  int64_t term = 0;
+  for (;;) {
+    {
+      absl::MutexLock l(&mu_);
+      auto stop = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_; };
+      if (mu_.AwaitWithTimeout(absl::Condition(&stop), options_.poll))
+        break;
+    }
+    const int64_t now = Look();
+    if (now == term) continue;
+    if (term != 0) {
+      spdlog::warn("coordinator: no longer the leader (term {})", term);
+      {
+        absl::MutexLock l(&mu_);
+        term_ = 0;
+      }
+      callback_(false, term);
+    }
+    term = now;
+    if (term != 0) {
+      spdlog::info("coordinator: elected leader (term {}) as {}", term, key_);
+      {
+        absl::MutexLock l(&mu_);
+        term_ = term;
+      }
+      callback_(true, term);
+    }
+  }
+  if (term != 0) {
+    {
+      absl::MutexLock l(&mu_);
+      term_ = 0;
+    }
+    callback_(false, term);
+    // Hand over at once: delete the key only if it is still this term's.
+    EtcdCallOptions call;
+    call.timeout = absl::Seconds(2);
+    (void)client_->Txn({TxnCompare::CreateRevisionIs(key_, term)}, {TxnOp::Delete(key_)}, {},
+                       call);
+  }
+}
+
+}  // namespace ringcache::membership

@@ -1,0 +1,95 @@
+// Election: picks one coordinator among the candidates through etcd (membership/README.md,
+// "Coordinator election").
+//
+// The leader holds the key P/coordinator: created with a transaction that succeeds only while
+// the key is missing, attached to the candidate's own registration lease (NodeRegistration) and
+// holding the candidate's node record. The key's create revision is the leader's *term*: it
+// grows with every new leader, and a write guarded by LeaderGuard() (a compare on that create
+// revision) can only commit while that leader still holds the key. A leader that dies or is cut
+// off loses the key when its lease expires (at most the lease TTL), and the next candidate to
+// look (every `poll`) takes it over.
+//
+// A candidate counts as leader only while it holds the key AND its registration's lease is
+// certainly valid (NodeRegistration::LeaseValid): a leader cut off from etcd steps down before
+// another can be elected.
+//
+// Thread-safety: thread-safe. The callback runs on the election's thread, never two at once.
+#ifndef RINGCACHE_MEMBERSHIP_ELECTION_H_
+#define RINGCACHE_MEMBERSHIP_ELECTION_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "membership/etcd_client.h"
+#include "membership/membership.h"
+
+namespace ringcache::membership {
+
+std::string CoordinatorKey(const std::string& prefix);  // P/coordinator
+
+// The current leader's record and term, as read from etcd.
+struct LeaderInfo {
+  NodeRecord record;
+  int64_t term = 0;  // create revision of P/coordinator
+};
+
+// Reads the leader (nullopt: none elected now).
+absl::StatusOr<std::optional<LeaderInfo>> ReadLeader(EtcdClient* client,
+                                                     const std::string& prefix);
+
+class Election {
+ public:
+  struct Options {
+    std::string prefix = std::string(kDefaultPrefix);
+    absl::Duration poll = absl::Milliseconds(250);  // how often a candidate looks
+  };
+  // Called with true when this candidate becomes leader (term given), false when it stops being
+  // one. The callback may block (it starts or stops the coordinator's work); the election does
+  // not look at etcd meanwhile.
+  using Callback = std::function<void(bool leader, int64_t term)>;
+
+  // Campaigns for `registration`'s node with its lease. `client` and `registration` are not
+  // owned and must outlive the election.
+  static std::unique_ptr<Election> Start(EtcdClient* client, NodeRegistration* registration,
+                                         Options options, Callback callback);
+  // Stops campaigning; a leader steps down (callback false) and deletes the key if it still
+  // holds it, so another candidate takes over at once.
+  ~Election();
+  Election(const Election&) = delete;
+  Election& operator=(const Election&) = delete;
+
+  bool leader() const;
+  int64_t term() const;  // 0 when not leader
+  // The compare that holds only while this candidate's term lasts (guarded writes).
+  TxnCompare LeaderGuard() const;
+
+ private:
+  Election(EtcdClient* client, NodeRegistration* registration, Options options,
+           Callback callback);
+  void Run();
+  // One look at etcd: returns the term this candidate now leads (0: not leader).
+  int64_t Look();
+
+  EtcdClient* const client_;
+  NodeRegistration* const registration_;
+  const Options options_;
+  const Callback callback_;
+  const std::string key_;
+
+  mutable absl::Mutex mu_;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t term_ ABSL_GUARDED_BY(mu_) = 0;
+  std::thread thread_;
+};
+
+}  // namespace ringcache::membership
+
+#endif  // RINGCACHE_MEMBERSHIP_ELECTION_H_
