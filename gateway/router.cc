@@ -298,6 +298,7 @@ absl::Status Router::RemoveCacheNode(
     if (progress) progress(m);
   };
   CacheClient* client = Client(id);
+  CacheRingState start;
   {
     absl::MutexLock l(&mu_);
     if (client == nullptr || removed_.contains(id)) {
@@ -310,8 +311,20 @@ absl::Status Router::RemoveCacheNode(
       return absl::FailedPreconditionError("cannot remove the last cache node");
     }
     removing_.insert(id);
-    say("holding its requests; waiting for requests in flight");
+    start = RingStateLocked();
+    start.epoch = epoch_ + 1;  // a new owner never writes at the epoch of the one before
   }
+  if (absl::Status p = Publish(start); !p.ok()) {
+    absl::MutexLock l(&mu_);
+    removing_.erase(id);
+    return absl::UnavailableError(
+        absl::StrCat("cannot publish the removal of cache node ", id, ": ", p.message()));
+  }
+  {
+    absl::MutexLock l(&mu_);
+    epoch_ = std::max(epoch_, start.epoch);
+  }
+  say("holding its requests; waiting for requests in flight");
   auto drained = [this, id]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     auto it = inflight_.find(id);
     return it == inflight_.end() || it->second == 0;
@@ -338,6 +351,7 @@ absl::Status Router::RemoveCacheNode(
   absl::Status s;
   for (int i = 0; i < attempts; ++i) {
     const bool alive = client->Probe(1000).ok();
+    client->SetRingEpoch(ring_epoch());  // a live node first waits for requests on older rings
     say(alive ? "node answers: destaging its dirty blocks"
               : "node does not answer: replaying its write-back log from the data nodes");
     s = settle(client, alive);
@@ -345,11 +359,26 @@ absl::Status Router::RemoveCacheNode(
     say(absl::StrCat("not settled yet (", s.ToString(), "); retrying"));
     std::this_thread::sleep_for(std::chrono::seconds(1));
   }
+  CacheRingState outcome;
+  {
+    absl::MutexLock l(&mu_);
+    outcome = RingStateLocked();
+    std::erase(outcome.removing, id);
+    if (s.ok()) {
+      outcome.removed.push_back(id);
+      std::sort(outcome.removed.begin(), outcome.removed.end());
+    }
+    outcome.epoch = epoch_ + 1;
+  }
+  const bool published = PublishOutcome(outcome);
   absl::MutexLock l(&mu_);
   removing_.erase(id);
-  if (!s.ok()) return s;  // requests go to the node again
+  if (published) epoch_ = std::max(epoch_, outcome.epoch);
+  if (!s.ok()) {  // requests go to the node again
+    if (absl::Status ss = SaveRemoved(); !ss.ok()) spdlog::warn("{}", ss.ToString());
+    return s;
+  }
   removed_.insert(id);
-  ++epoch_;  // a new owner never writes at the epoch of the one before
   absl::Status rs = RebuildRing();
   if (rs.ok()) rs = SaveRemoved();
   say(rs.ok() ? "removed; its objects now go to their next owners" : rs.ToString());
@@ -459,6 +488,7 @@ absl::Status Router::AddCacheNode(uint32_t id,
         absl::StrCat("cache node ", id, " does not answer: ", p.message()));
   }
   std::vector<ring::Member> next;
+  CacheRingState start;
   {
     absl::MutexLock l(&mu_);
     if (!removed_.contains(id)) {
@@ -479,6 +509,20 @@ absl::Status Router::AddCacheNode(uint32_t id,
     joining_ = true;
     joining_id_ = id;
     next_ring_ = std::make_unique<ring::Ring>(std::move(next_ring));
+    start = RingStateLocked();
+    start.epoch = epoch_ + 1;
+  }
+  if (absl::Status p = Publish(start); !p.ok()) {
+    absl::MutexLock l(&mu_);
+    joining_ = false;
+    joining_id_ = 0;
+    next_ring_.reset();
+    return absl::UnavailableError(
+        absl::StrCat("cannot publish the join of cache node ", id, ": ", p.message()));
+  }
+  {
+    absl::MutexLock l(&mu_);
+    epoch_ = std::max(epoch_, start.epoch);
     say("holding requests for the objects it takes over; waiting for those in flight");
     auto drained = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       for (const auto& [key, n] : inflight_objects_) {
@@ -490,6 +534,10 @@ absl::Status Router::AddCacheNode(uint32_t id,
   }
   auto attempt = [&]() -> absl::Status {
     const std::vector<CacheMember*> live = Live();
+    // Every flush below first waits for the requests other gateways sent on older rings.
+    const uint64_t epoch = ring_epoch();
+    for (CacheMember* m : live) m->client->SetRingEpoch(epoch);
+    joiner->SetRingEpoch(epoch);
     // Handoff: each member destages the objects it loses to the joiner (no request can dirty
     // them again: they are held), then drops its clean copies of them (so an object that later
     // comes back never meets a stale copy), and must keep no dirty block of them.
@@ -521,17 +569,149 @@ absl::Status Router::AddCacheNode(uint32_t id,
     say(absl::StrCat("not ready yet (", s.ToString(), "); retrying"));
     std::this_thread::sleep_for(std::chrono::seconds(1));
   }
+  CacheRingState outcome;
+  {
+    absl::MutexLock l(&mu_);
+    outcome = RingStateLocked();
+    outcome.joining = 0;
+    if (s.ok()) std::erase(outcome.removed, id);
+    outcome.epoch = epoch_ + 1;
+  }
+  const bool published = PublishOutcome(outcome);
   absl::MutexLock l(&mu_);
   joining_ = false;
   joining_id_ = 0;
   next_ring_.reset();
+  if (published) epoch_ = std::max(epoch_, outcome.epoch);
   if (!s.ok()) return s;
   removed_.erase(id);
-  ++epoch_;
   absl::Status rs = RebuildRing();
   if (rs.ok()) rs = SaveRemoved();
   say(rs.ok() ? "joined; its objects now go to it" : rs.ToString());
   return rs;
+}
+
+void Router::SetPublisher(Publisher publisher) {
+  absl::MutexLock l(&mu_);
+  publisher_ = std::move(publisher);
+}
+
+CacheRingState Router::RingState() const {
+  absl::MutexLock l(&mu_);
+  return RingStateLocked();
+}
+
+CacheRingState Router::RingStateLocked() const {
+  CacheRingState st;
+  st.epoch = epoch_;
+  for (const auto& [id, l] : learned_) st.learned.push_back({id, l.address, l.weight});
+  st.removed.assign(removed_.begin(), removed_.end());
+  std::sort(st.removed.begin(), st.removed.end());
+  st.removing.assign(removing_.begin(), removing_.end());
+  std::sort(st.removing.begin(), st.removing.end());
+  st.joining = joining_ ? joining_id_ : 0;
+  return st;
+}
+
+absl::Status Router::Publish(const CacheRingState& state) {
+  absl::MutexLock pl(&publish_mu_);
+  Publisher publisher;
+  {
+    absl::MutexLock l(&mu_);
+    publisher = publisher_;
+  }
+  if (!publisher) return absl::OkStatus();
+  return publisher(state);
+}
+
+bool Router::PublishOutcome(const CacheRingState& state) {
+  for (int i = 0;; ++i) {
+    {
+      absl::MutexLock l(&mu_);
+      if (!publisher_) return i == 0;  // static mode, or the term ended: not published
+    }
+    absl::Status s = Publish(state);
+    if (s.ok()) return true;
+    if (i % 25 == 0) spdlog::warn("cannot publish the cache ring yet ({}); retrying", s.ToString());
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+}
+
+absl::Status Router::FollowRingState(const CacheRingState& st) {
+  absl::MutexLock l(&mu_);
+  if (st.epoch <= epoch_) return absl::OkStatus();
+  if (publisher_) {
+    return absl::FailedPreconditionError("this gateway publishes the cache ring (coordinator)");
+  }
+  auto known = [this](uint32_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    for (const auto& m : members_) {
+      if (m.id == id) return true;
+    }
+    return false;
+  };
+  for (const auto& n : st.learned) {
+    if (known(n.id)) continue;
+    members_.push_back({n.id, n.weight, NewClient(n.id, n.address)});
+    learned_[n.id] = Learned{n.address, n.weight};
+    spdlog::info("cache node {} at {} (weight {}): learned from the coordinator's ring", n.id,
+                 n.address, n.weight);
+  }
+  for (const auto* ids : {&st.removed, &st.removing}) {
+    for (uint32_t id : *ids) {
+      if (!known(id)) {
+        return absl::DataLossError(absl::StrCat("the published cache ring names cache node ", id,
+                                                ", which this gateway does not know"));
+      }
+    }
+  }
+  if (st.joining != 0 && !known(st.joining)) {
+    return absl::DataLossError(absl::StrCat("the published cache ring joins unknown node ",
+                                            st.joining));
+  }
+  removed_ = absl::flat_hash_set<uint32_t>(st.removed.begin(), st.removed.end());
+  removing_ = absl::flat_hash_set<uint32_t>(st.removing.begin(), st.removing.end());
+  next_ring_.reset();
+  joining_ = st.joining != 0;
+  joining_id_ = st.joining;
+  if (joining_) {
+    ring::RingConfig rc;
+    for (const auto& m : members_) {
+      if (!removed_.contains(m.id) || m.id == st.joining) {
+        rc.members.push_back(ring::Member{m.id, m.weight, ""});
+      }
+    }
+    rc.cached_owners = 1;
+    RC_ASSIGN_OR_RETURN(ring::Ring next_ring, ring::Ring::Build(rc));
+    next_ring_ = std::make_unique<ring::Ring>(std::move(next_ring));
+  }
+  epoch_ = st.epoch;
+  RC_RETURN_IF_ERROR(RebuildRing());
+  if (!learned_path_.empty()) RC_RETURN_IF_ERROR(SaveLearned());
+  return SaveRemoved();
+}
+
+absl::Status Router::TakeOver(uint64_t min_epoch) {
+  CacheRingState st;
+  {
+    absl::MutexLock l(&mu_);
+    st = RingStateLocked();
+    st.removing.clear();
+    st.joining = 0;
+    st.epoch = std::max(epoch_, min_epoch) + 1;
+  }
+  RC_RETURN_IF_ERROR(Publish(st));
+  absl::MutexLock l(&mu_);
+  if (!removing_.empty() || joining_) {
+    spdlog::info("coordinator: the previous leader left a {} under way; it is decided again",
+                 joining_ ? "join" : "removal");
+  }
+  removing_.clear();
+  joining_ = false;
+  joining_id_ = 0;
+  next_ring_.reset();
+  epoch_ = std::max(epoch_, st.epoch);
+  RC_RETURN_IF_ERROR(RebuildRing());
+  return SaveRemoved();
 }
 
 CacheClient* Router::Client(uint32_t id) const {

@@ -32,6 +32,7 @@
 #include "gateway/block_device.h"
 #include "common/metrics.h"
 #include "gateway/cache_client.h"
+#include "gateway/cache_ring_state.h"
 #include "gateway/catalog.h"
 #include "ring/ring.h"
 
@@ -141,6 +142,25 @@ class Router : public ExportProvider {
   // serves (a failure fails the attempt, which is retried). The data rebalancer uses it to give
   // the node the current data ring. Set before serving.
   void SetJoinHook(std::function<absl::Status(uint32_t, CacheClient*)> hook);
+  // Cluster mode with several gateways (membership/README.md "Control plane"). The leading
+  // coordinator's router publishes its state before each change takes effect (`publisher`, set
+  // while leading; empty otherwise): a removal or join first publishes, with a new epoch, which
+  // requests must wait, settles, then publishes the new ring with another new epoch. A failed
+  // publish fails the change before anything moved. The other gateways' routers follow the
+  // published states (FollowRingState).
+  using Publisher = std::function<absl::Status(const CacheRingState&)>;
+  void SetPublisher(Publisher publisher);
+  // The state as it would be published now.
+  CacheRingState RingState() const;
+  // Follows a state published by the coordinator: learns its nodes, takes its ring, its waiting
+  // requests and its epoch. States with an epoch not above ring_epoch() are ignored (OK). Fails
+  // (changing nothing) while this router runs a change itself or when a node cannot be learned.
+  absl::Status FollowRingState(const CacheRingState& state);
+  // Becoming the coordinator: forgets a change the previous leader left under way (its removal
+  // is decided again from the membership; a join is retried), raises the epoch above both the
+  // current one and `min_epoch`, and publishes. Requests held for that change go on.
+  absl::Status TakeOver(uint64_t min_epoch);
+
   // The members that serve, plus a node being added (AddCacheNode) from the moment it is picked
   // until it serves or fails: whoever must follow a change of the data ring.
   std::vector<std::pair<uint32_t, CacheClient*>> ServingOrJoining() const;
@@ -157,6 +177,16 @@ class Router : public ExportProvider {
   // True while a node joins and `key` moves to it.
   bool MovesLocked(const ring::ObjectKey& key) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status SaveRemoved() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  CacheRingState RingStateLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Publishes `state` (OK without a publisher); called without mu_. The rule that keeps
+  // epochs safe across leaders: a router with a publisher never routes with an epoch it has not
+  // published first, so a new leader that starts above the last published epoch is above every
+  // epoch any cache node has seen.
+  absl::Status Publish(const CacheRingState& state);
+  // Publishes the outcome of a change, retrying while this router has a publisher (a leader
+  // that loses its term loses its publisher, and a new leader takes over). True if published or
+  // there is no publisher; false if the publisher went away first.
+  bool PublishOutcome(const CacheRingState& state);
 
   Catalog* catalog_ = nullptr;
   datanode::DataNodePool* data_nodes_ = nullptr;
@@ -203,6 +233,8 @@ class Router : public ExportProvider {
   std::function<absl::Status(uint32_t, CacheClient*)> join_hook_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint32_t, int> inflight_ ABSL_GUARDED_BY(mu_);
   std::string removed_path_ ABSL_GUARDED_BY(mu_);
+  Publisher publisher_ ABSL_GUARDED_BY(mu_);
+  absl::Mutex publish_mu_;  // one publish at a time, in order
 };
 
 }  // namespace ringcache::gateway

@@ -221,6 +221,113 @@ TEST_F(RouterMembershipTest, LearnedNodeJoinsWithoutStaleReads) {
   EXPECT_EQ(StaleObjects('c'), 0);
 }
 
+// Several gateways (membership/README.md "Control plane"): the coordinator's router publishes
+// each change before it takes effect, and another gateway's router follows the published states.
+// While a removal settles, the follower holds the leaving node's objects; after a removal or a
+// learned node's join, both route alike, so what one writes the other reads.
+TEST_F(RouterMembershipTest, AFollowerHoldsWhatTheCoordinatorSettlesAndFollowsItsRing) {
+  WriteAll('a');
+  auto follower = Router::Create(catalog_.get(), FileMembers(), pool_.get());
+  ASSERT_TRUE(follower.ok()) << follower.status();
+  (*follower)->SetClientFactoryForTest([this](uint32_t id, const std::string& address) {
+    EXPECT_EQ(address, "local:" + std::to_string(id));
+    return local::MakeLocalCacheClient(nodes_[id - 1].get());
+  });
+  absl::Mutex mu;
+  std::vector<CacheRingState> published;
+  router_->SetPublisher([&](const CacheRingState& st) {
+    {
+      absl::MutexLock l(&mu);
+      published.push_back(st);
+    }
+    return (*follower)->FollowRingState(st);
+  });
+  auto last = [&] {
+    absl::MutexLock l(&mu);
+    return published.back();
+  };
+  ASSERT_TRUE(router_->TakeOver(/*min_epoch=*/10).ok());
+  EXPECT_EQ(router_->ring_epoch(), 11u) << "above the previous leader's and the minimum";
+  EXPECT_EQ((*follower)->ring_epoch(), 11u);
+  EXPECT_EQ((*follower)->FollowRingState(last()).code(), absl::StatusCode::kOk) << "old: ignored";
+  EXPECT_EQ(router_->FollowRingState([&] {
+              CacheRingState st = last();
+              st.epoch = 99;
+              return st;
+            }()).code(),
+            absl::StatusCode::kFailedPrecondition)
+      << "the publisher does not follow";
+  auto fdev = (*follower)->Open("v");
+  ASSERT_TRUE(fdev.ok());
+
+  const uint32_t vdi = catalog_->Find("v")->geometry.vdi_id();
+  uint64_t object = kObjects;
+  {
+    ring::RingConfig rc;
+    rc.members = {{1, 1.0, ""}, {2, 1.0, ""}};
+    rc.cached_owners = 1;
+    auto ring = ring::Ring::Build(rc);
+    for (uint64_t o = 0; o < kObjects && object == kObjects; ++o) {
+      if (ring->Owner(ring::ObjectKey{vdi, o}) == 1) object = o;
+    }
+  }
+  ASSERT_LT(object, kObjects);
+  const std::string b = Block('b', object);
+  std::atomic<bool> wrote{false};
+  std::thread writer;
+  auto settle = CacheNodeSettle(router_.get(), 1, true);
+  absl::Status removed = router_->RemoveCacheNode(
+      1,
+      [&](CacheClient* c, bool alive) {
+        const CacheRingState st = last();
+        EXPECT_EQ(st.removing, std::vector<uint32_t>{1});
+        EXPECT_EQ(st.epoch, 12u);
+        EXPECT_EQ(router_->ring_epoch(), 12u) << "routed with only after it was published";
+        if (!writer.joinable()) {
+          writer = std::thread([&] {
+            EXPECT_TRUE((*fdev)->Write(object * kObj, kBs, b.data(), false).ok());
+            wrote = true;
+          });
+          absl::SleepFor(absl::Milliseconds(200));
+          EXPECT_FALSE(wrote.load()) << "the follower holds the leaving node's objects";
+        }
+        return settle(c, alive);
+      },
+      nullptr, 3);
+  ASSERT_TRUE(removed.ok()) << removed;
+  writer.join();
+  EXPECT_TRUE(wrote.load());
+  EXPECT_EQ(last().removed, std::vector<uint32_t>{1});
+  EXPECT_TRUE(last().removing.empty());
+  EXPECT_EQ((*follower)->ring_epoch(), router_->ring_epoch());
+  EXPECT_EQ((*follower)->removed(), std::vector<uint32_t>{1});
+  std::string got(kBs, '\0');
+  ASSERT_TRUE(dev_->Read(object * kObj, kBs, got.data()).ok());
+  EXPECT_EQ(got, b) << "written through the follower, read through the coordinator";
+
+  // A node the coordinator learned joins; the follower learns it from the published ring.
+  ASSERT_TRUE(router_->LearnCacheNode(3, "local:3", 1.0).ok());
+  ASSERT_TRUE(router_->AddCacheNode(3, nullptr, 3).ok());
+  EXPECT_EQ((*follower)->member_ids(), (std::vector<uint32_t>{1, 2, 3}));
+  EXPECT_EQ((*follower)->removed(), std::vector<uint32_t>{1});
+  EXPECT_EQ((*follower)->ring_epoch(), router_->ring_epoch());
+  for (uint64_t o = 0; o < kObjects; ++o) {
+    const std::string c = Block('c', o);
+    ASSERT_TRUE((*fdev)->Write(o * kObj, kBs, c.data(), false).ok());
+  }
+  EXPECT_EQ(StaleObjects('c'), 0) << "both route every object to the same node";
+  EXPECT_GT(nodes_[2]->cached_blocks(), 0u);
+  {
+    absl::MutexLock l(&mu);
+    for (size_t i = 1; i < published.size(); ++i) {
+      EXPECT_GT(published[i].epoch, published[i - 1].epoch) << "every published state is newer";
+    }
+  }
+  router_->SetPublisher(nullptr);
+  dev_.reset();
+  fdev->reset();
+}
+
 TEST_F(RouterMembershipTest, RestartedRouterKeepsLearnedNodes) {
   ASSERT_TRUE(router_->LearnCacheNode(3, "local:3", 2.0).ok());
   {

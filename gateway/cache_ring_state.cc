@@ -1,0 +1,62 @@
+#include "gateway/cache_ring_state.h"
+
+#include <algorithm>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace ringcache::gateway {
+
+std::string EncodeCacheRingState(const CacheRingState& s) {
+  std::string out = absl::StrCat("# ringcache cache ring (written by the coordinator)\nepoch ",
+                                 s.epoch, "\n");
+  for (const auto& l : s.learned) {
+    absl::StrAppend(&out, "learned ", l.id, " ", l.address, " ", l.weight, "\n");
+  }
+  for (uint32_t id : s.removed) absl::StrAppend(&out, "removed ", id, "\n");
+  for (uint32_t id : s.removing) absl::StrAppend(&out, "removing ", id, "\n");
+  if (s.joining != 0) absl::StrAppend(&out, "joining ", s.joining, "\n");
+  return out;
+}
+
+absl::StatusOr<CacheRingState> DecodeCacheRingState(absl::string_view text) {
+  CacheRingState s;
+  bool has_epoch = false;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    line = absl::StripAsciiWhitespace(line);
+    if (line.empty() || line[0] == '#') continue;
+    std::vector<absl::string_view> f = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    auto bad = [&] {
+      return absl::DataLossError(absl::StrCat("cache ring state: bad line '", line, "'"));
+    };
+    uint32_t id = 0;
+    if (f[0] == "epoch" && f.size() == 2) {
+      if (!absl::SimpleAtoi(f[1], &s.epoch)) return bad();
+      has_epoch = true;
+    } else if (f[0] == "learned" && f.size() == 4) {
+      CacheRingState::Learned l;
+      if (!absl::SimpleAtoi(f[1], &l.id) || !absl::SimpleAtod(f[3], &l.weight) || l.weight <= 0) {
+        return bad();
+      }
+      l.address = std::string(f[2]);
+      s.learned.push_back(std::move(l));
+    } else if ((f[0] == "removed" || f[0] == "removing" || f[0] == "joining") && f.size() == 2) {
+      if (!absl::SimpleAtoi(f[1], &id) || id == 0) return bad();
+      if (f[0] == "removed") s.removed.push_back(id);
+      if (f[0] == "removing") s.removing.push_back(id);
+      if (f[0] == "joining") s.joining = id;
+    } else {
+      return bad();
+    }
+  }
+  if (!has_epoch) return absl::DataLossError("cache ring state: no epoch line");
+  std::sort(s.learned.begin(), s.learned.end(),
+            [](const auto& a, const auto& b) { return a.id < b.id; });
+  std::sort(s.removed.begin(), s.removed.end());
+  std::sort(s.removing.begin(), s.removing.end());
+  return s;
+}
+
+}  // namespace ringcache::gateway

@@ -1,0 +1,46 @@
+// CacheRingState: the cache ring as the coordinator publishes it in etcd (P/rings/cache) and every
+// other gateway follows it (Router::FollowRingState; membership/README.md "Control plane").
+//
+// The ring is the cache nodes a gateway knows (those of the cluster file plus `learned` ones,
+// which carry their address) minus `removed`. While a change is under way the state also says
+// which requests must wait: those for objects owned by a node in `removing` (its dirty data is
+// being settled) and those for objects that move to `joining` (handoff). `epoch` grows with every
+// published state and is the fencing token requests carry, so a gateway still routing on an older
+// state is refused by any cache node the coordinator already moved on (cachenode/service.h).
+//
+// Text form, one fact per line: "epoch N", "learned ID ADDRESS WEIGHT", "removed ID",
+// "removing ID", "joining ID"; lines starting with '#' are comments.
+#ifndef RINGCACHE_GATEWAY_CACHE_RING_STATE_H_
+#define RINGCACHE_GATEWAY_CACHE_RING_STATE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace ringcache::gateway {
+
+struct CacheRingState {
+  struct Learned {
+    uint32_t id = 0;
+    std::string address;
+    double weight = 1.0;
+    bool operator==(const Learned&) const = default;
+  };
+  uint64_t epoch = 0;
+  std::vector<Learned> learned;     // sorted by id
+  std::vector<uint32_t> removed;    // sorted
+  std::vector<uint32_t> removing;   // sorted
+  uint32_t joining = 0;             // 0: none
+  bool operator==(const CacheRingState&) const = default;
+};
+
+std::string EncodeCacheRingState(const CacheRingState& s);
+// kDataLoss naming the line when the text does not parse.
+absl::StatusOr<CacheRingState> DecodeCacheRingState(absl::string_view text);
+
+}  // namespace ringcache::gateway
+
+#endif  // RINGCACHE_GATEWAY_CACHE_RING_STATE_H_
