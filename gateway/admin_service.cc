@@ -14,6 +14,7 @@ namespace ringcache::gateway {
 
 grpc::Status AdminService::CreateVdi(grpc::ServerContext*, const v1::CreateVdiRequest* req,
                                      v1::CreateVdiResponse* resp) {
+  if (grpc::Status c = CheckCoordinator(); !c.ok()) return c;
   auto r = router_->CreateVdi(req->name(), req->size_bytes(), req->object_size(),
                               req->replication());
   if (!r.ok()) return ToGrpc(r.status());
@@ -36,6 +37,7 @@ grpc::Status AdminService::ListVdis(grpc::ServerContext*, const v1::ListVdisRequ
 grpc::Status AdminService::SetVdiAccess(grpc::ServerContext*,
                                         const v1::SetVdiAccessRequest* req,
                                         v1::SetVdiAccessResponse* resp) {
+  if (grpc::Status c = CheckCoordinator(); !c.ok()) return c;
   std::optional<bool> read_only;
   if (req->has_read_only()) read_only = req->read_only();
   std::optional<std::vector<std::string>> allowed;
@@ -54,6 +56,7 @@ grpc::Status AdminService::SetVdiAccess(grpc::ServerContext*,
 
 grpc::Status AdminService::DeleteVdi(grpc::ServerContext*, const v1::RemoveVdiRequest* req,
                                      v1::RemoveVdiResponse*) {
+  if (grpc::Status c = CheckCoordinator(); !c.ok()) return c;
   absl::Status s = router_->DeleteVdi(req->name());
   std::function<void(const std::string&)> hook;
   {
@@ -66,6 +69,7 @@ grpc::Status AdminService::DeleteVdi(grpc::ServerContext*, const v1::RemoveVdiRe
 
 grpc::Status AdminService::ResizeVdi(grpc::ServerContext*, const v1::ResizeVdiRequest* req,
                                      v1::ResizeVdiResponse* resp) {
+  if (grpc::Status c = CheckCoordinator(); !c.ok()) return c;
   auto r = router_->ResizeVdi(req->name(), req->size_bytes());
   if (!r.ok()) return ToGrpc(r.status());
   *resp->mutable_vdi() = r->geometry;
@@ -74,6 +78,7 @@ grpc::Status AdminService::ResizeVdi(grpc::ServerContext*, const v1::ResizeVdiRe
 
 grpc::Status AdminService::SetVdiMode(grpc::ServerContext*, const v1::SetVdiModeRequest* req,
                                       v1::SetVdiModeResponse*) {
+  if (grpc::Status c = CheckCoordinator(); !c.ok()) return c;
   if (req->mode() == v1::CACHE_MODE_UNSPECIFIED) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "mode must be given");
   }
@@ -273,6 +278,7 @@ grpc::Status AdminService::ListNodes(grpc::ServerContext*, const v1::ListNodesRe
 
 grpc::Status AdminService::RemoveNode(grpc::ServerContext*, const v1::RemoveNodeRequest* req,
                                       v1::RemoveNodeResponse*) {
+  if (grpc::Status c = CheckCoordinator(); !c.ok()) return c;
   const std::string role = req->role().empty() ? "cachenode" : req->role();
   if (role != "cachenode") {
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
@@ -414,12 +420,38 @@ std::function<absl::Status(CacheClient*, bool)> CacheNodeSettle(Router* router, 
   };
 }
 
+grpc::Status AdminService::CheckCoordinator() const {
+  std::function<bool()> leading;
+  std::function<std::string()> leader;
+  {
+    absl::MutexLock l(&mu_);
+    leading = leading_;
+    leader = leader_;
+  }
+  if (!leading || leading()) return grpc::Status::OK;
+  const std::string who = leader ? leader() : "";
+  return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                      absl::StrCat("this gateway is not the coordinator; ",
+                                   who.empty() ? "none is elected right now (try again shortly)"
+                                               : absl::StrCat("the coordinator is ", who),
+                                   ": send changes there (ringcachectl --etcd finds it)"));
+}
+
 grpc::Status AdminService::ClusterStatus(grpc::ServerContext*, const v1::ClusterStatusRequest*,
                                          v1::ClusterStatusResponse* resp) {
   // The ring epoch requests carry (router.h): grows with every ring change and, in cluster
   // mode, to the etcd revision the ring follows.
   resp->set_epoch(router_->ring_epoch());
   for (const auto& n : Nodes()) *resp->add_nodes() = n;
+  std::function<bool()> leading;
+  std::function<std::string()> leader;
+  {
+    absl::MutexLock l(&mu_);
+    leading = leading_;
+    leader = leader_;
+  }
+  if (leader) resp->set_coordinator(leader());
+  resp->set_answered_by_coordinator(!leading || leading());
   std::function<v1::DataRebalance()> rebalance;
   {
     absl::MutexLock l(&mu_);

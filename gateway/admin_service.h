@@ -87,6 +87,16 @@ class AdminService final : public v1::Admin::Service {
     rebalance_status_ = std::move(status);
     data_ring_ = std::move(ring);
   }
+  // Cluster mode with an elected coordinator: `leading` says whether this gateway leads now and
+  // `leader` names the leader. A gateway that does not lead refuses the calls that change the
+  // cluster (VDI create/delete/resize/mode/access, node remove) with FAILED_PRECONDITION naming
+  // the leader: the coordinator makes every catalog write and membership decision. Set before
+  // serving; without it (static mode) this gateway decides.
+  void SetCoordinator(std::function<bool()> leading, std::function<std::string()> leader) {
+    absl::MutexLock l(&mu_);
+    leading_ = std::move(leading);
+    leader_ = std::move(leader);
+  }
   // Cluster mode: runs before an operator's RemoveNode of cache node `id` (the gateway marks the
   // node as drained in etcd, so that the membership does not bring it back). Set before serving.
   void SetBeforeRemove(std::function<absl::Status(uint32_t id)> hook) {
@@ -118,6 +128,10 @@ class AdminService final : public v1::Admin::Service {
   void SetDrainProgress(uint32_t id, const std::string& progress, uint64_t start, uint64_t left);
   std::function<void(const std::string&)> vdi_deleted_ ABSL_GUARDED_BY(mu_);
   std::function<datanode::DataRing()> data_ring_ ABSL_GUARDED_BY(mu_);
+  std::function<bool()> leading_ ABSL_GUARDED_BY(mu_);
+  std::function<std::string()> leader_ ABSL_GUARDED_BY(mu_);
+  // OK, or the refusal of a change on a gateway that is not the coordinator.
+  grpc::Status CheckCoordinator() const;
   // Health watch: state of each cache node that is not "up" (down, failed, quarantined).
   void WatchOnce();
   std::vector<uint32_t> DownCacheNodes() const;

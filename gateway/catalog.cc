@@ -147,6 +147,32 @@ absl::Status Catalog::AttachStore(CatalogStore* store) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<bool> Catalog::Reload() {
+  CatalogStore* store;
+  {
+    absl::MutexLock l(&mu_);
+    store = store_;
+  }
+  if (store == nullptr) return false;
+  RC_ASSIGN_OR_RETURN(std::vector<VdiRecord> remote, store->LoadAll());
+  std::map<std::string, VdiRecord> next;
+  uint32_t next_id = 1;
+  for (VdiRecord& r : remote) {
+    next_id = std::max(next_id, r.geometry.vdi_id() + 1);
+    next[r.geometry.name()] = std::move(r);
+  }
+  absl::MutexLock l(&mu_);
+  bool same = next.size() == by_name_.size();
+  for (auto a = next.begin(), b = by_name_.begin(); same && a != next.end(); ++a, ++b) {
+    same = a->first == b->first && EncodeVdiLine(a->second) == EncodeVdiLine(b->second);
+  }
+  if (same) return false;
+  by_name_ = std::move(next);
+  next_id_ = std::max(next_id_, next_id);
+  RC_RETURN_IF_ERROR(SaveFileLocked());
+  return true;
+}
+
 absl::Status Catalog::SaveLocked(const std::string& name) const {
   if (store_ != nullptr) {
     auto it = by_name_.find(name);

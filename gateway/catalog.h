@@ -76,6 +76,9 @@ class Catalog {
 
   // Makes `store` (not owned, outlives the catalog) the source of truth; see the file comment.
   absl::Status AttachStore(CatalogStore* store);
+  // Replaces the catalog by the attached store's records (a gateway that is not the coordinator
+  // follows the catalog the coordinator writes). Returns whether anything changed.
+  absl::StatusOr<bool> Reload();
 
  private:
   Catalog(std::string path, VdiDefaults d) : path_(std::move(path)), defaults_(d) {}

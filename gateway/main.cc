@@ -6,6 +6,8 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <atomic>
+#include <memory>
 #include <optional>
 #include <tuple>
 #include <thread>
@@ -20,7 +22,9 @@
 #include "common/grpc_tls.h"
 #include "common/socket.h"
 #include "gateway/frontends.h"
+#include "gateway/cluster_follower.h"
 #include "gateway/membership_sync.h"
+#include "membership/election.h"
 #include "membership/daemon_flags.h"
 #include "membership/presence.h"
 #include "common/version.h"
@@ -43,13 +47,20 @@ int main(int argc, char** argv) {
   uint32_t id = 1;
   std::optional<std::string> nbd_listen, admin_listen, http_listen, ready_file;
   std::vector<std::string> create;
+  bool coordinator = true;
   flags.AddTo(&app, /*cluster_required=*/true, "Static cluster file (YAML)",
               "follow the cache nodes registered in etcd and register this gateway");
   app.add_option("--id", id, "This gateway's id in the cluster file (default 1)");
   app.add_option("--nbd-listen", nbd_listen, "NBD address (overrides the cluster file)");
   app.add_option("--admin-listen", admin_listen, "Admin gRPC address");
   app.add_option("--http-listen", http_listen, "HTTP /metrics address");
-  app.add_option("--create-vdi", create, "Create VDI NAME:SIZE at start if missing (repeatable)");
+  app.add_option("--create-vdi", create,
+                 "Create VDI NAME:SIZE at start if missing (repeatable; cluster mode: by the "
+                 "coordinator)");
+  app.add_option("--coordinator", coordinator,
+                 "Cluster mode: stand for election as the coordinator, which makes the "
+                 "membership decisions, replays, handoffs, rebalancing and catalog writes "
+                 "(default true; false: a pure NBD front end)");
   app.add_option("--ready-file", ready_file, "Write the bound ports as JSON here once serving");
   gateway::NbdTlsFlags nbd_tls;
   nbd_tls.AddTo(&app);
@@ -161,7 +172,8 @@ int main(int argc, char** argv) {
     return Fail(1, s.ToString());
   }
   // Moves replicas when data nodes join (cluster mode), and gives every cache node — joining
-  // ones too — the current data ring.
+  // ones too — the current data ring. Only the coordinator runs it: in static mode this gateway,
+  // in cluster mode the elected leader (started and stopped with its term, below).
   gateway::DataRebalancer::Options ro;
   ro.state_path = data_ring_path;
   if (etcd_state != nullptr) {
@@ -170,11 +182,39 @@ int main(int argc, char** argv) {
       return gateway::SaveEtcdDataRing(c, prefix, ring);
     };
   }
-  std::unique_ptr<gateway::DataRebalancer> rebalancer =
-      gateway::DataRebalancer::Start(router->get(), pool->get(), ro);
-  (*router)->SetJoinHook([r = rebalancer.get()](uint32_t node, gateway::CacheClient* c) {
+  absl::Mutex rebalancer_mu;
+  std::shared_ptr<gateway::DataRebalancer> rebalancer;  // guarded by rebalancer_mu
+  auto current_rebalancer = [&rebalancer_mu, &rebalancer] {
+    absl::MutexLock l(&rebalancer_mu);
+    return rebalancer;
+  };
+  auto start_rebalancer = [&, router = router->get(), pool = pool->get()] {
+    std::shared_ptr<gateway::DataRebalancer> r = gateway::DataRebalancer::Start(router, pool, ro);
+    absl::MutexLock l(&rebalancer_mu);
+    rebalancer = std::move(r);
+  };
+  if (!etcd_settings.enabled()) start_rebalancer();
+  (*router)->SetJoinHook([&current_rebalancer](uint32_t node, gateway::CacheClient* c) {
+    std::shared_ptr<gateway::DataRebalancer> r = current_rebalancer();
+    if (r == nullptr) return absl::FailedPreconditionError("not the coordinator any more");
     return r->OnJoin(node, c);
   });
+  // Cluster mode: follow the cache ring and the catalog the coordinator publishes in etcd
+  // (until this gateway is elected itself).
+  std::atomic<bool> leading{false};
+  std::atomic<bool> led_once{false};  // this gateway's first term finished starting its work
+  std::unique_ptr<gateway::ClusterFollower> follower;
+  if (etcd_state != nullptr) {
+    gateway::ClusterFollower::Options fo;
+    fo.prefix = etcd_settings.prefix;
+    auto f = gateway::ClusterFollower::Start(etcd_state.get(), router->get(), catalog->get(), fo,
+                                             [&leading] { return leading.load(); });
+    if (!f.ok()) {
+      return Fail(1, absl::StrCat("cannot follow the cluster state in etcd: ",
+                                  f.status().ToString()));
+    }
+    follower = *std::move(f);
+  }
   // Peers may still be starting: register the catalog with retries for up to a minute. In
   // cluster mode a cache node that stays down is taken out of the ring once the membership is
   // followed (below), and the others learn the VDIs on their first request: go on after 20 s.
@@ -192,20 +232,31 @@ int main(int argc, char** argv) {
     return Fail(1, absl::StrCat("cannot register VDIs with peers: ", reg.ToString()));
   }
 
-  if (absl::Status s = gateway::CreateVdisFromSpecs(router->get(), create); !s.ok()) {
-    return Fail(2, s.ToString());
+  if (!etcd_settings.enabled()) {
+    if (absl::Status s = gateway::CreateVdisFromSpecs(router->get(), create); !s.ok()) {
+      return Fail(2, s.ToString());
+    }
   }
   gateway::Frontends fe;
   if (absl::Status s = fe.Start(fc, router->get(), infos, registry); !s.ok()) {
     return Fail(1, s.ToString());
   }
-  fe.admin()->SetDataRingSource([r = rebalancer.get()] { return r->Status(); },
-                                [p = pool->get()] { return p->ring(); });
+  fe.admin()->SetDataRingSource(
+      [&current_rebalancer, p = pool->get()] {
+        if (std::shared_ptr<gateway::DataRebalancer> r = current_rebalancer()) return r->Status();
+        v1::DataRebalance st;  // not the coordinator: the ring as followed
+        st.set_state("followed");
+        st.set_data_epoch(p->ring().epoch);
+        for (uint32_t m : p->ring().members) st.add_members(m);
+        return st;
+      },
+      [p = pool->get()] { return p->ring(); });
   spdlog::info("ringcache-gateway {} ready: NBD port {}, admin port {}, metrics port {}", id,
                fe.nbd_port(), fe.admin_port(), fe.http_port());
   // Cluster mode: register, then make the cache ring follow the cache nodes registered in etcd.
   std::unique_ptr<membership::Presence> presence;
   std::unique_ptr<gateway::MembershipSync> sync;
+  std::unique_ptr<membership::Election> election;
   if (etcd_settings.enabled()) {
     std::string host;
     int unused = 0;
@@ -226,19 +277,91 @@ int main(int argc, char** argv) {
     admin->SetBeforeRemove([etcd_client, prefix](uint32_t node) {
       return gateway::MembershipSync::MarkDrained(etcd_client, prefix, node);
     });
-    gateway::MembershipSync::Options so;
-    so.prefix = etcd_settings.prefix;
-    sync = gateway::MembershipSync::Start(
-        presence->client(), router->get(), so,
-        [admin](uint32_t node, const std::string& state) {
-          admin->SetNodeState("cachenode", node, state);
-        },
-        [r = router->get()](uint64_t epoch) {
-          r->SetRingEpoch(epoch);  // requests carry it (RingEpochGuard on the cache nodes)
-        });
-    rebalancer->FollowEtcd(presence->client(), etcd_settings.prefix);
-    spdlog::info("cluster mode: registered as {}; following the nodes in etcd at {}",
-                 presence->registration()->key(), etcd_settings.endpoints);
+    admin->SetCoordinator([&leading] { return leading.load(); },
+                          [etcd_client, prefix] {
+                            auto l = membership::ReadLeader(etcd_client, prefix);
+                            if (!l.ok() || !l->has_value()) return std::string();
+                            return absl::StrCat("gateway ", (*l)->record.id, " at ",
+                                                (*l)->record.address, ", term ", (*l)->term);
+                          });
+    // The coordinator's work runs for the length of a term: publish the cache ring (guarded by
+    // the term), take over from the previous leader, follow the membership (removals with
+    // replay, joins with handoff) and the data nodes (rebalancing), create the --create-vdi VDIs.
+    auto lead = [&, r = router->get(), p = pool->get(), etcd_client, prefix](int64_t term) {
+      r->SetPublisher([etcd_client, prefix, term](const gateway::CacheRingState& st) {
+        return gateway::PublishEtcdCacheRing(
+            etcd_client, prefix,
+            membership::TxnCompare::CreateRevisionIs(membership::CoordinatorKey(prefix), term),
+            st);
+      });
+      absl::Status s = absl::UnavailableError("not tried");
+      for (int i = 0; i < 50 && !s.ok(); ++i) {
+        if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        auto min_epoch = gateway::TakeOverEpoch(etcd_client, prefix);
+        s = min_epoch.ok() ? r->TakeOver(*min_epoch) : min_epoch.status();
+      }
+      if (!s.ok()) {
+        spdlog::error("coordinator: cannot take over the cache ring: {}", s.ToString());
+        r->SetPublisher(nullptr);
+        return;
+      }
+      if (auto dr = gateway::LoadEtcdDataRing(etcd_client, prefix);
+          dr.ok() && dr->has_value() && (*dr)->epoch > p->ring().epoch) {
+        if (absl::Status ds = p->SetRing(**dr); !ds.ok()) spdlog::warn("{}", ds.ToString());
+      }
+      leading = true;
+      spdlog::info("coordinator: leading (term {}), cache ring epoch {}", term, r->ring_epoch());
+      start_rebalancer();
+      current_rebalancer()->FollowEtcd(etcd_client, prefix);
+      gateway::MembershipSync::Options so;
+      so.prefix = prefix;
+      sync = gateway::MembershipSync::Start(
+          etcd_client, r, so,
+          [admin](uint32_t node, const std::string& state) {
+            admin->SetNodeState("cachenode", node, state);
+          },
+          // Epochs come from the published ring only (Router::Publish), not from revisions.
+          nullptr);
+      if (absl::Status cs = gateway::CreateVdisFromSpecs(r, create); !cs.ok()) {
+        spdlog::error("--create-vdi: {}", cs.ToString());
+      }
+      led_once = true;
+    };
+    auto step_down = [&, r = router->get()] {
+      leading = false;
+      r->SetPublisher(nullptr);  // first: a change under way stops publishing and ends
+      sync.reset();
+      std::shared_ptr<gateway::DataRebalancer> old;
+      {
+        absl::MutexLock l(&rebalancer_mu);
+        old.swap(rebalancer);
+      }
+      old.reset();
+      spdlog::info("coordinator: following the new leader");
+    };
+    if (coordinator) {
+      membership::Election::Options eo;
+      eo.prefix = prefix;
+      election = membership::Election::Start(
+          etcd_client, presence->registration(), eo,
+          [lead, step_down](bool leader, int64_t term) {
+            if (leader) {
+              lead(term);
+            } else {
+              step_down();
+            }
+          });
+      // Ready once a coordinator is known (this one or another), so that administration works.
+      for (int i = 0; i < 20 * static_cast<int>(etcd_settings.lease_ttl_s) + 40; ++i) {
+        if (led_once.load()) break;
+        auto l = membership::ReadLeader(etcd_client, prefix);
+        if (l.ok() && l->has_value() && (*l)->record.id != id) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+    }
+    spdlog::info("cluster mode: registered as {}{}; following the nodes in etcd at {}",
+                 presence->registration()->key(),
+                 coordinator ? " (coordinator candidate)" : "", etcd_settings.endpoints);
   }
   if (absl::Status s = WriteReadyFile(ready_file.value_or(""),
                                       {{"nbd_port", fe.nbd_port()},
@@ -248,9 +371,14 @@ int main(int argc, char** argv) {
     return Fail(1, s.ToString());
   }
   spdlog::info("signal {}: shutting down", WaitForTerminationSignal());
+  election.reset();  // a leader steps down (stops its work) and hands over at once
+  follower.reset();
   sync.reset();
   fe.Stop();
-  rebalancer.reset();  // after the admin service (it reports its status), before etcd's client
+  {
+    absl::MutexLock l(&rebalancer_mu);  // after the admin service (it reports its status)
+    rebalancer.reset();
+  }
   presence.reset();
   spdlog::info("stopped");
   return 0;

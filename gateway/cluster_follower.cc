@@ -1,0 +1,124 @@
+#include "gateway/cluster_follower.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "membership/membership.h"
+
+namespace ringcache::gateway {
+
+std::string CacheRingKey(const std::string& prefix) { return prefix + "/rings/cache"; }
+
+absl::StatusOr<std::optional<CacheRingState>> LoadEtcdCacheRing(membership::EtcdClient* client,
+                                                                const std::string& prefix) {
+  RC_ASSIGN_OR_RETURN(std::optional<membership::KeyValue> kv, client->Get(CacheRingKey(prefix)));
+  if (!kv.has_value()) return std::optional<CacheRingState>();
+  auto st = DecodeCacheRingState(kv->value);
+  if (!st.ok()) {
+    return absl::DataLossError(absl::StrCat(CacheRingKey(prefix), ": ", st.status().message()));
+  }
+  return std::optional<CacheRingState>(*std::move(st));
+}
+
+absl::Status PublishEtcdCacheRing(membership::EtcdClient* client, const std::string& prefix,
+                                  const membership::TxnCompare& guard,
+                                  const CacheRingState& state) {
+  membership::EtcdCallOptions call;
+  call.timeout = absl::Seconds(3);
+  RC_ASSIGN_OR_RETURN(
+      membership::TxnResult r,
+      client->Txn({guard}, {membership::TxnOp::Put(CacheRingKey(prefix),
+                                                   EncodeCacheRingState(state))},
+                  {}, call));
+  if (!r.succeeded) {
+    return absl::FailedPreconditionError(
+        "not the coordinator any more: its term ended, the cache ring was not published");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> TakeOverEpoch(membership::EtcdClient* client, const std::string& prefix) {
+  RC_ASSIGN_OR_RETURN(membership::RangeResult range, client->GetPrefix(CacheRingKey(prefix)));
+  uint64_t epoch = static_cast<uint64_t>(std::max<int64_t>(range.revision, 0));
+  for (const auto& kv : range.kvs) {
+    if (kv.key != CacheRingKey(prefix)) continue;
+    RC_ASSIGN_OR_RETURN(CacheRingState st, DecodeCacheRingState(kv.value));
+    epoch = std::max(epoch, st.epoch);
+  }
+  return epoch;
+}
+
+absl::StatusOr<std::unique_ptr<ClusterFollower>> ClusterFollower::Start(
+    membership::EtcdClient* client, Router* router, Catalog* catalog, Options options,
+    std::function<bool()> leading) {
+  std::unique_ptr<ClusterFollower> f(
+      new ClusterFollower(client, router, catalog, std::move(options), std::move(leading)));
+  RC_RETURN_IF_ERROR(f->SyncOnce());
+  auto wake = [p = f.get()](const std::vector<membership::Event>&, int64_t) { p->Wake(); };
+  f->ring_watch_ = client->WatchPrefix(CacheRingKey(f->options_.prefix), 0, wake, nullptr);
+  f->vdis_watch_ =
+      client->WatchPrefix(membership::VdisPrefix(f->options_.prefix), 0, wake, nullptr);
+  f->thread_ = std::thread([p = f.get()] { p->Loop(); });
+  return f;
+}
+
+ClusterFollower::ClusterFollower(membership::EtcdClient* client, Router* router,
+                                 Catalog* catalog, Options options,
+                                 std::function<bool()> leading)
+    : client_(client),
+      router_(router),
+      catalog_(catalog),
+      options_(std::move(options)),
+      leading_(std::move(leading)) {}
+
+ClusterFollower::~ClusterFollower() {
+  ring_watch_.reset();
+  vdis_watch_.reset();
+  {
+    absl::MutexLock l(&mu_);
+    stop_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+void ClusterFollower::Wake() {
+  absl::MutexLock l(&mu_);
+  woken_ = true;
+}
+
+absl::Status ClusterFollower::SyncOnce() {
+  if (leading_ && leading_()) return absl::OkStatus();
+  RC_ASSIGN_OR_RETURN(bool changed, catalog_->Reload());
+  if (changed) spdlog::info("VDI catalog followed from etcd: {} VDIs", catalog_->List().size());
+  RC_ASSIGN_OR_RETURN(std::optional<CacheRingState> st,
+                      LoadEtcdCacheRing(client_, options_.prefix));
+  if (!st.has_value() || (leading_ && leading_())) return absl::OkStatus();
+  const uint64_t before = router_->ring_epoch();
+  RC_RETURN_IF_ERROR(router_->FollowRingState(*st));
+  if (router_->ring_epoch() != before) {
+    spdlog::info("cache ring epoch {} followed from the coordinator ({} removed, {} removing{})",
+                 st->epoch, st->removed.size(), st->removing.size(),
+                 st->joining != 0 ? absl::StrCat(", node ", st->joining, " joining") : "");
+  }
+  return absl::OkStatus();
+}
+
+void ClusterFollower::Loop() {
+  for (;;) {
+    {
+      absl::MutexLock l(&mu_);
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || woken_; };
+      mu_.AwaitWithTimeout(absl::Condition(&ready), options_.resync);
+      if (stop_) return;
+      woken_ = false;
+    }
+    if (absl::Status s = SyncOnce(); !s.ok()) {
+      spdlog::warn("following the coordinator: {}", s.ToString());
+    }
+  }
+}
+
+}  // namespace ringcache::gateway

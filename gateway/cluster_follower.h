@@ -1,0 +1,81 @@
+// The gateway's side of the control plane split (membership/README.md "Control plane"):
+//  - CacheRingKey / LoadEtcdCacheRing / PublishEtcdCacheRing: the cache ring the coordinator
+//    publishes at P/rings/cache (gateway/cache_ring_state.h), written only under the leader's
+//    guard (membership/election.h), so a deposed leader cannot overwrite its successor's ring;
+//  - ClusterFollower: makes a gateway that is not the coordinator follow the published cache
+//    ring (Router::FollowRingState) and the VDI catalog (Catalog::Reload). A watch on each key
+//    wakes it at once; a look every `resync` also covers a watch that stopped (compaction).
+//
+// Thread-safety: thread-safe.
+#ifndef RINGCACHE_GATEWAY_CLUSTER_FOLLOWER_H_
+#define RINGCACHE_GATEWAY_CLUSTER_FOLLOWER_H_
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "gateway/cache_ring_state.h"
+#include "gateway/catalog.h"
+#include "gateway/router.h"
+#include "membership/etcd_client.h"
+
+namespace ringcache::gateway {
+
+std::string CacheRingKey(const std::string& prefix);  // P/rings/cache
+
+// The published cache ring (nullopt: none yet).
+absl::StatusOr<std::optional<CacheRingState>> LoadEtcdCacheRing(membership::EtcdClient* client,
+                                                                const std::string& prefix);
+// Writes `state` if `guard` holds; kFailedPrecondition if it does not (no longer the leader).
+absl::Status PublishEtcdCacheRing(membership::EtcdClient* client, const std::string& prefix,
+                                  const membership::TxnCompare& guard,
+                                  const CacheRingState& state);
+// The lowest epoch a new coordinator may start above: the published ring's epoch and the etcd
+// store revision (epochs of gateways from before the ring was published were revisions).
+absl::StatusOr<uint64_t> TakeOverEpoch(membership::EtcdClient* client, const std::string& prefix);
+
+class ClusterFollower {
+ public:
+  struct Options {
+    std::string prefix;
+    absl::Duration resync = absl::Seconds(2);
+  };
+  // Follows once now (the error says what failed), then keeps following in the background.
+  // While `leading()` returns true nothing is followed (the coordinator writes both). `client`,
+  // `router` and `catalog` are not owned and must outlive the follower.
+  static absl::StatusOr<std::unique_ptr<ClusterFollower>> Start(membership::EtcdClient* client,
+                                                                Router* router, Catalog* catalog,
+                                                                Options options,
+                                                                std::function<bool()> leading);
+  ~ClusterFollower();
+  ClusterFollower(const ClusterFollower&) = delete;
+  ClusterFollower& operator=(const ClusterFollower&) = delete;
+
+ private:
+  ClusterFollower(membership::EtcdClient* client, Router* router, Catalog* catalog,
+                  Options options, std::function<bool()> leading);
+  absl::Status SyncOnce();
+  void Loop();
+  void Wake();
+
+  membership::EtcdClient* const client_;
+  Router* const router_;
+  Catalog* const catalog_;
+  const Options options_;
+  const std::function<bool()> leading_;
+  absl::Mutex mu_;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  bool woken_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+  std::unique_ptr<membership::Watch> ring_watch_, vdis_watch_;
+};
+
+}  // namespace ringcache::gateway
+
+#endif  // RINGCACHE_GATEWAY_CLUSTER_FOLLOWER_H_
