@@ -5,6 +5,7 @@
 #   deploy/cluster.sh up [--cluster-file FILE] [--dir DIR] [--cache-nodes K] [--data-nodes M]
 #                        [--base-port P] [--ssd-size S] [--ram-size R] [--hdd-emulation]
 #                        [--replication N] [--create-vdi NAME:SIZE]... [--etcd] [--tls]
+#                        [--gateways G] [--coordinators C]
 #   deploy/cluster.sh status [--dir DIR]
 #   deploy/cluster.sh down   [--dir DIR]
 #   deploy/cluster.sh kill   ROLE ID... [--dir DIR]   kill -9 daemons, wait until they are gone
@@ -25,6 +26,10 @@
 # stays as it is): it registers in etcd, and the gateway takes it in (cache node: it joins the
 # ring; data node: replicas rebalance to it). Added nodes are listed in DIR/added_nodes; status,
 # kill, start, up and down handle them like the others.
+# --gateways G (default 1) runs G gateways: gateway 1 on the ports above, gateway i >= 2 with NBD
+# P+500+i, admin P+600+i, metrics P+700+i. With --etcd they are stateless front ends that follow
+# the coordinator (membership/README.md "Control plane"); gateways 1..C (--coordinators, default
+# G) stand for election as the coordinator, the others run with --coordinator false.
 # With --tls every port is secured (docs/security.md): `up` makes a throwaway CA and one
 # certificate per daemon under DIR/tls (ringcachectl tls), runs gRPC, block data and etcd with
 # mutual TLS, NBD with TLS required and /metrics over HTTPS (client certificates required); NBD
@@ -37,9 +42,9 @@ set -euo pipefail
 cmd=${1:-}
 shift || true
 case "$cmd" in
-  -h|--help|help) sed -n '2,34p' "$0"; exit 0 ;;
+  -h|--help|help) sed -n '2,39p' "$0"; exit 0 ;;
   up|status|down|kill|start|add) ;;
-  *) sed -n '2,34p' "$0" >&2; echo "cluster.sh: unknown command '$cmd'" >&2; exit 2 ;;
+  *) sed -n '2,39p' "$0" >&2; echo "cluster.sh: unknown command '$cmd'" >&2; exit 2 ;;
 esac
 DIR=./ringcache-cluster
 FILE=""
@@ -52,6 +57,8 @@ HDD=""
 REPL=""
 ETCD=""
 TLS=""
+G=1
+C=""
 CREATE=()
 POS=()
 SET=" "  # the settings given on the command line (the others may come from DIR/cluster.env)
@@ -68,8 +75,10 @@ while [ $# -gt 0 ]; do
     --replication) REPL=$2; shift 2 ;;
     --etcd) ETCD=1; shift ;;
     --tls) TLS=1; SET+="TLS "; shift ;;
+    --gateways) G=$2; SET+="G "; shift 2 ;;
+    --coordinators) C=$2; SET+="C "; shift 2 ;;
     --create-vdi) CREATE+=(--create-vdi "$2"); shift 2 ;;
-    -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,39p' "$0"; exit 0 ;;
     -*) echo "cluster.sh: unknown argument $1" >&2; exit 2 ;;
     *) POS+=("$1"); shift ;;
   esac
@@ -100,12 +109,14 @@ if [ -f "$DIR/cluster.env" ]; then
       RAM) RAM=$value ;;
       HDD) HDD=$value ;;
       TLS) TLS=$value ;;
+      G) G=$value ;;
+      C) C=$value ;;
     esac
   done < "$DIR/cluster.env"
 fi
 save_env() {
-  printf 'BASE=%s\nSSD=%s\nRAM=%s\nHDD=%s\nTLS=%s\n' "$BASE" "$SSD" "$RAM" "$HDD" "$TLS" \
-    > "$DIR/cluster.env"
+  printf 'BASE=%s\nSSD=%s\nRAM=%s\nHDD=%s\nTLS=%s\nG=%s\nC=%s\n' "$BASE" "$SSD" "$RAM" \
+    "$HDD" "$TLS" "$G" "$C" > "$DIR/cluster.env"
 }
 
 # --tls: the cluster's CA (made once) and a certificate directory per holder, made on first use:
@@ -193,6 +204,9 @@ write_cluster_file() {
       echo "  - {role: cachenode, id: $i, listen: 127.0.0.1:$((BASE+300+i)), http_listen: 127.0.0.1:$((BASE+400+i)), ssd_bytes: $SSD, ram_bytes: $RAM}"
     done
     echo "  - {role: gateway, id: 1, nbd_listen: 127.0.0.1:$((BASE+9)), admin_listen: 127.0.0.1:$((BASE+10)), http_listen: 127.0.0.1:$((BASE+11))}"
+    for i in $(seq 2 "$G"); do
+      echo "  - {role: gateway, id: $i, nbd_listen: 127.0.0.1:$((BASE+500+i)), admin_listen: 127.0.0.1:$((BASE+600+i)), http_listen: 127.0.0.1:$((BASE+700+i))}"
+    done
   } > "$FILE"
 }
 
@@ -247,6 +261,7 @@ start_one() {  # role id
   if alive "$role" "$id"; then return 0; fi
   if [ "$role" = datanode ] && [ -n "$HDD" ]; then extra+=("$HDD"); fi
   if [ "$role" = gateway ] && [ ${#CREATE[@]} -gt 0 ]; then extra+=("${CREATE[@]}"); fi
+  if [ "$role" = gateway ] && [ "$id" -gt "${C:-$G}" ]; then extra+=(--coordinator false); fi
   if is_added "$role" "$id"; then file=$(added_file "$role" "$id"); fi
   if [ -n "$TLS" ]; then
     local t

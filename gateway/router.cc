@@ -638,6 +638,23 @@ bool Router::PublishOutcome(const CacheRingState& state) {
 }
 
 absl::Status Router::FollowRingState(const CacheRingState& st) {
+  std::vector<std::pair<uint32_t, CacheClient*>> leaving;
+  absl::Status s = FollowLocked(st, &leaving);
+  // Requests this gateway still has in flight to a node that leaves and does not answer (it
+  // died) are cancelled: they were not acknowledged, and go to the next owner once the
+  // coordinator settled the node (as RemoveCacheNode does for its own; waiting for their
+  // deadline would stall clients for a minute).
+  for (const auto& [id, c] : leaving) {
+    if (!c->Probe(500).ok()) {
+      spdlog::info("cache node {} leaves and does not answer: cancelling requests in flight", id);
+      c->CancelInFlight();
+    }
+  }
+  return s;
+}
+
+absl::Status Router::FollowLocked(const CacheRingState& st,
+                                  std::vector<std::pair<uint32_t, CacheClient*>>* leaving) {
   absl::MutexLock l(&mu_);
   if (st.epoch <= epoch_) return absl::OkStatus();
   if (publisher_) {
@@ -667,6 +684,14 @@ absl::Status Router::FollowRingState(const CacheRingState& st) {
   if (st.joining != 0 && !known(st.joining)) {
     return absl::DataLossError(absl::StrCat("the published cache ring joins unknown node ",
                                             st.joining));
+  }
+  for (const auto* ids : {&st.removed, &st.removing}) {
+    for (uint32_t id : *ids) {
+      if (removed_.contains(id) || removing_.contains(id)) continue;
+      for (const auto& m : members_) {
+        if (m.id == id) leaving->push_back({id, m.client.get()});
+      }
+    }
   }
   removed_ = absl::flat_hash_set<uint32_t>(st.removed.begin(), st.removed.end());
   removing_ = absl::flat_hash_set<uint32_t>(st.removing.begin(), st.removing.end());

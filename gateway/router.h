@@ -178,6 +178,9 @@ class Router : public ExportProvider {
   bool MovesLocked(const ring::ObjectKey& key) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status SaveRemoved() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   CacheRingState RingStateLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // FollowRingState under mu_; `leaving` gets the members the state newly takes out.
+  absl::Status FollowLocked(const CacheRingState& state,
+                            std::vector<std::pair<uint32_t, CacheClient*>>* leaving);
   // Publishes `state` (OK without a publisher); called without mu_. The rule that keeps
   // epochs safe across leaders: a router with a publisher never routes with an epoch it has not
   // published first, so a new leader that starts above the last published epoch is above every

@@ -448,7 +448,11 @@ absl::Status ClusterStatus(const AdminSession& s) {
     j.Key("reasons").BeginArray();
     for (const std::string& why : health.reasons) j.String(why);
     j.EndArray().EndObject();
-    j.Field("epoch", resp.epoch()).Key("nodes").BeginArray();
+    j.Field("epoch", resp.epoch())
+        .Field("coordinator", resp.coordinator())
+        .Field("answered_by_coordinator", resp.answered_by_coordinator())
+        .Key("nodes")
+        .BeginArray();
     for (const auto& n : resp.nodes()) WriteNodeJson(n, &j);
     j.EndArray().Field("vdis", resp.vdis()).Field("dirty_bytes", resp.dirty_bytes());
     const v1::DataRebalance& r = resp.rebalance();
@@ -503,13 +507,19 @@ absl::Status ClusterStatus(const AdminSession& s) {
                              " copied, ", r.blocks_deleted(), " deleted");
   }
   if (!r.message().empty()) absl::StrAppend(&rebalance, "; ", r.message());
-  RenderFields({{"health", health.Line()},
-                {"epoch", std::to_string(resp.epoch())},
-                {"nodes", nodes},
-                {"VDIs", std::to_string(resp.vdis())},
-                {"dirty", FormatBytes(resp.dirty_bytes())},
-                {"rebalance", rebalance}},
-               *s.out);
+  std::vector<std::pair<std::string, std::string>> fields = {
+      {"health", health.Line()}, {"epoch", std::to_string(resp.epoch())}};
+  if (!resp.coordinator().empty()) {
+    fields.push_back({"coordinator", absl::StrCat(resp.coordinator(),
+                                                  resp.answered_by_coordinator()
+                                                      ? " (this gateway)"
+                                                      : " (answered by another gateway)")});
+  }
+  fields.insert(fields.end(), {{"nodes", nodes},
+                               {"VDIs", std::to_string(resp.vdis())},
+                               {"dirty", FormatBytes(resp.dirty_bytes())},
+                               {"rebalance", rebalance}});
+  RenderFields(fields, *s.out);
   return absl::OkStatus();
 }
 

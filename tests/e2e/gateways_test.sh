@@ -1,0 +1,166 @@
+#!/usr/bin/env bash
+# Several gateways and an elected coordinator (membership/README.md "Control plane"), end to end
+# on processes started by `deploy/cluster.sh up --etcd --gateways 2`: etcd, 3 data nodes, 3 cache
+# nodes and gateways 1 and 2, both coordinator candidates.
+#  1. One of them is elected (P/coordinator names it); both serve NBD. Patterns written through
+#     gateway A read back through gateway B, and writes alternating between the two (the same
+#     objects, interleaved) read back through both.
+#  2. The gateway that does not lead refuses a change, naming the leader; `status` through it
+#     names the leader too.
+#  3. Under a client write loop through the follower, cache node 2 is killed (its dirty data
+#     must be replayed from its log) and, once the leader starts removing it, the leader is
+#     killed with SIGKILL. The other gateway is elected within the lease TTL, decides the removal
+#     again and finishes it; the write loop sees no error; every write reads back through both
+#     gateways (the old leader restarted as a follower). The takeover time is printed.
+# Exits 77 (skipped) when etcd, etcdctl or qemu-io is not installed.
+#
+#   tests/e2e/gateways_test.sh BUILD_DIR
+set -euo pipefail
+
+for tool in etcd etcdctl qemu-io; do
+  command -v "$tool" > /dev/null || { echo "$tool not installed: skipping"; exit 77; }
+done
+BUILD=$(cd "${1:?usage: gateways_test.sh BUILD_DIR}" && pwd)
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+WORK=$(mktemp -d "${TEST_TMPDIR:-/tmp}/rc-gateways.XXXXXX")
+source "$(dirname "$0")/ports.sh"
+BASE=$(pick_base_port)
+ETCD_EP=127.0.0.1:$((BASE-1))
+PREFIX=/ringcache
+
+log() { echo "[gateways] $(date +%T) $*"; }
+fail() {
+  echo "[gateways] FAIL: $*" >&2
+  for g in 1 2; do
+    echo "--- gateway-$g.log" >&2
+    tail -n 30 "$WORK/cluster/logs/gateway-$g.log" >&2 || true
+  done
+  exit 1
+}
+cluster() { RINGCACHE_BIN=$BUILD bash "$ROOT/deploy/cluster.sh" "$@" --dir "$WORK/cluster"; }
+etcdctl_() { ETCDCTL_API=3 etcdctl --endpoints "$ETCD_EP" --command-timeout=3s "$@"; }
+cleanup() {
+  set +e
+  [ -n "${LOOP_PID:-}" ] && kill "$LOOP_PID" 2> /dev/null
+  cluster down > /dev/null 2>&1
+  if [ "${KEEP:-0}" = 1 ]; then echo "kept $WORK"; else rm -rf "$WORK"; fi
+}
+trap cleanup EXIT
+wait_for() {  # seconds description command...
+  local secs=$1 what=$2
+  shift 2
+  for _ in $(seq 1 $((secs * 5))); do
+    if "$@" > /dev/null 2>&1; then return 0; fi
+    sleep 0.2
+  done
+  fail "timed out after ${secs}s waiting for: $what"
+}
+nbd_port() { if [ "$1" = 1 ]; then echo $((BASE+9)); else echo $((BASE+500+$1)); fi; }
+admin_port() { if [ "$1" = 1 ]; then echo $((BASE+10)); else echo $((BASE+600+$1)); fi; }
+ctl() {  # gateway args...
+  local g=$1
+  shift
+  "$BUILD/tools/ctl/ringcachectl" --gateway "127.0.0.1:$(admin_port "$g")" "$@"
+}
+GW=1  # the gateway qio uses
+qio() { qemu-io -f raw "nbd://127.0.0.1:$(nbd_port "$GW")/disk" -c "$1"; }
+leader() {  # prints the id of the elected coordinator (fails when none)
+  etcdctl_ get --print-value-only "$PREFIX/coordinator" |
+    python3 -c "import json,sys; print(json.load(sys.stdin)['id'])"
+}
+leader_is() { [ "$(leader 2> /dev/null)" = "$1" ]; }
+json_field() { python3 -c "import json,sys; print(json.load(sys.stdin)[\"$1\"])"; }
+source "$ROOT/tests/e2e/patterns.sh"
+
+cluster up --etcd --gateways 2 --base-port "$BASE" --cache-nodes 3 --data-nodes 3 \
+  --replication 2 --ssd-size 128MiB --ram-size 8MiB --create-vdi disk:256MiB \
+  > "$WORK/up.log" 2>&1 || { cat "$WORK/up.log"; fail "cluster up --etcd --gateways 2"; }
+wait_for 20 "a coordinator to be elected" leader
+L=$(leader)
+F=$((3 - L))
+log "cluster up on base port $BASE; gateway $L leads, gateway $F follows"
+wait_for 20 "the VDI at the follower" bash -c \
+  "qemu-io -f raw nbd://127.0.0.1:$(nbd_port "$F")/disk -c 'read 0 4k' > /dev/null 2>&1"
+
+# 1. Write through one gateway, read through the other; then interleaved.
+GW=1; write_round 7
+GW=2; check_round 7
+for i in $(seq 0 63); do
+  GW=$(( i % 2 + 1 ))
+  qio "write -P $(( (40 + i) % 250 + 1 )) $(( i * 4 ))M 64k" > /dev/null || fail "write $i via $GW"
+  GW=$(( 2 - i % 2 ))  # the next write to the same object comes through the other gateway
+  qio "write -P $(( (90 + i) % 250 + 1 )) $(( i * 4096 + 32 ))k 16k" > /dev/null ||
+    fail "write $i+ via $GW"
+done
+for GW in 1 2; do
+  for i in $(seq 0 63); do
+    out=$(qio "read -P $(( (40 + i) % 250 + 1 )) $(( i * 4 ))M 32k" 2>&1) || fail "read $i: $out"
+    echo "$out" | grep -q "Pattern verification failed" && fail "gateway $GW, run $i: $out"
+    out=$(qio "read -P $(( (90 + i) % 250 + 1 )) $(( i * 4096 + 32 ))k 16k" 2>&1) ||
+      fail "read $i+: $out"
+    echo "$out" | grep -q "Pattern verification failed" && fail "gateway $GW, run $i+: $out"
+  done
+done
+log "written through gateway 1, read through gateway 2; interleaved writes read back through both"
+
+# 2. Changes go to the coordinator.
+if out=$(ctl "$F" vdi create other --size 16MiB 2>&1); then fail "the follower created a VDI: $out"; fi
+echo "$out" | grep -q "not the coordinator; the coordinator is gateway $L" ||
+  fail "the follower's refusal does not name the leader: $out"
+ctl "$F" --json status | json_field coordinator | grep -q "^gateway $L " ||
+  fail "status through the follower does not name the leader"
+ctl "$L" vdi create other --size 16MiB > /dev/null || fail "vdi create through the leader"
+wait_for 10 "the follower to serve the new VDI" bash -c \
+  "qemu-io -f raw nbd://127.0.0.1:$(nbd_port "$F")/other -c 'read 0 4k' > /dev/null 2>&1"
+log "the follower refuses changes naming gateway $L and follows the catalog"
+
+# 3. Kill the leader while it removes a killed cache node, under a write loop via the follower.
+GW=$F
+write_round 13  # dirty data on every cache node
+(
+  k=0
+  while [ ! -f "$WORK/stop" ]; do
+    qemu-io -f raw "nbd://127.0.0.1:$(nbd_port "$F")/disk" \
+      -c "write -P $(( k % 250 + 1 )) $(( (k % 64) * 4 + 1 ))M 64k" > /dev/null ||
+      { echo "loop write $k failed" >&2; exit 1; }
+    k=$((k + 1))
+    echo "$k" > "$WORK/loop.ops"
+  done
+) > "$WORK/loop.log" 2>&1 &
+LOOP_PID=$!
+sleep 1
+cluster kill cachenode 2 > /dev/null
+log "cache node 2 killed"
+wait_for 30 "the leader to start removing cache node 2" \
+  grep -q "remove cache node 2" "$WORK/cluster/logs/gateway-$L.log"
+cluster kill gateway "$L" > /dev/null
+killed=$(date +%s.%N)
+log "gateway $L (the leader) killed while removing cache node 2"
+wait_for 30 "gateway $F to be elected" leader_is "$F"
+elected=$(date +%s.%N)
+takeover=$(python3 -c "print(f'{$elected - $killed:.1f}')")
+log "gateway $F elected ${takeover}s after the kill (lease TTL 5 s)"
+ring_removed_2() {  # the published cache ring has node 2 removed and nothing under way
+  local ring
+  ring=$(etcdctl_ get --print-value-only "$PREFIX/rings/cache")
+  echo "$ring" | grep -qx "removed 2" && ! echo "$ring" | grep -q "^removing\|^joining"
+}
+wait_for 60 "cache node 2's removal to be finished (by either leader)" ring_removed_2
+grep -q "remove cache node 2: removed" "$WORK/cluster/logs/gateway-$F.log" &&
+  log "gateway $F decided the removal again and finished it"
+sleep 2
+touch "$WORK/stop"
+wait "$LOOP_PID" || { cat "$WORK/loop.log"; LOOP_PID=""; fail "client error during the takeover"; }
+LOOP_PID=""
+ops=$(cat "$WORK/loop.ops")
+log "write loop: $ops writes through gateway $F, no error"
+check_round 13
+check_loop_slots "$ops"
+cluster start gateway "$L" > /dev/null || fail "restart gateway $L"
+GW=$L
+check_round 13
+check_loop_slots "$ops"
+leader_is "$F" || fail "the restarted gateway took the lead back"
+log "every write read back through both gateways; gateway $L follows gateway $F"
+echo "takeover_seconds=$takeover"
+log "PASS"
