@@ -15,8 +15,8 @@
 //
 // A registered cache node that the cluster file does not list is learned from its NodeRecord
 // (address, weight: Router::LearnCacheNode, kept in the gateway's state) and joins like a
-// returning node; it keeps the address it joined at (a node of the file keeps the file's). One
-// gateway per cluster: two gateways would each settle and re-add on their own.
+// returning node; it keeps the address it joined at (a node of the file keeps the file's). Only
+// the elected coordinator runs it (gateway/main.cc, membership/README.md "Control plane").
 //
 // Thread-safety: thread-safe; callbacks run on the reconciler thread.
 #ifndef RINGCACHE_GATEWAY_MEMBERSHIP_SYNC_H_

@@ -11,6 +11,7 @@
 #include "common/config.h"
 #include "common/grpc_tls.h"
 #include "common/tls_certs.h"
+#include "membership/election.h"
 #include "membership/presence.h"
 #include "tools/ctl/commands.h"
 #include "common/version.h"
@@ -291,7 +292,7 @@ int RunCtl(int argc, const char* const* argv, const CtlIo& io) {
       ->envname("RINGCACHE_GATEWAY");
   app.add_option("--etcd", a.etcd,
                  "Cluster mode: find the gateway in etcd at these endpoints (its admin address "
-                 "is registered under <prefix>/nodes/gateway/)")
+                 "is registered under <prefix>/nodes/gateway/; the elected coordinator first)")
       ->type_name("HOST:PORT,...")
       ->envname("RINGCACHE_ETCD");
   app.add_option("--etcd-prefix", a.etcd_prefix, "Key prefix in etcd (default /ringcache)");
@@ -381,6 +382,11 @@ absl::StatusOr<std::string> GatewayFromEtcd(const std::string& endpoints,
   if (!client.ok()) return client.status();
   membership::EtcdClient::CallOptions call;
   call.timeout = absl::Seconds(timeout_s);
+  // The elected coordinator first: it makes every change (membership/README.md).
+  if (auto leader = membership::ReadLeader(client->get(), prefix);
+      leader.ok() && leader->has_value()) {
+    return (*leader)->record.address;
+  }
   auto range =
       (*client)->GetPrefix(membership::RolePrefix(prefix, membership::Role::kGateway), call);
   if (!range.ok()) {
