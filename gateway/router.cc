@@ -224,14 +224,27 @@ void Router::SetRingEpoch(uint64_t epoch) {
   epoch_ = std::max(epoch_, epoch);
 }
 
-absl::Status Router::RebuildRing() {
+absl::StatusOr<std::unique_ptr<ring::Ring>> Router::BuildRingLocked(uint32_t joining) const {
   ring::RingConfig rc;
   for (const auto& m : members_) {
-    if (!removed_.contains(m.id)) rc.members.push_back(ring::Member{m.id, m.weight, ""});
+    if (!removed_.contains(m.id) || m.id == joining) {
+      rc.members.push_back(ring::Member{m.id, m.weight, ""});
+    }
   }
   rc.cached_owners = 1;
   RC_ASSIGN_OR_RETURN(ring::Ring ring, ring::Ring::Build(rc));
-  ring_ = std::make_unique<ring::Ring>(std::move(ring));
+  return std::make_unique<ring::Ring>(std::move(ring));
+}
+
+CacheMember* Router::MemberLocked(uint32_t id) {
+  for (auto& m : members_) {
+    if (m.id == id) return &m;
+  }
+  return nullptr;
+}
+
+absl::Status Router::RebuildRing() {
+  RC_ASSIGN_OR_RETURN(ring_, BuildRingLocked(0));
   return absl::OkStatus();
 }
 
@@ -497,18 +510,13 @@ absl::Status Router::AddCacheNode(uint32_t id,
     if (!removing_.empty() || joining_) {
       return absl::FailedPreconditionError("another cache node is being removed or added");
     }
-    for (const auto& m : members_) {
-      if (!removed_.contains(m.id) || m.id == id) next.push_back({m.id, m.weight, ""});
-    }
-    ring::RingConfig rc;
-    rc.members = next;
-    rc.cached_owners = 1;
-    RC_ASSIGN_OR_RETURN(ring::Ring next_ring, ring::Ring::Build(rc));
+    RC_ASSIGN_OR_RETURN(std::unique_ptr<ring::Ring> next_ring, BuildRingLocked(id));
+    next = next_ring->members();
     // From here on requests for the objects that move to the joiner wait (OnOwner); the others
     // go on as before. The moving ones already in flight finish first.
     joining_ = true;
     joining_id_ = id;
-    next_ring_ = std::make_unique<ring::Ring>(std::move(next_ring));
+    next_ring_ = std::move(next_ring);
     start = RingStateLocked();
     start.epoch = epoch_ + 1;
   }
@@ -661,10 +669,7 @@ absl::Status Router::FollowLocked(const CacheRingState& st,
     return absl::FailedPreconditionError("this gateway publishes the cache ring (coordinator)");
   }
   auto known = [this](uint32_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    for (const auto& m : members_) {
-      if (m.id == id) return true;
-    }
-    return false;
+    return MemberLocked(id) != nullptr;
   };
   for (const auto& n : st.learned) {
     if (known(n.id)) continue;
@@ -687,9 +692,8 @@ absl::Status Router::FollowLocked(const CacheRingState& st,
   }
   for (const auto* ids : {&st.removed, &st.removing}) {
     for (uint32_t id : *ids) {
-      if (removed_.contains(id) || removing_.contains(id)) continue;
-      for (const auto& m : members_) {
-        if (m.id == id) leaving->push_back({id, m.client.get()});
+      if (!removed_.contains(id) && !removing_.contains(id)) {
+        leaving->push_back({id, MemberLocked(id)->client.get()});
       }
     }
   }
@@ -699,15 +703,7 @@ absl::Status Router::FollowLocked(const CacheRingState& st,
   joining_ = st.joining != 0;
   joining_id_ = st.joining;
   if (joining_) {
-    ring::RingConfig rc;
-    for (const auto& m : members_) {
-      if (!removed_.contains(m.id) || m.id == st.joining) {
-        rc.members.push_back(ring::Member{m.id, m.weight, ""});
-      }
-    }
-    rc.cached_owners = 1;
-    RC_ASSIGN_OR_RETURN(ring::Ring next_ring, ring::Ring::Build(rc));
-    next_ring_ = std::make_unique<ring::Ring>(std::move(next_ring));
+    RC_ASSIGN_OR_RETURN(next_ring_, BuildRingLocked(st.joining));
   }
   epoch_ = st.epoch;
   RC_RETURN_IF_ERROR(RebuildRing());

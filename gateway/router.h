@@ -173,6 +173,10 @@ class Router : public ExportProvider {
   // Members not removed (their clients stay valid for the router's lifetime).
   std::vector<CacheMember*> Live() const;
   absl::Status RebuildRing() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The ring of the members not removed, plus `joining` (0: none).
+  absl::StatusOr<std::unique_ptr<ring::Ring>> BuildRingLocked(uint32_t joining) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  CacheMember* MemberLocked(uint32_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint64_t RingEpochLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // True while a node joins and `key` moves to it.
   bool MovesLocked(const ring::ObjectKey& key) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
