@@ -27,6 +27,7 @@
 #include "common/socket.h"
 #include "common/status_macros.h"
 #include "membership/daemon_flags.h"
+#include "cachenode/ring_follower.h"
 #include "membership/presence.h"
 #include "common/version.h"
 
@@ -168,6 +169,10 @@ class Daemon {
   bool leaving_ ABSL_GUARDED_BY(reg_mu_) = false;  // lease given up
   absl::Mutex presence_mu_;  // serialises the two ways the lease is given up
   std::unique_ptr<membership::Presence> presence_;
+  // Cluster mode: the rings the coordinator publishes, followed with a client of its own (the
+  // presence's goes when the lease is given up; the rings are followed until the node stops).
+  std::unique_ptr<membership::EtcdClient> rings_client_;
+  std::unique_ptr<cachenode::RingFollower> rings_;
   std::atomic<bool> stop_watch_{false};
   std::thread device_watch_;
   bool stopped_ = false;
@@ -270,6 +275,10 @@ absl::Status Daemon::Register() {
     RC_RETURN_IF_ERROR(own->NoteLease(presence_->registration()->lease_id()));
     spdlog::info("registered in etcd as {} (lease TTL {} s); serving only while it is valid",
                  presence_->registration()->key(), s_.etcd.lease_ttl_s);
+    RC_ASSIGN_OR_RETURN(rings_client_, membership::ConnectEtcd(s_.etcd));
+    cachenode::RingFollower::Options ro;
+    ro.prefix = s_.etcd.prefix;
+    rings_ = cachenode::RingFollower::Start(rings_client_.get(), node_.get(), service_->gate(), ro);
   }
   return WriteReadyFile(s_.ready_file, {{"grpc_port", port_},
                                         {"http_port", http_port_},
@@ -307,6 +316,8 @@ void Daemon::Stop() {
   stop_watch_.store(true);
   if (device_watch_.joinable()) device_watch_.join();
   GiveUpLease();
+  rings_.reset();
+  rings_client_.reset();
   if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   if (data_server_) data_server_->Stop();
   http_.Stop();

@@ -83,6 +83,13 @@ absl::Status RequestGate::Advance(uint64_t epoch, absl::Duration timeout) {
   return absl::OkStatus();
 }
 
+void RequestGate::Raise(uint64_t epoch) {
+  if (epoch == 0) return;
+  absl::MutexLock l(&mu_);
+  (void)epochs_.Admit(epoch);  // raises, or refuses an older one: either way nothing to wait for
+  node_->ObserveEpoch(epochs_.highest());
+}
+
 int RequestGate::running() const {
   absl::MutexLock l(&mu_);
   int n = 0;

@@ -100,6 +100,11 @@ class RequestGate {
   // now on) and waits until none admitted under an older epoch is running. kDeadlineExceeded if
   // some still run after `timeout`.
   absl::Status Advance(uint64_t epoch, absl::Duration timeout);
+  // Raises the node's ring epoch to `epoch` without waiting (the cache ring followed from etcd,
+  // cachenode/ring_follower.h); an older `epoch` changes nothing.
+  void Raise(uint64_t epoch);
+  // The node's ring epoch: the highest seen on a request, a flush or in etcd.
+  uint64_t epoch() const { return epochs_.highest(); }
   // Requests admitted and not finished yet.
   int running() const;
   // The deadline a write runs under when its sender gives up at `sender_gives_up`: a second

@@ -10,19 +10,6 @@
 
 namespace ringcache::gateway {
 
-std::string CacheRingKey(const std::string& prefix) { return prefix + "/rings/cache"; }
-
-absl::StatusOr<std::optional<CacheRingState>> LoadEtcdCacheRing(membership::EtcdClient* client,
-                                                                const std::string& prefix) {
-  RC_ASSIGN_OR_RETURN(std::optional<membership::KeyValue> kv, client->Get(CacheRingKey(prefix)));
-  if (!kv.has_value()) return std::optional<CacheRingState>();
-  auto st = DecodeCacheRingState(kv->value);
-  if (!st.ok()) {
-    return absl::DataLossError(absl::StrCat(CacheRingKey(prefix), ": ", st.status().message()));
-  }
-  return std::optional<CacheRingState>(*std::move(st));
-}
-
 absl::Status PublishEtcdCacheRing(membership::EtcdClient* client, const std::string& prefix,
                                   const membership::TxnCompare& guard,
                                   const CacheRingState& state) {

@@ -1,6 +1,6 @@
 // The gateway's side of the control plane split (membership/README.md "Control plane"):
-//  - CacheRingKey / LoadEtcdCacheRing / PublishEtcdCacheRing: the cache ring the coordinator
-//    publishes at P/rings/cache (gateway/cache_ring_state.h), written only under the leader's
+//  - PublishEtcdCacheRing: the cache ring the coordinator publishes at P/rings/cache
+//    (membership/cache_ring_state.h, which also reads it), written only under the leader's
 //    guard (membership/election.h), so a deposed leader cannot overwrite its successor's ring;
 //  - ClusterFollower: makes a gateway that is not the coordinator follow the published cache
 //    ring (Router::FollowRingState) and the VDI catalog (Catalog::Reload). A watch on each key
@@ -20,18 +20,12 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "gateway/cache_ring_state.h"
 #include "gateway/catalog.h"
 #include "gateway/router.h"
 #include "membership/etcd_client.h"
 
 namespace ringcache::gateway {
 
-std::string CacheRingKey(const std::string& prefix);  // P/rings/cache
-
-// The published cache ring (nullopt: none yet).
-absl::StatusOr<std::optional<CacheRingState>> LoadEtcdCacheRing(membership::EtcdClient* client,
-                                                                const std::string& prefix);
 // Writes `state` if `guard` holds; kFailedPrecondition if it does not (no longer the leader).
 absl::Status PublishEtcdCacheRing(membership::EtcdClient* client, const std::string& prefix,
                                   const membership::TxnCompare& guard,

@@ -2,14 +2,14 @@
 # (rc_gateway), and their tests.
 add_library(rc_gateway STATIC
   ${CMAKE_CURRENT_LIST_DIR}/router.cc
-  ${CMAKE_CURRENT_LIST_DIR}/cache_ring_state.cc
   ${CMAKE_CURRENT_LIST_DIR}/piece_pool.cc
   ${CMAKE_CURRENT_LIST_DIR}/catalog.cc
   ${CMAKE_CURRENT_LIST_DIR}/cache_client.cc
   ${CMAKE_CURRENT_LIST_DIR}/data_channel.cc
   ${CMAKE_CURRENT_LIST_DIR}/admin_service.cc
   ${CMAKE_CURRENT_LIST_DIR}/frontends.cc)
-target_link_libraries(rc_gateway PUBLIC rc_nbd rc_datanode_client rc_ring rc_proto CLI11::CLI11)
+target_link_libraries(rc_gateway PUBLIC rc_nbd rc_datanode_client rc_ring rc_proto rc_membership
+                                         CLI11::CLI11)
 
 add_executable(ringcache-gateway ${CMAKE_CURRENT_LIST_DIR}/main.cc)
 target_link_libraries(ringcache-gateway PRIVATE rc_gateway rc_gateway_cluster CLI11::CLI11 spdlog::spdlog)

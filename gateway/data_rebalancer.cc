@@ -58,8 +58,9 @@ std::unique_ptr<DataRebalancer> DataRebalancer::Start(Router* router,
 
 DataRebalancer::DataRebalancer(Router* router, datanode::DataNodePool* pool, Options options)
     : router_(router), pool_(pool), options_(std::move(options)) {
+  purge_pending_ = options_.purge_pending;
   if (!options_.state_path.empty()) {
-    purge_pending_ = std::filesystem::exists(PurgeMarker(options_.state_path));
+    purge_pending_ = purge_pending_ || std::filesystem::exists(PurgeMarker(options_.state_path));
   }
   const DataRing ring = pool_->ring();
   status_.set_state("preparing");
@@ -184,6 +185,7 @@ absl::Status DataRebalancer::Step() {
     if (!options_.state_path.empty()) {
       RC_RETURN_IF_ERROR(WriteFileAtomically(PurgeMarker(options_.state_path), "purge\n"));
     }
+    if (options_.save_purge) RC_RETURN_IF_ERROR(options_.save_purge(true));
     {
       absl::MutexLock l(&mu_);
       purge_pending_ = true;
@@ -205,6 +207,7 @@ absl::Status DataRebalancer::Step() {
       if (ec) return absl::UnavailableError(absl::StrCat("cannot remove the purge marker: ",
                                                          ec.message()));
     }
+    if (options_.save_purge) RC_RETURN_IF_ERROR(options_.save_purge(false));
     absl::MutexLock l(&mu_);
     purge_pending_ = false;
   }

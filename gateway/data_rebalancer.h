@@ -57,6 +57,11 @@ class DataRebalancer {
     // Cluster mode: also keeps each ring there (etcd, gateway/etcd_state.h), before any cache
     // node is given it.
     std::function<absl::Status(const datanode::DataRing&)> save_ring;
+    // Cluster mode: keeps the purge mark there too (set before the switch, cleared after the
+    // purge), so a coordinator taking over finishes a purge its predecessor left; and whether
+    // the mark was found at the start.
+    std::function<absl::Status(bool pending)> save_purge;
+    bool purge_pending = false;
   };
 
   // Starts the background thread. `router` and `pool` (the gateway's own data node pool, whose

@@ -5,6 +5,7 @@
 // from the data nodes (the cache dropped), and each block is stored exactly on its new homes.
 #include "gateway/data_rebalancer.h"
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <map>
@@ -14,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/time/clock.h"
 #include "cachenode/cache_node.h"
 #include "cachenode/testing/embedded_datanodes.h"
 #include "tools/local/local_cache_client.h"
@@ -102,6 +104,27 @@ class DataRebalancerTest : public ::testing::Test {
       if (buf != expected_[b]) ++wrong;
     }
     return wrong;
+  }
+
+  // Blocks (or tombstones) a data node stores for an object it is not a home of in the ring
+  // of all four data nodes.
+  int StoredOffHome() {
+    auto ring = datanode::BuildDataRing(dns_->endpoints());
+    EXPECT_TRUE(ring.ok());
+    int off = 0;
+    for (int i = 0; i < 4; ++i) {
+      const uint32_t id = dns_->endpoints()[i].id;
+      datanode::ScannedBlock next;
+      bool done = false;
+      auto all = dns_->store(i)->ScanBlocks(0, 0, 0, 100000, false, &next, &done);
+      EXPECT_TRUE(all.ok() && done);
+      if (!all.ok()) continue;
+      for (const auto& b : *all) {
+        auto homes = ring->Owners({b.vdi_id, b.object_index}, kReplication);
+        if (homes.ok() && std::find(homes->begin(), homes->end(), id) == homes->end()) ++off;
+      }
+    }
+    return off;
   }
 
   std::string dir_;
@@ -228,6 +251,48 @@ TEST_F(DataRebalancerTest, CopyNeverOverwritesWhatArrivedFirst) {
   ASSERT_TRUE(rebalancer_->WaitIdle(absl::Seconds(120)));
   EXPECT_GT(round, static_cast<int>(kBlocks)) << "every block was rewritten during the copy";
   EXPECT_EQ(rebalancer_->Status().members_size(), 4);
+  EXPECT_EQ(WrongBlocks(), 0);
+}
+
+TEST_F(DataRebalancerTest, PurgeLeftByAnEndedTermIsFinishedByTheNext) {
+  for (uint64_t b = 0; b < kBlocks; ++b) WriteBlock(b, 0);
+  ASSERT_TRUE(router_->SetMode("v", v1::WRITETHROUGH).ok());  // destages what is dirty
+  // The first coordinator copies and switches, but its term ends as it saves the switched ring
+  // (the guarded write is refused, gateway/etcd_state.h); the purge mark it set stays.
+  bool mark = false;
+  std::atomic<bool> refused{false};
+  DataRebalancer::Options o;
+  o.scan_page = 16;
+  o.retry_interval = absl::Hours(1);  // no retry before it is stopped
+  o.save_purge = [&mark](bool pending) {
+    mark = pending;
+    return absl::OkStatus();
+  };
+  o.save_ring = [&refused](const datanode::DataRing& ring) {
+    if (ring.members.size() < 4 || !ring.target.empty()) return absl::OkStatus();
+    refused.store(true);
+    return absl::FailedPreconditionError("not the coordinator any more");
+  };
+  rebalancer_ = DataRebalancer::Start(router_.get(), gateway_pool_.get(), o);
+  rebalancer_->Add({dns_->endpoints()[3]});
+  for (int i = 0; i < 1200 && !refused.load(); ++i) absl::SleepFor(absl::Milliseconds(100));
+  ASSERT_TRUE(refused.load()) << "the first term never reached the switch";
+  rebalancer_.reset();
+  ASSERT_TRUE(mark) << "the purge mark is set before the switch";
+  EXPECT_GT(StoredOffHome(), 0) << "replicas on former homes wait for the purge";
+
+  // The next coordinator (another gateway: no local marker) finds the mark and purges.
+  DataRebalancer::Options next;
+  next.scan_page = 16;
+  next.retry_interval = absl::Milliseconds(50);
+  next.purge_pending = mark;
+  next.save_purge = o.save_purge;
+  rebalancer_ = DataRebalancer::Start(router_.get(), gateway_pool_.get(), next);
+  rebalancer_->Add({dns_->endpoints()[3]});
+  ASSERT_TRUE(rebalancer_->WaitIdle(absl::Seconds(120)));
+  EXPECT_FALSE(mark) << "the mark is cleared after the purge";
+  EXPECT_GT(rebalancer_->Status().blocks_deleted(), 0u);
+  EXPECT_EQ(StoredOffHome(), 0);
   EXPECT_EQ(WrongBlocks(), 0);
 }
 

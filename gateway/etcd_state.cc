@@ -7,7 +7,27 @@
 
 namespace ringcache::gateway {
 
-std::string DataRingKey(const std::string& prefix) { return prefix + "/rings/data"; }
+std::string DataPurgeKey(const std::string& prefix) { return prefix + "/rings/data-purge"; }
+
+namespace {
+
+// One write, unconditional or only while `guard` holds.
+absl::Status GuardedWrite(membership::EtcdClient* client, membership::TxnOp op,
+                          const std::optional<membership::TxnCompare>& guard) {
+  if (!guard.has_value()) {
+    if (op.type == membership::TxnOp::Type::kDelete) return client->Delete(op.key).status();
+    return client->Put(op.key, op.value).status();
+  }
+  const std::string key = op.key;
+  RC_ASSIGN_OR_RETURN(membership::TxnResult r, client->Txn({*guard}, {std::move(op)}, {}));
+  if (!r.succeeded) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("not the coordinator any more: its term ended, ", key, " was not written"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::StatusOr<std::vector<VdiRecord>> EtcdCatalogStore::LoadAll() {
   RC_ASSIGN_OR_RETURN(membership::RangeResult range,
@@ -45,8 +65,24 @@ absl::StatusOr<std::optional<datanode::DataRing>> LoadEtcdDataRing(
 }
 
 absl::Status SaveEtcdDataRing(membership::EtcdClient* client, const std::string& prefix,
-                              const datanode::DataRing& ring) {
-  return client->Put(DataRingKey(prefix), datanode::EncodeDataRing(ring)).status();
+                              const datanode::DataRing& ring,
+                              const std::optional<membership::TxnCompare>& guard) {
+  return GuardedWrite(
+      client, membership::TxnOp::Put(DataRingKey(prefix), datanode::EncodeDataRing(ring)), guard);
+}
+
+absl::Status SaveEtcdDataPurge(membership::EtcdClient* client, const std::string& prefix,
+                               bool pending, const std::optional<membership::TxnCompare>& guard) {
+  return GuardedWrite(client,
+                      pending ? membership::TxnOp::Put(DataPurgeKey(prefix), "purge\n")
+                              : membership::TxnOp::Delete(DataPurgeKey(prefix)),
+                      guard);
+}
+
+absl::StatusOr<bool> LoadEtcdDataPurge(membership::EtcdClient* client,
+                                       const std::string& prefix) {
+  RC_ASSIGN_OR_RETURN(std::optional<membership::KeyValue> kv, client->Get(DataPurgeKey(prefix)));
+  return kv.has_value();
 }
 
 }  // namespace ringcache::gateway

@@ -4,6 +4,9 @@
 //                   block_size replication mode" (gateway/catalog.h)
 //   P/rings/data    the data ring: epoch, data node addresses, members and (while a rebalance
 //                   moves replicas) target, as protobuf text (datanode::EncodeDataRing)
+//   P/rings/data-purge  present while replicas left on data nodes that are no longer their
+//                   homes wait to be deleted (the rebalance switched rings and has not purged
+//                   yet): a coordinator taking over finishes that purge
 // The cache ring's epoch is the etcd revision of the membership view it follows
 // (gateway/membership_sync.h); it needs no key of its own.
 //
@@ -19,11 +22,13 @@
 #include "absl/status/statusor.h"
 #include "datanode/client/datanode_pool.h"
 #include "gateway/catalog.h"
+#include "membership/cache_ring_state.h"
 #include "membership/etcd_client.h"
 
 namespace ringcache::gateway {
 
-std::string DataRingKey(const std::string& prefix);  // P/rings/data
+using membership::DataRingKey;                            // P/rings/data
+std::string DataPurgeKey(const std::string& prefix);      // P/rings/data-purge
 
 // The VDI catalog's records in etcd. `client` is not owned.
 class EtcdCatalogStore final : public CatalogStore {
@@ -42,8 +47,18 @@ class EtcdCatalogStore final : public CatalogStore {
 // Reads the data ring kept in etcd (nullopt when none was written yet).
 absl::StatusOr<std::optional<datanode::DataRing>> LoadEtcdDataRing(
     membership::EtcdClient* client, const std::string& prefix);
+// Writes the data ring. With `guard` (the coordinator's term, membership/election.h) only while
+// it holds: FAILED_PRECONDITION when it does not (a deposed coordinator never overwrites its
+// successor's ring).
 absl::Status SaveEtcdDataRing(membership::EtcdClient* client, const std::string& prefix,
-                              const datanode::DataRing& ring);
+                              const datanode::DataRing& ring,
+                              const std::optional<membership::TxnCompare>& guard = std::nullopt);
+// The purge mark (P/rings/data-purge): written before a rebalance switches rings, deleted once
+// the replicas on former homes are deleted; guarded like SaveEtcdDataRing.
+absl::Status SaveEtcdDataPurge(membership::EtcdClient* client, const std::string& prefix,
+                               bool pending,
+                               const std::optional<membership::TxnCompare>& guard = std::nullopt);
+absl::StatusOr<bool> LoadEtcdDataPurge(membership::EtcdClient* client, const std::string& prefix);
 
 }  // namespace ringcache::gateway
 

@@ -125,5 +125,51 @@ TEST_F(EtcdStateTest, DataRingRoundTrip) {
       << "a member without an address";
 }
 
+TEST_F(EtcdStateTest, DataRingAndPurgeMarkAreWrittenOnlyInTheCoordinatorsTerm) {
+  // The coordinator key's create revision is the term (membership/election.h).
+  auto created = client_->Put("/rc/coordinator", "{}");
+  ASSERT_TRUE(created.ok()) << created.status();
+  auto kv = client_->Get("/rc/coordinator");
+  ASSERT_TRUE(kv.ok() && kv->has_value());
+  const int64_t term = (*kv)->create_revision;
+  const auto guard = membership::TxnCompare::CreateRevisionIs("/rc/coordinator", term);
+  datanode::DataRing ring;
+  ring.epoch = 3;
+  ring.nodes = {{1, "10.0.0.1:7401", 1.0, ""}};
+  ring.members = {1};
+  ASSERT_TRUE(SaveEtcdDataRing(client_.get(), "/rc", ring, guard).ok());
+  ASSERT_TRUE(SaveEtcdDataPurge(client_.get(), "/rc", true, guard).ok());
+  auto pending = LoadEtcdDataPurge(client_.get(), "/rc");
+  ASSERT_TRUE(pending.ok()) << pending.status();
+  EXPECT_TRUE(*pending);
+
+  // A new leader: the key is created again, with another create revision. The old term's
+  // writes are refused and change nothing.
+  ASSERT_TRUE(client_->Delete("/rc/coordinator").ok());
+  ASSERT_TRUE(client_->Put("/rc/coordinator", "{}").ok());
+  ring.epoch = 4;
+  absl::Status s = SaveEtcdDataRing(client_.get(), "/rc", ring, guard);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_NE(s.message().find("not the coordinator any more"), std::string::npos) << s;
+  EXPECT_EQ(SaveEtcdDataPurge(client_.get(), "/rc", false, guard).code(),
+            absl::StatusCode::kFailedPrecondition);
+  auto got = LoadEtcdDataRing(client_.get(), "/rc");
+  ASSERT_TRUE(got.ok() && got->has_value());
+  EXPECT_EQ((*got)->epoch, 3u);
+  pending = LoadEtcdDataPurge(client_.get(), "/rc");
+  ASSERT_TRUE(pending.ok());
+  EXPECT_TRUE(*pending) << "the purge mark stays for the new leader to finish";
+
+  // The new term's guard: the mark is cleared.
+  kv = client_->Get("/rc/coordinator");
+  ASSERT_TRUE(kv.ok() && kv->has_value());
+  const auto now = membership::TxnCompare::CreateRevisionIs("/rc/coordinator",
+                                                            (*kv)->create_revision);
+  ASSERT_TRUE(SaveEtcdDataPurge(client_.get(), "/rc", false, now).ok());
+  pending = LoadEtcdDataPurge(client_.get(), "/rc");
+  ASSERT_TRUE(pending.ok());
+  EXPECT_FALSE(*pending);
+}
+
 }  // namespace
 }  // namespace ringcache::gateway

@@ -175,13 +175,7 @@ int main(int argc, char** argv) {
   // ones too — the current data ring. Only the coordinator runs it: in static mode this gateway,
   // in cluster mode the elected leader (started and stopped with its term, below).
   gateway::DataRebalancer::Options ro;
-  ro.state_path = data_ring_path;
-  if (etcd_state != nullptr) {
-    ro.save_ring = [c = etcd_state.get(), prefix = etcd_settings.prefix](
-                       const datanode::DataRing& ring) {
-      return gateway::SaveEtcdDataRing(c, prefix, ring);
-    };
-  }
+  ro.state_path = data_ring_path;  // cluster mode: plus etcd, for the leader's term (below)
   absl::Mutex rebalancer_mu;
   std::shared_ptr<gateway::DataRebalancer> rebalancer;  // guarded by rebalancer_mu
   auto current_rebalancer = [&rebalancer_mu, &rebalancer] {
@@ -309,6 +303,22 @@ int main(int argc, char** argv) {
           dr.ok() && dr->has_value() && (*dr)->epoch > p->ring().epoch) {
         if (absl::Status ds = p->SetRing(**dr); !ds.ok()) spdlog::warn("{}", ds.ToString());
       }
+      // The data ring and the purge mark are written for this term only; a purge the previous
+      // leader left (it switched rings, then died) is finished by this one.
+      const membership::TxnCompare guard =
+          membership::TxnCompare::CreateRevisionIs(membership::CoordinatorKey(prefix), term);
+      ro.save_ring = [etcd_client, prefix, guard](const datanode::DataRing& ring) {
+        return gateway::SaveEtcdDataRing(etcd_client, prefix, ring, guard);
+      };
+      ro.save_purge = [etcd_client, prefix, guard](bool pending) {
+        return gateway::SaveEtcdDataPurge(etcd_client, prefix, pending, guard);
+      };
+      auto purge = gateway::LoadEtcdDataPurge(etcd_client, prefix);
+      if (!purge.ok()) {
+        spdlog::warn("coordinator: cannot read the data purge mark ({}); purging to be safe",
+                     purge.status().ToString());
+      }
+      ro.purge_pending = !purge.ok() || *purge;
       leading = true;
       spdlog::info("coordinator: leading (term {}), cache ring epoch {}", term, r->ring_epoch());
       start_rebalancer();

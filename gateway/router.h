@@ -32,11 +32,19 @@
 #include "gateway/block_device.h"
 #include "common/metrics.h"
 #include "gateway/cache_client.h"
-#include "gateway/cache_ring_state.h"
+#include "membership/cache_ring_state.h"
 #include "gateway/catalog.h"
 #include "ring/ring.h"
 
 namespace ringcache::gateway {
+
+// The published cache ring's form and keys (membership/cache_ring_state.h).
+using membership::CacheRingKey;
+using membership::CacheRingState;
+using membership::DataRingKey;
+using membership::DecodeCacheRingState;
+using membership::EncodeCacheRingState;
+using membership::LoadEtcdCacheRing;
 
 struct CacheMember {
   uint32_t id = 0;

@@ -1,5 +1,6 @@
-// CacheRingState: the cache ring as the coordinator publishes it in etcd (P/rings/cache) and every
-// other gateway follows it (Router::FollowRingState; membership/README.md "Control plane").
+// CacheRingState: the cache ring as the coordinator publishes it in etcd (P/rings/cache); every
+// other gateway follows it (Router::FollowRingState) and every cache node raises its ring epoch
+// to it (cachenode/ring_follower.h); membership/README.md "Control plane".
 //
 // The ring is the cache nodes a gateway knows (those of the cluster file plus `learned` ones,
 // which carry their address) minus `removed`. While a change is under way the state also says
@@ -10,17 +11,19 @@
 //
 // Text form, one fact per line: "epoch N", "learned ID ADDRESS WEIGHT", "removed ID",
 // "removing ID", "joining ID"; lines starting with '#' are comments.
-#ifndef RINGCACHE_GATEWAY_CACHE_RING_STATE_H_
-#define RINGCACHE_GATEWAY_CACHE_RING_STATE_H_
+#ifndef RINGCACHE_MEMBERSHIP_CACHE_RING_STATE_H_
+#define RINGCACHE_MEMBERSHIP_CACHE_RING_STATE_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "membership/etcd_client.h"
 
-namespace ringcache::gateway {
+namespace ringcache::membership {
 
 struct CacheRingState {
   struct Learned {
@@ -41,6 +44,12 @@ std::string EncodeCacheRingState(const CacheRingState& s);
 // kDataLoss naming the line when the text does not parse.
 absl::StatusOr<CacheRingState> DecodeCacheRingState(absl::string_view text);
 
-}  // namespace ringcache::gateway
+std::string CacheRingKey(const std::string& prefix);  // P/rings/cache
+std::string DataRingKey(const std::string& prefix);   // P/rings/data (datanode::EncodeDataRing)
+// The published cache ring (nullopt: none yet); kDataLoss naming the key when it does not parse.
+absl::StatusOr<std::optional<CacheRingState>> LoadEtcdCacheRing(EtcdClient* client,
+                                                                const std::string& prefix);
 
-#endif  // RINGCACHE_GATEWAY_CACHE_RING_STATE_H_
+}  // namespace ringcache::membership
+
+#endif  // RINGCACHE_MEMBERSHIP_CACHE_RING_STATE_H_

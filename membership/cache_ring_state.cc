@@ -1,4 +1,4 @@
-#include "gateway/cache_ring_state.h"
+#include "membership/cache_ring_state.h"
 
 #include <algorithm>
 
@@ -6,8 +6,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/status_macros.h"
 
-namespace ringcache::gateway {
+namespace ringcache::membership {
 
 std::string EncodeCacheRingState(const CacheRingState& s) {
   std::string out = absl::StrCat("# ringcache cache ring (written by the coordinator)\nepoch ",
@@ -59,4 +60,18 @@ absl::StatusOr<CacheRingState> DecodeCacheRingState(absl::string_view text) {
   return s;
 }
 
-}  // namespace ringcache::gateway
+std::string CacheRingKey(const std::string& prefix) { return prefix + "/rings/cache"; }
+std::string DataRingKey(const std::string& prefix) { return prefix + "/rings/data"; }
+
+absl::StatusOr<std::optional<CacheRingState>> LoadEtcdCacheRing(EtcdClient* client,
+                                                                const std::string& prefix) {
+  RC_ASSIGN_OR_RETURN(std::optional<KeyValue> kv, client->Get(CacheRingKey(prefix)));
+  if (!kv.has_value()) return std::optional<CacheRingState>();
+  auto st = DecodeCacheRingState(kv->value);
+  if (!st.ok()) {
+    return absl::DataLossError(absl::StrCat(CacheRingKey(prefix), ": ", st.status().message()));
+  }
+  return std::optional<CacheRingState>(*std::move(st));
+}
+
+}  // namespace ringcache::membership

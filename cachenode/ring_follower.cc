@@ -1,0 +1,100 @@
+#include "cachenode/ring_follower.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "datanode/client/datanode_pool.h"
+#include "membership/cache_ring_state.h"
+
+namespace ringcache::cachenode {
+namespace {
+
+std::string RingsPrefix(const std::string& prefix) { return prefix + "/rings/"; }
+
+}  // namespace
+
+std::unique_ptr<RingFollower> RingFollower::Start(membership::EtcdClient* client, CacheNode* node,
+                                                  RequestGate* gate, Options options) {
+  std::unique_ptr<RingFollower> f(new RingFollower(client, node, gate, std::move(options)));
+  // The watch starts right after the revision the first read saw, so no change is missed in
+  // between (from "now" if that read failed; the periodic read catches up then).
+  auto read = f->Sync();
+  if (!read.ok()) spdlog::warn("following the rings in etcd: {}", read.status().ToString());
+  auto wake = [p = f.get()](const std::vector<membership::Event>&, int64_t) {
+    absl::MutexLock l(&p->mu_);
+    p->woken_ = true;
+  };
+  f->watch_ = client->WatchPrefix(RingsPrefix(f->options_.prefix), read.ok() ? *read + 1 : 0, wake,
+                                  nullptr);
+  f->thread_ = std::thread([p = f.get()] { p->Loop(); });
+  return f;
+}
+
+RingFollower::RingFollower(membership::EtcdClient* client, CacheNode* node, RequestGate* gate,
+                           Options options)
+    : client_(client), node_(node), gate_(gate), options_(std::move(options)) {}
+
+RingFollower::~RingFollower() {
+  watch_.reset();
+  {
+    absl::MutexLock l(&mu_);
+    stop_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+uint64_t RingFollower::cache_epoch() const {
+  absl::MutexLock l(&mu_);
+  return cache_epoch_;
+}
+
+absl::Status RingFollower::SyncOnce() { return Sync().status(); }
+
+absl::StatusOr<int64_t> RingFollower::Sync() {
+  RC_ASSIGN_OR_RETURN(membership::RangeResult range,
+                      client_->GetPrefix(RingsPrefix(options_.prefix)));
+  for (const auto& kv : range.kvs) {
+    if (kv.key == membership::CacheRingKey(options_.prefix)) {
+      auto cache = membership::DecodeCacheRingState(kv.value);
+      if (!cache.ok())
+        return absl::DataLossError(absl::StrCat(kv.key, ": ", cache.status().message()));
+      {
+        absl::MutexLock l(&mu_);
+        cache_epoch_ = std::max(cache_epoch_, cache->epoch);
+      }
+      gate_->Raise(cache->epoch);
+    } else if (kv.key == membership::DataRingKey(options_.prefix)) {
+      auto ring = datanode::DecodeDataRing(kv.value);
+      if (!ring.ok())
+        return absl::DataLossError(absl::StrCat(kv.key, ": ", ring.status().message()));
+      if (ring->epoch <= node_->data_ring_epoch()) continue;
+      absl::Status s = node_->SetDataRing(*ring);
+      // The coordinator's own push may have installed a newer one in between: nothing to do.
+      if (!s.ok() && !(s.code() == absl::StatusCode::kFailedPrecondition &&
+                       ring->epoch <= node_->data_ring_epoch())) {
+        return s;
+      }
+    }
+  }
+  return range.revision;
+}
+
+void RingFollower::Loop() {
+  for (;;) {
+    {
+      absl::MutexLock l(&mu_);
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || woken_; };
+      mu_.AwaitWithTimeout(absl::Condition(&ready), options_.resync);
+      if (stop_) return;
+      woken_ = false;
+    }
+    if (absl::Status s = SyncOnce(); !s.ok()) {
+      spdlog::warn("following the rings in etcd: {}", s.ToString());
+    }
+  }
+}
+
+}  // namespace ringcache::cachenode
