@@ -12,6 +12,12 @@
 #     killed with SIGKILL. The other gateway is elected within the lease TTL, decides the removal
 #     again and finishes it; the write loop sees no error; every write reads back through both
 #     gateways (the old leader restarted as a follower). The takeover time is printed.
+#  4. Under a write loop through the follower, data node 4 is added (`cluster.sh add datanode 4`)
+#     and, once the leader logs that the rebalance copies replicas, the leader is killed with
+#     SIGKILL. The other gateway is elected, resumes the rebalance from the data ring saved in
+#     etcd (the copy again, the switch, the purge of former homes) and finishes it: the rebalance
+#     is idle with 4 data nodes, the purge mark in etcd is gone, the write loop saw no error,
+#     every write reads back through both gateways.
 # Exits 77 (skipped) when etcd, etcdctl or qemu-io is not installed.
 #
 #   tests/e2e/gateways_test.sh BUILD_DIR
@@ -114,20 +120,31 @@ wait_for 10 "the follower to serve the new VDI" bash -c \
   "qemu-io -f raw nbd://127.0.0.1:$(nbd_port "$F")/other -c 'read 0 4k' > /dev/null 2>&1"
 log "the follower refuses changes naming gateway $L and follows the catalog"
 
+start_loop() {  # gateway: a qemu-io write loop through it (patterns.sh's loop layout)
+  rm -f "$WORK/stop" "$WORK/loop.ops"
+  (
+    k=0
+    while [ ! -f "$WORK/stop" ]; do
+      qemu-io -f raw "nbd://127.0.0.1:$(nbd_port "$1")/disk" \
+        -c "write -P $(( k % 250 + 1 )) $(( (k % 64) * 4 + 1 ))M 64k" > /dev/null ||
+        { echo "loop write $k failed" >&2; exit 1; }
+      k=$((k + 1))
+      echo "$k" > "$WORK/loop.ops"
+    done
+  ) > "$WORK/loop.log" 2>&1 &
+  LOOP_PID=$!
+}
+stop_loop() {  # what: stops the loop; fails if it saw an error
+  touch "$WORK/stop"
+  wait "$LOOP_PID" || { cat "$WORK/loop.log"; LOOP_PID=""; fail "client error during $1"; }
+  LOOP_PID=""
+  cat "$WORK/loop.ops"
+}
+
 # 3. Kill the leader while it removes a killed cache node, under a write loop via the follower.
 GW=$F
 write_round 13  # dirty data on every cache node
-(
-  k=0
-  while [ ! -f "$WORK/stop" ]; do
-    qemu-io -f raw "nbd://127.0.0.1:$(nbd_port "$F")/disk" \
-      -c "write -P $(( k % 250 + 1 )) $(( (k % 64) * 4 + 1 ))M 64k" > /dev/null ||
-      { echo "loop write $k failed" >&2; exit 1; }
-    k=$((k + 1))
-    echo "$k" > "$WORK/loop.ops"
-  done
-) > "$WORK/loop.log" 2>&1 &
-LOOP_PID=$!
+start_loop "$F"
 sleep 1
 cluster kill cachenode 2 > /dev/null
 log "cache node 2 killed"
@@ -149,10 +166,7 @@ wait_for 60 "cache node 2's removal to be finished (by either leader)" ring_remo
 grep -q "remove cache node 2: removed" "$WORK/cluster/logs/gateway-$F.log" &&
   log "gateway $F decided the removal again and finished it"
 sleep 2
-touch "$WORK/stop"
-wait "$LOOP_PID" || { cat "$WORK/loop.log"; LOOP_PID=""; fail "client error during the takeover"; }
-LOOP_PID=""
-ops=$(cat "$WORK/loop.ops")
+ops=$(stop_loop "the takeover")
 log "write loop: $ops writes through gateway $F, no error"
 check_round 13
 check_loop_slots "$ops"
@@ -162,5 +176,57 @@ check_round 13
 check_loop_slots "$ops"
 leader_is "$F" || fail "the restarted gateway took the lead back"
 log "every write read back through both gateways; gateway $L follows gateway $F"
+
+# 4. Kill the leader (now F) during a data rebalance, under a write loop via the other (L).
+L2=$F
+F2=$L
+GW=$F2
+# 64 MiB more on the data nodes (between the rounds' and the loop's slots), so the copy lasts.
+fill=()
+for i in $(seq 0 63); do fill+=(-c "write -P 51 $(( i * 4 + 2 ))M 1M"); done
+qemu-io -f raw "nbd://127.0.0.1:$(nbd_port "$F2")/disk" "${fill[@]}" > /dev/null || fail "fill"
+ctl "$L2" flush > /dev/null || fail "flush through the leader"
+write_round 29
+start_loop "$F2"
+sleep 1
+marks=$(wc -c < "$WORK/cluster/logs/gateway-$L2.log")
+cluster add datanode 4 > "$WORK/add-data.log" 2>&1 ||
+  { cat "$WORK/add-data.log"; fail "cluster.sh add datanode 4"; }
+copying() { tail -c +"$((marks + 1))" "$WORK/cluster/logs/gateway-$L2.log" |
+              grep -q "data rebalance: copying"; }
+wait_for 60 "the leader to copy replicas to data node 4" copying
+cluster kill gateway "$L2" > /dev/null
+killed=$(date +%s.%N)
+log "gateway $L2 (the leader) killed while the rebalance to data node 4 copied"
+wait_for 30 "gateway $F2 to be elected" leader_is "$F2"
+elected=$(date +%s.%N)
+takeover2=$(python3 -c "print(f'{$elected - $killed:.1f}')")
+log "gateway $F2 elected ${takeover2}s after the kill"
+rebalanced() {  # idle, 4 data ring members, no purge left
+  ctl "$F2" --json status | python3 -c "
+import json, sys
+r = json.load(sys.stdin).get('rebalance', {})
+sys.exit(0 if r.get('state') == 'idle' and len(r.get('members', [])) == 4 else 1)" &&
+    [ -z "$(etcdctl_ get --print-value-only "$PREFIX/rings/data-purge")" ]
+}
+wait_for 120 "gateway $F2 to finish the rebalance (idle, 4 data nodes, purged)" rebalanced
+if ! grep -q "data rebalance: done" "$WORK/cluster/logs/gateway-$F2.log"; then
+  grep -q "data rebalance: done" "$WORK/cluster/logs/gateway-$L2.log" ||
+    fail "neither gateway logged the end of the rebalance"
+  log "note: the rebalance had finished before gateway $L2 was killed"
+fi
+log "gateway $F2 resumed the rebalance and finished it: $(grep "data rebalance: done" \
+  "$WORK/cluster/logs/gateway-$F2.log" | tail -n 1 | sed 's/.*data rebalance: //')"
+sleep 1
+ops=$(stop_loop "the rebalance takeover")
+log "write loop: $ops writes through gateway $F2, no error"
+check_round 29
+check_loop_slots "$ops"
+cluster start gateway "$L2" > /dev/null || fail "restart gateway $L2"
+GW=$L2
+check_round 29
+check_loop_slots "$ops"
+log "every write read back through both gateways after the rebalance takeover"
 echo "takeover_seconds=$takeover"
+echo "rebalance_takeover_seconds=$takeover2"
 log "PASS"

@@ -42,8 +42,22 @@ Nemeses (--nemeses, comma list, or `all`):
                          restart them, wait for the rejoin.
   restart-during-replay  (cluster) kill -9 a cache node and restart it as soon as the gateway
                          logs that it replays the node's write-back log; wait for the rejoin.
+  kill-coordinator       (cluster, --gateways 2 or more) kill -9 a cache node holding dirty
+                         blocks and, once the coordinator logs that it removes the node (at
+                         random: as it starts, or once it replays the node's log), kill -9 the
+                         coordinator itself. Another gateway must be elected (the takeover time
+                         is printed), decide the removal again and finish it; the killed gateway
+                         is restarted (it follows), the cache node restarted and rejoined.
+                         Writers of the killed gateway reconnect to another one.
 Without --nemeses, static mode runs kill-cache / kill-data as before (--cache-fault-share;
---remove-cache-node turns kill-cache into remove) and cluster mode runs all of them. With a list,
+--remove-cache-node turns kill-cache into remove) and cluster mode runs all of them
+(kill-coordinator only with --gateways 2 or more).
+
+--gateways G (cluster mode) runs G gateways, every one a coordinator candidate
+(`cluster.sh up --gateways G`); writer i connects to gateway i mod G + 1 (and to the next one
+that answers when its gateway is down), so every VDI is written through all of them at once.
+ringcachectl talks to the elected coordinator (P/coordinator in etcd); the nemeses look for the
+coordinator's log lines in every gateway's log. With a list,
 faults are dealt from a shuffled deck holding each kind once, so every kind gets its share.
 
 After every fault that took a cache node away and back, each writer reads back its hot chunks and
@@ -91,7 +105,9 @@ Usage:
     tests/fault/fault_test.py --bin BUILD_DIR [--seed S] [--faults 24] [--remove-cache-node] ...
     tests/fault/fault_test.py --bin BUILD_DIR --etcd --nemeses all --faults 60
     tests/fault/fault_test.py --bin BUILD_DIR --etcd --tls --nemeses all --faults 16
-    (ctest: FaultInjection.cluster, FaultInjection.nemeses, FaultInjection.tls; ASan: --bin build-asan;
+    tests/fault/fault_test.py --bin BUILD_DIR --etcd --gateways 2 --nemeses all --faults 24
+    (ctest: FaultInjection.cluster, FaultInjection.nemeses, FaultInjection.tls,
+    FaultInjection.gateways; ASan: --bin build-asan;
     soak: tests/fault/soak.sh --duration 3600)
 """
 
@@ -126,10 +142,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 ETCD_PREFIX = "/ringcache"
 
 NEMESES = ("kill-cache", "kill-data", "remove", "rejoin", "pause", "data-during-join",
-           "restart-during-replay")
-CLUSTER_ONLY = {"rejoin", "pause", "data-during-join", "restart-during-replay"}
+           "restart-during-replay", "kill-coordinator")
+CLUSTER_ONLY = {"rejoin", "pause", "data-during-join", "restart-during-replay",
+                "kill-coordinator"}
+MANY_GATEWAYS_ONLY = {"kill-coordinator"}  # needs --gateways 2 or more
 CACHE_NEMESES = {"kill-cache", "remove", "rejoin", "pause", "data-during-join",
-                 "restart-during-replay"}
+                 "restart-during-replay", "kill-coordinator"}
 
 nbd = None  # the libnbd module, imported after argument parsing so --help works anywhere
 
@@ -168,6 +186,9 @@ def parse_args(argv):
     p.add_argument("--tls", action="store_true",
                    help="every port under mutual TLS (cluster.sh up --tls); NBD with STARTTLS and "
                    "the cluster's client certificate")
+    p.add_argument("--gateways", type=int, default=1,
+                   help="cluster mode: run this many gateways, all coordinator candidates; the "
+                   "writers spread over them (writer i on gateway i mod G + 1)")
     p.add_argument("--lease-ttl", type=int, default=3,
                    help="etcd lease TTL of every daemon in cluster mode (seconds, >= 2)")
     p.add_argument("--nemeses", default=None,
@@ -234,11 +255,16 @@ def parse_args(argv):
                 "not negative")
     if a.lease_ttl < 2:
         p.error("--lease-ttl: at least 2 s")
+    if a.gateways < 1 or (a.gateways > 1 and not a.etcd):
+        p.error("--gateways: at least 1; more than one needs cluster mode (--etcd)")
+    # The kinds this run can inject: cluster mode's need --etcd, the coordinator's two gateways.
+    possible = [n for n in NEMESES if (a.etcd or n not in CLUSTER_ONLY)
+                and (a.gateways > 1 or n not in MANY_GATEWAYS_ONLY)]
     a.deck = None  # None: the static mode's cache/data coin (--cache-fault-share)
     if a.nemeses is not None:
         names = [x.strip() for x in a.nemeses.split(",") if x.strip()]
         if names == ["all"]:
-            names = [n for n in NEMESES if a.etcd or n not in CLUSTER_ONLY]
+            names = possible
         unknown = [n for n in names if n not in NEMESES]
         if unknown or not names:
             p.error(f"--nemeses: unknown {','.join(unknown) or '(empty)'}; want a comma list of "
@@ -246,9 +272,12 @@ def parse_args(argv):
         if not a.etcd and CLUSTER_ONLY.intersection(names):
             p.error(f"--nemeses: {','.join(sorted(CLUSTER_ONLY.intersection(names)))} need "
                     "cluster mode (--etcd)")
+        if a.gateways < 2 and MANY_GATEWAYS_ONLY.intersection(names):
+            p.error(f"--nemeses: {','.join(sorted(MANY_GATEWAYS_ONLY.intersection(names)))} "
+                    "needs --gateways 2 or more")
         a.deck = list(dict.fromkeys(names))
     elif a.etcd:
-        a.deck = list(NEMESES)
+        a.deck = possible
     if a.etcd and a.cache_nodes < 2:
         p.error("--etcd: want at least 2 cache nodes (the last one is never removed, so a "
                 "killed one could not rejoin)")
@@ -306,11 +335,26 @@ class Cluster:
         self.script = os.path.join(ROOT, "deploy", "cluster.sh")
         self.ctl_bin = os.path.join(self.bin, "tools", "ctl", "ringcachectl")
         self.admin = f"127.0.0.1:{base + 10}"
-        self.nbd_port = base + 9
+        self.nbd_port = base + 9  # gateway 1's
         self.etcd_endpoint = f"127.0.0.1:{base - 1}"  # where cluster.sh --etcd puts it
         self.tls = os.path.join(self.dir, "tls") if args.tls else None  # cluster.sh up --tls
         self.is_up = False
         self.paused = set()  # pids stopped with SIGSTOP (continued before any teardown)
+
+    # The ports of gateway g (cluster.sh's scheme: gateway 1 at P+9/P+10/P+11, gateway i >= 2
+    # at P+500+i / P+600+i / P+700+i).
+    def gateway_ports(self, g):
+        b = self.base
+        return (b + 9, b + 10, b + 11) if g == 1 else (b + 500 + g, b + 600 + g, b + 700 + g)
+
+    def leader(self):
+        """The id of the elected coordinator (P/coordinator in etcd), or None."""
+        try:
+            r = self.etcdctl("get", "--print-value-only", f"{ETCD_PREFIX}/coordinator")
+            return int(json.loads(r.stdout)["id"]) if r.returncode == 0 and r.stdout.strip() \
+                else None
+        except (ValueError, KeyError, TypeError, subprocess.TimeoutExpired):
+            return None
 
     def sh(self, *argv, timeout=180):
         return subprocess.run(["bash", self.script, *argv, "--dir", self.dir], env=self.env,
@@ -337,8 +381,10 @@ class Cluster:
             lines.append(f"  - {{role: cachenode, id: {i}, listen: 127.0.0.1:{b + 300 + i}, "
                          f"http_listen: 127.0.0.1:{b + 400 + i}, ssd_bytes: {a.ssd_size}, "
                          f"ram_bytes: {a.ram_size}}}")
-        lines.append(f"  - {{role: gateway, id: 1, nbd_listen: 127.0.0.1:{b + 9}, "
-                     f"admin_listen: 127.0.0.1:{b + 10}, http_listen: 127.0.0.1:{b + 11}}}")
+        for g in range(1, a.gateways + 1):
+            nbd_port, admin, http = self.gateway_ports(g)
+            lines.append(f"  - {{role: gateway, id: {g}, nbd_listen: 127.0.0.1:{nbd_port}, "
+                         f"admin_listen: 127.0.0.1:{admin}, http_listen: 127.0.0.1:{http}}}")
         os.makedirs(self.dir, exist_ok=True)
         with open(os.path.join(self.dir, "cluster.yaml"), "w") as f:
             f.write("\n".join(lines) + "\n")
@@ -349,7 +395,7 @@ class Cluster:
         extra = []
         if a.etcd:
             self.write_cluster_file()
-            extra = ["--etcd"]
+            extra = ["--etcd", "--gateways", str(a.gateways)]
         if a.tls:
             extra.append("--tls")
         r = self.sh("up", "--base-port", str(self.base), "--cache-nodes", str(a.cache_nodes),
@@ -428,21 +474,27 @@ class Cluster:
             self.sh("down", timeout=120)
             self.is_up = False
 
-    def open_nbd(self, vdi):
-        """Returns a libnbd handle connected to VDI on the gateway: plaintext, or with --tls
-        STARTTLS required and the cluster's client certificate (DIR/tls/client)."""
+    def open_nbd(self, vdi, gateway=1):
+        """Returns a libnbd handle connected to VDI on gateway `gateway`: plaintext, or with
+        --tls STARTTLS required and the cluster's client certificate (DIR/tls/client)."""
         h = nbd.NBD()
+        port = self.gateway_ports(gateway)[0]
         if self.tls:
             h.set_tls(nbd.TLS_REQUIRE)
             h.set_tls_certificates(os.path.join(self.tls, "client"))
-            h.connect_uri(f"nbds://127.0.0.1:{self.nbd_port}/{vdi}")
+            h.connect_uri(f"nbds://127.0.0.1:{port}/{vdi}")
         else:
-            h.connect_uri(f"nbd://127.0.0.1:{self.nbd_port}/{vdi}")
+            h.connect_uri(f"nbd://127.0.0.1:{port}/{vdi}")
         return h
 
     def ctl(self, *argv, timeout=120):
+        """ringcachectl against the coordinator: gateway 1, or with several gateways the one
+        elected (gateway 1 while none is)."""
         sec = ["--tls-dir", os.path.join(self.tls, "admin")] if self.tls else []
-        return subprocess.run([self.ctl_bin, "--gateway", self.admin, *sec, *argv],
+        admin = self.admin
+        if self.args.gateways > 1:
+            admin = f"127.0.0.1:{self.gateway_ports(self.leader() or 1)[1]}"
+        return subprocess.run([self.ctl_bin, "--gateway", admin, *sec, *argv],
                               stdin=subprocess.DEVNULL, capture_output=True, text=True,
                               timeout=timeout)
 
@@ -520,30 +572,45 @@ class Cluster:
 
 
 class GatewayLog:
-    """The gateway's log, searched from an offset (the log only grows: cluster.sh appends)."""
+    """The gateways' logs, searched from a mark (one offset per log; the logs only grow:
+    cluster.sh appends). With several gateways the coordinator's work shows in whichever log
+    belongs to the leader of the moment, so every search covers all of them."""
 
-    def __init__(self, path):
-        self.path = path
+    def __init__(self, paths):
+        self.paths = paths
 
     def mark(self):
-        try:
-            return os.path.getsize(self.path)
-        except OSError:
-            return 0
+        marks = []
+        for path in self.paths:
+            try:
+                marks.append(os.path.getsize(path))
+            except OSError:
+                marks.append(0)
+        return tuple(marks)
 
-    def read(self, since):
-        try:
-            with open(self.path, "rb") as f:
-                f.seek(since)
-                return f.read()
-        except OSError:
-            return b""
+    def read_each(self, since):
+        out = []
+        for path, offset in zip(self.paths, since):
+            try:
+                with open(path, "rb") as f:
+                    f.seek(offset)
+                    out.append(f.read())
+            except OSError:
+                out.append(b"")
+        return out
 
     def find(self, text, since):
-        return text.encode() in self.read(since)
+        return any(text.encode() in part for part in self.read_each(since))
+
+    def which(self, text, since):
+        """The 1-based number of the first gateway whose log holds text after since, or None."""
+        for i, part in enumerate(self.read_each(since)):
+            if text.encode() in part:
+                return i + 1
+        return None
 
     def count(self, text, since):
-        return self.read(since).count(text.encode())
+        return sum(part.count(text.encode()) for part in self.read_each(since))
 
 
 class SetupError(Exception):
@@ -561,6 +628,7 @@ def pick_base_port(requested, etcd):
         return requested
     rng = random.SystemRandom()
     offsets = [9, 10, 11] + [o + i for o in (100, 200, 300, 400) for i in range(1, 10)]
+    offsets += [o + g for o in (500, 600, 700) for g in range(2, 10)]  # gateways 2..9
     if etcd:
         offsets += [-2, -1]
     for _ in range(50):
@@ -769,14 +837,26 @@ class Writer(threading.Thread):
         return None
 
     def connect(self):
+        """Connects to this writer's gateway (writer i: gateway i mod G + 1); when it does not
+        answer (killed by a nemesis), to the next one, as a client of a dead host would move."""
+        gateways = self.ctx.args.gateways
+        home = self.index % gateways + 1
         deadline = time.monotonic() + 60
+        attempt = 0
         while True:
+            g = (home - 1 + attempt) % gateways + 1
             try:
-                return self.ctx.cluster.open_nbd(self.state.name)
+                h = self.ctx.cluster.open_nbd(self.state.name, g)
+                if g != home:
+                    self.ctx.log(f"{self.name}: gateway {home} does not answer; connected to "
+                                 f"gateway {g}")
+                return h
             except nbd.Error as e:
                 if time.monotonic() > deadline:
-                    raise RuntimeError(f"cannot connect to the gateway: {e}") from e
-                time.sleep(0.5)
+                    raise RuntimeError(f"cannot connect to gateway {g}: {e}") from e
+                attempt += 1
+                if attempt % gateways == 0:
+                    time.sleep(0.5)
 
     def issue(self, h, op):
         for b in range(op.first, op.first + op.count):
@@ -900,7 +980,8 @@ class Writer(threading.Thread):
 class Context:
     def __init__(self, args, seed, cluster, log):
         self.args, self.seed, self.cluster, self.log = args, seed, cluster, log
-        self.gwlog = GatewayLog(cluster.log_path("gateway", 1))
+        self.gwlog = GatewayLog([cluster.log_path("gateway", g)
+                                 for g in range(1, args.gateways + 1)])
         self.stop_writers = threading.Event()
         self.abort = threading.Event()
         self.mu = threading.Lock()
@@ -916,6 +997,7 @@ class Context:
         self.slow = 0               # requests that took over 30 s
         self.removed = set()        # cache nodes removed for good (static mode's remove)
         self.sweep_gen = 0          # bumped when a cache node came back: writers read back
+        self.takeovers = []         # seconds from a coordinator's kill -9 to the next election
 
     def problem(self, msg):
         with self.mu:
@@ -1056,9 +1138,10 @@ class Nemesis:
         start = time.monotonic()
         while not self.ctx.gwlog.find(text, since):
             if time.monotonic() - start > timeout:
+                tails = "".join(f"gateway {g} log tail:\n{self.c.tail('gateway', g, 25)}"
+                                for g in range(1, self.a.gateways + 1))
                 self.ctx.problem(f"timed out after {timeout:.0f}s waiting for {what} (gateway "
-                                 f"log: '{text}'); gateway log tail:\n"
-                                 f"{self.c.tail('gateway', 1, 25)}")
+                                 f"log: '{text}');\n{tails}")
                 return None
             if not self.ctx.sleep(poll):
                 return None
@@ -1271,6 +1354,64 @@ class Nemesis:
                 f"(took {took:.1f}s, {overlap}), rejoined {joined:.1f}s later")
 
 
+    def kill_coordinator(self, node, _data, down):
+        leader = self.c.leader()
+        if leader is None:
+            self.ctx.problem("kill-coordinator: no coordinator is elected (P/coordinator)")
+            return None
+        since = self.kill_cache_node(node)
+        # When the leader dies: as the removal starts, or once it replays the node's log (the
+        # node does not answer: it was killed).
+        trigger = self.rng.choice([f"remove cache node {node}",
+                                   f"remove cache node {node}: node does not answer: replaying "
+                                   "its write-back log"])
+        self.step(f"cachenode {node} down, awaiting the coordinator's removal")
+        if self.wait_log(trigger, since, f"gateway {leader} to remove cache node {node}",
+                         poll=0.01) is None:
+            return None
+        if self.c.leader() != leader:
+            self.ctx.problem(f"kill-coordinator: the leader changed from gateway {leader} to "
+                             f"{self.c.leader()} without a fault")
+            return None
+        late = self.ctx.gwlog.find(f"remove cache node {node}: removed", since)
+        self.step(f"kill -9 gateway {leader} (the coordinator) at '{trigger}'")
+        self.kill_now("gateway", [leader])
+        killed = time.monotonic()
+        self.step(f"gateway {leader} killed, awaiting another coordinator")
+        new = None
+        while time.monotonic() - killed < self.a.settle_timeout:
+            new = self.c.leader()
+            if new is not None and new != leader:
+                break
+            if not self.ctx.sleep(0.05):
+                return None
+        else:
+            self.ctx.problem(f"no gateway was elected within {self.a.settle_timeout:.0f}s after "
+                             f"the coordinator (gateway {leader}) was killed")
+            return None
+        takeover = time.monotonic() - killed
+        self.ctx.takeovers.append(takeover)
+        self.step(f"gateway {new} elected; gateway {leader} down")
+        if not self.ctx.sleep(down):
+            return None
+        self.step(f"restart gateway {leader}")
+        self.c.start("gateway", [leader])
+        if self.await_removed(node, since) is None:
+            return None
+        took = self.restart_cache_node(node)
+        joined = self.await_rejoin(node, since)
+        if joined is None:
+            return None
+        if self.c.leader() != new:
+            self.ctx.problem(f"the restarted gateway {leader} took the lead from gateway {new}")
+            return None
+        return (f"kill -9 cachenode {node}, kill -9 gateway {leader} (coordinator) at "
+                f"'{trigger}'{' (the removal had finished)' if late else ''}; gateway {new} "
+                f"elected {takeover:.1f}s later (lease {self.a.lease_ttl}s), gateway {leader} "
+                f"restarted after {down:.1f}s as a follower; cache node restarted (took "
+                f"{took:.1f}s), rejoined {joined:.1f}s later")
+
+
 def check_daemons(ctx):
     """Restarts daemons that died without being killed and records each as a problem."""
     c = ctx.cluster
@@ -1455,10 +1596,18 @@ def run(args, seed, work, log):
             if args.etcd else "static mode")
     nemeses = ",".join(args.deck) if args.deck else (
         "remove,kill-data" if args.remove_cache_node else "kill-cache,kill-data")
-    log(f"cluster: {mode}, {args.cache_nodes} cache nodes, {args.data_nodes} data nodes, base "
+    log(f"cluster: {mode}, {args.gateways} gateway(s), {args.cache_nodes} cache nodes, "
+        f"{args.data_nodes} data nodes, base "
         f"port {base}, binaries {cluster.bin}, dir {cluster.dir}; nemeses {nemeses}")
     try:
         cluster.up()
+        if args.gateways > 1:
+            deadline = time.monotonic() + 60
+            while cluster.leader() is None:
+                if time.monotonic() > deadline:
+                    raise SetupError("no coordinator elected among the gateways after 60 s")
+                time.sleep(0.2)
+            log(f"gateway {cluster.leader()} is the coordinator")
         if args.etcd:
             wait_all_up(ctx)
         states = []
@@ -1519,6 +1668,10 @@ def run(args, seed, work, log):
         print(f"blocks lost: {lost}")
         print(f"blocks stale: {stale}")
         print(f"nemeses: {' '.join(f'{k}={ctx.kinds[k]}' for k in NEMESES if ctx.kinds[k])}")
+        if ctx.takeovers:
+            print(f"coordinator takeovers: {len(ctx.takeovers)}, seconds from kill -9 to the "
+                  f"next election: max {max(ctx.takeovers):.1f}, mean "
+                  f"{sum(ctx.takeovers) / len(ctx.takeovers):.1f} (lease {args.lease_ttl}s)")
         print(f"fault_test: acknowledged={ctx.acked} faults={len(ctx.faults)} "
               f"verified={blocks_verified} lost={lost} stale={stale}", flush=True)
         log(f"{ctx.failed} writes answered with an error or abandoned ({ctx.abandoned} abandoned "
