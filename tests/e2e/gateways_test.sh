@@ -134,11 +134,11 @@ start_loop() {  # gateway: a qemu-io write loop through it (patterns.sh's loop l
   ) > "$WORK/loop.log" 2>&1 &
   LOOP_PID=$!
 }
-stop_loop() {  # what: stops the loop; fails if it saw an error
+stop_loop() {  # what: stops the loop (fails if it saw an error); sets ops to its writes
   touch "$WORK/stop"
   wait "$LOOP_PID" || { cat "$WORK/loop.log"; LOOP_PID=""; fail "client error during $1"; }
   LOOP_PID=""
-  cat "$WORK/loop.ops"
+  ops=$(cat "$WORK/loop.ops")
 }
 
 # 3. Kill the leader while it removes a killed cache node, under a write loop via the follower.
@@ -166,7 +166,7 @@ wait_for 60 "cache node 2's removal to be finished (by either leader)" ring_remo
 grep -q "remove cache node 2: removed" "$WORK/cluster/logs/gateway-$F.log" &&
   log "gateway $F decided the removal again and finished it"
 sleep 2
-ops=$(stop_loop "the takeover")
+stop_loop "the takeover"
 log "write loop: $ops writes through gateway $F, no error"
 check_round 13
 check_loop_slots "$ops"
@@ -218,7 +218,7 @@ fi
 log "gateway $F2 resumed the rebalance and finished it: $(grep "data rebalance: done" \
   "$WORK/cluster/logs/gateway-$F2.log" | tail -n 1 | sed 's/.*data rebalance: //')"
 sleep 1
-ops=$(stop_loop "the rebalance takeover")
+stop_loop "the rebalance takeover"
 log "write loop: $ops writes through gateway $F2, no error"
 check_round 29
 check_loop_slots "$ops"
