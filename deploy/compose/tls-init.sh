@@ -34,7 +34,9 @@ for i in 1 2 3; do
   issue datanode "datanode$i" && web_config "datanode$i"
   issue cachenode "cachenode$i" && web_config "cachenode$i"
 done
-issue gateway gateway && web_config gateway
+for i in 1 2; do
+  issue gateway "gateway$i" && web_config "gateway$i"
+done
 issue etcd etcd
 issue admin admin            # ringcachectl (host and containers), etcdctl
 issue admin prometheus       # Prometheus's client certificate for the scrapes

@@ -1,31 +1,46 @@
 #!/usr/bin/env bash
-# The compose cluster end to end (deploy/compose/): etcd, 3 data nodes, 3 cache nodes, the gateway
-# and Prometheus in containers of the image built from BUILD_DIR, in cluster mode, with the NBD
-# port published on 127.0.0.1. The client (qemu-img, qemu-io, ringcachectl) runs on the host.
+# The compose cluster end to end (deploy/compose/): etcd, 3 data nodes, 3 cache nodes, two
+# gateways (gateway1 and gateway2, both coordinator candidates) and Prometheus in containers of
+# the image built from BUILD_DIR, in cluster mode, with each gateway's NBD, admin and metrics
+# ports published on 127.0.0.1. The client (qemu-img, qemu-io, ringcachectl) runs on the host.
 #  0. Starts dockerd when `docker info` fails (and stops it at the end); makes the base image when
 #     Docker does not have it (deploy/compose/make-base-image.sh: debootstrap, the first time
 #     only); builds the image (deploy/compose/build-image.sh, tag ringcache:compose-test);
 #     `docker-compose up -d` under a project name and free host ports of this run; waits until
-#     every container is healthy and the gateway sees 3 cache nodes up.
-#  1. qemu-img info of the VDI the gateway created; `ringcachectl vdi create` (through the
-#     published admin port) of a second one; qemu-io writes 1 MiB of 0x5a and reads it back;
-#     Prometheus scrapes every daemon.
-#  2. While a client loop writes (one qemu-io per write, each acknowledged write logged), cache
-#     node 2 is killed (`docker kill`) holding dirty blocks. Its lease expires, the gateway takes
-#     it out of the ring and replays its log; `docker-compose start` brings it back and it
-#     rejoins. The loop saw no client error and every acknowledged write reads back.
+#     every container (both gateways too) is healthy, one gateway is elected coordinator
+#     (P/coordinator read with etcdctl in the etcd container; `ringcachectl status` through
+#     each gateway names the same one) and the leader sees 3 cache nodes up. "The leader" below
+#     is that gateway, L; the other, the follower, F. ringcachectl's node checks go to L's
+#     published admin port (the removal work runs in the coordinator).
+#  1. qemu-img info of the VDI the coordinator created, through both gateways' NBD ports;
+#     `ringcachectl vdi create` through F's published admin port is refused, the message
+#     containing "not the coordinator" and naming gateway L; through L's it creates a second
+#     VDI, which `ringcachectl vdi list` in F's container then lists (F follows the catalog);
+#     qemu-io writes 1 MiB of 0x5a through gateway1's NBD port and reads it back through
+#     gateway2's (and 0xc3 the other way round); both gateways' published metrics ports
+#     answer; Prometheus scrapes every daemon, both gateways included.
+#  2. While a client loop writes through gateway1 (one qemu-io per write, each acknowledged
+#     write logged), cache node 2 is killed (`docker kill`) holding dirty blocks. Its lease
+#     expires, the coordinator takes it out of the ring and replays its log; `docker-compose
+#     start` brings it back and it rejoins. The loop saw no client error and every acknowledged
+#     write reads back (the round dirty at the kill through both gateways).
 #  3. Cache node 2 is cut off (`docker network disconnect`) holding dirty blocks: it fences itself
-#     (its log), the gateway removes it; what was acknowledged before reads back, a newer round
-#     over its blocks reads back new (no stale read). Reconnected (same alias), it re-registers,
-#     is re-admitted and rejoins; the newer round still reads back, and a new one too.
+#     (its log), the coordinator removes it; what was acknowledged before reads back, a newer
+#     round over its blocks reads back new (no stale read) through both gateways. Reconnected
+#     (same alias), it re-registers, is re-admitted and rejoins; the newer round still reads back,
+#     and a new one too, through both gateways.
 #  4. `docker-compose down -v`: no container, volume or network of the project is left.
 #  5. The same cluster under TLS (-f docker-compose.tls.yml, a second project): tls-init makes
-#     the CA and certificates (into a directory of this run), every container becomes healthy
-#     with its HTTPS health check; qemu-io with tls-creds-x509 and the client certificate writes
-#     and reads back, a plaintext client is refused with the reason; ringcachectl works with the
-#     admin certificate and is refused without; Prometheus scrapes every daemon and etcd over
+#     the CA and certificates (into a directory of this run; gateway1 and gateway2 each their
+#     own), every container becomes healthy with its HTTPS health check; a coordinator is
+#     elected (etcdctl over TLS in the etcd container) and both gateways name it; qemu-io with
+#     tls-creds-x509 and the client certificate writes through gateway1 and reads back through
+#     gateway2, a plaintext client is refused with the reason by both; ringcachectl works with
+#     the admin certificate and is refused without; the follower refuses `vdi create` naming the
+#     leader, the leader creates it; both gateways' published metrics ports answer over HTTPS
+#     with a client certificate; Prometheus scrapes every daemon (both gateways) and etcd over
 #     HTTPS; down -v leaves nothing (the CA volume too).
-#     COMPOSE_TEST_ONLY=tls runs this phase alone.
+#     COMPOSE_TEST_ONLY=tls runs this phase alone (COMPOSE_TEST_ONLY=plain phases 0-4 alone).
 # Exits 77 (skipped) only when no Docker engine can run: docker or dockerd missing, dockerd
 # cannot be started (not root, or it fails), or it does not answer within 60 s.
 #
@@ -48,9 +63,9 @@ IMAGE=${RINGCACHE_TEST_IMAGE:-ringcache:compose-test}
 log() { echo "[compose] $(date +%T) $*"; }
 skip() { echo "[compose] SKIP: $*"; exit 77; }
 fail() {
-  echo "[compose] FAIL: $*" >&2
+  echo "[compose] FAIL: $*${VIA:-}" >&2
   if [ -n "${UP:-}" ]; then
-    for s in gateway cachenode2; do
+    for s in gateway1 gateway2 cachenode2; do
       echo "--- $s (last lines of its log)" >&2
       dc logs --no-color --tail 25 "$s" >&2 2> /dev/null || true
     done
@@ -125,16 +140,26 @@ RINGCACHE_IMAGE=$IMAGE bash "$ROOT/deploy/compose/build-image.sh" "$BUILD" > "$W
   { cat "$WORK/build.log" >&2; fail "building the image"; }
 log "image $IMAGE built from $BUILD in $((SECONDS - t)) s"
 
-# Free host ports (tests/e2e/ports.sh: P+9, P+10 and P+11 are free on 127.0.0.1).
+# Free host ports (tests/e2e/ports.sh: P+1..P+3, P+9..P+11 and P+100.. are free on 127.0.0.1).
 source "$(dirname "$0")/ports.sh"
 BASE=$(pick_base_port)
-NBD_PORT=$((BASE + 9))
+NBD_PORT=$((BASE + 9))       # gateway1
 ADMIN_PORT=$((BASE + 10))
+METRICS_PORT=$((BASE + 3))
+NBD_PORT2=$((BASE + 1))      # gateway2
+ADMIN_PORT2=$((BASE + 2))
+METRICS_PORT2=$((BASE + 100))
 PROM_PORT=$((BASE + 11))
+nbd_port() { if [ "$1" = 1 ]; then echo "$NBD_PORT"; else echo "$NBD_PORT2"; fi; }
+admin_port() { if [ "$1" = 1 ]; then echo "$ADMIN_PORT"; else echo "$ADMIN_PORT2"; fi; }
+metrics_port() { if [ "$1" = 1 ]; then echo "$METRICS_PORT"; else echo "$METRICS_PORT2"; fi; }
 COMPOSE_FILES=(-f "$COMPOSE_FILE_")
 TLS_DIR=$WORK/tls
+TLS=""  # set for the TLS project: etcdctl, curl and ringcachectl then present certificates
 dc() {
   RINGCACHE_IMAGE=$IMAGE RINGCACHE_NBD_PORT=$NBD_PORT RINGCACHE_ADMIN_PORT=$ADMIN_PORT \
+    RINGCACHE_METRICS_PORT=$METRICS_PORT RINGCACHE_NBD_PORT2=$NBD_PORT2 \
+    RINGCACHE_ADMIN_PORT2=$ADMIN_PORT2 RINGCACHE_METRICS_PORT2=$METRICS_PORT2 \
     RINGCACHE_PROMETHEUS_PORT=$PROM_PORT RINGCACHE_VDI=demo:1GiB RINGCACHE_TLS_DIR=$TLS_DIR \
     docker-compose --ansi never -p "$PROJECT" "${COMPOSE_FILES[@]}" "$@"
 }
@@ -152,7 +177,8 @@ down_clean() {
     fail "left after down -v: containers [$left_c] volumes [$left_v] networks [$left_n]"
   log "down -v in $((SECONDS - t)) s: no container, volume or network of $PROJECT left"
 }
-SERVICES=(etcd datanode1 datanode2 datanode3 cachenode1 cachenode2 cachenode3 gateway prometheus)
+SERVICES=(etcd datanode1 datanode2 datanode3 cachenode1 cachenode2 cachenode3 gateway1 gateway2
+          prometheus)
 declare -A CID  # service -> container id (kept across stop and start)
 health() { docker inspect -f '{{if .State.Health}}{{.State.Health.Status}}{{else}}{{.State.Status}}{{end}}' "${CID[$1]}"; }
 all_healthy() {
@@ -167,14 +193,73 @@ wait_for() {  # seconds description command...
     sleep 0.5
   done
 }
-prom_up() {  # every scrape target up; $1: the scheme the daemons' targets must use
+prom_up() {  # every scrape target up, both gateways among them; $1: the daemons' scheme
   curl -sf --max-time 5 "http://127.0.0.1:$PROM_PORT/api/v1/targets" | python3 -c '
 import json, sys
 t = json.load(sys.stdin)["data"]["activeTargets"]
 scheme = sys.argv[1]
 daemons = [x for x in t if x["labels"]["job"] != "prometheus"]
-sys.exit(0 if len(t) >= 9 and all(x["health"] == "up" for x in t)
+gateways = sorted(x["labels"]["instance"] for x in t
+                  if x["labels"]["job"] == "ringcache-gateway" and x["health"] == "up")
+sys.exit(0 if len(t) >= 10 and all(x["health"] == "up" for x in t)
+         and gateways == ["gateway1:9200", "gateway2:9200"]
          and all(x["scrapeUrl"].startswith(scheme + "://") for x in daemons) else 1)' "${1:-http}"
+}
+etcd_get() {  # KEY: its value, read with etcdctl in the etcd container
+  if [ -n "$TLS" ]; then
+    dc exec -T etcd etcdctl --endpoints=https://127.0.0.1:2379 --command-timeout=3s \
+      --cacert=/tls/etcd/ca-cert.pem --cert=/tls/etcd/cert.pem --key=/tls/etcd/key.pem \
+      get --print-value-only "$1"
+  else
+    dc exec -T etcd etcdctl --endpoints=http://127.0.0.1:2379 --command-timeout=3s \
+      get --print-value-only "$1"
+  fi
+}
+leader() {  # the id of the elected coordinator, from P/coordinator (fails when none)
+  etcd_get /ringcache/coordinator | python3 -c "import json,sys; print(json.load(sys.stdin)['id'])"
+}
+ctl_gw() {  # GATEWAY args...: ringcachectl through that gateway's published admin port
+  local g=$1
+  shift
+  "$BUILD/tools/ctl/ringcachectl" --gateway "127.0.0.1:$(admin_port "$g")" \
+    ${TLS:+--tls-dir "$TLS_DIR/admin"} "$@"
+}
+names_leader() {  # GATEWAY: `ringcachectl status` through it names gateway L as the coordinator
+  ctl_gw "$1" --json status | json_field coordinator | grep -q "^gateway $L "
+}
+# Waits for the election; sets L (leader), F (follower) and CTL (ringcachectl to the leader).
+elect() {
+  wait_for 60 "a coordinator to be elected (P/coordinator)" leader
+  L=$(leader)
+  case "$L" in 1 | 2) ;; *) fail "P/coordinator names gateway '$L', not 1 or 2" ;; esac
+  F=$((3 - L))
+  wait_for 30 "gateway $L to name itself coordinator in status" names_leader "$L"
+  wait_for 30 "gateway $F to name gateway $L coordinator in status" names_leader "$F"
+  CTL=(ctl_gw "$L")
+}
+follower_refuses() {  # vdi create NAME through the follower: refused, naming the leader
+  local out
+  if out=$(ctl_gw "$F" vdi create "$1" --size 64MiB 2>&1); then
+    fail "the follower (gateway $F) created VDI $1: $out"
+  fi
+  echo "$out" | grep -q "not the coordinator" ||
+    fail "the follower's refusal does not say 'not the coordinator': $out"
+  echo "$out" | grep -q "the coordinator is gateway $L" ||
+    fail "the follower's refusal does not name gateway $L: $out"
+}
+metrics_published() {  # GATEWAY: its published metrics port answers (HTTPS + client cert under TLS)
+  if [ -n "$TLS" ]; then
+    curl -sf --max-time 5 -o /dev/null --cacert "$TLS_DIR/admin/ca-cert.pem" \
+      --cert "$TLS_DIR/admin/cert.pem" --key "$TLS_DIR/admin/key.pem" \
+      "https://127.0.0.1:$(metrics_port "$1")/metrics"
+  else
+    curl -sf --max-time 5 -o /dev/null "http://127.0.0.1:$(metrics_port "$1")/metrics"
+  fi
+}
+published_at() {  # SERVICE CONTAINER_PORT HOST_PORT: published on 127.0.0.1 only, at HOST_PORT
+  local got
+  got=$(docker port "${CID[$1]}" "$2/tcp")
+  [ "$got" = "127.0.0.1:$3" ] || fail "$1's port $2 published at '$got', not 127.0.0.1:$3 only"
 }
 source "$(dirname "$0")/node_state.sh"  # json_field, role_state, node_state, state_is
 dc_up() {  # LOG: up -d, then the container id of every service in CID
@@ -195,26 +280,52 @@ wait_for 120 "every container healthy" all_healthy
 log "project $PROJECT up and healthy in $((SECONDS - t)) s: NBD 127.0.0.1:$NBD_PORT, admin" \
   "127.0.0.1:$ADMIN_PORT, Prometheus 127.0.0.1:$PROM_PORT"
 
-CTL=("$BUILD/tools/ctl/ringcachectl" --gateway "127.0.0.1:$ADMIN_PORT")
-for i in 1 2 3; do wait_for 60 "cache node $i up in node list" state_is "$i" up; done
-published=$(docker port "${CID[gateway]}" 10809/tcp)
-[ "$published" = "127.0.0.1:$NBD_PORT" ] || fail "NBD published at '$published', not 127.0.0.1 only"
+elect
+for i in 1 2 3; do wait_for 60 "cache node $i up in node list (leader)" state_is "$i" up; done
+for g in 1 2; do
+  published_at "gateway$g" 10809 "$(nbd_port "$g")"
+  published_at "gateway$g" 7200 "$(admin_port "$g")"
+  published_at "gateway$g" 9200 "$(metrics_port "$g")"
+done
+log "gateway $L is the coordinator (P/coordinator; status through both gateways names it)," \
+  "gateway $F follows; gateway2: NBD 127.0.0.1:$NBD_PORT2, admin 127.0.0.1:$ADMIN_PORT2"
 
-# 1. The VDIs and a first pattern.
-qemu-img info "nbd://127.0.0.1:$NBD_PORT/demo" > "$WORK/info.txt" 2>&1 ||
-  { cat "$WORK/info.txt" >&2; fail "qemu-img info of demo"; }
-grep -q "virtual size: 1 GiB" "$WORK/info.txt" || { cat "$WORK/info.txt" >&2; fail "demo is not 1 GiB"; }
-"${CTL[@]}" vdi create disk --size 256MiB > /dev/null || fail "ringcachectl vdi create disk"
-dc exec -T gateway ringcachectl --gateway 127.0.0.1:7200 vdi list > "$WORK/vdis.txt" 2>&1 ||
-  { cat "$WORK/vdis.txt" >&2; fail "ringcachectl in the gateway container"; }
-grep -q "^disk " "$WORK/vdis.txt" || { cat "$WORK/vdis.txt" >&2; fail "disk not in vdi list"; }
-NBD="nbd://127.0.0.1:$NBD_PORT/disk"
-out=$(qemu-io -f raw -c "write -P 0x5a 0 1M" -c "read -P 0x5a 0 1M" "$NBD" 2>&1) ||
-  fail "qemu-io 0x5a: $out"
-if echo "$out" | grep -qi "failed\|error"; then fail "qemu-io 0x5a: $out"; fi
-log "qemu-img info demo (1 GiB); disk created with ringcachectl; 1 MiB of 0x5a written and read back"
-wait_for 60 "Prometheus to scrape every daemon and etcd" prom_up
-log "Prometheus scrapes every daemon and etcd"
+# 1. The VDIs and a first pattern, through both gateways.
+demo_info() {  # GATEWAY
+  qemu-img info "nbd://127.0.0.1:$(nbd_port "$1")/demo" > "$WORK/info.txt" 2>&1 &&
+    grep -q "virtual size: 1 GiB" "$WORK/info.txt"
+}
+for g in 1 2; do
+  wait_for 30 "qemu-img info of demo (1 GiB) through gateway$g" demo_info "$g"
+done
+follower_refuses disk
+"${CTL[@]}" vdi create disk --size 256MiB > /dev/null || fail "ringcachectl vdi create disk (leader)"
+listed_in_follower() {
+  dc exec -T "gateway$F" ringcachectl --gateway 127.0.0.1:7200 vdi list > "$WORK/vdis.txt" 2>&1 &&
+    grep -q "^disk " "$WORK/vdis.txt"
+}
+wait_for 30 "disk in vdi list in the follower's container (gateway$F)" listed_in_follower
+NBD="nbd://127.0.0.1:$NBD_PORT/disk"    # gateway1
+NBD_2="nbd://127.0.0.1:$NBD_PORT2/disk" # gateway2
+via_gw2() { local NBD=$NBD_2 VIA=" (through gateway2)"; "$@"; }  # check_round ... via gateway2
+qio_ok() {  # URL what commands...: qemu-io succeeds and reports nothing failed
+  local url=$1 what=$2 out
+  shift 2
+  out=$(qemu-io -f raw "$@" "$url" 2>&1) || fail "$what: $out"
+  if echo "$out" | grep -qi "failed\|error"; then fail "$what: $out"; fi
+}
+follower_serves_disk() { qemu-io -f raw -c "read 0 4k" "$NBD_2" > /dev/null 2>&1; }
+wait_for 30 "gateway2 to serve disk" follower_serves_disk
+qio_ok "$NBD" "qemu-io 0x5a via gateway1" -c "write -P 0x5a 0 1M" -c "read -P 0x5a 0 1M"
+qio_ok "$NBD_2" "0x5a (written via gateway1) read via gateway2" -c "read -P 0x5a 0 1M"
+qio_ok "$NBD_2" "qemu-io 0xc3 via gateway2" -c "write -P 0xc3 1M 1M"
+qio_ok "$NBD" "0xc3 (written via gateway2) read via gateway1" -c "read -P 0xc3 1M 1M"
+for g in 1 2; do metrics_published "$g" || fail "gateway$g's published metrics port"; done
+log "qemu-img info demo (1 GiB) via both gateways; vdi create refused by gateway $F (the" \
+  "follower) naming gateway $L, disk created through gateway $L and listed in gateway$F;" \
+  "1 MiB of 0x5a written via gateway1 read back via gateway2, 0xc3 the other way round"
+wait_for 60 "Prometheus to scrape every daemon (both gateways) and etcd" prom_up
+log "Prometheus scrapes every daemon (gateway1 and gateway2 up) and etcd"
 
 qio() { qemu-io -f raw "$NBD" -c "$1"; }
 source "$ROOT/tests/e2e/patterns.sh"  # write_round / check_round SEED: 64 runs of 64 KiB at i*4 MiB
@@ -271,7 +382,7 @@ docker kill "${CID[cachenode2]}" > /dev/null
 killed_at=$(date +%s.%N)
 log "cache node 2 killed (docker kill) holding $dirty dirty bytes; write loop at $(loop_ops) writes"
 [ "$dirty" -gt 0 ] || fail "cache node 2 held no dirty blocks at the kill"
-wait_for 60 "the gateway to take cache node 2 out of the ring" state_is 2 removed
+wait_for 60 "the coordinator to take cache node 2 out of the ring" state_is 2 removed
 removed_after=$(since "$killed_at")
 n=$(loop_ops)
 wait_for 60 "the write loop to go on after the removal" loop_grew "$n" 10
@@ -287,11 +398,12 @@ wait_for 60 "the write loop to go on after the rejoin" loop_grew "$n" 10
 stop_loop
 ops=$(check_loop)
 check_round 7
+via_gw2 check_round 7
 node2_healthy() { [ "$(health cachenode2)" = healthy ]; }
 wait_for 60 "cache node 2 healthy again" node2_healthy
 log "cache node 2 removed ${removed_after} s and back in the ring ${rejoined_after} s after the" \
   "kill; $ops loop writes without a client error, each slot's last one read back; round 7" \
-  "(dirty on it at the kill) read back"
+  "(dirty on it at the kill) read back through both gateways"
 
 # 3. docker network disconnect of a cache node holding dirty blocks, under the write loop: it is
 # fenced and removed; no acknowledged write is lost and no read is stale.
@@ -316,7 +428,7 @@ log "cache node 2 disconnected from $NET_NAME holding $dirty dirty bytes"
 [ "$dirty" -gt 0 ] || fail "cache node 2 held no dirty blocks at the disconnect"
 wait_for 30 "cache node 2 to fence itself (its log)" fenced
 fenced_after=$(since "$cut_at")
-wait_for 60 "the gateway to take cache node 2 out of the ring" state_is 2 removed
+wait_for 60 "the coordinator to take cache node 2 out of the ring" state_is 2 removed
 removed_after=$(since "$cut_at")
 n=$(loop_ops)
 wait_for 60 "the write loop to go on after the removal" loop_grew "$n" 10
@@ -324,8 +436,9 @@ kill -0 "$LOOP_PID" 2> /dev/null || { cat "$WORK/loop.out" >&2; fail "client err
 check_round 31  # acknowledged before the cut: replayed from its log, not lost
 write_round 11  # newer data over its blocks, now on the other cache nodes
 check_round 11  # new data, not what the cut node holds
+via_gw2 check_round 11
 log "cache node 2's log showed it fenced ${fenced_after} s after the cut (polled), removed after" \
-  "${removed_after} s; round 31 read back, round 11 written over it and read back new"
+  "${removed_after} s; round 31 read back, round 11 written over it and read back new (both gateways)"
 docker network connect --alias cachenode2 "$NET_NAME" "${CID[cachenode2]}"
 healed_at=$(date +%s.%N)
 wait_for 90 "cache node 2 to rejoin after the reconnect" state_is 2 up
@@ -336,17 +449,26 @@ wait_for 60 "the write loop to go on after the rejoin" loop_grew "$n" 10
 stop_loop
 ops=$(check_loop)
 check_round 11  # its objects are back on it: the newer round, not its stale blocks
+via_gw2 check_round 11
 write_round 19
 check_round 19
 "${CTL[@]}" flush --wait > /dev/null || fail "ringcachectl flush --wait"
 check_round 19
+via_gw2 check_round 19
 for i in 1 2 3; do state_is "$i" up || fail "cache node $i is not up in node list"; done
+leader_is_still() { [ "$(leader 2> /dev/null)" = "$L" ]; }
+leader_is_still || fail "the coordinator changed during the test (gateway $(leader) now)"
 log "reconnected: cache node 2 re-admitted and back in the ring ${rejoined_after} s later;" \
   "$ops loop writes across the cut without a client error, each slot's last one read back;" \
-  "round 11 still reads back new, round 19 written, flushed and read back"
+  "round 11 still reads back new, round 19 written, flushed and read back (both gateways)"
 
 # 4. down -v leaves nothing of the project.
 down_clean
+if [ "${COMPOSE_TEST_ONLY:-}" = plain ]; then
+  PASSED=1
+  log "PASS (plain only) in $((SECONDS - START)) s"
+  exit 0
+fi
 fi
 
 # 5. The same cluster under TLS: a second project with the TLS override file.
@@ -360,26 +482,50 @@ init=$(dc ps -q tls-init)
   fail "tls-init failed: $(docker logs "$init" 2>&1 | tail -5)"
 wait_for 120 "every container healthy (TLS)" all_healthy
 log "TLS project $PROJECT up and healthy in $((SECONDS - t)) s; certificates in $TLS_DIR"
-CTL=("$BUILD/tools/ctl/ringcachectl" --gateway "127.0.0.1:$ADMIN_PORT" --tls-dir "$TLS_DIR/admin")
+for g in 1 2; do
+  [ -f "$TLS_DIR/gateway$g/cert.pem" ] || fail "TLS: tls-init issued no certificate for gateway$g"
+done
+TLS=1
+elect
+log "TLS: gateway $L is the coordinator (P/coordinator over TLS; status through both names it)"
 for i in 1 2 3; do wait_for 60 "TLS: cache node $i up in node list" state_is "$i" up; done
+follower_refuses disk
 "${CTL[@]}" vdi create disk --size 256MiB > /dev/null || fail "TLS: ringcachectl vdi create disk"
-if out=$("$BUILD/tools/ctl/ringcachectl" --gateway "127.0.0.1:$ADMIN_PORT" vdi list 2>&1); then
-  fail "TLS: the admin API answered ringcachectl without a certificate: $out"
-fi
-dc exec -T gateway ringcachectl --gateway 127.0.0.1:7200 --tls-dir /tls/admin vdi list \
-  > "$WORK/vdis-tls.txt" 2>&1 || { cat "$WORK/vdis-tls.txt" >&2; fail "TLS: ringcachectl in the gateway container"; }
-grep -q "^disk " "$WORK/vdis-tls.txt" || { cat "$WORK/vdis-tls.txt" >&2; fail "TLS: disk not listed"; }
+for g in 1 2; do
+  if out=$("$BUILD/tools/ctl/ringcachectl" --gateway "127.0.0.1:$(admin_port "$g")" vdi list 2>&1); then
+    fail "TLS: gateway$g's admin API answered ringcachectl without a certificate: $out"
+  fi
+done
+listed_tls() {  # GATEWAY
+  dc exec -T "gateway$1" ringcachectl --gateway 127.0.0.1:7200 --tls-dir /tls/admin vdi list \
+    > "$WORK/vdis-tls.txt" 2>&1 && grep -q "^disk " "$WORK/vdis-tls.txt"
+}
+for g in 1 2; do wait_for 30 "TLS: disk in vdi list in gateway$g's container" listed_tls "$g"; done
 TLS_OBJ="tls-creds-x509,id=tls0,dir=$TLS_DIR/client,endpoint=client"
-TLS_IMG="driver=nbd,host=127.0.0.1,port=$NBD_PORT,export=disk,tls-creds=tls0"
-out=$(qemu-io --object "$TLS_OBJ" --image-opts "$TLS_IMG" -c "write -P 0x6b 0 1M" \
-  -c "read -P 0x6b 0 1M" 2>&1) || fail "TLS: qemu-io 0x6b: $out"
-if echo "$out" | grep -qi "failed\|error"; then fail "TLS: qemu-io 0x6b: $out"; fi
-out=$(qemu-img info "nbd://127.0.0.1:$NBD_PORT/disk" 2>&1) && fail "TLS: a plaintext client was served"
-echo "$out" | grep -q "TLS is required" || fail "TLS: the plaintext refusal does not say why: $out"
-log "TLS: qemu-io with the client certificate wrote and read 1 MiB; plaintext refused; ringcachectl" \
-  "only with the admin certificate"
-wait_for 90 "Prometheus to scrape every daemon and etcd over HTTPS" prom_up https
-log "TLS: Prometheus scrapes every daemon and etcd over HTTPS"
+tls_img() { echo "driver=nbd,host=127.0.0.1,port=$(nbd_port "$1"),export=disk,tls-creds=tls0"; }
+qio_tls() {  # GATEWAY what commands...
+  local g=$1 what=$2 out
+  shift 2
+  out=$(qemu-io --object "$TLS_OBJ" --image-opts "$(tls_img "$g")" "$@" 2>&1) ||
+    fail "TLS: $what: $out"
+  if echo "$out" | grep -qi "failed\|error"; then fail "TLS: $what: $out"; fi
+}
+tls_serves_disk() { qemu-io --object "$TLS_OBJ" --image-opts "$(tls_img 2)" -c "read 0 4k" > /dev/null 2>&1; }
+wait_for 30 "TLS: gateway2 to serve disk" tls_serves_disk
+qio_tls 1 "qemu-io 0x6b via gateway1" -c "write -P 0x6b 0 1M" -c "read -P 0x6b 0 1M"
+qio_tls 2 "0x6b (written via gateway1) read via gateway2" -c "read -P 0x6b 0 1M"
+for g in 1 2; do
+  out=$(qemu-img info "nbd://127.0.0.1:$(nbd_port "$g")/disk" 2>&1) &&
+    fail "TLS: a plaintext client was served by gateway$g"
+  echo "$out" | grep -q "TLS is required" ||
+    fail "TLS: gateway$g's plaintext refusal does not say why: $out"
+  metrics_published "$g" || fail "TLS: gateway$g's published metrics port (HTTPS, client certificate)"
+done
+log "TLS: qemu-io with the client certificate wrote 1 MiB via gateway1 and read it back via" \
+  "gateway2; plaintext refused by both; ringcachectl only with the admin certificate; vdi" \
+  "create refused by gateway $F naming gateway $L, done by gateway $L"
+wait_for 90 "Prometheus to scrape every daemon (both gateways) and etcd over HTTPS" prom_up https
+log "TLS: Prometheus scrapes every daemon (gateway1 and gateway2 up) and etcd over HTTPS"
 down_clean
 PASSED=1
 log "PASS in $((SECONDS - START)) s"
