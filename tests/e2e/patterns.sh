@@ -20,12 +20,13 @@ check_round() {  # seed
 }
 
 # The client write loops' layout: loop write k puts pattern (k % 250) + 1 at (k % 64) * 4 MiB
-# + 1 MiB (between the rounds' runs).
-check_loop_slots() {  # OPS: writes the loop has made; the last write to each slot must read back
-  local ops=$1 first k out
+# + 1 MiB (between the rounds' runs; a second loop running at the same time uses + 2 MiB).
+check_loop_slots() {  # OPS [BASE_MIB]: writes the loop has made (its slots at + BASE_MIB, default
+                      # 1); the last write to each slot must read back
+  local ops=$1 base=${2:-1} first k out
   first=$(( ops > 64 ? ops - 64 : 0 ))
   for k in $(seq "$first" $((ops - 1))); do
-    out=$(qio "read -P $(( k % 250 + 1 )) $(( (k % 64) * 4 + 1 ))M 64k" 2>&1) ||
+    out=$(qio "read -P $(( k % 250 + 1 )) $(( (k % 64) * 4 + base ))M 64k" 2>&1) ||
       fail "read of loop write $k: $out"
     if echo "$out" | grep -q "Pattern verification failed"; then fail "loop write $k lost: $out"; fi
   done
