@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <optional>
 
 #include <spdlog/spdlog.h>
 
@@ -224,6 +225,16 @@ std::vector<v1::NodeInfo> AdminService::Nodes() const {
   std::vector<v1::NodeInfo> out;
   std::function<datanode::DataRing()> ring_of;
   std::vector<uint32_t> data_down;
+  std::function<absl::StatusOr<std::vector<uint32_t>>()> gateways_registered;
+  {
+    absl::MutexLock l(&mu_);
+    gateways_registered = gateways_registered_;
+  }
+  // Asked outside mu_ (an etcd read); unknown (no hook, or etcd did not answer): shown up.
+  std::optional<std::vector<uint32_t>> gateways_up;
+  if (gateways_registered) {
+    if (auto ids = gateways_registered(); ids.ok()) gateways_up = *std::move(ids);
+  }
   {
     absl::MutexLock l(&mu_);
     out = nodes_;
@@ -233,10 +244,12 @@ std::vector<v1::NodeInfo> AdminService::Nodes() const {
     // draining say more and stay.
     for (auto& n : out) {
       if (n.state() != "up" && n.state() != "configured" && !n.state().empty()) continue;
-      // The gateway answering this call is up (one gateway per cluster today, issue 14 will
-      // watch the others).
+      // A gateway is up while it is registered in etcd (cluster mode), else as configured.
       if (n.role() == "gateway") {
-        n.set_state("up");
+        const bool up = !gateways_up.has_value() ||
+                        std::find(gateways_up->begin(), gateways_up->end(), n.id()) !=
+                            gateways_up->end();
+        n.set_state(up ? "up" : "down");
         continue;
       }
       if (n.role() == "cachenode" && watched_) {

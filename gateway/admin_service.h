@@ -97,6 +97,12 @@ class AdminService final : public v1::Admin::Service {
     leading_ = std::move(leading);
     leader_ = std::move(leader);
   }
+  // Cluster mode: the ids of the gateways registered in etcd now, so that node lists show the
+  // other gateways up or down (without it every gateway listed is shown up). Set before serving.
+  void SetGatewaysRegistered(std::function<absl::StatusOr<std::vector<uint32_t>>()> registered) {
+    absl::MutexLock l(&mu_);
+    gateways_registered_ = std::move(registered);
+  }
   // Cluster mode: runs before an operator's RemoveNode of cache node `id` (the gateway marks the
   // node as drained in etcd, so that the membership does not bring it back). Set before serving.
   void SetBeforeRemove(std::function<absl::Status(uint32_t id)> hook) {
@@ -130,6 +136,8 @@ class AdminService final : public v1::Admin::Service {
   std::function<datanode::DataRing()> data_ring_ ABSL_GUARDED_BY(mu_);
   std::function<bool()> leading_ ABSL_GUARDED_BY(mu_);
   std::function<std::string()> leader_ ABSL_GUARDED_BY(mu_);
+  std::function<absl::StatusOr<std::vector<uint32_t>>()> gateways_registered_
+      ABSL_GUARDED_BY(mu_);
   // OK, or the refusal of a change on a gateway that is not the coordinator.
   grpc::Status CheckCoordinator() const;
   // Health watch: state of each cache node that is not "up" (down, failed, quarantined).

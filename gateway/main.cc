@@ -21,6 +21,7 @@
 #include "common/daemon.h"
 #include "common/grpc_tls.h"
 #include "common/socket.h"
+#include "common/status_macros.h"
 #include "gateway/frontends.h"
 #include "gateway/cluster_follower.h"
 #include "gateway/membership_sync.h"
@@ -268,6 +269,20 @@ int main(int argc, char** argv) {
     gateway::AdminService* admin = fe.admin();
     membership::EtcdClient* etcd_client = presence->client();
     const std::string prefix = etcd_settings.prefix;
+    admin->SetGatewaysRegistered(
+        [etcd_client, prefix]() -> absl::StatusOr<std::vector<uint32_t>> {
+          membership::EtcdCallOptions call;
+          call.timeout = absl::Seconds(1);
+          RC_ASSIGN_OR_RETURN(
+              membership::RangeResult range,
+              etcd_client->GetPrefix(membership::RolePrefix(prefix, membership::Role::kGateway),
+                                     call));
+          std::vector<uint32_t> ids;
+          for (const auto& kv : range.kvs) {
+            if (auto r = membership::DecodeNodeRecord(kv.value); r.ok()) ids.push_back(r->id);
+          }
+          return ids;
+        });
     admin->SetBeforeRemove([etcd_client, prefix](uint32_t node) {
       return gateway::MembershipSync::MarkDrained(etcd_client, prefix, node);
     });

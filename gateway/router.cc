@@ -172,11 +172,12 @@ size_t Router::cache_node_count() const {
   return members_.size() - removed_.size();
 }
 
-std::vector<CacheMember*> Router::Live() const {
+std::vector<CacheMember*> Router::Live(bool skip_removing) const {
   absl::MutexLock l(&mu_);
   std::vector<CacheMember*> out;
   for (const auto& m : members_) {
-    if (!removed_.contains(m.id)) out.push_back(const_cast<CacheMember*>(&m));
+    if (removed_.contains(m.id) || (skip_removing && removing_.contains(m.id))) continue;
+    out.push_back(const_cast<CacheMember*>(&m));
   }
   return out;
 }
@@ -898,7 +899,11 @@ absl::StatusOr<std::shared_ptr<BlockDevice>> Router::Open(const std::string& nam
 absl::Status Router::RegisterAll() {
   for (const auto& r : catalog_->List()) {
     if (data_nodes_ != nullptr) RC_RETURN_IF_ERROR(data_nodes_->PutVdi(r.geometry));
-    for (CacheMember* m : Live()) RC_RETURN_IF_ERROR(m->client->RegisterVdi(r.geometry, r.mode));
+    // A node being removed is skipped: it is leaving (dead, as a rule: a call would wait for it
+    // until its deadline), and a node that comes back is given every VDI when it joins.
+    for (CacheMember* m : Live(/*skip_removing=*/true)) {
+      RC_RETURN_IF_ERROR(m->client->RegisterVdi(r.geometry, r.mode));
+    }
   }
   return absl::OkStatus();
 }

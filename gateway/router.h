@@ -178,8 +178,9 @@ class Router : public ExportProvider {
   CacheClient* Client(uint32_t id) const;
   absl::Status OnMember(const v1::VdiGeometry& g, uint64_t object, CacheClient* c,
                         const std::function<absl::Status(CacheClient*)>& op);
-  // Members not removed (their clients stay valid for the router's lifetime).
-  std::vector<CacheMember*> Live() const;
+  // Members not removed (their clients stay valid for the router's lifetime); with
+  // `skip_removing`, not being removed either.
+  std::vector<CacheMember*> Live(bool skip_removing = false) const;
   absl::Status RebuildRing() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The ring of the members not removed, plus `joining` (0: none).
   absl::StatusOr<std::unique_ptr<ring::Ring>> BuildRingLocked(uint32_t joining) const

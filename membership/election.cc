@@ -63,16 +63,23 @@ TxnCompare Election::LeaderGuard() const {
   return TxnCompare::CreateRevisionIs(key_, t == 0 ? -1 : t);
 }
 
-int64_t Election::Look() {
+int64_t Election::Look(bool leading) {
   const int64_t lease = registration_->lease_id();
-  const bool valid = registration_->LeaseValid();
+  const absl::Duration left = registration_->ValidFor();
+  const bool valid = left > absl::ZeroDuration();
+  // A leader whose lease may have expired steps down now, without asking etcd (which may be
+  // cut off): a successor can be elected as soon as the lease is gone at the server.
+  if (leading && !valid) return 0;
   EtcdCallOptions call;
-  call.timeout = absl::Seconds(2);
+  call.timeout = leading ? std::clamp(left, absl::Milliseconds(50), absl::Seconds(2))
+                         : absl::Seconds(2);
   auto kv = client_->Get(key_, call);
   if (!kv.ok()) return 0;  // etcd unreachable: not (certainly) leader
   if (kv->has_value()) {
     // Ours if it carries our lease (also after an outcome-unknown create).
-    return (*kv)->lease == lease && lease != 0 && valid ? (*kv)->create_revision : 0;
+    return (*kv)->lease == lease && lease != 0 && registration_->LeaseValid()
+               ? (*kv)->create_revision
+               : 0;
   }
   if (!valid || lease == 0) return 0;
   auto r = client_->Txn({TxnCompare::KeyMissing(key_)},
@@ -91,7 +98,7 @@ void Election::Run() {
       if (mu_.AwaitWithTimeout(absl::Condition(&stop), options_.poll))
         break;
     }
-    const int64_t now = Look();
+    const int64_t now = Look(term != 0);
     if (now == term) continue;
     if (term != 0) {
       spdlog::warn("coordinator: no longer the leader (term {})", term);

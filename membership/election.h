@@ -76,7 +76,9 @@ class Election {
            Callback callback);
   void Run();
   // One look at etcd: returns the term this candidate now leads (0: not leader).
-  int64_t Look();
+  // `leading`: this candidate holds the current term; its look then ends (not leader) by the
+  // time its lease may have expired, however slow etcd is to answer.
+  int64_t Look(bool leading);
 
   EtcdClient* const client_;
   NodeRegistration* const registration_;

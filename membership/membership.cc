@@ -255,6 +255,10 @@ absl::Time NodeRegistration::ValidUntil() const {
   return valid_until_;
 }
 
+absl::Duration NodeRegistration::ValidFor() const {
+  return std::max(ValidUntil() - ClockNow(clock_), absl::ZeroDuration());
+}
+
 int64_t NodeRegistration::lease_id() const {
   absl::MutexLock l(&mu_);
   return lease_id_;

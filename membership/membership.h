@@ -151,6 +151,8 @@ class NodeRegistration {
   // Returns the end of the conservative validity window (InfinitePast after the lease was lost
   // and before a new one is granted).
   absl::Time ValidUntil() const;
+  // How long the window stays open from now (zero once it closed).
+  absl::Duration ValidFor() const;
   int64_t lease_id() const;
   const std::string& key() const { return key_; }
   const NodeRecord& record() const { return record_; }

@@ -75,6 +75,14 @@ leader() {  # prints the id of the elected coordinator (fails when none)
     python3 -c "import json,sys; print(json.load(sys.stdin)['id'])"
 }
 leader_is() { [ "$(leader 2> /dev/null)" = "$1" ]; }
+gateway_state() {  # through gateway, id: the state `node list` shows for gateway id
+  ctl "$1" --json node list | python3 -c "
+import json, sys
+d = json.load(sys.stdin)
+d = d['nodes'] if isinstance(d, dict) else d
+print([n.get('state') for n in d if n['role'] == 'gateway' and int(n['id']) == $2][0])"
+}
+gateway_is() { [ "$(gateway_state "$1" "$2")" = "$3" ]; }
 json_field() { python3 -c "import json,sys; print(json.load(sys.stdin)[\"$1\"])"; }
 source "$ROOT/tests/e2e/patterns.sh"
 
@@ -157,6 +165,7 @@ wait_for 30 "gateway $F to be elected" leader_is "$F"
 elected=$(date +%s.%N)
 takeover=$(python3 -c "print(f'{$elected - $killed:.1f}')")
 log "gateway $F elected ${takeover}s after the kill (lease TTL 5 s)"
+gateway_is "$F" "$L" down || fail "node list through gateway $F shows the killed gateway $L $(gateway_state "$F" "$L")"
 ring_removed_2() {  # the published cache ring has node 2 removed and nothing under way
   local ring
   ring=$(etcdctl_ get --print-value-only "$PREFIX/rings/cache")
@@ -171,6 +180,7 @@ log "write loop: $ops writes through gateway $F, no error"
 check_round 13
 check_loop_slots "$ops"
 cluster start gateway "$L" > /dev/null || fail "restart gateway $L"
+wait_for 10 "node list to show the restarted gateway $L up" gateway_is "$F" "$L" up
 GW=$L
 check_round 13
 check_loop_slots "$ops"
