@@ -23,13 +23,14 @@ std::unique_ptr<RingFollower> RingFollower::Start(membership::EtcdClient* client
   // between (from "now" if that read failed; the periodic read catches up then).
   auto read = f->Sync();
   if (!read.ok()) spdlog::warn("following the rings in etcd: {}", read.status().ToString());
-  auto wake = [p = f.get()](const std::vector<membership::Event>&, int64_t) {
-    absl::MutexLock l(&p->mu_);
-    p->woken_ = true;
-  };
+  f->loop_ = std::make_unique<WakeLoop>(f->options_.resync, [p = f.get()] {
+    if (absl::Status s = p->SyncOnce(); !s.ok()) {
+      spdlog::warn("following the rings in etcd: {}", s.ToString());
+    }
+  });
+  auto wake = [p = f.get()](const std::vector<membership::Event>&, int64_t) { p->loop_->Wake(); };
   f->watch_ = client->WatchPrefix(RingsPrefix(f->options_.prefix), read.ok() ? *read + 1 : 0, wake,
                                   nullptr);
-  f->thread_ = std::thread([p = f.get()] { p->Loop(); });
   return f;
 }
 
@@ -38,12 +39,8 @@ RingFollower::RingFollower(membership::EtcdClient* client, CacheNode* node, Requ
     : client_(client), node_(node), gate_(gate), options_(std::move(options)) {}
 
 RingFollower::~RingFollower() {
-  watch_.reset();
-  {
-    absl::MutexLock l(&mu_);
-    stop_ = true;
-  }
-  if (thread_.joinable()) thread_.join();
+  watch_.reset();  // first: it wakes the loop
+  loop_.reset();
 }
 
 uint64_t RingFollower::cache_epoch() const {
@@ -80,21 +77,6 @@ absl::StatusOr<int64_t> RingFollower::Sync() {
     }
   }
   return range.revision;
-}
-
-void RingFollower::Loop() {
-  for (;;) {
-    {
-      absl::MutexLock l(&mu_);
-      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || woken_; };
-      mu_.AwaitWithTimeout(absl::Condition(&ready), options_.resync);
-      if (stop_) return;
-      woken_ = false;
-    }
-    if (absl::Status s = SyncOnce(); !s.ok()) {
-      spdlog::warn("following the rings in etcd: {}", s.ToString());
-    }
-  }
 }
 
 }  // namespace ringcache::cachenode

@@ -25,7 +25,6 @@
 
 #include <memory>
 #include <string>
-#include <thread>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -34,6 +33,7 @@
 #include "absl/time/time.h"
 #include "cachenode/cache_node.h"
 #include "cachenode/service.h"
+#include "common/wake_loop.h"
 #include "membership/etcd_client.h"
 
 namespace ringcache::cachenode {
@@ -59,7 +59,6 @@ class RingFollower {
 
  private:
   RingFollower(membership::EtcdClient* client, CacheNode* node, RequestGate* gate, Options options);
-  void Loop();
   // SyncOnce, returning the etcd revision it read at.
   absl::StatusOr<int64_t> Sync();
 
@@ -69,10 +68,8 @@ class RingFollower {
   const Options options_;
   std::unique_ptr<membership::Watch> watch_;  // P/rings/: both rings
   mutable absl::Mutex mu_;
-  bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  bool woken_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t cache_epoch_ ABSL_GUARDED_BY(mu_) = 0;
-  std::thread thread_;
+  std::unique_ptr<WakeLoop> loop_;
 };
 
 }  // namespace ringcache::cachenode

@@ -44,11 +44,15 @@ absl::StatusOr<std::unique_ptr<ClusterFollower>> ClusterFollower::Start(
   std::unique_ptr<ClusterFollower> f(
       new ClusterFollower(client, router, catalog, std::move(options), std::move(leading)));
   RC_RETURN_IF_ERROR(f->SyncOnce());
-  auto wake = [p = f.get()](const std::vector<membership::Event>&, int64_t) { p->Wake(); };
+  f->loop_ = std::make_unique<WakeLoop>(f->options_.resync, [p = f.get()] {
+    if (absl::Status s = p->SyncOnce(); !s.ok()) {
+      spdlog::warn("following the coordinator: {}", s.ToString());
+    }
+  });
+  auto wake = [p = f.get()](const std::vector<membership::Event>&, int64_t) { p->loop_->Wake(); };
   f->ring_watch_ = client->WatchPrefix(CacheRingKey(f->options_.prefix), 0, wake, nullptr);
   f->vdis_watch_ =
       client->WatchPrefix(membership::VdisPrefix(f->options_.prefix), 0, wake, nullptr);
-  f->thread_ = std::thread([p = f.get()] { p->Loop(); });
   return f;
 }
 
@@ -62,18 +66,9 @@ ClusterFollower::ClusterFollower(membership::EtcdClient* client, Router* router,
       leading_(std::move(leading)) {}
 
 ClusterFollower::~ClusterFollower() {
-  ring_watch_.reset();
+  ring_watch_.reset();  // first: they wake the loop
   vdis_watch_.reset();
-  {
-    absl::MutexLock l(&mu_);
-    stop_ = true;
-  }
-  if (thread_.joinable()) thread_.join();
-}
-
-void ClusterFollower::Wake() {
-  absl::MutexLock l(&mu_);
-  woken_ = true;
+  loop_.reset();
 }
 
 absl::Status ClusterFollower::SyncOnce() {
@@ -91,21 +86,6 @@ absl::Status ClusterFollower::SyncOnce() {
                  st->joining != 0 ? absl::StrCat(", node ", st->joining, " joining") : "");
   }
   return absl::OkStatus();
-}
-
-void ClusterFollower::Loop() {
-  for (;;) {
-    {
-      absl::MutexLock l(&mu_);
-      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || woken_; };
-      mu_.AwaitWithTimeout(absl::Condition(&ready), options_.resync);
-      if (stop_) return;
-      woken_ = false;
-    }
-    if (absl::Status s = SyncOnce(); !s.ok()) {
-      spdlog::warn("following the coordinator: {}", s.ToString());
-    }
-  }
 }
 
 }  // namespace ringcache::gateway

@@ -14,12 +14,11 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/wake_loop.h"
 #include "gateway/catalog.h"
 #include "gateway/router.h"
 #include "membership/etcd_client.h"
@@ -55,18 +54,13 @@ class ClusterFollower {
   ClusterFollower(membership::EtcdClient* client, Router* router, Catalog* catalog,
                   Options options, std::function<bool()> leading);
   absl::Status SyncOnce();
-  void Loop();
-  void Wake();
 
   membership::EtcdClient* const client_;
   Router* const router_;
   Catalog* const catalog_;
   const Options options_;
   const std::function<bool()> leading_;
-  absl::Mutex mu_;
-  bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  bool woken_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread thread_;
+  std::unique_ptr<WakeLoop> loop_;
   std::unique_ptr<membership::Watch> ring_watch_, vdis_watch_;
 };
 

@@ -142,6 +142,16 @@ start_loop() {  # gateway: a qemu-io write loop through it (patterns.sh's loop l
   ) > "$WORK/loop.log" 2>&1 &
   LOOP_PID=$!
 }
+kill_leader() {  # leader next what: kill -9 the leader, wait for next's election; sets took
+  local killed elected
+  cluster kill gateway "$1" > /dev/null
+  killed=$(date +%s.%N)
+  log "gateway $1 (the leader) killed $3"
+  wait_for 30 "gateway $2 to be elected" leader_is "$2"
+  elected=$(date +%s.%N)
+  took=$(python3 -c "print(f'{$elected - $killed:.1f}')")
+  log "gateway $2 elected ${took}s after the kill (lease TTL 5 s)"
+}
 stop_loop() {  # what: stops the loop (fails if it saw an error); sets ops to its writes
   touch "$WORK/stop"
   wait "$LOOP_PID" || { cat "$WORK/loop.log"; LOOP_PID=""; fail "client error during $1"; }
@@ -158,13 +168,8 @@ cluster kill cachenode 2 > /dev/null
 log "cache node 2 killed"
 wait_for 30 "the leader to start removing cache node 2" \
   grep -q "remove cache node 2" "$WORK/cluster/logs/gateway-$L.log"
-cluster kill gateway "$L" > /dev/null
-killed=$(date +%s.%N)
-log "gateway $L (the leader) killed while removing cache node 2"
-wait_for 30 "gateway $F to be elected" leader_is "$F"
-elected=$(date +%s.%N)
-takeover=$(python3 -c "print(f'{$elected - $killed:.1f}')")
-log "gateway $F elected ${takeover}s after the kill (lease TTL 5 s)"
+kill_leader "$L" "$F" "while removing cache node 2"
+takeover=$took
 gateway_is "$F" "$L" down || fail "node list through gateway $F shows the killed gateway $L $(gateway_state "$F" "$L")"
 ring_removed_2() {  # the published cache ring has node 2 removed and nothing under way
   local ring
@@ -205,13 +210,8 @@ cluster add datanode 4 > "$WORK/add-data.log" 2>&1 ||
 copying() { tail -c +"$((marks + 1))" "$WORK/cluster/logs/gateway-$L2.log" |
               grep -q "data rebalance: copying"; }
 wait_for 60 "the leader to copy replicas to data node 4" copying
-cluster kill gateway "$L2" > /dev/null
-killed=$(date +%s.%N)
-log "gateway $L2 (the leader) killed while the rebalance to data node 4 copied"
-wait_for 30 "gateway $F2 to be elected" leader_is "$F2"
-elected=$(date +%s.%N)
-takeover2=$(python3 -c "print(f'{$elected - $killed:.1f}')")
-log "gateway $F2 elected ${takeover2}s after the kill"
+kill_leader "$L2" "$F2" "while the rebalance to data node 4 copied"
+takeover2=$took
 rebalanced() {  # idle, 4 data ring members, no purge left
   ctl "$F2" --json status | python3 -c "
 import json, sys
