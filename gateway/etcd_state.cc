@@ -45,16 +45,30 @@ absl::StatusOr<std::vector<VdiRecord>> EtcdCatalogStore::LoadAll() {
   return out;
 }
 
+void EtcdCatalogStore::SetGuard(std::optional<membership::TxnCompare> guard) {
+  absl::MutexLock l(&mu_);
+  guard_ = std::move(guard);
+}
+
+std::optional<membership::TxnCompare> EtcdCatalogStore::guard() const {
+  absl::MutexLock l(&mu_);
+  return guard_;
+}
+
 absl::Status EtcdCatalogStore::Put(const VdiRecord& r) {
-  return client_->Put(membership::VdiKey(prefix_, r.geometry.name()), EncodeVdiLine(r)).status();
+  return GuardedWrite(
+      client_,
+      membership::TxnOp::Put(membership::VdiKey(prefix_, r.geometry.name()), EncodeVdiLine(r)),
+      guard());
 }
 
 absl::Status EtcdCatalogStore::Remove(const std::string& name) {
-  return client_->Delete(membership::VdiKey(prefix_, name)).status();
+  return GuardedWrite(client_, membership::TxnOp::Delete(membership::VdiKey(prefix_, name)),
+                      guard());
 }
 
-absl::StatusOr<std::optional<datanode::DataRing>> LoadEtcdDataRing(
-    membership::EtcdClient* client, const std::string& prefix) {
+absl::StatusOr<std::optional<datanode::DataRing>> LoadEtcdDataRing(membership::EtcdClient* client,
+                                                                   const std::string& prefix) {
   RC_ASSIGN_OR_RETURN(std::optional<membership::KeyValue> kv, client->Get(DataRingKey(prefix)));
   if (!kv.has_value()) return std::optional<datanode::DataRing>();
   auto ring = datanode::DecodeDataRing(kv->value);
@@ -79,8 +93,7 @@ absl::Status SaveEtcdDataPurge(membership::EtcdClient* client, const std::string
                       guard);
 }
 
-absl::StatusOr<bool> LoadEtcdDataPurge(membership::EtcdClient* client,
-                                       const std::string& prefix) {
+absl::StatusOr<bool> LoadEtcdDataPurge(membership::EtcdClient* client, const std::string& prefix) {
   RC_ASSIGN_OR_RETURN(std::optional<membership::KeyValue> kv, client->Get(DataPurgeKey(prefix)));
   return kv.has_value();
 }

@@ -20,6 +20,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "datanode/client/datanode_pool.h"
 #include "gateway/catalog.h"
 #include "membership/cache_ring_state.h"
@@ -27,8 +28,8 @@
 
 namespace ringcache::gateway {
 
-using membership::DataRingKey;                            // P/rings/data
-std::string DataPurgeKey(const std::string& prefix);      // P/rings/data-purge
+using membership::DataRingKey;                        // P/rings/data
+std::string DataPurgeKey(const std::string& prefix);  // P/rings/data-purge
 
 // The VDI catalog's records in etcd. `client` is not owned.
 class EtcdCatalogStore final : public CatalogStore {
@@ -38,15 +39,22 @@ class EtcdCatalogStore final : public CatalogStore {
   absl::StatusOr<std::vector<VdiRecord>> LoadAll() override;
   absl::Status Put(const VdiRecord& r) override;
   absl::Status Remove(const std::string& name) override;
+  // With an elected coordinator: writes only while `guard` holds (its term); FAILED_PRECONDITION
+  // otherwise, so a deposed leader cannot change the catalog. nullopt: unguarded (the default).
+  void SetGuard(std::optional<membership::TxnCompare> guard) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
+  std::optional<membership::TxnCompare> guard() const ABSL_LOCKS_EXCLUDED(mu_);
+
   membership::EtcdClient* const client_;
   const std::string prefix_;
+  mutable absl::Mutex mu_;
+  std::optional<membership::TxnCompare> guard_ ABSL_GUARDED_BY(mu_);
 };
 
 // Reads the data ring kept in etcd (nullopt when none was written yet).
-absl::StatusOr<std::optional<datanode::DataRing>> LoadEtcdDataRing(
-    membership::EtcdClient* client, const std::string& prefix);
+absl::StatusOr<std::optional<datanode::DataRing>> LoadEtcdDataRing(membership::EtcdClient* client,
+                                                                   const std::string& prefix);
 // Writes the data ring. With `guard` (the coordinator's term, membership/election.h) only while
 // it holds: FAILED_PRECONDITION when it does not (a deposed coordinator never overwrites its
 // successor's ring).

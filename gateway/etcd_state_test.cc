@@ -156,6 +156,16 @@ TEST_F(EtcdStateTest, DataRingAndPurgeMarkAreWrittenOnlyInTheCoordinatorsTerm) {
   auto got = LoadEtcdDataRing(client_.get(), "/rc");
   ASSERT_TRUE(got.ok() && got->has_value());
   EXPECT_EQ((*got)->epoch, 3u);
+  // The catalog too: a catalog attached with the old term's guard changes nothing in etcd.
+  EtcdCatalogStore store(client_.get(), "/rc");
+  store.SetGuard(guard);
+  auto catalog = Open("guarded.txt");
+  ASSERT_TRUE(catalog->AttachStore(&store).ok());
+  EXPECT_FALSE(catalog->Create("late", 1 << 20, 0, 2).ok())
+      << "a VDI created by a deposed coordinator";
+  auto late = client_->Get("/rc/vdis/late");
+  ASSERT_TRUE(late.ok());
+  EXPECT_FALSE(late->has_value());
   pending = LoadEtcdDataPurge(client_.get(), "/rc");
   ASSERT_TRUE(pending.ok());
   EXPECT_TRUE(*pending) << "the purge mark stays for the new leader to finish";
@@ -166,6 +176,11 @@ TEST_F(EtcdStateTest, DataRingAndPurgeMarkAreWrittenOnlyInTheCoordinatorsTerm) {
   const auto now = membership::TxnCompare::CreateRevisionIs("/rc/coordinator",
                                                             (*kv)->create_revision);
   ASSERT_TRUE(SaveEtcdDataPurge(client_.get(), "/rc", false, now).ok());
+  store.SetGuard(now);
+  EXPECT_TRUE(catalog->Create("current", 1 << 20, 0, 2).ok());
+  auto current = client_->Get("/rc/vdis/current");
+  ASSERT_TRUE(current.ok());
+  EXPECT_TRUE(current->has_value()) << "the current term's catalog write lands";
   pending = LoadEtcdDataPurge(client_.get(), "/rc");
   ASSERT_TRUE(pending.ok());
   EXPECT_FALSE(*pending);

@@ -334,6 +334,7 @@ int main(int argc, char** argv) {
                      purge.status().ToString());
       }
       ro.purge_pending = !purge.ok() || *purge;
+      if (catalog_store != nullptr) catalog_store->SetGuard(guard);
       leading = true;
       spdlog::info("coordinator: leading (term {}), cache ring epoch {}", term, r->ring_epoch());
       start_rebalancer();
@@ -355,6 +356,10 @@ int main(int argc, char** argv) {
     auto step_down = [&, r = router->get()] {
       leading = false;
       r->SetPublisher(nullptr);  // first: a change under way stops publishing and ends
+      if (catalog_store != nullptr) {  // no term: a compare that never holds
+        catalog_store->SetGuard(
+            membership::TxnCompare::CreateRevisionIs(membership::CoordinatorKey(prefix), -1));
+      }
       sync.reset();
       std::shared_ptr<gateway::DataRebalancer> old;
       {
