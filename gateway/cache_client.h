@@ -22,8 +22,14 @@ class CacheClient {
  public:
   virtual ~CacheClient() = default;
   // The cache ring epoch the sender routes with; the gRPC client stamps it on every block
-  // request (cachenode/service.h RingEpochGuard). 0: not stamped.
-  void SetRingEpoch(uint64_t epoch) { ring_epoch_.store(epoch, std::memory_order_relaxed); }
+  // request (cachenode/service.h RingEpochGuard). 0: not stamped. Only grows: a request that
+  // read the epoch before a ring change and stores it after must not lower it.
+  void SetRingEpoch(uint64_t epoch) {
+    uint64_t seen = ring_epoch_.load(std::memory_order_relaxed);
+    while (epoch > seen &&
+           !ring_epoch_.compare_exchange_weak(seen, epoch, std::memory_order_relaxed)) {
+    }
+  }
   uint64_t ring_epoch() const { return ring_epoch_.load(std::memory_order_relaxed); }
   virtual absl::Status Read(uint32_t vdi, uint64_t object, uint32_t offset, uint32_t len,
                             char* out) = 0;

@@ -296,12 +296,27 @@ int main(int argc, char** argv) {
     // The coordinator's work runs for the length of a term: publish the cache ring (guarded by
     // the term), take over from the previous leader, follow the membership (removals with
     // replay, joins with handoff) and the data nodes (rebalancing), create the --create-vdi VDIs.
-    auto lead = [&, r = router->get(), p = pool->get(), etcd_client, prefix](int64_t term) {
-      r->SetPublisher([etcd_client, prefix, term](const gateway::CacheRingState& st) {
-        return gateway::PublishEtcdCacheRing(
-            etcd_client, prefix,
-            membership::TxnCompare::CreateRevisionIs(membership::CoordinatorKey(prefix), term),
-            st);
+    // The callbacks outlive this block: what is local to it is captured by value.
+    auto lead = [&, r = router->get(), p = pool->get(), cat = catalog->get(), etcd_client, prefix,
+                 admin](int64_t term) {
+      // Every shared write of this term (cache ring, data ring, purge mark, catalog) holds only
+      // while P/coordinator keeps this term's create revision.
+      const membership::TxnCompare guard =
+          membership::TxnCompare::CreateRevisionIs(membership::CoordinatorKey(prefix), term);
+      // Start from the latest published ring and catalog (this gateway followed them, but its
+      // last look may be behind: a heal, a failed read), not from its own view.
+      if (auto st = gateway::LoadEtcdCacheRing(etcd_client, prefix); !st.ok()) {
+        spdlog::warn("coordinator: cannot read the published cache ring: {}",
+                     st.status().ToString());
+      } else if (st->has_value()) {
+        if (absl::Status fs = r->FollowRingState(**st); !fs.ok()) spdlog::warn("{}", fs.ToString());
+      }
+      if (auto reloaded = cat->Reload(); !reloaded.ok()) {
+        spdlog::warn("coordinator: cannot reload the VDI catalog: {}",
+                     reloaded.status().ToString());
+      }
+      r->SetPublisher([etcd_client, prefix, guard](const gateway::CacheRingState& st) {
+        return gateway::PublishEtcdCacheRing(etcd_client, prefix, guard, st);
       });
       absl::Status s = absl::UnavailableError("not tried");
       for (int i = 0; i < 50 && !s.ok(); ++i) {
@@ -318,10 +333,7 @@ int main(int argc, char** argv) {
           dr.ok() && dr->has_value() && (*dr)->epoch > p->ring().epoch) {
         if (absl::Status ds = p->SetRing(**dr); !ds.ok()) spdlog::warn("{}", ds.ToString());
       }
-      // The data ring and the purge mark are written for this term only; a purge the previous
-      // leader left (it switched rings, then died) is finished by this one.
-      const membership::TxnCompare guard =
-          membership::TxnCompare::CreateRevisionIs(membership::CoordinatorKey(prefix), term);
+      // A purge the previous leader left (it switched rings, then died) is finished by this one.
       ro.save_ring = [etcd_client, prefix, guard](const datanode::DataRing& ring) {
         return gateway::SaveEtcdDataRing(etcd_client, prefix, ring, guard);
       };
@@ -353,20 +365,22 @@ int main(int argc, char** argv) {
       }
       led_once = true;
     };
-    auto step_down = [&, r = router->get()] {
+    auto step_down = [&, r = router->get(), prefix] {
       leading = false;
       r->SetPublisher(nullptr);  // first: a change under way stops publishing and ends
       if (catalog_store != nullptr) {  // no term: a compare that never holds
         catalog_store->SetGuard(
             membership::TxnCompare::CreateRevisionIs(membership::CoordinatorKey(prefix), -1));
       }
-      sync.reset();
+      // The rebalancer before the membership sync (which may wait for a change to wind down):
+      // a deposed leader copies and purges nothing more.
       std::shared_ptr<gateway::DataRebalancer> old;
       {
         absl::MutexLock l(&rebalancer_mu);
         old.swap(rebalancer);
       }
       old.reset();
+      sync.reset();
       spdlog::info("coordinator: following the new leader");
     };
     if (coordinator) {

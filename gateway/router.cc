@@ -26,6 +26,13 @@
 namespace ringcache::gateway {
 namespace {
 
+// A change that a coordinator began and could not publish the outcome of: its term ended.
+absl::Status TermEndedError() {
+  return absl::FailedPreconditionError(
+      "not the coordinator any more: its term ended during the change; the next coordinator "
+      "decides it again");
+}
+
 struct Piece {
   uint64_t object;
   uint32_t offset;  // inside the object
@@ -325,12 +332,14 @@ absl::Status Router::RemoveCacheNode(
       return absl::FailedPreconditionError("cannot remove the last cache node");
     }
     removing_.insert(id);
+    changing_ = true;
     start = RingStateLocked();
     start.epoch = epoch_ + 1;  // a new owner never writes at the epoch of the one before
   }
   if (absl::Status p = Publish(start); !p.ok()) {
     absl::MutexLock l(&mu_);
     removing_.erase(id);
+    changing_ = false;
     return absl::UnavailableError(
         absl::StrCat("cannot publish the removal of cache node ", id, ": ", p.message()));
   }
@@ -387,7 +396,12 @@ absl::Status Router::RemoveCacheNode(
   const bool published = PublishOutcome(outcome);
   absl::MutexLock l(&mu_);
   removing_.erase(id);
-  if (published) epoch_ = std::max(epoch_, outcome.epoch);
+  changing_ = false;
+  if (!published) {
+    say("not finished here: this gateway's term as coordinator ended; the next one decides");
+    return TermEndedError();
+  }
+  epoch_ = std::max(epoch_, outcome.epoch);
   if (!s.ok()) {  // requests go to the node again
     if (absl::Status ss = SaveRemoved(); !ss.ok()) spdlog::warn("{}", ss.ToString());
     return s;
@@ -518,6 +532,7 @@ absl::Status Router::AddCacheNode(uint32_t id,
     joining_ = true;
     joining_id_ = id;
     next_ring_ = std::move(next_ring);
+    changing_ = true;
     start = RingStateLocked();
     start.epoch = epoch_ + 1;
   }
@@ -526,6 +541,7 @@ absl::Status Router::AddCacheNode(uint32_t id,
     joining_ = false;
     joining_id_ = 0;
     next_ring_.reset();
+    changing_ = false;
     return absl::UnavailableError(
         absl::StrCat("cannot publish the join of cache node ", id, ": ", p.message()));
   }
@@ -591,7 +607,12 @@ absl::Status Router::AddCacheNode(uint32_t id,
   joining_ = false;
   joining_id_ = 0;
   next_ring_.reset();
-  if (published) epoch_ = std::max(epoch_, outcome.epoch);
+  changing_ = false;
+  if (!published) {
+    say("not finished here: this gateway's term as coordinator ended; the next one decides");
+    return TermEndedError();
+  }
+  epoch_ = std::max(epoch_, outcome.epoch);
   if (!s.ok()) return s;
   removed_.erase(id);
   absl::Status rs = RebuildRing();
@@ -602,6 +623,7 @@ absl::Status Router::AddCacheNode(uint32_t id,
 
 void Router::SetPublisher(Publisher publisher) {
   absl::MutexLock l(&mu_);
+  if (publisher) publishes_ = true;
   publisher_ = std::move(publisher);
 }
 
@@ -637,7 +659,9 @@ bool Router::PublishOutcome(const CacheRingState& state) {
   for (int i = 0;; ++i) {
     {
       absl::MutexLock l(&mu_);
-      if (!publisher_) return i == 0;  // static mode, or the term ended: not published
+      // Static mode (never a publisher): the outcome is the ring. Cluster mode without one any
+      // more: the term ended, nothing was published, and the outcome must not be used.
+      if (!publisher_) return !publishes_;
     }
     absl::Status s = Publish(state);
     if (s.ok()) return true;
@@ -668,6 +692,10 @@ absl::Status Router::FollowLocked(const CacheRingState& st,
   if (st.epoch <= epoch_) return absl::OkStatus();
   if (publisher_) {
     return absl::FailedPreconditionError("this gateway publishes the cache ring (coordinator)");
+  }
+  if (changing_) {  // a deposed coordinator's change winds down first (it then publishes nothing)
+    return absl::FailedPreconditionError(
+        "a cache node change of this gateway's ended term is still winding down");
   }
   auto known = [this](uint32_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return MemberLocked(id) != nullptr;

@@ -241,6 +241,10 @@ class Router : public ExportProvider {
   uint64_t epoch_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_set<uint32_t> removed_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<uint32_t> removing_ ABSL_GUARDED_BY(mu_);
+  // A RemoveCacheNode or AddCacheNode of this router runs: the ring is not followed meanwhile.
+  bool changing_ ABSL_GUARDED_BY(mu_) = false;
+  // A publisher was set once (cluster mode's coordinator): without one now its term ended.
+  bool publishes_ ABSL_GUARDED_BY(mu_) = false;
   bool joining_ ABSL_GUARDED_BY(mu_) = false;  // AddCacheNode holds every request
   uint32_t joining_id_ ABSL_GUARDED_BY(mu_) = 0;
   std::unique_ptr<ring::Ring> next_ring_ ABSL_GUARDED_BY(mu_);  // the ring with the joiner

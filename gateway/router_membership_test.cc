@@ -328,6 +328,34 @@ TEST_F(RouterMembershipTest, AFollowerHoldsWhatTheCoordinatorSettlesAndFollowsIt
   fdev->reset();
 }
 
+TEST_F(RouterMembershipTest, ATermThatEndsDuringARemovalLeavesTheRingToTheSuccessor) {
+  WriteAll('a');
+  router_->SetPublisher([](const CacheRingState&) { return absl::OkStatus(); });
+  ASSERT_TRUE(router_->TakeOver(/*min_epoch=*/10).ok());
+  const uint64_t before = router_->ring_epoch();
+  CacheRingState successor;  // what the next coordinator publishes meanwhile
+  successor.epoch = 50;
+  successor.removing = {2};
+  auto settle = CacheNodeSettle(router_.get(), 1, true);
+  absl::Status removed = router_->RemoveCacheNode(
+      1,
+      [&](CacheClient* c, bool alive) {
+        // The term ends here (the step-down clears the publisher) and the successor publishes.
+        router_->SetPublisher(nullptr);
+        EXPECT_EQ(router_->FollowRingState(successor).code(), absl::StatusCode::kFailedPrecondition)
+            << "not followed while this router's own change winds down";
+        return settle(c, alive);
+      },
+      nullptr, 3);
+  EXPECT_EQ(removed.code(), absl::StatusCode::kFailedPrecondition) << removed;
+  EXPECT_NE(removed.message().find("term ended"), std::string::npos) << removed;
+  EXPECT_TRUE(router_->removed().empty()) << "the unpublished outcome is not applied";
+  EXPECT_EQ(router_->ring_epoch(), before + 1) << "only the published start was routed with";
+  ASSERT_TRUE(router_->FollowRingState(successor).ok()) << "followed once the change ended";
+  EXPECT_EQ(router_->ring_epoch(), 50u);
+  EXPECT_TRUE(router_->removed().empty());
+}
+
 TEST_F(RouterMembershipTest, RestartedRouterKeepsLearnedNodes) {
   ASSERT_TRUE(router_->LearnCacheNode(3, "local:3", 2.0).ok());
   {
