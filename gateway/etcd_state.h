@@ -7,8 +7,9 @@
 //   P/rings/data-purge  present while replicas left on data nodes that are no longer their
 //                   homes wait to be deleted (the rebalance switched rings and has not purged
 //                   yet): a coordinator taking over finishes that purge
-// The cache ring's epoch is the etcd revision of the membership view it follows
-// (gateway/membership_sync.h); it needs no key of its own.
+// With an elected coordinator every write is guarded by its term (membership/election.h). The
+// cache ring the coordinator publishes (P/rings/cache) is in membership/cache_ring_state.h and
+// gateway/cluster_follower.h.
 //
 // Thread-safety: thread-safe (as EtcdClient).
 #ifndef RINGCACHE_GATEWAY_ETCD_STATE_H_
