@@ -327,7 +327,7 @@ int main(int argc, char** argv) {
       if (!s.ok()) {
         spdlog::error("coordinator: cannot take over the cache ring: {}", s.ToString());
         r->SetPublisher(nullptr);
-        return;
+        return false;  // the election resigns the term: another candidate may do better
       }
       if (auto dr = gateway::LoadEtcdDataRing(etcd_client, prefix);
           dr.ok() && dr->has_value() && (*dr)->epoch > p->ring().epoch) {
@@ -364,6 +364,7 @@ int main(int argc, char** argv) {
         spdlog::error("--create-vdi: {}", cs.ToString());
       }
       led_once = true;
+      return true;
     };
     auto step_down = [&, r = router->get(), prefix] {
       leading = false;
@@ -389,11 +390,9 @@ int main(int argc, char** argv) {
       election = membership::Election::Start(
           etcd_client, presence->registration(), eo,
           [lead, step_down](bool leader, int64_t term) {
-            if (leader) {
-              lead(term);
-            } else {
-              step_down();
-            }
+            if (leader) return lead(term);
+            step_down();
+            return true;
           });
       // Ready once a coordinator is known (this one or another), so that administration works.
       for (int i = 0; i < 20 * static_cast<int>(etcd_settings.lease_ttl_s) + 40; ++i) {

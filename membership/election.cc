@@ -89,6 +89,20 @@ int64_t Election::Look(bool leading) {
   return r->revision;
 }
 
+void Election::DeleteKey(int64_t term) {
+  EtcdCallOptions call;
+  call.timeout = absl::Seconds(2);
+  (void)client_->Txn({TxnCompare::CreateRevisionIs(key_, term)}, {TxnOp::Delete(key_)}, {}, call);
+}
+
+void Election::StepDown(int64_t term) {
+  {
+    absl::MutexLock l(&mu_);
+    term_ = 0;
+  }
+  callback_(false, term);
+}
+
 void Election::Run() {
   int64_t term = 0;
   for (;;) {
@@ -102,11 +116,7 @@ void Election::Run() {
     if (now == term) continue;
     if (term != 0) {
       spdlog::warn("coordinator: no longer the leader (term {})", term);
-      {
-        absl::MutexLock l(&mu_);
-        term_ = 0;
-      }
-      callback_(false, term);
+      StepDown(term);
     }
     term = now;
     if (term != 0) {
@@ -115,20 +125,21 @@ void Election::Run() {
         absl::MutexLock l(&mu_);
         term_ = term;
       }
-      callback_(true, term);
+      if (!callback_(true, term)) {
+        spdlog::error("coordinator: cannot lead; resigning term {} and not campaigning for {}",
+                      term, absl::FormatDuration(options_.resign_backoff));
+        StepDown(term);
+        DeleteKey(term);
+        term = 0;
+        absl::MutexLock l(&mu_);
+        auto stop = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_; };
+        if (mu_.AwaitWithTimeout(absl::Condition(&stop), options_.resign_backoff)) break;
+      }
     }
   }
   if (term != 0) {
-    {
-      absl::MutexLock l(&mu_);
-      term_ = 0;
-    }
-    callback_(false, term);
-    // Hand over at once: delete the key only if it is still this term's.
-    EtcdCallOptions call;
-    call.timeout = absl::Seconds(2);
-    (void)client_->Txn({TxnCompare::CreateRevisionIs(key_, term)}, {TxnOp::Delete(key_)}, {},
-                       call);
+    StepDown(term);
+    DeleteKey(term);  // hand over at once
   }
 }
 

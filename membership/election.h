@@ -50,11 +50,17 @@ class Election {
   struct Options {
     std::string prefix = std::string(kDefaultPrefix);
     absl::Duration poll = absl::Milliseconds(250);  // how often a candidate looks
+    // After a resignation (below): how long this candidate does not campaign.
+    absl::Duration resign_backoff = absl::Seconds(10);
   };
   // Called with true when this candidate becomes leader (term given), false when it stops being
   // one. The callback may block (it starts or stops the coordinator's work); the election does
-  // not look at etcd meanwhile.
-  using Callback = std::function<void(bool leader, int64_t term)>;
+  // not look at etcd meanwhile. Returning false from a `leader` call resigns the term: a leader
+  // that cannot do the coordinator's work (its takeover failed) must not hold it, or the cluster
+  // would have no working coordinator. The election then steps down (callback false), deletes
+  // the key and does not campaign again for `resign_backoff`. The return value of a step-down
+  // call is ignored.
+  using Callback = std::function<bool(bool leader, int64_t term)>;
 
   // Campaigns for `registration`'s node with its lease. `client` and `registration` are not
   // owned and must outlive the election.
@@ -79,6 +85,10 @@ class Election {
   // `leading`: this candidate holds the current term; its look then ends (not leader) by the
   // time its lease may have expired, however slow etcd is to answer.
   int64_t Look(bool leading);
+  // Deletes the key if `term` still holds it (a clean hand-over).
+  void DeleteKey(int64_t term);
+  // Ends `term` on this side: term_ = 0, then the callback (false).
+  void StepDown(int64_t term);
 
   EtcdClient* const client_;
   NodeRegistration* const registration_;

@@ -403,10 +403,12 @@ TEST_F(MembershipTest, EtcdRestartFencesThenRecovers) {
 struct LeadLog {
   absl::Mutex mu;
   std::vector<std::pair<bool, int64_t>> changes ABSL_GUARDED_BY(mu);
+  bool refuse ABSL_GUARDED_BY(mu) = false;  // cannot lead: resign every term
   Election::Callback Callback() {
     return [this](bool leader, int64_t term) {
       absl::MutexLock l(&mu);
       changes.push_back({leader, term});
+      return !refuse;
     };
   }
   size_t size() {
@@ -490,6 +492,37 @@ TEST_F(MembershipTest, ALeaderWhoseLeaseLapsesStepsDownAndAnotherTakesOver) {
   auto info = ReadLeader(client_.get(), "/rc");
   ASSERT_TRUE(info.ok() && info->has_value());
   EXPECT_EQ((*info)->record.id, 3u);
+}
+
+TEST_F(MembershipTest, ALeaderThatCannotLeadResignsAndAnotherTakesOver) {
+  Election::Options o;
+  o.prefix = "/rc";
+  o.poll = absl::Milliseconds(50);
+  o.resign_backoff = absl::Seconds(30);
+  auto reg1 = Register(Node(Role::kGateway, 1));
+  ASSERT_TRUE(reg1.ok());
+  LeadLog log1, log2;
+  {
+    absl::MutexLock l(&log1.mu);
+    log1.refuse = true;  // its takeover fails
+  }
+  auto e1 = Election::Start(client_.get(), reg1->get(), o, log1.Callback());
+  ASSERT_TRUE(WaitFor([&] { return log1.size() >= 2; }));
+  {
+    absl::MutexLock l(&log1.mu);
+    EXPECT_TRUE(log1.changes[0].first);
+    EXPECT_EQ(log1.changes[1], std::make_pair(false, log1.changes[0].second));
+  }
+  EXPECT_FALSE(e1->leader());
+  auto reg2 = Register(Node(Role::kGateway, 2));
+  ASSERT_TRUE(reg2.ok());
+  auto e2 = Election::Start(client_.get(), reg2->get(), o, log2.Callback());
+  ASSERT_TRUE(WaitFor([&] { return e2->leader(); }))
+      << "the resigned key is gone and the other candidate takes the term";
+  auto info = ReadLeader(client_.get(), "/rc");
+  ASSERT_TRUE(info.ok() && info->has_value());
+  EXPECT_EQ((*info)->record.id, 2u);
+  EXPECT_EQ(log1.size(), 2u) << "the resigned candidate does not campaign during its backoff";
 }
 
 }  // namespace
