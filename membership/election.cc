@@ -8,7 +8,9 @@
 
 namespace ringcache::membership {
 
-std::string CoordinatorKey(const std::string& prefix) { return absl::StrCat(prefix, "/coordinator"); }
+std::string CoordinatorKey(const std::string& prefix) {
+  return absl::StrCat(prefix, "/coordinator");
+}
 
 absl::StatusOr<std::optional<LeaderInfo>> ReadLeader(EtcdClient* client,
                                                      const std::string& prefix) {
@@ -17,8 +19,8 @@ absl::StatusOr<std::optional<LeaderInfo>> ReadLeader(EtcdClient* client,
   if (!kv->has_value()) return std::optional<LeaderInfo>();
   auto record = DecodeNodeRecord((*kv)->value);
   if (!record.ok()) {
-    return absl::DataLossError(absl::StrCat(CoordinatorKey(prefix), ": ",
-                                            record.status().message()));
+    return absl::DataLossError(
+        absl::StrCat(CoordinatorKey(prefix), ": ", record.status().message()));
   }
   return std::optional<LeaderInfo>(LeaderInfo{*record, (*kv)->create_revision});
 }
@@ -71,8 +73,8 @@ int64_t Election::Look(bool leading) {
   // cut off): a successor can be elected as soon as the lease is gone at the server.
   if (leading && !valid) return 0;
   EtcdCallOptions call;
-  call.timeout = leading ? std::clamp(left, absl::Milliseconds(50), absl::Seconds(2))
-                         : absl::Seconds(2);
+  call.timeout =
+      leading ? std::clamp(left, absl::Milliseconds(50), absl::Seconds(2)) : absl::Seconds(2);
   auto kv = client_->Get(key_, call);
   if (!kv.ok()) return 0;  // etcd unreachable: not (certainly) leader
   if (kv->has_value()) {
@@ -82,9 +84,9 @@ int64_t Election::Look(bool leading) {
                : 0;
   }
   if (!valid || lease == 0) return 0;
-  auto r = client_->Txn({TxnCompare::KeyMissing(key_)},
-                        {TxnOp::Put(key_, EncodeNodeRecord(registration_->record()), lease)},
-                        {}, call);
+  auto r =
+      client_->Txn({TxnCompare::KeyMissing(key_)},
+                   {TxnOp::Put(key_, EncodeNodeRecord(registration_->record()), lease)}, {}, call);
   if (!r.ok() || !r->succeeded) return 0;  // lost the race, or outcome unknown: look again
   return r->revision;
 }
@@ -109,8 +111,7 @@ void Election::Run() {
     {
       absl::MutexLock l(&mu_);
       auto stop = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_; };
-      if (mu_.AwaitWithTimeout(absl::Condition(&stop), options_.poll))
-        break;
+      if (mu_.AwaitWithTimeout(absl::Condition(&stop), options_.poll)) break;
     }
     const int64_t now = Look(term != 0);
     if (now == term) continue;

@@ -42,8 +42,7 @@ struct LeaderInfo {
 };
 
 // Reads the leader (nullopt: none elected now).
-absl::StatusOr<std::optional<LeaderInfo>> ReadLeader(EtcdClient* client,
-                                                     const std::string& prefix);
+absl::StatusOr<std::optional<LeaderInfo>> ReadLeader(EtcdClient* client, const std::string& prefix);
 
 class Election {
  public:
@@ -78,8 +77,7 @@ class Election {
   TxnCompare LeaderGuard() const;
 
  private:
-  Election(EtcdClient* client, NodeRegistration* registration, Options options,
-           Callback callback);
+  Election(EtcdClient* client, NodeRegistration* registration, Options options, Callback callback);
   void Run();
   // One look at etcd: returns the term this candidate now leads (0: not leader).
   // `leading`: this candidate holds the current term; its look then ends (not leader) by the
