@@ -301,8 +301,7 @@ int main(int argc, char** argv) {
                  admin](int64_t term) {
       // Every shared write of this term (cache ring, data ring, purge mark, catalog) holds only
       // while P/coordinator keeps this term's create revision.
-      const membership::TxnCompare guard =
-          membership::TxnCompare::CreateRevisionIs(membership::CoordinatorKey(prefix), term);
+      const membership::TxnCompare guard = membership::TermGuard(prefix, term);
       // Start from the latest published ring and catalog (this gateway followed them, but its
       // last look may be behind: a heal, a failed read), not from its own view.
       if (auto st = gateway::LoadEtcdCacheRing(etcd_client, prefix); !st.ok()) {
@@ -369,10 +368,7 @@ int main(int argc, char** argv) {
     auto step_down = [&, r = router->get(), prefix] {
       leading = false;
       r->SetPublisher(nullptr);  // first: a change under way stops publishing and ends
-      if (catalog_store != nullptr) {  // no term: a compare that never holds
-        catalog_store->SetGuard(
-            membership::TxnCompare::CreateRevisionIs(membership::CoordinatorKey(prefix), -1));
-      }
+      if (catalog_store != nullptr) catalog_store->SetGuard(membership::TermGuard(prefix, 0));
       // The rebalancer before the membership sync (which may wait for a change to wind down):
       // a deposed leader copies and purges nothing more.
       std::shared_ptr<gateway::DataRebalancer> old;

@@ -627,11 +627,6 @@ void Router::SetPublisher(Publisher publisher) {
   publisher_ = std::move(publisher);
 }
 
-CacheRingState Router::RingState() const {
-  absl::MutexLock l(&mu_);
-  return RingStateLocked();
-}
-
 CacheRingState Router::RingStateLocked() const {
   CacheRingState st;
   st.epoch = epoch_;

@@ -158,8 +158,6 @@ class Router : public ExportProvider {
   // published states (FollowRingState).
   using Publisher = std::function<absl::Status(const CacheRingState&)>;
   void SetPublisher(Publisher publisher);
-  // The state as it would be published now.
-  CacheRingState RingState() const;
   // Follows a state published by the coordinator: learns its nodes, takes its ring, its waiting
   // requests and its epoch. States with an epoch not above ring_epoch() are ignored (OK). Fails
   // (changing nothing) while this router runs a change itself or when a node cannot be learned.

@@ -59,11 +59,12 @@ int64_t Election::term() const {
   return term_;
 }
 
-TxnCompare Election::LeaderGuard() const {
-  // Term 0 never matches an existing key: a guarded write by a non-leader fails.
-  const int64_t t = term();
-  return TxnCompare::CreateRevisionIs(key_, t == 0 ? -1 : t);
+TxnCompare TermGuard(const std::string& prefix, int64_t term) {
+  // -1 matches no key, existing or missing: a guarded write without a term fails.
+  return TxnCompare::CreateRevisionIs(CoordinatorKey(prefix), term == 0 ? -1 : term);
 }
+
+TxnCompare Election::LeaderGuard() const { return TermGuard(options_.prefix, term()); }
 
 int64_t Election::Look(bool leading) {
   const int64_t lease = registration_->lease_id();
@@ -94,7 +95,7 @@ int64_t Election::Look(bool leading) {
 void Election::DeleteKey(int64_t term) {
   EtcdCallOptions call;
   call.timeout = absl::Seconds(2);
-  (void)client_->Txn({TxnCompare::CreateRevisionIs(key_, term)}, {TxnOp::Delete(key_)}, {}, call);
+  (void)client_->Txn({TermGuard(options_.prefix, term)}, {TxnOp::Delete(key_)}, {}, call);
 }
 
 void Election::StepDown(int64_t term) {

@@ -34,6 +34,9 @@
 namespace ringcache::membership {
 
 std::string CoordinatorKey(const std::string& prefix);  // P/coordinator
+// The compare that holds only while `term` lasts (P/coordinator keeps that create revision);
+// term 0 (no term) never holds. Every shared write of a coordinator is guarded by it.
+TxnCompare TermGuard(const std::string& prefix, int64_t term);
 
 // The current leader's record and term, as read from etcd.
 struct LeaderInfo {
