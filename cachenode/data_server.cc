@@ -1,11 +1,14 @@
 #include "cachenode/data_server.h"
 
+#include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include <spdlog/spdlog.h>
-
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "common/socket.h"
@@ -21,12 +24,11 @@ DataServer::DataServer(CacheNode* node, RequestGate* gate, metrics::Registry* re
                                          "Block requests served over the block data protocol.",
                                          {{"op", names[op]}});
   }
-  refused_connections_ = registry->GetCounter(
-      "ringcache_cachenode_data_refused_connections_total",
-      "Block data connections closed at once: over the connection limit.");
-  protocol_errors_ = registry->GetCounter(
-      "ringcache_cachenode_data_protocol_errors_total",
-      "Block data connections closed on a malformed request.");
+  refused_connections_ =
+      registry->GetCounter("ringcache_cachenode_data_refused_connections_total",
+                           "Block data connections closed at once: over the connection limit.");
+  protocol_errors_ = registry->GetCounter("ringcache_cachenode_data_protocol_errors_total",
+                                          "Block data connections closed on a malformed request.");
   tls_refused_ = registry->GetCounter(
       "ringcache_cachenode_data_tls_refused_total",
       "Block data connections whose TLS handshake failed or whose certificate was refused.");
@@ -41,9 +43,9 @@ absl::StatusOr<std::unique_ptr<DataServer>> DataServer::Start(const DataServerOp
   o.host = options.host;
   o.port = options.port;
   o.max_connections = options.max_connections;
-  RC_ASSIGN_OR_RETURN(
-      s->server_, ConnectionServer::Start(o, [p = s.get()](int fd) { p->Serve(fd); },
-                                          [p = s.get()] { p->refused_connections_->Increment(); }));
+  RC_ASSIGN_OR_RETURN(s->server_, ConnectionServer::Start(
+                                      o, [p = s.get()](int fd) { p->Serve(fd); },
+                                      [p = s.get()] { p->refused_connections_->Increment(); }));
   return s;
 }
 
@@ -53,9 +55,107 @@ void DataServer::Stop() {
   if (server_ != nullptr) server_->Stop();
 }
 
+namespace {
+
+// A connection's input, read in large pieces: one receive takes every request the gateway has
+// pipelined so far.
+class InBuffer {
+ public:
+  InBuffer(int fd, tls::Session* session) : fd_(fd), session_(session), buf_(kCapacity) {}
+  size_t available() const { return end_ - begin_; }
+  const char* data() const { return buf_.data() + begin_; }
+  void Consume(size_t n) { begin_ += n; }
+  // Waits until at least `n` (<= kCapacity) bytes are buffered; false on EOF or error.
+  bool FillTo(size_t n) {
+    if (begin_ > 0 && buf_.size() - begin_ < n) {
+      std::memmove(buf_.data(), buf_.data() + begin_, available());
+      end_ -= begin_;
+      begin_ = 0;
+    }
+    while (available() < n) {
+      long got;
+      if (session_ != nullptr) {
+        got = session_->Read(buf_.data() + end_, buf_.size() - end_);
+        if (got == -EAGAIN) continue;
+      } else {
+        got = ::recv(fd_, buf_.data() + end_, buf_.size() - end_, 0);
+        if (got < 0 && errno == EINTR) continue;
+      }
+      if (got <= 0) return false;
+      end_ += static_cast<size_t>(got);
+    }
+    return true;
+  }
+  // Copies `len` bytes of the stream to `out`: what is buffered, then the rest straight from
+  // the socket.
+  bool ReadTo(char* out, size_t len) {
+    const size_t have = std::min(available(), len);
+    std::memcpy(out, data(), have);
+    Consume(have);
+    return have == len || tls::ReadFullOn(fd_, session_, out + have, len - have).ok();
+  }
+
+  static constexpr size_t kCapacity = 64 << 10;
+
+ private:
+  const int fd_;
+  tls::Session* const session_;
+  std::vector<char> buf_;
+  size_t begin_ = 0, end_ = 0;
+};
+
+// The answers not sent yet: flushed with one writev when the connection has no complete
+// request left to run (or the batch is large), so pipelined requests share a send.
+class OutBatch {
+ public:
+  // A buffer for the data of the next answer (valid until Flush).
+  char* DataBuffer(size_t len) {
+    if (data_.size() <= count_) data_.emplace_back();
+    data_[count_].resize(std::max(data_[count_].size(), len));
+    return data_[count_].data();
+  }
+  void Add(const absl::Status& st, uint32_t data_len) {
+    if (heads_.size() <= count_) heads_.emplace_back();
+    if (messages_.size() <= count_) messages_.emplace_back();
+    if (data_.size() <= count_) data_.emplace_back();
+    const wire::Response resp = wire::FromStatus(st, data_len);
+    wire::EncodeResponse(resp, heads_[count_].data());
+    messages_[count_].assign(st.message().data(), resp.message_len);
+    lens_.resize(std::max(lens_.size(), count_ + 1));
+    lens_[count_] = resp.data_len;
+    bytes_ += wire::kResponseBytes + resp.message_len + resp.data_len;
+    ++count_;
+  }
+  bool full() const { return count_ >= kMaxAnswers || bytes_ >= kMaxBytes; }
+  bool Flush(int fd, tls::Session* session) {
+    if (count_ == 0) return true;
+    iov_.clear();
+    for (size_t i = 0; i < count_; ++i) {
+      iov_.push_back({heads_[i].data(), wire::kResponseBytes});
+      if (!messages_[i].empty()) iov_.push_back({messages_[i].data(), messages_[i].size()});
+      if (lens_[i] > 0) iov_.push_back({data_[i].data(), lens_[i]});
+    }
+    count_ = 0;
+    bytes_ = 0;
+    return tls::WriteFullVOn(fd, session, iov_.data(), static_cast<int>(iov_.size())).ok();
+  }
+
+ private:
+  static constexpr size_t kMaxAnswers = 64;  // IOV_MAX / 3 would allow 341
+  static constexpr size_t kMaxBytes = 1 << 20;
+  std::vector<std::array<char, wire::kResponseBytes>> heads_;
+  std::vector<std::string> messages_;
+  std::vector<std::vector<char>> data_;
+  std::vector<uint32_t> lens_;
+  std::vector<iovec> iov_;
+  size_t count_ = 0;
+  size_t bytes_ = 0;
+};
+
+}  // namespace
+
 void DataServer::Serve(int fd) {
-  std::vector<char> payload, data;
-  char head[wire::kRequestBytes];
+  std::vector<char> payload;
   std::unique_ptr<tls::Session> session;
   if (tls_ != nullptr) {
     absl::StatusOr<std::unique_ptr<tls::Session>> s = tls_->Accept(fd, absl::Seconds(10));
@@ -67,29 +167,42 @@ void DataServer::Serve(int fd) {
       return;
     }
   }
+  // Requests are run in the order they arrive and answered in that order (the gateway matches
+  // answers to requests by it: docs/data-protocol.md). Answers wait in `out` while more
+  // requests are already buffered, and go out together before the connection waits for input.
+  InBuffer in(fd, session.get());
+  OutBatch out;
   for (;;) {
-    if (!tls::ReadFullOn(fd, session.get(), head, sizeof(head)).ok()) break;
+    if (in.available() < wire::kRequestBytes) {
+      if (!out.Flush(fd, session.get())) break;
+      if (!in.FillTo(wire::kRequestBytes)) break;
+    }
     wire::Request r;
-    if (absl::Status d = wire::DecodeRequest(head, &r); !d.ok()) {
+    if (absl::Status d = wire::DecodeRequest(in.data(), &r); !d.ok()) {
       protocol_errors_->Increment();
       spdlog::warn("block data connection closed: {}", d.ToString());
       break;
     }
+    in.Consume(wire::kRequestBytes);
+    const char* body = nullptr;
+    bool in_place = false;  // the payload is used where it lies in the input buffer
     if (r.op == wire::Op::kWrite) {
-      payload.resize(r.length);
-      if (!tls::ReadFullOn(fd, session.get(), payload.data(), r.length).ok()) break;
+      if (in.available() >= r.length) {
+        body = in.data();
+        in_place = true;
+      } else {
+        payload.resize(r.length);
+        if (!in.ReadTo(payload.data(), r.length)) break;
+        body = payload.data();
+      }
     }
-    if (r.op == wire::Op::kRead && data.size() < r.length) data.resize(r.length);
-    requests_[static_cast<int>(r.op)]->Increment();
-    const absl::Status st = Handle(r, payload.data(), data.data());
     const bool read = r.op == wire::Op::kRead;
-    const wire::Response resp = wire::FromStatus(st, read ? r.length : 0);
-    char out[wire::kResponseBytes];
-    wire::EncodeResponse(resp, out);
-    iovec iov[3] = {{out, sizeof(out)},
-                    {const_cast<char*>(st.message().data()), resp.message_len},
-                    {data.data(), resp.data_len}};
-    if (!tls::WriteFullVOn(fd, session.get(), iov, 3).ok()) break;
+    char* data = read ? out.DataBuffer(r.length) : nullptr;
+    requests_[static_cast<int>(r.op)]->Increment();
+    const absl::Status st = Handle(r, body, data);
+    if (in_place) in.Consume(r.length);
+    out.Add(st, read ? r.length : 0);
+    if (out.full() && !out.Flush(fd, session.get())) break;
   }
   session.reset();  // the session goes before its socket (closed by the ConnectionServer)
 }

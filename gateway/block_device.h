@@ -12,17 +12,18 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
 namespace ringcache::gateway {
 
 struct ExportInfo {
-  std::string name;              // NBD export name = VDI name
+  std::string name;  // NBD export name = VDI name
   std::string description;
   uint32_t vdi_id = 0;
   uint64_t size_bytes = 0;
-  uint32_t min_block = 512;      // NBD_INFO_BLOCK_SIZE minimum
+  uint32_t min_block = 512;  // NBD_INFO_BLOCK_SIZE minimum
   uint32_t preferred_block = 4096;
   uint32_t max_block = 32u << 20;
   bool read_only = false;
@@ -34,8 +35,8 @@ struct ExportInfo {
 // One extent of NBD "base:allocation" block status.
 struct Extent {
   uint32_t length = 0;
-  bool hole = false;             // NBD_STATE_HOLE: never written (or trimmed)
-  bool zero = false;             // NBD_STATE_ZERO: reads as zeros
+  bool hole = false;  // NBD_STATE_HOLE: never written (or trimmed)
+  bool zero = false;  // NBD_STATE_ZERO: reads as zeros
 };
 
 // Errors: kInvalidArgument -> NBD_EINVAL, kOutOfRange/kResourceExhausted -> NBD_ENOSPC,
@@ -46,6 +47,15 @@ class BlockDevice {
   virtual ~BlockDevice() = default;
   // Reads `len` bytes at `offset` into `buf` (caller-owned, at least len bytes).
   virtual absl::Status Read(uint64_t offset, uint32_t len, char* buf) = 0;
+  // Starts a read that completes on another thread, for a caller that must not block (the NBD
+  // connection's reader): returns true and later runs `done` once — OK with the data in `buf`,
+  // or an error, after which the caller does the read with Read. Returns false without calling
+  // `done` when the device has no such path for this range. The default has none.
+  virtual bool ReadAsync(uint64_t offset, uint32_t len, char* buf,
+                         absl::AnyInvocable<void(absl::Status)> done) {
+    (void)offset, (void)len, (void)buf, (void)done;
+    return false;
+  }
   // Writes; returns only when the data is durable (every acknowledged write is durable, so FUA
   // needs nothing extra, but it is passed on).
   virtual absl::Status Write(uint64_t offset, uint32_t len, const char* buf, bool fua) = 0;

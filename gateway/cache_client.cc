@@ -48,6 +48,21 @@ class GrpcCacheClient : public CacheClient {
     std::memcpy(out, resp.data().data(), len);
     return absl::OkStatus();
   }
+  bool ReadAsync(uint32_t vdi, uint64_t object, uint32_t offset, uint32_t len, char* out,
+                 absl::AnyInvocable<void(absl::Status)> done) override {
+    std::shared_ptr<DataChannel> ch;
+    {
+      absl::MutexLock l(&data_mu_);
+      ch = data_;
+    }
+    if (ch == nullptr) return false;
+    wire::Request r{wire::Op::kRead, vdi, object, offset, len};
+    r.epoch = ring_epoch();
+    r.timeout_ms = static_cast<uint32_t>(timeout_ms_);
+    return ch->ReadAsync(r, out, [this, done = std::move(done)](absl::Status s) mutable {
+      done(s.ok() ? s : Annotate(s, absl::StrCat(What("read"), ": ")));
+    });
+  }
   absl::Status Write(uint32_t vdi, uint64_t object, uint32_t offset, uint32_t len,
                      const char* data) override {
     if (std::optional<absl::Status> fast =

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "datanode/client/datanode_pool.h"
 #include "ring/ring.h"
@@ -33,12 +34,19 @@ class CacheClient {
   uint64_t ring_epoch() const { return ring_epoch_.load(std::memory_order_relaxed); }
   virtual absl::Status Read(uint32_t vdi, uint64_t object, uint32_t offset, uint32_t len,
                             char* out) = 0;
+  // Starts a read that completes on another thread: returns true and runs `done` exactly once
+  // later (with the data in `out`), or returns false without calling it when this client has
+  // no asynchronous path up (then use Read). Only the gRPC client's block data pipe has one.
+  virtual bool ReadAsync(uint32_t vdi, uint64_t object, uint32_t offset, uint32_t len, char* out,
+                         absl::AnyInvocable<void(absl::Status)> done) {
+    (void)vdi, (void)object, (void)offset, (void)len, (void)out, (void)done;
+    return false;
+  }
   virtual absl::Status Write(uint32_t vdi, uint64_t object, uint32_t offset, uint32_t len,
                              const char* data) = 0;
   virtual absl::Status Trim(uint32_t vdi, uint64_t object, uint32_t offset, uint32_t len,
                             bool zero) = 0;
-  virtual absl::Status Prefetch(uint32_t vdi, uint64_t object, uint32_t offset,
-                                uint32_t len) = 0;
+  virtual absl::Status Prefetch(uint32_t vdi, uint64_t object, uint32_t offset, uint32_t len) = 0;
   virtual absl::Status Allocation(uint32_t vdi, uint64_t object, uint32_t offset, uint32_t len,
                                   std::vector<bool>* allocated) = 0;
   virtual absl::Status RegisterVdi(const v1::VdiGeometry& vdi, v1::CacheMode mode) = 0;
@@ -57,7 +65,7 @@ class CacheClient {
     bool quarantined = false;    // lost ownership; waits to be re-admitted
     bool device_failed = false;  // its SSD failed a write or fdatasync (sticky)
     std::string device_error;
-    uint64_t epoch = 0;          // highest cache ring epoch it has seen
+    uint64_t epoch = 0;  // highest cache ring epoch it has seen
   };
   // Asks the node for its state, waiting at most `timeout_ms`.
   virtual absl::StatusOr<NodeHealth> Health(int timeout_ms) = 0;

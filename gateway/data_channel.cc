@@ -5,23 +5,200 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <deque>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_tls.h"
 #include "common/socket.h"
+#include "common/status_macros.h"
 
 namespace ringcache::gateway {
 namespace {
 constexpr size_t kMaxIdle = 64;
 }  // namespace
 
+// The pipelined connection: requests go out in the order they are queued (a caller that finds
+// a send under way leaves its frame to that sender, so a burst of reads shares sends), and
+// their answers come back in that order; a reader thread matches them and runs completions.
+class DataChannel::Pipe {
+ public:
+  Pipe(int fd, std::string address, int timeout_ms)
+      : fd_(fd), address_(std::move(address)), timeout_(absl::Milliseconds(timeout_ms)) {
+    // The reader wakes at least every 250 ms to look at the oldest request's deadline.
+    SetReceiveTimeout(fd_, absl::Milliseconds(250));
+    const timeval tv{timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+    setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    reader_ = std::thread([this] { ReaderLoop(); });
+  }
+  // REQUIRES: not run by a completion (it joins the reader thread).
+  ~Pipe() {
+    Break(absl::CancelledError(absl::StrCat("block data pipe to ", address_, " closed")));
+    reader_.join();
+    close(fd_);
+  }
+
+  bool Submit(const wire::Request& r, char* out, absl::AnyInvocable<void(absl::Status)> done) {
+    absl::MutexLock l(&mu_);
+    if (broken_) return false;
+    char head[wire::kRequestBytes];
+    wire::EncodeRequest(r, head);
+    queued_.append(head, sizeof(head));
+    pending_.push_back({out, r.length, absl::Now() + timeout_, std::move(done)});
+    if (sending_) return true;  // the sender under way takes this frame too
+    sending_ = true;
+    while (!queued_.empty() && !broken_) {
+      std::string batch;
+      batch.swap(queued_);
+      mu_.Unlock();
+      iovec iov{batch.data(), batch.size()};
+      const absl::Status s = WriteFullV(fd_, &iov, 1);
+      mu_.Lock();
+      if (!s.ok())
+        BreakLocked(absl::UnavailableError(
+            absl::StrCat("block data pipe to ", address_, ": ", s.message())));
+    }
+    sending_ = false;
+    return true;  // a failed send broke the pipe: the reader fails the request
+  }
+  // Ends the connection: every request still waiting gets `why`.
+  void Break(absl::Status why) {
+    absl::MutexLock l(&mu_);
+    BreakLocked(std::move(why));
+  }
+  bool broken() const {
+    absl::MutexLock l(&mu_);
+    return broken_;
+  }
+
+ private:
+  struct Slot {
+    char* out;
+    uint32_t length;
+    absl::Time deadline;
+    absl::AnyInvocable<void(absl::Status)> done;
+  };
+
+  void BreakLocked(absl::Status why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (broken_) return;
+    broken_ = true;
+    why_ = std::move(why);
+    shutdown(fd_, SHUT_RDWR);  // the reader sees the end
+  }
+
+  // Waits until `n` bytes are buffered. OK, or why the connection is done.
+  absl::Status Fill(size_t n) {
+    if (buf_.size() - begin_ < n) {
+      std::memmove(buf_.data(), buf_.data() + begin_, end_ - begin_);
+      end_ -= begin_;
+      begin_ = 0;
+    }
+    while (end_ - begin_ < n) {
+      const ssize_t got = ::recv(fd_, buf_.data() + end_, buf_.size() - end_, 0);
+      if (got > 0) {
+        end_ += static_cast<size_t>(got);
+        continue;
+      }
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        absl::MutexLock l(&mu_);
+        if (broken_) return why_;
+        if (!pending_.empty() && absl::Now() > pending_.front().deadline) {
+          return absl::DeadlineExceededError(
+              absl::StrCat("block data pipe to ", address_, ": no answer in time"));
+        }
+        continue;
+      }
+      return absl::UnavailableError(
+          absl::StrCat("block data pipe to ", address_, ": connection lost"));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status ReadOne() {
+    RC_RETURN_IF_ERROR(Fill(wire::kResponseBytes));
+    wire::Response resp;
+    RC_RETURN_IF_ERROR(wire::DecodeResponse(buf_.data() + begin_, &resp));
+    begin_ += wire::kResponseBytes;
+    Slot slot;
+    {
+      absl::MutexLock l(&mu_);
+      if (pending_.empty()) return absl::DataLossError("answer to no request");
+      slot = std::move(pending_.front());
+      pending_.pop_front();
+    }
+    absl::Status transport = Fill(resp.message_len);
+    std::string message;
+    if (transport.ok()) {
+      message.assign(buf_.data() + begin_, resp.message_len);
+      begin_ += resp.message_len;
+      const uint32_t expect = resp.code == absl::StatusCode::kOk ? slot.length : 0;
+      if (resp.data_len != expect) {
+        transport = absl::DataLossError(
+            absl::StrCat("answer of ", resp.data_len, " bytes, expected ", expect));
+      }
+    }
+    if (transport.ok() && resp.data_len > 0) {
+      const size_t have = std::min<size_t>(end_ - begin_, resp.data_len);
+      std::memcpy(slot.out, buf_.data() + begin_, have);
+      begin_ += have;
+      if (have < resp.data_len) {
+        transport = ReadFull(fd_, slot.out + have, resp.data_len - have, slot.deadline);
+      }
+    }
+    if (!transport.ok()) {
+      slot.done(transport);
+      return transport;
+    }
+    slot.done(wire::ToStatus(resp, message));
+    return absl::OkStatus();
+  }
+
+  void ReaderLoop() {
+    buf_.resize(256 << 10);
+    absl::Status end;
+    do {
+      end = ReadOne();
+    } while (end.ok());
+    std::deque<Slot> left;
+    {
+      absl::MutexLock l(&mu_);
+      BreakLocked(end);
+      left.swap(pending_);
+      end = why_;
+    }
+    for (Slot& s : left) s.done(end);
+  }
+
+  const int fd_;
+  const std::string address_;
+  const absl::Duration timeout_;
+  mutable absl::Mutex mu_;
+  std::deque<Slot> pending_ ABSL_GUARDED_BY(mu_);
+  std::string queued_ ABSL_GUARDED_BY(mu_);  // frames not sent yet, in pending_'s order
+  bool sending_ ABSL_GUARDED_BY(mu_) = false;
+  bool broken_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status why_ ABSL_GUARDED_BY(mu_);
+  std::vector<char> buf_;  // the reader's
+  size_t begin_ = 0, end_ = 0;
+  std::thread reader_;
+};
+
 DataChannel::DataChannel(std::string host, int port, int timeout_ms,
                          std::shared_ptr<const tls::ClientContext> tls)
     : host_(std::move(host)), port_(port), timeout_ms_(timeout_ms), tls_(std::move(tls)) {}
 
 DataChannel::~DataChannel() {
+  std::shared_ptr<Pipe> pipe;
+  {
+    absl::MutexLock l(&mu_);
+    pipe.swap(pipe_);
+  }
+  pipe.reset();  // its requests in flight complete now (cancelled)
   absl::MutexLock l(&mu_);
   for (int fd : idle_) CloseLocked(fd);
   for (int fd : busy_) CloseLocked(fd);
@@ -69,8 +246,7 @@ absl::StatusOr<int> DataChannel::Acquire(bool fresh, bool* reused) {
     }
   }
   *reused = false;
-  absl::StatusOr<int> fd =
-      DialTcp(host_, port_, absl::Milliseconds(std::min(timeout_ms_, 2000)));
+  absl::StatusOr<int> fd = DialTcp(host_, port_, absl::Milliseconds(std::min(timeout_ms_, 2000)));
   if (!fd.ok()) return fd.status();
   // Answers are read with blocking receives (one call each) that give up after the timeout.
   SetReceiveTimeout(*fd, absl::Milliseconds(timeout_ms_));
@@ -101,14 +277,50 @@ void DataChannel::Release(int fd, bool keep) {
   }
 }
 
+bool DataChannel::ReadAsync(const wire::Request& r, char* out,
+                            absl::AnyInvocable<void(absl::Status)> done) {
+  std::shared_ptr<Pipe> pipe;
+  {
+    absl::MutexLock l(&mu_);
+    pipe = pipe_;
+  }
+  return pipe != nullptr && pipe->Submit(r, out, std::move(done));
+}
+
+void DataChannel::MaybeOpenPipe() {
+  if (tls_ != nullptr) return;  // a TLS session is not shared by a sender and a reader thread
+  {
+    absl::MutexLock l(&mu_);
+    if ((pipe_ != nullptr && !pipe_->broken()) || opening_pipe_ || absl::Now() < next_pipe_) {
+      return;
+    }
+    opening_pipe_ = true;
+    next_pipe_ = absl::Now() + absl::Seconds(1);
+  }
+  absl::StatusOr<int> fd = DialTcp(host_, port_, absl::Milliseconds(std::min(timeout_ms_, 2000)));
+  std::shared_ptr<Pipe> old;  // a broken one, let go after mu_: its reader is ending
+  absl::MutexLock l(&mu_);
+  opening_pipe_ = false;
+  if (!fd.ok()) return;
+  old = std::move(pipe_);
+  pipe_ = std::make_shared<Pipe>(*fd, address(), timeout_ms_);
+}
+
 void DataChannel::CancelInFlight() {
+  std::shared_ptr<Pipe> pipe;
+  {
+    absl::MutexLock l(&mu_);
+    pipe.swap(pipe_);
+  }
+  if (pipe != nullptr)
+    pipe->Break(absl::CancelledError(absl::StrCat("call to ", address(), " cancelled")));
   absl::MutexLock l(&mu_);
   ++cancels_;
   for (int fd : busy_) shutdown(fd, SHUT_RDWR);
 }
 
-absl::Status DataChannel::Exchange(int fd, const wire::Request& r, const char* payload,
-                                   char* out, bool* answered, absl::Status* result) {
+absl::Status DataChannel::Exchange(int fd, const wire::Request& r, const char* payload, char* out,
+                                   bool* answered, absl::Status* result) {
   *answered = false;
   tls::Session* session = nullptr;
   if (tls_ != nullptr) {
@@ -125,8 +337,7 @@ absl::Status DataChannel::Exchange(int fd, const wire::Request& r, const char* p
   // Unbounded here: the socket's receive timeout bounds each read (SetReceiveTimeout).
   char rhead[wire::kResponseBytes];
   bool eof_at_start = false;
-  if (absl::Status s = tls::ReadFullOn(fd, session, rhead, sizeof(rhead), &eof_at_start);
-      !s.ok()) {
+  if (absl::Status s = tls::ReadFullOn(fd, session, rhead, sizeof(rhead), &eof_at_start); !s.ok()) {
     *answered = !eof_at_start && !absl::IsDeadlineExceeded(s);
     return s;
   }
@@ -137,12 +348,11 @@ absl::Status DataChannel::Exchange(int fd, const wire::Request& r, const char* p
   if (absl::Status s = tls::ReadFullOn(fd, session, message.data(), message.size()); !s.ok()) {
     return s;
   }
-  const uint32_t expect = resp.code == absl::StatusCode::kOk && r.op == wire::Op::kRead
-                              ? r.length
-                              : 0;
+  const uint32_t expect =
+      resp.code == absl::StatusCode::kOk && r.op == wire::Op::kRead ? r.length : 0;
   if (resp.data_len != expect) {
-    return absl::DataLossError(absl::StrCat("answer of ", resp.data_len, " bytes, expected ",
-                                            expect));
+    return absl::DataLossError(
+        absl::StrCat("answer of ", resp.data_len, " bytes, expected ", expect));
   }
   if (expect > 0) {
     if (absl::Status s = tls::ReadFullOn(fd, session, out, expect); !s.ok()) return s;
@@ -151,8 +361,7 @@ absl::Status DataChannel::Exchange(int fd, const wire::Request& r, const char* p
   return absl::OkStatus();
 }
 
-absl::Status DataChannel::Call(const wire::Request& r, const char* payload, char* out,
-                               bool* sent) {
+absl::Status DataChannel::Call(const wire::Request& r, const char* payload, char* out, bool* sent) {
   *sent = false;
   uint64_t cancels_before;
   {
@@ -169,6 +378,7 @@ absl::Status DataChannel::Call(const wire::Request& r, const char* payload, char
     Release(*fd, transport.ok());  // a broken or half-read connection is closed
     if (transport.ok()) {
       *sent = true;
+      if (r.op == wire::Op::kRead && result.ok()) MaybeOpenPipe();
       return result;
     }
     {

@@ -7,6 +7,11 @@
 // it) is retried once on a fresh one. Calls whose request never left report sent = false, so the
 // caller can take another path (gRPC, which waits for a restarting node).
 //
+// Reads may also be pipelined: ReadAsync sends a read on the channel's one pipelined connection
+// and returns at once; the connection's reader thread takes the answers as they come (the node
+// answers a connection's requests in order) and runs each caller's completion. Many reads in
+// flight then share the node's receives and sends, and no caller thread waits for its answer.
+//
 // With `tls` every connection runs TLS, checked to reach a cache node of this cluster
 // (common/tls.h); ProcessTls() is the context of the process's --tls-dir identity.
 //
@@ -22,9 +27,11 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "common/block_wire.h"
 #include "common/tls.h"
 
@@ -41,6 +48,11 @@ class DataChannel {
   // Sends `r` (with `payload`: r.length bytes, for writes) and waits for the answer (reads:
   // r.length bytes into `out`). *sent: whether the request may have reached the node.
   absl::Status Call(const wire::Request& r, const char* payload, char* out, bool* sent);
+  // Sends read `r` (r.length bytes into `out`) on the pipelined connection and returns true at
+  // once; `done` then runs exactly once, on the connection's reader thread, with the node's
+  // answer or the connection's failure. Returns false without calling `done` when no pipelined
+  // connection is up (not opened yet, broken, or TLS): use Call, whose reads open one.
+  bool ReadAsync(const wire::Request& r, char* out, absl::AnyInvocable<void(absl::Status)> done);
   // Breaks the connections of the calls in flight (they return kCancelled).
   void CancelInFlight();
   std::string address() const;
@@ -56,6 +68,10 @@ class DataChannel {
   absl::Status Exchange(int fd, const wire::Request& r, const char* payload, char* out,
                         bool* answered, absl::Status* result);
 
+  class Pipe;
+  // Opens the pipelined connection if none is up (at most one attempt a second; never with TLS).
+  void MaybeOpenPipe() ABSL_LOCKS_EXCLUDED(mu_);
+
   const std::string host_;
   const int port_;
   const int timeout_ms_;
@@ -67,6 +83,9 @@ class DataChannel {
   std::vector<int> idle_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<int> busy_ ABSL_GUARDED_BY(mu_);
   uint64_t cancels_ ABSL_GUARDED_BY(mu_) = 0;
+  std::shared_ptr<Pipe> pipe_ ABSL_GUARDED_BY(mu_);
+  bool opening_pipe_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time next_pipe_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
 };
 
 }  // namespace ringcache::gateway

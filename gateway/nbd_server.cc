@@ -354,6 +354,13 @@ class NbdServer::Connection : public std::enable_shared_from_this<Connection> {
   bool Admit(uint64_t charge);
   void Execute(const Request& req, std::unique_ptr<char[]> payload, uint64_t charge,
                absl::Time start);
+  // Starts a READ on the device's asynchronous path (BlockDevice::ReadAsync), which answers it
+  // from the device's completion thread without a worker; false when the device has none for
+  // it. A failed asynchronous read is done again by a worker (Execute), whose device call
+  // retries and re-routes.
+  bool StartAsyncRead(const Request& req, uint64_t charge, absl::Time start);
+  // The successful reply to READ `req` (its data in msg->data) and its accounting.
+  void AppendReadReply(const Request& req, OutMsg* msg);
   void QueueError(const Request& req, uint32_t error, const std::string& message, uint64_t charge);
   void Enqueue(OutMsg msg);
   // The connection's byte stream: the socket, or its TLS session once STARTTLS succeeded.
@@ -615,6 +622,9 @@ void NbdServer::Connection::Transmit() {
       QueueError(*req, check.error, check.reason, charge);
       continue;
     }
+    if (req->type == nbd::kCmdRead && req->length > 0 && StartAsyncRead(*req, charge, start)) {
+      continue;
+    }
     pool_->Submit([self = shared_from_this(), r = *req, p = std::move(payload), charge,
                    start]() mutable { self->Execute(r, std::move(p), charge, start); });
   }
@@ -689,17 +699,7 @@ void NbdServer::Connection::Execute(const Request& req, std::unique_ptr<char[]> 
       nbd::AppendSimpleReply(&msg.header, error, req.handle);
     }
   } else if (req.type == nbd::kCmdRead) {
-    // One content chunk carries the whole read, which also satisfies NBD_CMD_FLAG_DF.
-    if (!structured) {
-      nbd::AppendSimpleReply(&msg.header, 0, req.handle);
-    } else if (req.length > 0) {
-      nbd::AppendOffsetDataHeader(&msg.header, nbd::kReplyFlagDone, req.handle, req.offset,
-                                  req.length);
-    } else {
-      nbd::AppendStructuredNone(&msg.header, req.handle);
-    }
-    msg.data_len = req.length;
-    vdi_->bytes_read->Increment(req.length);
+    AppendReadReply(req, &msg);
   } else if (req.type == nbd::kCmdBlockStatus) {
     nbd::AppendBlockStatus(&msg.header, nbd::kReplyFlagDone, req.handle, nbd::kBaseAllocationId,
                            descriptors);
@@ -710,6 +710,45 @@ void NbdServer::Connection::Execute(const Request& req, std::unique_ptr<char[]> 
   metrics_->Request(vdi_, req.type, error, absl::ToDoubleSeconds(absl::Now() - start));
   payload.reset();
   Enqueue(std::move(msg));
+}
+
+void NbdServer::Connection::AppendReadReply(const Request& req, OutMsg* msg) {
+  // One content chunk carries the whole read, which also satisfies NBD_CMD_FLAG_DF.
+  if (!session_.structured_replies) {
+    nbd::AppendSimpleReply(&msg->header, 0, req.handle);
+  } else if (req.length > 0) {
+    nbd::AppendOffsetDataHeader(&msg->header, nbd::kReplyFlagDone, req.handle, req.offset,
+                                req.length);
+  } else {
+    nbd::AppendStructuredNone(&msg->header, req.handle);
+  }
+  msg->data_len = req.length;
+  vdi_->bytes_read->Increment(req.length);
+}
+
+bool NbdServer::Connection::StartAsyncRead(const Request& req, uint64_t charge,
+                                           absl::Time start) {
+  std::unique_ptr<char[]> data(new char[req.length]);
+  char* buf = data.get();
+  return session_.device->ReadAsync(
+      req.offset, req.length, buf,
+      [self = shared_from_this(), req, data = std::move(data), charge,
+       start](absl::Status s) mutable {
+        if (!s.ok()) {
+          data.reset();
+          self->pool_->Submit([self, req, charge, start] {
+            self->Execute(req, nullptr, charge, start);
+          });
+          return;
+        }
+        OutMsg msg;
+        msg.charge = charge;
+        msg.data = std::move(data);
+        self->AppendReadReply(req, &msg);
+        self->metrics_->Request(self->vdi_, req.type, 0,
+                                absl::ToDoubleSeconds(absl::Now() - start));
+        self->Enqueue(std::move(msg));
+      });
 }
 
 void NbdServer::Connection::QueueError(const Request& req, uint32_t error,

@@ -59,6 +59,9 @@ absl::Status ForEachPiece(size_t n, const std::function<absl::Status(size_t)>& f
   return PiecePool::Shared().Run(n, fn);
 }
 
+// Reads above this go through blocking calls (VdiDevice::ReadAsync).
+constexpr uint32_t kMaxAsyncRead = 64 << 10;
+
 // One connection's view of one VDI.
 class VdiDevice : public BlockDevice {
  public:
@@ -72,6 +75,17 @@ class VdiDevice : public BlockDevice {
         return c->Read(g_.vdi_id(), p.object, p.offset, p.len, buf + p.buf_off);
       });
     });
+  }
+  // Reads inside one object below the stream size take the router's asynchronous path; larger
+  // ones stay on the worker's blocking calls, which run on several connections at once.
+  bool ReadAsync(uint64_t offset, uint32_t len, char* buf,
+                 absl::AnyInvocable<void(absl::Status)> done) override {
+    if (len > kMaxAsyncRead) return false;
+    auto pieces = Split(g_, offset, len);
+    if (pieces.size() != 1) return false;
+    const Piece& p = pieces[0];
+    return router_->TryReadAsync(g_, p.object, p.offset, p.len, buf + p.buf_off,
+                                 std::move(done));
   }
   absl::Status Write(uint64_t offset, uint32_t len, const char* buf, bool fua) override {
     (void)fua;  // every acknowledged write is already durable
@@ -857,11 +871,7 @@ absl::Status Router::OnOwner(const v1::VdiGeometry& g, uint64_t object,
     const bool unreachable = absl::IsUnavailable(s) && !fenced && !client->Probe(500).ok();
     {
       absl::MutexLock l(&mu_);
-      --inflight_[owner];
-      if (auto it = inflight_objects_.find({key.vdi_id, key.object_index});
-          it != inflight_objects_.end() && --it->second == 0) {
-        inflight_objects_.erase(it);
-      }
+      EndCallLocked(owner, key);
       // A request that failed because its owner died and was removed meanwhile goes to the new
       // owner (it was not acknowledged, so trying again is safe).
       const bool moved = removed_.contains(owner) || removing_.contains(owner) || joining_;
@@ -886,6 +896,59 @@ absl::Status Router::OnOwner(const v1::VdiGeometry& g, uint64_t object,
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));  // fenced/stale: wait, retry
   }
+}
+
+void Router::EndCallLocked(uint32_t owner, const ring::ObjectKey& key) {
+  --inflight_[owner];
+  if (auto it = inflight_objects_.find({key.vdi_id, key.object_index});
+      it != inflight_objects_.end() && --it->second == 0) {
+    inflight_objects_.erase(it);
+  }
+}
+
+bool Router::TryReadAsync(const v1::VdiGeometry& g, uint64_t object, uint32_t offset,
+                          uint32_t len, char* out, absl::AnyInvocable<void(absl::Status)> done) {
+  const ring::ObjectKey key{g.vdi_id(), object};
+  uint32_t owner;
+  uint64_t epoch;
+  CallMetrics* cm;
+  CacheClient* client = nullptr;
+  {
+    absl::MutexLock l(&mu_);
+    owner = ring_->Owner(key);
+    if (removing_.contains(owner) || MovesLocked(key)) return false;
+    for (const auto& m : members_) {
+      if (m.id == owner) client = m.client.get();
+    }
+    if (client == nullptr) return false;
+    epoch = RingEpochLocked();
+    ++inflight_[owner];
+    ++inflight_objects_[{key.vdi_id, key.object_index}];
+    cm = CallMetricsLocked(owner);
+  }
+  client->SetRingEpoch(epoch);  // as in OnOwner
+  const absl::Time start = absl::Now();
+  const bool taken = client->ReadAsync(
+      g.vdi_id(), object, offset, len, out,
+      [this, owner, key, cm, start, done = std::move(done)](absl::Status s) mutable {
+        if (cm != nullptr) {
+          cm->seconds->Observe(absl::ToDoubleSeconds(absl::Now() - start));
+          const int code = static_cast<int>(s.code());
+          cm->calls[code < CallMetrics::kCodes ? code
+                                               : static_cast<int>(absl::StatusCode::kUnknown)]
+              ->Increment();
+        }
+        {
+          absl::MutexLock l(&mu_);
+          EndCallLocked(owner, key);
+        }
+        done(std::move(s));
+      });
+  if (!taken) {
+    absl::MutexLock l(&mu_);
+    EndCallLocked(owner, key);
+  }
+  return taken;
 }
 
 absl::Status Router::OnMember(const v1::VdiGeometry& g, uint64_t object, CacheClient* c,

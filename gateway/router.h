@@ -24,6 +24,7 @@
 
 #include "absl/status/status.h"
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/any_invocable.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
@@ -86,6 +87,15 @@ class Router : public ExportProvider {
   // is retried every 100 ms for up to a minute, re-routed each time.
   absl::Status OnOwner(const v1::VdiGeometry& g, uint64_t object,
                        const std::function<absl::Status(CacheClient*)>& op);
+  // The fast path of a read inside one object: sends it to the object's owner without waiting
+  // (CacheClient::ReadAsync) and returns true; `done` then runs once, on the owner's connection
+  // thread, with OK and the data in `out` — or with an error, after which the caller reads again
+  // through OnOwner, which retries and re-routes. Returns false without calling `done` when the
+  // object is not ready for it (its owner is leaving, it moves to a joining node) or the owner's
+  // client has no asynchronous path: then read through OnOwner. The call counts as in flight
+  // (ring changes wait for it) until `done` runs.
+  bool TryReadAsync(const v1::VdiGeometry& g, uint64_t object, uint32_t offset, uint32_t len,
+                    char* out, absl::AnyInvocable<void(absl::Status)> done);
   // Exports the router's metrics to `registry` (not owned, outlives the router): per cache node,
   // calls by status code, their latency and retries; the ring epoch; removals in progress.
   // REQUIRES: called once, before serving.
@@ -174,6 +184,9 @@ class Router : public ExportProvider {
  private:
   Router() = default;
   CacheClient* Client(uint32_t id) const;
+  // The end of a call counted in inflight_ and inflight_objects_.
+  void EndCallLocked(uint32_t owner, const ring::ObjectKey& key)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status OnMember(const v1::VdiGeometry& g, uint64_t object, CacheClient* c,
                         const std::function<absl::Status(CacheClient*)>& op);
   // Members not removed (their clients stay valid for the router's lifetime); with
