@@ -7,9 +7,11 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <map>
 #include <string>
 #include <thread>
 
+#include "absl/synchronization/mutex.h"
 #include "cachenode/data_server.h"
 #include "cachenode/service.h"
 #include "cachenode/testing/cache_node_harness.h"
@@ -33,8 +35,8 @@ class DataChannelTest : public cachenode::testing::CacheNodeHarness {
     CacheNodeHarness::TearDown();
   }
   void StartServer(int port) {
-    auto s = cachenode::DataServer::Start({"127.0.0.1", port}, node_.get(), gate_.get(),
-                                          &registry_);
+    auto s =
+        cachenode::DataServer::Start({"127.0.0.1", port}, node_.get(), gate_.get(), &registry_);
     ASSERT_TRUE(s.ok()) << s.status();
     server_ = std::move(*s);
   }
@@ -52,12 +54,11 @@ TEST_F(DataChannelTest, WritesReadBackAndTrimZeroes) {
   std::string data(3 * 4096 + 100, '\0');
   for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 7 + 1);
   bool sent = false;
-  ASSERT_TRUE(ch.Call(Req(wire::Op::kWrite, 2, 500, data.size()), data.data(), nullptr, &sent)
-                  .ok());
+  ASSERT_TRUE(
+      ch.Call(Req(wire::Op::kWrite, 2, 500, data.size()), data.data(), nullptr, &sent).ok());
   EXPECT_TRUE(sent);
   std::string back(data.size(), '\0');
-  ASSERT_TRUE(ch.Call(Req(wire::Op::kRead, 2, 500, data.size()), nullptr, back.data(), &sent)
-                  .ok());
+  ASSERT_TRUE(ch.Call(Req(wire::Op::kRead, 2, 500, data.size()), nullptr, back.data(), &sent).ok());
   EXPECT_EQ(back, data);
   // The same through the node directly: the data protocol wrote where gRPC would have.
   std::string direct(data.size(), '\0');
@@ -166,6 +167,219 @@ TEST_F(DataChannelTest, MalformedRequestClosesOnlyThatConnection) {
   std::string buf(4096, '\0');
   bool sent = false;
   EXPECT_TRUE(ch.Call(Req(wire::Op::kRead, 5, 0, 4096), nullptr, buf.data(), &sent).ok());
+}
+
+// Completions of asynchronous reads, gathered for a test.
+class Completions {
+ public:
+  absl::AnyInvocable<void(absl::Status)> Slot(size_t i) {
+    return [this, i](absl::Status s) {
+      absl::MutexLock l(&mu_);
+      results_[i] = std::move(s);
+      ++done_;
+    };
+  }
+  // Waits until `n` completions ran; returns their statuses by slot.
+  std::map<size_t, absl::Status> Wait(size_t n) {
+    absl::MutexLock l(&mu_);
+    auto all = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return done_ >= n; };
+    mu_.Await(absl::Condition(&all));
+    return results_;
+  }
+  size_t done() {
+    absl::MutexLock l(&mu_);
+    return done_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::map<size_t, absl::Status> results_ ABSL_GUARDED_BY(mu_);
+  size_t done_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+TEST_F(DataChannelTest, PipelinedReadsCompleteWithTheirOwnDataAndErrors) {
+  DataChannel ch("127.0.0.1", server_->port(), 30000);
+  constexpr int kReads = 64;
+  std::vector<std::string> data(kReads);
+  bool sent = false;
+  for (int i = 0; i < kReads; ++i) {
+    data[i].assign(4096, static_cast<char>(i + 1));
+    data[i][i] = 'x';
+    ASSERT_TRUE(ch.Call(Req(wire::Op::kWrite, 10 + i % 4, (i / 4) * 4096, 4096), data[i].data(),
+                        nullptr, &sent)
+                    .ok());
+  }
+  std::vector<std::string> back(kReads, std::string(4096, '\0'));
+  Completions early;
+  EXPECT_FALSE(ch.ReadAsync(Req(wire::Op::kRead, 10, 0, 4096), back[0].data(), early.Slot(0)))
+      << "no pipelined connection before a blocking read opened one";
+  ASSERT_TRUE(ch.Call(Req(wire::Op::kRead, 10, 0, 4096), nullptr, back[0].data(), &sent).ok());
+  // A burst from one thread, with a refused request (unknown VDI) in place of read kReads / 2:
+  // every read gets its own answer, the refusal only its own.
+  Completions c;
+  for (int i = 0; i < kReads; ++i) {
+    wire::Request r = i == kReads / 2 ? Req(wire::Op::kRead, 0, 0, 4096)
+                                      : Req(wire::Op::kRead, 10 + i % 4, (i / 4) * 4096, 4096);
+    if (i == kReads / 2) r.vdi = 77;
+    ASSERT_TRUE(ch.ReadAsync(r, back[i].data(), c.Slot(i))) << i;
+  }
+  std::map<size_t, absl::Status> results = c.Wait(kReads);
+  ASSERT_EQ(results.size(), static_cast<size_t>(kReads));
+  for (int i = 0; i < kReads; ++i) {
+    if (i == kReads / 2) {
+      EXPECT_TRUE(IsKind(results[i], ErrorKind::kUnknownVdi)) << results[i];
+      continue;
+    }
+    EXPECT_TRUE(results[i].ok()) << i << ": " << results[i];
+    EXPECT_EQ(back[i], data[i]) << i;  // slot i reads what write i wrote
+  }
+  // Pipelined reads from many threads at once, next to blocking writes.
+  std::atomic<int> bad{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < 50; ++round) {
+        Completions mine;
+        std::vector<std::string> got(8, std::string(4096, '\0'));
+        for (int k = 0; k < 8; ++k) {
+          const int i = (t * 8 + k + round) % kReads;
+          if (!ch.ReadAsync(Req(wire::Op::kRead, 10 + i % 4, (i / 4) * 4096, 4096), got[k].data(),
+                            mine.Slot(k))) {
+            ++bad;
+            return;
+          }
+        }
+        std::map<size_t, absl::Status> r = mine.Wait(8);
+        for (int k = 0; k < 8; ++k) {
+          if (!r[k].ok() || got[k] != data[(t * 8 + k + round) % kReads]) ++bad;
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(bad.load(), 0);
+}
+
+TEST_F(DataChannelTest, TheServerRunsABurstInOrder) {
+  // One send carries a write and then reads of the range it writes, plus a read of another
+  // object: the answers come back in the requests' order and the read sees the write.
+  auto fd = DialTcp("127.0.0.1", server_->port(), absl::Seconds(5));
+  ASSERT_TRUE(fd.ok());
+  std::string burst;
+  auto add = [&burst](const wire::Request& r) {
+    char head[wire::kRequestBytes];
+    wire::EncodeRequest(r, head);
+    burst.append(head, sizeof(head));
+  };
+  const std::string payload(4096, 'w');
+  add(Req(wire::Op::kRead, 20, 0, 4096));  // nothing written yet: zeroes
+  add(Req(wire::Op::kWrite, 20, 0, 4096));
+  burst += payload;
+  for (int i = 0; i < 8; ++i) add(Req(wire::Op::kRead, 20, 0, 4096));
+  add(Req(wire::Op::kRead, 21, 0, 4096));
+  ASSERT_EQ(send(*fd, burst.data(), burst.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(burst.size()));
+  auto answer = [&](std::string* data) {
+    char head[wire::kResponseBytes];
+    EXPECT_TRUE(ReadFull(*fd, head, sizeof(head), absl::Now() + absl::Seconds(30)).ok());
+    wire::Response resp;
+    EXPECT_TRUE(wire::DecodeResponse(head, &resp).ok());
+    EXPECT_EQ(resp.code, absl::StatusCode::kOk);
+    data->assign(resp.data_len, '\0');
+    if (resp.data_len > 0) {
+      EXPECT_TRUE(ReadFull(*fd, data->data(), data->size(), absl::Now() + absl::Seconds(30)).ok());
+    }
+  };
+  std::string got;
+  answer(&got);
+  EXPECT_EQ(got, std::string(4096, '\0'));
+  answer(&got);
+  EXPECT_TRUE(got.empty()) << "the write's answer carries no data";
+  for (int i = 0; i < 8; ++i) {
+    answer(&got);
+    EXPECT_EQ(got, payload) << i;
+  }
+  answer(&got);
+  EXPECT_EQ(got, std::string(4096, '\0'));
+  close(*fd);
+}
+
+// A peer that answers the first read of each connection with `fill` bytes and then only reads.
+class SilentPeer {
+ public:
+  SilentPeer() {
+    auto fd = ListenTcp("127.0.0.1", 0, &port_);
+    EXPECT_TRUE(fd.ok());
+    listen_ = *fd;
+  }
+  ~SilentPeer() {
+    for (int c : conns_) close(c);
+    close(listen_);
+  }
+  int port() const { return port_; }
+  // Accepts a connection, answers its first request (a read) and returns it.
+  int AcceptAndAnswerOnce() {
+    const int c = accept(listen_, nullptr, nullptr);
+    conns_.push_back(c);
+    char head[wire::kRequestBytes];
+    EXPECT_TRUE(ReadFull(c, head, sizeof(head), absl::Now() + absl::Seconds(30)).ok());
+    wire::Request r;
+    EXPECT_TRUE(wire::DecodeRequest(head, &r).ok());
+    char out[wire::kResponseBytes];
+    wire::EncodeResponse(wire::FromStatus(absl::OkStatus(), r.length), out);
+    std::string reply(out, sizeof(out));
+    reply += std::string(r.length, 'p');
+    EXPECT_EQ(send(c, reply.data(), reply.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(reply.size()));
+    return c;
+  }
+  int Accept() {
+    const int c = accept(listen_, nullptr, nullptr);
+    conns_.push_back(c);
+    return c;
+  }
+
+ private:
+  int listen_ = -1;
+  int port_ = 0;
+  std::vector<int> conns_;
+};
+
+TEST_F(DataChannelTest, AnEndedPipeFailsEveryWaitingRead) {
+  for (const char* how : {"cancel", "peer closes", "deadline"}) {
+    SCOPED_TRACE(how);
+    SilentPeer peer;
+    DataChannel ch("127.0.0.1", peer.port(), std::string(how) == "deadline" ? 300 : 60000);
+    std::string buf(4096, '\0');
+    bool sent = false;
+    absl::Status first;
+    std::thread caller(
+        [&] { first = ch.Call(Req(wire::Op::kRead, 0, 0, 4096), nullptr, buf.data(), &sent); });
+    peer.AcceptAndAnswerOnce();
+    const int pipe = peer.Accept();  // the pipelined connection the answered read opened
+    caller.join();
+    ASSERT_TRUE(first.ok()) << first;
+    std::vector<std::string> out(3, std::string(4096, '\0'));
+    Completions c;
+    for (size_t i = 0; i < out.size(); ++i) {
+      ASSERT_TRUE(ch.ReadAsync(Req(wire::Op::kRead, 0, 0, 4096), out[i].data(), c.Slot(i)));
+    }
+    char heads[3 * wire::kRequestBytes];
+    ASSERT_TRUE(ReadFull(pipe, heads, sizeof(heads), absl::Now() + absl::Seconds(30)).ok())
+        << "all three were sent";
+    if (std::string(how) == "cancel") ch.CancelInFlight();
+    if (std::string(how) == "peer closes") shutdown(pipe, SHUT_RDWR);
+    std::map<size_t, absl::Status> results = c.Wait(3);
+    for (size_t i = 0; i < out.size(); ++i) {
+      const absl::Status& s = results[i];
+      if (std::string(how) == "cancel") EXPECT_TRUE(absl::IsCancelled(s)) << s;
+      if (std::string(how) == "peer closes") EXPECT_TRUE(absl::IsUnavailable(s)) << s;
+      if (std::string(how) == "deadline") EXPECT_TRUE(absl::IsDeadlineExceeded(s)) << s;
+    }
+    EXPECT_FALSE(ch.ReadAsync(Req(wire::Op::kRead, 0, 0, 4096), buf.data(), c.Slot(9)))
+        << "an ended pipe takes no more reads";
+    EXPECT_EQ(c.done(), 3u);
+  }
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -46,6 +47,55 @@ class GateDevice : public testing::MemDevice {
     Leave();
     return s;
   }
+  // With async on, reads also take the asynchronous path: each completes on a thread of its
+  // own, and a read at kAsyncFailOffset completes with an error (the server then reads again).
+  static constexpr uint64_t kAsyncFailOffset = 3 << 20;
+  bool ReadAsync(uint64_t offset, uint32_t len, char* buf,
+                 absl::AnyInvocable<void(absl::Status)> done) override {
+    absl::MutexLock l(&mu_);
+    if (!async_) return false;
+    completers_.emplace_back([this, offset, len, buf, done = std::move(done)]() mutable {
+      if (offset == kAsyncFailOffset) {
+        {
+          absl::MutexLock l(&mu_);
+          ++async_failed_;
+        }
+        done(absl::UnavailableError("injected asynchronous failure"));
+        return;
+      }
+      absl::Status s = MemDevice::Read(offset, len, buf);
+      {
+        absl::MutexLock l(&mu_);
+        ++async_ok_;
+      }
+      done(s);
+    });
+    return true;
+  }
+  ~GateDevice() override {
+    std::vector<std::thread> threads;
+    {
+      absl::MutexLock l(&mu_);
+      threads.swap(completers_);
+    }
+    for (std::thread& t : threads) t.join();
+  }
+  void SetAsync(bool on) {
+    absl::MutexLock l(&mu_);
+    async_ = on;
+  }
+  int async_ok() {
+    absl::MutexLock l(&mu_);
+    return async_ok_;
+  }
+  int async_failed() {
+    absl::MutexLock l(&mu_);
+    return async_failed_;
+  }
+  int blocking_reads() {
+    absl::MutexLock l(&mu_);
+    return blocking_reads_;
+  }
   void Open() { gate_.Notify(); }
   // Blocks until `n` reads wait at the gate (bounded by the test's own timeout).
   void AwaitWaiting(int n) {
@@ -61,6 +111,7 @@ class GateDevice : public testing::MemDevice {
  private:
   void Enter() {
     absl::MutexLock l(&mu_);
+    ++blocking_reads_;
     peak_ = std::max(peak_, ++active_);
   }
   void Leave() {
@@ -72,6 +123,11 @@ class GateDevice : public testing::MemDevice {
   int active_ ABSL_GUARDED_BY(mu_) = 0;
   int peak_ ABSL_GUARDED_BY(mu_) = 0;
   int waiting_ ABSL_GUARDED_BY(mu_) = 0;
+  bool async_ ABSL_GUARDED_BY(mu_) = false;
+  int async_ok_ ABSL_GUARDED_BY(mu_) = 0;
+  int async_failed_ ABSL_GUARDED_BY(mu_) = 0;
+  int blocking_reads_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<std::thread> completers_ ABSL_GUARDED_BY(mu_);
 };
 
 class GateProvider : public ExportProvider {
@@ -238,6 +294,39 @@ TEST_F(NbdServerTest, RepliesGoOutOfOrder) {
   EXPECT_EQ(order, (std::vector<uint64_t>{2, 3, 1}));
 }
 
+TEST_F(NbdServerTest, AsynchronousReadsAreAnsweredAndAFailedOneIsReadAgain) {
+  provider_.device()->SetAsync(true);
+  StartServer();
+  for (bool structured : {true, false}) {
+    auto c = Client("disk", structured);
+    std::string data(16 * 4096, '\0');
+    for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 13 + structured);
+    ASSERT_EQ(c->Write(0, data), 0);
+    ASSERT_EQ(c->Write(GateDevice::kAsyncFailOffset, data.substr(4096, 4096)), 0);
+    const int ok_before = provider_.device()->async_ok();
+    const int blocking_before = provider_.device()->blocking_reads();
+    // 16 reads in flight at once, and one whose asynchronous read fails.
+    for (uint64_t i = 0; i < 16; ++i) {
+      ASSERT_TRUE(c->SendRequest(Req(nbd::kCmdRead, 100 + i, i * 4096, 4096)));
+    }
+    ASSERT_TRUE(c->SendRequest(Req(nbd::kCmdRead, 200, GateDevice::kAsyncFailOffset, 4096)));
+    std::map<uint64_t, std::string> got;
+    while (got.size() < 17) {
+      NbdRawClient::Reply r;
+      // A structured read's one chunk is OFFSET_DATA: its offset, then the data.
+      ASSERT_TRUE(structured ? c->ReadChunk(&r) : c->ReadSimpleReply(4096, &r));
+      EXPECT_EQ(r.error, 0u) << r.handle;
+      got[r.handle] = structured ? r.payload.substr(8) : r.payload;
+    }
+    for (uint64_t i = 0; i < 16; ++i) EXPECT_EQ(got[100 + i], data.substr(i * 4096, 4096)) << i;
+    EXPECT_EQ(got[200], data.substr(4096, 4096)) << "the failed read was done again";
+    EXPECT_EQ(provider_.device()->async_ok() - ok_before, 16);
+    EXPECT_EQ(provider_.device()->blocking_reads() - blocking_before, 1)
+        << "only the failed asynchronous read took a worker";
+  }
+  EXPECT_EQ(provider_.device()->async_failed(), 2);
+}
+
 // Waits (bounded) until a connection reader is blocked on its in-flight budget.
 bool AwaitAdmissionWait(NbdServer* server) {
   for (int i = 0; i < 10000 && server->AdmissionWaitsForTest() == 0; ++i) {
@@ -299,9 +388,9 @@ TEST_F(NbdServerTest, WriteZeroesHonoursNoHoleAndFastZero) {
   ASSERT_NE(c->transmission_flags() & nbd::kTxSendFastZero, 0);
   ASSERT_EQ(c->Write(0, std::string(16384, 'z')), 0);
   EXPECT_EQ(c->Command(nbd::kCmdWriteZeroes, 0, 4096, nbd::kCmdFlagFastZero), 0);
-  EXPECT_EQ(c->Command(nbd::kCmdWriteZeroes, 4096, 4096,
-                       nbd::kCmdFlagFastZero | nbd::kCmdFlagNoHole),
-            static_cast<int>(nbd::kEnotsup));
+  EXPECT_EQ(
+      c->Command(nbd::kCmdWriteZeroes, 4096, 4096, nbd::kCmdFlagFastZero | nbd::kCmdFlagNoHole),
+      static_cast<int>(nbd::kEnotsup));
   EXPECT_EQ(c->Command(nbd::kCmdWriteZeroes, 8192, 4096, nbd::kCmdFlagNoHole), 0);
   std::string data;
   ASSERT_EQ(c->Read(0, 16384, &data), 0);
@@ -427,24 +516,24 @@ TEST_F(NbdServerTest, MetricsCountRequestsBytesAndConnections) {
   }
   server_->Stop();  // joins connection threads, so the gauge is final
   const std::string text = registry_.Render();
-  EXPECT_NE(text.find(
-                "ringcache_nbd_requests_total{command=\"read\",result=\"ok\",vdi=\"disk\"} 1"),
-            std::string::npos)
+  EXPECT_NE(
+      text.find("ringcache_nbd_requests_total{command=\"read\",result=\"ok\",vdi=\"disk\"} 1"),
+      std::string::npos)
       << text;
   EXPECT_NE(text.find("ringcache_nbd_requests_total{command=\"read\",result=\"einval\","
                       "vdi=\"disk\"} 1"),
             std::string::npos);
-  EXPECT_NE(text.find(
-                "ringcache_nbd_requests_total{command=\"write\",result=\"ok\",vdi=\"disk\"} 1"),
-            std::string::npos);
+  EXPECT_NE(
+      text.find("ringcache_nbd_requests_total{command=\"write\",result=\"ok\",vdi=\"disk\"} 1"),
+      std::string::npos);
   EXPECT_NE(text.find("ringcache_nbd_bytes_total{direction=\"read\",vdi=\"disk\"} 4096"),
             std::string::npos);
   EXPECT_NE(text.find("ringcache_nbd_bytes_total{direction=\"write\",vdi=\"disk\"} 4096"),
             std::string::npos);
   EXPECT_NE(text.find("ringcache_nbd_connections 0"), std::string::npos);
-  EXPECT_NE(text.find(
-                "ringcache_nbd_request_duration_seconds_count{command=\"read\",vdi=\"disk\"} 1"),
-            std::string::npos);
+  EXPECT_NE(
+      text.find("ringcache_nbd_request_duration_seconds_count{command=\"read\",vdi=\"disk\"} 1"),
+      std::string::npos);
 }
 
 TEST_F(NbdServerTest, SeriesOfADeletedExportLeaveWithItsLastConnection) {
