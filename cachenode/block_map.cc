@@ -140,7 +140,9 @@ void BlockMap::PlanRead(const VdiInfo& v, uint64_t object, uint32_t first, uint3
     policy_->OnAccess(NextAccess(key, policy::Op::kRead), &out);
     if (out.bypassed) ctr.bypassed++;
     if (out.rejected) ctr.admissions_rejected++;
-    const bool member = policy_->Lookup(key) != policy::Tier::kNone;
+    // Whether the block is a member after the access: a hit stays one, a miss if admitted
+    // (the same answer as policy_->Lookup, without a second index look-up per block).
+    const bool member = out.hit != policy::Tier::kNone || out.admitted;
     if (it != map_.end()) {
       BlockEntry& e = it->second;
       if (e.state == BlockState::kEvicting && member) e.state = BlockState::kCached;  // re-admitted
