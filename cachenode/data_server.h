@@ -1,6 +1,7 @@
 // DataServer: the cache node's end of the block data protocol (common/block_wire.h) — reads,
 // writes and trims as fixed binary frames over TCP, each connection served on its own thread,
-// each request run inline on it (no hand-off between threads). Every request passes the same
+// each request run inline on it (no hand-off between threads), in arrival order. Requests a
+// client pipelined arrive with one receive and their answers leave with one writev. Every request passes the same
 // RequestGate as the gRPC service (ownership, then ring epoch), so the two transports refuse
 // alike. The port is announced in the Stats RPC's `data_port` (gateways find it there) and in
 // the ready file.

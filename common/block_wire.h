@@ -1,8 +1,9 @@
 // The block data protocol between a gateway and a cache node: fixed binary frames over TCP for
-// the hot path (read, write, trim), next to gRPC for everything else. One request at a time per
-// connection; a gateway keeps a pool of connections per cache node (gateway/data_channel.h), a
-// cache node serves each connection on its own thread (cachenode/data_server.h). Byte order is
-// little-endian; docs/data-protocol.md has the picture.
+// the hot path (read, write, trim), next to gRPC for everything else. A cache node runs a
+// connection's requests in arrival order and answers in that order, so a client may pipeline
+// requests and match answers by order (gateway/data_channel.h); each connection is served on its
+// own thread (cachenode/data_server.h). Byte order is little-endian; docs/data-protocol.md has
+// the picture.
 //
 //   request  := RequestHeader (40 bytes) [payload: `length` bytes, writes only]
 //   response := ResponseHeader (16 bytes) [message: message_len bytes] [data: data_len bytes]
