@@ -74,7 +74,8 @@ struct Outcome {
 class LoadView {
  public:
   virtual ~LoadView() = default;
-  // Returns the load of the least-loaded home data node of `key`'s object (lower is better).
+  // Returns the load of `key`'s object's most loaded home data node (lower is better): its
+  // destage writes every home and ends with the slowest.
   virtual double HomeLoad(const BlockKey& key) const = 0;
 };
 
