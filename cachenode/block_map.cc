@@ -114,6 +114,15 @@ void BlockMap::AdoptRecovered(const RecoveredSlot& r, Leftovers* out) {
 // ---------------------------------------------------------------------------------------------
 // Reads
 
+bool BlockMap::AllStored(const VdiInfo& v, uint64_t object, uint32_t first, uint32_t count) const {
+  absl::MutexLock l(&mu_);
+  for (uint32_t i = 0; i < count; ++i) {
+    auto it = map_.find(v.KeyOf(object, first + i));
+    if (it == map_.end() || (it->second.ram == nullptr && it->second.slot < 0)) return false;
+  }
+  return true;
+}
+
 void BlockMap::PlanRead(const VdiInfo& v, uint64_t object, uint32_t first, uint32_t count,
                         std::vector<ReadPlan>* plan) {
   plan->assign(count, ReadPlan{});
@@ -217,8 +226,7 @@ void BlockMap::MarkCached(const VdiInfo& v, uint64_t object, uint32_t first,
 // ---------------------------------------------------------------------------------------------
 // Writes
 
-bool BlockMap::AccessForWrite(const VdiInfo& v, uint64_t object, uint32_t first,
-                              uint32_t count) {
+bool BlockMap::AccessForWrite(const VdiInfo& v, uint64_t object, uint32_t first, uint32_t count) {
   bool bypass = false;
   absl::MutexLock l(&mu_);
   policy::Outcome out;
@@ -260,8 +268,7 @@ void BlockMap::CommitWrite(const WriteCommit& w, Leftovers* out) {
     std::vector<BlockKey> demote;
     if (placement_->OnAccess(key, false, &demote) == policy::Tier::kRam) {
       // In RAM too; the slot stays as its shadow copy (free demotion).
-      e.ram = std::make_shared<const std::string>(w.data + uint64_t{i} * block_size_,
-                                                  block_size_);
+      e.ram = std::make_shared<const std::string>(w.data + uint64_t{i} * block_size_, block_size_);
     }
     PushDemotions(demote);
   }
@@ -385,8 +392,7 @@ void BlockMap::RequeueDirty(const BlockKey& key, bool front) {
   }
 }
 
-std::vector<BlockKey> BlockMap::DirtyKeys(
-    const std::function<bool(const BlockKey&)>& keep) const {
+std::vector<BlockKey> BlockMap::DirtyKeys(const std::function<bool(const BlockKey&)>& keep) const {
   std::vector<BlockKey> keys;
   absl::MutexLock l(&mu_);
   for (const BlockKey& k : dirty_set_) {
@@ -404,8 +410,8 @@ std::vector<BlockKey> BlockMap::DirtyLoggedOn(const absl::flat_hash_set<uint32_t
     const auto layout = vdis_->Layout(k.vdi);
     if (!layout || layout->replication < 2) continue;
     const auto& nodes = e->second.log_nodes;
-    if (nodes.empty() || std::any_of(nodes.begin(), nodes.end(),
-                                     [&](uint32_t id) { return lost.contains(id); })) {
+    if (nodes.empty() ||
+        std::any_of(nodes.begin(), nodes.end(), [&](uint32_t id) { return lost.contains(id); })) {
       keys.push_back(k);
     }
   }
@@ -427,9 +433,7 @@ absl::flat_hash_set<uint64_t> BlockMap::LiveLogSeqs() const {
 
 bool BlockMap::TakeWork(absl::Duration wait, ReclaimWork* w) {
   absl::MutexLock l(&mu_);
-  auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return shutdown_ || !work_.empty();
-  };
+  auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return shutdown_ || !work_.empty(); };
   mu_.AwaitWithTimeout(absl::Condition(&ready), wait);
   if (shutdown_ || work_.empty()) return false;
   *w = work_.front();
@@ -450,8 +454,7 @@ void BlockMap::Shutdown() {
 std::shared_ptr<const std::string> BlockMap::BeginDemote(const BlockKey& key) {
   absl::MutexLock l(&mu_);
   auto it = map_.find(key);
-  if (it == map_.end() || !it->second.ram ||
-      placement_->TierOf(key) == policy::Tier::kRam) {
+  if (it == map_.end() || !it->second.ram || placement_->TierOf(key) == policy::Tier::kRam) {
     return nullptr;
   }
   if (it->second.slot >= 0) {  // dirty: its slot already holds the data

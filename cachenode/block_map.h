@@ -116,6 +116,10 @@ class BlockMap {
   // replaces an entry (a damaged block rewritten from its log) gives the older slot back.
   void AdoptRecovered(const RecoveredSlot& r, Leftovers* out);
 
+  // Whether each of `count` blocks has a RAM copy or an SSD slot now (a read of them needs no
+  // data node). Read-only: no policy access, no counters. Any lock state.
+  bool AllStored(const VdiInfo& v, uint64_t object, uint32_t first, uint32_t count) const;
+
   // --- Reads (REQUIRES: the object's stripe lock is held, for all of these)
   // Asks the policy and placement about `count` blocks and says how to serve each.
   void PlanRead(const VdiInfo& v, uint64_t object, uint32_t first, uint32_t count,

@@ -35,17 +35,17 @@ absl::Status CacheNodeConfig::Validate() const {
   if (node_id == 0) return absl::InvalidArgumentError("cache node id must be non-zero");
   RC_RETURN_IF_ERROR((SlotStoreOptions{ssd_path, ssd_bytes, block_size}).Validate());
   if (state_dir.empty() && IsBlockDevicePath(ssd_path)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "SSD ", ssd_path, " is a block device: give a state directory (--state-dir) for the "
-        "node's state files; nothing is written beside a device node"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("SSD ", ssd_path,
+                     " is a block device: give a state directory (--state-dir) for the "
+                     "node's state files; nothing is written beside a device node"));
   }
   if (slot_reserve < 0 || slot_reserve > 0.5) {
     return absl::InvalidArgumentError("slot_reserve must be in [0, 0.5]");
   }
   if (!(dirty_low_watermark >= 0 && dirty_low_watermark < dirty_high_watermark &&
         dirty_high_watermark <= 1)) {
-    return absl::InvalidArgumentError(
-        "need 0 <= dirty_low_watermark < dirty_high_watermark <= 1");
+    return absl::InvalidArgumentError("need 0 <= dirty_low_watermark < dirty_high_watermark <= 1");
   }
   if (forced_destage_duty <= 0 || forced_destage_duty > 1) {
     return absl::InvalidArgumentError("forced_destage_duty must be in (0, 1]");
@@ -68,7 +68,8 @@ CacheNode::CacheNode(const CacheNodeConfig& config, datanode::DataNodePool* pool
 }
 
 absl::StatusOr<std::unique_ptr<CacheNode>> CacheNode::Create(const CacheNodeConfig& config,
-                                                             datanode::DataNodePool* pool, Clock* clock,
+                                                             datanode::DataNodePool* pool,
+                                                             Clock* clock,
                                                              metrics::Registry* registry) {
   RC_RETURN_IF_ERROR(config.Validate());
   std::unique_ptr<CacheNode> node(new CacheNode(config, pool, clock, registry));
@@ -87,11 +88,11 @@ absl::Status CacheNode::Init() {
     RC_ASSIGN_OR_RETURN(file, config_.open_ssd_file(config_.ssd_path));
   }
   std::vector<RecoveredSlot> recovered;
-  RC_ASSIGN_OR_RETURN(slots_, SlotStore::Open({config_.ssd_path, config_.ssd_bytes,
-                                               config_.block_size},
-                                              &recovered, &recovery_, std::move(file)));
-  const size_t reserve = std::max<size_t>(
-      16, static_cast<size_t>(config_.slot_reserve * slots_->num_slots()));
+  RC_ASSIGN_OR_RETURN(
+      slots_, SlotStore::Open({config_.ssd_path, config_.ssd_bytes, config_.block_size}, &recovered,
+                              &recovery_, std::move(file)));
+  const size_t reserve =
+      std::max<size_t>(16, static_cast<size_t>(config_.slot_reserve * slots_->num_slots()));
   if (reserve >= slots_->num_slots()) {
     return absl::InvalidArgumentError("SSD too small for its slot reserve");
   }
@@ -105,10 +106,10 @@ absl::Status CacheNode::Init() {
   RC_ASSIGN_OR_RETURN(auto policy, policy::MakePolicy(config_.policy, ctx));
   RC_ASSIGN_OR_RETURN(auto placement, policy::MakePlacement(config_.placement, ctx.ram_blocks));
   const metrics::Labels node{{"node", absl::StrCat(config_.node_id)}};
-  map_ = std::make_unique<BlockMap>(
-      std::move(policy), std::move(placement), config_.block_size, vdis_.get(), clock_,
-      registry_->GetCounter("ringcache_cachenode_evictions_total",
-                            "Blocks evicted by the policy.", node));
+  map_ = std::make_unique<BlockMap>(std::move(policy), std::move(placement), config_.block_size,
+                                    vdis_.get(), clock_,
+                                    registry_->GetCounter("ringcache_cachenode_evictions_total",
+                                                          "Blocks evicted by the policy.", node));
   map_->set_stream_read_blocks(
       static_cast<uint32_t>(config_.stream_read_bytes / config_.block_size));
   repair_ = std::make_unique<SlotRepair>(config_.node_id, config_.block_size, slots_.get(),
@@ -117,27 +118,28 @@ absl::Status CacheNode::Init() {
   for (uint32_t id : known) {
     if (auto v = vdis_->Get(id); v.ok()) AddVdiGauges(v->geometry);
   }
-  spdlog::info("cache node {}: {} SSD slots of {} bytes, recovered {} blocks ({} dirty, {} stale, "
-               "{} torn/corrupt dropped), policy {}, placement {}",
-               config_.node_id, slots_->num_slots(), config_.block_size, recovery_.slots_valid,
-               recovery_.slots_dirty, recovery_.stale_versions, recovery_.torn_or_corrupt,
-               config_.policy, config_.placement);
+  spdlog::info(
+      "cache node {}: {} SSD slots of {} bytes, recovered {} blocks ({} dirty, {} stale, "
+      "{} torn/corrupt dropped), policy {}, placement {}",
+      config_.node_id, slots_->num_slots(), config_.block_size, recovery_.slots_valid,
+      recovery_.slots_dirty, recovery_.stale_versions, recovery_.torn_or_corrupt, config_.policy,
+      config_.placement);
   AddNodeGauges();
-  RC_ASSIGN_OR_RETURN(log_, WriteLog::Open({config_.node_id, config_.StateBase() + ".logseq", 200},
-                                            pool_, registry_,
-                                            [this] { return map_->LiveLogSeqs(); }));
+  RC_ASSIGN_OR_RETURN(log_,
+                      WriteLog::Open({config_.node_id, config_.StateBase() + ".logseq", 200}, pool_,
+                                     registry_, [this] { return map_->LiveLogSeqs(); }));
   DestagerOptions dopt;
   dopt.node_id = config_.node_id;
   dopt.block_size = config_.block_size;
   dopt.destage_max_blocks = config_.destage_max_blocks;
   dopt.relog_after_ms = config_.relog_after_ms;
-  dopt.planner = {config_.idle_ops_per_s,      config_.idle_window_ms,
+  dopt.planner = {config_.idle_ops_per_s,       config_.idle_window_ms,
                   config_.dirty_high_watermark, config_.dirty_low_watermark,
                   config_.forced_destage_mb_s,  config_.forced_destage_duty,
                   slots_->num_slots()};
-  DestagerContext dctx{map_.get(),  vdis_.get(), slots_.get(),  repair_.get(), log_.get(),
-                       pool_,       &stripes_,   owner_.get(), clock_,
-                       [this] { return CheckOwner(); }};
+  DestagerContext dctx{
+      map_.get(), vdis_.get(), slots_.get(), repair_.get(), log_.get(),
+      pool_,      &stripes_,   owner_.get(), clock_,        [this] { return CheckOwner(); }};
   writer_ = std::make_unique<BlockWriter>(config_.node_id, config_.block_size, map_.get(),
                                           slots_.get(), log_.get(), pool_, owner_.get());
   destager_ = std::make_unique<Destager>(dopt, dctx, registry_);
@@ -161,10 +163,9 @@ void CacheNode::AddNodeGauges() {
   const metrics::Labels node{{"node", absl::StrCat(config_.node_id)}};
   registry_->AddCallbackGauge("ringcache_cachenode_cached_blocks", "Blocks held by the cache.",
                               node, [this] { return static_cast<double>(cached_blocks()); });
-  registry_->AddCallbackGauge("ringcache_cachenode_dirty_bytes",
-                              "Dirty bytes not yet destaged.", node, [this] {
-                                return static_cast<double>(dirty_blocks() * config_.block_size);
-                              });
+  registry_->AddCallbackGauge(
+      "ringcache_cachenode_dirty_bytes", "Dirty bytes not yet destaged.", node,
+      [this] { return static_cast<double>(dirty_blocks() * config_.block_size); });
   registry_->AddCallbackGauge("ringcache_cachenode_free_slots", "Free SSD slots.", node,
                               [this] { return static_cast<double>(slots_->free_slots()); });
   registry_->AddCallbackGauge(
@@ -176,8 +177,8 @@ void CacheNode::AddNodeGauges() {
       "1 while the node lost ownership and waits to be re-admitted (persisted).", node,
       [this] { return owner_->quarantined() ? 1.0 : 0.0; });
   registry_->AddCallbackGauge("ringcache_cachenode_ring_epoch",
-                              "Highest cache ring epoch seen (fencing token of new writes).",
-                              node, [this] { return static_cast<double>(owner_->epoch()); });
+                              "Highest cache ring epoch seen (fencing token of new writes).", node,
+                              [this] { return static_cast<double>(owner_->epoch()); });
 }
 
 void CacheNode::AddVdiGauges(const v1::VdiGeometry& vdi) {
@@ -229,8 +230,7 @@ absl::Status CacheNode::SetDataRing(const datanode::DataRing& ring) {
   return absl::OkStatus();
 }
 
-absl::Status CacheNode::AllocateSlots(uint32_t n, std::vector<uint32_t>* out,
-                                     absl::Time deadline) {
+absl::Status CacheNode::AllocateSlots(uint32_t n, std::vector<uint32_t>* out, absl::Time deadline) {
   for (int attempt = 0;; ++attempt) {
     absl::Status s = slots_->AllocateMany(n, out);
     if (s.code() != absl::StatusCode::kResourceExhausted) return s;
@@ -310,7 +310,7 @@ absl::Status CacheNode::FetchMisses(const VdiInfo& v, uint64_t object, uint32_t 
     uint32_t j = i;
     while (j < count && plan[j].miss) ++j;
     RC_ASSIGN_OR_RETURN(datanode::BlockRun run, pool_->Read(v.id(), object, first + i, j - i,
-                                                  v.geometry.replication(), bs));
+                                                            v.geometry.replication(), bs));
     std::memcpy(buf + uint64_t{i} * bs, run.data.data(), run.data.size());
     i = j;
   }
@@ -337,6 +337,14 @@ void CacheNode::FillAndPromote(const VdiInfo& v, uint64_t object, uint32_t first
       slots_->Release(*slot).IgnoreError();
     }
   }
+}
+
+bool CacheNode::IsStored(uint32_t vdi, uint64_t object, uint32_t offset, uint32_t len) {
+  absl::StatusOr<VdiInfo> v = vdis_->Get(vdi);
+  if (!v.ok() || len == 0 || uint64_t{offset} + len > v->geometry.object_size()) return false;
+  const uint32_t bs = config_.block_size;
+  const uint32_t first = offset / bs, last = (offset + len - 1) / bs;
+  return map_->AllStored(*v, object, first, last - first + 1);
 }
 
 absl::Status CacheNode::Read(uint32_t vdi, uint64_t object, uint32_t offset, uint32_t len,
@@ -378,8 +386,8 @@ absl::Status CacheNode::Allocation(uint32_t vdi, uint64_t object, uint32_t offse
   }
   const uint32_t first = offset / bs, count = (offset + len - 1) / bs - first + 1;
   absl::MutexLock stripe(&stripes_.Of(vdi, object));
-  RC_ASSIGN_OR_RETURN(*allocated, pool_->Presence(vdi, object, first, count,
-                                                  v.geometry.replication()));
+  RC_ASSIGN_OR_RETURN(*allocated,
+                      pool_->Presence(vdi, object, first, count, v.geometry.replication()));
   map_->MarkCached(v, object, first, allocated);
   return absl::OkStatus();
 }
@@ -410,15 +418,15 @@ absl::Status CacheNode::Write(uint32_t vdi, uint64_t object, uint32_t offset, ui
     const uint32_t count = std::min(last, cb + kChunk - 1) - cb + 1;
     const uint64_t cstart = std::max<uint64_t>(offset, uint64_t{cb} * bs);
     const uint64_t cend = std::min<uint64_t>(uint64_t{offset} + len, uint64_t{cb + count} * bs);
-    RC_RETURN_IF_ERROR(WriteChunk(v, object, cb, count, cstart, cend, data + (cstart - offset),
-                                  deadline));
+    RC_RETURN_IF_ERROR(
+        WriteChunk(v, object, cb, count, cstart, cend, data + (cstart - offset), deadline));
   }
   return absl::OkStatus();
 }
 
-absl::Status CacheNode::WriteChunk(const VdiInfo& v, uint64_t object, uint32_t cb,
-                                   uint32_t count, uint64_t cstart, uint64_t cend,
-                                   const char* src, absl::Time deadline) {
+absl::Status CacheNode::WriteChunk(const VdiInfo& v, uint64_t object, uint32_t cb, uint32_t count,
+                                   uint64_t cstart, uint64_t cend, const char* src,
+                                   absl::Time deadline) {
   const uint32_t bs = config_.block_size;
   std::vector<uint32_t> slots;
   if (v.mode == CacheMode::kWriteBack || v.mode == CacheMode::kWriteThrough) {
@@ -460,9 +468,10 @@ absl::Status CacheNode::CheckOwner() {
     // Sticky: persist the loss of ownership, so a restart (even on a repaired device) waits to
     // be re-admitted instead of destaging blocks whose log the gateway replayed meanwhile.
     if (!owner_->quarantined()) {
-      spdlog::error("cache node {}: {}; fencing this node: its dirty blocks are recovered from "
-                    "their log replicas",
-                    config_.node_id, std::string(d.message()));
+      spdlog::error(
+          "cache node {}: {}; fencing this node: its dirty blocks are recovered from "
+          "their log replicas",
+          config_.node_id, std::string(d.message()));
       owner_->Quarantine(absl::StrCat("device failed: ", d.message())).IgnoreError();
     }
     return TypedError(ErrorKind::kFenced, absl::StrCat("fenced: ", d.message()));
@@ -474,8 +483,7 @@ absl::Status CacheNode::CheckOwner() {
     gate = destage_gate_;
   }
   if (!gate || gate()) return absl::OkStatus();
-  return TypedError(ErrorKind::kFenced,
-                    "fenced: etcd lease not valid (nothing was written)");
+  return TypedError(ErrorKind::kFenced, "fenced: etcd lease not valid (nothing was written)");
 }
 
 void CacheNode::ObserveEpoch(uint64_t epoch) {
@@ -529,9 +537,7 @@ std::optional<SlotKey> CacheNode::NextDestageForTest() {
 
 absl::Status CacheNode::Flush(uint32_t vdi) { return destager_->Flush(vdi, nullptr); }
 
-absl::Status CacheNode::FlushMoving(const ring::Ring& ring) {
-  return destager_->Flush(0, &ring);
-}
+absl::Status CacheNode::FlushMoving(const ring::Ring& ring) { return destager_->Flush(0, &ring); }
 
 absl::Status CacheNode::SetMode(uint32_t vdi, CacheMode mode) {
   RC_RETURN_IF_ERROR(vdis_->SetMode(vdi, mode));
@@ -556,8 +562,7 @@ absl::Status CacheNode::DropVdi(uint32_t vdi_id) {
   RC_RETURN_IF_ERROR(slots_->Sync());
   vdis_->Erase(vdi_id);
   // Its ringcache_vdi_* series leave /metrics (they come back if the VDI is registered again).
-  registry_->RemoveSeries(
-      {{"vdi", info.geometry.name()}, {"node", absl::StrCat(config_.node_id)}});
+  registry_->RemoveSeries({{"vdi", info.geometry.name()}, {"node", absl::StrCat(config_.node_id)}});
   return vdis_->Save();
 }
 

@@ -118,6 +118,10 @@ class CacheNode {
   // Destages and drops every cached block of the VDI, then forgets it.
   absl::Status DropVdi(uint32_t vdi_id);
 
+  // Whether a read of the range would be served from this node's RAM and SSD alone (no data
+  // node). A hint: the answer may change before the read runs. False for an unknown VDI or a
+  // range beyond the object.
+  bool IsStored(uint32_t vdi, uint64_t object, uint32_t offset, uint32_t len);
   // Byte ranges inside one object. REQUIRES: offset + len <= object size.
   absl::Status Read(uint32_t vdi, uint64_t object, uint32_t offset, uint32_t len, char* out);
   // `deadline` (wall time; the caller's RPC deadline less a margin): a write that cannot start

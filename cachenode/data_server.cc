@@ -29,6 +29,9 @@ DataServer::DataServer(CacheNode* node, RequestGate* gate, metrics::Registry* re
                            "Block data connections closed at once: over the connection limit.");
   protocol_errors_ = registry->GetCounter("ringcache_cachenode_data_protocol_errors_total",
                                           "Block data connections closed on a malformed request.");
+  aside_reads_ = registry->GetCounter(
+      "ringcache_cachenode_data_aside_reads_total",
+      "Pipelined block reads that needed the data nodes and ran aside, answered out of order.");
   tls_refused_ = registry->GetCounter(
       "ringcache_cachenode_data_tls_refused_total",
       "Block data connections whose TLS handshake failed or whose certificate was refused.");
@@ -114,11 +117,12 @@ class OutBatch {
     data_[count_].resize(std::max(data_[count_].size(), len));
     return data_[count_].data();
   }
-  void Add(const absl::Status& st, uint32_t data_len) {
+  void Add(const absl::Status& st, uint32_t data_len, uint64_t tag) {
     if (heads_.size() <= count_) heads_.emplace_back();
     if (messages_.size() <= count_) messages_.emplace_back();
     if (data_.size() <= count_) data_.emplace_back();
-    const wire::Response resp = wire::FromStatus(st, data_len);
+    wire::Response resp = wire::FromStatus(st, data_len);
+    resp.tag = tag;
     wire::EncodeResponse(resp, heads_[count_].data());
     messages_[count_].assign(st.message().data(), resp.message_len);
     lens_.resize(std::max(lens_.size(), count_ + 1));
@@ -127,7 +131,8 @@ class OutBatch {
     ++count_;
   }
   bool full() const { return count_ >= kMaxAnswers || bytes_ >= kMaxBytes; }
-  bool Flush(int fd, tls::Session* session) {
+  // Sends the batch while holding `send_mu` (answers run aside share the socket).
+  bool Flush(int fd, tls::Session* session, absl::Mutex* send_mu) {
     if (count_ == 0) return true;
     iov_.clear();
     for (size_t i = 0; i < count_; ++i) {
@@ -137,6 +142,7 @@ class OutBatch {
     }
     count_ = 0;
     bytes_ = 0;
+    absl::MutexLock l(send_mu);
     return tls::WriteFullVOn(fd, session, iov_.data(), static_cast<int>(iov_.size())).ok();
   }
 
@@ -167,14 +173,17 @@ void DataServer::Serve(int fd) {
       return;
     }
   }
-  // Requests are run in the order they arrive and answered in that order (the gateway matches
-  // answers to requests by it: docs/data-protocol.md). Answers wait in `out` while more
-  // requests are already buffered, and go out together before the connection waits for input.
+  // Requests are run in the order they arrive and answered in that order (answers wait in `out`
+  // while more requests are already buffered, and go out together before the connection waits
+  // for input) — except a read flagged kMayReorder that needs the data nodes: it runs aside on
+  // the pool and answers when done, so the cached reads behind it are not held up. (Not under
+  // TLS, where one session must not see two senders and a receiver at once.)
   InBuffer in(fd, session.get());
   OutBatch out;
+  auto conn = std::make_shared<Aside>();
   for (;;) {
     if (in.available() < wire::kRequestBytes) {
-      if (!out.Flush(fd, session.get())) break;
+      if (!out.Flush(fd, session.get(), &conn->send_mu)) break;
       if (!in.FillTo(wire::kRequestBytes)) break;
     }
     wire::Request r;
@@ -184,6 +193,12 @@ void DataServer::Serve(int fd) {
       break;
     }
     in.Consume(wire::kRequestBytes);
+    requests_[static_cast<int>(r.op)]->Increment();
+    if (r.op == wire::Op::kRead && (r.flags & wire::kMayReorder) != 0 && session == nullptr &&
+        !node_->IsStored(r.vdi, r.object, r.offset, r.length)) {
+      RunAside(fd, conn, r);
+      continue;
+    }
     const char* body = nullptr;
     bool in_place = false;  // the payload is used where it lies in the input buffer
     if (r.op == wire::Op::kWrite) {
@@ -198,13 +213,46 @@ void DataServer::Serve(int fd) {
     }
     const bool read = r.op == wire::Op::kRead;
     char* data = read ? out.DataBuffer(r.length) : nullptr;
-    requests_[static_cast<int>(r.op)]->Increment();
     const absl::Status st = Handle(r, body, data);
     if (in_place) in.Consume(r.length);
-    out.Add(st, read ? r.length : 0);
-    if (out.full() && !out.Flush(fd, session.get())) break;
+    out.Add(st, read ? r.length : 0, r.tag);
+    if (out.full() && !out.Flush(fd, session.get(), &conn->send_mu)) break;
+  }
+  {
+    // The reads run aside answer on this socket, which closes when we return.
+    absl::MutexLock l(&conn->mu);
+    shutdown(fd, SHUT_RD);
+    auto done = [&conn]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(conn->mu) { return conn->running == 0; };
+    conn->mu.Await(absl::Condition(&done));
   }
   session.reset();  // the session goes before its socket (closed by the ConnectionServer)
+}
+
+void DataServer::RunAside(int fd, const std::shared_ptr<Aside>& conn, const wire::Request& r) {
+  {
+    absl::MutexLock l(&conn->mu);
+    ++conn->running;
+  }
+  aside_reads_->Increment();
+  aside_->Submit([this, fd, conn, r] {
+    std::vector<char> data(r.length);
+    const absl::Status st = Handle(r, nullptr, data.data());
+    wire::Response resp = wire::FromStatus(st, r.length);
+    resp.tag = r.tag;
+    char head[wire::kResponseBytes];
+    wire::EncodeResponse(resp, head);
+    iovec iov[3] = {{head, sizeof(head)},
+                    {const_cast<char*>(st.message().data()), resp.message_len},
+                    {data.data(), resp.data_len}};
+    bool sent;
+    {
+      absl::MutexLock l(&conn->send_mu);
+      sent = WriteFullV(fd, iov, 3).ok();
+    }
+    absl::MutexLock l(&conn->mu);
+    if (!sent) shutdown(fd, SHUT_RDWR);  // the connection's reader sees the end
+    --conn->running;
+  });
 }
 
 absl::Status DataServer::Handle(const wire::Request& r, const char* payload, char* data) {

@@ -26,7 +26,7 @@ T Get(const char* p) {
 void EncodeRequest(const Request& r, char out[kRequestBytes]) {
   Put<uint32_t>(out, kRequestMagic);
   Put<uint8_t>(out + 4, static_cast<uint8_t>(r.op));
-  Put<uint8_t>(out + 5, 0);
+  Put<uint8_t>(out + 5, r.flags);
   Put<uint16_t>(out + 6, 0);
   Put<uint32_t>(out + 8, r.vdi);
   Put<uint32_t>(out + 12, r.offset);
@@ -34,6 +34,7 @@ void EncodeRequest(const Request& r, char out[kRequestBytes]) {
   Put<uint32_t>(out + 24, r.length);
   Put<uint32_t>(out + 28, r.timeout_ms);
   Put<uint64_t>(out + 32, r.epoch);
+  Put<uint64_t>(out + 40, r.tag);
 }
 
 absl::Status DecodeRequest(const char in[kRequestBytes], Request* r) {
@@ -45,15 +46,20 @@ absl::Status DecodeRequest(const char in[kRequestBytes], Request* r) {
     return absl::InvalidArgumentError(absl::StrCat("unknown block request op ", op));
   }
   r->op = static_cast<Op>(op);
+  r->flags = Get<uint8_t>(in + 5);
+  if ((r->flags & ~kMayReorder) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown block request flags ", r->flags));
+  }
   r->vdi = Get<uint32_t>(in + 8);
   r->offset = Get<uint32_t>(in + 12);
   r->object = Get<uint64_t>(in + 16);
   r->length = Get<uint32_t>(in + 24);
   r->timeout_ms = Get<uint32_t>(in + 28);
   r->epoch = Get<uint64_t>(in + 32);
+  r->tag = Get<uint64_t>(in + 40);
   if (r->length > kMaxLength) {
-    return absl::InvalidArgumentError(absl::StrCat("block request of ", r->length,
-                                                   " bytes (at most ", kMaxLength, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("block request of ", r->length, " bytes (at most ", kMaxLength, ")"));
   }
   return absl::OkStatus();
 }
@@ -65,6 +71,7 @@ void EncodeResponse(const Response& r, char out[kResponseBytes]) {
   Put<uint16_t>(out + 6, 0);
   Put<uint32_t>(out + 8, r.message_len);
   Put<uint32_t>(out + 12, r.data_len);
+  Put<uint64_t>(out + 16, r.tag);
 }
 
 absl::Status DecodeResponse(const char in[kResponseBytes], Response* r) {
@@ -81,6 +88,7 @@ absl::Status DecodeResponse(const char in[kResponseBytes], Response* r) {
   r->kind = static_cast<ErrorKind>(kind);
   r->message_len = Get<uint32_t>(in + 8);
   r->data_len = Get<uint32_t>(in + 12);
+  r->tag = Get<uint64_t>(in + 16);
   if (r->message_len > kMaxMessage || r->data_len > kMaxLength) {
     return absl::DataLossError("block response longer than the protocol allows");
   }

@@ -5,8 +5,13 @@
 // own thread (cachenode/data_server.h). Byte order is little-endian; docs/data-protocol.md has
 // the picture.
 //
-//   request  := RequestHeader (40 bytes) [payload: `length` bytes, writes only]
-//   response := ResponseHeader (16 bytes) [message: message_len bytes] [data: data_len bytes]
+//   request  := RequestHeader (48 bytes) [payload: `length` bytes, writes only]
+//   response := ResponseHeader (24 bytes) [message: message_len bytes] [data: data_len bytes]
+//
+// Every response carries its request's `tag`. A request flagged kMayReorder may be answered
+// after requests that came later on the same connection (a read the node must fetch from the
+// data nodes is run aside, so it does not hold up the cached reads behind it); all others are
+// answered in arrival order.
 //
 // A response carries an absl status code and the ringcache error kind (common/errors.h), so a
 // refusal (fenced, stale epoch, unknown VDI, ...) reaches the router typed, as over gRPC.
@@ -23,14 +28,16 @@
 
 namespace ringcache::wire {
 
-inline constexpr uint32_t kRequestMagic = 0x31445243;   // "CRD1"
-inline constexpr uint32_t kResponseMagic = 0x31535243;  // "CRS1"
-inline constexpr size_t kRequestBytes = 40;
-inline constexpr size_t kResponseBytes = 16;
+inline constexpr uint32_t kRequestMagic = 0x32445243;   // "CRD2"
+inline constexpr uint32_t kResponseMagic = 0x32535243;  // "CRS2"
+inline constexpr size_t kRequestBytes = 48;
+inline constexpr size_t kResponseBytes = 24;
 inline constexpr uint32_t kMaxLength = 64u << 20;       // as the gRPC messages
 inline constexpr uint32_t kMaxMessage = 64u << 10;
 
 enum class Op : uint8_t { kRead = 1, kWrite = 2, kTrim = 3, kZero = 4 };
+// Request flags.
+inline constexpr uint8_t kMayReorder = 1;  // the answer may overtake (or be overtaken by) others
 
 struct Request {
   Op op = Op::kRead;
@@ -40,6 +47,8 @@ struct Request {
   uint32_t length = 0;
   uint32_t timeout_ms = 0;  // the sender gives up after this; a write must not start later
   uint64_t epoch = 0;       // the cache ring epoch the sender routed with (0: not stamped)
+  uint8_t flags = 0;        // kMayReorder
+  uint64_t tag = 0;         // echoed in the response
 };
 
 struct Response {
@@ -47,6 +56,7 @@ struct Response {
   ErrorKind kind = ErrorKind::kNone;
   uint32_t message_len = 0;
   uint32_t data_len = 0;
+  uint64_t tag = 0;  // the request's
 };
 
 void EncodeRequest(const Request& r, char out[kRequestBytes]);

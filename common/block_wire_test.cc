@@ -7,10 +7,14 @@ namespace {
 
 TEST(BlockWireTest, RequestRoundTrips) {
   Request r{Op::kWrite, 7, 0x0102030405060708ull, 4096, 65536, 30000, 99};
+  r.flags = kMayReorder;
+  r.tag = 0xfedcba9876543210ull;
   char buf[kRequestBytes];
   EncodeRequest(r, buf);
   Request back;
   ASSERT_TRUE(DecodeRequest(buf, &back).ok());
+  EXPECT_EQ(back.flags, kMayReorder);
+  EXPECT_EQ(back.tag, 0xfedcba9876543210ull);
   EXPECT_EQ(back.op, Op::kWrite);
   EXPECT_EQ(back.vdi, 7u);
   EXPECT_EQ(back.object, 0x0102030405060708ull);
@@ -30,6 +34,9 @@ TEST(BlockWireTest, MalformedRequestsAreRefused) {
   EncodeRequest(r, buf);
   buf[4] = 9;  // no such op
   EXPECT_TRUE(absl::IsInvalidArgument(DecodeRequest(buf, &back)));
+  EncodeRequest(r, buf);
+  buf[5] = 2;  // no such flag
+  EXPECT_TRUE(absl::IsInvalidArgument(DecodeRequest(buf, &back)));
   r.length = kMaxLength + 1;
   EncodeRequest(r, buf);
   EXPECT_TRUE(absl::IsInvalidArgument(DecodeRequest(buf, &back)));
@@ -37,12 +44,14 @@ TEST(BlockWireTest, MalformedRequestsAreRefused) {
 
 TEST(BlockWireTest, TypedErrorsKeepTheirKind) {
   const absl::Status refused = TypedError(ErrorKind::kStaleEpoch, "stale ring epoch 3");
-  const Response resp = FromStatus(refused, 4096);
+  Response resp = FromStatus(refused, 4096);
   EXPECT_EQ(resp.data_len, 0u) << "an error carries no data";
+  resp.tag = 42;
   char buf[kResponseBytes];
   EncodeResponse(resp, buf);
   Response back;
   ASSERT_TRUE(DecodeResponse(buf, &back).ok());
+  EXPECT_EQ(back.tag, 42u);
   const absl::Status s = ToStatus(back, std::string(refused.message()));
   EXPECT_EQ(s.code(), refused.code());
   EXPECT_TRUE(IsKind(s, ErrorKind::kStaleEpoch));

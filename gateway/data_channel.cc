@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <deque>
+#include <map>
 #include <string>
 #include <thread>
 #include <utility>
@@ -23,8 +23,10 @@ constexpr size_t kMaxIdle = 64;
 }  // namespace
 
 // The pipelined connection: requests go out in the order they are queued (a caller that finds
-// a send under way leaves its frame to that sender, so a burst of reads shares sends), and
-// their answers come back in that order; a reader thread matches them and runs completions.
+// a send under way leaves its frame to that sender, so a burst of reads shares sends), each
+// tagged and flagged kMayReorder; a reader thread matches answers to requests by tag (a read
+// the node fetches from the data nodes answers after the cached ones behind it) and runs the
+// completions.
 class DataChannel::Pipe {
  public:
   Pipe(int fd, std::string address, int timeout_ms)
@@ -45,10 +47,13 @@ class DataChannel::Pipe {
   bool Submit(const wire::Request& r, char* out, absl::AnyInvocable<void(absl::Status)> done) {
     absl::MutexLock l(&mu_);
     if (broken_) return false;
+    wire::Request tagged = r;
+    tagged.flags |= wire::kMayReorder;
+    tagged.tag = ++last_tag_;
     char head[wire::kRequestBytes];
-    wire::EncodeRequest(r, head);
+    wire::EncodeRequest(tagged, head);
     queued_.append(head, sizeof(head));
-    pending_.push_back({out, r.length, absl::Now() + timeout_, std::move(done)});
+    pending_.emplace(tagged.tag, Slot{out, r.length, absl::Now() + timeout_, std::move(done)});
     if (sending_) return true;  // the sender under way takes this frame too
     sending_ = true;
     while (!queued_.empty() && !broken_) {
@@ -107,7 +112,7 @@ class DataChannel::Pipe {
       if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
         absl::MutexLock l(&mu_);
         if (broken_) return why_;
-        if (!pending_.empty() && absl::Now() > pending_.front().deadline) {
+        if (!pending_.empty() && absl::Now() > pending_.begin()->second.deadline) {
           return absl::DeadlineExceededError(
               absl::StrCat("block data pipe to ", address_, ": no answer in time"));
         }
@@ -127,9 +132,12 @@ class DataChannel::Pipe {
     Slot slot;
     {
       absl::MutexLock l(&mu_);
-      if (pending_.empty()) return absl::DataLossError("answer to no request");
-      slot = std::move(pending_.front());
-      pending_.pop_front();
+      auto it = pending_.find(resp.tag);
+      if (it == pending_.end()) {
+        return absl::DataLossError(absl::StrCat("answer to no request (tag ", resp.tag, ")"));
+      }
+      slot = std::move(it->second);
+      pending_.erase(it);
     }
     absl::Status transport = Fill(resp.message_len);
     std::string message;
@@ -164,22 +172,24 @@ class DataChannel::Pipe {
     do {
       end = ReadOne();
     } while (end.ok());
-    std::deque<Slot> left;
+    std::map<uint64_t, Slot> left;
     {
       absl::MutexLock l(&mu_);
       BreakLocked(end);
       left.swap(pending_);
       end = why_;
     }
-    for (Slot& s : left) s.done(end);
+    for (auto& [tag, s] : left) s.done(end);
   }
 
   const int fd_;
   const std::string address_;
   const absl::Duration timeout_;
   mutable absl::Mutex mu_;
-  std::deque<Slot> pending_ ABSL_GUARDED_BY(mu_);
-  std::string queued_ ABSL_GUARDED_BY(mu_);  // frames not sent yet, in pending_'s order
+  // By tag; tags only grow, so the first is the oldest request waiting.
+  std::map<uint64_t, Slot> pending_ ABSL_GUARDED_BY(mu_);
+  uint64_t last_tag_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string queued_ ABSL_GUARDED_BY(mu_);  // frames not sent yet
   bool sending_ ABSL_GUARDED_BY(mu_) = false;
   bool broken_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status why_ ABSL_GUARDED_BY(mu_);

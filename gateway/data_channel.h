@@ -8,9 +8,10 @@
 // caller can take another path (gRPC, which waits for a restarting node).
 //
 // Reads may also be pipelined: ReadAsync sends a read on the channel's one pipelined connection
-// and returns at once; the connection's reader thread takes the answers as they come (the node
-// answers a connection's requests in order) and runs each caller's completion. Many reads in
-// flight then share the node's receives and sends, and no caller thread waits for its answer.
+// and returns at once; the connection's reader thread takes the answers as they come (matched by
+// tag: a read the node must fetch from the data nodes may answer after later ones) and runs each
+// caller's completion. Many reads in flight then share the node's receives and sends, and no
+// caller thread waits for its answer.
 //
 // With `tls` every connection runs TLS, checked to reach a cache node of this cluster
 // (common/tls.h); ProcessTls() is the context of the process's --tls-dir identity.

@@ -304,6 +304,31 @@ TEST_F(DataChannelTest, TheServerRunsABurstInOrder) {
   close(*fd);
 }
 
+TEST_F(DataChannelTest, APipelinedMissRunsAsideAndCachedReadsAnswerOnTheSameConnection) {
+  DataChannel ch("127.0.0.1", server_->port(), 30000);
+  const std::string cached(4096, 'c');
+  bool sent = false;
+  ASSERT_TRUE(ch.Call(Req(wire::Op::kWrite, 30, 0, 4096), cached.data(), nullptr, &sent).ok());
+  std::string buf(4096, '\0');
+  ASSERT_TRUE(ch.Call(Req(wire::Op::kRead, 30, 0, 4096), nullptr, buf.data(), &sent).ok());
+  metrics::Counter* aside = registry_.GetCounter("ringcache_cachenode_data_aside_reads_total", "");
+  const double aside_before = aside->Value();
+  // Object 31 was never written: its read is a miss fetched from the data nodes (zeroes), run
+  // aside; the cached reads sent after it on the same connection are answered inline.
+  std::vector<std::string> out(9, std::string(4096, 'x'));
+  Completions c;
+  ASSERT_TRUE(ch.ReadAsync(Req(wire::Op::kRead, 31, 0, 4096), out[0].data(), c.Slot(0)));
+  for (size_t i = 1; i < out.size(); ++i) {
+    ASSERT_TRUE(ch.ReadAsync(Req(wire::Op::kRead, 30, 0, 4096), out[i].data(), c.Slot(i)));
+  }
+  std::map<size_t, absl::Status> results = c.Wait(out.size());
+  for (size_t i = 0; i < out.size(); ++i) {
+    EXPECT_TRUE(results[i].ok()) << i << ": " << results[i];
+    EXPECT_EQ(out[i], i == 0 ? std::string(4096, '\0') : cached) << i;
+  }
+  EXPECT_EQ(aside->Value() - aside_before, 1) << "only the miss ran aside";
+}
+
 // A peer that answers the first read of each connection with `fill` bytes and then only reads.
 class SilentPeer {
  public:

@@ -210,54 +210,6 @@ struct NbdServer::Metrics {
   std::map<std::string, std::unique_ptr<Vdi>> vdis ABSL_GUARDED_BY(mu);
 };
 
-// ---- Worker pool ----------------------------------------------------------------------------------
-
-class NbdServer::WorkerPool {
- public:
-  explicit WorkerPool(int threads) {
-    for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Loop(); });
-  }
-  ~WorkerPool() { Shutdown(); }
-
-  void Submit(absl::AnyInvocable<void()> task) {
-    absl::MutexLock l(&mu_);
-    queue_.push_back(std::move(task));
-  }
-
-  // Runs what is queued, then joins the threads.
-  void Shutdown() {
-    {
-      absl::MutexLock l(&mu_);
-      stop_ = true;
-    }
-    for (std::thread& t : threads_) t.join();
-    threads_.clear();
-  }
-
- private:
-  void Loop() {
-    while (true) {
-      absl::AnyInvocable<void()> task;
-      {
-        absl::MutexLock l(&mu_);
-        auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-          return !queue_.empty() || stop_;
-        };
-        mu_.Await(absl::Condition(&ready));
-        if (queue_.empty()) return;
-        task = std::move(queue_.front());
-        queue_.pop_front();
-      }
-      task();
-    }
-  }
-
-  absl::Mutex mu_;
-  std::deque<absl::AnyInvocable<void()>> queue_ ABSL_GUARDED_BY(mu_);
-  bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  std::vector<std::thread> threads_;
-};
-
 // ---- Socket helpers --------------------------------------------------------------------------------
 
 namespace {
@@ -308,7 +260,7 @@ std::string PeerName(const sockaddr_storage& ss) {
 class NbdServer::Connection : public std::enable_shared_from_this<Connection> {
  public:
   Connection(int fd, std::string peer, const NbdServerConfig* config, ExportProvider* exports,
-             Metrics* metrics, WorkerPool* pool, const std::atomic<bool>* stopping,
+             Metrics* metrics, TaskPool* pool, const std::atomic<bool>* stopping,
              std::atomic<int>* active, std::atomic<int>* admission_waits)
       : fd_(fd),
         peer_(std::move(peer)),
@@ -396,7 +348,7 @@ class NbdServer::Connection : public std::enable_shared_from_this<Connection> {
   const NbdServerConfig* const config_;
   ExportProvider* const exports_;
   Metrics* const metrics_;
-  WorkerPool* const pool_;
+  TaskPool* const pool_;
   const std::atomic<bool>* const stopping_;
   std::atomic<int>* const active_;
   std::atomic<int>* const admission_waits_;
@@ -904,7 +856,7 @@ absl::StatusOr<int> NbdServer::Start() {
     return absl::InternalError(absl::StrCat("eventfd: ", std::strerror(errno)));
   }
   listen_fd_ = fd;
-  pool_ = std::make_unique<WorkerPool>(config_.worker_threads);
+  pool_ = std::make_unique<TaskPool>(config_.worker_threads);
   started_ = true;
   acceptor_ = std::thread([this] { AcceptLoop(); });
   spdlog::info("nbd: listening on {} (port {})", config_.listen, port_);

@@ -28,6 +28,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "common/metrics.h"
+#include "common/task_pool.h"
 #include "common/tls.h"
 #include "gateway/block_device.h"
 #include "gateway/nbd_protocol.h"
@@ -101,7 +102,6 @@ class NbdServer {
   int AdmissionWaitsForTest() const { return admission_waits_.load(); }
 
   class Connection;   // one client connection (defined in nbd_server.cc)
-  class WorkerPool;   // shared pool of device-calling threads
   struct Metrics;
 
  private:
@@ -112,7 +112,7 @@ class NbdServer {
   const NbdServerConfig config_;
   ExportProvider* const exports_;
   std::unique_ptr<Metrics> metrics_;
-  std::unique_ptr<WorkerPool> pool_;
+  std::unique_ptr<TaskPool> pool_;  // shared pool of device-calling threads
   int listen_fd_ = -1;
   int wake_fd_ = -1;  // eventfd that wakes the acceptor on Stop()
   int port_ = 0;
