@@ -54,6 +54,7 @@
 #include "datanode/client/datanode_pool.h"
 #include "cachenode/destager.h"
 #include "cachenode/ownership.h"
+#include "cachenode/policy/registry.h"
 #include "cachenode/slot_repair.h"
 #include "cachenode/slot_store.h"
 #include "cachenode/stripes.h"
@@ -77,7 +78,7 @@ struct CacheNodeConfig {
   uint64_t ssd_bytes = 1ull << 30;      // SSD tier capacity
   uint64_t ram_bytes = 64ull << 20;     // RAM tier capacity (exclusive of the SSD tier)
   uint32_t block_size = 4096;           // cache block, 4..64 KiB
-  std::string policy = "vbq+lru+sieve+lcr";  // membership policy (cachenode/policy/registry.h)
+  std::string policy = policy::kDefaultPolicy;  // membership policy (policy/registry.h)
   std::string placement = "uarc";       // RAM/SSD placement: uarc | lru
   // Reads at least this large are streams: their SSD hits stay on SSD and do not reorder the
   // RAM tier (a bcache-style sequential cutoff for RAM; 0 = off).

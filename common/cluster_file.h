@@ -44,7 +44,7 @@ struct ClusterFile {
   std::string data_dir = "./ringcache-cluster";
   uint32_t replication = 3;
   uint32_t block_size = 4096;
-  std::string policy = "vbq+lru+sieve+lcr";
+  std::string policy = "vbq(share=utility)+s3fifo+sieve+lcr";  // == policy::kDefaultPolicy
   std::string placement = "uarc";
   // Cluster mode (membership/README.md) when non-empty: comma-separated etcd host:port list.
   std::string etcd_endpoints;

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+
 namespace ringcache::policy {
 
 absl::Status DriverConfig::Validate() const {
@@ -27,12 +29,52 @@ CacheDriver::CacheDriver(const DriverConfig& config, DriverParts parts)
       space_(parts.make_space(&slots_)),
       admission_(std::move(parts.admission)),
       bypasses_(std::move(parts.bypasses)),
-      victim_(std::move(parts.victim)) {
+      victim_(std::move(parts.victim)),
+      capacity_(config.capacity_blocks) {
   if (!admission_) admission_ = std::make_unique<AlwaysAdmit>();
   if (!victim_) victim_ = std::make_unique<TailVictim>();
-  const size_t window = std::max<size_t>(
-      {size_t{1}, victim_->window(), admission_->replacement_window()});
-  candidates_.resize(std::min(window, config.capacity_blocks));
+  SizeCandidates(*admission_, *victim_);
+}
+
+void CacheDriver::SizeCandidates(const Admission& a, const VictimChooser& v) {
+  const size_t window =
+      std::min(std::max<size_t>({size_t{1}, v.window(), a.replacement_window()}), capacity_);
+  if (window > candidates_.size()) candidates_.resize(window);
+}
+
+CacheDriver::Rules CacheDriver::RulesOf(uint32_t vdi) {
+  if (!vdi_rules_.empty()) {
+    if (auto it = vdi_rules_.find(vdi); it != vdi_rules_.end()) {
+      VdiRules& r = *it->second;
+      return Rules{r.admission.get(), &r.bypasses, r.victim.get()};
+    }
+  }
+  return Rules{admission_.get(), &bypasses_, victim_.get()};
+}
+
+absl::Status CacheDriver::SetVdiRules(uint32_t vdi, std::unique_ptr<VdiRules> rules) {
+  if (rules == nullptr) {
+    if (!vdi_rules_.contains(vdi)) return absl::OkStatus();
+    if (absl::Status s = space_->ReplaceOrder(vdi, nullptr); !s.ok()) return s;
+    vdi_rules_.erase(vdi);
+    return absl::OkStatus();
+  }
+  if (!rules->admission) rules->admission = std::make_unique<AlwaysAdmit>();
+  if (!rules->victim) rules->victim = std::make_unique<TailVictim>();
+  if (rules->admission->replacement_window() > 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", std::string(rules->admission->name()),
+                     "' judges replacements and cannot run per VDI inside the node's queues"));
+  }
+  if (absl::Status s = space_->ReplaceOrder(vdi, &rules->order); !s.ok()) return s;
+  SizeCandidates(*rules->admission, *rules->victim);
+  vdi_rules_[vdi] = std::move(rules);
+  return absl::OkStatus();
+}
+
+std::string_view CacheDriver::VdiSpec(uint32_t vdi) const {
+  auto it = vdi_rules_.find(vdi);
+  return it == vdi_rules_.end() ? std::string_view() : std::string_view(it->second->spec);
 }
 
 void CacheDriver::OnAccess(const Access& access, Outcome* out) {
@@ -41,9 +83,11 @@ void CacheDriver::OnAccess(const Access& access, Outcome* out) {
   const uint32_t q = space_->OnAccess(key.vdi);
   const SlotId slot = slots_.Find(key);
   const bool hit = slot != kNoSlot;
-  admission_->OnAccess(access, hit);
+  const Rules rules = RulesOf(key.vdi);
+  Admission& admission = *rules.admission;
+  admission.OnAccess(access, hit);
   bool bypass = false;
-  for (const auto& b : bypasses_) bypass |= b->Check(access, hit);
+  for (const auto& b : *rules.bypasses) bypass |= b->Check(access, hit);
 
   if (hit) {
     out->hit = Tier::kSsd;
@@ -57,13 +101,14 @@ void CacheDriver::OnAccess(const Access& access, Outcome* out) {
     }
     return;
   }
+  const bool reused = space_->OnMiss(q, key);
   if (bypass) {
     out->bypassed = true;
     return;
   }
   const bool write = access.op == Op::kWrite;
-  const bool judged = !write || admission_->judges_writes();
-  if (judged && !admission_->Admit(access)) {
+  const bool judged = !write || admission.judges_writes();
+  if (judged && !(reused && admission.replacement_window() == 0) && !admission.Admit(access)) {
     out->rejected = true;
     return;
   }
@@ -101,8 +146,13 @@ bool CacheDriver::MakeRoom(const BlockKey& incoming, bool judged, Outcome* out) 
 CacheDriver::EvictResult CacheDriver::EvictOne(uint32_t q, const BlockKey& incoming, bool judged,
                                                Outcome* out) {
   Order& order = space_->queue(q);
-  const bool judge = judged && admission_->replacement_window() > 0;
-  size_t want = judge ? admission_->replacement_window() : victim_->window();
+  // The evicting queue's VDI decides (a per-VDI admission never judges replacements).
+  const uint32_t owner = space_->QueueVdi(q);
+  const Rules rules =
+      owner == Space::kNoVdi ? Rules{admission_.get(), &bypasses_, victim_.get()} : RulesOf(owner);
+  VictimChooser& victim_chooser = *rules.victim;
+  const bool judge = judged && rules.admission->replacement_window() > 0;
+  size_t want = judge ? rules.admission->replacement_window() : victim_chooser.window();
   want = std::min(want, candidates_.size());
   // A wide window is listed in two steps: a short prefix often decides already (LCR: a clean
   // block near the tail), which saves walking the whole window on every eviction.
@@ -110,7 +160,8 @@ CacheDriver::EvictResult CacheDriver::EvictOne(uint32_t q, const BlockKey& incom
   size_t n;
   if (!judge && want > kPrefix) {
     n = order.Candidates(absl::MakeSpan(candidates_.data(), kPrefix));
-    if (n == kPrefix && !victim_->DecidedBy(absl::MakeConstSpan(candidates_.data(), n), slots_)) {
+    if (n == kPrefix &&
+        !victim_chooser.DecidedBy(absl::MakeConstSpan(candidates_.data(), n), slots_)) {
       n = order.Candidates(absl::MakeSpan(candidates_.data(), want));
     }
   } else {
@@ -120,15 +171,16 @@ CacheDriver::EvictResult CacheDriver::EvictOne(uint32_t q, const BlockKey& incom
   const absl::Span<const SlotId> cands(candidates_.data(), n);
   size_t pick;
   if (judge) {
-    const int i = admission_->ChooseReplacement(incoming, cands, slots_);
+    const int i = rules.admission->ChooseReplacement(incoming, cands, slots_);
     if (i < 0) return EvictResult::kRefused;
     pick = static_cast<size_t>(i);
   } else {
-    pick = victim_->Choose(cands, slots_);
+    pick = victim_chooser.Choose(cands, slots_);
   }
   const SlotId victim = cands[pick];
   const bool dirty = slots_.dirty(victim);
   out->evicted.push_back(Eviction{slots_.key(victim), dirty, Tier::kSsd});
+  space_->OnEvicted(q, slots_.key(victim));
   order.Remove(victim, /*evicted=*/true);
   slots_.Free(victim);
   if (dirty) --dirty_;
@@ -163,11 +215,13 @@ size_t CacheDriver::MetadataBytes() const {
   size_t bytes = sizeof(*this) + slots_.MetadataBytes() + space_->MetadataBytes() +
                  admission_->MetadataBytes() + candidates_.capacity() * sizeof(SlotId);
   for (const auto& b : bypasses_) bytes += b->MetadataBytes();
+  for (const auto& [vdi, r] : vdi_rules_) {
+    bytes += sizeof(VdiRules) + r->spec.capacity() + r->admission->MetadataBytes();
+    for (const auto& b : r->bypasses) bytes += b->MetadataBytes();
+  }
   return bytes;
 }
 
-void CacheDriver::AppendVdiStats(std::vector<VdiStats>* out) const {
-  space_->AppendVdiStats(out);
-}
+void CacheDriver::AppendVdiStats(std::vector<VdiStats>* out) const { space_->AppendVdiStats(out); }
 
 }  // namespace ringcache::policy

@@ -19,6 +19,10 @@
 //      refuse, which rejects the miss), and the block is inserted, dirty if a write.
 //   Every eviction is reported in Outcome::evicted; a dirty one costs a write home.
 //
+// Per-VDI rules (SetVdiRules): one VDI may run its own order, admission, bypasses and victim
+// chooser inside the node's space (a VBQ queue per VDI); the others keep the driver's. A switch
+// moves the VDI's cached blocks into the new order with their dirty bits: nothing is dropped.
+//
 // Invariants:
 //   1. size() == number of used slots == sum of the queues' sizes <= capacity().
 //   2. dirty_count() == number of used slots whose dirty bit is set.
@@ -35,6 +39,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "cachenode/policy/admission.h"
@@ -47,7 +52,7 @@
 namespace ringcache::policy {
 
 struct DriverConfig {
-  std::string name;           // what name() reports, e.g. the registry spec
+  std::string name;  // what name() reports, e.g. the registry spec
   size_t capacity_blocks = 0;
   absl::Status Validate() const;
 };
@@ -56,6 +61,16 @@ struct DriverConfig {
 // (which it must not outlive). Null admission means AlwaysAdmit; null victim means TailVictim.
 struct DriverParts {
   std::function<std::unique_ptr<Space>(SlotTable* slots)> make_space;
+  std::unique_ptr<Admission> admission;
+  std::vector<std::unique_ptr<Bypass>> bypasses;
+  std::unique_ptr<VictimChooser> victim;
+};
+
+// A VDI's own parts (see SetVdiRules). A null order keeps the space's; null admission means
+// AlwaysAdmit; null victim means TailVictim.
+struct VdiRules {
+  std::string spec;  // what VdiSpec reports
+  OrderFactory order;
   std::unique_ptr<Admission> admission;
   std::vector<std::unique_ptr<Bypass>> bypasses;
   std::unique_ptr<VictimChooser> victim;
@@ -80,6 +95,13 @@ class CacheDriver final : public CachePolicy {
   size_t MetadataBytes() const override;
   void AppendVdiStats(std::vector<VdiStats>* out) const override;
 
+  // Gives `vdi` its own rules; null returns it to the driver's. The VDI's blocks move into the
+  // new order (FailedPrecondition if the space has no per-VDI queues); admission, bypass and
+  // victim state starts fresh. Admissions that judge replacements (RPAC) are refused.
+  absl::Status SetVdiRules(uint32_t vdi, std::unique_ptr<VdiRules> rules);
+  // The spec `vdi` runs under, or "" for the driver's own.
+  std::string_view VdiSpec(uint32_t vdi) const;
+
   // The composed parts, for tests and metrics.
   const Space& space() const { return *space_; }
   Space& mutable_space() { return *space_; }
@@ -88,6 +110,14 @@ class CacheDriver final : public CachePolicy {
 
  private:
   enum class EvictResult { kEvicted, kEmpty, kRefused };
+  // The admission, bypasses and victim that apply to one VDI.
+  struct Rules {
+    Admission* admission;
+    const std::vector<std::unique_ptr<Bypass>>* bypasses;
+    VictimChooser* victim;
+  };
+  Rules RulesOf(uint32_t vdi);
+  void SizeCandidates(const Admission& a, const VictimChooser& v);
 
   CacheDriver(const DriverConfig& config, DriverParts parts);
   // Makes room for one block of `incoming`; returns false if the replacement judge refused.
@@ -101,6 +131,8 @@ class CacheDriver final : public CachePolicy {
   std::unique_ptr<Admission> admission_;
   std::vector<std::unique_ptr<Bypass>> bypasses_;
   std::unique_ptr<VictimChooser> victim_;
+  absl::flat_hash_map<uint32_t, std::unique_ptr<VdiRules>> vdi_rules_;
+  size_t capacity_;
   size_t dirty_ = 0;
   std::vector<SlotId> candidates_;  // scratch, sized once to the largest window
 };

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <functional>
+#include <initializer_list>
 #include <limits>
 #include <optional>
 #include <string>
@@ -42,22 +43,28 @@ struct ComponentInfo {
 };
 
 constexpr ComponentInfo kComponents[] = {
-    {"lru", Role::kOrder},        {"fifo", Role::kOrder},        {"arc", Role::kOrder},
-    {"s3fifo", Role::kOrder},     {"cflru", Role::kOrder},       {"vbq", Role::kSpace},
-    {"always", Role::kAdmission}, {"sieve", Role::kAdmission},   {"rpac", Role::kAdmission},
-    {"cmf", Role::kBypass},       {"seqcut", Role::kBypass},     {"lcr", Role::kVictim},
-    {"iarc", Role::kComplete},    {"garc", Role::kComplete},     {"uarc", Role::kComplete},
+    {"lru", Role::kOrder},        {"fifo", Role::kOrder},      {"arc", Role::kOrder},
+    {"s3fifo", Role::kOrder},     {"cflru", Role::kOrder},     {"vbq", Role::kSpace},
+    {"always", Role::kAdmission}, {"sieve", Role::kAdmission}, {"rpac", Role::kAdmission},
+    {"cmf", Role::kBypass},       {"seqcut", Role::kBypass},   {"lcr", Role::kVictim},
+    {"iarc", Role::kComplete},    {"garc", Role::kComplete},   {"uarc", Role::kComplete},
     {"opt", Role::kComplete},
 };
 
 const char* RoleName(Role r) {
   switch (r) {
-    case Role::kOrder: return "order";
-    case Role::kSpace: return "space";
-    case Role::kAdmission: return "admission";
-    case Role::kBypass: return "bypass";
-    case Role::kVictim: return "victim";
-    case Role::kComplete: return "complete policy";
+    case Role::kOrder:
+      return "order";
+    case Role::kSpace:
+      return "space";
+    case Role::kAdmission:
+      return "admission";
+    case Role::kBypass:
+      return "bypass";
+    case Role::kVictim:
+      return "victim";
+    case Role::kComplete:
+      return "complete policy";
   }
   return "?";
 }
@@ -96,6 +103,20 @@ class Params {
     *v = static_cast<T>(u);
     return absl::OkStatus();
   }
+  // A value out of `words`; *index is set to its position.
+  absl::Status Word(absl::string_view key, std::initializer_list<const char*> words, int* index) {
+    const std::string* s = Take(key);
+    if (s == nullptr) return absl::OkStatus();
+    int i = 0;
+    for (const char* w : words) {
+      if (*s == w) {
+        *index = i;
+        return absl::OkStatus();
+      }
+      ++i;
+    }
+    return Bad(key, *s, absl::StrJoin(words, " or "));
+  }
   absl::Status Bool(absl::string_view key, bool* v) {
     const std::string* s = Take(key);
     if (s == nullptr) return absl::OkStatus();
@@ -106,8 +127,8 @@ class Params {
   absl::Status Finish() const {
     for (size_t i = 0; i < used_.size(); ++i) {
       if (!used_[i]) {
-        return absl::InvalidArgumentError(absl::StrCat("unknown parameter '", c_.params[i].first,
-                                                       "' for '", c_.name, "'"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("unknown parameter '", c_.params[i].first, "' for '", c_.name, "'"));
       }
     }
     return absl::OkStatus();
@@ -142,7 +163,8 @@ absl::StatusOr<Component> ParseComponent(absl::string_view text) {
   c.text = std::string(text);
   const size_t open = text.find('(');
   absl::string_view name = absl::StripAsciiWhitespace(text.substr(0, open));
-  if (name.empty()) return absl::InvalidArgumentError(absl::StrCat("empty component name in '", text, "'"));
+  if (name.empty())
+    return absl::InvalidArgumentError(absl::StrCat("empty component name in '", text, "'"));
   for (char ch : name) {
     if (!IsNameChar(ch)) {
       return absl::InvalidArgumentError(absl::StrCat("unknown policy component '", name, "'"));
@@ -212,7 +234,8 @@ absl::StatusOr<std::vector<Component>> Parse(absl::string_view spec) {
     out.push_back(*std::move(c));
     start = i + 1;
   }
-  if (depth != 0) return absl::InvalidArgumentError(absl::StrCat("missing ')' in spec '", spec, "'"));
+  if (depth != 0)
+    return absl::InvalidArgumentError(absl::StrCat("missing ')' in spec '", spec, "'"));
   return out;
 }
 
@@ -232,7 +255,8 @@ absl::StatusOr<OrderFactory> BuildOrder(const Component* c, const PolicyContext&
   }
   if (c->name == "arc") {
     if (absl::Status s = p.Finish(); !s.ok()) return s;
-    return OrderFactory([](SlotTable* t, size_t cap) { return std::make_unique<ArcOrder>(t, cap); });
+    return OrderFactory(
+        [](SlotTable* t, size_t cap) { return std::make_unique<ArcOrder>(t, cap); });
   }
   if (c->name == "s3fifo") {
     S3FifoConfig cfg;
@@ -240,9 +264,8 @@ absl::StatusOr<OrderFactory> BuildOrder(const Component* c, const PolicyContext&
                            p.UintAs("move", &cfg.move_threshold), p.Finish(), cfg.Validate()}) {
       if (!s.ok()) return s;
     }
-    return OrderFactory([cfg](SlotTable* t, size_t cap) {
-      return std::make_unique<S3FifoOrder>(t, cap, cfg);
-    });
+    return OrderFactory(
+        [cfg](SlotTable* t, size_t cap) { return std::make_unique<S3FifoOrder>(t, cap, cfg); });
   }
   // cflru
   CflruConfig cfg;
@@ -275,11 +298,10 @@ absl::StatusOr<std::unique_ptr<Admission>> BuildAdmission(const Component* c,
   // rpac
   RpacConfig cfg;
   if (ctx.blocks_per_region > 0) cfg.region_blocks = ctx.blocks_per_region;
-  for (absl::Status s :
-       {p.UintAs("region", &cfg.region_blocks), p.UintAs("depth", &cfg.depth),
-        p.Uint("cycle", &cfg.cycle), p.Double("alpha", &cfg.alpha), p.Double("c", &cfg.c),
-        p.UintAs("scan", &cfg.scan), p.Bool("writes", &cfg.judge_writes), p.Finish(),
-        cfg.Validate()}) {
+  for (absl::Status s : {p.UintAs("region", &cfg.region_blocks), p.UintAs("depth", &cfg.depth),
+                         p.Uint("cycle", &cfg.cycle), p.Double("alpha", &cfg.alpha),
+                         p.Double("c", &cfg.c), p.UintAs("scan", &cfg.scan),
+                         p.Bool("writes", &cfg.judge_writes), p.Finish(), cfg.Validate()}) {
     if (!s.ok()) return s;
   }
   return std::unique_ptr<Admission>(std::make_unique<RpacAdmission>(cfg));
@@ -391,12 +413,16 @@ absl::StatusOr<SpaceMaker> BuildSpace(const Component* c, size_t capacity, Order
   }
   VbqConfig cfg;
   Params p(*c);
+  int share = 0;
   for (absl::Status s :
        {p.Double("umax", &cfg.u_max), p.Double("umin", &cfg.u_min), p.Double("dmax", &cfg.d_max),
         p.Double("dmin", &cfg.d_min), p.Double("xi", &cfg.xi), p.Double("alpha", &cfg.alpha),
-        p.Uint("decay", &cfg.decay_interval), p.Finish(), cfg.Validate()}) {
+        p.Uint("decay", &cfg.decay_interval), p.Word("share", {"accesses", "utility"}, &share),
+        p.Double("step", &cfg.step), p.Double("ghost", &cfg.ghost), p.Finish()}) {
     if (!s.ok()) return s;
   }
+  cfg.share = share == 1 ? VbqShare::kUtility : VbqShare::kAccesses;
+  if (absl::Status s = cfg.Validate(); !s.ok()) return s;
   return SpaceMaker([capacity, cfg, order = std::move(order)](SlotTable* t) {
     return std::make_unique<VbqSpace>(capacity, cfg, t, order);
   });
@@ -459,11 +485,99 @@ absl::StatusOr<std::unique_ptr<CachePolicy>> MakePolicy(std::string_view spec_in
   return std::unique_ptr<CachePolicy>(*std::move(driver));
 }
 
+namespace {
+
+bool IsNodeDefault(absl::string_view spec) {
+  spec = absl::StripAsciiWhitespace(spec);
+  return spec.empty() || spec == "default";
+}
+
+absl::StatusOr<std::unique_ptr<VdiRules>> MakeVdiRules(absl::string_view spec,
+                                                       const PolicyContext& ctx) {
+  absl::StatusOr<std::vector<Component>> parsed = Parse(spec);
+  if (!parsed.ok()) return parsed.status();
+  for (const Component& c : *parsed) {
+    if (c.role == Role::kComplete) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", c.name,
+                       "' is a complete policy of the whole node (RAM and SSD tiers or the "
+                       "future of a trace); set it in the cluster file, not per VDI"));
+    }
+    if (c.role == Role::kSpace) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", c.name,
+                       "' shares the cache among VDIs and is the node's; a VDI's spec names "
+                       "its order, admission, bypasses and victim"));
+    }
+    if (c.name == "rpac") {
+      return absl::InvalidArgumentError(
+          "'rpac' judges replacements, which the node's VBQ reclaim rounds do not allow; use "
+          "it as the node policy (cluster file) without vbq");
+    }
+  }
+  absl::StatusOr<Roles> roles = GroupByRole(*parsed, spec);
+  if (!roles.ok()) return roles.status();
+  if (ctx.capacity_blocks < 1) {
+    return absl::InvalidArgumentError("policy context: capacity_blocks must be >= 1");
+  }
+  auto rules = std::make_unique<VdiRules>();
+  rules->spec = std::string(spec);
+  rules->spec.erase(std::remove_if(rules->spec.begin(), rules->spec.end(),
+                                   [](unsigned char ch) { return std::isspace(ch); }),
+                    rules->spec.end());
+  absl::StatusOr<OrderFactory> order = BuildOrder(roles->order, ctx);
+  if (!order.ok()) return order.status();
+  rules->order = *std::move(order);
+  absl::StatusOr<std::unique_ptr<Admission>> admission = BuildAdmission(roles->admission, ctx);
+  if (!admission.ok()) return admission.status();
+  rules->admission = *std::move(admission);
+  absl::StatusOr<std::unique_ptr<VictimChooser>> victim = BuildVictim(roles->victim, ctx);
+  if (!victim.ok()) return victim.status();
+  rules->victim = *std::move(victim);
+  for (const Component* b : roles->bypasses) {
+    absl::StatusOr<std::unique_ptr<Bypass>> bp = BuildBypass(*b);
+    if (!bp.ok()) return bp.status();
+    rules->bypasses.push_back(*std::move(bp));
+  }
+  return rules;
+}
+
+}  // namespace
+
+absl::Status ValidateVdiPolicy(std::string_view spec_in, const PolicyContext& ctx) {
+  const absl::string_view spec(spec_in.data(), spec_in.size());
+  if (IsNodeDefault(spec)) return absl::OkStatus();
+  return MakeVdiRules(spec, ctx).status();
+}
+
+absl::Status SetVdiPolicy(CachePolicy* node, uint32_t vdi, std::string_view spec_in,
+                          const PolicyContext& ctx) {
+  const absl::string_view spec(spec_in.data(), spec_in.size());
+  auto* driver = dynamic_cast<CacheDriver*>(node);
+  if (driver == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the node policy '", std::string(node->name()),
+        "' is a complete policy; per-VDI policies need a node policy with a 'vbq' space"));
+  }
+  if (IsNodeDefault(spec)) return driver->SetVdiRules(vdi, nullptr);
+  absl::StatusOr<std::unique_ptr<VdiRules>> rules = MakeVdiRules(spec, ctx);
+  if (!rules.ok()) return rules.status();
+  return driver->SetVdiRules(vdi, *std::move(rules));
+}
+
+std::string VdiPolicyOf(const CachePolicy& node, uint32_t vdi) {
+  const auto* driver = dynamic_cast<const CacheDriver*>(&node);
+  return driver == nullptr ? std::string() : std::string(driver->VdiSpec(vdi));
+}
+
 std::vector<std::string> KnownPolicies() {
-  return {"lru",       "fifo",     "arc",     "s3fifo",        "cflru",
-          "lru+sieve", "vbq+lru",  "vbq+lru+sieve", "vbq+lru+sieve+lcr", "lru+lcr",
-          "fifo+rpac", "lru+rpac", "lru+cmf", "lru+seqcut",    "iarc",
-          "garc",      "uarc",     "opt"};
+  return {"lru",         "fifo",          "arc",
+          "s3fifo",      "cflru",         "lru+sieve",
+          "vbq+lru",     "vbq+lru+sieve", "vbq+lru+sieve+lcr",
+          "lru+lcr",     "fifo+rpac",     "lru+rpac",
+          "lru+cmf",     "lru+seqcut",    "iarc",
+          "garc",        "uarc",          "opt",
+          kDefaultPolicy};
 }
 
 std::vector<std::string> KnownComponents() {

@@ -33,17 +33,38 @@
 
 namespace ringcache::policy {
 
+// The cache node's default policy (cluster file `policy:`, ringcache-local --policy): VBQ queues
+// sized by the utility of space (vbq.h), S3-FIFO order in each queue, sieve admission for read
+// misses, LCR victims. docs/experiments.md (E7) shows why.
+inline constexpr char kDefaultPolicy[] = "vbq(share=utility)+s3fifo+sieve+lcr";
+
 // What a policy is built for.
 struct PolicyContext {
-  size_t capacity_blocks = 0;        // cache blocks (the SSD tier for iarc/garc/uarc)
-  size_t ram_blocks = 0;             // RAM-tier blocks, for iarc/garc/uarc only
-  const LoadView* load = nullptr;    // data-node load for lcr; not owned, must outlive the policy
-  uint32_t blocks_per_region = 0;    // RPAC region size hint in blocks (0: RPAC's default)
+  size_t capacity_blocks = 0;      // cache blocks (the SSD tier for iarc/garc/uarc)
+  size_t ram_blocks = 0;           // RAM-tier blocks, for iarc/garc/uarc only
+  const LoadView* load = nullptr;  // data-node load for lcr; not owned, must outlive the policy
+  uint32_t blocks_per_region = 0;  // RPAC region size hint in blocks (0: RPAC's default)
 };
 
 // Returns the policy `spec` describes, sized by `ctx`, or kInvalidArgument naming the bad token.
 absl::StatusOr<std::unique_ptr<CachePolicy>> MakePolicy(std::string_view spec,
                                                         const PolicyContext& ctx);
+
+// Per-VDI policies. A VDI's spec names its queue's order, admission, bypasses and victim (the
+// roles of a driver spec without the space: "lru", "arc+sieve", "s3fifo+cmf+lcr", ...); the
+// node's space (vbq) still shares the cache among VDIs. Complete policies (iarc, garc, uarc,
+// opt), a space (vbq) and rpac (it judges replacements, which VBQ's reclaim rounds do not allow)
+// are refused with kInvalidArgument. "" and "default" mean the node's own policy.
+//
+// Checks a per-VDI spec without applying it.
+absl::Status ValidateVdiPolicy(std::string_view spec, const PolicyContext& ctx);
+// Switches `vdi` of `node` (a policy MakePolicy built) to `spec`. The VDI's cached blocks, with
+// their dirty state, move into the new order; admission and bypass state starts fresh.
+// kFailedPrecondition if `node` has no per-VDI queues (no vbq space, or a complete policy).
+absl::Status SetVdiPolicy(CachePolicy* node, uint32_t vdi, std::string_view spec,
+                          const PolicyContext& ctx);
+// The spec `vdi` runs under on `node`: its own, or "" for the node's.
+std::string VdiPolicyOf(const CachePolicy& node, uint32_t vdi);
 
 // Returns the specs of the standard configurations, one per line of the comparison tables
 // (every component name appears in at least one).

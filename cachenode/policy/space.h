@@ -19,6 +19,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "cachenode/policy/order.h"
 #include "cachenode/policy/types.h"
 
@@ -37,6 +38,20 @@ class Space {
   virtual uint32_t QueueOf(uint32_t vdi) const = 0;
   // Returns queue `q`. REQUIRES: q was returned by OnAccess.
   virtual Order& queue(uint32_t q) = 0;
+  // Reports a miss of `key` in queue `q` (every miss: admitted, rejected or bypassed alike), and
+  // a block the driver evicted from queue `q`. Spaces that size queues by ghost hits use them.
+  // OnMiss returns true if the queue evicted `key` recently (a ghost hit): the block has shown
+  // reuse, so the driver admits a read miss of it without asking the admission filter.
+  // Default: nothing, false.
+  virtual bool OnMiss(uint32_t q, const BlockKey& key) {
+    (void)q;
+    (void)key;
+    return false;
+  }
+  virtual void OnEvicted(uint32_t q, const BlockKey& key) {
+    (void)q;
+    (void)key;
+  }
 
   // Returns whether room must be reclaimed before one more block is inserted into a cache that
   // holds `used` blocks.
@@ -48,6 +63,22 @@ class Space {
   // Returns a non-empty queue to evict from when the cache is full after a round, or kNoQueue if
   // every queue is empty.
   virtual uint32_t FallbackQueue() const = 0;
+
+  // Returns the VDI whose queue `q` is, or kNoVdi if queues are not per VDI.
+  static constexpr uint32_t kNoVdi = 0xffffffffu;
+  virtual uint32_t QueueVdi(uint32_t q) const {
+    (void)q;
+    return kNoVdi;
+  }
+  // Gives `vdi`'s queue a new order from `make` (null: the space's own factory), moving its
+  // blocks over in eviction order (the old tail stays the tail). Default: FailedPrecondition,
+  // a space without per-VDI queues cannot.
+  virtual absl::Status ReplaceOrder(uint32_t vdi, const OrderFactory* make) {
+    (void)vdi;
+    (void)make;
+    return absl::FailedPreconditionError(
+        "per-VDI orders need per-VDI queues: the node policy has no 'vbq' space");
+  }
 
   // Appends one row per VDI queue (see VdiStats). Default: nothing.
   virtual void AppendVdiStats(std::vector<VdiStats>* out) const { (void)out; }

@@ -30,6 +30,10 @@ absl::Status VbqConfig::Validate() const {
   // Eq. 8: U_min + (U_max - U_min) * (A_1 - sum A^2 / sum A) / (A_1 - A_n) <= xi. The fraction is
   // in [0, 1) and approaches 1 (one hot VDI, many cold ones), so it holds for every distribution
   // iff U_max <= xi.
+  if (!(step > 0) || !(ghost > 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("vbq: step and ghost must be positive; got step=%g ghost=%g", step, ghost));
+  }
   if (u_max > xi) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "vbq: umax=%g > xi=%g breaks eq. 8 (sum U_i*L_i <= xi*S) for skewed VDI access counts",
@@ -54,8 +58,7 @@ double VbqConfig::Eq8Lhs(absl::Span<const uint64_t> accesses) const {
 absl::Status VbqConfig::CheckEq8(absl::Span<const uint64_t> accesses) const {
   const double lhs = Eq8Lhs(accesses);
   if (lhs > xi + 1e-12) {
-    return absl::FailedPreconditionError(
-        absl::StrFormat("vbq: eq. 8 fails: %g > xi=%g", lhs, xi));
+    return absl::FailedPreconditionError(absl::StrFormat("vbq: eq. 8 fails: %g > xi=%g", lhs, xi));
   }
   return absl::OkStatus();
 }
@@ -65,8 +68,7 @@ VbqBounds ComputeVbqBounds(const VbqConfig& config, uint64_t a, uint64_t a1, uin
   VbqBounds b;
   b.max_len = count == 0 ? 0.0 : static_cast<double>(a) * s / static_cast<double>(count);  // eq. 2
   // x = 0 for the hottest queue, 1 for the coldest; equal hotness takes the hottest bounds.
-  const double x = a1 == an ? 0.0
-                            : static_cast<double>(a1 - a) / static_cast<double>(a1 - an);
+  const double x = a1 == an ? 0.0 : static_cast<double>(a1 - a) / static_cast<double>(a1 - an);
   b.upper = config.u_min + x * (config.u_max - config.u_min);  // eq. 4
   b.lower = config.d_max - x * (config.d_max - config.d_min);  // eq. 5, colder lower (README)
   return b;
@@ -83,10 +85,42 @@ VbqSpace::VbqSpace(size_t capacity, const VbqConfig& config, SlotTable* slots,
       stop_(config.alpha * static_cast<double>(capacity) - kEps) {}
 
 uint32_t VbqSpace::OnAccess(uint32_t vdi) {
+  const uint32_t q = EnsureQueue(vdi);
+  ++queues_[q].accesses;  // A_m, eq. 1
+  ++count_;
+  if (config_.decay_interval > 0 && ++since_decay_ >= config_.decay_interval) Decay();
+  if (config_.share == VbqShare::kUtility && ++since_utility_decay_ >= capacity_) {
+    // Ghost hits count for about one cache turnover: halved every S accesses.
+    since_utility_decay_ = 0;
+    for (Queue& x : queues_) x.ghost_hits /= 2;
+  }
+  return q;
+}
+
+absl::Status VbqSpace::ReplaceOrder(uint32_t vdi, const OrderFactory* make) {
+  const uint32_t q = EnsureQueue(vdi);
+  std::unique_ptr<Order> fresh =
+      make != nullptr && *make ? (*make)(slots_, capacity_) : make_order_(slots_, capacity_);
+  Order& old = *queues_[q].order;
+  // Tail first: each block enters the new order at its head, so the old head ends up there too.
+  std::vector<SlotId> blocks;
+  blocks.reserve(old.size());
+  SlotId s;
+  while (old.Candidates(absl::MakeSpan(&s, 1)) == 1) {
+    old.Remove(s, /*evicted=*/false);
+    blocks.push_back(s);
+  }
+  for (SlotId b : blocks) fresh->Insert(b);
+  queues_[q].order = std::move(fresh);
+  return absl::OkStatus();
+}
+
+uint32_t VbqSpace::EnsureQueue(uint32_t vdi) {
   uint32_t q = QueueOf(vdi);
   if (q == kNoQueue) {
     q = static_cast<uint32_t>(queues_.size());
-    queues_.push_back(Queue{vdi, 0, make_order_(slots_, capacity_)});
+    queues_.push_back(Queue{vdi, 0, make_order_(slots_, capacity_), 0, 0, nullptr});
+    if (config_.share == VbqShare::kUtility) AddTarget(&queues_.back());
     if (vdi < kDirectVdis) {
       if (direct_.size() <= vdi) direct_.resize(vdi + 1, kNoQueue);
       direct_[vdi] = q;
@@ -94,10 +128,74 @@ uint32_t VbqSpace::OnAccess(uint32_t vdi) {
       by_vdi_.emplace(vdi, q);
     }
   }
-  ++queues_[q].accesses;  // A_m, eq. 1
-  ++count_;
-  if (config_.decay_interval > 0 && ++since_decay_ >= config_.decay_interval) Decay();
   return q;
+}
+
+void VbqSpace::AddTarget(Queue* fresh) {
+  const double s = static_cast<double>(capacity_);
+  const double n = static_cast<double>(queues_.size());
+  // The others keep (n-1)/n of their targets, so the sum stays S.
+  for (Queue& x : queues_) x.target *= (n - 1) / n;
+  fresh->target = s / n;
+  fresh->ghost = std::make_unique<KeyLru>(std::max(capacity_, VbqConfig::kMinGhost));
+}
+
+size_t VbqSpace::GhostBound(const Queue& q) const {
+  (void)q;
+  return std::max(VbqConfig::kMinGhost,
+                  static_cast<size_t>(config_.ghost * static_cast<double>(capacity_) /
+                                      static_cast<double>(queues_.size())));
+}
+
+bool VbqSpace::OnMiss(uint32_t q, const BlockKey& key) {
+  if (config_.share != VbqShare::kUtility) return false;
+  Queue& x = queues_[q];
+  const SlotId g = x.ghost->Find(key);
+  if (g == kNoSlot) return false;
+  x.ghost->Erase(g);
+  x.ghost_hits += 1;
+  Grow(q);
+  return true;
+}
+
+void VbqSpace::Grow(uint32_t q) {
+  // The donor is the queue whose space is worth least: the fewest recent ghost hits per block of
+  // target (ties: the larger target). A queue keeps at least S/(64 n) of target, so it keeps a
+  // ghost list that can show when it is worth more again.
+  const double floor =
+      static_cast<double>(capacity_) / (64.0 * static_cast<double>(queues_.size()));
+  uint32_t donor = kNoQueue;
+  double best = 0;
+  for (uint32_t i = 0; i < queues_.size(); ++i) {
+    const Queue& x = queues_[i];
+    if (i == q || x.target <= floor) continue;
+    const double worth = x.ghost_hits;
+    if (donor == kNoQueue || worth < best || (worth == best && x.target > queues_[donor].target)) {
+      donor = i;
+      best = worth;
+    }
+  }
+  if (donor == kNoQueue) return;
+  const double moved = std::min(config_.step, queues_[donor].target - floor);
+  queues_[donor].target -= moved;
+  queues_[q].target += moved;
+  KeyLru& ghost = *queues_[donor].ghost;
+  while (ghost.size() > GhostBound(queues_[donor])) ghost.PopBack();
+}
+
+void VbqSpace::OnEvicted(uint32_t q, const BlockKey& key) {
+  if (config_.share != VbqShare::kUtility) return;
+  Queue& x = queues_[q];
+  KeyLru& ghost = *x.ghost;
+  if (ghost.Find(key) == kNoSlot) ghost.PushFront(key, 0);
+  while (ghost.size() > GhostBound(x)) ghost.PopBack();
+}
+
+VbqBounds VbqSpace::Bounds(const Queue& q, uint64_t a1, uint64_t an) const {
+  VbqBounds b =
+      ComputeVbqBounds(config_, q.accesses, a1, an, count_, static_cast<double>(capacity_));
+  if (config_.share == VbqShare::kUtility) b.max_len = q.target;
+  return b;
 }
 
 void VbqSpace::Decay() {
@@ -131,11 +229,10 @@ void VbqSpace::BeginReclaim(size_t used) {
   plan_pos_ = 0;
   uint64_t a1, an;
   Extremes(&a1, &an);
-  const double s = static_cast<double>(capacity_);
   for (uint32_t i = 0; i < queues_.size(); ++i) {
     const size_t len = queues_[i].order->size();
     if (len == 0) continue;
-    const VbqBounds b = ComputeVbqBounds(config_, queues_[i].accesses, a1, an, count_, s);
+    const VbqBounds b = Bounds(queues_[i], a1, an);
     // Only queues above their upper bound are reclaimed, down to their lower bound (§III-D).
     if (static_cast<double>(len) > b.upper * b.max_len + kEps) {
       plan_.push_back(PlanItem{i, b.lower * b.max_len});
@@ -180,8 +277,7 @@ void VbqSpace::AppendVdiStats(std::vector<VdiStats>* out) const {
   uint64_t a1, an;
   Extremes(&a1, &an);
   for (const Queue& q : queues_) {
-    const VbqBounds b =
-        ComputeVbqBounds(config_, q.accesses, a1, an, count_, static_cast<double>(capacity_));
+    const VbqBounds b = Bounds(q, a1, an);
     out->push_back(VdiStats{q.vdi, q.accesses, q.order->size(), b.max_len, b.upper, b.lower});
   }
 }
@@ -192,7 +288,7 @@ double VbqSpace::UpperSumFraction() const {
   const double s = static_cast<double>(capacity_);
   double sum = 0;
   for (const Queue& q : queues_) {
-    const VbqBounds b = ComputeVbqBounds(config_, q.accesses, a1, an, count_, s);
+    const VbqBounds b = Bounds(q, a1, an);
     sum += b.upper * b.max_len;  // eq. 7
   }
   return s == 0 ? 0 : sum / s;
@@ -209,7 +305,10 @@ size_t VbqSpace::MetadataBytes() const {
                  direct_.capacity() * sizeof(uint32_t) +
                  by_vdi_.capacity() * (sizeof(std::pair<uint32_t, uint32_t>) + 1) +
                  plan_.capacity() * sizeof(PlanItem);
-  for (const Queue& q : queues_) bytes += q.order->MetadataBytes();
+  for (const Queue& q : queues_) {
+    bytes += q.order->MetadataBytes();
+    if (q.ghost) bytes += q.ghost->MemoryBytes();
+  }
   return bytes;
 }
 

@@ -17,6 +17,16 @@
 // distribution. When every VDI is equally hot (A_1 = A_n) the hottest bounds U_min and D_max are
 // used (the paper allows "U_max or U_min").
 //
+// Sizing by utility (share=utility, ringcache's default; not in the paper, docs/policies.md):
+// eq. 2 gives a queue space in proportion to its accesses, so a scanning VDI gets as much as a
+// VDI whose blocks are reused. With share=utility, L_m is instead a target T_m that follows the
+// marginal utility of space: every queue keeps a ghost list of the keys it evicted (about T_m
+// keys); a miss on a key in queue m's ghost (a hit that T_m more blocks would have given) moves
+// `step` blocks of target to m from the queue whose space is worth least, the one with the
+// fewest recent ghost hits per block of target. The targets always sum to S, so eq. 7/8 hold as
+// before; U_i and D_i still come from hotness (eq. 1, 4, 5), so eq. 6 holds unchanged, and the
+// reclaim rounds of §III-D run exactly as with eq. 2.
+//
 // Thread-safety: not thread-safe; driven by one CacheDriver.
 #ifndef RINGCACHE_CACHENODE_POLICY_VBQ_H_
 #define RINGCACHE_CACHENODE_POLICY_VBQ_H_
@@ -30,9 +40,14 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "cachenode/policy/key_lru.h"
 #include "cachenode/policy/space.h"
 
 namespace ringcache::policy {
+
+// How L_m, the space of queue m, is set: by its accesses (paper 002 eq. 2) or by the marginal
+// utility of space measured with per-queue ghost lists (see above).
+enum class VbqShare { kAccesses, kUtility };
 
 struct VbqConfig {
   // Bounds: paper 002 Table III "set2" (95-93-92-90), its better setting.
@@ -44,6 +59,12 @@ struct VbqConfig {
   double alpha = 0.90;  // global stop threshold, fraction of S (alpha < xi)
   // Accesses between halvings of every A_m (0: never; A_m counts since start, as eq. 2 reads).
   uint64_t decay_interval = 0;
+  VbqShare share = VbqShare::kAccesses;
+  // share=utility: blocks of target moved per ghost hit, and each ghost list's length as a
+  // fraction of its queue's target (at least kMinGhost keys).
+  double step = 1;
+  double ghost = 1;
+  static constexpr size_t kMinGhost = 64;
 
   // Checks eq. 3, 0 < alpha < xi <= 1, and eq. 8 for every access distribution (U_max <= xi).
   absl::Status Validate() const;
@@ -72,8 +93,12 @@ class VbqSpace final : public Space {
 
   std::string_view name() const override { return "vbq"; }
   uint32_t OnAccess(uint32_t vdi) override;
+  bool OnMiss(uint32_t q, const BlockKey& key) override;
+  void OnEvicted(uint32_t q, const BlockKey& key) override;
   uint32_t QueueOf(uint32_t vdi) const override;
   Order& queue(uint32_t q) override { return *queues_[q].order; }
+  uint32_t QueueVdi(uint32_t q) const override { return queues_[q].vdi; }
+  absl::Status ReplaceOrder(uint32_t vdi, const OrderFactory* make) override;
   bool NeedsReclaim(size_t used) const override { return used >= trigger_; }
   void BeginReclaim(size_t used) override;
   uint32_t NextReclaimQueue(size_t used) override;
@@ -92,28 +117,42 @@ class VbqSpace final : public Space {
     uint32_t vdi;
     uint64_t accesses;  // A_m
     std::unique_ptr<Order> order;
+    // share=utility only:
+    double target = 0;              // T_m, the queue's L_m
+    double ghost_hits = 0;          // recent ghost hits (halved every S accesses)
+    std::unique_ptr<KeyLru> ghost;  // keys this queue evicted
   };
   struct PlanItem {
     uint32_t q;
     double target;  // D_i * L_i
   };
+  // Returns the queue of `vdi`, creating it (with no access counted) if it has none.
+  uint32_t EnsureQueue(uint32_t vdi);
   // Largest and smallest A over all queues.
   void Extremes(uint64_t* a1, uint64_t* an) const;
+  // The bounds of queue `q` (eq. 2 or its utility target, eq. 4, eq. 5).
+  VbqBounds Bounds(const Queue& q, uint64_t a1, uint64_t an) const;
+  // share=utility: a new queue takes S/n of target from the others, in proportion to theirs.
+  void AddTarget(Queue* fresh);
+  // share=utility: moves up to `step` blocks of target to queue `q` from the least useful one.
+  void Grow(uint32_t q);
+  size_t GhostBound(const Queue& q) const;
   void Decay();
 
   size_t capacity_;
   VbqConfig config_;
   SlotTable* slots_;
   OrderFactory make_order_;
-  size_t trigger_;   // floor(xi * S)
-  double stop_;      // alpha * S
+  size_t trigger_;  // floor(xi * S)
+  double stop_;     // alpha * S
   std::vector<Queue> queues_;
   // VDI -> queue: a direct table for small ids (the common case), a hash map for the rest.
   static constexpr uint32_t kDirectVdis = 4096;
   std::vector<uint32_t> direct_;
   absl::flat_hash_map<uint32_t, uint32_t> by_vdi_;
-  uint64_t count_ = 0;         // sum of A_m
+  uint64_t count_ = 0;  // sum of A_m
   uint64_t since_decay_ = 0;
+  uint64_t since_utility_decay_ = 0;
   std::vector<PlanItem> plan_;
   size_t plan_pos_ = 0;
 };

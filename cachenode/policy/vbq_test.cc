@@ -6,6 +6,7 @@
 
 #include "cachenode/policy/driver.h"
 #include "cachenode/policy/lru.h"
+#include "cachenode/policy/registry.h"
 #include "cachenode/policy/test_util.h"
 #include "gtest/gtest.h"
 
@@ -126,9 +127,9 @@ TEST(VbqSpaceTest, ReclaimsColdestFirstDownToLowerBounds) {
 
 TEST(VbqSpaceTest, QueuesWithinTheirUpperBoundAreSparedAndAlphaStopsTheRound) {
   auto cache = VbqCache(100);
-  ReadRange(*cache, 1, 0, 50);                          // A_1 = 50, 50 blocks
+  ReadRange(*cache, 1, 0, 50);                              // A_1 = 50, 50 blocks
   for (int r = 0; r < 3; ++r) ReadRange(*cache, 2, 0, 10);  // A_2 = 30, 10 blocks (hits)
-  ReadRange(*cache, 3, 0, 35);                          // A_3 = 35, 35 blocks; used = 95
+  ReadRange(*cache, 3, 0, 35);                              // A_3 = 35, 35 blocks; used = 95
   Outcome out;
   cache->OnAccess(Read(50, 1), &out);  // A = {51, 30, 35}, count = 116
   // L = {43.97, 25.86, 30.17}; U*L = {40.89, 24.57, 28.52}: VDI 2 (10 blocks) is within its
@@ -185,6 +186,100 @@ TEST(VbqSpaceTest, DecayHalvesAccessCounts) {
   cache->AppendVdiStats(&stats);
   EXPECT_EQ(stats[0].accesses, 4u);
   EXPECT_EQ(stats[1].accesses, 0u);
+}
+
+VbqConfig Utility() {
+  VbqConfig cfg;
+  cfg.share = VbqShare::kUtility;
+  return cfg;
+}
+
+double Target(const CacheDriver& d, uint32_t vdi) {
+  std::vector<VdiStats> stats;
+  d.AppendVdiStats(&stats);
+  for (const VdiStats& s : stats) {
+    if (s.vdi == vdi) return s.max_blocks;
+  }
+  return -1;
+}
+
+TEST(VbqUtilityTest, NewQueuesSplitTheCacheAndTargetsSumToS) {
+  auto cache = VbqCache(120, Utility());
+  ReadRange(*cache, 1, 0, 1);
+  EXPECT_DOUBLE_EQ(Target(*cache, 1), 120.0);
+  ReadRange(*cache, 2, 0, 1);  // the second queue takes 1/2, from the first
+  EXPECT_DOUBLE_EQ(Target(*cache, 1), 60.0);
+  EXPECT_DOUBLE_EQ(Target(*cache, 2), 60.0);
+  ReadRange(*cache, 3, 0, 1);  // the third 1/3, the others keep 2/3 of theirs
+  EXPECT_DOUBLE_EQ(Target(*cache, 1), 40.0);
+  EXPECT_DOUBLE_EQ(Target(*cache, 3), 40.0);
+  // Eq. 7/8: sum U_i * L_i <= xi * S holds with the targets as L_i.
+  EXPECT_LE(Vbq(*cache).UpperSumFraction(), VbqConfig{}.xi);
+}
+
+TEST(VbqUtilityTest, GhostHitMovesTargetFromTheLeastUsefulQueue) {
+  VbqConfig cfg = Utility();
+  cfg.step = 5;
+  auto cache = VbqCache(100, cfg);
+  ReadRange(*cache, 1, 0, 60);   // VDI 1: 60 blocks
+  ReadRange(*cache, 2, 0, 35);   // VDI 2: 35 blocks; used 95 = xi*S
+  ReadRange(*cache, 2, 35, 36);  // a round: both queues above U*L (= .93/.95 * 50)
+  std::vector<VdiStats> before;
+  cache->AppendVdiStats(&before);
+  ASSERT_EQ(before.size(), 2u);
+  // VDI 1 lost its oldest blocks to the round: re-reading block 0 is a ghost hit, which moves
+  // `step` blocks of target from VDI 2 (no ghost hits) to VDI 1, and admits the block.
+  Outcome out;
+  cache->OnAccess(Read(0, 1), &out);
+  EXPECT_FALSE(out.hit != Tier::kNone);
+  EXPECT_TRUE(out.admitted);
+  EXPECT_DOUBLE_EQ(Target(*cache, 1), before[0].max_blocks + 5);
+  EXPECT_DOUBLE_EQ(Target(*cache, 2), before[1].max_blocks - 5);
+  // A miss that was never cached moves nothing.
+  cache->OnAccess(Read(1000, 2), &out);
+  EXPECT_DOUBLE_EQ(Target(*cache, 1), before[0].max_blocks + 5);
+}
+
+TEST(VbqUtilityTest, ReusedVdiTakesTheSpaceOfAScanningOne) {
+  // Equal access rates: eq. 2 would give each half. VDI 1 loops over 120 blocks (more than half
+  // of the cache), VDI 2 scans and never repeats: with utility sizing VDI 1 takes the space and
+  // hits; with eq. 2 it thrashes.
+  const auto run = [](const VbqConfig& cfg, uint64_t* hits1) {
+    auto cache = VbqCache(200, cfg);
+    Outcome out;
+    uint64_t scan = 0;
+    *hits1 = 0;
+    for (int i = 0; i < 40000; ++i) {
+      cache->OnAccess(Read(i % 120, 1), &out);
+      if (i >= 20000 && out.hit != Tier::kNone) ++*hits1;
+      cache->OnAccess(Read(scan++, 2), &out);
+    }
+    std::vector<VdiStats> stats;
+    cache->AppendVdiStats(&stats);
+    return stats;
+  };
+  uint64_t hits_utility = 0, hits_accesses = 0;
+  const std::vector<VdiStats> u = run(Utility(), &hits_utility);
+  run(VbqConfig{}, &hits_accesses);
+  ASSERT_EQ(u.size(), 2u);
+  EXPECT_GT(u[0].max_blocks, 120.0);
+  EXPECT_GE(u[0].blocks, 115u);
+  EXPECT_GT(hits_utility, 19000u);
+  EXPECT_LT(hits_accesses, 1000u);
+  // The scanning queue keeps its floor of S / (64 n) and the bounds keep eq. 6's order.
+  EXPECT_GE(u[1].max_blocks, 200.0 / 128 - 1e-9);
+  EXPECT_GE(u[1].upper - u[1].lower, u[0].upper - u[0].lower - 1e-12);
+}
+
+TEST(VbqUtilityTest, RegistryParsesShare) {
+  PolicyContext ctx;
+  ctx.capacity_blocks = 100;
+  EXPECT_TRUE(MakePolicy("vbq(share=utility,step=2,ghost=0.5)+s3fifo+sieve", ctx).ok());
+  EXPECT_TRUE(MakePolicy(kDefaultPolicy, ctx).ok());
+  auto bad = MakePolicy("vbq(share=popular)+lru", ctx);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("accesses or utility"), std::string::npos);
+  EXPECT_FALSE(MakePolicy("vbq(share=utility,step=0)+lru", ctx).ok());
 }
 
 }  // namespace

@@ -52,7 +52,7 @@ struct LocalConfig {
   uint64_t ssd_bytes = 1ull << 30;
   uint64_t ram_bytes = 64ull << 20;
   uint32_t block_size = 4096;
-  std::string policy = "vbq+lru+sieve+lcr";
+  std::string policy = policy::kDefaultPolicy;
   std::string placement = "uarc";
   std::string nbd_listen = "127.0.0.1:10809";
   std::string admin_listen = "127.0.0.1:7200";
@@ -129,7 +129,7 @@ int main(int argc, char** argv) {
   app.add_option("--ssd-size", ssd_size, "SSD tier per cache node (default 1GiB)");
   app.add_option("--ram-size", ram_size, "RAM tier per cache node (default 64MiB)");
   app.add_option("--block-size", block_size, "Cache block size, 4096..65536 (default 4096)");
-  app.add_option("--policy", policy, "Cache policy spec (default vbq+lru+sieve+lcr)");
+  app.add_option("--policy", policy, absl::StrCat("Cache policy spec (default ", policy::kDefaultPolicy, ")"));
   app.add_option("--placement", placement, "RAM/SSD placement: uarc|lru (default uarc)");
   app.add_option("--nbd-listen", nbd_listen, "NBD address (default 127.0.0.1:10809)");
   app.add_option("--admin-listen", admin_listen, "Admin gRPC address (default 127.0.0.1:7200)");

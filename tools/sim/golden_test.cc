@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "gtest/gtest.h"
+#include "cachenode/policy/registry.h"
 #include "tools/sim/binary_format.h"
 #include "tools/sim/generators.h"
 #include "tools/sim/policy_factory.h"
@@ -69,7 +70,7 @@ const std::vector<std::string>& Policies() {
       "lru",       "fifo",         "arc",           "s3fifo",           "cflru",
       "lru+sieve", "vbq+lru",      "vbq+lru+sieve", "vbq+lru+sieve+lcr", "lru+lcr",
       "fifo+rpac", "lru+rpac",     "lru+cmf",       "lru+seqcut",        "iarc",
-      "garc",      "uarc",         "opt"};
+      "garc",      "uarc",         "opt",           policy::kDefaultPolicy};
   return *p;
 }
 
