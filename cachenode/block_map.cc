@@ -520,4 +520,16 @@ std::vector<policy::VdiStats> BlockMap::VdiStats() const {
   return out;
 }
 
+absl::Status BlockMap::SetVdiPolicy(uint32_t vdi, const std::string& spec,
+                                  const policy::PolicyContext& ctx) {
+  absl::MutexLock l(&mu_);
+  return policy::SetVdiPolicy(policy_.get(), vdi, spec, ctx);
+}
+
+std::string BlockMap::VdiPolicy(uint32_t vdi) const {
+  absl::MutexLock l(&mu_);
+  std::string own = policy::VdiPolicyOf(*policy_, vdi);
+  return own.empty() ? std::string(policy_->name()) : own;
+}
+
 }  // namespace ringcache::cachenode

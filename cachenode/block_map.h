@@ -32,6 +32,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "cachenode/policy/placement.h"
+#include "cachenode/policy/registry.h"
 #include "cachenode/policy/types.h"
 #include "cachenode/slot_store.h"
 #include "cachenode/vdi_table.h"
@@ -196,6 +197,14 @@ class BlockMap {
   uint64_t dirty_blocks() const;
   uint64_t cached_blocks() const;
   std::vector<policy::VdiStats> VdiStats() const;
+
+  // --- Per-VDI policies (policy/registry.h SetVdiPolicy)
+  // Switches `vdi` to `spec` ("" or "default": the node's policy). The VDI's cached blocks stay,
+  // dirty ones too; the switch is one step under the lock, between two accesses.
+  absl::Status SetVdiPolicy(uint32_t vdi, const std::string& spec,
+                            const policy::PolicyContext& ctx);
+  // The spec `vdi` runs under: its own, or the node policy's name.
+  std::string VdiPolicy(uint32_t vdi) const;
 
  private:
   uint32_t stream_read_blocks_ = 0;  // set before serving, then read-only

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -65,6 +66,9 @@ CacheNode::CacheNode(const CacheNodeConfig& config, datanode::DataNodePool* pool
   slot_waits_ = registry_->GetCounter("ringcache_cachenode_slot_waits_total",
                                       "Times a write waited for a free SSD slot.",
                                       {{"node", absl::StrCat(config.node_id)}});
+  policy_switches_ = registry_->GetCounter("ringcache_cachenode_policy_switches_total",
+                                           "Per-VDI cache policy switches applied.",
+                                           {{"node", absl::StrCat(config.node_id)}});
 }
 
 absl::StatusOr<std::unique_ptr<CacheNode>> CacheNode::Create(const CacheNodeConfig& config,
@@ -104,6 +108,7 @@ absl::Status CacheNode::Init() {
   ctx.ram_blocks = config_.ram_bytes / config_.block_size;
   ctx.load = load_view_.get();
   RC_ASSIGN_OR_RETURN(auto policy, policy::MakePolicy(config_.policy, ctx));
+  policy_ctx_ = ctx;
   RC_ASSIGN_OR_RETURN(auto placement, policy::MakePlacement(config_.placement, ctx.ram_blocks));
   const metrics::Labels node{{"node", absl::StrCat(config_.node_id)}};
   map_ = std::make_unique<BlockMap>(std::move(policy), std::move(placement), config_.block_size,
@@ -116,7 +121,18 @@ absl::Status CacheNode::Init() {
                                          map_.get(), pool_, clock_, registry_);
   AdoptRecovered(std::move(recovered));
   for (uint32_t id : known) {
-    if (auto v = vdis_->Get(id); v.ok()) AddVdiGauges(v->geometry);
+    absl::StatusOr<VdiInfo> v = vdis_->Get(id);
+    if (!v.ok()) continue;
+    AddVdiGauges(v->geometry);
+    // A VDI's own policy, as it ran before the restart (its queue starts over, not its blocks).
+    if (!v->policy.empty()) {
+      if (absl::Status s = map_->SetVdiPolicy(id, v->policy, policy_ctx_); !s.ok()) {
+        spdlog::warn("cache node {}: VDI {} keeps the node policy: its own '{}' cannot run: {}",
+                     config_.node_id, v->geometry.name(), v->policy, std::string(s.message()));
+        (void)vdis_->SetPolicy(id, "");
+      }
+    }
+    SetPolicyGauge(v->geometry, "", map_->VdiPolicy(id));
   }
   spdlog::info(
       "cache node {}: {} SSD slots of {} bytes, recovered {} blocks ({} dirty, {} stale, "
@@ -213,9 +229,47 @@ CacheNode::~CacheNode() {
 
 absl::Status CacheNode::RegisterVdi(const v1::VdiGeometry& vdi) {
   RC_ASSIGN_OR_RETURN(const bool fresh, vdis_->Register(vdi));
-  if (fresh) AddVdiGauges(vdi);
+  if (fresh) {
+    AddVdiGauges(vdi);
+    SetPolicyGauge(vdi, "", map_->VdiPolicy(vdi.vdi_id()));
+  }
   return vdis_->Save();
 }
+
+void CacheNode::SetPolicyGauge(const v1::VdiGeometry& vdi, const std::string& old,
+                               const std::string& policy) {
+  const std::string node = absl::StrCat(config_.node_id);
+  if (!old.empty()) {
+    registry_->RemoveSeries({{"vdi", vdi.name()}, {"node", node}, {"policy", old}});
+  }
+  registry_->AddCallbackGauge("ringcache_vdi_policy_info",
+                              "The cache policy a VDI runs under (value 1; label policy).",
+                              {{"vdi", vdi.name()}, {"node", node}, {"policy", policy}},
+                              [] { return 1.0; });
+}
+
+absl::Status CacheNode::SetPolicy(uint32_t vdi, const std::string& spec_in) {
+  std::string spec = spec_in;
+  spec.erase(std::remove_if(spec.begin(), spec.end(),
+                            [](unsigned char ch) { return std::isspace(ch); }),
+             spec.end());
+  if (spec == "default") spec.clear();
+  absl::MutexLock l(&policy_mu_);
+  RC_ASSIGN_OR_RETURN(const VdiInfo v, vdis_->Get(vdi));
+  if (v.policy == spec) return absl::OkStatus();
+  const std::string before = map_->VdiPolicy(vdi);
+  RC_RETURN_IF_ERROR(map_->SetVdiPolicy(vdi, spec, policy_ctx_));
+  RC_RETURN_IF_ERROR(vdis_->SetPolicy(vdi, spec));
+  RC_RETURN_IF_ERROR(vdis_->Save());
+  const std::string after = map_->VdiPolicy(vdi);
+  SetPolicyGauge(v.geometry, before, after);
+  policy_switches_->Increment();
+  spdlog::info("cache node {}: VDI {} policy {} -> {}", config_.node_id, v.geometry.name(),
+               before, after);
+  return absl::OkStatus();
+}
+
+std::string CacheNode::PolicyOf(uint32_t vdi) const { return map_->VdiPolicy(vdi); }
 
 absl::Status CacheNode::SetDataRing(const datanode::DataRing& ring) {
   absl::MutexLock l(&data_ring_mu_);
@@ -618,6 +672,7 @@ void CacheNode::Stats(uint32_t vdi, std::vector<v1::VdiCacheStats>* out) const {
     s.set_dirty_bytes(static_cast<uint64_t>(std::max<int64_t>(0, v.counters->dirty_blocks)) *
                       config_.block_size);
     s.set_mode(static_cast<v1::CacheMode>(static_cast<int>(v.mode) + 1));
+    s.set_policy(map_->VdiPolicy(id));
     for (const auto& p : ps) {
       if (p.vdi != id) continue;
       s.set_queue_length(p.blocks);

@@ -141,6 +141,13 @@ class CacheNode {
   // Switches a VDI's cache mode; leaving writeback destages its dirty blocks first.
   absl::Status SetMode(uint32_t vdi, CacheMode mode);
   absl::StatusOr<CacheMode> GetMode(uint32_t vdi) const;
+  // Switches a VDI's cache policy live (policy/registry.h SetVdiPolicy: order, admission,
+  // bypasses and victim of its queue); "" or "default" returns it to the node's policy. Its
+  // cached blocks stay, dirty ones too. Kept across restarts. kInvalidArgument for a spec that
+  // cannot run per VDI, kFailedPrecondition if the node policy has no per-VDI queues.
+  absl::Status SetPolicy(uint32_t vdi, const std::string& spec);
+  // The policy the VDI runs under (its own spec or the node's).
+  std::string PolicyOf(uint32_t vdi) const;
   // Destages every dirty block (of one VDI, or all when vdi == 0) and waits until done.
   absl::Status Flush(uint32_t vdi);
   // Destages the dirty blocks of the objects that `ring` does not give to this node (a cache
@@ -217,6 +224,9 @@ class CacheNode {
   void AddNodeGauges();
   // The VBQ gauges of a VDI seen for the first time.
   void AddVdiGauges(const v1::VdiGeometry& vdi);
+  // The VDI's ringcache_vdi_policy_info series, for `policy` (replacing the one for `old`).
+  void SetPolicyGauge(const v1::VdiGeometry& vdi, const std::string& old,
+                      const std::string& policy);
 
   // Reads `count` blocks from `first`. REQUIRES: the object's stripe lock is held.
   absl::Status ReadBlocks(const VdiInfo& v, uint64_t object, uint32_t first, uint32_t count,
@@ -252,6 +262,8 @@ class CacheNode {
   std::unique_ptr<VdiTable> vdis_;
   std::unique_ptr<SlotStore> slots_;
   std::unique_ptr<PoolLoad> load_view_;
+  policy::PolicyContext policy_ctx_;  // what per-VDI policies are built for
+  absl::Mutex policy_mu_;             // serialises policy switches (and their gauges)
   std::unique_ptr<BlockMap> map_;
   std::unique_ptr<SlotRepair> repair_;
   std::unique_ptr<WriteLog> log_;
@@ -262,6 +274,7 @@ class CacheNode {
   std::function<bool()> destage_gate_ ABSL_GUARDED_BY(gate_mu_);
   absl::Mutex data_ring_mu_;  // serialises SetDataRing (pool switch + state file)
   metrics::Counter* slot_waits_ = nullptr;
+  metrics::Counter* policy_switches_ = nullptr;
 };
 
 }  // namespace ringcache::cachenode

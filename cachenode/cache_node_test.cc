@@ -340,6 +340,82 @@ TEST_F(CacheNodeTest, DestageTakesTheColdestQueueFirst) {
   EXPECT_FALSE(node_->NextDestageForTest().has_value());
 }
 
+TEST_F(CacheNodeTest, PolicySwitchesUnderAWriteLoopLoseNothing) {
+  config_.idle_ops_per_s = 1;
+  config_.idle_window_ms = 50;  // destage runs concurrently too
+  Start();
+  // Two writers write, read back and verify 300 blocks (more than the SSD holds, so blocks are
+  // evicted and dirty ones destaged first) while VDI 1's policy switches among the orders,
+  // admissions, bypasses and victims, and back to the node's.
+  const std::vector<std::string> specs = {"arc+sieve",  "lru",         "s3fifo+cmf", "fifo+lcr",
+                                          "cflru",      "lru+seqcut",  "default",    "s3fifo"};
+  constexpr int kThreads = 2, kBlocksPerThread = 150, kRounds = 4;
+  std::atomic<int> errors{0}, writers_left{kThreads};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int r = 0; r < kRounds; ++r) {
+        for (int i = 0; i < kBlocksPerThread; ++i) {
+          const uint64_t b = uint64_t{i} * kThreads + t;
+          const std::string data = Pattern(b * 10 + r, kBs);
+          if (!Write(b * kBs, data).ok()) ++errors;
+          if (Read(b * kBs, kBs) != data) ++errors;
+        }
+      }
+      --writers_left;
+    });
+  }
+  int switches = 0;
+  std::atomic<int> switch_errors{0};
+  std::thread switcher([&] {
+    // At least one full cycle, and on until the writers are done.
+    for (size_t i = 0; writers_left.load() > 0 || i < specs.size(); ++i) {
+      if (!node_->SetPolicy(1, specs[i % specs.size()]).ok()) ++switch_errors;
+      ++switches;
+    }
+  });
+  for (auto& th : threads) th.join();
+  switcher.join();
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_EQ(switch_errors.load(), 0);
+  EXPECT_GE(switches, static_cast<int>(specs.size()));
+  for (uint64_t b = 0; b < kThreads * kBlocksPerThread; ++b) {
+    ASSERT_EQ(Read(b * kBs, kBs), Pattern(b * 10 + kRounds - 1, kBs)) << b;
+  }
+  ASSERT_TRUE(node_->Flush(0).ok());
+  for (uint64_t b = 0; b < kThreads * kBlocksPerThread; b += 7) {
+    ASSERT_EQ(HomeBlock(b), Pattern(b * 10 + kRounds - 1, kBs)) << b;
+  }
+
+  // A bad spec changes nothing; a good one shows in stats and metrics and survives a restart.
+  ASSERT_TRUE(node_->SetPolicy(1, "default").ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(node_->SetPolicy(1, "uarc")));
+  EXPECT_TRUE(absl::IsInvalidArgument(node_->SetPolicy(1, "lru+bogus")));
+  EXPECT_EQ(node_->PolicyOf(1), config_.policy);
+  ASSERT_TRUE(node_->SetPolicy(1, "arc + sieve").ok());
+  EXPECT_EQ(node_->PolicyOf(1), "arc+sieve");
+  std::vector<v1::VdiCacheStats> stats;
+  node_->Stats(1, &stats);
+  ASSERT_EQ(stats.size(), 1u);
+  EXPECT_EQ(stats[0].policy(), "arc+sieve");
+  const std::string text = registry_.Render();
+  EXPECT_NE(text.find("policy=\"arc+sieve\""), std::string::npos) << text;
+  // One series per VDI: each switch replaces the last one's.
+  size_t series = 0;
+  for (size_t p = 0; (p = text.find("ringcache_vdi_policy_info{", p)) != std::string::npos; ++p) {
+    ++series;
+  }
+  EXPECT_EQ(series, 1u) << text;
+  const std::string a = Pattern(5, 2 * kBs);
+  ASSERT_TRUE(Write(0, a).ok());
+  node_.reset();
+  auto n = CacheNode::Create(config_, pool_.get(), Clock::Real(), &registry_);
+  ASSERT_TRUE(n.ok()) << n.status();
+  node_ = std::move(*n);
+  EXPECT_EQ(node_->PolicyOf(1), "arc+sieve");
+  EXPECT_EQ(Read(0, a.size()), a);
+}
+
 TEST_F(CacheNodeTest, RestartedNodeKnowsItsVdisBeforeAnyGateway) {
   Start();
   ASSERT_TRUE(node_->SetMode(1, CacheMode::kWriteBack).ok());

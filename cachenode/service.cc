@@ -199,7 +199,21 @@ grpc::Status CacheNodeService::RegisterVdi(grpc::ServerContext*,
   if (s.ok() && req->mode() != v1::CACHE_MODE_UNSPECIFIED) {
     s = node_->SetMode(req->vdi().vdi_id(), FromProto(req->mode()));
   }
+  if (s.ok()) {
+    // A policy this node cannot run (its node policy has no per-VDI queues) leaves the VDI on
+    // the node's policy: registration, and so the VDI's I/O, must not fail over it.
+    const absl::Status p = node_->SetPolicy(req->vdi().vdi_id(), req->policy());
+    if (!p.ok()) {
+      spdlog::warn("VDI {}: policy '{}' not applied: {}", req->vdi().name(), req->policy(),
+                   std::string(p.message()));
+    }
+  }
   return ToGrpc(s);
+}
+
+grpc::Status CacheNodeService::SetPolicy(grpc::ServerContext*, const v1::SetPolicyRequest* req,
+                                         v1::SetPolicyResponse*) {
+  return ToGrpc(node_->SetPolicy(req->vdi_id(), req->policy()));
 }
 
 grpc::Status CacheNodeService::DropVdi(grpc::ServerContext*, const v1::DropVdiRequest* req,

@@ -141,6 +141,8 @@ class CacheNodeService final : public v1::CacheNode::Service {
                     v1::CacheTrimResponse*) override;
   grpc::Status SetMode(grpc::ServerContext*, const v1::SetModeRequest*,
                        v1::SetModeResponse*) override;
+  grpc::Status SetPolicy(grpc::ServerContext*, const v1::SetPolicyRequest*,
+                         v1::SetPolicyResponse*) override;
   grpc::Status Flush(grpc::ServerContext*, const v1::CacheFlushRequest*,
                      v1::CacheFlushResponse*) override;
   grpc::Status Stats(grpc::ServerContext*, const v1::CacheStatsRequest*,

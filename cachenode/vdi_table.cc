@@ -15,7 +15,8 @@
 namespace ringcache::cachenode {
 
 namespace {
-constexpr char kMagic[] = "RCVDIS1\n";
+constexpr char kMagic[] = "RCVDIS2\n";
+constexpr char kMagicV1[] = "RCVDIS1\n";  // no policy field
 constexpr size_t kMagicLen = 8;
 }  // namespace
 
@@ -115,6 +116,14 @@ absl::Status VdiTable::SetMode(uint32_t vdi, CacheMode mode) {
   return absl::OkStatus();
 }
 
+absl::Status VdiTable::SetPolicy(uint32_t vdi, const std::string& spec) {
+  absl::MutexLock l(&mu_);
+  auto it = vdis_.find(vdi);
+  if (it == vdis_.end()) return absl::InvalidArgumentError(absl::StrCat("unknown VDI ", vdi));
+  it->second.policy = spec;
+  return absl::OkStatus();
+}
+
 void VdiTable::Erase(uint32_t vdi) {
   absl::MutexLock l(&mu_);
   vdis_.erase(vdi);
@@ -140,6 +149,9 @@ absl::Status VdiTable::Save() {
       body.append(reinterpret_cast<const char*>(&n), 4);
       body += g;
       body.push_back(static_cast<char>(v.mode));
+      const uint32_t pn = static_cast<uint32_t>(v.policy.size());
+      body.append(reinterpret_cast<const char*>(&pn), 4);
+      body += v.policy;
     }
   }
   const uint64_t sum = BlockChecksum(body.data(), body.size());
@@ -162,7 +174,8 @@ std::vector<uint32_t> VdiTable::Load() {
   std::fclose(f);
   uint64_t sum = 0;
   if (body.size() >= 16) std::memcpy(&sum, body.data() + body.size() - 8, 8);
-  if (body.size() < 16 || body.compare(0, kMagicLen, kMagic) != 0 ||
+  const bool v1 = body.size() >= kMagicLen && body.compare(0, kMagicLen, kMagicV1) == 0;
+  if (body.size() < 16 || (!v1 && body.compare(0, kMagicLen, kMagic) != 0) ||
       sum != BlockChecksum(body.data(), body.size() - 8)) {
     spdlog::warn("cache node {}: {} is damaged; VDIs are known again once the gateway "
                  "registers them", node_id_, path_);
@@ -179,7 +192,19 @@ std::vector<uint32_t> VdiTable::Load() {
     if (!g.ParseFromArray(body.data() + pos, static_cast<int>(len))) break;
     pos += len;
     const auto mode = static_cast<CacheMode>(static_cast<uint8_t>(body[pos++]));
-    if (Register(g).ok() && SetMode(g.vdi_id(), mode).ok()) loaded.push_back(g.vdi_id());
+    std::string spec;
+    if (!v1) {
+      uint32_t pn;
+      if (pos + 4 > end) break;
+      std::memcpy(&pn, body.data() + pos, 4);
+      pos += 4;
+      if (pos + pn > end) break;
+      spec.assign(body.data() + pos, pn);
+      pos += pn;
+    }
+    if (Register(g).ok() && SetMode(g.vdi_id(), mode).ok() && SetPolicy(g.vdi_id(), spec).ok()) {
+      loaded.push_back(g.vdi_id());
+    }
   }
   return loaded;
 }

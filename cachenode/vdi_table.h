@@ -2,8 +2,9 @@
 // state file that keeps them across restarts (<ssd_path>.vdis), so that a restarted node can
 // destage and evict its recovered blocks before any gateway registers their VDIs again.
 //
-// File format: "RCVDIS1\n", then per VDI a u32 length, the VdiGeometry bytes and a u8 mode; then
-// the XXH3 checksum of everything before it. A damaged file is ignored (VDIs are known again
+// File format: "RCVDIS2\n", then per VDI a u32 length, the VdiGeometry bytes, a u8 mode, a u32
+// length and the VDI's own policy spec (empty: the node's); then the XXH3 checksum of everything
+// before it. Load also reads version 1 files ("RCVDIS1\n": no policy field). A damaged file is ignored (VDIs are known again
 // once the gateway registers them).
 //
 // Thread-safety: thread-safe. Its lock is the innermost of the cache node (cachenode/README.md):
@@ -44,6 +45,7 @@ struct VdiCounters {
 struct VdiInfo {
   v1::VdiGeometry geometry;
   CacheMode mode = CacheMode::kWriteBack;
+  std::string policy;  // the VDI's own policy spec; "" = the node's
   std::shared_ptr<VdiCounters> counters;
 
   uint32_t id() const { return geometry.vdi_id(); }
@@ -76,6 +78,9 @@ class VdiTable {
   std::shared_ptr<VdiCounters> Counters(uint32_t vdi) const;
   // Sets the mode of a known VDI (kInvalidArgument otherwise). Not persisted until Save().
   absl::Status SetMode(uint32_t vdi, CacheMode mode);
+  // Records the policy spec of a known VDI (kInvalidArgument otherwise). Not persisted until
+  // Save(). The caller has applied it to the policy.
+  absl::Status SetPolicy(uint32_t vdi, const std::string& spec);
   void Erase(uint32_t vdi);
   std::vector<VdiInfo> All() const;
 

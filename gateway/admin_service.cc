@@ -31,6 +31,7 @@ grpc::Status AdminService::ListVdis(grpc::ServerContext*, const v1::ListVdisRequ
     a->set_name(r.geometry.name());
     a->set_read_only(r.read_only);
     for (const std::string& c : r.allowed_clients) a->add_allowed_clients(c);
+    a->set_policy(r.policy);
   }
   return grpc::Status::OK;
 }
@@ -84,6 +85,13 @@ grpc::Status AdminService::SetVdiMode(grpc::ServerContext*, const v1::SetVdiMode
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "mode must be given");
   }
   return ToGrpc(router_->SetMode(req->name(), req->mode()));
+}
+
+grpc::Status AdminService::SetVdiPolicy(grpc::ServerContext*,
+                                        const v1::SetVdiPolicyRequest* req,
+                                        v1::SetVdiPolicyResponse*) {
+  if (grpc::Status c = CheckCoordinator(); !c.ok()) return c;
+  return ToGrpc(router_->SetPolicy(req->name(), req->policy()));
 }
 
 AdminService::~AdminService() { StopHealthWatch(); }
@@ -406,7 +414,7 @@ std::function<absl::Status(CacheClient*, bool)> CacheNodeSettle(Router* router, 
     if (alive) {
       if (register_first) {
         for (const auto& r : catalog->List()) {
-          if (absl::Status s = c->RegisterVdi(r.geometry, r.mode); !s.ok()) return s;
+          if (absl::Status s = c->RegisterVdi(r.geometry, r.mode, r.policy); !s.ok()) return s;
         }
       }
       auto left = c->Flush(0);

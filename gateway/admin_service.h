@@ -52,6 +52,8 @@ class AdminService final : public v1::Admin::Service {
                          v1::ResizeVdiResponse*) override;
   grpc::Status SetVdiMode(grpc::ServerContext*, const v1::SetVdiModeRequest*,
                           v1::SetVdiModeResponse*) override;
+  grpc::Status SetVdiPolicy(grpc::ServerContext*, const v1::SetVdiPolicyRequest*,
+                            v1::SetVdiPolicyResponse*) override;
   grpc::Status SetVdiAccess(grpc::ServerContext*, const v1::SetVdiAccessRequest*,
                             v1::SetVdiAccessResponse*) override;
   grpc::Status ListNodes(grpc::ServerContext*, const v1::ListNodesRequest*,

@@ -112,10 +112,12 @@ class GrpcCacheClient : public CacheClient {
     allocated->assign(resp.allocated().begin(), resp.allocated().end());
     return s;
   }
-  absl::Status RegisterVdi(const v1::VdiGeometry& vdi, v1::CacheMode mode) override {
+  absl::Status RegisterVdi(const v1::VdiGeometry& vdi, v1::CacheMode mode,
+                           const std::string& policy) override {
     v1::RegisterVdiRequest req;
     *req.mutable_vdi() = vdi;
     req.set_mode(mode);
+    req.set_policy(policy);
     v1::RegisterVdiResponse resp;
     auto ctx = Ctx();
     return FromGrpc(stub_->RegisterVdi(ctx.get(), req, &resp), What("register VDI"));
@@ -134,6 +136,14 @@ class GrpcCacheClient : public CacheClient {
     v1::SetModeResponse resp;
     auto ctx = Ctx(3600 * 1000);  // leaving write-back destages first
     return FromGrpc(stub_->SetMode(ctx.get(), req, &resp), What("set mode"));
+  }
+  absl::Status SetPolicy(uint32_t vdi, const std::string& policy) override {
+    v1::SetPolicyRequest req;
+    req.set_vdi_id(vdi);
+    req.set_policy(policy);
+    v1::SetPolicyResponse resp;
+    auto ctx = Ctx();
+    return FromGrpc(stub_->SetPolicy(ctx.get(), req, &resp), What("set policy"));
   }
   absl::StatusOr<uint64_t> Flush(uint32_t vdi) override {
     v1::CacheFlushRequest req;

@@ -49,9 +49,13 @@ class CacheClient {
   virtual absl::Status Prefetch(uint32_t vdi, uint64_t object, uint32_t offset, uint32_t len) = 0;
   virtual absl::Status Allocation(uint32_t vdi, uint64_t object, uint32_t offset, uint32_t len,
                                   std::vector<bool>* allocated) = 0;
-  virtual absl::Status RegisterVdi(const v1::VdiGeometry& vdi, v1::CacheMode mode) = 0;
+  // `policy`: the VDI's own policy spec ("" = the node's).
+  virtual absl::Status RegisterVdi(const v1::VdiGeometry& vdi, v1::CacheMode mode,
+                                   const std::string& policy) = 0;
   virtual absl::Status DropVdi(uint32_t vdi) = 0;
   virtual absl::Status SetMode(uint32_t vdi, v1::CacheMode mode) = 0;
+  // Switches the VDI's cache policy on this node ("" = the node's).
+  virtual absl::Status SetPolicy(uint32_t vdi, const std::string& policy) = 0;
   // Destages (vdi, or all when 0); returns dirty bytes left on this node.
   virtual absl::StatusOr<uint64_t> Flush(uint32_t vdi) = 0;
   // Destages only the objects that the cache ring of `next` does not give to this node (the

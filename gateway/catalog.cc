@@ -65,6 +65,7 @@ std::string EncodeVdiLine(const VdiRecord& r) {
   if (!r.allowed_clients.empty()) {
     absl::StrAppend(&line, " allow=", absl::StrJoin(r.allowed_clients, ","));
   }
+  if (!r.policy.empty()) absl::StrAppend(&line, " policy=", r.policy);
   return line;
 }
 
@@ -94,6 +95,8 @@ absl::StatusOr<VdiRecord> DecodeVdiLine(const std::string& line) {
     } else if (absl::StartsWith(extra, "allow=") && r.allowed_clients.empty()) {
       r.allowed_clients = absl::StrSplit(extra.substr(6), ',');
       for (const std::string& c : r.allowed_clients) bad = bad || !ValidateClientIdentity(c).ok();
+    } else if (absl::StartsWith(extra, "policy=") && r.policy.empty() && extra.size() > 7) {
+      r.policy = extra.substr(7);
     } else {
       bad = true;
     }
@@ -263,6 +266,20 @@ absl::Status Catalog::SetMode(const std::string& name, v1::CacheMode mode) {
   it->second.mode = mode;
   absl::Status s = SaveLocked(name);
   if (!s.ok()) it->second.mode = old;
+  return s;
+}
+
+absl::Status Catalog::SetPolicy(const std::string& name, const std::string& policy) {
+  if (policy.find_first_of(" \t\n") != std::string::npos) {
+    return absl::InvalidArgumentError("a policy spec in the catalog has no spaces");
+  }
+  absl::MutexLock l(&mu_);
+  auto it = by_name_.find(name);
+  if (it == by_name_.end()) return absl::NotFoundError(absl::StrCat("no VDI named '", name, "'"));
+  const std::string old = it->second.policy;
+  it->second.policy = policy;
+  absl::Status s = SaveLocked(name);
+  if (!s.ok()) it->second.policy = old;
   return s;
 }
 

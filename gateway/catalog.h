@@ -29,6 +29,7 @@ namespace ringcache::gateway {
 struct VdiRecord {
   v1::VdiGeometry geometry;
   v1::CacheMode mode = v1::WRITEBACK;
+  std::string policy;  // the VDI's own cache policy spec, no spaces; "" = the nodes' default
   // NBD access: exported read-only; client identities that may open it (empty: any).
   bool read_only = false;
   std::vector<std::string> allowed_clients;
@@ -67,6 +68,8 @@ class Catalog {
   absl::Status Delete(const std::string& name);
   absl::StatusOr<VdiRecord> Resize(const std::string& name, uint64_t size_bytes);
   absl::Status SetMode(const std::string& name, v1::CacheMode mode);
+  // Records the VDI's cache policy spec ("" = the nodes' default).
+  absl::Status SetPolicy(const std::string& name, const std::string& policy);
   // Sets the NBD access of a VDI: `read_only` and `allowed_clients` when given (client
   // identities: 1-64 characters of [A-Za-z0-9._@:-]). Returns the record as saved.
   absl::StatusOr<VdiRecord> SetAccess(const std::string& name, std::optional<bool> read_only,

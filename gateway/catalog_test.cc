@@ -30,6 +30,15 @@ TEST(CatalogLineTest, AccessRoundTripsAndOldLinesReadAsOpen) {
   EXPECT_TRUE(back->read_only);
   EXPECT_EQ(back->allowed_clients, r.allowed_clients);
 
+  // The VDI's own cache policy; a line without one reads as the nodes' default.
+  EXPECT_EQ(plain.find("policy="), std::string::npos);
+  EXPECT_EQ(back->policy, "");
+  r.policy = "s3fifo+cmf(threshold=0.9,window=64)";
+  back = DecodeVdiLine(EncodeVdiLine(r));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->policy, r.policy);
+  EXPECT_FALSE(DecodeVdiLine(plain + " policy=").ok());
+
   EXPECT_FALSE(DecodeVdiLine(plain + " rx").ok());
   EXPECT_FALSE(DecodeVdiLine(plain + " allow=a,,b").ok());
 }
@@ -51,10 +60,18 @@ TEST(CatalogTest, SetAccessIsSavedAndValidated) {
     ASSERT_TRUE(r.ok());
     EXPECT_TRUE(r->read_only);
   }
+  {
+    auto c = Catalog::Open(path, VdiDefaults());
+    ASSERT_TRUE(c.ok());
+    EXPECT_TRUE(absl::IsNotFound((*c)->SetPolicy("nope", "arc")));
+    EXPECT_TRUE(absl::IsInvalidArgument((*c)->SetPolicy("d1", "arc + sieve")));
+    ASSERT_TRUE((*c)->SetPolicy("d1", "arc+sieve").ok());
+  }
   auto reopened = Catalog::Open(path, VdiDefaults());
   ASSERT_TRUE(reopened.ok());
   auto r = (*reopened)->Find("d1");
   ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->policy, "arc+sieve");
   EXPECT_TRUE(r->read_only);
   EXPECT_EQ(r->allowed_clients, std::vector<std::string>{"alice"});
 }

@@ -2,6 +2,7 @@
 #include "gateway/router.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <cstdio>
 #include <filesystem>
@@ -591,7 +592,7 @@ absl::Status Router::AddCacheNode(uint32_t id,
     }
     RC_RETURN_IF_ERROR(joiner->DropBlocks(true, {}).status());
     for (const auto& r : catalog_->List()) {
-      RC_RETURN_IF_ERROR(joiner->RegisterVdi(r.geometry, r.mode));
+      RC_RETURN_IF_ERROR(joiner->RegisterVdi(r.geometry, r.mode, r.policy));
     }
     std::function<absl::Status(uint32_t, CacheClient*)> hook;
     {
@@ -957,7 +958,7 @@ absl::Status Router::OnMember(const v1::VdiGeometry& g, uint64_t object, CacheCl
   if (IsKind(s, ErrorKind::kUnknownVdi)) {
     auto rec = catalog_->Find(g.name());
     if (!rec.ok()) return absl::NotFoundError(absl::StrCat("VDI ", g.name(), " was deleted"));
-    RC_RETURN_IF_ERROR(c->RegisterVdi(rec->geometry, rec->mode));
+    RC_RETURN_IF_ERROR(c->RegisterVdi(rec->geometry, rec->mode, rec->policy));
     s = op(c);
   }
   if (!s.ok() && s.code() != absl::StatusCode::kInvalidArgument) {
@@ -988,7 +989,7 @@ absl::Status Router::RegisterAll() {
     // A node being removed is skipped: it is leaving (dead, as a rule: a call would wait for it
     // until its deadline), and a node that comes back is given every VDI when it joins.
     for (CacheMember* m : Live(/*skip_removing=*/true)) {
-      RC_RETURN_IF_ERROR(m->client->RegisterVdi(r.geometry, r.mode));
+      RC_RETURN_IF_ERROR(m->client->RegisterVdi(r.geometry, r.mode, r.policy));
     }
   }
   return absl::OkStatus();
@@ -1004,7 +1005,7 @@ absl::StatusOr<VdiRecord> Router::CreateVdi(const std::string& name, uint64_t si
   RC_ASSIGN_OR_RETURN(VdiRecord r, catalog_->Create(name, size, object_size, replication));
   absl::Status s = data_nodes_->PutVdi(r.geometry);
   for (CacheMember* m : Live()) {
-    if (s.ok()) s = m->client->RegisterVdi(r.geometry, r.mode);
+    if (s.ok()) s = m->client->RegisterVdi(r.geometry, r.mode, r.policy);
   }
   if (!s.ok()) {
     catalog_->Delete(name).IgnoreError();
@@ -1031,7 +1032,7 @@ absl::StatusOr<VdiRecord> Router::ResizeVdi(const std::string& name, uint64_t si
   }
   RC_ASSIGN_OR_RETURN(VdiRecord r, catalog_->Resize(name, size));
   RC_RETURN_IF_ERROR(data_nodes_->PutVdi(r.geometry));
-  for (CacheMember* m : Live()) RC_RETURN_IF_ERROR(m->client->RegisterVdi(r.geometry, r.mode));
+  for (CacheMember* m : Live()) RC_RETURN_IF_ERROR(m->client->RegisterVdi(r.geometry, r.mode, r.policy));
   return r;
 }
 
@@ -1039,6 +1040,27 @@ absl::Status Router::SetMode(const std::string& name, v1::CacheMode mode) {
   RC_ASSIGN_OR_RETURN(VdiRecord r, catalog_->Find(name));
   for (CacheMember* m : Live()) RC_RETURN_IF_ERROR(m->client->SetMode(r.geometry.vdi_id(), mode));
   return catalog_->SetMode(name, mode);
+}
+
+absl::Status Router::SetPolicy(const std::string& name, const std::string& policy_in) {
+  std::string policy = policy_in;
+  policy.erase(std::remove_if(policy.begin(), policy.end(),
+                              [](unsigned char ch) { return std::isspace(ch); }),
+               policy.end());
+  if (policy == "default") policy.clear();
+  RC_ASSIGN_OR_RETURN(VdiRecord r, catalog_->Find(name));
+  // Every live node switches, or none: a node that refuses (a bad spec, a node policy without
+  // per-VDI queues) puts the ones already switched back.
+  std::vector<CacheMember*> done;
+  for (CacheMember* m : Live()) {
+    absl::Status s = m->client->SetPolicy(r.geometry.vdi_id(), policy);
+    if (!s.ok()) {
+      for (CacheMember* d : done) (void)d->client->SetPolicy(r.geometry.vdi_id(), r.policy);
+      return s;
+    }
+    done.push_back(m);
+  }
+  return catalog_->SetPolicy(name, policy);
 }
 
 absl::Status Router::Flush(const std::string& name,
@@ -1084,6 +1106,12 @@ absl::Status Router::Stats(const std::string& name, std::vector<v1::VdiCacheStat
       t.set_lower_bound(t.lower_bound() + x.lower_bound());
       t.set_dirty_bytes(t.dirty_bytes() + x.dirty_bytes());
       t.set_mode(x.mode());
+      // Nodes agree unless one could not run the VDI's own policy (it keeps the node's).
+      if (n[x.vdi_id()] == 0) {
+        t.set_policy(x.policy());
+      } else if (t.policy() != x.policy()) {
+        t.set_policy(absl::StrCat(t.policy(), " | ", x.policy()));
+      }
       ++n[x.vdi_id()];
     }
   }

@@ -73,6 +73,9 @@ class Router : public ExportProvider {
   absl::Status DeleteVdi(const std::string& name);
   absl::StatusOr<VdiRecord> ResizeVdi(const std::string& name, uint64_t size);
   absl::Status SetMode(const std::string& name, v1::CacheMode mode);
+  // Switches the VDI's cache policy on every live cache node (all or none), then records it in
+  // the catalog so joining and restarted nodes get it. "" or "default": the nodes' own.
+  absl::Status SetPolicy(const std::string& name, const std::string& policy);
   // Destages the VDI (or every VDI when name is empty) on every cache node; `progress` (may be
   // empty) is called after each node with the dirty bytes still left on the nodes done so far.
   absl::Status Flush(const std::string& name,

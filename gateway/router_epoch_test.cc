@@ -53,8 +53,12 @@ class GuardedClient : public CacheClient {
     if (absl::Status s = Admit(); !s.ok()) return s;
     return inner_->Allocation(vdi, object, offset, len, allocated);
   }
-  absl::Status RegisterVdi(const v1::VdiGeometry& vdi, v1::CacheMode mode) override {
-    return inner_->RegisterVdi(vdi, mode);
+  absl::Status RegisterVdi(const v1::VdiGeometry& vdi, v1::CacheMode mode,
+                           const std::string& policy) override {
+    return inner_->RegisterVdi(vdi, mode, policy);
+  }
+  absl::Status SetPolicy(uint32_t vdi, const std::string& policy) override {
+    return inner_->SetPolicy(vdi, policy);
   }
   absl::Status DropVdi(uint32_t vdi) override { return inner_->DropVdi(vdi); }
   absl::Status SetMode(uint32_t vdi, v1::CacheMode mode) override {

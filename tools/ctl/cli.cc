@@ -33,6 +33,7 @@ struct Args {
   std::string object_size;
   std::optional<uint32_t> replication;
   std::string mode;
+  std::string policy;
   std::string role = "cachenode";
   uint32_t node_id = 0;
   std::string vdi;
@@ -161,6 +162,20 @@ void AddVdiCommands(CLI::App* app, Args* a, Action* action) {
       if (!m.ok()) return m.status();
       return SetVdiMode(s, a->name, *m);
     };
+  });
+
+  CLI::App* pol = vdi->add_subcommand(
+      "set-policy",
+      "Switch a VDI's cache policy live on every cache node; its cached and dirty blocks stay");
+  pol->add_option("NAME", a->name, "VDI name")->required();
+  pol->add_option("POLICY", a->policy,
+                  "Policy spec for the VDI's queue: order (lru, fifo, arc, s3fifo, cflru), "
+                  "admission (always, sieve), bypasses (cmf, seqcut), victim (lcr), joined by "
+                  "'+', e.g. 'arc+sieve' or 's3fifo+cmf(threshold=0.9)'; 'default' for the "
+                  "nodes' own policy")
+      ->required();
+  pol->callback([a, action] {
+    *action = [a](const AdminSession& s) { return SetVdiPolicy(s, a->name, a->policy); };
   });
 }
 

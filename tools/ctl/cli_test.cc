@@ -48,6 +48,8 @@ TEST(CtlCliTest, HelpAtTheTopListsEveryCommand) {
 
 TEST(CtlCliTest, HelpAtEveryLevel) {
   EXPECT_THAT(RunCli({"vdi", "--help"}).out, HasSubstr("set-mode"));
+  EXPECT_THAT(RunCli({"vdi", "--help"}).out, HasSubstr("set-policy"));
+  EXPECT_THAT(RunCli({"vdi", "set-policy", "--help"}).out, HasSubstr("'default'"));
   EXPECT_THAT(RunCli({"node", "--help"}).out, HasSubstr("drain"));
   Result create = RunCli({"vdi", "create", "--help"});
   EXPECT_EQ(create.code, kExitOk);

@@ -80,6 +80,7 @@ void PrintStatsJson(const v1::VdiStatsResponse& resp, std::ostream& out) {
     j.BeginObject()
         .Field("vdi", e.vdi_name())
         .Field("mode", CacheModeName(x.mode()))
+        .Field("policy", x.policy())
         .Field("hit_ratio", e.hit_ratio())
         .Field("hits_ram", x.hits_ram())
         .Field("hits_ssd", x.hits_ssd())
@@ -111,7 +112,8 @@ void PrintStatsTable(const v1::VdiStatsResponse& resp, std::ostream& out) {
            {"L_m", A::kRight},
            {"U_i", A::kRight},
            {"D_i", A::kRight},
-           {"DIRTY", A::kRight}});
+           {"DIRTY", A::kRight},
+           {"POLICY"}});
   for (const auto& e : resp.vdis()) {
     const v1::VdiCacheStats& x = e.stats();
     t.AddRow({e.vdi_name(), CacheModeName(x.mode()), FormatPercent(e.hit_ratio()),
@@ -119,7 +121,7 @@ void PrintStatsTable(const v1::VdiStatsResponse& resp, std::ostream& out) {
               std::to_string(x.misses()), std::to_string(x.bypassed()),
               std::to_string(x.queue_length()), FormatFixed(x.max_length(), 1),
               FormatFixed(x.upper_bound(), 3), FormatFixed(x.lower_bound(), 3),
-              FormatBytes(x.dirty_bytes())});
+              FormatBytes(x.dirty_bytes()), OrDash(x.policy())});
   }
   t.Render(out);
 }
@@ -219,6 +221,7 @@ absl::Status ListVdis(const AdminSession& s) {
       j.BeginObject();
       WriteGeometryJson(g, &j);
       j.Field("mode", mode_of(g.vdi_id()));
+      j.Field("policy", a.policy());
       j.Field("read_only", a.read_only());
       j.Key("allowed_clients").BeginArray();
       for (const std::string& c : a.allowed_clients()) j.String(c);
@@ -241,12 +244,14 @@ absl::Status ListVdis(const AdminSession& s) {
            {"BLOCK", A::kRight},
            {"REPLICAS", A::kRight},
            {"MODE"},
-           {"ACCESS"}});
+           {"ACCESS"},
+           {"POLICY"}});
   for (int i = 0; i < list.vdis_size(); ++i) {
     const v1::VdiGeometry& g = list.vdis(i);
     t.AddRow({g.name(), std::to_string(g.vdi_id()), FormatBytes(g.size_bytes()),
               FormatBytes(g.object_size()), FormatBytes(g.block_size()),
-              std::to_string(g.replication()), mode_of(g.vdi_id()), FormatAccess(access_of(i))});
+              std::to_string(g.replication()), mode_of(g.vdi_id()), FormatAccess(access_of(i)),
+              access_of(i).policy().empty() ? "default" : access_of(i).policy()});
   }
   t.Render(*s.out);
   return absl::OkStatus();
@@ -338,6 +343,25 @@ absl::Status SetVdiMode(const AdminSession& s, const std::string& name, v1::Cach
            << '\n';
   } else {
     *s.out << "VDI " << name << ": cache mode " << CacheModeName(mode) << '\n';
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SetVdiPolicy(const AdminSession& s, const std::string& name,
+                          const std::string& policy) {
+  v1::SetVdiPolicyRequest req;
+  req.set_name(name);
+  req.set_policy(policy);
+  v1::SetVdiPolicyResponse resp;
+  grpc::ClientContext ctx;
+  SetDeadline(s, &ctx);
+  if (absl::Status st = FromRpc(s, s.stub->SetVdiPolicy(&ctx, req, &resp)); !st.ok()) return st;
+  const std::string shown = policy.empty() || policy == "default" ? "default" : policy;
+  if (s.json) {
+    *s.out << JsonWriter().BeginObject().Field("name", name).Field("policy", shown).EndObject().str()
+           << '\n';
+  } else {
+    *s.out << "VDI " << name << ": cache policy " << shown << '\n';
   }
   return absl::OkStatus();
 }

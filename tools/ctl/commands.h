@@ -76,6 +76,10 @@ absl::Status SetVdiAccess(const AdminSession& s, const VdiAccessArgs& args);
 absl::Status DeleteVdi(const AdminSession& s, const std::string& name);
 // vdi resize: sets the VDI's size; shrinking destages it first.
 absl::Status ResizeVdi(const AdminSession& s, const std::string& name, uint64_t size_bytes);
+// vdi set-policy: switches the VDI's cache policy on every cache node, live ("default": the
+// nodes' own policy).
+absl::Status SetVdiPolicy(const AdminSession& s, const std::string& name,
+                          const std::string& policy);
 // vdi set-mode: switches the VDI's cache mode; leaving writeback destages it first.
 absl::Status SetVdiMode(const AdminSession& s, const std::string& name, v1::CacheMode mode);
 

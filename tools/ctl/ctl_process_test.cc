@@ -116,7 +116,7 @@ TEST_F(CtlProcessTest, VdiLifecycle) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("NAME"));
   EXPECT_TRUE(std::regex_search(r.out, std::regex("\ndemo +1 +1\\.0 GiB +4\\.0 MiB +4\\.0 KiB +3 "
-                                                  "+writeback +rw any\n")))
+                                                  "+writeback +rw any +default\n")))
       << r.out;
 
   r = Ctl("vdi create disk2 --size 10G --object-size 1MiB --replication 2");
@@ -130,7 +130,7 @@ TEST_F(CtlProcessTest, VdiLifecycle) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("{\"name\":\"disk2\",\"id\":2,\"size_bytes\":10737418240,"
                                "\"object_size\":1048576,\"block_size\":4096,\"replication\":2,"
-                               "\"mode\":\"writeback\",\"read_only\":false,"
+                               "\"mode\":\"writeback\",\"policy\":\"\",\"read_only\":false,"
                                "\"allowed_clients\":[]}"));
   EXPECT_EQ(r.out.front(), '[');
 
@@ -147,7 +147,7 @@ TEST_F(CtlProcessTest, VdiLifecycle) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out, "VDI disk2: cache mode writethrough\n");
   r = Ctl("vdi list");
-  EXPECT_TRUE(std::regex_search(r.out, std::regex("\ndisk2 +2 +20\\.0 GiB .* writethrough +rw any\n")))
+  EXPECT_TRUE(std::regex_search(r.out, std::regex("\ndisk2 +2 +20\\.0 GiB .* writethrough +rw any +default\n")))
       << r.out;
 
   // NBD access: an access list and read-only, shown by vdi list, then undone.
@@ -155,7 +155,27 @@ TEST_F(CtlProcessTest, VdiLifecycle) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out, "VDI disk2: access ro alice,bob\n");
   r = Ctl("vdi list");
-  EXPECT_TRUE(std::regex_search(r.out, std::regex("\ndisk2 .* ro alice,bob\n"))) << r.out;
+  EXPECT_TRUE(std::regex_search(r.out, std::regex("\ndisk2 .* ro alice,bob +default\n"))) << r.out;
+  // A per-VDI cache policy, switched live, shown by vdi list and stats, then undone.
+  r = Ctl("vdi set-policy disk2 'arc + sieve'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "VDI disk2: cache policy arc + sieve\n");
+  r = Ctl("vdi list");
+  EXPECT_TRUE(std::regex_search(r.out, std::regex("\ndisk2 .* arc\\+sieve\n"))) << r.out;
+  r = Ctl("--json stats --vdi disk2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("\"policy\":\"arc+sieve\""));
+  r = Ctl("vdi set-policy disk2 uarc");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.err, HasSubstr("complete policy"));
+  r = Ctl("vdi set-policy disk2 'lru+nonsense'");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.err, HasSubstr("unknown policy component 'nonsense'"));
+  r = Ctl("vdi set-policy disk2 default");
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = Ctl("--json stats --vdi disk2");
+  EXPECT_THAT(r.out, HasSubstr("\"policy\":\"vbq(share=utility)+s3fifo+sieve+lcr\""));
+
   r = Ctl("vdi access disk2 --allow 'bad id'");
   EXPECT_EQ(r.code, 1);
   r = Ctl("vdi access disk2 --allow-any --read-only off");
@@ -282,7 +302,7 @@ TEST_F(CtlProcessTest, StatsAndFlushAfterNbdWrites) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(std::regex_search(
       r.out, std::regex("^VDI +MODE +HIT% +RAM_HITS +SSD_HITS +MISSES +BYPASSED +QUEUE +L_m +U_i "
-                        "+D_i +DIRTY\n")))
+                        "+D_i +DIRTY +POLICY\n")))
       << r.out;
   EXPECT_TRUE(std::regex_search(r.out, std::regex("\ndemo +writeback +[0-9.]+% "))) << r.out;
 

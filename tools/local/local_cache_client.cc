@@ -1,5 +1,7 @@
 #include "tools/local/local_cache_client.h"
 
+#include <spdlog/spdlog.h>
+
 #include <string>
 #include <vector>
 
@@ -34,12 +36,23 @@ class LocalCacheClient : public CacheClient {
                           std::vector<bool>* allocated) override {
     return node_->Allocation(vdi, object, offset, len, allocated);
   }
-  absl::Status RegisterVdi(const v1::VdiGeometry& vdi, v1::CacheMode mode) override {
+  absl::Status RegisterVdi(const v1::VdiGeometry& vdi, v1::CacheMode mode,
+                           const std::string& policy) override {
     absl::Status s = node_->RegisterVdi(vdi);
     if (s.ok() && mode != v1::CACHE_MODE_UNSPECIFIED) {
       s = node_->SetMode(vdi.vdi_id(), cachenode::FromProto(mode));
     }
+    if (s.ok()) {
+      // As the cache node service does: a policy that cannot run leaves the node's.
+      if (absl::Status p = node_->SetPolicy(vdi.vdi_id(), policy); !p.ok()) {
+        spdlog::warn("VDI {}: policy '{}' not applied: {}", vdi.name(), policy,
+                     std::string(p.message()));
+      }
+    }
     return s;
+  }
+  absl::Status SetPolicy(uint32_t vdi, const std::string& policy) override {
+    return node_->SetPolicy(vdi, policy);
   }
   absl::Status DropVdi(uint32_t vdi) override {
     absl::Status s = node_->DropVdi(vdi);
