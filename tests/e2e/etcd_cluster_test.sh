@@ -119,6 +119,16 @@ epoch1=$("${CTL[@]}" --json status | json_field epoch)
 check_round 7
 log "cache node 2 removed at epoch $epoch1; all data read back (its log was replayed)"
 
+# 2b. A per-VDI policy switched while node 2 is out: the live nodes switch at once, and the
+# catalog in etcd gives it to node 2 when it rejoins (checked in 3).
+"${CTL[@]}" vdi set-policy disk 'arc+sieve' > /dev/null || fail "vdi set-policy"
+"${CTL[@]}" --json stats --vdi disk | grep -q '"policy":"arc+sieve"' ||
+  fail "the live cache nodes did not switch disk to arc+sieve"
+"${CTL[@]}" vdi set-policy disk uarc > /dev/null 2>&1 && fail "a complete policy was accepted per VDI"
+etcdctl_ get --print-value-only "$PREFIX/vdis/disk" | grep -q 'policy=arc+sieve' ||
+  fail "the catalog in etcd does not hold the policy"
+log "disk runs arc+sieve on the live cache nodes"
+
 # 3. Restart it: it registers again and rejoins.
 cluster start cachenode 2 > /dev/null || fail "restart cache node 2"
 wait_for 20 "cache node 2 to register again" registered cache 2
@@ -130,7 +140,10 @@ write_round 11
 check_round 11
 grep -q "joined; its objects now go to it" "$WORK/cluster/logs/gateway-1.log" ||
   fail "the gateway did not log the rejoin"
-log "cache node 2 rejoined at epoch $epoch2; old and new data read back"
+stats=$("${CTL[@]}" --json stats --vdi disk)
+echo "$stats" | grep -q '"policy":"arc+sieve"' || fail "after the rejoin: $stats"
+case "$stats" in *" | "*) fail "cache node 2 rejoined without the VDI's policy: $stats" ;; esac
+log "cache node 2 rejoined at epoch $epoch2; old and new data read back; it runs arc+sieve"
 
 # 3b. An operator's removal sticks: node 3 stays out while registered, until its mark is gone.
 "${CTL[@]}" node remove 3 > /dev/null || fail "node remove 3"
