@@ -115,6 +115,7 @@ absl::Status BlockWriter::StoreRun(const VdiInfo& v, uint64_t object, uint32_t f
                              through ? 0 : epoch);
     }
     if (st.ok() && !through) st = slots_->Sync();
+    if (st.ok()) v.counters->ssd_writes += count;
   };
   absl::Status logged;
   std::vector<uint32_t> landed;

@@ -386,6 +386,7 @@ void CacheNode::FillAndPromote(const VdiInfo& v, uint64_t object, uint32_t first
     // wait for a slot here (a stripe is held); without one the block is simply not cached.
     auto slot = slots_->Allocate();
     const bool written = slot.ok() && slots_->WriteSlot(*slot, key, false, data).ok();
+    if (written) ++v.counters->ssd_writes;
     if (!map_->PlaceFilled(key, written ? std::optional<uint32_t>(*slot) : std::nullopt) &&
         slot.ok()) {
       slots_->Release(*slot).IgnoreError();
@@ -673,6 +674,9 @@ void CacheNode::Stats(uint32_t vdi, std::vector<v1::VdiCacheStats>* out) const {
                       config_.block_size);
     s.set_mode(static_cast<v1::CacheMode>(static_cast<int>(v.mode) + 1));
     s.set_policy(map_->VdiPolicy(id));
+    s.set_ssd_writes(v.counters->ssd_writes);
+    s.set_reads(v.counters->reads);
+    s.set_writes(v.counters->writes);
     for (const auto& p : ps) {
       if (p.vdi != id) continue;
       s.set_queue_length(p.blocks);

@@ -272,6 +272,7 @@ absl::Status Destager::Demote(const BlockKey& key) {
     return absl::OkStatus();
   }
   RC_RETURN_IF_ERROR(ctx_.slots->WriteSlot(*got, key, false, ram->data()));
+  if (auto c = ctx_.vdis->Counters(key.vdi)) ++c->ssd_writes;
   // Changed meanwhile (rewritten, removed): our copy is not needed.
   if (!ctx_.map->FinishDemote(key, ram, *got)) ctx_.slots->Release(*got).IgnoreError();
   return absl::OkStatus();

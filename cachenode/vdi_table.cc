@@ -72,6 +72,8 @@ absl::StatusOr<bool> VdiTable::Register(const v1::VdiGeometry& vdi) {
   counter("ringcache_vdi_hits_ram_total", "Block reads served from the RAM tier.", &c->hits_ram);
   counter("ringcache_vdi_hits_ssd_total", "Block reads served from the SSD tier.", &c->hits_ssd);
   counter("ringcache_vdi_misses_total", "Block reads that went to a data node.", &c->misses);
+  counter("ringcache_vdi_ssd_writes_total",
+          "Blocks written to SSD slots: cached writes, fills, RAM demotions.", &c->ssd_writes);
   counter("ringcache_vdi_bypassed_total", "Block accesses sent past the cache (CMF, modes).",
           &c->bypassed);
   counter("ringcache_vdi_admissions_rejected_total", "Missed blocks admission declined.",

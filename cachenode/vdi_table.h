@@ -38,6 +38,9 @@ absl::StatusOr<CacheMode> ParseCacheMode(const std::string& s);
 struct VdiCounters {
   std::atomic<uint64_t> reads{0}, writes{0}, hits_ram{0}, hits_ssd{0}, misses{0}, bypassed{0};
   std::atomic<uint64_t> admissions_rejected{0}, evictions{0}, destaged_bytes{0};
+  // Blocks written to SSD slots for the policy: cached writes, fills of admitted misses and RAM
+  // demotions (what ringcache-sim counts as ssd_writes; slot repairs are not counted).
+  std::atomic<uint64_t> ssd_writes{0};
   std::atomic<int64_t> dirty_blocks{0};
 };
 

@@ -17,6 +17,8 @@ PACKAGES=(
   golang-github-grpc-ecosystem-grpc-gateway-dev
   # real clients used by the tests
   qemu-utils libnbd-bin python3-libnbd fio prometheus curl python3 iproute2 procps
+  # ringcache-sim replay --nbd: the NBD client library
+  libnbd-dev
   # metrics: prometheus-cpp (registry + pull exposer)
   prometheus-cpp-dev
   # the compose cluster (deploy/compose): Docker engine, compose, and the base image's debootstrap

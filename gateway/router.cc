@@ -1100,6 +1100,9 @@ absl::Status Router::Stats(const std::string& name, std::vector<v1::VdiCacheStat
       t.set_hits_ssd(t.hits_ssd() + x.hits_ssd());
       t.set_misses(t.misses() + x.misses());
       t.set_bypassed(t.bypassed() + x.bypassed());
+      t.set_ssd_writes(t.ssd_writes() + x.ssd_writes());
+      t.set_reads(t.reads() + x.reads());
+      t.set_writes(t.writes() + x.writes());
       t.set_queue_length(t.queue_length() + x.queue_length());
       t.set_max_length(t.max_length() + x.max_length());
       t.set_upper_bound(t.upper_bound() + x.upper_bound());

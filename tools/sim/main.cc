@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,7 @@
 #include "tools/sim/generators.h"
 #include "tools/sim/policy_factory.h"
 #include "tools/sim/report.h"
+#include "tools/sim/replay.h"
 #include "tools/sim/runner.h"
 #include "tools/sim/sizes.h"
 #include "tools/sim/trace_io.h"
@@ -305,6 +307,126 @@ int DoConvert(const InputFlags& in, const std::string& out) {
   return 0;
 }
 
+struct ReplayFlags {
+  std::string nbd;
+  std::string gateway;
+  std::string policy;
+  std::string size;
+  double speed = 0;
+};
+
+// replay: the trace over NBD against a live system, then (with --policy and --size) the
+// simulator's prediction for the same trace, side by side per VDI.
+int DoReplay(const InputFlags& in, const RunFlags& rf, const ReplayFlags& xf) {
+  absl::StatusOr<SourceFactory> open = MakeSourceFactory(in);
+  if (!open.ok()) return ExitFor(open.status());
+  if (xf.policy.empty() != xf.size.empty()) {
+    return Usage("give --policy and --size together (the live cache's policy and capacity)");
+  }
+  absl::StatusOr<uint64_t> bs = ParseBytes(rf.block_size);
+  if (!bs.ok() || *bs < 512 || *bs % 512 != 0) return Usage("bad --block-size");
+  ReplayOptions ro;
+  ro.nbd_uri = xf.nbd;
+  ro.speed = xf.speed;
+  ro.max_requests = rf.max_requests;
+  ro.block_size = static_cast<uint32_t>(*bs);
+  ro.gateway = xf.gateway;
+  if (!in.quiet) {
+    ro.progress = [](const std::string& line) { std::cerr << "progress: " << line << "\n"; };
+  }
+  // The prediction first: a bad spec is a usage error before any I/O.
+  std::optional<SimResult> sim;
+  if (!xf.policy.empty()) {
+    absl::StatusOr<uint64_t> cap = ParseCacheSize(xf.size, ro.block_size, 0);
+    if (!cap.ok()) return Usage(absl::StrCat("--size: ", cap.status().message()));
+    RunOptions opt;
+    opt.block_size = ro.block_size;
+    opt.cost.block_size = ro.block_size;
+    opt.max_requests = rf.max_requests;
+    absl::StatusOr<SimResult> r =
+        RunOne(*open, RegistryPolicyFactory(), xf.policy, *cap, 0, opt, nullptr);
+    if (!r.ok()) return ExitFor(r.status());
+    sim = *std::move(r);
+  }
+  absl::StatusOr<ReplayResult> live = ReplayOverNbd(*open, ro);
+  if (!live.ok()) return ExitFor(live.status());
+
+  const auto pct = [](uint64_t a, uint64_t b) {
+    return b == 0 ? 0.0 : 100.0 * static_cast<double>(a) / static_cast<double>(b);
+  };
+  struct Row {
+    std::string vdi, name;
+    uint64_t requests = 0, reads = 0, writes = 0;
+    bool live = false;
+    uint64_t live_reads = 0, live_hits = 0, live_ssd = 0;
+    bool sim = false;
+    uint64_t sim_reads = 0, sim_hits = 0, sim_ssd = 0;
+  };
+  std::vector<Row> rows;
+  Row total{"all", "-"};
+  total.live = !xf.gateway.empty();
+  total.sim = sim.has_value();
+  for (const ReplayVdi& v : live->vdis) {
+    if (v.requests == 0) continue;
+    Row r{absl::StrCat(v.vdi), v.export_name, v.requests, v.read_blocks, v.write_blocks};
+    r.live = v.have_live;
+    r.live_reads = v.live_reads;
+    r.live_hits = v.live_read_hits;
+    r.live_ssd = v.live_ssd_writes;
+    if (sim && v.vdi < sim->per_vdi.size()) {
+      const VdiStats& s = sim->per_vdi[v.vdi];
+      r.sim = true;
+      r.sim_reads = s.reads;
+      r.sim_hits = s.read_hits;
+      r.sim_ssd = s.ssd_writes;
+    }
+    total.requests += r.requests;
+    total.reads += r.reads;
+    total.writes += r.writes;
+    total.live_reads += r.live_reads;
+    total.live_hits += r.live_hits;
+    total.live_ssd += r.live_ssd;
+    total.sim_reads += r.sim_reads;
+    total.sim_hits += r.sim_hits;
+    total.sim_ssd += r.sim_ssd;
+    rows.push_back(r);
+  }
+  rows.push_back(total);
+  const auto num = [](bool have, double v, int prec) {
+    return have ? absl::StrFormat("%.*f", prec, v) : std::string("-");
+  };
+  if (rf.json) {
+    for (const Row& r : rows) {
+      std::cout << absl::StrFormat(
+          "{\"vdi\":\"%s\",\"export\":\"%s\",\"requests\":%d,\"read_blocks\":%d,"
+          "\"write_blocks\":%d,\"live_reads\":%d,\"live_read_hit_pct\":%s,"
+          "\"live_ssd_writes\":%d,\"sim_read_hit_pct\":%s,\"sim_ssd_writes\":%d,"
+          "\"wall_s\":%.3f}\n",
+          r.vdi, r.name, r.requests, r.reads, r.writes, r.live_reads,
+          r.live ? absl::StrFormat("%.4f", pct(r.live_hits, r.live_reads)) : "null", r.live_ssd,
+          r.sim ? absl::StrFormat("%.4f", pct(r.sim_hits, r.sim_reads)) : "null", r.sim_ssd,
+          live->wall_s);
+    }
+    return 0;
+  }
+  std::cout << absl::StrFormat("# replayed %d requests over NBD in %.1f s%s\n", live->requests,
+                               live->wall_s,
+                               sim ? absl::StrCat("; prediction: ", xf.policy, " at ", xf.size,
+                                                  " blocks")
+                                   : std::string());
+  std::cout << absl::StrFormat("%-4s %-12s %9s %9s %9s %10s %10s %8s %11s %11s\n", "vdi",
+                               "export", "requests", "reads", "writes", "live_hit%", "sim_hit%",
+                               "diff_pt", "live_ssd_wr", "sim_ssd_wr");
+  for (const Row& r : rows) {
+    const double lh = pct(r.live_hits, r.live_reads), sh = pct(r.sim_hits, r.sim_reads);
+    std::cout << absl::StrFormat(
+        "%-4s %-12s %9d %9d %9d %10s %10s %8s %11s %11s\n", r.vdi, r.name, r.requests, r.reads,
+        r.writes, num(r.live, lh, 2), num(r.sim, sh, 2), num(r.live && r.sim, lh - sh, 2),
+        r.live ? absl::StrCat(r.live_ssd) : "-", r.sim ? absl::StrCat(r.sim_ssd) : "-");
+  }
+  return 0;
+}
+
 int DoInfo(const InputFlags& in, const std::string& block_size) {
   absl::StatusOr<SourceFactory> open = MakeSourceFactory(in);
   if (!open.ok()) return ExitFor(open.status());
@@ -400,6 +522,30 @@ int Main(int argc, char** argv) {
   info->add_option("--gen", in.gens, "Generator spec instead of a file");
   info->add_option("--format", in.format, "Trace format");
 
+  CLI::App* replay = app.add_subcommand(
+      "replay",
+      "Replay a trace against a live ringcache over NBD; with --gateway, --policy and --size, "
+      "compare its hit ratio and SSD writes with the simulator's prediction");
+  ReplayFlags xf;
+  replay->add_option("trace", in.trace, "Trace file");
+  replay->add_option("--gen", in.gens, "Generator spec instead of a file");
+  replay->add_option("--format", in.format, "Trace format");
+  replay->add_option("--nbd", xf.nbd,
+                     "NBD URI of the export, e.g. nbd://127.0.0.1:10809/disk; '{vdi}' in it is "
+                     "the trace's VDI id (t{vdi}: t0, t1, ...)")
+      ->required();
+  replay->add_option("--speed", xf.speed,
+                     "Replay at trace time / SPEED (2: twice as fast); 0 = back to back")
+      ->capture_default_str();
+  replay->add_option("--gateway", xf.gateway,
+                     "Gateway admin address (host:port) to read the live cache's counters from");
+  replay->add_option("--policy", xf.policy, "The live cache's policy spec, for the prediction");
+  replay->add_option("--size", xf.size, "The live cache's capacity in blocks, for the prediction");
+  replay->add_option("--max-requests", rf.max_requests, "Stop after this many requests");
+  replay->add_option("--block-size", rf.block_size, "Cache block size")->capture_default_str();
+  replay->add_flag("--json", rf.json, "One JSON object per VDI (and one for all)");
+  replay->add_flag("--quiet,-q", in.quiet, "No progress lines on stderr");
+
   app.require_subcommand(0, 1);
   try {
     app.parse(argc, argv);
@@ -417,6 +563,7 @@ int Main(int argc, char** argv) {
     in.trace = conv_in;
     return DoConvert(in, conv_out);
   }
+  if (replay->parsed()) return DoReplay(in, rf, xf);
   if (info->parsed()) {
     in.trace = info_in;
     return DoInfo(in, rf.block_size);

@@ -236,6 +236,7 @@ class Replay {
 
     double t = arrival;
     t = ChargeEvictions(t);                 // 1. destage dirty victims
+    if (out_.hit != Tier::kNone && is_read) ++vs.read_hits;
     if (out_.hit == Tier::kRam) {           // 2.-3. serve the block
       ++res_.hits_ram;
       ++vs.hits;

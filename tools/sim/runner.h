@@ -67,6 +67,7 @@ struct VdiStats {
   uint64_t reads = 0;
   uint64_t writes = 0;
   uint64_t hits = 0;
+  uint64_t read_hits = 0;    // hits of read accesses (what a cache node counts as hits)
   uint64_t misses = 0;
   uint64_t bypassed = 0;
   uint64_t ssd_writes = 0;

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# The simulator and the live cache agree (docs/experiments.md, "Simulator and system"):
+# `ringcache-sim replay` sends a three-VDI trace (a Zipf disk with writes, a scanning disk, a hot
+# read-mostly disk) over NBD to ringcache-local (one cache node, no RAM tier, so every admitted
+# block costs one SSD write as in the simulator's model), reads the cache's own counters from the
+# gateway, and predicts the same trace with the same policy and capacity. Asserted: per VDI and in
+# total, the live read hit ratio is within 2 points of the prediction and the live SSD writes
+# within 2% (+16 blocks); an export smaller than the trace is refused before any I/O.
+#
+#   tests/e2e/sim_replay_test.sh BUILD_DIR
+set -euo pipefail
+BUILD=$(cd "${1:?usage: sim_replay_test.sh BUILD_DIR}" && pwd)
+SIM=$BUILD/tools/sim/ringcache-sim
+WORK=$(mktemp -d "${TEST_TMPDIR:-/tmp}/rc-replay.XXXXXX")
+source "$(dirname "$0")/ports.sh"
+BASE=$(pick_base_port)
+PID=""
+cleanup() {
+  [ -n "$PID" ] && kill "$PID" 2> /dev/null && wait "$PID" 2> /dev/null
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+fail() { echo "[sim-replay] FAIL: $*" >&2; tail -n 20 "$WORK/local.log" >&2 || true; exit 1; }
+
+"$SIM" gen -q -o "$WORK/t.bin" \
+  "zipf:blocks=20000,theta=0.9,requests=20000,write=0.3,vdi=0,iat_us=100,seed=41" \
+  "scan:blocks=8000,requests=8000,vdi=1,iat_us=250,seed=42" \
+  "zipf:blocks=5000,theta=1.1,requests=12000,write=0.1,vdi=2,iat_us=170,seed=43"
+
+"$BUILD/tools/ringcache-local" --data-dir "$WORK/data" --cache-nodes 1 --data-nodes 1 \
+  --replication 1 --ssd-size 12MiB --ram-size 0 --nbd-listen "127.0.0.1:$((BASE+1))" \
+  --admin-listen "127.0.0.1:$((BASE+2))" --http-listen "127.0.0.1:$((BASE+3))" \
+  --create-vdi t0:128MiB --create-vdi t1:128MiB --create-vdi t2:128MiB --create-vdi small:1MiB \
+  --ready-file "$WORK/ready.json" > "$WORK/local.log" 2>&1 &
+PID=$!
+for _ in $(seq 1 200); do [ -s "$WORK/ready.json" ] && break; sleep 0.1; done
+[ -s "$WORK/ready.json" ] || fail "ringcache-local did not start"
+# The policy's capacity: the SSD slots less the slot reserve (max(16, 2%), cachenode/README.md).
+slots=$(grep -o "[0-9]* SSD slots" "$WORK/local.log" | head -1 | cut -d' ' -f1)
+cap=$(python3 -c "print($slots - max(16, int(0.02 * $slots)))")
+policy=$(grep -o "policy [^ ,]*" "$WORK/local.log" | head -1 | cut -d' ' -f2)
+echo "[sim-replay] $slots SSD slots, policy capacity $cap blocks, policy $policy"
+
+# An export too small for the trace: refused, nothing sent.
+if "$SIM" replay "$WORK/t.bin" --nbd "nbd://127.0.0.1:$((BASE+1))/small" -q > "$WORK/small.out" 2>&1; then
+  fail "replay onto a 1 MiB export succeeded"
+fi
+grep -q "make it at least that large" "$WORK/small.out" || fail "$(cat "$WORK/small.out")"
+
+"$SIM" replay "$WORK/t.bin" --nbd "nbd://127.0.0.1:$((BASE+1))/t{vdi}" \
+  --gateway "127.0.0.1:$((BASE+2))" --policy "$policy" --size "$cap" -q --json > "$WORK/out.json" ||
+  fail "replay"
+cat "$WORK/out.json"
+python3 - "$WORK/out.json" << 'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert len(rows) == 4, rows  # three VDIs and "all"
+for r in rows:
+    live, sim = r["live_read_hit_pct"], r["sim_read_hit_pct"]
+    assert live is not None and sim is not None, r
+    assert r["live_reads"] == r["read_blocks"], ("the cache counted other reads", r)
+    assert abs(live - sim) <= 2.0, ("hit ratio", r)
+    lw, sw = r["live_ssd_writes"], r["sim_ssd_writes"]
+    assert abs(lw - sw) <= 0.02 * sw + 16, ("SSD writes", r)
+total = rows[-1]
+assert total["vdi"] == "all" and total["live_read_hit_pct"] > 10, total
+print("[sim-replay] live %.2f%% vs predicted %.2f%% read hits; SSD writes %d vs %d"
+      % (total["live_read_hit_pct"], total["sim_read_hit_pct"], total["live_ssd_writes"],
+         total["sim_ssd_writes"]))
+PY
+echo "[sim-replay] PASS"
