@@ -17,7 +17,7 @@ if [ ! -x "$SIM" ]; then
   cmake --build "$BUILD" --target ringcache-sim -j1
 fi
 WHICH=("$@")
-[ ${#WHICH[@]} -eq 0 ] && WHICH=(rpac uarc sieve cmf lcr vbq)
+[ ${#WHICH[@]} -eq 0 ] && WHICH=(rpac uarc sieve cmf lcr vbq default)
 
 # run COLS [--vdi VCOLS] -- SIM-ARGS...: prints the command, then the table.
 run() {
@@ -122,6 +122,55 @@ vbq() {
   run "policy,size_blocks" --vdi "name,share%,hit%,occupancy_mean,occupancy_end,A_m,L_m,U_i,D_i,U-D" -- \
     --gen "$G" --policy "lru,vbq+lru,vbq(umax=0.95,umin=0.90,dmax=0.89,dmin=0.84)+lru" \
     --size 5%,20% --occupancy
+}
+
+# E7: the default policy against LRU, ARC, S3-FIFO and the first default, on five workloads.
+default() {
+  echo "## E7 The default policy: hits of the best online policy, SSD writes well below LRU's"
+  local NEW="vbq(share=utility)+s3fifo+sieve+lcr" OLD="vbq+lru+sieve+lcr"
+  local P="${E7_POLICIES:-lru,arc,s3fifo,$OLD,$NEW}"
+  local C="policy,size_blocks,hit%,gap:arc|s3fifo,ssd_writes,ssd_writes/lru"
+  local T
+  T=$(mktemp -d)
+  # Three disks in MSR Cambridge CSV (written from generated requests): a Zipf(0.9) disk with 30%
+  # writes, a flatter Zipf(0.7) disk with 50% writes, and a disk that only scans.
+  "$SIM" gen -q -o "$T/three.bin" \
+    "zipf:blocks=100000,theta=0.9,requests=400000,write=0.3,vdi=0,iat_us=100,seed=11" \
+    "zipf:blocks=200000,theta=0.7,requests=300000,write=0.5,vdi=1,iat_us=133,seed=12" \
+    "scan:blocks=300000,requests=300000,vdi=2,iat_us=133,seed=13"
+  python3 - "$T/three.bin" "$T/three.csv" << 'PY'
+import struct, sys
+data = open(sys.argv[1], "rb").read()
+count = struct.unpack_from("<Q", data, 16)[0]
+with open(sys.argv[2], "w") as out:
+    for i in range(count):
+        t, off, lo, vdi = struct.unpack_from("<QQII", data, 64 + 24 * i)
+        op = "Write" if lo >> 31 else "Read"
+        out.write("%d,host%d,0,%s,%d,%d,100\n" % (128166372000000000 + t * 10, vdi, op, off,
+                                                   lo & 0x7FFFFFFF))
+PY
+  echo
+  echo "### E7a Three disks, MSR CSV (one disk scans)"
+  run "$C" -- "$T/three.csv" --policy "$P" --size 1%,5%,20%
+  echo
+  echo "### E7b Paper 002's three VDIs (E6's workload, 59-91% writes)"
+  run "$C" -- --gen "multi:vdis=3,rates=84/21/50,write=0.59/0.91/0.70,blocks=100000/400000/100000,theta=0.9/0.3/0.9,requests=1000000,seed=7" \
+    --policy "$P" --size 1%,5%,20%
+  echo
+  echo "### E7c A Zipf(0.99) disk, a uniform disk and a sequential writer"
+  run "$C" -- --gen "zipf:blocks=50000,theta=0.99,requests=400000,write=0.2,vdi=0,iat_us=100,seed=21" \
+    --gen "uniform:blocks=1000000,requests=400000,write=0.2,vdi=1,iat_us=100,seed=22" \
+    --gen "seqwrite:blocks=200000,requests=200000,vdi=2,iat_us=200,seed=23" \
+    --policy "$P" --size 1%,5%,20%
+  echo
+  echo "### E7d One read-mostly Zipf(0.99) disk"
+  run "$C" -- --gen "zipf:blocks=200000,theta=0.99,requests=1000000,write=0.1,seed=3" \
+    --policy "$P" --size 1%,5%,20%
+  echo
+  echo "### E7e Moving hot spots (E1's workload, read-only)"
+  run "$C" -- --gen "hotspot:blocks=1000000,areas=8,area=16384,window=512,density=0.5,cycle=20000,hot=0.6,requests=1000000,seed=1" \
+    --policy "$P" --size 1%,5%,20%
+  rm -rf "$T"
 }
 
 echo "# ringcache-sim experiments ($(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown))"

@@ -1,7 +1,8 @@
 // ringcache-sim: replays block traces (MSR, SPC, FIU, binary, or synthetic generators) through
 // the policy engine, several policies and cache sizes per run, and reports hits, SSD and HDD
 // traffic, virtual time and response time as a table or JSON. Subcommands: gen (write a synthetic
-// trace), convert (text trace to binary), info (describe a trace). See tools/sim/README.md.
+// trace), convert (text trace to binary), info (describe a trace), replay (a trace over NBD against
+// a live system, beside the prediction: replay.h). See tools/sim/README.md.
 //
 // Exit status: 0 success, 1 runtime failure (I/O, malformed input with --strict, a policy
 // error), 2 usage error (bad flags or flag values).

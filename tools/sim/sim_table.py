@@ -7,6 +7,7 @@ Used by tools/sim/experiments.sh. Columns (comma-separated in --cols):
   FIELD/POLICY     FIELD divided by the same FIELD of POLICY's row with the same size_blocks
   POLICY/FIELD     POLICY's FIELD divided by this row's (a reduction factor, e.g. lru/ssd_writes)
   hits             hits_ram + hits_ssd
+  gap:P1|P2        hit% minus the best hit% of policies P1, P2, ... at the same size (points)
 With --vdi, one row per (result, VDI) and VDI columns: name, vdi, accesses, hit%, share%
 (accesses / all accesses), occupancy_mean, occupancy_end, A_m, q_blocks, L_m, U_i, D_i, U-D;
 and a line per result saying whether paper 002 eq. 6 (U_i - D_i grows as A_m falls) holds.
@@ -21,6 +22,10 @@ def hits(r):
 
 
 def value(r, col, rows):
+    if col.startswith("gap:"):
+        refs = [find(rows, p, r["size_blocks"]) for p in col[4:].split("|")]
+        best = max((100.0 * x["hit_ratio"] for x in refs if x), default=None)
+        return None if best is None else 100.0 * r["hit_ratio"] - best
     if col == "hit%":
         return 100.0 * r["hit_ratio"]
     if col == "hits":
