@@ -242,18 +242,13 @@ void CacheNode::SetPolicyGauge(const v1::VdiGeometry& vdi, const std::string& ol
   if (!old.empty()) {
     registry_->RemoveSeries({{"vdi", vdi.name()}, {"node", node}, {"policy", old}});
   }
-  registry_->AddCallbackGauge("ringcache_vdi_policy_info",
-                              "The cache policy a VDI runs under (value 1; label policy).",
-                              {{"vdi", vdi.name()}, {"node", node}, {"policy", policy}},
-                              [] { return 1.0; });
+  registry_->AddCallbackGauge(
+      "ringcache_vdi_policy_info", "The cache policy a VDI runs under (value 1; label policy).",
+      {{"vdi", vdi.name()}, {"node", node}, {"policy", policy}}, [] { return 1.0; });
 }
 
 absl::Status CacheNode::SetPolicy(uint32_t vdi, const std::string& spec_in) {
-  std::string spec = spec_in;
-  spec.erase(std::remove_if(spec.begin(), spec.end(),
-                            [](unsigned char ch) { return std::isspace(ch); }),
-             spec.end());
-  if (spec == "default") spec.clear();
+  const std::string spec = policy::CanonicalVdiPolicy(spec_in);
   absl::MutexLock l(&policy_mu_);
   RC_ASSIGN_OR_RETURN(const VdiInfo v, vdis_->Get(vdi));
   if (v.policy == spec) return absl::OkStatus();
@@ -264,8 +259,8 @@ absl::Status CacheNode::SetPolicy(uint32_t vdi, const std::string& spec_in) {
   const std::string after = map_->VdiPolicy(vdi);
   SetPolicyGauge(v.geometry, before, after);
   policy_switches_->Increment();
-  spdlog::info("cache node {}: VDI {} policy {} -> {}", config_.node_id, v.geometry.name(),
-               before, after);
+  spdlog::info("cache node {}: VDI {} policy {} -> {}", config_.node_id, v.geometry.name(), before,
+               after);
   return absl::OkStatus();
 }
 
@@ -615,6 +610,11 @@ absl::Status CacheNode::DropVdi(uint32_t vdi_id) {
   });
   for (const BlockKey& k : keys) RC_RETURN_IF_ERROR(InvalidateUnderStripe(k));
   RC_RETURN_IF_ERROR(slots_->Sync());
+  {
+    // Its own policy goes with it: a VDI registered again starts on the node's.
+    absl::MutexLock l(&policy_mu_);
+    RC_RETURN_IF_ERROR(map_->SetVdiPolicy(vdi_id, "", policy_ctx_));
+  }
   vdis_->Erase(vdi_id);
   // Its ringcache_vdi_* series leave /metrics (they come back if the VDI is registered again).
   registry_->RemoveSeries({{"vdi", info.geometry.name()}, {"node", absl::StrCat(config_.node_id)}});

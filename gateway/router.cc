@@ -1043,6 +1043,8 @@ absl::Status Router::SetMode(const std::string& name, v1::CacheMode mode) {
 }
 
 absl::Status Router::SetPolicy(const std::string& name, const std::string& policy_in) {
+  // As policy::CanonicalVdiPolicy (the gateway does not link the policy engine; the cache nodes
+  // check the spec itself).
   std::string policy = policy_in;
   policy.erase(std::remove_if(policy.begin(), policy.end(),
                               [](unsigned char ch) { return std::isspace(ch); }),

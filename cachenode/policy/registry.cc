@@ -485,11 +485,18 @@ absl::StatusOr<std::unique_ptr<CachePolicy>> MakePolicy(std::string_view spec_in
   return std::unique_ptr<CachePolicy>(*std::move(driver));
 }
 
+std::string CanonicalVdiPolicy(std::string_view spec_in) {
+  std::string spec(spec_in);
+  spec.erase(
+      std::remove_if(spec.begin(), spec.end(), [](unsigned char ch) { return std::isspace(ch); }),
+      spec.end());
+  return spec == "default" ? std::string() : spec;
+}
+
 namespace {
 
 bool IsNodeDefault(absl::string_view spec) {
-  spec = absl::StripAsciiWhitespace(spec);
-  return spec.empty() || spec == "default";
+  return CanonicalVdiPolicy(std::string_view(spec.data(), spec.size())).empty();
 }
 
 absl::StatusOr<std::unique_ptr<VdiRules>> MakeVdiRules(absl::string_view spec,
@@ -521,10 +528,7 @@ absl::StatusOr<std::unique_ptr<VdiRules>> MakeVdiRules(absl::string_view spec,
     return absl::InvalidArgumentError("policy context: capacity_blocks must be >= 1");
   }
   auto rules = std::make_unique<VdiRules>();
-  rules->spec = std::string(spec);
-  rules->spec.erase(std::remove_if(rules->spec.begin(), rules->spec.end(),
-                                   [](unsigned char ch) { return std::isspace(ch); }),
-                    rules->spec.end());
+  rules->spec = CanonicalVdiPolicy(std::string_view(spec.data(), spec.size()));
   absl::StatusOr<OrderFactory> order = BuildOrder(roles->order, ctx);
   if (!order.ok()) return order.status();
   rules->order = *std::move(order);

@@ -56,6 +56,8 @@ absl::StatusOr<std::unique_ptr<CachePolicy>> MakePolicy(std::string_view spec,
 // opt), a space (vbq) and rpac (it judges replacements, which VBQ's reclaim rounds do not allow)
 // are refused with kInvalidArgument. "" and "default" mean the node's own policy.
 //
+// The spec as stored and shown: whitespace removed, "default" as "".
+std::string CanonicalVdiPolicy(std::string_view spec);
 // Checks a per-VDI spec without applying it.
 absl::Status ValidateVdiPolicy(std::string_view spec, const PolicyContext& ctx);
 // Switches `vdi` of `node` (a policy MakePolicy built) to `spec`. The VDI's cached blocks, with
