@@ -24,6 +24,8 @@
 #include "cachenode/policy/fifo.h"
 #include "cachenode/policy/lcr.h"
 #include "cachenode/policy/lru.h"
+#include "cachenode/policy/node_tiers.h"
+#include "cachenode/policy/placement.h"
 #include "cachenode/policy/opt.h"
 #include "cachenode/policy/rpac.h"
 #include "cachenode/policy/s3fifo.h"
@@ -483,6 +485,28 @@ absl::StatusOr<std::unique_ptr<CachePolicy>> MakePolicy(std::string_view spec_in
   absl::StatusOr<std::unique_ptr<CacheDriver>> driver = CacheDriver::Create(dc, std::move(parts));
   if (!driver.ok()) return driver.status();
   return std::unique_ptr<CachePolicy>(*std::move(driver));
+}
+
+absl::StatusOr<std::unique_ptr<CachePolicy>> MakeNodePolicy(std::string_view spec_in,
+                                                            std::string_view placement,
+                                                            const PolicyContext& ctx) {
+  const absl::string_view spec(spec_in.data(), spec_in.size());
+  absl::StatusOr<std::vector<Component>> parsed = Parse(spec);
+  if (!parsed.ok()) return parsed.status();
+  for (const Component& c : *parsed) {
+    if (c.role == Role::kComplete) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "'", c.name, "' is a complete policy with its own tiers; a placement needs a driver "
+          "spec (e.g. vbq+lru+sieve)"));
+    }
+  }
+  absl::StatusOr<std::unique_ptr<CachePolicy>> membership = MakePolicy(spec_in, ctx);
+  if (!membership.ok()) return membership.status();
+  absl::StatusOr<std::unique_ptr<Placement>> place =
+      MakePlacement(std::string(placement), ctx.ram_blocks);
+  if (!place.ok()) return place.status();
+  return std::unique_ptr<CachePolicy>(std::make_unique<NodeTiers>(
+      *std::move(membership), *std::move(place), std::string(placement)));
 }
 
 std::string CanonicalVdiPolicy(std::string_view spec_in) {

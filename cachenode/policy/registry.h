@@ -50,6 +50,14 @@ struct PolicyContext {
 absl::StatusOr<std::unique_ptr<CachePolicy>> MakePolicy(std::string_view spec,
                                                         const PolicyContext& ctx);
 
+// The cache node's tiers as one policy (node_tiers.h): `spec` (a driver spec, not a complete
+// policy) decides membership over ctx.capacity_blocks, `placement` ("uarc" or "lru") puts
+// ctx.ram_blocks of its members in RAM, and hits and SSD writes count as the node counts them.
+// ringcache-sim runs this for --placement.
+absl::StatusOr<std::unique_ptr<CachePolicy>> MakeNodePolicy(std::string_view spec,
+                                                            std::string_view placement,
+                                                            const PolicyContext& ctx);
+
 // Per-VDI policies. A VDI's spec names its queue's order, admission, bypasses and victim (the
 // roles of a driver spec without the space: "lru", "arc+sieve", "s3fifo+cmf+lcr", ...); the
 // node's space (vbq) still shares the cache among VDIs. Complete policies (iarc, garc, uarc,

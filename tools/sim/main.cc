@@ -66,6 +66,7 @@ struct RunFlags {
   bool per_vdi = false;
   bool json = false;
   bool no_timing = false;
+  std::string placement;
 };
 
 int Usage(const std::string& msg) {
@@ -194,6 +195,7 @@ int DoRun(const InputFlags& in, RunFlags& rf) {
   if (!(rf.time_scale >= 0)) return Usage("--time-scale must be >= 0");
   opt.time_scale = rf.time_scale;
   opt.iodepth = rf.iodepth;
+  opt.placement = rf.placement;
   opt.max_requests = rf.max_requests;
   opt.drain = rf.drain;
   opt.track_occupancy = rf.occupancy;
@@ -241,7 +243,7 @@ int DoRun(const InputFlags& in, RunFlags& rf) {
     DeviceModel probe_load(probe_cost);
     for (uint64_t cap : capacities) {
       absl::StatusOr<std::unique_ptr<policy::CachePolicy>> probe =
-          factory(PolicyRequest{p, cap, ram_for(cap), &probe_load});
+          factory(PolicyRequest{p, cap, ram_for(cap), &probe_load, opt.placement});
       if (!probe.ok()) {
         return Usage(absl::StrCat("policy '", p, "': ", probe.status().message()));
       }
@@ -313,6 +315,8 @@ struct ReplayFlags {
   std::string gateway;
   std::string policy;
   std::string size;
+  std::string placement;
+  std::string ram;
   double speed = 0;
 };
 
@@ -344,8 +348,16 @@ int DoReplay(const InputFlags& in, const RunFlags& rf, const ReplayFlags& xf) {
     opt.block_size = ro.block_size;
     opt.cost.block_size = ro.block_size;
     opt.max_requests = rf.max_requests;
+    opt.placement = xf.placement;
+    uint64_t ram = 0;
+    if (!xf.ram.empty()) {
+      absl::StatusOr<uint64_t> r = ParseCacheSize(xf.ram, ro.block_size, 0);
+      if (!r.ok()) return Usage(absl::StrCat("--ram: ", r.status().message()));
+      ram = *r;
+    }
+    if (ram > 0 && xf.placement.empty()) return Usage("--ram needs --placement (uarc or lru)");
     absl::StatusOr<SimResult> r =
-        RunOne(*open, RegistryPolicyFactory(), xf.policy, *cap, 0, opt, nullptr);
+        RunOne(*open, RegistryPolicyFactory(), xf.policy, *cap, ram, opt, nullptr);
     if (!r.ok()) return ExitFor(r.status());
     sim = *std::move(r);
   }
@@ -497,6 +509,9 @@ int Main(int argc, char** argv) {
   app.add_flag("--drain", rf.drain, "Charge HDD writes for blocks still dirty at the end");
   app.add_flag("--occupancy", rf.occupancy, "Track blocks cached per VDI (slower)");
   app.add_flag("--per-vdi", rf.per_vdi, "Print the per-VDI table");
+  app.add_option("--placement", rf.placement,
+                 "Run driver specs as the cache node does: this RAM placement (uarc, lru) over "
+                 "--ram blocks, beside the spec's membership (complete policies ignore it)");
   app.add_flag("--json", rf.json, "One JSON object per (policy, size) on stdout");
   app.add_flag("--no-timing", rf.no_timing, "Leave out wall-clock numbers (stable output)");
   app.add_flag("--strict", in.strict, "A malformed trace line is fatal");
@@ -542,6 +557,9 @@ int Main(int argc, char** argv) {
                      "Gateway admin address (host:port) to read the live cache's counters from");
   replay->add_option("--policy", xf.policy, "The live cache's policy spec, for the prediction");
   replay->add_option("--size", xf.size, "The live cache's capacity in blocks, for the prediction");
+  replay->add_option("--placement", xf.placement,
+                     "The live cache's RAM placement (uarc, lru), for the prediction");
+  replay->add_option("--ram", xf.ram, "The live cache's RAM tier in blocks, for the prediction");
   replay->add_option("--max-requests", rf.max_requests, "Stop after this many requests");
   replay->add_option("--block-size", rf.block_size, "Cache block size")->capture_default_str();
   replay->add_flag("--json", rf.json, "One JSON object per VDI (and one for all)");

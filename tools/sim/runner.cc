@@ -109,7 +109,7 @@ class Replay {
   absl::Status Init(const PolicyFactory& make_policy, const std::string& spec,
                     uint64_t capacity_blocks, uint64_t ram_blocks) {
     absl::StatusOr<std::unique_ptr<CachePolicy>> made =
-        make_policy(PolicyRequest{spec, capacity_blocks, ram_blocks, &dev_});
+        make_policy(PolicyRequest{spec, capacity_blocks, ram_blocks, &dev_, opt_.placement});
     if (!made.ok()) return made.status();
     policy_ = *std::move(made);
     if (policy_ == nullptr) {

@@ -40,6 +40,9 @@ struct PolicyRequest {
   uint64_t capacity_blocks = 0;  // all tiers
   uint64_t ram_blocks = 0;       // RAM tier, for tiered specs (0 = the registry's default)
   const policy::LoadView* load = nullptr;
+  // The cache node's RAM placement ("uarc", "lru") over a driver spec: the node's two tiers
+  // (policy/node_tiers.h). Empty: the spec alone. Complete policies ignore it.
+  std::string placement;
 };
 using PolicyFactory = std::function<absl::StatusOr<std::unique_ptr<policy::CachePolicy>>(
     const PolicyRequest&)>;
@@ -52,6 +55,7 @@ struct RunOptions {
   CostConfig cost;              // cost.block_size is overwritten with block_size
   double time_scale = 1.0;      // arrival = trace time × time_scale
   uint32_t iodepth = 0;         // 0: open loop (trace timestamps only)
+  std::string placement;        // PolicyRequest::placement for every policy of the run
   uint64_t max_requests = 0;    // 0: the whole trace
   bool drain = false;           // charge an HDD write for each block still dirty at the end
   bool track_occupancy = false;  // per-VDI cached blocks (two Lookup() calls per access)
