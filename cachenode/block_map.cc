@@ -64,6 +64,16 @@ void BlockMap::PushDemotions(const std::vector<BlockKey>& demote) {
       it->second.ram.reset();
       continue;
     }
+    if (it != map_.end() && !it->second.dirty && it->second.log_seq == 0 &&
+        it->second.state == BlockState::kCached && !placement_->WorthSsd(d)) {
+      // SE-UARC's sieve (placement.h): a clean RAM-only block that was not read often enough
+      // leaves the cache instead of taking an SSD slot. It holds no slot and no log record.
+      Leftovers none;
+      ForgetLocked(d, &none);
+      evictions_->Increment();
+      if (auto c = vdis_->Counters(d.vdi)) c->evictions++;
+      continue;
+    }
     work_.push_back({d, true});
   }
 }
@@ -521,7 +531,7 @@ std::vector<policy::VdiStats> BlockMap::VdiStats() const {
 }
 
 absl::Status BlockMap::SetVdiPolicy(uint32_t vdi, const std::string& spec,
-                                  const policy::PolicyContext& ctx) {
+                                    const policy::PolicyContext& ctx) {
   absl::MutexLock l(&mu_);
   return policy::SetVdiPolicy(policy_.get(), vdi, spec, ctx);
 }

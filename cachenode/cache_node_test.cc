@@ -416,6 +416,35 @@ TEST_F(CacheNodeTest, PolicySwitchesUnderAWriteLoopLoseNothing) {
   EXPECT_EQ(Read(0, a.size()), a);
 }
 
+TEST_F(CacheNodeTest, SieveOfTheRamTierDropsBlocksReadOnceInsteadOfWritingThem) {
+  // SE-UARC's sieve (here over the LRU placement, whose demotion order is plain recency): a
+  // clean block that leaves the 16-block RAM tier after one read leaves the cache; one read
+  // twice gets an SSD slot.
+  config_.policy = "vbq+lru";  // every read miss is admitted (into RAM)
+  config_.placement = "lru(sieve=1)";
+  Start();
+  auto ssd_writes = [&] {
+    std::vector<v1::VdiCacheStats> stats;
+    node_->Stats(1, &stats);
+    return stats.empty() ? uint64_t{0} : stats[0].ssd_writes();
+  };
+  const std::string zeros(kBs, '\0');
+  for (uint64_t b = 0; b < 40; ++b) ASSERT_EQ(Read(b * kBs, kBs), zeros);
+  EXPECT_EQ(ssd_writes(), 0u);
+  EXPECT_LE(node_->cached_blocks(), 16u);  // only what RAM holds
+  for (int r = 0; r < 2; ++r) {
+    for (uint64_t b = 100; b < 104; ++b) ASSERT_EQ(Read(b * kBs, kBs), zeros);
+  }
+  for (uint64_t b = 200; b < 240; ++b) ASSERT_EQ(Read(b * kBs, kBs), zeros);
+  // Blocks 100..103 are demoted into slots by the reclaimer thread: wait for it (bounded).
+  for (int i = 0; i < 1000 && ssd_writes() < 4; ++i) absl::SleepFor(absl::Milliseconds(10));
+  EXPECT_EQ(ssd_writes(), 4u);
+  // A dropped block reads back from home.
+  const std::string a = Pattern(3, kBs);
+  ASSERT_TRUE(Write(5 * kBs, a).ok());
+  EXPECT_EQ(Read(5 * kBs, kBs), a);
+}
+
 TEST_F(CacheNodeTest, RestartedNodeKnowsItsVdisBeforeAnyGateway) {
   Start();
   ASSERT_TRUE(node_->SetMode(1, CacheMode::kWriteBack).ok());

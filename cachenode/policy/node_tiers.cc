@@ -67,6 +67,14 @@ void NodeTiers::Demote(const std::vector<BlockKey>& demote, Outcome* out) {
   for (const BlockKey& d : demote) {
     auto it = blocks_.find(d);
     if (it == blocks_.end() || !it->second.ram) continue;
+    if (!it->second.slot && !placement_->WorthSsd(d)) {
+      // SE-UARC's sieve: the clean RAM-only block leaves the cache (BlockMap::PushDemotions).
+      blocks_.erase(it);
+      placement_->OnRemove(d);
+      membership_->Erase(d);
+      out->evicted.push_back(Eviction{d, false, Tier::kRam});
+      continue;
+    }
     it->second.ram = false;
     if (!it->second.slot) {
       it->second.slot = true;

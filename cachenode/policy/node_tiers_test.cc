@@ -63,6 +63,23 @@ TEST(NodeTiersTest, WritesTakeASlotAndEvictionsLeaveBothTiers) {
   EXPECT_EQ(t->size(), 3u);
 }
 
+TEST(NodeTiersTest, SieveDropsCleanRamOnlyBlocksInsteadOfWritingThem) {
+  auto t = Tiers("lru", 8, 1, "lru(sieve=1)");
+  Outcome out;
+  t->OnAccess(Read(1), &out);  // into RAM, read once
+  t->OnAccess(Read(2), &out);  // RAM holds 1: block 1 leaves RAM and fails the sieve: dropped
+  EXPECT_EQ(out.ssd_writes, 0u);
+  ASSERT_EQ(out.evicted.size(), 1u);
+  EXPECT_EQ(out.evicted[0].key, (BlockKey{0, 1}));
+  EXPECT_FALSE(out.evicted[0].dirty);
+  EXPECT_EQ(t->Lookup(BlockKey{0, 1}), Tier::kNone);
+  EXPECT_EQ(t->size(), 1u);
+  t->OnAccess(Read(2), &out);  // block 2 read twice: it passes and is written to a slot
+  t->OnAccess(Read(3), &out);
+  EXPECT_EQ(out.ssd_writes, 1u);
+  EXPECT_EQ(t->Lookup(BlockKey{0, 2}), Tier::kSsd);
+}
+
 TEST(NodeTiersTest, HitsAreTheMembershipsAndCompletePoliciesAreRefused) {
   // The tiers move blocks between RAM and SSD, never in or out: hits equal the spec's alone.
   auto tiers = Tiers("vbq+lru+sieve", 64, 16, "uarc");

@@ -5,6 +5,7 @@
 #include <list>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace ringcache::policy {
@@ -14,14 +15,17 @@ namespace {
 // For "lru" only list 0 is used and its RAM head is the whole RAM.
 class ListPlacement : public Placement {
  public:
-  ListPlacement(size_t ram, bool arc) : ram_cap_(ram), arc_(arc), target_t1_(ram / 2) {}
+  ListPlacement(size_t ram, bool arc, uint32_t sieve)
+      : ram_cap_(ram), arc_(arc), sieve_(sieve), target_t1_(ram / 2) {}
 
   Tier OnAccess(const BlockKey& key, bool admitted, std::vector<BlockKey>* demote) override {
     (void)admitted;
     auto it = index_.find(key);
     int to_list = 0;
+    uint32_t accesses = 1;
     if (it != index_.end()) {
       Node& n = it->second;
+      accesses = n.accesses + (n.accesses < UINT32_MAX ? 1 : 0);
       if (arc_) {
         // A hit on an SSD-resident block shows that its list deserved more RAM (ARC's ghost-hit
         // adaptation applied to the SSD part, as UARC does: paper 001 §III-A2).
@@ -37,6 +41,7 @@ class ListPlacement : public Placement {
       Unlink(n);
     }
     Node& n = index_[key];
+    n.accesses = accesses;
     n.list = to_list;
     lists_[to_list].push_front(key);
     n.pos = lists_[to_list].begin();
@@ -59,6 +64,12 @@ class ListPlacement : public Placement {
     if (it == index_.end()) return Tier::kNone;
     return it->second.in_ram ? Tier::kRam : Tier::kSsd;
   }
+  bool WorthSsd(const BlockKey& key) const override {
+    if (sieve_ == 0) return true;
+    auto it = index_.find(key);
+    // SE-UARC (paper 001 §V): an SSD allocation only for a count above the threshold.
+    return it != index_.end() && it->second.accesses > sieve_;
+  }
   size_t ram_blocks() const override { return ram_in_[0] + ram_in_[1]; }
   size_t ram_capacity() const override { return ram_cap_; }
 
@@ -66,6 +77,7 @@ class ListPlacement : public Placement {
   struct Node {
     int list = 0;
     bool in_ram = false;
+    uint32_t accesses = 0;  // since the block entered the cache (SE-UARC's counter)
     std::list<BlockKey>::iterator pos;
   };
 
@@ -101,6 +113,7 @@ class ListPlacement : public Placement {
 
   const size_t ram_cap_;
   const bool arc_;
+  const uint32_t sieve_;  // 0: no sieve
   size_t target_t1_;
   std::list<BlockKey> lists_[2];
   std::list<BlockKey>::iterator boundary_[2];
@@ -110,12 +123,26 @@ class ListPlacement : public Placement {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Placement>> MakePlacement(const std::string& name,
+absl::StatusOr<std::unique_ptr<Placement>> MakePlacement(const std::string& spec,
                                                          size_t ram_blocks) {
-  if (name == "lru") return std::make_unique<ListPlacement>(ram_blocks, false);
-  if (name == "uarc") return std::make_unique<ListPlacement>(ram_blocks, true);
+  std::string name = spec;
+  uint32_t sieve = 0;
+  if (const size_t open = spec.find('('); open != std::string::npos) {
+    name = spec.substr(0, open);
+    const std::string param = spec.substr(open + 1);
+    constexpr char kSieve[] = "sieve=";
+    if (param.empty() || param.back() != ')' || param.rfind(kSieve, 0) != 0 ||
+        !absl::SimpleAtoi(param.substr(sizeof(kSieve) - 1, param.size() - sizeof(kSieve)),
+                          &sieve) ||
+        sieve == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("bad RAM placement '", spec, "': want NAME or NAME(sieve=N) with N >= 1"));
+    }
+  }
+  if (name == "lru") return std::make_unique<ListPlacement>(ram_blocks, false, sieve);
+  if (name == "uarc") return std::make_unique<ListPlacement>(ram_blocks, true, sieve);
   return absl::InvalidArgumentError(
-      absl::StrCat("unknown RAM placement '", name, "' (known: lru, uarc)"));
+      absl::StrCat("unknown RAM placement '", spec, "' (known: lru, uarc, NAME(sieve=N))"));
 }
 
 }  // namespace ringcache::policy

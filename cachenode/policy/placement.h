@@ -9,6 +9,10 @@
 //             both. The RAM share of T1 vs T2 adapts like ARC's target p: a hit on a block demoted
 //             from T1 (an SSD hit in T1) grows T1's RAM share, one in T2 grows T2's. Demotion takes
 //             the LRU RAM block of the list that is above its share (paper 001 §III-A2, Fig. 1(c)).
+// Either may sieve, as paper 001's SE-UARC does (§V, "sieving"): "uarc(sieve=N)" counts each
+// block's accesses since it entered the cache, and a block that leaves RAM with no SSD copy is
+// worth an SSD slot only if it was accessed more than N times (WorthSsd); the cache node drops
+// the others (clean, so nothing is lost) instead of writing them to the SSD.
 //
 // Pure: no I/O, no clock. Thread-safety: none; the cache node serialises calls.
 #ifndef RINGCACHE_CACHENODE_POLICY_PLACEMENT_H_
@@ -35,12 +39,19 @@ class Placement {
   virtual void OnRemove(const BlockKey& key) = 0;
   // Returns where the block lives (kNone if unknown).
   virtual Tier TierOf(const BlockKey& key) const = 0;
+  // SE-UARC's sieve: whether a block leaving RAM without an SSD copy should get one. True without
+  // a sieve.
+  virtual bool WorthSsd(const BlockKey& key) const {
+    (void)key;
+    return true;
+  }
   virtual size_t ram_blocks() const = 0;
   virtual size_t ram_capacity() const = 0;
 };
 
-// Returns "lru" or "uarc" placement over `ram_blocks` of RAM; ram_blocks == 0 puts everything on
-// SSD. Unknown names are kInvalidArgument.
+// Returns "lru" or "uarc" placement over `ram_blocks` of RAM, optionally "NAME(sieve=N)" with
+// N >= 1; ram_blocks == 0 puts everything on SSD. Unknown names and bad parameters are
+// kInvalidArgument.
 absl::StatusOr<std::unique_ptr<Placement>> MakePlacement(const std::string& name,
                                                          size_t ram_blocks);
 

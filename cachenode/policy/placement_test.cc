@@ -44,6 +44,26 @@ TEST(PlacementTest, UnknownNameIsAnError) {
 
 // Random operations against a model: RAM never exceeds capacity, the accessed block is in RAM,
 // demoted blocks were in RAM before and are on SSD after, and tiers are exclusive.
+TEST(PlacementTest, SieveKeepsOnlyBlocksAccessedMoreThanNTimes) {
+  // SE-UARC (paper 001 §V): a block leaving RAM gets an SSD slot only if accessed more than N
+  // times since it entered the cache.
+  auto p = *MakePlacement("uarc(sieve=1)", 4);
+  std::vector<BlockKey> demote;
+  p->OnAccess(BlockKey{0, 1}, true, &demote);
+  p->OnAccess(BlockKey{0, 2}, true, &demote);
+  p->OnAccess(BlockKey{0, 2}, false, &demote);
+  EXPECT_FALSE(p->WorthSsd(BlockKey{0, 1}));  // once
+  EXPECT_TRUE(p->WorthSsd(BlockKey{0, 2}));   // twice
+  p->OnRemove(BlockKey{0, 2});                // leaving the cache resets the count
+  p->OnAccess(BlockKey{0, 2}, true, &demote);
+  EXPECT_FALSE(p->WorthSsd(BlockKey{0, 2}));
+  EXPECT_TRUE((*MakePlacement("uarc", 4))->WorthSsd(BlockKey{0, 9}));  // no sieve
+  for (const char* bad : {"uarc(sieve=0)", "uarc(sieve=x)", "uarc(sieve=2", "lru(window=3)"}) {
+    EXPECT_EQ(MakePlacement(bad, 4).status().code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+  EXPECT_TRUE(MakePlacement("lru(sieve=3)", 4).ok());
+}
+
 TEST(PlacementTest, RandomOpsKeepInvariants) {
   for (const char* name : {"lru", "uarc"}) {
     auto p = *MakePlacement(name, 8);

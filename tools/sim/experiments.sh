@@ -170,6 +170,20 @@ PY
   echo "### E7e Moving hot spots (E1's workload, read-only)"
   run "$C" -- --gen "hotspot:blocks=1000000,areas=8,area=16384,window=512,density=0.5,cycle=20000,hot=0.6,requests=1000000,seed=1" \
     --policy "$P" --size 1%,5%,20%
+  echo
+  echo "### E7f The node's tiers: a RAM tier of 1/16 of the SSD, placement uarc, and SE-UARC's sieve"
+  local PT="$NEW,vbq(share=utility)+s3fifo+lcr"
+  local CT="policy,size_blocks,ram_blocks,hit%,hits_ram,ssd_writes,ssd_writes/$NEW"
+  for pl in uarc "uarc(sieve=1)"; do
+    echo
+    echo "placement $pl, paper 002's mix (E7b):"
+    run "$CT" -- --gen "multi:vdis=3,rates=84/21/50,write=0.59/0.91/0.70,blocks=100000/400000/100000,theta=0.9/0.3/0.9,requests=1000000,seed=7" \
+      --policy "$PT" --size 5%,20% --placement "$pl" --ram-ratio 0.0625
+    echo
+    echo "placement $pl, one read-mostly Zipf(0.99) disk (E7d):"
+    run "$CT" -- --gen "zipf:blocks=200000,theta=0.99,requests=1000000,write=0.1,seed=3" \
+      --policy "$PT" --size 5%,20% --placement "$pl" --ram-ratio 0.0625
+  done
   rm -rf "$T"
 }
 
