@@ -1091,6 +1091,7 @@ absl::Status Router::Stats(const std::string& name, std::vector<v1::VdiCacheStat
   }
   std::map<uint32_t, v1::VdiCacheStats> sum;
   std::map<uint32_t, int> n;
+  std::map<uint32_t, int> queues;  // nodes that have a queue for the VDI (and so bounds)
   for (CacheMember* m : Live()) {
     if (std::find(skip.begin(), skip.end(), m->id) != skip.end()) continue;
     std::vector<v1::VdiCacheStats> s;
@@ -1118,11 +1119,15 @@ absl::Status Router::Stats(const std::string& name, std::vector<v1::VdiCacheStat
         t.set_policy(absl::StrCat(t.policy(), " | ", x.policy()));
       }
       ++n[x.vdi_id()];
+      if (x.upper_bound() > 0) ++queues[x.vdi_id()];
     }
   }
   for (auto& [id, t] : sum) {
-    t.set_upper_bound(t.upper_bound() / n[id]);  // U_i, D_i are fractions: average them
-    t.set_lower_bound(t.lower_bound() / n[id]);
+    // U_i, D_i are fractions: average them over the nodes that hold a queue for the VDI (a
+    // node the VDI's objects have not reached yet has none, and reports 0).
+    const int q = std::max(1, queues[id]);
+    t.set_upper_bound(t.upper_bound() / q);
+    t.set_lower_bound(t.lower_bound() / q);
     out->push_back(t);
   }
   return absl::OkStatus();
