@@ -140,8 +140,7 @@ void VbqSpace::AddTarget(Queue* fresh) {
   fresh->ghost = std::make_unique<KeyLru>(std::max(capacity_, VbqConfig::kMinGhost));
 }
 
-size_t VbqSpace::GhostBound(const Queue& q) const {
-  (void)q;
+size_t VbqSpace::GhostBound() const {
   return std::max(VbqConfig::kMinGhost,
                   static_cast<size_t>(config_.ghost * static_cast<double>(capacity_) /
                                       static_cast<double>(queues_.size())));
@@ -159,9 +158,10 @@ bool VbqSpace::OnMiss(uint32_t q, const BlockKey& key) {
 }
 
 void VbqSpace::Grow(uint32_t q) {
-  // The donor is the queue whose space is worth least: the fewest recent ghost hits per block of
-  // target (ties: the larger target). A queue keeps at least S/(64 n) of target, so it keeps a
-  // ghost list that can show when it is worth more again.
+  // The donor is the queue whose space is worth least: the fewest recent ghost hits (the ghost
+  // lists are equally long, so the counts compare; ties: the larger target). A queue keeps at
+  // least S/(64 n) of target, so it keeps blocks to evict into its ghost list, which can show
+  // when its space is worth more again.
   const double floor =
       static_cast<double>(capacity_) / (64.0 * static_cast<double>(queues_.size()));
   uint32_t donor = kNoQueue;
@@ -179,8 +179,6 @@ void VbqSpace::Grow(uint32_t q) {
   const double moved = std::min(config_.step, queues_[donor].target - floor);
   queues_[donor].target -= moved;
   queues_[q].target += moved;
-  KeyLru& ghost = *queues_[donor].ghost;
-  while (ghost.size() > GhostBound(queues_[donor])) ghost.PopBack();
 }
 
 void VbqSpace::OnEvicted(uint32_t q, const BlockKey& key) {
@@ -188,7 +186,7 @@ void VbqSpace::OnEvicted(uint32_t q, const BlockKey& key) {
   Queue& x = queues_[q];
   KeyLru& ghost = *x.ghost;
   if (ghost.Find(key) == kNoSlot) ghost.PushFront(key, 0);
-  while (ghost.size() > GhostBound(x)) ghost.PopBack();
+  while (ghost.size() > GhostBound()) ghost.PopBack();
 }
 
 VbqBounds VbqSpace::Bounds(const Queue& q, uint64_t a1, uint64_t an) const {

@@ -17,15 +17,15 @@
 // distribution. When every VDI is equally hot (A_1 = A_n) the hottest bounds U_min and D_max are
 // used (the paper allows "U_max or U_min").
 //
-// Sizing by utility (share=utility, ringcache's default; not in the paper, docs/policies.md):
-// eq. 2 gives a queue space in proportion to its accesses, so a scanning VDI gets as much as a
-// VDI whose blocks are reused. With share=utility, L_m is instead a target T_m that follows the
-// marginal utility of space: every queue keeps a ghost list of the keys it evicted (about T_m
-// keys); a miss on a key in queue m's ghost (a hit that T_m more blocks would have given) moves
-// `step` blocks of target to m from the queue whose space is worth least, the one with the
-// fewest recent ghost hits per block of target. The targets always sum to S, so eq. 7/8 hold as
-// before; U_i and D_i still come from hotness (eq. 1, 4, 5), so eq. 6 holds unchanged, and the
-// reclaim rounds of §III-D run exactly as with eq. 2.
+// Sizing by utility (share=utility, ringcache's default; not in the paper; README.md, "Sizing by
+// utility"): eq. 2 gives a queue space in proportion to its accesses, so a scanning VDI gets as
+// much as a VDI whose blocks are reused. With share=utility, L_m is instead a target T_m that
+// follows the marginal utility of space: every queue keeps a ghost list of the keys it evicted,
+// all lists the same length (ghost * S / n keys), so their hits compare; a miss on a key in queue
+// m's ghost (a hit that more space for m would have given) moves `step` blocks of target to m
+// from the queue whose space is worth least, the one with the fewest recent ghost hits. The
+// targets always sum to S, so eq. 7/8 hold as before; U_i and D_i still come from hotness (eq. 1,
+// 4, 5), so eq. 6 holds unchanged, and the reclaim rounds of §III-D run exactly as with eq. 2.
 //
 // Thread-safety: not thread-safe; driven by one CacheDriver.
 #ifndef RINGCACHE_CACHENODE_POLICY_VBQ_H_
@@ -61,7 +61,7 @@ struct VbqConfig {
   uint64_t decay_interval = 0;
   VbqShare share = VbqShare::kAccesses;
   // share=utility: blocks of target moved per ghost hit, and each ghost list's length as a
-  // fraction of its queue's target (at least kMinGhost keys).
+  // fraction of S / (number of queues) (at least kMinGhost keys).
   double step = 1;
   double ghost = 1;
   static constexpr size_t kMinGhost = 64;
@@ -136,7 +136,8 @@ class VbqSpace final : public Space {
   void AddTarget(Queue* fresh);
   // share=utility: moves up to `step` blocks of target to queue `q` from the least useful one.
   void Grow(uint32_t q);
-  size_t GhostBound(const Queue& q) const;
+  // share=utility: the length of every ghost list, ghost * S / n keys (at least kMinGhost).
+  size_t GhostBound() const;
   void Decay();
 
   size_t capacity_;
