@@ -36,6 +36,14 @@ fail() {
 }
 cluster() { RINGCACHE_BIN=$BUILD bash "$ROOT/deploy/cluster.sh" "$@" --dir "$WORK/cluster"; }
 etcdctl_() { ETCDCTL_API=3 etcdctl --endpoints "$ETCD_EP" --command-timeout=3s "$@"; }
+# has PATTERN COMMAND...: COMMAND's output matches PATTERN. The output is taken whole first: with
+# pipefail, `COMMAND | grep -q` fails at random when grep exits before COMMAND's last write.
+has() {
+  local pattern=$1 out
+  shift
+  out=$("$@") || return 1
+  grep -q -- "$pattern" <<< "$out"
+}
 # `up --etcd` on a running cluster starts only what is down: here, etcd.
 start_etcd() { cluster up --etcd > "$WORK/etcd-up.log" 2>&1 || { cat "$WORK/etcd-up.log"; fail "etcd restart"; }; }
 stop_etcd() {
@@ -77,7 +85,7 @@ wait_for() {  # seconds description command...
   done
   fail "timed out after ${secs}s waiting for: $what"
 }
-registered() { etcdctl_ get --keys-only --prefix "$PREFIX/nodes/$1/$2" | grep -q .; }
+registered() { has . etcdctl_ get --keys-only --prefix "$PREFIX/nodes/$1/$2"; }
 not_registered() { ! registered "$@"; }
 state_is() { [ "$(node_state "$1")" = "$2" ]; }
 # Static mode reports 1 + removals; cluster mode the etcd revision (several puts in: > 1).
@@ -95,7 +103,7 @@ echo "$keys"
 [ "$(echo "$keys" | grep -c "^$PREFIX/nodes/data/")" = 4 ] || fail "expected 4 data node records"
 [ "$(echo "$keys" | grep -c "^$PREFIX/nodes/cache/")" = 3 ] || fail "expected 3 cache node records"
 [ "$(echo "$keys" | grep -c "^$PREFIX/nodes/gateway/")" = 1 ] || fail "expected 1 gateway record"
-etcdctl_ get --print-value-only "$PREFIX/nodes/cache/2" | grep -q '"role":"cache"' ||
+has '"role":"cache"' etcdctl_ get --print-value-only "$PREFIX/nodes/cache/2" ||
   fail "cache node 2's record"
 wait_for 20 "a first membership epoch" epoch_from_etcd
 epoch0=$("${CTL[@]}" --json status | json_field epoch)
@@ -122,10 +130,10 @@ log "cache node 2 removed at epoch $epoch1; all data read back (its log was repl
 # 2b. A per-VDI policy switched while node 2 is out: the live nodes switch at once, and the
 # catalog in etcd gives it to node 2 when it rejoins (checked in 3).
 "${CTL[@]}" vdi set-policy disk 'arc+sieve' > /dev/null || fail "vdi set-policy"
-"${CTL[@]}" --json stats --vdi disk | grep -q '"policy":"arc+sieve"' ||
+has '"policy":"arc+sieve"' "${CTL[@]}" --json stats --vdi disk ||
   fail "the live cache nodes did not switch disk to arc+sieve"
 "${CTL[@]}" vdi set-policy disk uarc > /dev/null 2>&1 && fail "a complete policy was accepted per VDI"
-etcdctl_ get --print-value-only "$PREFIX/vdis/disk" | grep -q 'policy=arc+sieve' ||
+has 'policy=arc+sieve' etcdctl_ get --print-value-only "$PREFIX/vdis/disk" ||
   fail "the catalog in etcd does not hold the policy"
 log "disk runs arc+sieve on the live cache nodes"
 
@@ -147,7 +155,7 @@ log "cache node 2 rejoined at epoch $epoch2; old and new data read back; it runs
 
 # 3b. An operator's removal sticks: node 3 stays out while registered, until its mark is gone.
 "${CTL[@]}" node remove 3 > /dev/null || fail "node remove 3"
-etcdctl_ get --keys-only "$PREFIX/draining/3" | grep -q . || fail "no drained mark for node 3"
+has . etcdctl_ get --keys-only "$PREFIX/draining/3" || fail "no drained mark for node 3"
 etcdctl_ put "$PREFIX/nodes/cache/99" '{"role":"cache","id":99,"address":"127.0.0.1:1"}' \
   > /dev/null  # a membership change (a node nobody runs: learned, but it never answers, so never joins)
 sleep 2

@@ -81,8 +81,10 @@ log "$switches policy switches, none failed"
 "${CTL[@]}" vdi set-policy disk 'arc + sieve' > /dev/null || fail "set-policy arc+sieve"
 check_round 55
 fill read 40
-"${CTL[@]}" --json stats --vdi disk | grep -q '"policy":"arc+sieve"' || fail "stats do not show arc+sieve"
-"${CTL[@]}" vdi list | grep -q "arc+sieve" || fail "vdi list does not show arc+sieve"
+stats=$("${CTL[@]}" --json stats --vdi disk) || fail "stats"
+grep -q '"policy":"arc+sieve"' <<< "$stats" || fail "stats do not show arc+sieve: $stats"
+list=$("${CTL[@]}" vdi list) || fail "vdi list"
+grep -q "arc+sieve" <<< "$list" || fail "vdi list does not show arc+sieve: $list"
 evicted=$(curl -sf "http://127.0.0.1:$((BASE+3))/metrics" |
   awk '/^ringcache_cachenode_evictions_total/ {s += $2} END {print s + 0}')
 log "blocks evicted meanwhile: $evicted"
