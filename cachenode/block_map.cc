@@ -9,11 +9,14 @@ namespace ringcache::cachenode {
 
 BlockMap::BlockMap(std::unique_ptr<policy::CachePolicy> policy,
                    std::unique_ptr<policy::Placement> placement, uint32_t block_size,
-                   VdiTable* vdis, Clock* clock, metrics::Counter* evictions)
+                   VdiTable* vdis, Clock* clock, metrics::Counter* evictions,
+                   metrics::Counter* shed)
     : block_size_(block_size),
       vdis_(vdis),
       clock_(clock),
       evictions_(evictions),
+      shed_counter_(shed),
+      exclusive_(placement->exclusive()),
       policy_(std::move(policy)),
       placement_(std::move(placement)) {}
 
@@ -76,6 +79,31 @@ void BlockMap::PushDemotions(const std::vector<BlockKey>& demote) {
     }
     work_.push_back({d, true});
   }
+}
+
+void BlockMap::DropShadowSlot(BlockEntry* e, Leftovers* out) {
+  if (!exclusive_ || e->dirty || !e->ram || e->slot < 0) return;
+  out->slots.push_back(static_cast<uint32_t>(e->slot));
+  e->slot = -1;
+}
+
+uint32_t BlockMap::RelieveSlotPressure(uint32_t want) {
+  if (!exclusive_ || want == 0) return 0;
+  absl::MutexLock l(&mu_);
+  uint32_t queued = 0;
+  policy::Outcome out;
+  while (queued < want) {
+    out.evicted.clear();
+    if (!policy_->Shed(&out)) break;
+    for (const policy::Eviction& ev : out.evicted) {
+      auto it = map_.find(ev.key);
+      if (it != map_.end() && it->second.slot >= 0) ++queued;
+    }
+    ApplyEvictions(out);
+    shed_ += out.evicted.size();
+    if (shed_counter_ != nullptr) shed_counter_->Increment(static_cast<double>(out.evicted.size()));
+  }
+  return queued;
 }
 
 void BlockMap::RemoveLocked(const BlockKey& key, Leftovers* out) {
@@ -183,7 +211,7 @@ void BlockMap::PlanRead(const VdiInfo& v, uint64_t object, uint32_t first, uint3
 }
 
 bool BlockMap::FillOrPromote(const BlockKey& key, bool promote,
-                             std::shared_ptr<const std::string> copy) {
+                             std::shared_ptr<const std::string> copy, Leftovers* out) {
   absl::MutexLock l(&mu_);
   if (policy_->Lookup(key) == policy::Tier::kNone) return false;  // evicted meanwhile
   auto it = map_.find(key);
@@ -192,8 +220,10 @@ bool BlockMap::FillOrPromote(const BlockKey& key, bool promote,
     BlockEntry& e = it->second;
     if (placement_->TierOf(key) != policy::Tier::kRam) return false;
     // The SSD slot stays (a shadow copy): demoting the block later only drops the RAM copy,
-    // instead of writing it back to a fresh slot (docs/cache-node.md, "Tiers").
+    // instead of writing it back to a fresh slot (docs/cache-node.md, "Tiers"). Exclusive tiers
+    // keep one copy of a clean block: the slot goes back.
     e.ram = std::move(copy);
+    DropShadowSlot(&e, out);
     return false;
   }
   if (it != map_.end()) return false;  // someone else filled it
@@ -277,8 +307,10 @@ void BlockMap::CommitWrite(const WriteCommit& w, Leftovers* out) {
     if (w.through) policy_->MarkClean(key);
     std::vector<BlockKey> demote;
     if (placement_->OnAccess(key, false, &demote) == policy::Tier::kRam) {
-      // In RAM too; the slot stays as its shadow copy (free demotion).
+      // In RAM too; the slot stays as its shadow copy (free demotion), unless the tiers are
+      // exclusive and the block is clean (write-through).
       e.ram = std::make_shared<const std::string>(w.data + uint64_t{i} * block_size_, block_size_);
+      DropShadowSlot(&e, out);
     }
     PushDemotions(demote);
   }
@@ -333,6 +365,9 @@ void BlockMap::MarkDestaged(uint32_t vdi, uint64_t first_block, size_t n,
     if (it->second.log_seq != 0) out->log_seqs.push_back(it->second.log_seq);
     MarkClean(k, &it->second);
     policy_->MarkClean(k);
+    // Exclusive tiers: a block in RAM gives its slot back (released, so not marked clean: the
+    // slot may be someone else's by the time the caller would mark it).
+    if (it->second.state == BlockState::kCached) DropShadowSlot(&it->second, out);
     if (it->second.slot >= 0) clean_slots->push_back(static_cast<uint32_t>(it->second.slot));
   }
 }

@@ -13,6 +13,11 @@
 // member but keeps serving reads until the reclaimer has destaged it (if dirty) and freed it; a
 // dirty entry has an SSD slot.
 //
+// Exclusive tiers (placement "NAME(exclusive)"): the policy holds SSD slots + RAM blocks, so the
+// RAM tier adds capacity. A clean kCached entry with a RAM copy then holds no slot (promotion,
+// a write-through in RAM, and a destage give it back), and slots can run out before the
+// membership does: RelieveSlotPressure sheds members to free some.
+//
 // Thread-safety: thread-safe. Lock order: object stripe (stripes.h) > BlockMap > VdiTable.
 #ifndef RINGCACHE_CACHENODE_BLOCK_MAP_H_
 #define RINGCACHE_CACHENODE_BLOCK_MAP_H_
@@ -76,6 +81,7 @@ struct ReadPlan {
 struct ReclaimWork {
   BlockKey key;
   bool demote = false;
+  bool retried = false;  // a demotion that found no slot once and relieved slot pressure
 };
 
 // A dirty block as the destager and relog read it.
@@ -108,10 +114,11 @@ struct WriteCommit {
 
 class BlockMap {
  public:
-  // `vdis`, `clock` and `evictions` are not owned and must outlive the map.
+  // `vdis`, `clock`, `evictions` and `shed` (may be null: counts RelieveSlotPressure's
+  // evictions) are not owned and must outlive the map.
   BlockMap(std::unique_ptr<policy::CachePolicy> policy,
            std::unique_ptr<policy::Placement> placement, uint32_t block_size, VdiTable* vdis,
-           Clock* clock, metrics::Counter* evictions);
+           Clock* clock, metrics::Counter* evictions, metrics::Counter* shed = nullptr);
 
   // Warm restart: a recovered slot enters the map (and the policy, as a write); one that
   // replaces an entry (a damaged block rewritten from its log) gives the older slot back.
@@ -132,7 +139,9 @@ class BlockMap {
   // `copy` in RAM if that is where the block goes now (a promoted block keeps its SSD slot as a
   // shadow copy). Returns true when the block needs an SSD slot instead (then call
   // PlaceFilled).
-  bool FillOrPromote(const BlockKey& key, bool promote, std::shared_ptr<const std::string> copy);
+  // Slots an exclusive node no longer needs go to *out.
+  bool FillOrPromote(const BlockKey& key, bool promote, std::shared_ptr<const std::string> copy,
+                     Leftovers* out);
   // Stores a filled block's slot (nullopt: it could not be written). False when the slot was
   // not used (the caller releases it); a block that could not be stored leaves the cache.
   bool PlaceFilled(const BlockKey& key, std::optional<uint32_t> slot);
@@ -171,6 +180,17 @@ class BlockMap {
   std::vector<BlockKey> DirtyKeys(const std::function<bool(const BlockKey&)>& keep) const;
   std::vector<BlockKey> DirtyLoggedOn(const absl::flat_hash_set<uint32_t>& lost) const;
   absl::flat_hash_set<uint64_t> LiveLogSeqs() const;
+
+  // --- Slot pressure (exclusive tiers; a no-op otherwise)
+  // The SSD slots ran out: evicts members (CachePolicy::Shed) until `want` that hold a slot are
+  // queued for the reclaimer, or the policy holds none. Returns how many were queued. Any lock
+  // state except this map's.
+  uint32_t RelieveSlotPressure(uint32_t want);
+  bool exclusive() const { return exclusive_; }
+  uint64_t shed_blocks() const {
+    absl::MutexLock l(&mu_);
+    return shed_;
+  }
 
   // --- Reclaim work
   // Waits up to `wait` for work; false if none (or after Shutdown).
@@ -213,6 +233,8 @@ class BlockMap {
   void MarkDirty(const BlockKey& key, BlockEntry* e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MarkClean(const BlockKey& key, BlockEntry* e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RemoveLocked(const BlockKey& key, Leftovers* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Exclusive tiers: a clean entry with a RAM copy gives its slot to *out.
+  void DropShadowSlot(BlockEntry* e, Leftovers* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ForgetLocked(const BlockKey& key, Leftovers* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CountDirty(uint32_t vdi, int delta) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   policy::Access NextAccess(const BlockKey& key, policy::Op op)
@@ -222,6 +244,8 @@ class BlockMap {
   VdiTable* const vdis_;
   Clock* const clock_;
   metrics::Counter* const evictions_;
+  metrics::Counter* const shed_counter_;
+  const bool exclusive_;
 
   mutable absl::Mutex mu_;
   std::unique_ptr<policy::CachePolicy> policy_ ABSL_GUARDED_BY(mu_);
@@ -231,6 +255,7 @@ class BlockMap {
   absl::flat_hash_map<uint32_t, std::deque<BlockKey>> dirty_order_ ABSL_GUARDED_BY(mu_);
   std::deque<ReclaimWork> work_ ABSL_GUARDED_BY(mu_);
   uint64_t seq_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t shed_ ABSL_GUARDED_BY(mu_) = 0;  // members evicted by RelieveSlotPressure
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
 };
 

@@ -22,16 +22,35 @@ class BlockMapTest : public ::testing::Test {
     g.set_block_size(4096);
     g.set_replication(2);
     ASSERT_TRUE(vdis_.Register(g).ok());
+    Build("lru", 64);
+    v_ = *vdis_.Get(1);
+  }
+  // A map over `slots` SSD slots and 2 RAM blocks, built as the cache node builds it.
+  void Build(const std::string& placement_spec, size_t slots) {
     policy::PolicyContext ctx;
-    ctx.capacity_blocks = 64;
+    ctx.capacity_blocks = slots;
     ctx.ram_blocks = 2;
-    auto policy = policy::MakePolicy("lru", ctx);
-    ASSERT_TRUE(policy.ok()) << policy.status();
-    auto placement = policy::MakePlacement("lru", 2);
+    auto placement = policy::MakePlacement(placement_spec, 2);
     ASSERT_TRUE(placement.ok()) << placement.status();
+    auto policy = policy::MakePolicy("lru", policy::NodeMembershipContext(ctx, **placement));
+    ASSERT_TRUE(policy.ok()) << policy.status();
     map_ = std::make_unique<BlockMap>(*std::move(policy), *std::move(placement), 4096, &vdis_,
                                       &clock_, registry_.GetCounter("evictions", "e"));
-    v_ = *vdis_.Get(1);
+  }
+  // Runs the reclaimer's queue: demotions into slot 100 + block; returns the evicted keys.
+  std::vector<uint64_t> DrainWork() {
+    std::vector<uint64_t> evicted;
+    ReclaimWork w;
+    while (map_->TakeWork(absl::ZeroDuration(), &w)) {
+      if (!w.demote) {
+        evicted.push_back(w.key.block);
+        continue;
+      }
+      if (auto ram = map_->BeginDemote(w.key)) {
+        EXPECT_TRUE(map_->FinishDemote(w.key, ram, 100 + static_cast<uint32_t>(w.key.block)));
+      }
+    }
+    return evicted;
   }
   // Reads block `b` of object 0 through the map and fills it like the node does.
   ReadPlan ReadAndFill(uint32_t b, uint32_t slot) {
@@ -39,10 +58,12 @@ class BlockMapTest : public ::testing::Test {
     map_->PlanRead(v_, 0, b, 1, &plan);
     const BlockKey key = v_.KeyOf(0, b);
     if (plan[0].admit || plan[0].promote) {
-      if (map_->FillOrPromote(key, plan[0].promote,
-                              std::make_shared<const std::string>(4096, 'x'))) {
+      Leftovers left;
+      if (map_->FillOrPromote(key, plan[0].promote, std::make_shared<const std::string>(4096, 'x'),
+                              &left)) {
         EXPECT_TRUE(map_->PlaceFilled(key, slot));
       }
+      released_.insert(released_.end(), left.slots.begin(), left.slots.end());
     }
     return plan[0];
   }
@@ -59,6 +80,7 @@ class BlockMapTest : public ::testing::Test {
   SimulatedClock clock_;
   std::unique_ptr<BlockMap> map_;
   VdiInfo v_;
+  std::vector<uint32_t> released_;  // slots FillOrPromote gave back
 };
 
 TEST_F(BlockMapTest, WriteBackMakesOneDirtyTruthAndDestageCleansIt) {
@@ -192,6 +214,50 @@ TEST_F(BlockMapTest, RelogFindsBlocksWhoseRecordSitsOnALostNode) {
   map_->MoveLogRecord(v_.KeyOf(0, 1), 2, 9, {2});
   EXPECT_EQ(map_->DirtyBlock(v_.KeyOf(0, 1))->log_seq, 9u);
   EXPECT_EQ(map_->DirtyLoggedOn({3}).size(), 1u);
+}
+
+// Exclusive tiers (placement "lru(exclusive)"): the membership holds SSD slots + RAM blocks; a
+// clean block in RAM holds no slot; slot pressure sheds the policy's victims.
+TEST_F(BlockMapTest, ExclusiveTiersAddRamToTheMembershipAndKeepOneCopy) {
+  Build("lru(exclusive)", 4);  // 4 slots + 2 RAM blocks
+  for (uint32_t b = 0; b < 6; ++b) ReadAndFill(b, 0);  // fills go to RAM; 0..3 are demoted
+  EXPECT_TRUE(DrainWork().empty()) << "6 blocks fit: nothing evicted";
+  EXPECT_EQ(map_->cached_blocks(), 6u);
+  EXPECT_EQ(EntryOf(0).slot, 100);
+  // An SSD hit promoted to RAM gives its slot back (block 4 goes down in exchange).
+  EXPECT_TRUE(ReadAndFill(0, 0).promote);
+  EXPECT_EQ(released_, (std::vector<uint32_t>{100}));
+  EXPECT_EQ(EntryOf(0).slot, -1);
+  EXPECT_NE(EntryOf(0).ram, nullptr);
+  DrainWork();
+  // A dirty block in RAM keeps its slot until its destage; then the slot goes back, released
+  // rather than marked clean.
+  std::vector<uint32_t> landed = {2};
+  std::string data(4096, 'w');
+  uint32_t slot = 50;
+  Leftovers left;
+  EXPECT_FALSE(map_->AccessForWrite(v_, 0, 5, 1));
+  map_->CommitWrite({&v_, 0, 5, 1, &slot, false, 9, 1, &landed, data.data()}, &left);
+  EXPECT_EQ(EntryOf(5).slot, 50);
+  EXPECT_NE(EntryOf(5).ram, nullptr);
+  std::vector<uint32_t> clean;
+  map_->MarkDestaged(1, 5, 1, &clean, &left);
+  EXPECT_TRUE(clean.empty());
+  EXPECT_EQ(left.slots, (std::vector<uint32_t>{50}));
+  EXPECT_EQ(EntryOf(5).slot, -1);
+  DrainWork();
+  // Slot pressure: shed LRU members until two that hold slots are queued for the reclaimer.
+  EXPECT_EQ(map_->RelieveSlotPressure(2), 2u);
+  EXPECT_EQ(map_->shed_blocks(), 2u);
+  EXPECT_EQ(DrainWork(), (std::vector<uint64_t>{1, 2}));
+}
+
+TEST_F(BlockMapTest, SlotPressureIsNotRelievedWithoutExclusiveTiers) {
+  for (uint32_t b = 0; b < 6; ++b) ReadAndFill(b, 0);
+  DrainWork();
+  EXPECT_EQ(map_->RelieveSlotPressure(2), 0u);
+  EXPECT_TRUE(DrainWork().empty());
+  EXPECT_EQ(map_->cached_blocks(), 6u);
 }
 
 }  // namespace

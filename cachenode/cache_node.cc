@@ -103,18 +103,25 @@ absl::Status CacheNode::Init() {
   load_view_ = std::make_unique<PoolLoad>(pool_, vdis_.get());
   policy::PolicyContext ctx;
   // Membership is bounded by SSD slots so that every block can keep one: a dirty block always
-  // does (invariant 1), a block promoted to RAM keeps its slot as a shadow copy.
+  // does (invariant 1), a block promoted to RAM keeps its slot as a shadow copy. An exclusive
+  // placement adds the RAM tier's blocks; slot pressure then sheds members (AllocateSlots).
   ctx.capacity_blocks = slots_->num_slots() - reserve;
   ctx.ram_blocks = config_.ram_bytes / config_.block_size;
   ctx.load = load_view_.get();
+  RC_ASSIGN_OR_RETURN(auto placement, policy::MakePlacement(config_.placement, ctx.ram_blocks));
+  ctx = policy::NodeMembershipContext(ctx, *placement);
   RC_ASSIGN_OR_RETURN(auto policy, policy::MakePolicy(config_.policy, ctx));
   policy_ctx_ = ctx;
-  RC_ASSIGN_OR_RETURN(auto placement, policy::MakePlacement(config_.placement, ctx.ram_blocks));
   const metrics::Labels node{{"node", absl::StrCat(config_.node_id)}};
   map_ = std::make_unique<BlockMap>(std::move(policy), std::move(placement), config_.block_size,
                                     vdis_.get(), clock_,
                                     registry_->GetCounter("ringcache_cachenode_evictions_total",
-                                                          "Blocks evicted by the policy.", node));
+                                                          "Blocks evicted by the policy.", node),
+                                    registry_->GetCounter(
+                                        "ringcache_cachenode_slot_pressure_evictions_total",
+                                        "Blocks evicted because the SSD slots ran out before the "
+                                        "policy's capacity (exclusive RAM tier).",
+                                        node));
   map_->set_stream_read_blocks(
       static_cast<uint32_t>(config_.stream_read_bytes / config_.block_size));
   repair_ = std::make_unique<SlotRepair>(config_.node_id, config_.block_size, slots_.get(),
@@ -284,6 +291,12 @@ absl::Status CacheNode::AllocateSlots(uint32_t n, std::vector<uint32_t>* out, ab
     absl::Status s = slots_->AllocateMany(n, out);
     if (s.code() != absl::StatusCode::kResourceExhausted) return s;
     if (attempt == 0) slot_waits_->Increment();
+    // An exclusive node's slots can run out while its policy has room: shed members for the
+    // reclaimer to free (again every 0.5 s, in case the first ones were dirty and slow to go).
+    if (attempt % 50 == 0) {
+      const uint32_t free = slots_->free_slots();
+      map_->RelieveSlotPressure(n > free ? n - free : 0);
+    }
     if (absl::Now() > deadline) {
       return absl::DeadlineExceededError("no SSD slot freed before the request's deadline");
     }
@@ -374,9 +387,11 @@ void CacheNode::FillAndPromote(const VdiInfo& v, uint64_t object, uint32_t first
     if (!p.admit && !p.promote) continue;
     const BlockKey key = v.KeyOf(object, first + i);
     const char* data = buf + uint64_t{i} * bs;
-    if (!map_->FillOrPromote(key, p.promote, std::make_shared<const std::string>(data, bs))) {
-      continue;
-    }
+    Leftovers left;
+    const bool needs_slot =
+        map_->FillOrPromote(key, p.promote, std::make_shared<const std::string>(data, bs), &left);
+    for (uint32_t s : left.slots) slots_->Release(s).IgnoreError();
+    if (!needs_slot) continue;
     // Clean fill: no sync needed (a torn clean slot fails its checksum and is dropped). Never
     // wait for a slot here (a stripe is held); without one the block is simply not cached.
     auto slot = slots_->Allocate();

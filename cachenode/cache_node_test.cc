@@ -445,6 +445,68 @@ TEST_F(CacheNodeTest, SieveOfTheRamTierDropsBlocksReadOnceInsteadOfWritingThem) 
   EXPECT_EQ(Read(5 * kBs, kBs), a);
 }
 
+// Exclusive tiers ("uarc(exclusive)"): the RAM tier adds capacity, so the node holds more
+// blocks than its SSD has slots; slot pressure sheds members; nothing written is lost, through
+// a write loop with idle destage, a flush and a restart.
+TEST_F(CacheNodeTest, ExclusiveRamTierAddsCapacityAndLosesNothing) {
+  config_.policy = "vbq+lru";  // every read miss is admitted (into RAM)
+  config_.placement = "uarc(exclusive)";
+  config_.ram_bytes = 128 * kBs;  // 256 slots (230 after the reserve) + 128 RAM blocks
+  config_.idle_ops_per_s = 1;
+  config_.idle_window_ms = 50;  // destage runs concurrently
+  Start();
+  const std::string zeros(kBs, '\0');
+  // 330 blocks read three times: more than the SSD's slots, less than slots + RAM.
+  for (int pass = 0; pass < 3; ++pass) {
+    for (uint64_t b = 1000; b < 1330; ++b) ASSERT_EQ(Read(b * kBs, kBs), zeros) << b;
+  }
+  // The reclaimer writes RAM's overflow to slots behind the reads: wait for it (bounded).
+  for (int i = 0; i < 500 && node_->cached_blocks() <= 256; ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_GT(node_->cached_blocks(), 256u) << "the RAM tier holds blocks the SSD does not";
+
+  // Two writers write, read back and verify 500 blocks (more than slots + RAM) four times over.
+  constexpr int kThreads = 2, kBlocksPerThread = 250, kRounds = 4;
+  std::atomic<int> errors{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int r = 0; r < kRounds; ++r) {
+        for (int i = 0; i < kBlocksPerThread; ++i) {
+          const uint64_t b = uint64_t{i} * kThreads + t;
+          const std::string data = Pattern(b * 10 + r, kBs);
+          if (!Write(b * kBs, data).ok()) ++errors;
+          if (Read(b * kBs, kBs) != data) ++errors;
+          if (i % 5 == 0 && Read((1000 + b % 330) * kBs, kBs) != zeros) ++errors;
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(errors.load(), 0);
+  for (uint64_t b = 0; b < kThreads * kBlocksPerThread; ++b) {
+    ASSERT_EQ(Read(b * kBs, kBs), Pattern(b * 10 + kRounds - 1, kBs)) << b;
+  }
+  // The slots ran out before the membership did, and slot pressure shed members.
+  const std::string text = registry_.Render();
+  const std::string metric = "ringcache_cachenode_slot_pressure_evictions_total{node=\"1\"} ";
+  const size_t at = text.find(metric);
+  ASSERT_NE(at, std::string::npos) << text;
+  EXPECT_GT(std::stod(text.substr(at + metric.size())), 0.0);
+  // Dirty blocks that were in RAM survive a restart (their slots held them all along).
+  const std::string a = Pattern(6, 3 * kBs);
+  ASSERT_TRUE(Write(600 * kBs, a).ok());
+  Start();
+  EXPECT_EQ(Read(600 * kBs, a.size()), a);
+  ASSERT_TRUE(node_->Flush(0).ok());
+  EXPECT_EQ(node_->dirty_blocks(), 0u);
+  for (uint64_t b = 0; b < kThreads * kBlocksPerThread; b += 7) {
+    ASSERT_EQ(HomeBlock(b), Pattern(b * 10 + kRounds - 1, kBs)) << b;
+  }
+  EXPECT_EQ(HomeBlock(601), a.substr(kBs, kBs));
+}
+
 TEST_F(CacheNodeTest, RestartedNodeKnowsItsVdisBeforeAnyGateway) {
   Start();
   ASSERT_TRUE(node_->SetMode(1, CacheMode::kWriteBack).ok());

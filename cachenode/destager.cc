@@ -260,10 +260,16 @@ void Destager::ReclaimStep(absl::Duration wait) {
   }
 }
 
-absl::Status Destager::Demote(const BlockKey& key) {
+absl::Status Destager::Demote(const BlockKey& key, bool retried) {
   const std::shared_ptr<const std::string> ram = ctx_.map->BeginDemote(key);
   if (!ram) return absl::OkStatus();
   auto got = ctx_.slots->Allocate();  // never wait: this thread is the one that frees slots
+  if (!got.ok() && !retried && ctx_.map->RelieveSlotPressure(1) > 0) {
+    // An exclusive node: the shed members are queued before this retry, so their slots are
+    // free by the time it runs (unless dirty and not destaged yet).
+    ctx_.map->AddWork({key, true, true});
+    return absl::OkStatus();
+  }
   if (!got.ok()) {
     // No room on SSD: a clean block may simply leave the cache.
     Leftovers left;
@@ -281,7 +287,7 @@ absl::Status Destager::Demote(const BlockKey& key) {
 absl::Status Destager::ProcessWork(const ReclaimWork& w) {
   RC_ASSIGN_OR_RETURN(VdiInfo v, ctx_.vdis->Get(w.key.vdi));  // not registered yet: later
   absl::MutexLock stripe(&ctx_.stripes->Of(w.key.vdi, v.ObjectOf(w.key)));
-  if (w.demote) return Demote(w.key);
+  if (w.demote) return Demote(w.key, w.retried);
   const std::optional<bool> dirty = ctx_.map->EvictingDirty(w.key);
   if (!dirty) return absl::OkStatus();
   if (*dirty) {

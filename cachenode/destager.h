@@ -95,7 +95,9 @@ class Destager {
 
  private:
   absl::Status ProcessWork(const ReclaimWork& w);
-  absl::Status Demote(const BlockKey& key);
+  // Writes a RAM block the placement moved out to a fresh slot. With no slot free, an exclusive
+  // node relieves slot pressure and tries once more (`retried`); then the clean block leaves.
+  absl::Status Demote(const BlockKey& key, bool retried);
   // Destages the batch the planner asked for; `idle`: stop when load returns.
   void DestageBatch(bool idle, uint64_t fg_at_tick);
   // Reads the blocks of `run` into `data` (repairing damaged dirty slots).

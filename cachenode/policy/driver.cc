@@ -147,9 +147,7 @@ CacheDriver::EvictResult CacheDriver::EvictOne(uint32_t q, const BlockKey& incom
                                                Outcome* out) {
   Order& order = space_->queue(q);
   // The evicting queue's VDI decides (a per-VDI admission never judges replacements).
-  const uint32_t owner = space_->QueueVdi(q);
-  const Rules rules =
-      owner == Space::kNoVdi ? Rules{admission_.get(), &bypasses_, victim_.get()} : RulesOf(owner);
+  const Rules rules = RulesOf(space_->QueueVdi(q));  // kNoVdi: the driver's own
   VictimChooser& victim_chooser = *rules.victim;
   const bool judge = judged && rules.admission->replacement_window() > 0;
   size_t want = judge ? rules.admission->replacement_window() : victim_chooser.window();
@@ -195,6 +193,11 @@ bool CacheDriver::MarkClean(const BlockKey& key) {
     --dirty_;
   }
   return true;
+}
+
+bool CacheDriver::Shed(Outcome* out) {
+  const uint32_t q = space_->FallbackQueue();
+  return q != kNoQueue && EvictOne(q, BlockKey{}, /*judged=*/false, out) == EvictResult::kEvicted;
 }
 
 bool CacheDriver::Erase(const BlockKey& key) {

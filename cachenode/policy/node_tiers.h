@@ -13,8 +13,16 @@
 //   - a demoted block with a slot only drops its RAM copy; one without a slot (it came straight
 //     from a miss) is written to a fresh slot (one SSD write);
 //   - an evicted member leaves both tiers.
-// Stream reads (the node's stream_read_blocks) are not modelled: every access reaches the
-// placement.
+// With an exclusive placement ("uarc(exclusive)", placement.h) the RAM tier adds capacity: the
+// membership policy holds ssd_slots + RAM blocks (MakeNodePolicy sizes it), and
+//   - a clean block promoted to RAM gives its slot back, as does a RAM block made clean
+//     (MarkClean: the node's destage);
+//   - slots are counted: a write that finds none free first sheds members (CachePolicy::Shed)
+//     until a slot is free; a demotion that finds none sheds too, and the block leaves the cache
+//     if that freed none; a fill to SSD that finds none is not cached.
+// The simulator frees an evicted dirty block's slot at once; the node frees it after the
+// destage. Stream reads (the node's stream_read_blocks) are not modelled: every access reaches
+// the placement.
 //
 // Invariants: a block is known here iff the membership policy holds it; a block has a RAM copy,
 // an SSD slot or both; a dirty block has a slot.
@@ -36,13 +44,13 @@ namespace ringcache::policy {
 
 class NodeTiers final : public CachePolicy {
  public:
-  // REQUIRES: both non-null.
+  // REQUIRES: both non-null. `ssd_slots` bounds the slots an exclusive placement may use.
   NodeTiers(std::unique_ptr<CachePolicy> membership, std::unique_ptr<Placement> placement,
-            std::string placement_name);
+            std::string placement_name, size_t ssd_slots);
 
   std::string_view name() const override { return name_; }
   void OnAccess(const Access& access, Outcome* out) override;
-  bool MarkClean(const BlockKey& key) override { return membership_->MarkClean(key); }
+  bool MarkClean(const BlockKey& key) override;
   bool Erase(const BlockKey& key) override;
   Tier Lookup(const BlockKey& key) const override;
   size_t size() const override { return membership_->size(); }
@@ -55,18 +63,31 @@ class NodeTiers final : public CachePolicy {
 
   const CachePolicy& membership() const { return *membership_; }
   size_t ram_blocks() const { return placement_->ram_blocks(); }
+  size_t used_slots() const { return used_slots_; }
 
  private:
   struct Copies {
-    bool ram = false;   // a RAM copy
-    bool slot = false;  // an SSD slot
+    bool ram = false;    // a RAM copy
+    bool slot = false;   // an SSD slot
+    bool dirty = false;  // written and not marked clean since
   };
   // Applies the placement's demotions; counts the SSD writes they cost into *out.
   void Demote(const std::vector<BlockKey>& demote, Outcome* out);
+  // A member the policy evicted leaves both tiers (sets ev->from).
+  void Forget(Eviction* ev);
+  // Whether a slot is free (always, unless the placement is exclusive).
+  bool SlotFree() const;
+  // Sheds members until a slot is free or the policy holds none; appends what left.
+  void Relieve(std::vector<Eviction>* evicted);
+  void TakeSlot(Copies* c);
+  void DropRamOnly(absl::flat_hash_map<BlockKey, Copies>::iterator it, Outcome* out);
 
   std::unique_ptr<CachePolicy> membership_;
   std::unique_ptr<Placement> placement_;
   std::string name_;
+  const bool exclusive_;
+  const size_t ssd_slots_;
+  size_t used_slots_ = 0;
   absl::flat_hash_map<BlockKey, Copies> blocks_;
   std::vector<BlockKey> demote_;  // scratch
 };

@@ -104,5 +104,82 @@ TEST(NodeTiersTest, HitsAreTheMembershipsAndCompletePoliciesAreRefused) {
   EXPECT_FALSE(MakeNodePolicy("lru", "nonsense", ctx).ok());
 }
 
+TEST(NodeTiersTest, ExclusiveRamAddsCapacity) {
+  // Read-only, every miss admitted: with exclusive tiers the node holds SSD + RAM blocks, so its
+  // hits are those of one LRU of that size (paper 001's UARC: "the RAM tier adds capacity"),
+  // and the slots used never exceed the SSD's.
+  constexpr size_t kSsd = 64, kRam = 32;
+  auto exclusive = Tiers("lru", kSsd, kRam, "lru(exclusive)");
+  auto copies = Tiers("lru", kSsd, kRam, "lru");
+  PolicyContext ctx;
+  ctx.capacity_blocks = kSsd + kRam;
+  auto bigger = *MakePolicy("lru", ctx);
+  EXPECT_EQ(exclusive->capacity(), kSsd + kRam);
+  EXPECT_EQ(copies->capacity(), kSsd);
+  const auto& tiers = dynamic_cast<const NodeTiers&>(*exclusive);
+  Outcome a, b, c;
+  uint64_t hits_exclusive = 0, hits_copies = 0, hits_bigger = 0;
+  for (uint64_t i = 0; i < 30000; ++i) {
+    const uint64_t block = (i * 2654435761u) % 90 + ((i % 7 == 0) ? (i % 40) * 100 : 0);
+    const Access x = Read(block);
+    exclusive->OnAccess(x, &a);
+    copies->OnAccess(x, &b);
+    bigger->OnAccess(x, &c);
+    hits_exclusive += a.hit != Tier::kNone;
+    hits_copies += b.hit != Tier::kNone;
+    hits_bigger += c.hit != Tier::kNone;
+    ASSERT_LE(tiers.used_slots(), kSsd);
+    ASSERT_LE(tiers.ram_blocks(), kRam);
+  }
+  EXPECT_EQ(hits_exclusive, hits_bigger);
+  EXPECT_GT(hits_exclusive, hits_copies + 1000);
+}
+
+TEST(NodeTiersTest, ExclusivePromotionGivesTheSlotBackAndDirtyBlocksKeepTheirs) {
+  auto t = Tiers("lru", 2, 1, "lru(exclusive)");
+  const auto& tiers = dynamic_cast<const NodeTiers&>(*t);
+  Outcome out;
+  t->OnAccess(Read(1), &out);  // RAM
+  t->OnAccess(Read(2), &out);  // 1 demoted into a slot
+  EXPECT_EQ(out.ssd_writes, 1u);
+  EXPECT_EQ(tiers.used_slots(), 1u);
+  t->OnAccess(Read(1), &out);  // SSD hit: promoted, clean: its slot goes back; 2 demoted
+  EXPECT_EQ(out.hit, Tier::kSsd);
+  EXPECT_EQ(out.promotions, 1u);
+  EXPECT_EQ(tiers.used_slots(), 1u);  // only block 2's
+  // Block 3 is written: dirty, in RAM with a slot (the second). Block 1 leaves RAM and needs a
+  // slot, but both are taken (2's and 3's): the node sheds its LRU member, block 2.
+  t->OnAccess(Write(3), &out);
+  EXPECT_EQ(tiers.used_slots(), 2u);
+  ASSERT_EQ(out.evicted.size(), 1u);
+  EXPECT_EQ(out.evicted[0].key, (BlockKey{0, 2}));
+  EXPECT_EQ(t->Lookup(BlockKey{0, 1}), Tier::kSsd);
+  EXPECT_EQ(t->Lookup(BlockKey{0, 3}), Tier::kRam);
+  EXPECT_EQ(t->dirty_count(), 1u);
+  // Destaged (MarkClean): a clean block in RAM gives its slot back.
+  EXPECT_TRUE(t->MarkClean(BlockKey{0, 3}));
+  EXPECT_EQ(tiers.used_slots(), 1u);
+}
+
+TEST(NodeTiersTest, ExclusiveSlotsNeverOverflowUnderWrites) {
+  // A random mix of reads and writes over 3 VDIs: the slots used stay within the SSD, every
+  // dirty block keeps a slot (dirty_count() <= used slots), the membership within SSD + RAM.
+  constexpr size_t kSsd = 50, kRam = 20;
+  auto t = Tiers("vbq(share=utility)+s3fifo+sieve", kSsd, kRam, "uarc(exclusive)");
+  const auto& tiers = dynamic_cast<const NodeTiers&>(*t);
+  Outcome out;
+  uint64_t x = 88172645463325252ull;
+  for (int i = 0; i < 40000; ++i) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    const uint32_t vdi = x % 3;
+    const uint64_t block = (x >> 8) % (vdi == 0 ? 40 : 200);
+    t->OnAccess((x >> 40) % 4 == 0 ? Write(block, vdi) : Read(block, vdi), &out);
+    if (i % 97 == 0) t->MarkClean(BlockKey{vdi, block});
+    ASSERT_LE(tiers.used_slots(), kSsd) << i;
+    ASSERT_LE(t->dirty_count(), tiers.used_slots()) << i;
+    ASSERT_LE(t->size(), kSsd + kRam) << i;
+  }
+}
+
 }  // namespace
 }  // namespace ringcache::policy

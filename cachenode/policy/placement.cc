@@ -6,7 +6,9 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 
 namespace ringcache::policy {
 namespace {
@@ -15,8 +17,8 @@ namespace {
 // For "lru" only list 0 is used and its RAM head is the whole RAM.
 class ListPlacement : public Placement {
  public:
-  ListPlacement(size_t ram, bool arc, uint32_t sieve)
-      : ram_cap_(ram), arc_(arc), sieve_(sieve), target_t1_(ram / 2) {}
+  ListPlacement(size_t ram, bool arc, uint32_t sieve, bool exclusive)
+      : ram_cap_(ram), arc_(arc), sieve_(sieve), exclusive_(exclusive), target_t1_(ram / 2) {}
 
   Tier OnAccess(const BlockKey& key, bool admitted, std::vector<BlockKey>* demote) override {
     (void)admitted;
@@ -64,6 +66,7 @@ class ListPlacement : public Placement {
     if (it == index_.end()) return Tier::kNone;
     return it->second.in_ram ? Tier::kRam : Tier::kSsd;
   }
+  bool exclusive() const override { return exclusive_ && ram_cap_ > 0; }
   bool WorthSsd(const BlockKey& key) const override {
     if (sieve_ == 0) return true;
     auto it = index_.find(key);
@@ -114,6 +117,7 @@ class ListPlacement : public Placement {
   const size_t ram_cap_;
   const bool arc_;
   const uint32_t sieve_;  // 0: no sieve
+  const bool exclusive_;
   size_t target_t1_;
   std::list<BlockKey> lists_[2];
   std::list<BlockKey>::iterator boundary_[2];
@@ -127,22 +131,34 @@ absl::StatusOr<std::unique_ptr<Placement>> MakePlacement(const std::string& spec
                                                          size_t ram_blocks) {
   std::string name = spec;
   uint32_t sieve = 0;
+  bool exclusive = false;
   if (const size_t open = spec.find('('); open != std::string::npos) {
     name = spec.substr(0, open);
-    const std::string param = spec.substr(open + 1);
-    constexpr char kSieve[] = "sieve=";
-    if (param.empty() || param.back() != ')' || param.rfind(kSieve, 0) != 0 ||
-        !absl::SimpleAtoi(param.substr(sizeof(kSieve) - 1, param.size() - sizeof(kSieve)),
-                          &sieve) ||
-        sieve == 0) {
+    const auto bad = [&spec](std::string_view why) {
       return absl::InvalidArgumentError(
-          absl::StrCat("bad RAM placement '", spec, "': want NAME or NAME(sieve=N) with N >= 1"));
+          absl::StrCat("bad RAM placement '", spec, "': ", std::string(why),
+                       " (want NAME, or NAME(P,...) with P one of sieve=N (N >= 1), exclusive)"));
+    };
+    if (spec.back() != ')') return bad("no closing ')'");
+    const std::string params = spec.substr(open + 1, spec.size() - open - 2);
+    if (params.empty()) return bad("empty parameter list");
+    for (absl::string_view p : absl::StrSplit(params, ',')) {
+      constexpr absl::string_view kSieve = "sieve=";
+      if (p == "exclusive") {
+        exclusive = true;
+      } else if (absl::StartsWith(p, kSieve)) {
+        if (!absl::SimpleAtoi(p.substr(kSieve.size()), &sieve) || sieve == 0) {
+          return bad("sieve wants a count N >= 1");
+        }
+      } else {
+        return bad(absl::StrCat("unknown parameter '", std::string(p), "'"));
+      }
     }
   }
-  if (name == "lru") return std::make_unique<ListPlacement>(ram_blocks, false, sieve);
-  if (name == "uarc") return std::make_unique<ListPlacement>(ram_blocks, true, sieve);
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown RAM placement '", spec, "' (known: lru, uarc, NAME(sieve=N))"));
+  if (name == "lru") return std::make_unique<ListPlacement>(ram_blocks, false, sieve, exclusive);
+  if (name == "uarc") return std::make_unique<ListPlacement>(ram_blocks, true, sieve, exclusive);
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown RAM placement '", spec, "' (known: lru, uarc, NAME(sieve=N), NAME(exclusive))"));
 }
 
 }  // namespace ringcache::policy

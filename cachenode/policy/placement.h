@@ -13,6 +13,7 @@
 // block's accesses since it entered the cache, and a block that leaves RAM with no SSD copy is
 // worth an SSD slot only if it was accessed more than N times (WorthSsd); the cache node drops
 // the others (clean, so nothing is lost) instead of writing them to the SSD.
+// Either may be exclusive ("uarc(exclusive)", also "uarc(sieve=N,exclusive)"): see exclusive().
 //
 // Pure: no I/O, no clock. Thread-safety: none; the cache node serialises calls.
 #ifndef RINGCACHE_CACHENODE_POLICY_PLACEMENT_H_
@@ -45,12 +46,17 @@ class Placement {
     (void)key;
     return true;
   }
+  // Whether the RAM tier adds capacity ("NAME(exclusive)", paper 001's UARC): the membership
+  // policy then holds SSD slots + RAM blocks, and a clean block in RAM keeps no SSD copy (the
+  // cache node's rules: cachenode/block_map.h, policy/node_tiers.h). False with no RAM.
+  virtual bool exclusive() const { return false; }
   virtual size_t ram_blocks() const = 0;
   virtual size_t ram_capacity() const = 0;
 };
 
-// Returns "lru" or "uarc" placement over `ram_blocks` of RAM, optionally "NAME(sieve=N)" with
-// N >= 1; ram_blocks == 0 puts everything on SSD. Unknown names and bad parameters are
+// Returns "lru" or "uarc" placement over `ram_blocks` of RAM, optionally with parameters
+// "NAME(sieve=N)" (N >= 1), "NAME(exclusive)" or both, comma-separated; ram_blocks == 0 puts
+// everything on SSD. Unknown names and bad parameters are
 // kInvalidArgument.
 absl::StatusOr<std::unique_ptr<Placement>> MakePlacement(const std::string& name,
                                                          size_t ram_blocks);

@@ -42,6 +42,17 @@ TEST(PlacementTest, UnknownNameIsAnError) {
   EXPECT_EQ(MakePlacement("mru", 4).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST(PlacementTest, ParametersParseAndExclusiveNeedsRam) {
+  auto both = MakePlacement("uarc(sieve=2,exclusive)", 8);
+  ASSERT_TRUE(both.ok()) << both.status();
+  EXPECT_TRUE((*both)->exclusive());
+  EXPECT_FALSE((*MakePlacement("uarc", 8))->exclusive());
+  EXPECT_FALSE((*MakePlacement("lru(exclusive)", 0))->exclusive());  // no RAM: nothing to add
+  for (const char* bad : {"uarc()", "uarc(bogus)", "uarc(sieve=0)", "uarc(exclusive", "lru(,)"}) {
+    EXPECT_FALSE(MakePlacement(bad, 8).ok()) << bad;
+  }
+}
+
 // Random operations against a model: RAM never exceeds capacity, the accessed block is in RAM,
 // demoted blocks were in RAM before and are on SSD after, and tiers are exclusive.
 TEST(PlacementTest, SieveKeepsOnlyBlocksAccessedMoreThanNTimes) {

@@ -487,6 +487,12 @@ absl::StatusOr<std::unique_ptr<CachePolicy>> MakePolicy(std::string_view spec_in
   return std::unique_ptr<CachePolicy>(*std::move(driver));
 }
 
+PolicyContext NodeMembershipContext(const PolicyContext& ctx, const Placement& placement) {
+  PolicyContext out = ctx;
+  if (placement.exclusive()) out.capacity_blocks += placement.ram_capacity();
+  return out;
+}
+
 absl::StatusOr<std::unique_ptr<CachePolicy>> MakeNodePolicy(std::string_view spec_in,
                                                             std::string_view placement,
                                                             const PolicyContext& ctx) {
@@ -500,13 +506,15 @@ absl::StatusOr<std::unique_ptr<CachePolicy>> MakeNodePolicy(std::string_view spe
           "spec (e.g. vbq+lru+sieve)"));
     }
   }
-  absl::StatusOr<std::unique_ptr<CachePolicy>> membership = MakePolicy(spec_in, ctx);
-  if (!membership.ok()) return membership.status();
   absl::StatusOr<std::unique_ptr<Placement>> place =
       MakePlacement(std::string(placement), ctx.ram_blocks);
   if (!place.ok()) return place.status();
-  return std::unique_ptr<CachePolicy>(std::make_unique<NodeTiers>(
-      *std::move(membership), *std::move(place), std::string(placement)));
+  absl::StatusOr<std::unique_ptr<CachePolicy>> membership =
+      MakePolicy(spec_in, NodeMembershipContext(ctx, **place));
+  if (!membership.ok()) return membership.status();
+  return std::unique_ptr<CachePolicy>(
+      std::make_unique<NodeTiers>(*std::move(membership), *std::move(place),
+                                  std::string(placement), ctx.capacity_blocks));
 }
 
 std::string CanonicalVdiPolicy(std::string_view spec_in) {

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "cachenode/policy/placement.h"
 #include "cachenode/policy/types.h"
 
 namespace ringcache::policy {
@@ -50,10 +51,15 @@ struct PolicyContext {
 absl::StatusOr<std::unique_ptr<CachePolicy>> MakePolicy(std::string_view spec,
                                                         const PolicyContext& ctx);
 
+// The context the cache node builds its membership policy with: ctx.capacity_blocks are its
+// SSD slots, plus the RAM tier's blocks when `placement` is exclusive (it adds capacity).
+PolicyContext NodeMembershipContext(const PolicyContext& ctx, const Placement& placement);
+
 // The cache node's tiers as one policy (node_tiers.h): `spec` (a driver spec, not a complete
-// policy) decides membership over ctx.capacity_blocks, `placement` ("uarc" or "lru") puts
-// ctx.ram_blocks of its members in RAM, and hits and SSD writes count as the node counts them.
-// ringcache-sim runs this for --placement.
+// policy) decides membership over NodeMembershipContext(ctx), `placement` ("uarc", "lru",
+// optionally exclusive) puts ctx.ram_blocks of its members in RAM over ctx.capacity_blocks SSD
+// slots, and hits and SSD writes count as the node counts them. ringcache-sim runs this for
+// --placement.
 absl::StatusOr<std::unique_ptr<CachePolicy>> MakeNodePolicy(std::string_view spec,
                                                             std::string_view placement,
                                                             const PolicyContext& ctx);

@@ -113,6 +113,14 @@ class CachePolicy {
   virtual size_t MetadataBytes() const = 0;
   // Appends one row per VDI queue to *out (not cleared). Default: nothing (single-queue policies).
   virtual void AppendVdiStats(std::vector<VdiStats>* out) const { (void)out; }
+  // Evicts one block as the policy would to make room for a miss, although the cache may not be
+  // full, and reports it in out->evicted (out is not reset). Returns false if the policy holds
+  // no block or cannot shed one. The cache node calls it when its SSD slots run out before the
+  // membership does (an exclusive RAM tier, placement.h).
+  virtual bool Shed(Outcome* out) {
+    (void)out;
+    return false;
+  }
 };
 
 }  // namespace ringcache::policy
