@@ -81,29 +81,64 @@ void BlockMap::PushDemotions(const std::vector<BlockKey>& demote) {
   }
 }
 
-void BlockMap::DropShadowSlot(BlockEntry* e, Leftovers* out) {
-  if (!exclusive_ || e->dirty || !e->ram || e->slot < 0) return;
-  out->slots.push_back(static_cast<uint32_t>(e->slot));
-  e->slot = -1;
+void BlockMap::NoteShadow(const BlockKey& key, const BlockEntry& e) {
+  if (!exclusive_ || e.dirty || !e.ram || e.slot < 0 || e.state != BlockState::kCached) return;
+  shadows_.push_back(key);
+  // Stale entries (the block changed since) are skipped when taken; drop them before the queue
+  // outgrows the map.
+  if (shadows_.size() > 2 * map_.size() + 1024) {
+    std::deque<BlockKey> live;
+    absl::flat_hash_set<BlockKey> seen;
+    for (const BlockKey& k : shadows_) {
+      if (IsShadow(k) && seen.insert(k).second) live.push_back(k);
+    }
+    shadows_.swap(live);
+  }
 }
 
-uint32_t BlockMap::RelieveSlotPressure(uint32_t want) {
-  if (!exclusive_ || want == 0) return 0;
+bool BlockMap::IsShadow(const BlockKey& key) const {
+  auto it = map_.find(key);
+  if (it == map_.end()) return false;
+  const BlockEntry& e = it->second;
+  return !e.dirty && e.ram && e.slot >= 0 && e.state == BlockState::kCached;
+}
+
+uint32_t BlockMap::RelieveSlotPressure(uint32_t free, uint32_t need, Leftovers* out) {
+  const uint64_t target = uint64_t{need} + slot_headroom_;
+  if (!exclusive_ || free >= target) return 0;
   absl::MutexLock l(&mu_);
-  uint32_t queued = 0;
-  policy::Outcome out;
-  while (queued < want) {
-    out.evicted.clear();
-    if (!policy_->Shed(&out)) break;
-    for (const policy::Eviction& ev : out.evicted) {
-      auto it = map_.find(ev.key);
-      if (it != map_.end() && it->second.slot >= 0) ++queued;
-    }
-    ApplyEvictions(out);
-    shed_ += out.evicted.size();
-    if (shed_counter_ != nullptr) shed_counter_->Increment(static_cast<double>(out.evicted.size()));
+  uint64_t have = free;  // plus the slots the reclaimer will free: evicted blocks that hold one
+  for (const ReclaimWork& w : work_) {
+    if (w.demote) continue;
+    auto it = map_.find(w.key);
+    have += it != map_.end() && it->second.state == BlockState::kEvicting && it->second.slot >= 0;
   }
-  return queued;
+  uint32_t got = 0;
+  // First the shadow copies of clean blocks in RAM, oldest first: nothing leaves the cache.
+  while (have < target && !shadows_.empty()) {
+    const BlockKey k = shadows_.front();
+    shadows_.pop_front();
+    if (!IsShadow(k)) continue;
+    BlockEntry& e = map_[k];
+    out->slots.push_back(static_cast<uint32_t>(e.slot));
+    e.slot = -1;
+    ++have;
+    ++got;
+  }
+  // Then members, as the policy picks its victims.
+  policy::Outcome shed;
+  while (have < target) {
+    shed.evicted.clear();
+    if (!policy_->Shed(&shed)) break;
+    for (const policy::Eviction& ev : shed.evicted) {
+      auto it = map_.find(ev.key);
+      if (it != map_.end() && it->second.slot >= 0) ++have, ++got;
+    }
+    ApplyEvictions(shed);
+    shed_ += shed.evicted.size();
+    if (shed_counter_ != nullptr) shed_counter_->Increment(static_cast<double>(shed.evicted.size()));
+  }
+  return got;
 }
 
 void BlockMap::RemoveLocked(const BlockKey& key, Leftovers* out) {
@@ -211,7 +246,7 @@ void BlockMap::PlanRead(const VdiInfo& v, uint64_t object, uint32_t first, uint3
 }
 
 bool BlockMap::FillOrPromote(const BlockKey& key, bool promote,
-                             std::shared_ptr<const std::string> copy, Leftovers* out) {
+                             std::shared_ptr<const std::string> copy) {
   absl::MutexLock l(&mu_);
   if (policy_->Lookup(key) == policy::Tier::kNone) return false;  // evicted meanwhile
   auto it = map_.find(key);
@@ -221,9 +256,9 @@ bool BlockMap::FillOrPromote(const BlockKey& key, bool promote,
     if (placement_->TierOf(key) != policy::Tier::kRam) return false;
     // The SSD slot stays (a shadow copy): demoting the block later only drops the RAM copy,
     // instead of writing it back to a fresh slot (docs/cache-node.md, "Tiers"). Exclusive tiers
-    // keep one copy of a clean block: the slot goes back.
+    // give it back under slot pressure.
     e.ram = std::move(copy);
-    DropShadowSlot(&e, out);
+    NoteShadow(key, e);
     return false;
   }
   if (it != map_.end()) return false;  // someone else filled it
@@ -307,10 +342,9 @@ void BlockMap::CommitWrite(const WriteCommit& w, Leftovers* out) {
     if (w.through) policy_->MarkClean(key);
     std::vector<BlockKey> demote;
     if (placement_->OnAccess(key, false, &demote) == policy::Tier::kRam) {
-      // In RAM too; the slot stays as its shadow copy (free demotion), unless the tiers are
-      // exclusive and the block is clean (write-through).
+      // In RAM too; the slot stays as its shadow copy (free demotion).
       e.ram = std::make_shared<const std::string>(w.data + uint64_t{i} * block_size_, block_size_);
-      DropShadowSlot(&e, out);
+      NoteShadow(key, e);
     }
     PushDemotions(demote);
   }
@@ -365,10 +399,16 @@ void BlockMap::MarkDestaged(uint32_t vdi, uint64_t first_block, size_t n,
     if (it->second.log_seq != 0) out->log_seqs.push_back(it->second.log_seq);
     MarkClean(k, &it->second);
     policy_->MarkClean(k);
-    // Exclusive tiers: a block in RAM gives its slot back (released, so not marked clean: the
-    // slot may be someone else's by the time the caller would mark it).
-    if (it->second.state == BlockState::kCached) DropShadowSlot(&it->second, out);
     if (it->second.slot >= 0) clean_slots->push_back(static_cast<uint32_t>(it->second.slot));
+  }
+}
+
+void BlockMap::NoteDestagedShadows(uint32_t vdi, uint64_t first_block, size_t n) {
+  if (!exclusive_) return;
+  absl::MutexLock l(&mu_);
+  for (size_t i = 0; i < n; ++i) {
+    const BlockKey k{vdi, first_block + i};
+    if (IsShadow(k)) NoteShadow(k, map_.at(k));
   }
 }
 

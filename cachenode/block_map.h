@@ -14,9 +14,9 @@
 // dirty entry has an SSD slot.
 //
 // Exclusive tiers (placement "NAME(exclusive)"): the policy holds SSD slots + RAM blocks, so the
-// RAM tier adds capacity. A clean kCached entry with a RAM copy then holds no slot (promotion,
-// a write-through in RAM, and a destage give it back), and slots can run out before the
-// membership does: RelieveSlotPressure sheds members to free some.
+// RAM tier adds capacity, and slots can run out before the membership does. RelieveSlotPressure
+// then frees some: first the shadow slots of clean blocks in RAM (the block stays, in RAM only),
+// then members the policy sheds.
 //
 // Thread-safety: thread-safe. Lock order: object stripe (stripes.h) > BlockMap > VdiTable.
 #ifndef RINGCACHE_CACHENODE_BLOCK_MAP_H_
@@ -139,9 +139,7 @@ class BlockMap {
   // `copy` in RAM if that is where the block goes now (a promoted block keeps its SSD slot as a
   // shadow copy). Returns true when the block needs an SSD slot instead (then call
   // PlaceFilled).
-  // Slots an exclusive node no longer needs go to *out.
-  bool FillOrPromote(const BlockKey& key, bool promote, std::shared_ptr<const std::string> copy,
-                     Leftovers* out);
+  bool FillOrPromote(const BlockKey& key, bool promote, std::shared_ptr<const std::string> copy);
   // Stores a filled block's slot (nullopt: it could not be written). False when the slot was
   // not used (the caller releases it); a block that could not be stored leaves the cache.
   bool PlaceFilled(const BlockKey& key, std::optional<uint32_t> slot);
@@ -164,6 +162,10 @@ class BlockMap {
   // The run reached every home: clean now. *clean_slots: slots whose index entry to mark clean.
   void MarkDestaged(uint32_t vdi, uint64_t first_block, size_t n,
                     std::vector<uint32_t>* clean_slots, Leftovers* out);
+  // After the caller marked MarkDestaged's clean_slots clean: the blocks of the run that are in
+  // RAM may give their slot up under slot pressure now (exclusive tiers; not before, or the
+  // slot could be someone else's when marked).
+  void NoteDestagedShadows(uint32_t vdi, uint64_t first_block, size_t n);
   // A home refused the block as older than its copy: it is dropped, with its log record.
   void DiscardObsolete(const BlockKey& key, Leftovers* out);
   // A dirty block's slot was rewritten from record `log_seq`: uses `slot` if the block still
@@ -182,10 +184,16 @@ class BlockMap {
   absl::flat_hash_set<uint64_t> LiveLogSeqs() const;
 
   // --- Slot pressure (exclusive tiers; a no-op otherwise)
-  // The SSD slots ran out: evicts members (CachePolicy::Shed) until `want` that hold a slot are
-  // queued for the reclaimer, or the policy holds none. Returns how many were queued. Any lock
-  // state except this map's.
-  uint32_t RelieveSlotPressure(uint32_t want);
+  // `free` slots are free and the caller needs `need`: when fewer than need + headroom are free
+  // or on their way back (evicted blocks with a slot, queued for the reclaimer), gives shadow
+  // slots of clean RAM blocks to out->slots (oldest first), then evicts members
+  // (CachePolicy::Shed) until enough slots are coming, or the policy holds none. Returns how
+  // many slots it freed or queued. The caller releases out->slots. Any lock state except this
+  // map's.
+  uint32_t RelieveSlotPressure(uint32_t free, uint32_t need, Leftovers* out);
+  // Slots to keep free beyond what callers ask for (the cache node's slot reserve). Set before
+  // serving.
+  void set_slot_headroom(uint32_t slots) { slot_headroom_ = slots; }
   bool exclusive() const { return exclusive_; }
   uint64_t shed_blocks() const {
     absl::MutexLock l(&mu_);
@@ -228,13 +236,15 @@ class BlockMap {
 
  private:
   uint32_t stream_read_blocks_ = 0;  // set before serving, then read-only
+  uint32_t slot_headroom_ = 0;       // set before serving, then read-only
   void ApplyEvictions(const policy::Outcome& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PushDemotions(const std::vector<BlockKey>& demote) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MarkDirty(const BlockKey& key, BlockEntry* e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MarkClean(const BlockKey& key, BlockEntry* e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RemoveLocked(const BlockKey& key, Leftovers* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Exclusive tiers: a clean entry with a RAM copy gives its slot to *out.
-  void DropShadowSlot(BlockEntry* e, Leftovers* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Exclusive tiers: remembers that `key` (clean, in RAM, with a slot) has a shadow slot.
+  void NoteShadow(const BlockKey& key, const BlockEntry& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool IsShadow(const BlockKey& key) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ForgetLocked(const BlockKey& key, Leftovers* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CountDirty(uint32_t vdi, int delta) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   policy::Access NextAccess(const BlockKey& key, policy::Op op)
@@ -254,6 +264,8 @@ class BlockMap {
   absl::flat_hash_set<BlockKey> dirty_set_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint32_t, std::deque<BlockKey>> dirty_order_ ABSL_GUARDED_BY(mu_);
   std::deque<ReclaimWork> work_ ABSL_GUARDED_BY(mu_);
+  // Exclusive tiers: blocks that became shadows, oldest first (stale entries skipped).
+  std::deque<BlockKey> shadows_ ABSL_GUARDED_BY(mu_);
   uint64_t seq_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t shed_ ABSL_GUARDED_BY(mu_) = 0;  // members evicted by RelieveSlotPressure
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;

@@ -58,12 +58,10 @@ class BlockMapTest : public ::testing::Test {
     map_->PlanRead(v_, 0, b, 1, &plan);
     const BlockKey key = v_.KeyOf(0, b);
     if (plan[0].admit || plan[0].promote) {
-      Leftovers left;
-      if (map_->FillOrPromote(key, plan[0].promote, std::make_shared<const std::string>(4096, 'x'),
-                              &left)) {
+      if (map_->FillOrPromote(key, plan[0].promote,
+                              std::make_shared<const std::string>(4096, 'x'))) {
         EXPECT_TRUE(map_->PlaceFilled(key, slot));
       }
-      released_.insert(released_.end(), left.slots.begin(), left.slots.end());
     }
     return plan[0];
   }
@@ -80,7 +78,6 @@ class BlockMapTest : public ::testing::Test {
   SimulatedClock clock_;
   std::unique_ptr<BlockMap> map_;
   VdiInfo v_;
-  std::vector<uint32_t> released_;  // slots FillOrPromote gave back
 };
 
 TEST_F(BlockMapTest, WriteBackMakesOneDirtyTruthAndDestageCleansIt) {
@@ -218,44 +215,51 @@ TEST_F(BlockMapTest, RelogFindsBlocksWhoseRecordSitsOnALostNode) {
 
 // Exclusive tiers (placement "lru(exclusive)"): the membership holds SSD slots + RAM blocks; a
 // clean block in RAM holds no slot; slot pressure sheds the policy's victims.
-TEST_F(BlockMapTest, ExclusiveTiersAddRamToTheMembershipAndKeepOneCopy) {
+TEST_F(BlockMapTest, ExclusiveTiersAddRamToTheMembershipAndFreeShadowsFirst) {
   Build("lru(exclusive)", 4);  // 4 slots + 2 RAM blocks
   for (uint32_t b = 0; b < 6; ++b) ReadAndFill(b, 0);  // fills go to RAM; 0..3 are demoted
   EXPECT_TRUE(DrainWork().empty()) << "6 blocks fit: nothing evicted";
   EXPECT_EQ(map_->cached_blocks(), 6u);
   EXPECT_EQ(EntryOf(0).slot, 100);
-  // An SSD hit promoted to RAM gives its slot back (block 4 goes down in exchange).
+  // An SSD hit promoted to RAM keeps its slot as a shadow (block 4 goes down in exchange).
   EXPECT_TRUE(ReadAndFill(0, 0).promote);
-  EXPECT_EQ(released_, (std::vector<uint32_t>{100}));
-  EXPECT_EQ(EntryOf(0).slot, -1);
-  EXPECT_NE(EntryOf(0).ram, nullptr);
+  EXPECT_EQ(EntryOf(0).slot, 100);
   DrainWork();
-  // A dirty block in RAM keeps its slot until its destage; then the slot goes back, released
-  // rather than marked clean.
+  // A dirty block in RAM keeps its slot; destaged, it is a shadow too, once its slot is marked.
   std::vector<uint32_t> landed = {2};
   std::string data(4096, 'w');
   uint32_t slot = 50;
   Leftovers left;
   EXPECT_FALSE(map_->AccessForWrite(v_, 0, 5, 1));
   map_->CommitWrite({&v_, 0, 5, 1, &slot, false, 9, 1, &landed, data.data()}, &left);
-  EXPECT_EQ(EntryOf(5).slot, 50);
   EXPECT_NE(EntryOf(5).ram, nullptr);
   std::vector<uint32_t> clean;
   map_->MarkDestaged(1, 5, 1, &clean, &left);
-  EXPECT_TRUE(clean.empty());
-  EXPECT_EQ(left.slots, (std::vector<uint32_t>{50}));
-  EXPECT_EQ(EntryOf(5).slot, -1);
+  EXPECT_EQ(clean, (std::vector<uint32_t>{50}));
+  map_->NoteDestagedShadows(1, 5, 1);
   DrainWork();
-  // Slot pressure: shed LRU members until two that hold slots are queued for the reclaimer.
-  EXPECT_EQ(map_->RelieveSlotPressure(2), 2u);
-  EXPECT_EQ(map_->shed_blocks(), 2u);
-  EXPECT_EQ(DrainWork(), (std::vector<uint64_t>{1, 2}));
+  // Slot pressure: the shadow slots go first, oldest first (block 0's, then block 5's); nothing
+  // leaves the cache.
+  Leftovers freed;
+  EXPECT_EQ(map_->RelieveSlotPressure(/*free=*/0, /*need=*/2, &freed), 2u);
+  EXPECT_EQ(freed.slots, (std::vector<uint32_t>{100, 50}));
+  EXPECT_EQ(EntryOf(0).slot, -1);
+  EXPECT_NE(EntryOf(0).ram, nullptr);
+  EXPECT_EQ(map_->shed_blocks(), 0u);
+  EXPECT_TRUE(DrainWork().empty());
+  // Then members: LRU victims until two that hold a slot are queued for the reclaimer.
+  EXPECT_EQ(map_->RelieveSlotPressure(0, 2, &freed), 2u);
+  EXPECT_EQ(map_->RelieveSlotPressure(0, 2, &freed), 0u) << "two are on their way back already";
+  EXPECT_GE(map_->shed_blocks(), 2u);
+  EXPECT_EQ(freed.slots.size(), 2u);
+  EXPECT_EQ(DrainWork().size(), map_->shed_blocks());
 }
 
 TEST_F(BlockMapTest, SlotPressureIsNotRelievedWithoutExclusiveTiers) {
   for (uint32_t b = 0; b < 6; ++b) ReadAndFill(b, 0);
   DrainWork();
-  EXPECT_EQ(map_->RelieveSlotPressure(2), 0u);
+  Leftovers freed;
+  EXPECT_EQ(map_->RelieveSlotPressure(0, 2, &freed), 0u);
   EXPECT_TRUE(DrainWork().empty());
   EXPECT_EQ(map_->cached_blocks(), 6u);
 }

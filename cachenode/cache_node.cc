@@ -122,6 +122,7 @@ absl::Status CacheNode::Init() {
                                         "Blocks evicted because the SSD slots ran out before the "
                                         "policy's capacity (exclusive RAM tier).",
                                         node));
+  map_->set_slot_headroom(static_cast<uint32_t>(reserve));
   map_->set_stream_read_blocks(
       static_cast<uint32_t>(config_.stream_read_bytes / config_.block_size));
   repair_ = std::make_unique<SlotRepair>(config_.node_id, config_.block_size, slots_.get(),
@@ -286,17 +287,23 @@ absl::Status CacheNode::SetDataRing(const datanode::DataRing& ring) {
   return absl::OkStatus();
 }
 
+void CacheNode::RelieveSlotPressure(uint32_t need) {
+  Leftovers left;
+  map_->RelieveSlotPressure(slots_->free_slots(), need, &left);
+  for (uint32_t s : left.slots) slots_->Release(s).IgnoreError();
+}
+
 absl::Status CacheNode::AllocateSlots(uint32_t n, std::vector<uint32_t>* out, absl::Time deadline) {
+  // An exclusive node's slots can run out while its policy has room: free shadow slots, or shed
+  // members for the reclaimer to free, before they do, keeping the slot reserve free (a no-op
+  // otherwise).
+  RelieveSlotPressure(n);
   for (int attempt = 0;; ++attempt) {
     absl::Status s = slots_->AllocateMany(n, out);
     if (s.code() != absl::StatusCode::kResourceExhausted) return s;
     if (attempt == 0) slot_waits_->Increment();
-    // An exclusive node's slots can run out while its policy has room: shed members for the
-    // reclaimer to free (again every 0.5 s, in case the first ones were dirty and slow to go).
-    if (attempt % 50 == 0) {
-      const uint32_t free = slots_->free_slots();
-      map_->RelieveSlotPressure(n > free ? n - free : 0);
-    }
+    // Again every 0.5 s, in case the blocks shed were dirty and slow to go.
+    if (attempt % 50 == 49) RelieveSlotPressure(n);
     if (absl::Now() > deadline) {
       return absl::DeadlineExceededError("no SSD slot freed before the request's deadline");
     }
@@ -387,11 +394,9 @@ void CacheNode::FillAndPromote(const VdiInfo& v, uint64_t object, uint32_t first
     if (!p.admit && !p.promote) continue;
     const BlockKey key = v.KeyOf(object, first + i);
     const char* data = buf + uint64_t{i} * bs;
-    Leftovers left;
-    const bool needs_slot =
-        map_->FillOrPromote(key, p.promote, std::make_shared<const std::string>(data, bs), &left);
-    for (uint32_t s : left.slots) slots_->Release(s).IgnoreError();
-    if (!needs_slot) continue;
+    if (!map_->FillOrPromote(key, p.promote, std::make_shared<const std::string>(data, bs))) {
+      continue;
+    }
     // Clean fill: no sync needed (a torn clean slot fails its checksum and is dropped). Never
     // wait for a slot here (a stripe is held); without one the block is simply not cached.
     auto slot = slots_->Allocate();

@@ -79,7 +79,8 @@ struct CacheNodeConfig {
   uint64_t ram_bytes = 64ull << 20;     // RAM tier capacity (exclusive of the SSD tier)
   uint32_t block_size = 4096;           // cache block, 4..64 KiB
   std::string policy = policy::kDefaultPolicy;  // membership policy (policy/registry.h)
-  std::string placement = "uarc";       // RAM/SSD placement: uarc | lru
+  // RAM/SSD placement: uarc | lru, with NAME(exclusive) and/or NAME(sieve=N) (placement.h)
+  std::string placement = "uarc";
   // Reads at least this large are streams: their SSD hits stay on SSD and do not reorder the
   // RAM tier (a bcache-style sequential cutoff for RAM; 0 = off).
   uint64_t stream_read_bytes = 128 << 10;
@@ -247,6 +248,8 @@ class CacheNode {
   // Forgets a cached block under its object stripe (callers that hold no stripe: a concurrent
   // destage must never read a slot this releases and another write reuses).
   absl::Status InvalidateUnderStripe(const BlockKey& key);
+  // Exclusive tiers: frees slots so that `need` and the reserve are free or coming (BlockMap).
+  void RelieveSlotPressure(uint32_t need);
   // Takes `n` free slots (all or none), waiting for the reclaimer while too few are free.
   // REQUIRES: no stripe lock held (the reclaimer needs stripes to free slots).
   absl::Status AllocateSlots(uint32_t n, std::vector<uint32_t>* out,

@@ -156,6 +156,7 @@ absl::Status Destager::DestageAround(const VdiInfo& v, const BlockKey& key,
   ctx_.map->MarkDestaged(key.vdi, run->first_block, run->blocks.size(), &clean_slots, &left);
   GiveBack(left, ctx_.slots, ctx_.log).IgnoreError();
   for (uint32_t slot : clean_slots) ctx_.slots->SetDirty(slot, false).IgnoreError();
+  ctx_.map->NoteDestagedShadows(key.vdi, run->first_block, run->blocks.size());
   if (blocks_done) *blocks_done += run->blocks.size();
   return absl::OkStatus();
 }
@@ -263,9 +264,13 @@ void Destager::ReclaimStep(absl::Duration wait) {
 absl::Status Destager::Demote(const BlockKey& key, bool retried) {
   const std::shared_ptr<const std::string> ram = ctx_.map->BeginDemote(key);
   if (!ram) return absl::OkStatus();
+  // An exclusive node frees slots to keep its slot reserve free (a no-op otherwise).
+  Leftovers freed;
+  ctx_.map->RelieveSlotPressure(ctx_.slots->free_slots(), 1, &freed);
+  GiveBack(freed, ctx_.slots, ctx_.log).IgnoreError();
   auto got = ctx_.slots->Allocate();  // never wait: this thread is the one that frees slots
-  if (!got.ok() && !retried && ctx_.map->RelieveSlotPressure(1) > 0) {
-    // An exclusive node: the shed members are queued before this retry, so their slots are
+  if (!got.ok() && !retried && ctx_.map->exclusive()) {
+    // An exclusive node: the members it shed are queued before this retry, so their slots are
     // free by the time it runs (unless dirty and not destaged yet).
     ctx_.map->AddWork({key, true, true});
     return absl::OkStatus();

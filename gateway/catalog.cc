@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <algorithm>
 #include <fstream>
 #include <sstream>
@@ -240,47 +241,37 @@ absl::Status Catalog::Delete(const std::string& name) {
   return s;
 }
 
-absl::StatusOr<VdiRecord> Catalog::Resize(const std::string& name, uint64_t size_bytes) {
-  if (size_bytes == 0 || size_bytes % 4096 != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("size ", size_bytes, " must be a positive multiple of 4096"));
-  }
+absl::StatusOr<VdiRecord> Catalog::Update(const std::string& name,
+                                          const std::function<void(VdiRecord*)>& change) {
   absl::MutexLock l(&mu_);
   auto it = by_name_.find(name);
   if (it == by_name_.end()) return absl::NotFoundError(absl::StrCat("no VDI named '", name, "'"));
-  const uint64_t old = it->second.geometry.size_bytes();
-  it->second.geometry.set_size_bytes(size_bytes);
-  absl::Status s = SaveLocked(name);
-  if (!s.ok()) {
-    it->second.geometry.set_size_bytes(old);
+  const VdiRecord old = it->second;
+  change(&it->second);
+  if (absl::Status s = SaveLocked(name); !s.ok()) {
+    it->second = old;
     return s;
   }
   return it->second;
 }
 
+absl::StatusOr<VdiRecord> Catalog::Resize(const std::string& name, uint64_t size_bytes) {
+  if (size_bytes == 0 || size_bytes % 4096 != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("size ", size_bytes, " must be a positive multiple of 4096"));
+  }
+  return Update(name, [&](VdiRecord* r) { r->geometry.set_size_bytes(size_bytes); });
+}
+
 absl::Status Catalog::SetMode(const std::string& name, v1::CacheMode mode) {
-  absl::MutexLock l(&mu_);
-  auto it = by_name_.find(name);
-  if (it == by_name_.end()) return absl::NotFoundError(absl::StrCat("no VDI named '", name, "'"));
-  const v1::CacheMode old = it->second.mode;
-  it->second.mode = mode;
-  absl::Status s = SaveLocked(name);
-  if (!s.ok()) it->second.mode = old;
-  return s;
+  return Update(name, [&](VdiRecord* r) { r->mode = mode; }).status();
 }
 
 absl::Status Catalog::SetPolicy(const std::string& name, const std::string& policy) {
   if (policy.find_first_of(" \t\n") != std::string::npos) {
     return absl::InvalidArgumentError("a policy spec in the catalog has no spaces");
   }
-  absl::MutexLock l(&mu_);
-  auto it = by_name_.find(name);
-  if (it == by_name_.end()) return absl::NotFoundError(absl::StrCat("no VDI named '", name, "'"));
-  const std::string old = it->second.policy;
-  it->second.policy = policy;
-  absl::Status s = SaveLocked(name);
-  if (!s.ok()) it->second.policy = old;
-  return s;
+  return Update(name, [&](VdiRecord* r) { r->policy = policy; }).status();
 }
 
 absl::StatusOr<VdiRecord> Catalog::SetAccess(
@@ -289,17 +280,10 @@ absl::StatusOr<VdiRecord> Catalog::SetAccess(
   if (allowed_clients) {
     for (const std::string& c : *allowed_clients) RC_RETURN_IF_ERROR(ValidateClientIdentity(c));
   }
-  absl::MutexLock l(&mu_);
-  auto it = by_name_.find(name);
-  if (it == by_name_.end()) return absl::NotFoundError(absl::StrCat("no VDI named '", name, "'"));
-  const VdiRecord old = it->second;
-  if (read_only) it->second.read_only = *read_only;
-  if (allowed_clients) it->second.allowed_clients = *std::move(allowed_clients);
-  if (absl::Status s = SaveLocked(name); !s.ok()) {
-    it->second = old;
-    return s;
-  }
-  return it->second;
+  return Update(name, [&](VdiRecord* r) {
+    if (read_only) r->read_only = *read_only;
+    if (allowed_clients) r->allowed_clients = *std::move(allowed_clients);
+  });
 }
 
 absl::StatusOr<VdiRecord> Catalog::Find(const std::string& name) const {

@@ -11,6 +11,7 @@
 #ifndef RINGCACHE_GATEWAY_CATALOG_H_
 #define RINGCACHE_GATEWAY_CATALOG_H_
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -85,6 +86,9 @@ class Catalog {
 
  private:
   Catalog(std::string path, VdiDefaults d) : path_(std::move(path)), defaults_(d) {}
+  // Applies `change` to VDI `name`'s record and saves it; a failed save restores the record.
+  absl::StatusOr<VdiRecord> Update(const std::string& name,
+                                   const std::function<void(VdiRecord*)>& change);
   // Writes the change of VDI `name` (gone from by_name_: deleted) to the store, then the file.
   absl::Status SaveLocked(const std::string& name) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status SaveFileLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

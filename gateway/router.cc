@@ -21,6 +21,7 @@
 #include "absl/strings/str_split.h"
 #include "common/atomic_file.h"
 #include "common/errors.h"
+#include "common/policy_spec.h"
 #include "common/status_macros.h"
 #include "gateway/piece_pool.h"
 
@@ -1043,13 +1044,8 @@ absl::Status Router::SetMode(const std::string& name, v1::CacheMode mode) {
 }
 
 absl::Status Router::SetPolicy(const std::string& name, const std::string& policy_in) {
-  // As policy::CanonicalVdiPolicy (the gateway does not link the policy engine; the cache nodes
-  // check the spec itself).
-  std::string policy = policy_in;
-  policy.erase(std::remove_if(policy.begin(), policy.end(),
-                              [](unsigned char ch) { return std::isspace(ch); }),
-               policy.end());
-  if (policy == "default") policy.clear();
+  // The cache nodes check the spec itself.
+  const std::string policy = CanonicalPolicySpec(policy_in);
   RC_ASSIGN_OR_RETURN(VdiRecord r, catalog_->Find(name));
   // Every live node switches, or none: a node that refuses (a bad spec, a node policy without
   // per-VDI queues) puts the ones already switched back.

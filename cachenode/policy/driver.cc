@@ -196,7 +196,7 @@ bool CacheDriver::MarkClean(const BlockKey& key) {
 }
 
 bool CacheDriver::Shed(Outcome* out) {
-  const uint32_t q = space_->FallbackQueue();
+  const uint32_t q = space_->ShedQueue();
   return q != kNoQueue && EvictOne(q, BlockKey{}, /*judged=*/false, out) == EvictResult::kEvicted;
 }
 

@@ -94,7 +94,7 @@ class CacheDriver final : public CachePolicy {
   size_t dirty_count() const override { return dirty_; }
   size_t MetadataBytes() const override;
   void AppendVdiStats(std::vector<VdiStats>* out) const override;
-  // Evicts one block of the space's fallback queue (VBQ: the queue with the fewest accesses).
+  // Evicts one block of the space's shed queue (VBQ: the queue furthest above its share).
   bool Shed(Outcome* out) override;
 
   // Gives `vdi` its own rules; null returns it to the driver's. The VDI's blocks move into the

@@ -26,8 +26,34 @@ void NodeTiers::Forget(Eviction* ev) {
 
 bool NodeTiers::SlotFree() const { return !exclusive_ || used_slots_ < ssd_slots_; }
 
+void NodeTiers::NoteShadow(const BlockKey& key, const Copies& c) {
+  if (!exclusive_ || c.dirty || !c.ram || !c.slot) return;
+  shadows_.push_back(key);
+  if (shadows_.size() > 2 * blocks_.size() + 1024) {  // drop stale entries
+    std::deque<BlockKey> live;
+    absl::flat_hash_set<BlockKey> seen;
+    for (const BlockKey& k : shadows_) {
+      if (IsShadow(k) && seen.insert(k).second) live.push_back(k);
+    }
+    shadows_.swap(live);
+  }
+}
+
+bool NodeTiers::IsShadow(const BlockKey& key) const {
+  auto it = blocks_.find(key);
+  return it != blocks_.end() && !it->second.dirty && it->second.ram && it->second.slot;
+}
+
 void NodeTiers::Relieve(std::vector<Eviction>* evicted) {
-  // BlockMap::RelieveSlotPressure: shed members until one that holds a slot has gone.
+  // BlockMap::RelieveSlotPressure: first the shadow slots of clean blocks in RAM, oldest first,
+  // then members the policy sheds, until a slot is free.
+  while (!SlotFree() && !shadows_.empty()) {
+    const BlockKey k = shadows_.front();
+    shadows_.pop_front();
+    if (!IsShadow(k)) continue;
+    blocks_[k].slot = false;
+    --used_slots_;
+  }
   Outcome shed;
   while (!SlotFree() && membership_->Shed(&shed)) {
     for (Eviction& ev : shed.evicted) {
@@ -72,14 +98,11 @@ void NodeTiers::OnAccess(const Access& access, Outcome* out) {
     Copies& c = blocks_[key];
     out->hit = c.ram ? Tier::kRam : Tier::kSsd;
     if (placement_->OnAccess(key, false, &demote_) == Tier::kRam && !c.ram) {
-      // FillOrPromote: the slot stays as a shadow copy, unless the tiers are exclusive and the
-      // block is clean.
+      // FillOrPromote: the slot stays as a shadow copy (exclusive tiers give it up under slot
+      // pressure).
       c.ram = true;
       out->promotions = 1;
-      if (exclusive_ && c.slot && !c.dirty) {
-        c.slot = false;
-        --used_slots_;
-      }
+      NoteShadow(key, c);
     }
     Demote(demote_, out);
     return;
@@ -144,11 +167,7 @@ bool NodeTiers::MarkClean(const BlockKey& key) {
   auto it = blocks_.find(key);
   if (it != blocks_.end()) {
     it->second.dirty = false;
-    // BlockMap::MarkDestaged: on an exclusive node a clean block in RAM gives its slot back.
-    if (exclusive_ && it->second.ram && it->second.slot) {
-      it->second.slot = false;
-      --used_slots_;
-    }
+    NoteShadow(key, it->second);  // BlockMap::NoteDestagedShadows
   }
   return membership_->MarkClean(key);
 }

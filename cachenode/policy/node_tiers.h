@@ -15,11 +15,11 @@
 //   - an evicted member leaves both tiers.
 // With an exclusive placement ("uarc(exclusive)", placement.h) the RAM tier adds capacity: the
 // membership policy holds ssd_slots + RAM blocks (MakeNodePolicy sizes it), and
-//   - a clean block promoted to RAM gives its slot back, as does a RAM block made clean
-//     (MarkClean: the node's destage);
-//   - slots are counted: a write that finds none free first sheds members (CachePolicy::Shed)
-//     until a slot is free; a demotion that finds none sheds too, and the block leaves the cache
-//     if that freed none; a fill to SSD that finds none is not cached.
+//   - slots are counted: a write that finds none free first frees one: the oldest shadow slot of
+//     a clean block in RAM (a promoted block's, or a RAM block's made clean by MarkClean: the
+//     node's destage), else a member the policy sheds (CachePolicy::Shed); a demotion that finds
+//     none does the same, and the block leaves the cache if that freed none; a fill to SSD that
+//     finds none is not cached.
 // The simulator frees an evicted dirty block's slot at once; the node frees it after the
 // destage. Stream reads (the node's stream_read_blocks) are not modelled: every access reaches
 // the placement.
@@ -32,11 +32,13 @@
 #define RINGCACHE_CACHENODE_POLICY_NODE_TIERS_H_
 
 #include <cstddef>
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "cachenode/policy/placement.h"
 #include "cachenode/policy/types.h"
 
@@ -77,7 +79,11 @@ class NodeTiers final : public CachePolicy {
   void Forget(Eviction* ev);
   // Whether a slot is free (always, unless the placement is exclusive).
   bool SlotFree() const;
-  // Sheds members until a slot is free or the policy holds none; appends what left.
+  // Exclusive tiers: remembers a shadow slot (a clean block in RAM with a slot).
+  void NoteShadow(const BlockKey& key, const Copies& c);
+  bool IsShadow(const BlockKey& key) const;
+  // Frees shadow slots, then sheds members, until a slot is free or the policy holds none;
+  // appends what left.
   void Relieve(std::vector<Eviction>* evicted);
   void TakeSlot(Copies* c);
   void DropRamOnly(absl::flat_hash_map<BlockKey, Copies>::iterator it, Outcome* out);
@@ -89,6 +95,7 @@ class NodeTiers final : public CachePolicy {
   const size_t ssd_slots_;
   size_t used_slots_ = 0;
   absl::flat_hash_map<BlockKey, Copies> blocks_;
+  std::deque<BlockKey> shadows_;  // exclusive: shadow slots, oldest first (stale ones skipped)
   std::vector<BlockKey> demote_;  // scratch
 };
 

@@ -135,30 +135,39 @@ TEST(NodeTiersTest, ExclusiveRamAddsCapacity) {
   EXPECT_GT(hits_exclusive, hits_copies + 1000);
 }
 
-TEST(NodeTiersTest, ExclusivePromotionGivesTheSlotBackAndDirtyBlocksKeepTheirs) {
-  auto t = Tiers("lru", 2, 1, "lru(exclusive)");
+TEST(NodeTiersTest, ExclusiveSlotPressureTakesShadowSlotsFirstThenMembers) {
+  auto t = Tiers("lru", 2, 1, "lru(exclusive)");  // 2 slots + 1 RAM block: 3 members
   const auto& tiers = dynamic_cast<const NodeTiers&>(*t);
   Outcome out;
   t->OnAccess(Read(1), &out);  // RAM
   t->OnAccess(Read(2), &out);  // 1 demoted into a slot
   EXPECT_EQ(out.ssd_writes, 1u);
-  EXPECT_EQ(tiers.used_slots(), 1u);
-  t->OnAccess(Read(1), &out);  // SSD hit: promoted, clean: its slot goes back; 2 demoted
-  EXPECT_EQ(out.hit, Tier::kSsd);
+  t->OnAccess(Read(1), &out);  // SSD hit: promoted, keeping its slot as a shadow; 2 demoted
   EXPECT_EQ(out.promotions, 1u);
-  EXPECT_EQ(tiers.used_slots(), 1u);  // only block 2's
-  // Block 3 is written: dirty, in RAM with a slot (the second). Block 1 leaves RAM and needs a
-  // slot, but both are taken (2's and 3's): the node sheds its LRU member, block 2.
-  t->OnAccess(Write(3), &out);
   EXPECT_EQ(tiers.used_slots(), 2u);
-  ASSERT_EQ(out.evicted.size(), 1u);
+  t->OnAccess(Read(3), &out);  // a third member (the RAM tier's): 1 leaves RAM for its shadow
+  EXPECT_EQ(out.ssd_writes, 0u);
+  EXPECT_TRUE(out.evicted.empty());
+  EXPECT_EQ(t->size(), 3u);
+  // 1 is promoted again; 3 must leave RAM and both slots are taken: 1's shadow slot goes, and
+  // nothing leaves the cache.
+  t->OnAccess(Read(1), &out);
+  EXPECT_TRUE(out.evicted.empty());
+  EXPECT_EQ(out.ssd_writes, 1u);
+  EXPECT_EQ(tiers.used_slots(), 2u);
+  EXPECT_EQ(t->Lookup(BlockKey{0, 3}), Tier::kSsd);
+  EXPECT_EQ(t->Lookup(BlockKey{0, 1}), Tier::kRam);
+  // A write needs a slot and no shadow is left: the policy sheds its LRU member, 2.
+  t->OnAccess(Write(4), &out);
+  ASSERT_FALSE(out.evicted.empty());
   EXPECT_EQ(out.evicted[0].key, (BlockKey{0, 2}));
-  EXPECT_EQ(t->Lookup(BlockKey{0, 1}), Tier::kSsd);
-  EXPECT_EQ(t->Lookup(BlockKey{0, 3}), Tier::kRam);
+  EXPECT_LE(tiers.used_slots(), 2u);
+  EXPECT_EQ(t->Lookup(BlockKey{0, 4}), Tier::kRam);
   EXPECT_EQ(t->dirty_count(), 1u);
-  // Destaged (MarkClean): a clean block in RAM gives its slot back.
-  EXPECT_TRUE(t->MarkClean(BlockKey{0, 3}));
-  EXPECT_EQ(tiers.used_slots(), 1u);
+  // Destaged (MarkClean): the block keeps its slot, as a shadow.
+  const size_t used = tiers.used_slots();
+  EXPECT_TRUE(t->MarkClean(BlockKey{0, 4}));
+  EXPECT_EQ(tiers.used_slots(), used);
 }
 
 TEST(NodeTiersTest, ExclusiveSlotsNeverOverflowUnderWrites) {

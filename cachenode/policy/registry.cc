@@ -33,6 +33,7 @@
 #include "cachenode/policy/sieve.h"
 #include "cachenode/policy/tiering.h"
 #include "cachenode/policy/vbq.h"
+#include "common/policy_spec.h"
 
 namespace ringcache::policy {
 namespace {
@@ -487,6 +488,14 @@ absl::StatusOr<std::unique_ptr<CachePolicy>> MakePolicy(std::string_view spec_in
   return std::unique_ptr<CachePolicy>(*std::move(driver));
 }
 
+bool IsCompletePolicy(std::string_view spec_in) {
+  absl::StatusOr<std::vector<Component>> parsed =
+      Parse(absl::string_view(spec_in.data(), spec_in.size()));
+  return parsed.ok() && std::any_of(parsed->begin(), parsed->end(), [](const Component& c) {
+           return c.role == Role::kComplete;
+         });
+}
+
 PolicyContext NodeMembershipContext(const PolicyContext& ctx, const Placement& placement) {
   PolicyContext out = ctx;
   if (placement.exclusive()) out.capacity_blocks += placement.ram_capacity();
@@ -517,13 +526,7 @@ absl::StatusOr<std::unique_ptr<CachePolicy>> MakeNodePolicy(std::string_view spe
                                   std::string(placement), ctx.capacity_blocks));
 }
 
-std::string CanonicalVdiPolicy(std::string_view spec_in) {
-  std::string spec(spec_in);
-  spec.erase(
-      std::remove_if(spec.begin(), spec.end(), [](unsigned char ch) { return std::isspace(ch); }),
-      spec.end());
-  return spec == "default" ? std::string() : spec;
-}
+std::string CanonicalVdiPolicy(std::string_view spec) { return CanonicalPolicySpec(spec); }
 
 namespace {
 

@@ -51,6 +51,10 @@ struct PolicyContext {
 absl::StatusOr<std::unique_ptr<CachePolicy>> MakePolicy(std::string_view spec,
                                                         const PolicyContext& ctx);
 
+// Whether `spec` parses and names a complete policy (iarc, garc, uarc, opt): one with its own
+// tiers or future, which runs alone, never under a placement or per VDI.
+bool IsCompletePolicy(std::string_view spec);
+
 // The context the cache node builds its membership policy with: ctx.capacity_blocks are its
 // SSD slots, plus the RAM tier's blocks when `placement` is exclusive (it adds capacity).
 PolicyContext NodeMembershipContext(const PolicyContext& ctx, const Placement& placement);

@@ -63,6 +63,9 @@ class Space {
   // Returns a non-empty queue to evict from when the cache is full after a round, or kNoQueue if
   // every queue is empty.
   virtual uint32_t FallbackQueue() const = 0;
+  // Returns a non-empty queue to shed one block from when the cache must shrink below its
+  // capacity (CachePolicy::Shed), or kNoQueue if every queue is empty. Default: FallbackQueue().
+  virtual uint32_t ShedQueue() const { return FallbackQueue(); }
 
   // Returns the VDI whose queue `q` is, or kNoVdi if queues are not per VDI.
   static constexpr uint32_t kNoVdi = 0xffffffffu;

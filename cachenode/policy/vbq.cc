@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <utility>
 
 #include "absl/strings/str_format.h"
@@ -266,6 +267,25 @@ uint32_t VbqSpace::FallbackQueue() const {
     if (best == kNoQueue || queues_[i].accesses < queues_[best].accesses ||
         (queues_[i].accesses == queues_[best].accesses && queues_[i].vdi < queues_[best].vdi)) {
       best = i;
+    }
+  }
+  return best;
+}
+
+uint32_t VbqSpace::ShedQueue() const {
+  uint64_t a1, an;
+  Extremes(&a1, &an);
+  uint32_t best = kNoQueue;
+  double best_ratio = 0;
+  for (uint32_t i = 0; i < queues_.size(); ++i) {
+    const size_t len = queues_[i].order->size();
+    if (len == 0) continue;
+    const double max_len = Bounds(queues_[i], a1, an).max_len;
+    const double ratio = max_len > kEps ? static_cast<double>(len) / max_len
+                                        : std::numeric_limits<double>::infinity();
+    if (best == kNoQueue || ratio > best_ratio) {
+      best = i;
+      best_ratio = ratio;
     }
   }
   return best;

@@ -103,6 +103,8 @@ class VbqSpace final : public Space {
   void BeginReclaim(size_t used) override;
   uint32_t NextReclaimQueue(size_t used) override;
   uint32_t FallbackQueue() const override;
+  // The queue furthest above its share L_m (len / L_m largest; eq. 2, or the utility target).
+  uint32_t ShedQueue() const override;
   void AppendVdiStats(std::vector<VdiStats>* out) const override;
   size_t MetadataBytes() const override;
 

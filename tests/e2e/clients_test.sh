@@ -178,7 +178,7 @@ else
     sleep 0.2
     cluster up > "$WORK/up2.log" 2>&1 || { cat "$WORK/up2.log"; fail "restart after killing $victim"; }
     verify_patterns || { cat "$WORK/qio2.txt"; fail "data lost after kill -9 of $victim"; }
-    "${QIO[@]}" -c "read -P 0x55 $((270 << 20)) 65536" "$DISK" | grep -q "verification failed" &&
+    grep -q "verification failed" <<< "$("${QIO[@]}" -c "read -P 0x55 $((270 << 20)) 65536" "$DISK")" &&
       fail "fresh write lost after kill -9 of $victim"
     log "kill -9 $victim: all acknowledged writes read back"
   done

@@ -225,7 +225,7 @@ ctl_gw() {  # GATEWAY args...: ringcachectl through that gateway's published adm
     ${TLS:+--tls-dir "$TLS_DIR/admin"} "$@"
 }
 names_leader() {  # GATEWAY: `ringcachectl status` through it names gateway L as the coordinator
-  ctl_gw "$1" --json status | json_field coordinator | grep -q "^gateway $L "
+  grep -q "^gateway $L " <<< "$(ctl_gw "$1" --json status | json_field coordinator)"
 }
 # Waits for the election; sets L (leader), F (follower) and CTL (ringcachectl to the leader).
 elect() {

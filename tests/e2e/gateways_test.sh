@@ -121,7 +121,7 @@ log "written through gateway 1, read through gateway 2; interleaved writes read 
 if out=$(ctl "$F" vdi create other --size 16MiB 2>&1); then fail "the follower created a VDI: $out"; fi
 echo "$out" | grep -q "not the coordinator; the coordinator is gateway $L" ||
   fail "the follower's refusal does not name the leader: $out"
-ctl "$F" --json status | json_field coordinator | grep -q "^gateway $L " ||
+grep -q "^gateway $L " <<< "$(ctl "$F" --json status | json_field coordinator)" ||
   fail "status through the follower does not name the leader"
 ctl "$L" vdi create other --size 16MiB > /dev/null || fail "vdi create through the leader"
 wait_for 10 "the follower to serve the new VDI" bash -c \

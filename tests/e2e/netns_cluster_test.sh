@@ -283,7 +283,7 @@ F=$((3 - L))
 CTL=("$BUILD/tools/ctl/ringcachectl" --gateway "$(ip_of "g$L"):7200")  # node_state.sh: the leader
 wait_for 20 "a first membership epoch" epoch_from_etcd
 wait_for 20 "the VDI at gateway $F" bash -c "qemu-io -f raw $(nbd_of "$F") -c 'read 0 4k'"
-etcdctl_ get --print-value-only "$PREFIX/nodes/cache/2" | grep -q "\"address\":\"$(ip_of c2):" ||
+grep -q "\"address\":\"$(ip_of c2):" <<< "$(etcdctl_ get --print-value-only "$PREFIX/nodes/cache/2")" ||
   fail "cache node 2 registered without its namespace's address"
 epoch0=$(epoch)
 lease0=$(lease_of cache 2)

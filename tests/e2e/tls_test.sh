@@ -137,7 +137,7 @@ log "raw client: TLS_REQD before STARTTLS, EXPORT_NAME refused, no plaintext aft
 # ---- Access lists and read-only exports --------------------------------------------------------
 "$CTL_BIN" tls issue --ca "$T/ca" --role client --name bob --out "$WORK/bob" > /dev/null
 "${CTL[@]}" vdi access secret --allow client-0 --read-only on > /dev/null || fail "vdi access"
-"${CTL[@]}" vdi list | grep -q "ro client-0" || fail "vdi list does not show the access"
+grep -q "ro client-0" <<< "$("${CTL[@]}" vdi list)" || fail "vdi list does not show the access"
 out=$(qio -r "$T/client" secret "read 0 64k" 2>&1) || fail "the allowed client cannot read: $out"
 # The export says read-only (NBD_FLAG_READ_ONLY): qemu will not open it for writing; the server
 # answers writes EPERM (NbdServerTest covers that with a raw client).
@@ -147,7 +147,7 @@ echo "$out" | grep -qi "permission denied\|read-only\|read only" ||
 if out=$(qio -r "$WORK/bob" secret "read 0 64k" 2>&1); then fail "bob opened secret: $out"; fi
 echo "$out" | grep -q "may not open" || fail "the refusal does not say why: $out"
 out=$(qio "$WORK/bob" disk "read -P 0x11 0 64k" 2>&1) || fail "bob cannot read the open export: $out"
-nbdinfo --list "nbds://$NBD/?tls-certificates=$WORK/bob" 2>&1 | grep -q '"secret"' &&
+grep -q '"secret"' <<< "$(nbdinfo --list "nbds://$NBD/?tls-certificates=$WORK/bob" 2>&1)" &&
   fail "bob's export list shows secret"
 "${CTL[@]}" vdi access secret --allow-any --read-only off > /dev/null
 out=$(qio "$WORK/bob" secret "write -P 3 0 64k" "read -P 3 0 64k" 2>&1) ||

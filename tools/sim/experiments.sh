@@ -130,6 +130,9 @@ default() {
   local NEW="vbq(share=utility)+s3fifo+sieve+lcr" OLD="vbq+lru+sieve+lcr"
   local P="${E7_POLICIES:-lru,arc,s3fifo,$OLD,$NEW}"
   local C="policy,size_blocks,hit%,gap:arc|s3fifo,ssd_writes,ssd_writes/lru"
+  # E7b and E7d, which E7f runs again with the node's tiers.
+  local MIX="multi:vdis=3,rates=84/21/50,write=0.59/0.91/0.70,blocks=100000/400000/100000,theta=0.9/0.3/0.9,requests=1000000,seed=7"
+  local ZIPF="zipf:blocks=200000,theta=0.99,requests=1000000,write=0.1,seed=3"
   local T
   T=$(mktemp -d)
   # Three disks in MSR Cambridge CSV (written from generated requests): a Zipf(0.9) disk with 30%
@@ -154,8 +157,7 @@ PY
   run "$C" -- "$T/three.csv" --policy "$P" --size 1%,5%,20%
   echo
   echo "### E7b Paper 002's three VDIs (E6's workload, 59-91% writes)"
-  run "$C" -- --gen "multi:vdis=3,rates=84/21/50,write=0.59/0.91/0.70,blocks=100000/400000/100000,theta=0.9/0.3/0.9,requests=1000000,seed=7" \
-    --policy "$P" --size 1%,5%,20%
+  run "$C" -- --gen "$MIX" --policy "$P" --size 1%,5%,20%
   echo
   echo "### E7c A Zipf(0.99) disk, a uniform disk and a sequential writer"
   run "$C" -- --gen "zipf:blocks=50000,theta=0.99,requests=400000,write=0.2,vdi=0,iat_us=100,seed=21" \
@@ -164,25 +166,22 @@ PY
     --policy "$P" --size 1%,5%,20%
   echo
   echo "### E7d One read-mostly Zipf(0.99) disk"
-  run "$C" -- --gen "zipf:blocks=200000,theta=0.99,requests=1000000,write=0.1,seed=3" \
-    --policy "$P" --size 1%,5%,20%
+  run "$C" -- --gen "$ZIPF" --policy "$P" --size 1%,5%,20%
   echo
   echo "### E7e Moving hot spots (E1's workload, read-only)"
   run "$C" -- --gen "hotspot:blocks=1000000,areas=8,area=16384,window=512,density=0.5,cycle=20000,hot=0.6,requests=1000000,seed=1" \
     --policy "$P" --size 1%,5%,20%
   echo
-  echo "### E7f The node's tiers: a RAM tier of 1/16 of the SSD, placement uarc, and SE-UARC's sieve"
+  echo "### E7f The node's tiers: a RAM tier of 1/16 of the SSD; placement uarc, exclusive, sieved"
   local PT="$NEW,vbq(share=utility)+s3fifo+lcr"
   local CT="policy,size_blocks,ram_blocks,hit%,hits_ram,ssd_writes,ssd_writes/$NEW"
-  for pl in uarc "uarc(sieve=1)"; do
+  for pl in uarc "uarc(exclusive)" "uarc(sieve=1)"; do
     echo
     echo "placement $pl, paper 002's mix (E7b):"
-    run "$CT" -- --gen "multi:vdis=3,rates=84/21/50,write=0.59/0.91/0.70,blocks=100000/400000/100000,theta=0.9/0.3/0.9,requests=1000000,seed=7" \
-      --policy "$PT" --size 5%,20% --placement "$pl" --ram-ratio 0.0625
+    run "$CT" -- --gen "$MIX" --policy "$PT" --size 5%,20% --placement "$pl" --ram-ratio 0.0625
     echo
     echo "placement $pl, one read-mostly Zipf(0.99) disk (E7d):"
-    run "$CT" -- --gen "zipf:blocks=200000,theta=0.99,requests=1000000,write=0.1,seed=3" \
-      --policy "$PT" --size 5%,20% --placement "$pl" --ram-ratio 0.0625
+    run "$CT" -- --gen "$ZIPF" --policy "$PT" --size 5%,20% --placement "$pl" --ram-ratio 0.0625
   done
   rm -rf "$T"
 }

@@ -43,11 +43,8 @@ PolicyFactory RegistryPolicyFactory() {
     ctx.capacity_blocks = req.capacity_blocks;
     ctx.ram_blocks = req.ram_blocks;
     ctx.load = req.load;
-    const bool complete = req.spec == "iarc" || req.spec == "garc" || req.spec == "opt" ||
-                          req.spec == "uarc" || req.spec.rfind("iarc(", 0) == 0 ||
-                          req.spec.rfind("garc(", 0) == 0 || req.spec.rfind("uarc(", 0) == 0 ||
-                          req.spec.rfind("opt(", 0) == 0;
-    if (!req.placement.empty() && !complete) {
+    // A complete policy runs its own tiers: the placement applies to driver specs only.
+    if (!req.placement.empty() && !policy::IsCompletePolicy(req.spec)) {
       return policy::MakeNodePolicy(req.spec, req.placement, ctx);
     }
     return policy::MakePolicy(req.spec, ctx);
