@@ -464,6 +464,11 @@ grpc::Status AdminService::ClusterStatus(grpc::ServerContext*, const v1::Cluster
   // mode, to the etcd revision the ring follows.
   resp->set_epoch(router_->ring_epoch());
   for (const auto& n : Nodes()) *resp->add_nodes() = n;
+  for (const auto& [id, weight] : router_->RingMembers()) {
+    v1::RingMember* m = resp->add_cache_ring();
+    m->set_id(id);
+    m->set_weight(weight);
+  }
   std::function<bool()> leading;
   std::function<std::string()> leader;
   {

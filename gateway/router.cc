@@ -190,6 +190,13 @@ absl::StatusOr<std::unique_ptr<Router>> Router::Create(Catalog* catalog,
   return r;
 }
 
+std::vector<std::pair<uint32_t, double>> Router::RingMembers() const {
+  absl::MutexLock l(&mu_);
+  std::vector<std::pair<uint32_t, double>> out;
+  for (const ring::Member& m : ring_->members()) out.emplace_back(m.id, m.weight);
+  return out;
+}
+
 size_t Router::cache_node_count() const {
   absl::MutexLock l(&mu_);
   return members_.size() - removed_.size();

@@ -111,6 +111,8 @@ class Router : public ExportProvider {
   // cluster mode also to the etcd revision of the membership view (SetRingEpoch, only raises).
   // Persisted with the removals.
   uint64_t ring_epoch() const;
+  // The members (id, weight) of the ring objects are routed over now.
+  std::vector<std::pair<uint32_t, double>> RingMembers() const;
   void SetRingEpoch(uint64_t epoch);
   size_t cache_node_count() const;
   datanode::DataNodePool* data_nodes() const { return data_nodes_; }

@@ -7,7 +7,9 @@
 #  2. a 4 MiB RAM tier with the node's uarc placement: the prediction runs the node's tiers
 #     (--placement uarc --ram 1024, cachenode/policy/node_tiers.h);
 #  3. the same RAM tier, exclusive (uarc(exclusive)): it adds capacity, so the live node must hit
-#     more than in 2.
+#     more than in 2;
+#  4. two cache nodes, no RAM: the prediction runs one cache per member of the gateway's ring,
+#     each over the objects the ring gives it (the replay reads the ring from the gateway).
 # Asserted: per VDI and in total, the live read hit ratio is within 2 points of the prediction,
 # and the SSD writes within 2% (+16 blocks) per VDI without RAM, in total with RAM (demotion
 # writes are counted per demoted block live, per access in the simulator; 5% when exclusive: the
@@ -34,12 +36,12 @@ fail() { echo "[sim-replay] FAIL: $*" >&2; tail -n 20 "$WORK/local.log" >&2 || t
   "scan:blocks=8000,requests=8000,vdi=1,iat_us=250,seed=42" \
   "zipf:blocks=5000,theta=1.1,requests=12000,write=0.1,vdi=2,iat_us=170,seed=43"
 
-# run_phase NAME RAM_SIZE RAM_BLOCKS PLACEMENT: one ringcache-local, one replay, the checks.
-# Sets HITS to the live total read hit %.
+# run_phase NAME RAM_SIZE RAM_BLOCKS PLACEMENT [CACHE_NODES]: one ringcache-local, one replay,
+# the checks. Sets HITS to the live total read hit %.
 run_phase() {
-  local name=$1 ram=$2 ram_blocks=$3 placement=$4
+  local name=$1 ram=$2 ram_blocks=$3 placement=$4 nodes=${5:-1}
   rm -rf "$WORK/data" "$WORK/ready.json"
-  "$BUILD/tools/ringcache-local" --data-dir "$WORK/data" --cache-nodes 1 --data-nodes 1 \
+  "$BUILD/tools/ringcache-local" --data-dir "$WORK/data" --cache-nodes "$nodes" --data-nodes 1 \
     --replication 1 --ssd-size 12MiB --ram-size "$ram" --placement "$placement" \
     --nbd-listen "127.0.0.1:$((BASE+1))" \
     --admin-listen "127.0.0.1:$((BASE+2))" --http-listen "127.0.0.1:$((BASE+3))" \
@@ -65,7 +67,7 @@ run_phase() {
   [ "$ram_blocks" -gt 0 ] && tiers=(--placement "$placement" --ram "$ram_blocks")
   "$SIM" replay "$WORK/t.bin" --nbd "nbd://127.0.0.1:$((BASE+1))/t{vdi}" \
     --gateway "127.0.0.1:$((BASE+2))" --policy "$policy" --size "$cap" "${tiers[@]}" -q --json \
-    > "$WORK/out.json" || fail "replay ($name)"
+    > "$WORK/out.json" 2> "$WORK/replay.err" || fail "replay ($name): $(cat "$WORK/replay.err")"
   cat "$WORK/out.json"
   python3 - "$WORK/out.json" "$ram_blocks" "$placement" << 'PY' || fail "$name: live and predicted differ"
 import json, sys
@@ -101,4 +103,5 @@ run_phase "4 MiB exclusive RAM tier" 4MiB 1024 "uarc(exclusive)"
 # the scan out already): both runs are deterministic, and live matched the prediction above.
 python3 -c "import sys; sys.exit(0 if $HITS > $copies + 0.25 else 1)" ||
   fail "the exclusive RAM tier added no hits: $HITS% vs $copies% with copies"
+run_phase "two cache nodes" 0 0 uarc 2
 echo "[sim-replay] PASS"

@@ -205,6 +205,9 @@ def parse_args(argv):
                    help="SSD tier of each cache node (smaller than the data written, so eviction, "
                    "destage and read misses to the data nodes happen under the faults)")
     p.add_argument("--ram-size", default="8MiB", help="RAM tier of each cache node")
+    p.add_argument("--placement", default=None,
+                   help="the cache nodes' RAM/SSD placement, e.g. 'uarc(exclusive)' (cluster "
+                   "mode only: it goes into the cluster file)")
     p.add_argument("--writers", type=int, default=6, help="writer threads (NBD connections)")
     p.add_argument("--depth", type=int, default=4, help="requests in flight per writer")
     p.add_argument("--cache-fault-share", type=float, default=0.5,
@@ -257,6 +260,8 @@ def parse_args(argv):
         p.error("--lease-ttl: at least 2 s")
     if a.gateways < 1 or (a.gateways > 1 and not a.etcd):
         p.error("--gateways: at least 1; more than one needs cluster mode (--etcd)")
+    if a.placement and not a.etcd:
+        p.error("--placement needs cluster mode (--etcd): it is written into the cluster file")
     # The kinds this run can inject: cluster mode's need --etcd, the coordinator's two gateways.
     possible = [n for n in NEMESES if (a.etcd or n not in CLUSTER_ONLY)
                 and (a.gateways > 1 or n not in MANY_GATEWAYS_ONLY)]
@@ -373,6 +378,7 @@ class Cluster:
                  f"etcd_endpoints: {self.etcd_endpoint}",
                  f"etcd_prefix: {ETCD_PREFIX}",
                  f"etcd_lease_ttl_s: {a.lease_ttl}",
+                 *([f"placement: {a.placement}"] if a.placement else []),
                  "nodes:"]
         for i in range(1, a.data_nodes + 1):
             lines.append(f"  - {{role: datanode, id: {i}, listen: 127.0.0.1:{b + 100 + i}, "

@@ -339,30 +339,65 @@ int DoReplay(const InputFlags& in, const RunFlags& rf, const ReplayFlags& xf) {
   if (!in.quiet) {
     ro.progress = [](const std::string& line) { std::cerr << "progress: " << line << "\n"; };
   }
-  // The prediction first: a bad spec is a usage error before any I/O.
-  std::optional<SimResult> sim;
+  // The prediction's settings first: a bad spec is a usage error before any I/O.
+  uint64_t cap = 0, ram = 0;
+  RunOptions opt;
   if (!xf.policy.empty()) {
-    absl::StatusOr<uint64_t> cap = ParseCacheSize(xf.size, ro.block_size, 0);
-    if (!cap.ok()) return Usage(absl::StrCat("--size: ", cap.status().message()));
-    RunOptions opt;
+    absl::StatusOr<uint64_t> c = ParseCacheSize(xf.size, ro.block_size, 0);
+    if (!c.ok()) return Usage(absl::StrCat("--size: ", c.status().message()));
+    cap = *c;
     opt.block_size = ro.block_size;
     opt.cost.block_size = ro.block_size;
     opt.max_requests = rf.max_requests;
     opt.placement = xf.placement;
-    uint64_t ram = 0;
     if (!xf.ram.empty()) {
       absl::StatusOr<uint64_t> r = ParseCacheSize(xf.ram, ro.block_size, 0);
       if (!r.ok()) return Usage(absl::StrCat("--ram: ", r.status().message()));
       ram = *r;
     }
     if (ram > 0 && xf.placement.empty()) return Usage("--ram needs --placement (uarc or lru)");
-    absl::StatusOr<SimResult> r =
-        RunOne(*open, RegistryPolicyFactory(), xf.policy, *cap, ram, opt, nullptr);
-    if (!r.ok()) return ExitFor(r.status());
-    sim = *std::move(r);
+    PolicyRequest check{xf.policy, cap, ram, nullptr, xf.placement};
+    if (absl::StatusOr<std::unique_ptr<policy::CachePolicy>> p = RegistryPolicyFactory()(check);
+        !p.ok()) {
+      return ExitFor(p.status());
+    }
   }
   absl::StatusOr<ReplayResult> live = ReplayOverNbd(*open, ro);
   if (!live.ok()) return ExitFor(live.status());
+
+  // The prediction: one cache, or with a gateway whose ring has several cache nodes, one cache
+  // per node, each seeing the blocks of the objects the ring gives it (--size, --ram per node).
+  std::optional<SimResult> sim;
+  size_t nodes = 1;
+  if (!xf.policy.empty()) {
+    PolicyFactory factory = RegistryPolicyFactory();
+    if (!xf.gateway.empty()) {
+      std::vector<std::string> exports;
+      for (const ReplayVdi& v : live->vdis) exports.push_back(v.requests > 0 ? v.export_name : "");
+      absl::StatusOr<ClusterLayout> layout = ReadClusterLayout(xf.gateway, exports);
+      if (!layout.ok()) return ExitFor(layout.status());
+      nodes = layout->ring.size();
+      if (nodes > 1) {
+        absl::StatusOr<ShardedPolicy::Route> route = RingRoute(*layout, ro.block_size);
+        if (!route.ok()) return ExitFor(route.status());
+        factory = [one = RegistryPolicyFactory(), nodes, route = *std::move(route)](
+                      const PolicyRequest& req)
+            -> absl::StatusOr<std::unique_ptr<policy::CachePolicy>> {
+          std::vector<std::unique_ptr<policy::CachePolicy>> shards;
+          for (size_t i = 0; i < nodes; ++i) {
+            absl::StatusOr<std::unique_ptr<policy::CachePolicy>> p = one(req);
+            if (!p.ok()) return p.status();
+            shards.push_back(*std::move(p));
+          }
+          return std::unique_ptr<policy::CachePolicy>(
+              std::make_unique<ShardedPolicy>(std::move(shards), route));
+        };
+      }
+    }
+    absl::StatusOr<SimResult> r = RunOne(*open, factory, xf.policy, cap, ram, opt, nullptr);
+    if (!r.ok()) return ExitFor(r.status());
+    sim = *std::move(r);
+  }
 
   const auto pct = [](uint64_t a, uint64_t b) {
     return b == 0 ? 0.0 : 100.0 * static_cast<double>(a) / static_cast<double>(b);
@@ -425,7 +460,10 @@ int DoReplay(const InputFlags& in, const RunFlags& rf, const ReplayFlags& xf) {
   std::cout << absl::StrFormat("# replayed %d requests over NBD in %.1f s%s\n", live->requests,
                                live->wall_s,
                                sim ? absl::StrCat("; prediction: ", xf.policy, " at ", xf.size,
-                                                  " blocks")
+                                                  " blocks",
+                                                  nodes > 1 ? absl::StrCat(" on each of ", nodes,
+                                                                           " cache nodes")
+                                                            : "")
                                    : std::string());
   std::cout << absl::StrFormat("%-4s %-12s %9s %9s %9s %10s %10s %8s %11s %11s\n", "vdi",
                                "export", "requests", "reads", "writes", "live_hit%", "sim_hit%",
@@ -556,10 +594,12 @@ int Main(int argc, char** argv) {
   replay->add_option("--gateway", xf.gateway,
                      "Gateway admin address (host:port) to read the live cache's counters from");
   replay->add_option("--policy", xf.policy, "The live cache's policy spec, for the prediction");
-  replay->add_option("--size", xf.size, "The live cache's capacity in blocks, for the prediction");
+  replay->add_option("--size", xf.size,
+                     "The live cache's capacity in blocks (per cache node), for the prediction");
   replay->add_option("--placement", xf.placement,
                      "The live cache's RAM placement (uarc, lru), for the prediction");
-  replay->add_option("--ram", xf.ram, "The live cache's RAM tier in blocks, for the prediction");
+  replay->add_option("--ram", xf.ram,
+                     "The live cache's RAM tier in blocks (per cache node), for the prediction");
   replay->add_option("--max-requests", rf.max_requests, "Stop after this many requests");
   replay->add_option("--block-size", rf.block_size, "Cache block size")->capture_default_str();
   replay->add_flag("--json", rf.json, "One JSON object per VDI (and one for all)");

@@ -11,6 +11,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "absl/container/flat_hash_map.h"
+#include "ring/ring.h"
 #include "ringcache/v1/admin.grpc.pb.h"
 
 namespace ringcache::sim {
@@ -194,6 +196,81 @@ absl::StatusOr<ReplayResult> ReplayOverNbd(const SourceFactory& open,
     if (absl::Status s = ReadLive(options.gateway, &result.vdis, +1); !s.ok()) return s;
   }
   return result;
+}
+
+absl::StatusOr<ClusterLayout> ReadClusterLayout(const std::string& gateway,
+                                                const std::vector<std::string>& exports) {
+  auto stub = v1::Admin::NewStub(grpc::CreateChannel(gateway, grpc::InsecureChannelCredentials()));
+  ClusterLayout layout;
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    v1::ClusterStatusResponse resp;
+    const grpc::Status s = stub->ClusterStatus(&ctx, v1::ClusterStatusRequest(), &resp);
+    if (!s.ok()) {
+      return absl::UnavailableError(
+          absl::StrCat("cluster status from gateway ", gateway, ": ", s.error_message()));
+    }
+    for (const v1::RingMember& m : resp.cache_ring()) layout.ring.emplace_back(m.id(), m.weight());
+    if (layout.ring.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "gateway ", gateway, " reports no cache ring (a gateway older than ringcache-sim?)"));
+    }
+  }
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  v1::ListVdisResponse resp;
+  const grpc::Status s = stub->ListVdis(&ctx, v1::ListVdisRequest(), &resp);
+  if (!s.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("VDI list from gateway ", gateway, ": ", s.error_message()));
+  }
+  layout.vdi_ids.assign(exports.size(), 0);
+  layout.object_sizes.assign(exports.size(), 0);
+  for (size_t v = 0; v < exports.size(); ++v) {
+    if (exports[v].empty()) continue;
+    bool found = false;
+    for (const v1::VdiGeometry& g : resp.vdis()) {
+      if (g.name() != exports[v]) continue;
+      layout.vdi_ids[v] = g.vdi_id();
+      layout.object_sizes[v] = g.object_size();
+      found = true;
+    }
+    if (!found) {
+      return absl::NotFoundError(
+          absl::StrCat("gateway ", gateway, " has no VDI named ", exports[v]));
+    }
+  }
+  return layout;
+}
+
+absl::StatusOr<ShardedPolicy::Route> RingRoute(const ClusterLayout& layout, uint32_t block_size) {
+  // As gateway::Router builds its ring: the members with their weights, default vnodes and
+  // probes, no zones.
+  ring::RingConfig rc;
+  for (const auto& [id, weight] : layout.ring) rc.members.push_back(ring::Member{id, weight, ""});
+  rc.cached_owners = 1;
+  absl::StatusOr<ring::Ring> built = ring::Ring::Build(rc);
+  if (!built.ok()) return built.status();
+  auto ring = std::make_shared<const ring::Ring>(*std::move(built));
+  absl::flat_hash_map<uint32_t, size_t> index;
+  for (size_t i = 0; i < layout.ring.size(); ++i) index[layout.ring[i].first] = i;
+  std::vector<uint64_t> blocks_per_object(layout.object_sizes.size(), 1);
+  for (size_t v = 0; v < layout.object_sizes.size(); ++v) {
+    if (layout.object_sizes[v] != 0) blocks_per_object[v] = layout.object_sizes[v] / block_size;
+    if (blocks_per_object[v] == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "trace VDI ", v, ": object size ", layout.object_sizes[v], " below the block size"));
+    }
+  }
+  const std::vector<uint32_t> ids = layout.vdi_ids;
+  return ShardedPolicy::Route(
+      [ring, index = std::move(index), ids, blocks_per_object](const policy::BlockKey& key) {
+        const uint32_t v = static_cast<uint32_t>(key.vdi);
+        const ring::NodeId owner =
+            ring->Owner(ring::ObjectKey{ids[v], key.block / blocks_per_object[v]});
+        return index.at(owner);
+      });
 }
 
 }  // namespace ringcache::sim

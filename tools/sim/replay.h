@@ -10,7 +10,8 @@
 // error before anything is sent.
 //
 // With `gateway` set, the cache's own per-VDI counters (ringcachectl stats: reads, hits, SSD
-// writes) are read over the admin API before and after, and their differences reported.
+// writes) are read over the admin API before and after, and their differences reported; and
+// the cluster's layout (ReadClusterLayout) lets the caller predict one cache per cache node.
 //
 // Thread-safety: one call at a time per ReplayOptions; no shared state.
 #ifndef RINGCACHE_TOOLS_SIM_REPLAY_H_
@@ -19,10 +20,12 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "tools/sim/runner.h"
+#include "tools/sim/sharded_policy.h"
 
 namespace ringcache::sim {
 
@@ -57,6 +60,21 @@ struct ReplayResult {
 
 // Replays the trace `open` gives over NBD. Fails on the first NBD error (with what and where).
 absl::StatusOr<ReplayResult> ReplayOverNbd(const SourceFactory& open, const ReplayOptions& options);
+
+// What a prediction of a cluster needs from the gateway: the members of the cache ring objects
+// are routed over, and the VDI id and object size of each export the trace replayed onto.
+struct ClusterLayout {
+  std::vector<std::pair<uint32_t, double>> ring;  // cache node id, ring weight
+  std::vector<uint32_t> vdi_ids;                  // by trace VDI
+  std::vector<uint64_t> object_sizes;             // by trace VDI, bytes
+};
+// Reads it over the admin API (ClusterStatus, ListVdis). `exports` by trace VDI ("" = none);
+// an export the gateway does not know is kNotFound.
+absl::StatusOr<ClusterLayout> ReadClusterLayout(const std::string& gateway,
+                                                const std::vector<std::string>& exports);
+// Routes a block access of the trace (key.vdi = trace VDI, key.block in `block_size` units) to
+// the index in layout.ring of its object's owner, on a ring built as the gateway builds it.
+absl::StatusOr<ShardedPolicy::Route> RingRoute(const ClusterLayout& layout, uint32_t block_size);
 
 }  // namespace ringcache::sim
 
