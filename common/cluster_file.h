@@ -45,6 +45,8 @@ struct ClusterFile {
   uint32_t replication = 3;
   uint32_t block_size = 4096;
   std::string policy = "vbq(share=utility)+s3fifo+sieve+lcr";  // == policy::kDefaultPolicy
+  // The cache nodes' RAM/SSD placement: uarc | lru, with NAME(exclusive) (the RAM tier adds
+  // capacity) and/or NAME(sieve=N) (SE-UARC); cachenode/policy/placement.h.
   std::string placement = "uarc";
   // Cluster mode (membership/README.md) when non-empty: comma-separated etcd host:port list.
   std::string etcd_endpoints;
