@@ -140,6 +140,24 @@ TEST(VbqSpaceTest, QueuesWithinTheirUpperBoundAreSparedAndAlphaStopsTheRound) {
   EXPECT_EQ(cache->size(), 90u);
 }
 
+TEST(VbqSpaceTest, ShedTakesFromTheQueueFurthestAboveItsShare) {
+  // CacheDriver::Shed (slot pressure of an exclusive RAM tier): the LRU block of the queue whose
+  // length is the largest multiple of its L_m, though the cache is not full; not the fallback's
+  // queue with the fewest accesses.
+  auto cache = VbqCache(100);
+  ReadRange(*cache, 1, 0, 50);
+  ReadRange(*cache, 1, 0, 10);                              // A_1 = 60, 50 blocks
+  for (int r = 0; r < 10; ++r) ReadRange(*cache, 2, 0, 3);  // A_2 = 30, 3 blocks
+  // L = {66.7, 33.3}: VDI 1 holds 0.75 of its share, VDI 2 0.09.
+  Outcome out;
+  ASSERT_TRUE(cache->Shed(&out));
+  ASSERT_EQ(out.evicted.size(), 1u);
+  EXPECT_EQ(out.evicted[0].key, (BlockKey{1, 10}));  // 0..9 were read again
+  EXPECT_EQ(cache->size(), 52u);
+  auto empty = VbqCache(100);
+  EXPECT_FALSE(empty->Shed(&out));
+}
+
 TEST(VbqSpaceTest, StatsReportAccessesLengthsAndBounds) {
   auto cache = VbqCache(100);
   ReadRange(*cache, 7, 0, 20);
