@@ -83,17 +83,8 @@ void BlockMap::PushDemotions(const std::vector<BlockKey>& demote) {
 
 void BlockMap::NoteShadow(const BlockKey& key, const BlockEntry& e) {
   if (!exclusive_ || e.dirty || !e.ram || e.slot < 0 || e.state != BlockState::kCached) return;
-  shadows_.push_back(key);
-  // Stale entries (the block changed since) are skipped when taken; drop them before the queue
-  // outgrows the map.
-  if (shadows_.size() > 2 * map_.size() + 1024) {
-    std::deque<BlockKey> live;
-    absl::flat_hash_set<BlockKey> seen;
-    for (const BlockKey& k : shadows_) {
-      if (IsShadow(k) && seen.insert(k).second) live.push_back(k);
-    }
-    shadows_.swap(live);
-  }
+  shadows_.Push(key, map_.size(),
+                [this](const BlockKey& k) ABSL_NO_THREAD_SAFETY_ANALYSIS { return IsShadow(k); });
 }
 
 bool BlockMap::IsShadow(const BlockKey& key) const {
@@ -115,11 +106,11 @@ uint32_t BlockMap::RelieveSlotPressure(uint32_t free, uint32_t need, Leftovers* 
   }
   uint32_t got = 0;
   // First the shadow copies of clean blocks in RAM, oldest first: nothing leaves the cache.
-  while (have < target && !shadows_.empty()) {
-    const BlockKey k = shadows_.front();
-    shadows_.pop_front();
-    if (!IsShadow(k)) continue;
-    BlockEntry& e = map_[k];
+  while (have < target) {
+    const std::optional<BlockKey> k = shadows_.PopOldest(
+        [this](const BlockKey& x) ABSL_NO_THREAD_SAFETY_ANALYSIS { return IsShadow(x); });
+    if (!k) break;
+    BlockEntry& e = map_.at(*k);
     out->slots.push_back(static_cast<uint32_t>(e.slot));
     e.slot = -1;
     ++have;
@@ -136,7 +127,8 @@ uint32_t BlockMap::RelieveSlotPressure(uint32_t free, uint32_t need, Leftovers* 
     }
     ApplyEvictions(shed);
     shed_ += shed.evicted.size();
-    if (shed_counter_ != nullptr) shed_counter_->Increment(static_cast<double>(shed.evicted.size()));
+    if (shed_counter_ != nullptr)
+      shed_counter_->Increment(static_cast<double>(shed.evicted.size()));
   }
   return got;
 }

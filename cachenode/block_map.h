@@ -38,6 +38,7 @@
 #include "absl/time/time.h"
 #include "cachenode/policy/placement.h"
 #include "cachenode/policy/registry.h"
+#include "cachenode/policy/shadow_queue.h"
 #include "cachenode/policy/types.h"
 #include "cachenode/slot_store.h"
 #include "cachenode/vdi_table.h"
@@ -265,7 +266,7 @@ class BlockMap {
   absl::flat_hash_map<uint32_t, std::deque<BlockKey>> dirty_order_ ABSL_GUARDED_BY(mu_);
   std::deque<ReclaimWork> work_ ABSL_GUARDED_BY(mu_);
   // Exclusive tiers: blocks that became shadows, oldest first (stale entries skipped).
-  std::deque<BlockKey> shadows_ ABSL_GUARDED_BY(mu_);
+  policy::ShadowQueue shadows_ ABSL_GUARDED_BY(mu_);
   uint64_t seq_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t shed_ ABSL_GUARDED_BY(mu_) = 0;  // members evicted by RelieveSlotPressure
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;

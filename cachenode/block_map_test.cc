@@ -216,7 +216,7 @@ TEST_F(BlockMapTest, RelogFindsBlocksWhoseRecordSitsOnALostNode) {
 // Exclusive tiers (placement "lru(exclusive)"): the membership holds SSD slots + RAM blocks; a
 // clean block in RAM holds no slot; slot pressure sheds the policy's victims.
 TEST_F(BlockMapTest, ExclusiveTiersAddRamToTheMembershipAndFreeShadowsFirst) {
-  Build("lru(exclusive)", 4);  // 4 slots + 2 RAM blocks
+  Build("lru(exclusive)", 4);                          // 4 slots + 2 RAM blocks
   for (uint32_t b = 0; b < 6; ++b) ReadAndFill(b, 0);  // fills go to RAM; 0..3 are demoted
   EXPECT_TRUE(DrainWork().empty()) << "6 blocks fit: nothing evicted";
   EXPECT_EQ(map_->cached_blocks(), 6u);

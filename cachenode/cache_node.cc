@@ -113,15 +113,14 @@ absl::Status CacheNode::Init() {
   RC_ASSIGN_OR_RETURN(auto policy, policy::MakePolicy(config_.policy, ctx));
   policy_ctx_ = ctx;
   const metrics::Labels node{{"node", absl::StrCat(config_.node_id)}};
-  map_ = std::make_unique<BlockMap>(std::move(policy), std::move(placement), config_.block_size,
-                                    vdis_.get(), clock_,
-                                    registry_->GetCounter("ringcache_cachenode_evictions_total",
-                                                          "Blocks evicted by the policy.", node),
-                                    registry_->GetCounter(
-                                        "ringcache_cachenode_slot_pressure_evictions_total",
-                                        "Blocks evicted because the SSD slots ran out before the "
-                                        "policy's capacity (exclusive RAM tier).",
-                                        node));
+  map_ = std::make_unique<BlockMap>(
+      std::move(policy), std::move(placement), config_.block_size, vdis_.get(), clock_,
+      registry_->GetCounter("ringcache_cachenode_evictions_total", "Blocks evicted by the policy.",
+                            node),
+      registry_->GetCounter("ringcache_cachenode_slot_pressure_evictions_total",
+                            "Blocks evicted because the SSD slots ran out before the "
+                            "policy's capacity (exclusive RAM tier).",
+                            node));
   map_->set_slot_headroom(static_cast<uint32_t>(reserve));
   map_->set_stream_read_blocks(
       static_cast<uint32_t>(config_.stream_read_bytes / config_.block_size));

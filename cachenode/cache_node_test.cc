@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <functional>
 #include <random>
 #include <thread>
 
@@ -59,7 +60,21 @@ class CacheNodeTest : public testing::CacheNodeHarness {
     for (char& c : s) c = static_cast<char>(r());
     return s;
   }
-
+  // Writer `t` of `threads`: writes block b = i * threads + t (i < blocks) with pattern
+  // b * 10 + round and reads it back, `rounds` times over, counting failures in *errors;
+  // `also(i, b)` runs after each block.
+  void WriteVerify(int t, int threads, int blocks, int rounds, std::atomic<int>* errors,
+                   const std::function<bool(int i, uint64_t b)>& also = nullptr) {
+    for (int r = 0; r < rounds; ++r) {
+      for (int i = 0; i < blocks; ++i) {
+        const uint64_t b = uint64_t(i) * threads + t;
+        const std::string data = Pattern(b * 10 + r, kBs);
+        if (!Write(b * kBs, data).ok()) ++*errors;
+        if (Read(b * kBs, kBs) != data) ++*errors;
+        if (also && !also(i, b)) ++*errors;
+      }
+    }
+  }
 };
 
 TEST_F(CacheNodeTest, UnalignedWritesReadBackAndUnwrittenIsZero) {
@@ -354,14 +369,7 @@ TEST_F(CacheNodeTest, PolicySwitchesUnderAWriteLoopLoseNothing) {
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
-      for (int r = 0; r < kRounds; ++r) {
-        for (int i = 0; i < kBlocksPerThread; ++i) {
-          const uint64_t b = uint64_t{i} * kThreads + t;
-          const std::string data = Pattern(b * 10 + r, kBs);
-          if (!Write(b * kBs, data).ok()) ++errors;
-          if (Read(b * kBs, kBs) != data) ++errors;
-        }
-      }
+      WriteVerify(t, kThreads, kBlocksPerThread, kRounds, &errors);
       --writers_left;
     });
   }
@@ -472,15 +480,10 @@ TEST_F(CacheNodeTest, ExclusiveRamTierAddsCapacityAndLosesNothing) {
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
-      for (int r = 0; r < kRounds; ++r) {
-        for (int i = 0; i < kBlocksPerThread; ++i) {
-          const uint64_t b = uint64_t{i} * kThreads + t;
-          const std::string data = Pattern(b * 10 + r, kBs);
-          if (!Write(b * kBs, data).ok()) ++errors;
-          if (Read(b * kBs, kBs) != data) ++errors;
-          if (i % 5 == 0 && Read((1000 + b % 330) * kBs, kBs) != zeros) ++errors;
-        }
-      }
+      // Every fifth block, a read of the first part's blocks too.
+      WriteVerify(t, kThreads, kBlocksPerThread, kRounds, &errors, [&](int i, uint64_t b) {
+        return i % 5 != 0 || Read((1000 + b % 330) * kBs, kBs) == zeros;
+      });
     });
   }
   for (auto& th : threads) th.join();

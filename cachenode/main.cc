@@ -76,8 +76,10 @@ void AddFlags(CLI::App* app, Flags* f) {
                   "ring; default: beside a slot file, or <data_dir>/cachenode-<id> when "
                   "--ssd-path is a block device)");
   app->add_option("--policy", f->policy, "Policy spec (default from the cluster file)");
-  app->add_option("--placement", f->placement, "RAM/SSD placement: uarc|lru, optionally NAME(exclusive) (the RAM tier adds capacity) "
-                 "and/or NAME(sieve=N) (SE-UARC)");
+  app->add_option(
+      "--placement", f->placement,
+      "RAM/SSD placement: uarc|lru, optionally NAME(exclusive) (the RAM tier adds capacity) "
+      "and/or NAME(sieve=N) (SE-UARC)");
   app->add_option("--ready-file", f->ready_file,
                   "Write the bound ports as JSON here once serving");
 }

@@ -1,17 +1,16 @@
 // Request splitting and VDI administration over the cache ring.
 #include "gateway/router.h"
 
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <thread>
-
-#include <unistd.h>
-
-#include <spdlog/spdlog.h>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"

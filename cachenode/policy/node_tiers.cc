@@ -1,6 +1,7 @@
 // NodeTiers: see node_tiers.h. Each rule names the BlockMap function it follows.
 #include "cachenode/policy/node_tiers.h"
 
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -28,15 +29,7 @@ bool NodeTiers::SlotFree() const { return !exclusive_ || used_slots_ < ssd_slots
 
 void NodeTiers::NoteShadow(const BlockKey& key, const Copies& c) {
   if (!exclusive_ || c.dirty || !c.ram || !c.slot) return;
-  shadows_.push_back(key);
-  if (shadows_.size() > 2 * blocks_.size() + 1024) {  // drop stale entries
-    std::deque<BlockKey> live;
-    absl::flat_hash_set<BlockKey> seen;
-    for (const BlockKey& k : shadows_) {
-      if (IsShadow(k) && seen.insert(k).second) live.push_back(k);
-    }
-    shadows_.swap(live);
-  }
+  shadows_.Push(key, blocks_.size(), [this](const BlockKey& k) { return IsShadow(k); });
 }
 
 bool NodeTiers::IsShadow(const BlockKey& key) const {
@@ -47,11 +40,11 @@ bool NodeTiers::IsShadow(const BlockKey& key) const {
 void NodeTiers::Relieve(std::vector<Eviction>* evicted) {
   // BlockMap::RelieveSlotPressure: first the shadow slots of clean blocks in RAM, oldest first,
   // then members the policy sheds, until a slot is free.
-  while (!SlotFree() && !shadows_.empty()) {
-    const BlockKey k = shadows_.front();
-    shadows_.pop_front();
-    if (!IsShadow(k)) continue;
-    blocks_[k].slot = false;
+  while (!SlotFree()) {
+    const std::optional<BlockKey> k =
+        shadows_.PopOldest([this](const BlockKey& x) { return IsShadow(x); });
+    if (!k) break;
+    blocks_[*k].slot = false;
     --used_slots_;
   }
   Outcome shed;

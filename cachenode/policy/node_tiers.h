@@ -32,14 +32,13 @@
 #define RINGCACHE_CACHENODE_POLICY_NODE_TIERS_H_
 
 #include <cstddef>
-#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
 #include "cachenode/policy/placement.h"
+#include "cachenode/policy/shadow_queue.h"
 #include "cachenode/policy/types.h"
 
 namespace ringcache::policy {
@@ -95,7 +94,7 @@ class NodeTiers final : public CachePolicy {
   const size_t ssd_slots_;
   size_t used_slots_ = 0;
   absl::flat_hash_map<BlockKey, Copies> blocks_;
-  std::deque<BlockKey> shadows_;  // exclusive: shadow slots, oldest first (stale ones skipped)
+  ShadowQueue shadows_;           // exclusive: which shadow slots go first under slot pressure
   std::vector<BlockKey> demote_;  // scratch
 };
 

@@ -2,6 +2,7 @@
 #include "cachenode/policy/node_tiers.h"
 
 #include "cachenode/policy/registry.h"
+#include "cachenode/policy/shadow_queue.h"
 #include "cachenode/policy/test_util.h"
 #include "gtest/gtest.h"
 
@@ -188,6 +189,26 @@ TEST(NodeTiersTest, ExclusiveSlotsNeverOverflowUnderWrites) {
     ASSERT_LE(t->dirty_count(), tiers.used_slots()) << i;
     ASSERT_LE(t->size(), kSsd + kRam) << i;
   }
+}
+
+TEST(ShadowQueueTest, OldestLiveFirstAndStaleEntriesDoNotPileUp) {
+  absl::flat_hash_set<BlockKey> live;
+  auto is_shadow = [&live](const BlockKey& k) { return live.contains(k); };
+  ShadowQueue q;
+  for (uint64_t b = 0; b < 5; ++b) {
+    live.insert({0, b});
+    q.Push({0, b}, live.size(), is_shadow);
+  }
+  live.erase(BlockKey{0, 0});  // written since: no longer a shadow
+  EXPECT_EQ(q.PopOldest(is_shadow), (BlockKey{0, 1}));
+  // One block becoming a shadow again and again, stale in between: the queue stays bounded.
+  for (int i = 0; i < 100000; ++i) q.Push({0, 3}, live.size(), is_shadow);
+  EXPECT_LE(q.size(), 2 * live.size() + 1024 + 1);
+  EXPECT_EQ(q.PopOldest(is_shadow), (BlockKey{0, 2}));
+  EXPECT_EQ(q.PopOldest(is_shadow), (BlockKey{0, 3}));
+  EXPECT_EQ(q.PopOldest(is_shadow), (BlockKey{0, 4}));
+  live.clear();
+  EXPECT_EQ(q.PopOldest(is_shadow), std::nullopt);
 }
 
 }  // namespace

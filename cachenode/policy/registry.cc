@@ -25,8 +25,8 @@
 #include "cachenode/policy/lcr.h"
 #include "cachenode/policy/lru.h"
 #include "cachenode/policy/node_tiers.h"
-#include "cachenode/policy/placement.h"
 #include "cachenode/policy/opt.h"
+#include "cachenode/policy/placement.h"
 #include "cachenode/policy/rpac.h"
 #include "cachenode/policy/s3fifo.h"
 #include "cachenode/policy/seq_cutoff.h"
@@ -491,9 +491,8 @@ absl::StatusOr<std::unique_ptr<CachePolicy>> MakePolicy(std::string_view spec_in
 bool IsCompletePolicy(std::string_view spec_in) {
   absl::StatusOr<std::vector<Component>> parsed =
       Parse(absl::string_view(spec_in.data(), spec_in.size()));
-  return parsed.ok() && std::any_of(parsed->begin(), parsed->end(), [](const Component& c) {
-           return c.role == Role::kComplete;
-         });
+  return parsed.ok() && std::any_of(parsed->begin(), parsed->end(),
+                                    [](const Component& c) { return c.role == Role::kComplete; });
 }
 
 PolicyContext NodeMembershipContext(const PolicyContext& ctx, const Placement& placement) {
@@ -521,9 +520,8 @@ absl::StatusOr<std::unique_ptr<CachePolicy>> MakeNodePolicy(std::string_view spe
   absl::StatusOr<std::unique_ptr<CachePolicy>> membership =
       MakePolicy(spec_in, NodeMembershipContext(ctx, **place));
   if (!membership.ok()) return membership.status();
-  return std::unique_ptr<CachePolicy>(
-      std::make_unique<NodeTiers>(*std::move(membership), *std::move(place),
-                                  std::string(placement), ctx.capacity_blocks));
+  return std::unique_ptr<CachePolicy>(std::make_unique<NodeTiers>(
+      *std::move(membership), *std::move(place), std::string(placement), ctx.capacity_blocks));
 }
 
 std::string CanonicalVdiPolicy(std::string_view spec) { return CanonicalPolicySpec(spec); }

@@ -130,8 +130,10 @@ int main(int argc, char** argv) {
   app.add_option("--ram-size", ram_size, "RAM tier per cache node (default 64MiB)");
   app.add_option("--block-size", block_size, "Cache block size, 4096..65536 (default 4096)");
   app.add_option("--policy", policy, absl::StrCat("Cache policy spec (default ", policy::kDefaultPolicy, ")"));
-  app.add_option("--placement", placement, "RAM/SSD placement: uarc|lru, optionally NAME(exclusive) (the RAM tier adds capacity) "
-                 "and/or NAME(sieve=N) (SE-UARC); default uarc");
+  app.add_option(
+      "--placement", placement,
+      "RAM/SSD placement: uarc|lru, optionally NAME(exclusive) (the RAM tier adds capacity) "
+      "and/or NAME(sieve=N) (SE-UARC); default uarc");
   app.add_option("--nbd-listen", nbd_listen, "NBD address (default 127.0.0.1:10809)");
   app.add_option("--admin-listen", admin_listen, "Admin gRPC address (default 127.0.0.1:7200)");
   app.add_option("--http-listen", http_listen, "HTTP /metrics address (default 127.0.0.1:9200)");

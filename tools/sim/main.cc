@@ -380,9 +380,9 @@ int DoReplay(const InputFlags& in, const RunFlags& rf, const ReplayFlags& xf) {
       if (nodes > 1) {
         absl::StatusOr<ShardedPolicy::Route> route = RingRoute(*layout, ro.block_size);
         if (!route.ok()) return ExitFor(route.status());
-        factory = [one = RegistryPolicyFactory(), nodes, route = *std::move(route)](
-                      const PolicyRequest& req)
-            -> absl::StatusOr<std::unique_ptr<policy::CachePolicy>> {
+        factory =
+            [one = RegistryPolicyFactory(), nodes, route = *std::move(route)](
+                const PolicyRequest& req) -> absl::StatusOr<std::unique_ptr<policy::CachePolicy>> {
           std::vector<std::unique_ptr<policy::CachePolicy>> shards;
           for (size_t i = 0; i < nodes; ++i) {
             absl::StatusOr<std::unique_ptr<policy::CachePolicy>> p = one(req);
@@ -457,14 +457,11 @@ int DoReplay(const InputFlags& in, const RunFlags& rf, const ReplayFlags& xf) {
     }
     return 0;
   }
-  std::cout << absl::StrFormat("# replayed %d requests over NBD in %.1f s%s\n", live->requests,
-                               live->wall_s,
-                               sim ? absl::StrCat("; prediction: ", xf.policy, " at ", xf.size,
-                                                  " blocks",
-                                                  nodes > 1 ? absl::StrCat(" on each of ", nodes,
-                                                                           " cache nodes")
-                                                            : "")
-                                   : std::string());
+  std::cout << absl::StrFormat(
+      "# replayed %d requests over NBD in %.1f s%s\n", live->requests, live->wall_s,
+      sim ? absl::StrCat("; prediction: ", xf.policy, " at ", xf.size, " blocks",
+                         nodes > 1 ? absl::StrCat(" on each of ", nodes, " cache nodes") : "")
+          : std::string());
   std::cout << absl::StrFormat("%-4s %-12s %9s %9s %9s %10s %10s %8s %11s %11s\n", "vdi",
                                "export", "requests", "reads", "writes", "live_hit%", "sim_hit%",
                                "diff_pt", "live_ssd_wr", "sim_ssd_wr");

@@ -9,9 +9,9 @@
 #include <memory>
 #include <thread>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
-#include "absl/container/flat_hash_map.h"
 #include "ring/ring.h"
 #include "ringcache/v1/admin.grpc.pb.h"
 

@@ -8,8 +8,7 @@
 
 namespace ringcache::sim {
 
-ShardedPolicy::ShardedPolicy(std::vector<std::unique_ptr<policy::CachePolicy>> shards,
-                             Route route)
+ShardedPolicy::ShardedPolicy(std::vector<std::unique_ptr<policy::CachePolicy>> shards, Route route)
     : shards_(std::move(shards)),
       route_(std::move(route)),
       name_(absl::StrCat(std::string(shards_.front()->name()), " x", shards_.size(), " nodes")) {}

@@ -28,7 +28,9 @@ class ShardedPolicy final : public policy::CachePolicy {
   void OnAccess(const policy::Access& access, policy::Outcome* out) override {
     shards_[route_(access.key)]->OnAccess(access, out);
   }
-  bool MarkClean(const policy::BlockKey& key) override { return shards_[route_(key)]->MarkClean(key); }
+  bool MarkClean(const policy::BlockKey& key) override {
+    return shards_[route_(key)]->MarkClean(key);
+  }
   bool Erase(const policy::BlockKey& key) override { return shards_[route_(key)]->Erase(key); }
   policy::Tier Lookup(const policy::BlockKey& key) const override {
     return shards_[route_(key)]->Lookup(key);

@@ -68,7 +68,7 @@ TEST(ShardedPolicyTest, RingRouteSendsABlockToItsObjectsOwner) {
   }
   for (size_t n : per_node) EXPECT_GT(n, 0u);
   EXPECT_GT(per_node[2], per_node[0]);  // twice the weight
-  layout.object_sizes[1] = 1024;  // below the block size
+  layout.object_sizes[1] = 1024;        // below the block size
   EXPECT_FALSE(RingRoute(layout, 4096).ok());
 }
 
