@@ -164,10 +164,9 @@ grpc::Status CacheNodeService::Flush(grpc::ServerContext*, const v1::CacheFlushR
   if (absl::Status a = gate_.Advance(req->epoch(), absl::Minutes(1)); !a.ok()) return ToGrpc(a);
   absl::Status s;
   if (req->moving_under_size() > 0) {
-    ring::RingConfig rc;
-    for (const auto& m : req->moving_under()) rc.members.push_back({m.id(), m.weight(), ""});
-    rc.cached_owners = 1;  // as the gateway's router builds it
-    auto ring = ring::Ring::Build(rc);
+    std::vector<ring::Member> members;
+    for (const auto& m : req->moving_under()) members.push_back({m.id(), m.weight(), ""});
+    auto ring = ring::Ring::BuildCacheRing(std::move(members));
     if (!ring.ok()) return ToGrpc(ring.status());
     s = node_->FlushMoving(*ring);
   } else {
@@ -247,10 +246,9 @@ grpc::Status CacheNodeService::DropBlocks(grpc::ServerContext*, const v1::DropBl
   if (req->all()) {
     r = node_->DropBlocks(/*drop_dirty=*/true, nullptr);
   } else {
-    ring::RingConfig rc;
-    for (const auto& m : req->ring_members()) rc.members.push_back({m.id(), m.weight(), ""});
-    rc.cached_owners = 1;  // as the gateway's router builds it
-    auto ring = ring::Ring::Build(rc);
+    std::vector<ring::Member> members;
+    for (const auto& m : req->ring_members()) members.push_back({m.id(), m.weight(), ""});
+    auto ring = ring::Ring::BuildCacheRing(std::move(members));
     if (!ring.ok()) return ToGrpc(ring.status());
     r = node_->DropBlocks(/*drop_dirty=*/false, &*ring);
   }

@@ -179,10 +179,9 @@ absl::StatusOr<std::unique_ptr<Router>> Router::Create(Catalog* catalog,
   std::unique_ptr<Router> r(new Router());
   r->catalog_ = catalog;
   r->data_nodes_ = data_nodes;
-  ring::RingConfig rc;
-  for (const auto& m : cache_nodes) rc.members.push_back(ring::Member{m.id, m.weight, ""});
-  rc.cached_owners = 1;
-  RC_ASSIGN_OR_RETURN(ring::Ring ring, ring::Ring::Build(rc));
+  std::vector<ring::Member> members;
+  for (const auto& m : cache_nodes) members.push_back(ring::Member{m.id, m.weight, ""});
+  RC_ASSIGN_OR_RETURN(ring::Ring ring, ring::Ring::BuildCacheRing(std::move(members)));
   absl::MutexLock l(&r->mu_);
   r->ring_ = std::make_unique<ring::Ring>(std::move(ring));
   for (auto& m : cache_nodes) r->members_.push_back(std::move(m));
@@ -255,14 +254,13 @@ void Router::SetRingEpoch(uint64_t epoch) {
 }
 
 absl::StatusOr<std::unique_ptr<ring::Ring>> Router::BuildRingLocked(uint32_t joining) const {
-  ring::RingConfig rc;
+  std::vector<ring::Member> members;
   for (const auto& m : members_) {
     if (!removed_.contains(m.id) || m.id == joining) {
-      rc.members.push_back(ring::Member{m.id, m.weight, ""});
+      members.push_back(ring::Member{m.id, m.weight, ""});
     }
   }
-  rc.cached_owners = 1;
-  RC_ASSIGN_OR_RETURN(ring::Ring ring, ring::Ring::Build(rc));
+  RC_ASSIGN_OR_RETURN(ring::Ring ring, ring::Ring::BuildCacheRing(std::move(members)));
   return std::make_unique<ring::Ring>(std::move(ring));
 }
 

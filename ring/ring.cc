@@ -171,6 +171,13 @@ absl::Status RingConfig::Validate() const {
   return absl::OkStatus();
 }
 
+absl::StatusOr<Ring> Ring::BuildCacheRing(std::vector<Member> members) {
+  RingConfig rc;
+  rc.members = std::move(members);
+  rc.cached_owners = 1;
+  return Build(std::move(rc));
+}
+
 absl::StatusOr<Ring> Ring::Build(RingConfig config) {
   RC_RETURN_IF_ERROR(config.Validate());
   Ring ring;

@@ -105,6 +105,9 @@ class Ring {
  public:
   // Returns the ring for `config`, or the error of config.Validate().
   static absl::StatusOr<Ring> Build(RingConfig config);
+  // The cache ring as every process builds it (gateway router, cache nodes, ringcache-sim
+  // replay): `members` with the default vnodes and probes, and one cached owner per segment.
+  static absl::StatusOr<Ring> BuildCacheRing(std::vector<Member> members);
 
   Ring(const Ring&) = default;
   Ring& operator=(const Ring&) = default;

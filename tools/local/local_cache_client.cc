@@ -81,10 +81,7 @@ class LocalCacheClient : public CacheClient {
     return h;
   }
   absl::Status FlushMoving(const std::vector<ring::Member>& next) override {
-    ring::RingConfig rc;
-    rc.members = next;
-    rc.cached_owners = 1;
-    auto built = ring::Ring::Build(rc);
+    auto built = ring::Ring::BuildCacheRing(next);
     if (!built.ok()) return built.status();
     return node_->FlushMoving(*built);
   }
@@ -94,10 +91,7 @@ class LocalCacheClient : public CacheClient {
       if (!r.ok()) return r.status();
       return r->dirty_kept;
     }
-    ring::RingConfig rc;
-    rc.members = ring;
-    rc.cached_owners = 1;
-    auto built = ring::Ring::Build(rc);
+    auto built = ring::Ring::BuildCacheRing(ring);
     if (!built.ok()) return built.status();
     auto r = node_->DropBlocks(false, &*built);
     if (!r.ok()) return r.status();

@@ -18,6 +18,13 @@
 namespace ringcache::sim {
 namespace {
 
+// A client context for one admin call, with the replay's 30 s deadline.
+std::unique_ptr<grpc::ClientContext> AdminCall() {
+  auto ctx = std::make_unique<grpc::ClientContext>();
+  ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  return ctx;
+}
+
 constexpr uint32_t kMaxNbdRequest = 1u << 20;  // larger requests go as several of this size
 
 std::string NbdError(const std::string& what) {
@@ -85,12 +92,10 @@ std::string ExportName(const std::string& uri) {
 absl::Status ReadLive(const std::string& gateway, std::vector<ReplayVdi>* vdis, int sign) {
   auto stub = v1::Admin::NewStub(grpc::CreateChannel(gateway, grpc::InsecureChannelCredentials()));
   for (ReplayVdi& v : *vdis) {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
     v1::VdiStatsRequest req;
     req.set_vdi_name(v.export_name);
     v1::VdiStatsResponse resp;
-    const grpc::Status s = stub->VdiStats(&ctx, req, &resp);
+    const grpc::Status s = stub->VdiStats(AdminCall().get(), req, &resp);
     if (!s.ok()) {
       return absl::UnavailableError(absl::StrCat("stats of VDI ", v.export_name, " from gateway ",
                                                  gateway, ": ", s.error_message()));
@@ -203,10 +208,8 @@ absl::StatusOr<ClusterLayout> ReadClusterLayout(const std::string& gateway,
   auto stub = v1::Admin::NewStub(grpc::CreateChannel(gateway, grpc::InsecureChannelCredentials()));
   ClusterLayout layout;
   {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
     v1::ClusterStatusResponse resp;
-    const grpc::Status s = stub->ClusterStatus(&ctx, v1::ClusterStatusRequest(), &resp);
+    const grpc::Status s = stub->ClusterStatus(AdminCall().get(), v1::ClusterStatusRequest(), &resp);
     if (!s.ok()) {
       return absl::UnavailableError(
           absl::StrCat("cluster status from gateway ", gateway, ": ", s.error_message()));
@@ -217,10 +220,8 @@ absl::StatusOr<ClusterLayout> ReadClusterLayout(const std::string& gateway,
           "gateway ", gateway, " reports no cache ring (a gateway older than ringcache-sim?)"));
     }
   }
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
   v1::ListVdisResponse resp;
-  const grpc::Status s = stub->ListVdis(&ctx, v1::ListVdisRequest(), &resp);
+  const grpc::Status s = stub->ListVdis(AdminCall().get(), v1::ListVdisRequest(), &resp);
   if (!s.ok()) {
     return absl::UnavailableError(
         absl::StrCat("VDI list from gateway ", gateway, ": ", s.error_message()));
@@ -245,12 +246,9 @@ absl::StatusOr<ClusterLayout> ReadClusterLayout(const std::string& gateway,
 }
 
 absl::StatusOr<ShardedPolicy::Route> RingRoute(const ClusterLayout& layout, uint32_t block_size) {
-  // As gateway::Router builds its ring: the members with their weights, default vnodes and
-  // probes, no zones.
-  ring::RingConfig rc;
-  for (const auto& [id, weight] : layout.ring) rc.members.push_back(ring::Member{id, weight, ""});
-  rc.cached_owners = 1;
-  absl::StatusOr<ring::Ring> built = ring::Ring::Build(rc);
+  std::vector<ring::Member> members;
+  for (const auto& [id, weight] : layout.ring) members.push_back(ring::Member{id, weight, ""});
+  absl::StatusOr<ring::Ring> built = ring::Ring::BuildCacheRing(std::move(members));
   if (!built.ok()) return built.status();
   auto ring = std::make_shared<const ring::Ring>(*std::move(built));
   absl::flat_hash_map<uint32_t, size_t> index;

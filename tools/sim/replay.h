@@ -73,7 +73,7 @@ struct ClusterLayout {
 absl::StatusOr<ClusterLayout> ReadClusterLayout(const std::string& gateway,
                                                 const std::vector<std::string>& exports);
 // Routes a block access of the trace (key.vdi = trace VDI, key.block in `block_size` units) to
-// the index in layout.ring of its object's owner, on a ring built as the gateway builds it.
+// the index in layout.ring of its object's owner, on the cache ring (ring::Ring::BuildCacheRing).
 absl::StatusOr<ShardedPolicy::Route> RingRoute(const ClusterLayout& layout, uint32_t block_size);
 
 }  // namespace ringcache::sim
