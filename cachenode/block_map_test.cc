@@ -162,7 +162,9 @@ TEST_F(BlockMapTest, StreamReadsDoNotReorderTheTiers) {
   while (map_->TakeWork(absl::ZeroDuration(), &w)) {
     if (!w.demote) continue;
     auto ram = map_->BeginDemote(w.key);
-    if (ram) ASSERT_TRUE(map_->FinishDemote(w.key, ram, 20 + w.key.block));
+    if (ram) {
+      ASSERT_TRUE(map_->FinishDemote(w.key, ram, 20 + w.key.block));
+    }
   }
   ASSERT_NE(EntryOf(4).ram, nullptr);
   ASSERT_EQ(EntryOf(0).ram, nullptr);

@@ -153,10 +153,10 @@ TEST_F(CacheNodeTest, EvictionDestagesDirtyBlocksBeforeReuse) {
   // Four times the cache: most blocks are evicted, and each dirty one must be destaged first.
   const int blocks = 1024;
   for (int b = 0; b < blocks; ++b) {
-    ASSERT_TRUE(Write(uint64_t{b} * kBs, Pattern(100 + b, kBs)).ok()) << b;
+    ASSERT_TRUE(Write(static_cast<uint64_t>(b) * kBs, Pattern(100 + b, kBs)).ok()) << b;
   }
   for (int b = 0; b < blocks; ++b) {
-    ASSERT_EQ(Read(uint64_t{b} * kBs, kBs), Pattern(100 + b, kBs)) << "block " << b;
+    ASSERT_EQ(Read(static_cast<uint64_t>(b) * kBs, kBs), Pattern(100 + b, kBs)) << "block " << b;
   }
   EXPECT_LE(node_->cached_blocks(), 256u);
 }
@@ -182,7 +182,7 @@ TEST_F(CacheNodeTest, ModesAndLeavingWriteBackDestagesFirst) {
   // Pass-through: reads do not fill the cache.
   ASSERT_TRUE(node_->SetMode(1, CacheMode::kPassThrough).ok());
   const uint64_t cached = node_->cached_blocks();
-  for (int b = 20; b < 40; ++b) Read(uint64_t{b} * kBs, kBs);
+  for (int b = 20; b < 40; ++b) Read(static_cast<uint64_t>(b) * kBs, kBs);
   EXPECT_EQ(node_->cached_blocks(), cached);
   EXPECT_EQ(*node_->GetMode(1), CacheMode::kPassThrough);
 }
@@ -300,7 +300,7 @@ TEST_F(CacheNodeTest, DirtyHighWatermarkForcesDestageUnderLoad) {
   config_.dirty_high_watermark = 0.2;
   config_.dirty_low_watermark = 0.1;
   Start();
-  for (int b = 0; b < 80; ++b) ASSERT_TRUE(Write(uint64_t{b} * kBs, Pattern(300 + b, kBs)).ok());
+  for (int b = 0; b < 80; ++b) ASSERT_TRUE(Write(static_cast<uint64_t>(b) * kBs, Pattern(300 + b, kBs)).ok());
   for (int i = 0; i < 600 && node_->dirty_blocks() >= 0.1 * 256; ++i) {
     ASSERT_TRUE(Write(100 * kBs, Pattern(i, kBs)).ok());  // keep the node busy
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -320,7 +320,7 @@ TEST_F(CacheNodeTest, ConcurrentWritersAndReadersSeeTheirData) {
     threads.emplace_back([&, t] {
       for (int r = 0; r < kRounds; ++r) {
         for (int i = 0; i < kBlocksPerThread; ++i) {
-          const uint64_t b = uint64_t{i} * kThreads + t;  // interleaved: objects shared
+          const uint64_t b = static_cast<uint64_t>(i) * kThreads + t;  // interleaved: objects shared
           const std::string data = Pattern(b * 10 + r, kBs);
           if (!Write(b * kBs, data).ok()) ++errors;
           if (Read(b * kBs, kBs) != data) ++errors;

@@ -33,7 +33,7 @@ struct DataServerOptions {
   int port = 0;                // 0: any free port
   int max_connections = 4096;  // one thread each; more are refused (closed at once)
   // TLS for every connection (gateways only); null: plaintext.
-  std::shared_ptr<const tls::ServerContext> tls;
+  std::shared_ptr<const tls::ServerContext> tls{};
 };
 
 class DataServer {

@@ -53,7 +53,7 @@ struct StoreOptions {
   uint64_t block_cache_bytes = 64 << 20;  // RocksDB block cache
   // The file system RocksDB writes through (null: the default). Fault tests pass a
   // SyncFaultFileSystem (datanode/fault_fs.h).
-  std::shared_ptr<rocksdb::FileSystem> file_system;
+  std::shared_ptr<rocksdb::FileSystem> file_system{};
   absl::Status Validate() const;
 };
 
@@ -84,7 +84,7 @@ struct WriteStamp {
   // Rebalancing copy: store a block only if there is no stored copy at all (neither data nor a
   // tombstone), so the copy never replaces a write or trim that reached this node first.
   bool only_if_absent = false;
-  std::vector<uint64_t> epochs;  // ownership epochs: empty (all 0) or one per block
+  std::vector<uint64_t> epochs{};  // ownership epochs: empty (all 0) or one per block
   // The version of block i of the write.
   BlockVersion VersionOf(size_t i) const {
     return {writer, seqs.empty() ? 0 : seqs[i], epochs.empty() ? 0 : epochs[i]};

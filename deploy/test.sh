@@ -1,17 +1,59 @@
 #!/usr/bin/env bash
 # The test command: installs dependencies (Debian packages), configures, builds, and runs every
-# test through ctest. Exits non-zero on any failure.
-#
-#   deploy/test.sh            # Release-with-debug-info build in ./build
-#   SANITIZE=1 deploy/test.sh # ASan+UBSan build in ./build-asan
-#   JOBS=2 CTEST_ARGS="-R Ring" deploy/test.sh
-#   ASAN=0 deploy/test.sh     # skip the sanitizer pass over parser, storage and fault tests
+# test through ctest, then the sanitizer pass. Exits non-zero on any failure, and always ends with
+# a table of where the time went (each stage's wall time, the ten slowest ctest entries).
+# docs/testing.md says what runs where and how to run one test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-bash deploy/install-deps.sh
+usage() {
+  cat << 'EOF'
+Usage: deploy/test.sh [--label L[,L...]] [--help]
+
+Installs the Debian packages (deploy/install-deps.sh), configures and builds ./build
+(RelWithDebInfo, -Werror), runs the tests through ctest by group, then builds the sanitizer
+pass (./build-asan, ASan+UBSan, only what it runs) and runs it. Prints each stage's wall time
+and the ten slowest ctest entries at the end, also when a stage fails.
+
+Stages: deps, configure, build, unit tests (label unit), cross-process tests (labels cluster
+and e2e), fault injection (label fault), sanitizer build, sanitizer tests (label sanitizer).
+
+  --label L   run only the groups named (unit, cluster, e2e, fault, sanitizer; a comma list)
+  --help      this text
+
+Environment:
+  JOBS=N            build jobs (default: nproc)
+  CTEST_JOBS=N      tests run side by side (default: 2)
+  CTEST_ARGS="..."  more ctest arguments for every test stage, e.g. "-R Ring"
+  ASAN=0            skip the sanitizer pass
+  ASAN_BACKGROUND=0 build the sanitizer pass after the tests instead of beside them
+  SANITIZE=1        build everything with ASan+UBSan in ./build-asan and run every test there
+  WERROR=0          let warnings through (CI builds with -Werror)
+  BUILD_DIR=DIR     the build directory (default build, or build-asan with SANITIZE=1)
+EOF
+}
+
+LABELS="unit,cluster,e2e,fault,sanitizer"
+while [ $# -gt 0 ]; do
+  case $1 in
+    --label) [ $# -ge 2 ] || { echo "deploy/test.sh: --label needs a value" >&2; exit 2; }
+             LABELS=$2; shift 2 ;;
+    --label=*) LABELS=${1#--label=}; shift ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "deploy/test.sh: unknown argument '$1' (--help)" >&2; exit 2 ;;
+  esac
+done
+IFS=, read -r -a WANT <<< "$LABELS"
+for l in "${WANT[@]}"; do
+  case $l in unit|cluster|e2e|fault|sanitizer) ;;
+    *) echo "deploy/test.sh: unknown label '$l' (unit, cluster, e2e, fault, sanitizer)" >&2
+       exit 2 ;;
+  esac
+done
+wants() { local l; for l in "${WANT[@]}"; do [ "$l" = "$1" ] && return 0; done; return 1; }
 
 JOBS=${JOBS:-$(nproc)}
+CTEST_JOBS=${CTEST_JOBS:-2}
 if [ "${SANITIZE:-0}" = "1" ]; then
   BUILD_DIR=${BUILD_DIR:-build-asan}
   EXTRA=(-DRINGCACHE_SANITIZE=ON)
@@ -19,35 +61,119 @@ else
   BUILD_DIR=${BUILD_DIR:-build}
   EXTRA=()
 fi
+ASAN_DIR=build-asan
+RUN_ASAN=0
+if [ "${ASAN:-1}" = "1" ] && [ "${SANITIZE:-0}" != "1" ] && wants sanitizer; then RUN_ASAN=1; fi
 
-cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${EXTRA[@]}"
-cmake --build "$BUILD_DIR" -j "$JOBS"
+RESULTS=$(mktemp -d /tmp/ringcache-test.XXXXXX)
+STAGES=$RESULTS/stages.tsv
+: > "$STAGES"
+START=$(date +%s.%N)
+FAILED=0
+ASAN_PID=""
+
+now() { date +%s.%N; }
+since() { python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$1" "$(now)"; }
+# record NAME SECONDS STATUS [NOTE]
+record() { printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "${4:-}" >> "$STAGES"; }
+
+report() {
+  local rc=$?
+  if [ -n "$ASAN_PID" ] && kill -0 "$ASAN_PID" 2> /dev/null; then
+    kill -- "-$ASAN_PID" 2> /dev/null || kill "$ASAN_PID" 2> /dev/null || true
+  fi
+  record "total (wall)" "$(since "$START")" "$([ $rc -eq 0 ] && [ $FAILED -eq 0 ] && echo ok || echo FAILED)"
+  echo
+  python3 deploy/test_report.py "$STAGES" "$RESULTS"/*.xml || true
+  echo "deploy/test.sh: stage times and ctest results in $RESULTS"
+}
+trap report EXIT
+
+# stage NAME CMD...: runs CMD, records its wall time; a failed build stage ends the run.
+stage() {
+  local name=$1 t0 rc=0
+  shift
+  echo "deploy/test.sh: == $name"
+  t0=$(now)
+  "$@" || rc=$?
+  record "$name" "$(since "$t0")" "$([ $rc -eq 0 ] && echo ok || echo "FAILED")"
+  return $rc
+}
+
+# tests NAME DIR JUNIT LABEL_REGEX: one ctest run over a group; a failure is remembered and the
+# later stages still run, so that one run shows every failing group.
+tests() {
+  local name=$1 dir=$2 junit=$3 regex=$4
+  # shellcheck disable=SC2086
+  if ! stage "$name" bash -c 'cd "$1" && shift && exec ctest "$@"' _ "$dir" \
+      --output-on-failure --timeout 600 -j "$CTEST_JOBS" -L "$regex" \
+      --output-junit "$RESULTS/$junit.xml" ${CTEST_ARGS:-}; then
+    FAILED=1
+  fi
+}
 
 export TEST_TMPDIR=${TEST_TMPDIR:-$(mktemp -d /tmp/ringcache-ctest.XXXXXX)}
-# Cross-process tests start daemons; two at a time keeps a 2-core machine responsive.
-(cd "$BUILD_DIR" && ctest --output-on-failure --timeout 600 -j "${CTEST_JOBS:-2}" ${CTEST_ARGS:-})
 
-# The parser, storage and fault tests again under AddressSanitizer + UndefinedBehaviorSanitizer
-# (CONVENTIONS: the parser and fault tests run under the sanitizer build). ASAN=0 skips this.
-if [ "${ASAN:-1}" = "1" ] && [ "${SANITIZE:-0}" != "1" ]; then
-  ASAN_TESTS=(common/common_test common/tls_test datanode/datanode_test cachenode/cachenode_test
-              cachenode/cache_node_test cachenode/write_log_test cachenode/cachenode_service_test
-              cachenode/ownership_test cachenode/block_map_test cachenode/destage_planner_test
-              gateway/piece_pool_test gateway/data_channel_test
-              gateway/nbd_protocol_test gateway/nbd_server_test gateway/nbd_bad_input_test
-              gateway/data_rebalancer_test)
-  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRINGCACHE_SANITIZE=ON
-  targets=()
-  for t in "${ASAN_TESTS[@]}"; do targets+=("$(basename "$t")"); done
-  cmake --build build-asan -j "$JOBS" --target "${targets[@]}" nbd-test-server \
-    ringcache-datanode ringcache-cachenode ringcache-gateway ringcachectl
-  for t in "${ASAN_TESTS[@]}"; do
-    echo "deploy/test.sh: $t under ASan+UBSan"
-    (cd build-asan && "./$t" --gtest_brief=1)
-  done
-  # The fault-injection checker against sanitized daemons (it fails on any sanitizer report in
-  # their logs). Fewer faults than the main run: the sanitized daemons are several times slower.
-  echo "deploy/test.sh: fault injection against the ASan+UBSan daemons"
-  python3 tests/fault/fault_test.py --bin build-asan --faults "${ASAN_FAULTS:-20}"
+stage deps bash deploy/install-deps.sh
+
+asan_configure() {
+  cmake -S . -B "$ASAN_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRINGCACHE_SANITIZE=ON \
+    -DRINGCACHE_WERROR="$([ "${WERROR:-1}" = "1" ] && echo ON || echo OFF)" > "$RESULTS/asan-configure.log"
+}
+asan_build() { cmake --build "$ASAN_DIR" -j "$JOBS" --target sanitizer-tests; }
+
+MAIN_LABELS=()
+for l in unit cluster e2e fault; do if wants "$l"; then MAIN_LABELS+=("$l"); fi; done
+
+if [ ${#MAIN_LABELS[@]} -gt 0 ]; then
+  stage configure cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DRINGCACHE_WERROR="$([ "${WERROR:-1}" = "1" ] && echo ON || echo OFF)" "${EXTRA[@]}"
+  stage build cmake --build "$BUILD_DIR" -j "$JOBS"
+fi
+
+# The sanitizer build needs the CPU the tests leave idle (they wait on daemons, leases, clients):
+# it runs beside them at the lowest priority, so it takes nothing they would use.
+ASAN_T0=""
+if [ $RUN_ASAN = 1 ] && [ ${#MAIN_LABELS[@]} -gt 0 ] && [ "${ASAN_BACKGROUND:-1}" = "1" ]; then
+  ASAN_T0=$(now)
+  set -m
+  ( asan_configure && nice -n 19 bash -c "$(declare -f asan_build); ASAN_DIR=$ASAN_DIR JOBS=$JOBS asan_build" \
+      > "$RESULTS/asan-build.log" 2>&1 ) &
+  ASAN_PID=$!
+  set +m
+  echo "deploy/test.sh: building the sanitizer pass in the background (log: $RESULTS/asan-build.log)"
+fi
+
+if wants unit; then tests "unit tests" "$BUILD_DIR" unit '^unit$'; fi
+cross=()
+for l in cluster e2e; do if wants "$l"; then cross+=("$l"); fi; done
+if [ ${#cross[@]} -gt 0 ]; then
+  tests "cross-process tests" "$BUILD_DIR" cross "^($(IFS='|'; echo "${cross[*]}"))\$"
+fi
+if wants fault; then tests "fault injection" "$BUILD_DIR" fault '^fault$'; fi
+
+if [ $RUN_ASAN = 1 ]; then
+  if [ -n "$ASAN_PID" ]; then
+    t0=$(now)
+    rc=0
+    wait "$ASAN_PID" || rc=$?
+    ASAN_PID=""
+    record "sanitizer build" "$(since "$ASAN_T0")" "$([ $rc -eq 0 ] && echo ok || echo FAILED)" \
+      "beside the tests (nice 19); waited $(since "$t0") s after them"
+    if [ $rc -ne 0 ]; then
+      tail -50 "$RESULTS/asan-build.log"
+      exit $rc
+    fi
+  else
+    stage "sanitizer build" bash -c "$(declare -f asan_configure asan_build); ASAN_DIR=$ASAN_DIR JOBS=$JOBS RESULTS=$RESULTS WERROR=${WERROR:-1} asan_configure && ASAN_DIR=$ASAN_DIR JOBS=$JOBS asan_build"
+  fi
+  tests "sanitizer tests" "$ASAN_DIR" sanitizer '^sanitizer$'
+elif [ "${SANITIZE:-0}" = "1" ] && wants sanitizer; then
+  tests "sanitizer tests" "$BUILD_DIR" sanitizer '^sanitizer$'
+fi
+
+if [ $FAILED -ne 0 ]; then
+  echo "deploy/test.sh: FAILED (the table below names the failing stages and tests)"
+  exit 1
 fi
 echo "deploy/test.sh: all tests passed"

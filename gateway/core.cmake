@@ -25,20 +25,21 @@ rc_add_gtest(router_membership_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/router_mem
              LIBS rc_gateway rc_local_client rc_embedded_datanodes)
 
 rc_add_gtest(data_rebalancer_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/data_rebalancer_test.cc
-             LIBS rc_gateway_cluster rc_local_client rc_embedded_datanodes)
+             LIBS rc_gateway_cluster rc_local_client rc_embedded_datanodes SANITIZER)
 
 rc_add_gtest(etcd_state_test
              SOURCES ${CMAKE_CURRENT_LIST_DIR}/etcd_state_test.cc
                      ${CMAKE_SOURCE_DIR}/membership/etcd_test_server.cc
-             LIBS rc_gateway_cluster)
+             LIBS rc_gateway_cluster LABEL cluster)
 target_compile_definitions(etcd_state_test PRIVATE RINGCACHE_ETCD_BIN="${ETCD_BINARY}")
 
 rc_add_gtest(router_epoch_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/router_epoch_test.cc
              LIBS rc_gateway rc_local_client rc_embedded_datanodes)
 
-rc_add_gtest(piece_pool_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/piece_pool_test.cc LIBS rc_gateway)
+rc_add_gtest(piece_pool_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/piece_pool_test.cc LIBS rc_gateway
+             SANITIZER)
 
 rc_add_gtest(data_channel_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/data_channel_test.cc
-             LIBS rc_gateway rc_cachenode rc_embedded_datanodes)
+             LIBS rc_gateway rc_cachenode rc_embedded_datanodes SANITIZER)
 
 rc_add_gtest(catalog_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/catalog_test.cc LIBS rc_gateway)

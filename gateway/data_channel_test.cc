@@ -397,9 +397,15 @@ TEST_F(DataChannelTest, AnEndedPipeFailsEveryWaitingRead) {
     std::map<size_t, absl::Status> results = c.Wait(3);
     for (size_t i = 0; i < out.size(); ++i) {
       const absl::Status& s = results[i];
-      if (std::string(how) == "cancel") EXPECT_TRUE(absl::IsCancelled(s)) << s;
-      if (std::string(how) == "peer closes") EXPECT_TRUE(absl::IsUnavailable(s)) << s;
-      if (std::string(how) == "deadline") EXPECT_TRUE(absl::IsDeadlineExceeded(s)) << s;
+      if (std::string(how) == "cancel") {
+        EXPECT_TRUE(absl::IsCancelled(s)) << s;
+      }
+      if (std::string(how) == "peer closes") {
+        EXPECT_TRUE(absl::IsUnavailable(s)) << s;
+      }
+      if (std::string(how) == "deadline") {
+        EXPECT_TRUE(absl::IsDeadlineExceeded(s)) << s;
+      }
     }
     EXPECT_FALSE(ch.ReadAsync(Req(wire::Op::kRead, 0, 0, 4096), buf.data(), c.Slot(9)))
         << "an ended pipe takes no more reads";

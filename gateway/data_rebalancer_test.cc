@@ -209,7 +209,9 @@ TEST_F(DataRebalancerTest, JoiningDataNodeGetsItsReplicasWhileWritesGoOn) {
           << "data node " << id << " keeps object " << b.object_index << " it no longer homes";
       if (!b.trimmed) ++copies[{b.object_index, b.block_index}];
     }
-    if (i == 3) EXPECT_GT(all->size(), 0u) << "the new node holds replicas";
+    if (i == 3) {
+      EXPECT_GT(all->size(), 0u) << "the new node holds replicas";
+    }
   }
   for (const auto& [key, n] : copies) {
     EXPECT_EQ(n, static_cast<int>(kReplication)) << "object " << key.first << " block "

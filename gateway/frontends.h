@@ -29,8 +29,8 @@ struct FrontendConfig {
   std::string http_listen = "127.0.0.1:9200";
   // NBD TLS (NbdServerConfig::tls, tls_context) and HTTPS for /metrics (MetricsServer).
   nbd::TlsMode nbd_tls = nbd::TlsMode::kOff;
-  std::shared_ptr<const tls::ServerContext> nbd_tls_context;
-  std::string metrics_web_config;
+  std::shared_ptr<const tls::ServerContext> nbd_tls_context{};
+  std::string metrics_web_config{};
 };
 
 // The NBD TLS flags of ringcache-gateway and ringcache-local: --nbd-tls off|on|require,

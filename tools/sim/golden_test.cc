@@ -178,8 +178,12 @@ TEST(SimGolden, ExactCountsAndIndependentChecks) {
           EXPECT_EQ(r->misses, it->second.misses) << "misses";
         }
         // Independent checks.
-        if (p == "lru") EXPECT_EQ(hits, LruHitsFromDistances(dist, size));
-        if (p == "fifo") EXPECT_EQ(hits, FifoHits(*keys, size));
+        if (p == "lru") {
+          EXPECT_EQ(hits, LruHitsFromDistances(dist, size));
+        }
+        if (p == "fifo") {
+          EXPECT_EQ(hits, FifoHits(*keys, size));
+        }
         if (p == "opt") {
           EXPECT_EQ(hits, BeladyHits(*keys, size, /*allow_bypass=*/true));
           if (t.tiny) {
@@ -226,7 +230,7 @@ TEST(SimGolden, VbqPerVdiSpaceAndEquationSix) {
   RunOptions opt;
   opt.track_occupancy = true;
   std::string path = kData + "/multi_small.bin";
-  for (const std::string& spec : {"vbq+lru", "vbq+lru+sieve"}) {
+  for (const char* spec : {"vbq+lru", "vbq+lru+sieve"}) {
     for (uint64_t size : {32, 128}) {
       SCOPED_TRACE(absl::StrCat(spec, " size ", size));
       auto r = RunOne(FileSource(path), RegistryPolicyFactory(), spec, size, 0, opt, nullptr);
