@@ -55,6 +55,8 @@ class MetricsServer {
 
  private:
   std::unique_ptr<prometheus::Exposer> exposer_;
+  std::string knock_host_;  // where Stop connects to wake the exposer's listener
+  int knock_port_ = 0;
   std::unique_ptr<tls::TlsFront> front_;
   std::shared_ptr<prometheus::Collectable> health_;
 };
