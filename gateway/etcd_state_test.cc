@@ -30,6 +30,9 @@ class EtcdStateTest : public ::testing::Test {
     server_ = *std::move(server);
     EtcdClient::Options options;
     options.endpoints = {server_->endpoint()};
+    // A call to the stopped etcd (CatalogSeedsEtcdThenFollowsIt) fails once its attempts have
+    // used this much; the default (10 s) is for a cluster's etcd, not one on loopback.
+    options.call_timeout = absl::Seconds(2);
     auto client = EtcdClient::Create(options);
     ASSERT_TRUE(client.ok()) << client.status();
     client_ = *std::move(client);

@@ -11,7 +11,7 @@ BUILD=$(cd "${2:?usage: clients_test.sh local|cluster BUILD_DIR}" && pwd)
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 WORK=$(mktemp -d "${TEST_TMPDIR:-/tmp}/rc-e2e-$MODE.XXXXXX")
 source "$(dirname "$0")/ports.sh"
-BASE=$(pick_base_port)  # free ports, below the ephemeral range
+pick_base_port  # sets BASE: a port slot of its own, below the ephemeral range
 PIDS=()
 
 log() { echo "[$MODE] $*"; }

@@ -142,7 +142,7 @@ log "image $IMAGE built from $BUILD in $((SECONDS - t)) s"
 
 # Free host ports (tests/e2e/ports.sh: P+1..P+3, P+9..P+11 and P+100.. are free on 127.0.0.1).
 source "$(dirname "$0")/ports.sh"
-BASE=$(pick_base_port)
+pick_base_port  # sets BASE: a port slot of its own
 NBD_PORT=$((BASE + 9))       # gateway1
 ADMIN_PORT=$((BASE + 10))
 METRICS_PORT=$((BASE + 3))

@@ -24,7 +24,7 @@ BUILD=$(cd "${1:?usage: etcd_cluster_test.sh BUILD_DIR}" && pwd)
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 WORK=$(mktemp -d "${TEST_TMPDIR:-/tmp}/rc-etcd.XXXXXX")
 source "$(dirname "$0")/ports.sh"
-BASE=$(pick_base_port)  # free ports, below the ephemeral range
+pick_base_port  # sets BASE: a port slot of its own, below the ephemeral range
 ETCD_EP=127.0.0.1:$((BASE-1))  # where cluster.sh --etcd puts it
 PREFIX=/ringcache
 

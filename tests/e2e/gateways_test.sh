@@ -30,7 +30,7 @@ BUILD=$(cd "${1:?usage: gateways_test.sh BUILD_DIR}" && pwd)
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 WORK=$(mktemp -d "${TEST_TMPDIR:-/tmp}/rc-gateways.XXXXXX")
 source "$(dirname "$0")/ports.sh"
-BASE=$(pick_base_port)
+pick_base_port  # sets BASE: a port slot of its own
 ETCD_EP=127.0.0.1:$((BASE-1))
 PREFIX=/ringcache
 

@@ -14,7 +14,7 @@ BUILD=$(cd "${1:?usage: policy_switch_test.sh BUILD_DIR}" && pwd)
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 WORK=$(mktemp -d "${TEST_TMPDIR:-/tmp}/rc-policy.XXXXXX")
 source "$(dirname "$0")/ports.sh"
-BASE=$(pick_base_port)
+pick_base_port  # sets BASE: a port slot of its own
 PID="" SWITCHER=""
 cleanup() {
   set +e

@@ -33,7 +33,7 @@ done
 
 WORK=$(mktemp -d "${TEST_TMPDIR:-/tmp}/rc-prom.XXXXXX")
 source "$(dirname "$0")/ports.sh"
-BASE=$(pick_base_port)
+pick_base_port  # sets BASE: a port slot of its own
 PROM_PORT=$((BASE + 1))  # free: pick_base_port checked P+1, cluster.sh does not use it
 PROM_URL=http://127.0.0.1:$PROM_PORT
 PROM_PID=""

@@ -27,7 +27,7 @@ BUILD=$(cd "${1:?usage: rebalance_test.sh BUILD_DIR}" && pwd)
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 WORK=$(mktemp -d "${TEST_TMPDIR:-/tmp}/rc-rebalance.XXXXXX")
 source "$(dirname "$0")/ports.sh"
-BASE=$(pick_base_port)  # free ports, below the ephemeral range
+pick_base_port  # sets BASE: a port slot of its own, below the ephemeral range
 REGION=40M  # per fio job; 2 jobs, 64 MiB apart
 
 log() { echo "[rebalance] $(date +%T) $*"; }

@@ -16,7 +16,7 @@ BUILD=$(cd "${1:?usage: remove_node_test.sh BUILD_DIR}" && pwd)
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 WORK=$(mktemp -d "${TEST_TMPDIR:-/tmp}/rc-remove.XXXXXX")
 source "$(dirname "$0")/ports.sh"
-BASE=$(pick_base_port)  # free ports, below the ephemeral range
+pick_base_port  # sets BASE: a port slot of its own, below the ephemeral range
 
 log() { echo "[remove] $*"; }
 fail() {

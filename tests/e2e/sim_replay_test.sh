@@ -22,7 +22,7 @@ BUILD=$(cd "${1:?usage: sim_replay_test.sh BUILD_DIR}" && pwd)
 SIM=$BUILD/tools/sim/ringcache-sim
 WORK=$(mktemp -d "${TEST_TMPDIR:-/tmp}/rc-replay.XXXXXX")
 source "$(dirname "$0")/ports.sh"
-BASE=$(pick_base_port)
+pick_base_port  # sets BASE: a port slot of its own
 PID=""
 cleanup() {
   [ -n "$PID" ] && kill "$PID" 2> /dev/null && wait "$PID" 2> /dev/null

@@ -37,7 +37,7 @@ esac
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 WORK=$(mktemp -d "${TEST_TMPDIR:-/tmp}/rc-stale.XXXXXX")
 source "$(dirname "$0")/ports.sh"
-BASE=$(pick_base_port)  # free ports, below the ephemeral range
+pick_base_port  # sets BASE: a port slot of its own, below the ephemeral range
 START=$(date +%s)
 DEADLINE=$((START + ${DEADLINE:-420}))
 GWLOG=$WORK/cluster/logs/gateway-1.log

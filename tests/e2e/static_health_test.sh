@@ -14,7 +14,7 @@ BUILD=$(cd "${1:?usage: static_health_test.sh BUILD_DIR}" && pwd)
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 WORK=$(mktemp -d "${TEST_TMPDIR:-/tmp}/rc-health.XXXXXX")
 source "$(dirname "$0")/ports.sh"
-BASE=$(pick_base_port)
+pick_base_port  # sets BASE: a port slot of its own
 
 log() { echo "[health] $(date +%T) $*"; }
 fail() {

@@ -21,7 +21,7 @@ BUILD=$(cd "${1:?usage: tls_test.sh BUILD_DIR}" && pwd)
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 WORK=$(mktemp -d "${TEST_TMPDIR:-/tmp}/rc-tls.XXXXXX")
 source "$(dirname "$0")/ports.sh"
-BASE=$(pick_base_port)
+pick_base_port  # sets BASE: a port slot of its own
 command -v etcd > /dev/null || { echo "SKIP: no etcd"; exit 77; }
 
 log() { echo "[tls] $(date +%T) $*"; }

@@ -113,6 +113,7 @@ Usage:
 
 import argparse
 import collections
+import fcntl
 import hashlib
 import json
 import os
@@ -627,26 +628,44 @@ class DaemonError(Exception):
     pass
 
 
+PORT_SLOTS = "/tmp/ringcache-port-slots"
+_port_slot_lock = None  # the open, flock'ed file of this run's port slot: held until exit
+
+
 def pick_base_port(requested, etcd):
-    """Returns a base port whose cluster ports (and etcd's, P-2 and P-1) are all free on
-    127.0.0.1 (below the ephemeral range), or `requested` when given."""
+    """Returns `requested` when given, else the base port of a port slot this process takes
+    for its lifetime: the slots of tests/e2e/ports.sh (P = 20010 + 1000 k, k in 0..11, ports
+    P-2..P+709, never overlapping), each taken by an exclusive flock on PORT_SLOTS/k.lock, so
+    that tests running side by side never pick overlapping ports. The slot's cluster ports (and
+    etcd's, P-2 and P-1) must also be free on 127.0.0.1."""
+    global _port_slot_lock
     if requested:
         return requested
-    rng = random.SystemRandom()
     offsets = [9, 10, 11] + [o + i for o in (100, 200, 300, 400) for i in range(1, 10)]
     offsets += [o + g for o in (500, 600, 700) for g in range(2, 10)]  # gateways 2..9
     if etcd:
         offsets += [-2, -1]
-    for _ in range(50):
-        base = 21000 + 500 * rng.randrange(0, 22) + 50 * rng.randrange(0, 9)
+    os.makedirs(PORT_SLOTS, exist_ok=True)
+    slots = list(range(12))
+    random.SystemRandom().shuffle(slots)
+    for k in slots:
+        f = open(os.path.join(PORT_SLOTS, f"{k}.lock"), "w")
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            f.close()
+            continue
+        base = 20010 + 1000 * k
         try:
             for off in offsets:
                 with socket.socket() as s:
                     s.bind(("127.0.0.1", base + off))
-            return base
         except OSError:
+            f.close()
             continue
-    raise SetupError("no free port range found")
+        _port_slot_lock = f
+        return base
+    raise SetupError(f"every port slot is taken or busy ({PORT_SLOTS})")
 
 
 # --------------------------------------------------------------------------------------------
