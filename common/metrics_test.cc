@@ -162,6 +162,18 @@ TEST(MetricsServerTest, ServesMetricsAndHealthOnAPickedPort) {
   EXPECT_EQ(HttpGet(*port, "/metrics"), "");
 }
 
+TEST(MetricsServerTest, StopsOnTheWildcardAddressAndTwice) {
+  // Stop wakes the exposer's listener by connecting to it: for a wildcard bind, on loopback.
+  Registry r;
+  MetricsServer server;
+  absl::StatusOr<int> port = server.Start(&r, "0.0.0.0:0");
+  ASSERT_TRUE(port.ok()) << port.status();
+  EXPECT_EQ(HttpGet(*port, "/healthz").rfind("HTTP/1.1 200", 0), 0u);
+  server.Stop();
+  EXPECT_EQ(HttpGet(*port, "/metrics"), "");
+  server.Stop();  // idempotent
+}
+
 TEST(MetricsServerTest, BadListenAddressesAreRefused) {
   Registry r;
   MetricsServer a;

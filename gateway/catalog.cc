@@ -152,20 +152,39 @@ absl::Status Catalog::AttachStore(CatalogStore* store) {
 }
 
 absl::StatusOr<bool> Catalog::Reload() {
-  CatalogStore* store;
-  {
+  // The store is read without the lock, so a local change (Create, Delete, Update: each writes
+  // the store first) may land in between; this read would then be older than the catalog and
+  // undo the change (seen: a coordinator's reload dropped a VDI it had just created). A load
+  // counts only if no local change came during it; otherwise it is read again.
+  constexpr int kAttempts = 10;
+  for (int attempt = 1;; ++attempt) {
+    CatalogStore* store;
+    uint64_t generation;
+    {
+      absl::MutexLock l(&mu_);
+      store = store_;
+      generation = generation_;
+    }
+    if (store == nullptr) return false;
+    RC_ASSIGN_OR_RETURN(std::vector<VdiRecord> remote, store->LoadAll());
+    std::map<std::string, VdiRecord> next;
+    uint32_t next_id = 1;
+    for (VdiRecord& r : remote) {
+      next_id = std::max(next_id, r.geometry.vdi_id() + 1);
+      next[r.geometry.name()] = std::move(r);
+    }
     absl::MutexLock l(&mu_);
-    store = store_;
+    if (generation_ != generation) {
+      if (attempt < kAttempts) continue;
+      return absl::UnavailableError(absl::StrCat(
+          "the VDI catalog changed during each of ", kAttempts, " reloads; try again"));
+    }
+    return ApplyLoadedLocked(std::move(next), next_id);
   }
-  if (store == nullptr) return false;
-  RC_ASSIGN_OR_RETURN(std::vector<VdiRecord> remote, store->LoadAll());
-  std::map<std::string, VdiRecord> next;
-  uint32_t next_id = 1;
-  for (VdiRecord& r : remote) {
-    next_id = std::max(next_id, r.geometry.vdi_id() + 1);
-    next[r.geometry.name()] = std::move(r);
-  }
-  absl::MutexLock l(&mu_);
+}
+
+absl::StatusOr<bool> Catalog::ApplyLoadedLocked(std::map<std::string, VdiRecord> next,
+                                                uint32_t next_id) {
   bool same = next.size() == by_name_.size();
   for (auto a = next.begin(), b = by_name_.begin(); same && a != next.end(); ++a, ++b) {
     same = a->first == b->first && EncodeVdiLine(a->second) == EncodeVdiLine(b->second);
@@ -177,7 +196,8 @@ absl::StatusOr<bool> Catalog::Reload() {
   return true;
 }
 
-absl::Status Catalog::SaveLocked(const std::string& name) const {
+absl::Status Catalog::SaveLocked(const std::string& name) {
+  ++generation_;  // even if the store refuses: it may have taken the change
   if (store_ != nullptr) {
     auto it = by_name_.find(name);
     RC_RETURN_IF_ERROR(it == by_name_.end() ? store_->Remove(name) : store_->Put(it->second));

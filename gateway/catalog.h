@@ -90,7 +90,11 @@ class Catalog {
   absl::StatusOr<VdiRecord> Update(const std::string& name,
                                    const std::function<void(VdiRecord*)>& change);
   // Writes the change of VDI `name` (gone from by_name_: deleted) to the store, then the file.
-  absl::Status SaveLocked(const std::string& name) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status SaveLocked(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Reload's second half: replaces the records with `next` (read from the store) unless they
+  // are the same. Returns whether anything changed.
+  absl::StatusOr<bool> ApplyLoadedLocked(std::map<std::string, VdiRecord> next, uint32_t next_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status SaveFileLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   CatalogStore* store_ ABSL_GUARDED_BY(mu_) = nullptr;
 
@@ -99,6 +103,7 @@ class Catalog {
   mutable absl::Mutex mu_;
   std::map<std::string, VdiRecord> by_name_ ABSL_GUARDED_BY(mu_);
   uint32_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;  // local changes so far (SaveLocked)
 };
 
 // Returns kInvalidArgument unless `name` is a valid VDI / export name.

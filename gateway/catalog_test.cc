@@ -1,6 +1,8 @@
 #include "gateway/catalog.h"
 
 #include <filesystem>
+#include <functional>
+#include <map>
 
 #include "gtest/gtest.h"
 
@@ -74,6 +76,63 @@ TEST(CatalogTest, SetAccessIsSavedAndValidated) {
   EXPECT_EQ(r->policy, "arc+sieve");
   EXPECT_TRUE(r->read_only);
   EXPECT_EQ(r->allowed_clients, std::vector<std::string>{"alice"});
+}
+
+// The store's records in memory. `during_load`, when set, runs inside LoadAll after the records
+// were read: what another thread of the gateway does while a reload waits for etcd.
+class MemoryStore : public CatalogStore {
+ public:
+  absl::StatusOr<std::vector<VdiRecord>> LoadAll() override {
+    std::vector<VdiRecord> out;
+    for (const auto& [name, r] : records_) out.push_back(r);
+    if (during_load) {
+      auto hook = std::move(during_load);
+      during_load = nullptr;
+      hook();
+    }
+    return out;
+  }
+  absl::Status Put(const VdiRecord& r) override {
+    records_[r.geometry.name()] = r;
+    return absl::OkStatus();
+  }
+  absl::Status Remove(const std::string& name) override {
+    records_.erase(name);
+    return absl::OkStatus();
+  }
+  std::function<void()> during_load;
+
+ private:
+  std::map<std::string, VdiRecord> records_;
+};
+
+TEST(CatalogTest, ReloadNeverUndoesAChangeMadeWhileItRead) {
+  const std::string path = ::testing::TempDir() + "/catalog_reload_race.txt";
+  std::filesystem::remove(path);
+  auto c = Catalog::Open(path, VdiDefaults());
+  ASSERT_TRUE(c.ok());
+  MemoryStore store;
+  ASSERT_TRUE((*c)->AttachStore(&store).ok());
+  ASSERT_TRUE((*c)->Create("old", 1 << 20, 0, 0).ok());
+  // A create lands while the reload's read is on its way: the read is older than the catalog.
+  store.during_load = [&] { ASSERT_TRUE((*c)->Create("new", 1 << 20, 0, 0).ok()); };
+  auto reloaded = (*c)->Reload();
+  ASSERT_TRUE(reloaded.ok()) << reloaded.status();
+  EXPECT_TRUE((*c)->Find("new").ok()) << "the reload dropped a VDI created during its read";
+  EXPECT_TRUE((*c)->Find("old").ok());
+  // A delete in the same place is not undone either.
+  store.during_load = [&] { ASSERT_TRUE((*c)->Delete("old").ok()); };
+  ASSERT_TRUE((*c)->Reload().ok());
+  EXPECT_FALSE((*c)->Find("old").ok()) << "the reload brought a deleted VDI back";
+  // A change made elsewhere (another gateway) still arrives.
+  VdiRecord other = *(*c)->Find("new");
+  other.geometry.set_name("elsewhere");
+  other.geometry.set_vdi_id(9);
+  ASSERT_TRUE(store.Put(other).ok());
+  auto changed = (*c)->Reload();
+  ASSERT_TRUE(changed.ok());
+  EXPECT_TRUE(*changed);
+  EXPECT_TRUE((*c)->Find("elsewhere").ok());
 }
 
 }  // namespace
