@@ -8,8 +8,11 @@
 #include <cctype>
 #include <cstring>
 
+#include <unistd.h>
+
 #include "absl/strings/str_cat.h"
 #include "cachenode/policy/registry.h"
+#include "datanode/client/log_replay.h"
 #include "common/errors.h"
 #include "common/file.h"
 #include "common/status_macros.h"
@@ -93,8 +96,9 @@ absl::Status CacheNode::Init() {
   }
   std::vector<RecoveredSlot> recovered;
   RC_ASSIGN_OR_RETURN(
-      slots_, SlotStore::Open({config_.ssd_path, config_.ssd_bytes, config_.block_size}, &recovered,
-                              &recovery_, std::move(file)));
+      slots_, SlotStore::Open({config_.ssd_path, config_.ssd_bytes, config_.block_size,
+                               config_.node_id},
+                              &recovered, &recovery_, std::move(file)));
   const size_t reserve =
       std::max<size_t>(16, static_cast<size_t>(config_.slot_reserve * slots_->num_slots()));
   if (reserve >= slots_->num_slots()) {
@@ -148,9 +152,18 @@ absl::Status CacheNode::Init() {
       recovery_.slots_dirty, recovery_.stale_versions, recovery_.torn_or_corrupt, config_.policy,
       config_.placement);
   AddNodeGauges();
-  RC_ASSIGN_OR_RETURN(log_,
-                      WriteLog::Open({config_.node_id, config_.StateBase() + ".logseq", 200}, pool_,
-                                     registry_, [this] { return map_->LiveLogSeqs(); }));
+  const std::string seq_path = config_.StateBase() + ".logseq";
+  uint64_t min_seq = 0;
+  if (slots_->created() || ::access(seq_path.c_str(), F_OK) != 0) {
+    RC_ASSIGN_OR_RETURN(min_seq, AdoptIncarnation(slots_->created()));
+  }
+  registry_->AddCallbackGauge("ringcache_cachenode_store_info",
+                              "The SSD store's identity: its incarnation (made at creation).",
+                              {{"node", absl::StrCat(config_.node_id)},
+                               {"incarnation", slots_->incarnation()}},
+                              [] { return 1.0; });
+  RC_ASSIGN_OR_RETURN(log_, WriteLog::Open({config_.node_id, seq_path, 200, min_seq}, pool_,
+                                           registry_, [this] { return map_->LiveLogSeqs(); }));
   DestagerOptions dopt;
   dopt.node_id = config_.node_id;
   dopt.block_size = config_.block_size;
@@ -168,6 +181,56 @@ absl::Status CacheNode::Init() {
   destager_ = std::make_unique<Destager>(dopt, dctx, registry_);
   destager_->Start();
   return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> CacheNode::AdoptIncarnation(bool new_store) {
+  const absl::Time deadline = absl::Now() + absl::Milliseconds(config_.incarnation_wait_ms);
+  absl::Time next_log = absl::InfinitePast();
+  spdlog::warn("cache node {}: new store incarnation {} ({}): asking the data nodes for the "
+               "node's sequence mark{}",
+               config_.node_id, slots_->incarnation(),
+               new_store ? "a new or wiped SSD" : "the sequence mark file is missing",
+               new_store ? " and replaying the old incarnation's log home before serving" : "");
+  for (;;) {
+    absl::Status failed;
+    absl::StatusOr<datanode::WriterState> state = pool_->QueryWriter(config_.node_id);
+    if (state.ok() && new_store) {
+      // The old incarnation's dirty blocks live on only in its log records: they go home
+      // (conditionally: never over a newer home copy) before this one serves any object.
+      const datanode::WriterState& st = *state;
+      absl::StatusOr<datanode::ReplayStats> replay =
+          datanode::ReplayCacheNodeLog(pool_, config_.node_id, [&st](uint32_t vdi) {
+            auto it = st.replication.find(vdi);
+            return it == st.replication.end() ? 0u : it->second;
+          });
+      if (replay.ok()) {
+        spdlog::warn("cache node {}: the old incarnation's log is home: {} blocks written, {} "
+                     "already home, {} of deleted VDIs",
+                     config_.node_id, replay->blocks_written, replay->blocks_skipped,
+                     replay->blocks_orphaned);
+      } else {
+        failed = replay.status();
+      }
+    } else if (!state.ok()) {
+      failed = state.status();
+    }
+    if (failed.ok()) {
+      spdlog::info("cache node {}: sequences start above {}", config_.node_id, state->high_water);
+      return state->high_water + 1;
+    }
+    if (absl::Now() >= deadline) {
+      return absl::UnavailableError(absl::StrCat(
+          "cache node ", config_.node_id, " has a new store incarnation and needs every data "
+          "node to answer before it serves (its old log must go home first); gave up after ",
+          config_.incarnation_wait_ms / 1000, " s: ", failed.message()));
+    }
+    if (absl::Now() >= next_log) {
+      spdlog::warn("cache node {}: waiting for the data nodes: {}", config_.node_id,
+                   std::string(failed.message()));
+      next_log = absl::Now() + absl::Seconds(10);
+    }
+    absl::SleepFor(absl::Milliseconds(500));
+  }
 }
 
 void CacheNode::AdoptRecovered(std::vector<RecoveredSlot> recovered) {

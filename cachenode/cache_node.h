@@ -98,6 +98,10 @@ struct CacheNodeConfig {
   // A data node unreachable this long is taken for lost: the dirty blocks whose log copies may
   // sit on it are logged again on the remaining nodes (docs/design.md §7).
   int64_t relog_after_ms = 30000;
+  // A new incarnation (a new or wiped SSD, a lost sequence mark) asks every data node for the
+  // node's sequence high-water mark and replays the old incarnation's log before it serves; it
+  // waits this long for the data nodes to answer, then fails the start.
+  int64_t incarnation_wait_ms = 120000;
   // Test seam: opens the SSD file (null: the POSIX file at ssd_path). Fault tests inject a
   // common/file.h FaultInjectionFile here.
   std::function<absl::StatusOr<std::unique_ptr<File>>(const std::string& path)> open_ssd_file;
@@ -161,6 +165,8 @@ class CacheNode {
   uint64_t cached_blocks() const;
   uint32_t block_size() const { return config_.block_size; }
   const RecoveryStats& recovery() const { return recovery_; }
+  // The SSD store's incarnation (SlotStore::incarnation).
+  const std::string& incarnation() const { return slots_->incarnation(); }
   WriteLog* write_log() const { return log_.get(); }
   // Test-only: runs `hook` in every destage after it chose its blocks and their slots, before
   // it reads them (a window for racing a DropBlocks).
@@ -219,6 +225,11 @@ class CacheNode {
   CacheNode(const CacheNodeConfig& config, datanode::DataNodePool* pool, Clock* clock,
             metrics::Registry* registry);
   absl::Status Init();
+  // A new incarnation of the node's store (docs/durability.md, "Incarnations"): when the SSD
+  // store was just created (`new_store`), the old incarnation's log records are replayed home
+  // and dropped; either way, returns the first sequence the new incarnation may use: above
+  // every sequence the data nodes ever took from this node id.
+  absl::StatusOr<uint64_t> AdoptIncarnation(bool new_store);
   // Warm restart: recovered slots enter the block map; damaged dirty ones are rewritten from
   // their log records first.
   void AdoptRecovered(std::vector<RecoveredSlot> recovered);

@@ -102,6 +102,34 @@ TEST_F(CacheNodeTest, DirtyBlocksSurviveRestartAndFlushReachesHome) {
   EXPECT_EQ(HomeBlock(8), a.substr(kBs, kBs));
 }
 
+// A new SSD (docs/durability.md, "Incarnations"): the node's dirty blocks live on only in its
+// log records on the data nodes. The new incarnation replays them home before it serves, and
+// its own writes order after everything the old one wrote (else the data nodes would refuse
+// their destage as older).
+TEST_F(CacheNodeTest, NewSsdReplaysTheOldIncarnationsLogBeforeServing) {
+  Start();
+  const std::string old_id = node_->incarnation();
+  const std::string a = Pattern(3, 4 * kBs);
+  ASSERT_TRUE(Write(20 * kBs, a).ok());
+  ASSERT_EQ(node_->dirty_blocks(), 4u);
+  EXPECT_EQ(HomeBlock(20), std::string(kBs, '\0')) << "write-back: nothing home yet";
+  node_.reset();
+  // The new disk: the slot file and every state file beside it.
+  for (const auto& e : std::filesystem::directory_iterator(dir_)) {
+    if (e.path().filename().string().rfind("ssd.slots", 0) == 0) std::filesystem::remove(e.path());
+  }
+  Start();
+  EXPECT_NE(node_->incarnation(), old_id);
+  EXPECT_EQ(node_->dirty_blocks(), 0u);
+  EXPECT_EQ(HomeBlock(21), a.substr(kBs, kBs));
+  EXPECT_EQ(Read(20 * kBs, a.size()), a);
+  const std::string b = Pattern(4, kBs);
+  ASSERT_TRUE(Write(21 * kBs, b).ok());
+  ASSERT_TRUE(node_->Flush(0).ok());
+  EXPECT_EQ(node_->dirty_blocks(), 0u);
+  EXPECT_EQ(HomeBlock(21), b);
+}
+
 // With a state directory, every state file goes there and nothing is created beside the SSD
 // (a block device's /dev entry must never get neighbours); the dirty data survives a restart.
 TEST_F(CacheNodeTest, StateFilesGoToTheStateDirectory) {

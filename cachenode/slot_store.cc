@@ -3,9 +3,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <random>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 #include "common/checksum.h"
 #include "common/errors.h"
 #include "common/status_macros.h"
@@ -14,7 +17,7 @@ namespace ringcache::cachenode {
 namespace {
 
 constexpr char kMagic[8] = {'R', 'C', 'S', 'L', 'O', 'T', 'S', '1'};
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;
 constexpr uint32_t kEntryMagic = 0x58494352;  // "RCIX"
 constexpr uint64_t kSuperSize = 4096;
 constexpr uint64_t kEntrySize = 64;
@@ -35,15 +38,26 @@ struct DiskEntry {
 };
 static_assert(sizeof(DiskEntry) == kEntrySize);
 
+// Superblock. Version 1 ended with its checksum at byte 32 (pad where node_id is); version 2
+// adds the store's identity: the cache node it belongs to and its incarnation, a random 128-bit
+// id made when the store is created (docs/durability.md, "Incarnations").
 struct DiskSuper {
   char magic[8];
   uint32_t version;
   uint32_t block_size;
   uint32_t num_slots;
-  uint32_t pad;
+  uint32_t node_id;  // 0: not bound to a node (version 1, or a store opened without an id)
   uint64_t data_offset;
-  uint64_t checksum;  // of the 32 bytes above
+  uint64_t incarnation[2];
+  uint64_t created_unix;
+  uint64_t checksum;  // of the 56 bytes above
 };
+static_assert(sizeof(DiskSuper) == 64);
+constexpr size_t kV1ChecksumOffset = 32;
+
+std::string IncarnationText(const uint64_t (&v)[2]) {
+  return absl::StrFormat("%016x%016x", v[0], v[1]);
+}
 
 uint64_t RoundUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
@@ -91,6 +105,7 @@ absl::StatusOr<std::unique_ptr<SlotStore>> SlotStore::Open(const SlotStoreOption
     fresh = std::all_of(reinterpret_cast<char*>(&sup), reinterpret_cast<char*>(&sup) + sizeof(sup),
                         [](char c) { return c == 0; });
   }
+  bool write_super = false;
   if (fresh) {
     if (s->file_->IsBlockDevice()) {
       if (have < total) {
@@ -106,28 +121,62 @@ absl::StatusOr<std::unique_ptr<SlotStore>> SlotStore::Open(const SlotStoreOption
     } else {
       RC_RETURN_IF_ERROR(s->file_->Preallocate(total));
     }
+    sup = DiskSuper{};
     std::memcpy(sup.magic, kMagic, sizeof(kMagic));
-    sup.version = kVersion;
     sup.block_size = s->block_size_;
     sup.num_slots = s->num_slots_;
     sup.data_offset = s->data_offset_;
-    sup.checksum = BlockChecksum(&sup, offsetof(DiskSuper, checksum));
-    RC_RETURN_IF_ERROR(s->file_->PWrite(&sup, sizeof(sup), 0));
-    RC_RETURN_IF_ERROR(s->file_->Sync());
+    s->created_ = true;
+    write_super = true;
   } else {
+    const bool v1 = std::memcmp(sup.magic, kMagic, sizeof(kMagic)) == 0 && sup.version == 1;
+    const size_t sum_at = v1 ? kV1ChecksumOffset : offsetof(DiskSuper, checksum);
+    uint64_t sum = 0;
+    std::memcpy(&sum, reinterpret_cast<const char*>(&sup) + sum_at, sizeof(sum));
     if (std::memcmp(sup.magic, kMagic, sizeof(kMagic)) != 0 ||
-        sup.checksum != BlockChecksum(&sup, offsetof(DiskSuper, checksum))) {
+        sum != BlockChecksum(&sup, sum_at)) {
       return absl::FailedPreconditionError(absl::StrCat(
           options.path, " is not a ringcache slot file (bad superblock); refusing to overwrite"));
     }
-    if (sup.version != kVersion || sup.block_size != s->block_size_ ||
+    if ((sup.version != kVersion && !v1) || sup.block_size != s->block_size_ ||
         sup.num_slots != s->num_slots_ || sup.data_offset != s->data_offset_) {
       return absl::FailedPreconditionError(absl::StrCat(
           options.path, " was created with block_size ", sup.block_size, " and ", sup.num_slots,
           " slots; configured ", s->block_size_, " and ", s->num_slots_,
           ". Destage and remove the file to change the geometry"));
     }
+    if (v1) {
+      // A version 1 store: same blocks, same incarnation from now on (it gets its id here).
+      const uint64_t kept[4] = {0, 0, 0, 0};
+      std::memcpy(reinterpret_cast<char*>(&sup) + kV1ChecksumOffset, kept, sizeof(kept));
+      sup.node_id = 0;
+      write_super = true;
+    } else if (options.node_id != 0 && sup.node_id != 0 && sup.node_id != options.node_id) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          options.path, " is the SSD of cache node ", sup.node_id, ", not of node ",
+          options.node_id,
+          ": refusing to serve another node's blocks (wipe the device to reuse it)"));
+    }
   }
+  if (sup.incarnation[0] == 0 && sup.incarnation[1] == 0) {
+    std::random_device rd;
+    for (uint64_t& w : sup.incarnation) {
+      while (w == 0) w = (uint64_t{rd()} << 32) ^ rd();
+    }
+    sup.created_unix = static_cast<uint64_t>(absl::ToUnixSeconds(absl::Now()));
+    write_super = true;
+  }
+  if (sup.node_id == 0 && options.node_id != 0) {
+    sup.node_id = options.node_id;
+    write_super = true;
+  }
+  if (write_super) {
+    sup.version = kVersion;
+    sup.checksum = BlockChecksum(&sup, offsetof(DiskSuper, checksum));
+    RC_RETURN_IF_ERROR(s->file_->PWrite(&sup, sizeof(sup), 0));
+    RC_RETURN_IF_ERROR(s->file_->Sync());
+  }
+  s->incarnation_ = IncarnationText(sup.incarnation);
   {
     absl::MutexLock l(&s->mu_);
     s->meta_.assign(s->num_slots_, Meta{});

@@ -2,7 +2,8 @@
 // with a persistent index, so a restart (even after kill -9) keeps clean and dirty blocks.
 //
 // File layout (little-endian):
-//   [0, 4 KiB)                      superblock: magic, version, block_size, slot count, checksum
+//   [0, 4 KiB)                      superblock: magic, version, block_size, slot count, the
+//                                   store's identity (node id, incarnation), checksum
 //   [4 KiB, 4 KiB + 64·N rounded)   index: one 64-byte entry per slot (IndexEntry below)
 //   [data_offset, + N·block_size)   data: slot i's block at data_offset + i·block_size
 //
@@ -58,6 +59,9 @@ struct SlotStoreOptions {
   std::string path;            // file (created and preallocated if missing) or block device
   uint64_t capacity_bytes = 0; // data area size; slot count = capacity / block_size
   uint32_t block_size = 4096;
+  // The cache node the store belongs to (0: unchecked). A store created or first opened with an
+  // id keeps it; opening it for another node fails.
+  uint32_t node_id = 0;
   absl::Status Validate() const;
 };
 
@@ -81,6 +85,11 @@ class SlotStore {
   ~SlotStore();
 
   uint32_t num_slots() const { return num_slots_; }
+  // The store's incarnation (32 hex digits), made when it was created: a new device, or a wiped
+  // file, is a new incarnation holding nothing of the node's earlier one.
+  const std::string& incarnation() const { return incarnation_; }
+  // True when this Open created the store (nothing was there to recover).
+  bool created() const { return created_; }
   uint32_t block_size() const { return block_size_; }
   uint32_t free_slots() const;
 
@@ -143,6 +152,8 @@ class SlotStore {
 
   std::unique_ptr<File> file_;
   std::string path_;
+  std::string incarnation_;
+  bool created_ = false;
   uint32_t block_size_ = 0;
   uint32_t num_slots_ = 0;
   uint64_t index_offset_ = 0;

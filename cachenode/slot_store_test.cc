@@ -6,6 +6,9 @@
 #include <filesystem>
 #include <thread>
 
+#include <cstring>
+
+#include "common/checksum.h"
 #include "gtest/gtest.h"
 
 namespace ringcache::cachenode {
@@ -164,6 +167,74 @@ TEST_F(SlotStoreTest, GeometryMismatchAndForeignFileRefused) {
   EXPECT_EQ(f.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_FALSE((SlotStoreOptions{"", 4096 * 64, 4096}).Validate().ok());
   EXPECT_FALSE((SlotStoreOptions{path_, 4096 * 64, 3000}).Validate().ok());
+}
+
+// Incarnations (docs/durability.md): a store gets its identity when it is created and keeps
+// it; a wiped file is a new incarnation; another node's SSD is refused.
+TEST_F(SlotStoreTest, IncarnationIsMadeAtCreationAndKept) {
+  std::string first;
+  {
+    auto s = SlotStore::Open({path_, 64 * 4096, 4096, 3}, &recovered_, &stats_);
+    ASSERT_TRUE(s.ok()) << s.status();
+    EXPECT_TRUE((*s)->created());
+    first = (*s)->incarnation();
+    EXPECT_EQ(first.size(), 32u);
+    const uint32_t slot = *(*s)->Allocate();
+    ASSERT_TRUE((*s)->WriteSlot(slot, SlotKey{1, 9}, false, std::string(4096, 'q').data()).ok());
+    ASSERT_TRUE((*s)->Sync().ok());
+  }
+  {
+    auto s = SlotStore::Open({path_, 64 * 4096, 4096, 3}, &recovered_, &stats_);
+    ASSERT_TRUE(s.ok()) << s.status();
+    EXPECT_FALSE((*s)->created());
+    EXPECT_EQ((*s)->incarnation(), first);
+    EXPECT_EQ(recovered_.size(), 1u);
+  }
+  auto other = SlotStore::Open({path_, 64 * 4096, 4096, 4}, &recovered_, &stats_);
+  EXPECT_EQ(other.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(other.status().message().find("cache node 3"), std::string::npos) << other.status();
+  std::filesystem::remove(path_);  // a new disk
+  auto fresh = SlotStore::Open({path_, 64 * 4096, 4096, 3}, &recovered_, &stats_);
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  EXPECT_TRUE((*fresh)->created());
+  EXPECT_NE((*fresh)->incarnation(), first);
+  EXPECT_TRUE(recovered_.empty());
+}
+
+// A version 1 superblock (no identity) is upgraded in place: same blocks, an incarnation made
+// once and kept from then on.
+TEST_F(SlotStoreTest, VersionOneStoreGetsAnIdentityAndKeepsItsBlocks) {
+  {
+    auto s = Open();
+    const uint32_t slot = *s->Allocate();
+    ASSERT_TRUE(s->WriteSlot(slot, SlotKey{1, 5}, true, std::string(4096, 'v').data()).ok());
+    ASSERT_TRUE(s->Sync().ok());
+  }
+  {  // Rewrite the superblock the way version 1 laid it out: checksum at byte 32.
+    int fd = ::open(path_.c_str(), O_RDWR);
+    char sup[64];
+    ASSERT_EQ(::pread(fd, sup, sizeof(sup), 0), 64);
+    const uint32_t v1 = 1, pad = 0;
+    std::memcpy(sup + 8, &v1, 4);
+    std::memcpy(sup + 20, &pad, 4);
+    const uint64_t sum = BlockChecksum(sup, 32);
+    std::memcpy(sup + 32, &sum, 8);
+    std::memset(sup + 40, 0, 24);
+    ASSERT_EQ(::pwrite(fd, sup, sizeof(sup), 0), 64);
+    ::close(fd);
+  }
+  std::string id;
+  {
+    auto s = Open();
+    ASSERT_NE(s, nullptr);
+    EXPECT_FALSE(s->created());
+    id = s->incarnation();
+    ASSERT_EQ(recovered_.size(), 1u);
+    EXPECT_TRUE(recovered_[0].dirty);
+  }
+  auto s = Open();
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->incarnation(), id);
 }
 
 TEST_F(SlotStoreTest, ExhaustionAndRelease) {

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -98,6 +99,7 @@ absl::Status WriteLog::LoadMark() {
     return Errno(absl::StrCat("open ", config_.seq_path));
   }
   // Everything below the stored mark may have been used before the restart.
+  mark = std::max(mark, config_.min_seq);
   next_ = mark;
   return StoreMark(mark + kMarkStep);
 }

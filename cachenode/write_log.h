@@ -47,6 +47,9 @@ struct WriteLogConfig {
   uint32_t node_id = 0;
   std::string seq_path;              // high-water mark file (created if missing)
   int reclaim_interval_ms = 200;     // batch period of background reclaim
+  // Sequences start at least here (a new incarnation: above every sequence the data nodes
+  // took from this node id), whatever the high-water mark file says.
+  uint64_t min_seq = 0;
 };
 
 class WriteLog {

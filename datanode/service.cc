@@ -265,8 +265,14 @@ grpc::Status DataNodeService::Health(grpc::ServerContext*, const v1::HealthReque
   return grpc::Status::OK;
 }
 
-grpc::Status DataNodeService::Stats(grpc::ServerContext*, const v1::StatsRequest*,
+grpc::Status DataNodeService::Stats(grpc::ServerContext*, const v1::StatsRequest* req,
                                     v1::StatsResponse* resp) {
+  if (req->writer() != 0) {
+    resp->set_writer_high_water(store_->WriterHighWater(req->writer()));
+  }
+  if (req->include_vdis()) {
+    for (v1::VdiGeometry& g : store_->Vdis()) *resp->add_vdi_list() = std::move(g);
+  }
   const StoreStats s = store_->Stats();
   resp->set_node_id(node_id_);
   resp->set_blocks(s.blocks);

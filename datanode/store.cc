@@ -5,6 +5,7 @@
 #include <rocksdb/table.h>
 #include <rocksdb/write_batch.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -38,6 +39,16 @@ std::string BlockKey(uint32_t vdi, uint64_t object, uint32_t block) {
   PutBe32(&k, vdi);
   PutBe64(&k, object);
   PutBe32(&k, block);
+  return k;
+}
+
+constexpr char kHighWaterPrefix[] = "seqhw/";
+// A writer's mark moves this far past the sequence that raised it.
+constexpr uint64_t kHighWaterStep = uint64_t{1} << 20;
+
+std::string HighWaterKey(uint32_t writer) {
+  std::string k = kHighWaterPrefix;
+  PutBe32(&k, writer);
   return k;
 }
 
@@ -222,6 +233,22 @@ absl::StatusOr<std::unique_ptr<BlockStore>> BlockStore::Open(const StoreOptions&
     }
     RC_RETURN_IF_ERROR(FromRocks(it->status(), "scan VDI catalog"));
   }
+  // The writers' sequence marks.
+  {
+    std::unique_ptr<rocksdb::Iterator> it(
+        store->db_->NewIterator(rocksdb::ReadOptions(), store->meta_cf_));
+    absl::MutexLock l(&store->hw_mu_);
+    for (it->Seek(kHighWaterPrefix); it->Valid() && it->key().starts_with(kHighWaterPrefix);
+         it->Next()) {
+      const rocksdb::Slice k = it->key(), v = it->value();
+      if (k.size() != sizeof(kHighWaterPrefix) - 1 + 4 || v.size() != 8) {
+        return absl::DataLossError(absl::StrCat("sequence mark unreadable in ", options.dir));
+      }
+      store->high_water_[static_cast<uint32_t>(GetBe(k.data() + k.size() - 4, 4))] =
+          GetBe(v.data(), 8);
+    }
+    RC_RETURN_IF_ERROR(FromRocks(it->status(), "scan sequence marks"));
+  }
   // Recount the log area.
   {
     std::unique_ptr<rocksdb::Iterator> it(
@@ -359,6 +386,10 @@ absl::StatusOr<uint32_t> BlockStore::WriteBlocks(uint32_t vdi_id, uint64_t objec
   }
   RC_RETURN_IF_ERROR(CheckStamp(stamp, n));
   RC_RETURN_IF_ERROR(CheckWritable());
+  if (!stamp.seqs.empty()) {
+    RC_RETURN_IF_ERROR(
+        NoteSequence(stamp.writer, *std::max_element(stamp.seqs.begin(), stamp.seqs.end())));
+  }
   absl::MutexLock stripe(&Stripe(vdi_id, object_index));
   // The stored versions of the range, read under the stripe: compare and write are one step.
   RC_ASSIGN_OR_RETURN(std::vector<std::optional<BlockVersion>> have,
@@ -473,6 +504,10 @@ absl::Status BlockStore::TrimBlocks(uint32_t vdi_id, uint64_t object_index, uint
     return absl::InvalidArgumentError("a purge removes blocks entirely: it takes no versions");
   }
   RC_RETURN_IF_ERROR(CheckWritable());
+  if (!stamp.seqs.empty()) {
+    RC_RETURN_IF_ERROR(
+        NoteSequence(stamp.writer, *std::max_element(stamp.seqs.begin(), stamp.seqs.end())));
+  }
   absl::MutexLock stripe(&Stripe(vdi_id, object_index));
   std::vector<std::optional<BlockVersion>> have(block_count);
   if (!purge) {
@@ -544,6 +579,13 @@ absl::StatusOr<std::vector<ScannedBlock>> BlockStore::ScanBlocks(
 
 absl::StatusOr<uint64_t> BlockStore::LogAppend(const std::vector<LogEntry>& records) {
   if (records.empty()) return log_bytes_.load();
+  {
+    absl::flat_hash_map<uint32_t, uint64_t> top;
+    for (const LogEntry& r : records) {
+      top[r.cache_node_id] = std::max(top[r.cache_node_id], r.sequence);
+    }
+    for (const auto& [writer, seq] : top) RC_RETURN_IF_ERROR(NoteSequence(writer, seq));
+  }
   rocksdb::WriteBatch batch;
   uint64_t added_records = 0, added_bytes = 0;
   std::string value, existing;
@@ -667,6 +709,35 @@ StoreStats BlockStore::Stats() const {
   absl::MutexLock l(&err_mu_);
   if (!device_error_.ok()) st.device_error = std::string(device_error_.message());
   return st;
+}
+
+std::vector<v1::VdiGeometry> BlockStore::Vdis() const {
+  absl::MutexLock l(&mu_);
+  std::vector<v1::VdiGeometry> out;
+  out.reserve(vdis_.size());
+  for (const auto& [id, g] : vdis_) out.push_back(g);
+  return out;
+}
+
+uint64_t BlockStore::WriterHighWater(uint32_t writer) const {
+  absl::MutexLock l(&hw_mu_);
+  auto it = high_water_.find(writer);
+  return it == high_water_.end() ? 0 : it->second;
+}
+
+absl::Status BlockStore::NoteSequence(uint32_t writer, uint64_t seq) {
+  if (writer == 0 || seq == 0) return absl::OkStatus();
+  absl::MutexLock l(&hw_mu_);
+  auto it = high_water_.find(writer);
+  if (it != high_water_.end() && seq < it->second) return absl::OkStatus();
+  const uint64_t mark = seq + kHighWaterStep;
+  std::string value;
+  PutBe64(&value, mark);
+  rocksdb::WriteBatch batch;
+  batch.Put(meta_cf_, HighWaterKey(writer), value);
+  RC_RETURN_IF_ERROR(Commit(&batch, "record a writer's sequence mark"));
+  high_water_[writer] = mark;
+  return absl::OkStatus();
 }
 
 StoreStats BlockStore::StatsWithoutErrors() const {

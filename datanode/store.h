@@ -8,6 +8,7 @@
 //                                                        (trimmed)
 //   log     : cache_node(4) sequence(8)               -> vdi(4) object(8) block(4) checksum(8)
 //                                                        [epoch(8)] | data
+//   default : "seqhw/" cache_node(4)                  -> sequence(8): the writer's high-water mark
 // (The bracketed epoch is absent in stores written before fencing tokens: it reads as 0.)
 //
 // Fencing tokens (docs/durability.md): every block and tombstone carries a BlockVersion, and
@@ -138,6 +139,7 @@ class BlockStore {
   // Deletes the VDI's geometry and blocks; returns how many blocks were removed.
   absl::StatusOr<uint64_t> DeleteVdi(uint32_t vdi_id);
   absl::StatusOr<v1::VdiGeometry> GetVdi(uint32_t vdi_id) const;
+  std::vector<v1::VdiGeometry> Vdis() const;
 
   // Writes data (a whole number of blocks) starting at `first_block` of the object. When
   // `checksums` is non-empty it must hold one checksum per block, each verified first.
@@ -180,6 +182,12 @@ class BlockStore {
                                       const std::vector<uint64_t>& sequences, uint64_t below);
 
   StoreStats Stats() const;
+  // The high-water mark of cache node `writer`'s sequences: at least every sequence of a block
+  // version or log record this store ever took from it (0: none; persisted). A cache node that
+  // lost its own mark (a new SSD, a wiped state directory: a new incarnation) starts above the
+  // largest one the data nodes report, so its sequences never repeat and its new writes order
+  // after everything its old incarnation wrote (docs/durability.md, "Incarnations").
+  uint64_t WriterHighWater(uint32_t writer) const;
   // Flushes memtables to SST files (used at clean shutdown so the WAL is short on restart).
   absl::Status FlushAll();
 
@@ -206,11 +214,16 @@ class BlockStore {
   absl::Status RefuseOlder(const char* what, uint32_t vdi, uint64_t object, uint64_t block,
                            const BlockVersion& have, const BlockVersion& incoming);
   StoreStats StatsWithoutErrors() const;
+  // Raises `writer`'s persisted high-water mark above `seq` (in steps, so that a write rarely
+  // pays for it) before a write carrying `seq` commits.
+  absl::Status NoteSequence(uint32_t writer, uint64_t seq);
   absl::Status Commit(rocksdb::WriteBatch* batch, const std::string& what);
   absl::Mutex stripes_[kStripes];
   mutable absl::Mutex err_mu_;
   absl::Status device_error_ ABSL_GUARDED_BY(err_mu_);
   std::atomic<uint64_t> older_refusals_{0};
+  mutable absl::Mutex hw_mu_;
+  absl::flat_hash_map<uint32_t, uint64_t> high_water_ ABSL_GUARDED_BY(hw_mu_);
   mutable absl::Mutex mu_;
   absl::flat_hash_map<uint32_t, v1::VdiGeometry> vdis_ ABSL_GUARDED_BY(mu_);
   // Log size, recounted at Open and kept by atomics; a concurrent duplicate append of the same

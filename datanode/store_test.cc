@@ -237,6 +237,32 @@ TEST_F(StoreTest, LogAppendScanReclaim) {
   EXPECT_EQ(store_->LogAppend({short_rec}).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// Incarnations (docs/durability.md): every sequence a writer's block versions, trims and log
+// records carried stays below its high-water mark, also after a reopen, so a cache node that
+// lost its own mark (a new SSD) can start above everything it wrote before.
+TEST_F(StoreTest, WriterHighWaterCoversEverySequenceAndSurvivesReopen) {
+  EXPECT_EQ(store_->WriterHighWater(4), 0u);
+  ASSERT_TRUE(store_->WriteBlocks(7, 1, 0, Pattern('n') + Pattern('m'), {},
+                                  WriteStamp{4, {10, 11}, false})
+                  .ok());
+  EXPECT_GT(store_->WriterHighWater(4), 11u);
+  const uint64_t big = uint64_t{5} << 30;
+  ASSERT_TRUE(store_->TrimBlocks(7, 2, 0, 1, WriteStamp{4, {big}, false}).ok());
+  EXPECT_GT(store_->WriterHighWater(4), big);
+  ASSERT_TRUE(store_->LogAppend({Rec(4, big + 7, 'a'), Rec(9, 3, 'b')}).ok());
+  const uint64_t mark4 = store_->WriterHighWater(4);
+  EXPECT_GT(mark4, big + 7);
+  EXPECT_GT(store_->WriterHighWater(9), 3u);
+  EXPECT_EQ(store_->WriterHighWater(5), 0u);  // another writer is not touched
+  // An unversioned write changes nothing; marks survive a restart.
+  ASSERT_TRUE(store_->WriteBlocks(7, 3, 0, Pattern('u'), {}).ok());
+  Reopen();
+  EXPECT_EQ(store_->WriterHighWater(4), mark4);
+  EXPECT_GT(store_->WriterHighWater(9), 3u);
+  ASSERT_EQ(store_->Vdis().size(), 1u);
+  EXPECT_EQ(store_->Vdis()[0].replication(), 3u);
+}
+
 // Fencing tokens (docs/durability.md): versions order by (epoch, seq, writer) across writers.
 // A node that lost an object (epoch 1) cannot overwrite what its next owner wrote at epoch 2,
 // whatever their sequences, for any kind of write; the refusal is typed and counted.

@@ -853,4 +853,20 @@ absl::StatusOr<uint64_t> DataNodePool::BlockCount(uint32_t node) {
   return resp.blocks();
 }
 
+absl::StatusOr<WriterState> DataNodePool::QueryWriter(uint32_t writer) {
+  WriterState out;
+  for (uint32_t node : node_ids()) {
+    v1::StatsRequest req;
+    req.set_writer(writer);
+    req.set_include_vdis(true);
+    v1::StatsResponse resp;
+    RC_RETURN_IF_ERROR(OnNode(node, "sequence mark of", [&](auto& stub, grpc::ClientContext* ctx) {
+      return stub.Stats(ctx, req, &resp);
+    }));
+    out.high_water = std::max<uint64_t>(out.high_water, resp.writer_high_water());
+    for (const v1::VdiGeometry& g : resp.vdi_list()) out.replication[g.vdi_id()] = g.replication();
+  }
+  return out;
+}
+
 }  // namespace ringcache::datanode

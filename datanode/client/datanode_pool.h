@@ -93,6 +93,12 @@ struct HomeStamp {
 };
 
 // Result of appending log records.
+// What the data nodes know of one cache node (DataNodePool::QueryWriter).
+struct WriterState {
+  uint64_t high_water = 0;  // the largest of the nodes' sequence high-water marks of the writer
+  absl::flat_hash_map<uint32_t, uint32_t> replication;  // VDI id -> N, every VDI the nodes know
+};
+
 struct LogAppendResult {
   std::vector<uint32_t> nodes;  // data nodes that hold the records durably
   uint32_t overlapping = 0;     // of which also home replicas of the object (cluster too small)
@@ -181,6 +187,10 @@ class DataNodePool {
                            uint32_t count);
   // Returns data node `node`'s stored block count (RocksDB's estimate).
   absl::StatusOr<uint64_t> BlockCount(uint32_t node);
+  // Asks every data node of the ring what it knows of cache node `writer` (its sequence
+  // high-water mark) and of the VDIs. Fails, naming the node, when one does not answer: a
+  // mark that misses a node could let sequences repeat.
+  absl::StatusOr<WriterState> QueryWriter(uint32_t writer);
   // Asks every data node for its health (in parallel, `timeout_ms` each) to keep the up/down
   // view current even for nodes no request went to lately.
   void ProbeAll(int timeout_ms);

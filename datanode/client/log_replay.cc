@@ -3,6 +3,7 @@
 
 #include <map>
 #include <tuple>
+#include <utility>
 
 #include <spdlog/spdlog.h>
 
@@ -26,8 +27,12 @@ absl::StatusOr<ReplayStats> ReplayCacheNodeLog(
       max_seq = std::max(max_seq, r.sequence());
       // The data node verified the checksum on the way out; check again after the wire.
       if (BlockChecksum(r.data()) != r.checksum()) return;
+      // The newest record by full version: ownership epoch first, then sequence (a node's
+      // sequences only grow, across restarts and across incarnations of its store).
       v1::LogRecord& best = latest[Key{r.vdi_id(), r.object_index(), r.block_index()}];
-      if (r.sequence() > best.sequence()) best = std::move(r);
+      if (std::make_pair(r.epoch(), r.sequence()) > std::make_pair(best.epoch(), best.sequence())) {
+        best = std::move(r);
+      }
     }));
   }
   stats.blocks = latest.size();

@@ -1,9 +1,13 @@
 // Log replay: what the cluster does when a cache node is lost (docs/design.md §7, paper 002
-// §III-G). The data nodes holding the lost node's write-back log records are scanned, the record
-// with the latest sequence of each block wins, and it is written to the block's N home replicas as
-// a conditional write that never replaces a home copy at least as new (the version stamps of
+// §III-G). The data nodes holding the lost node's write-back log records are scanned, the newest
+// record of each block wins (by ownership epoch, then sequence), and it is written to the
+// block's N home replicas as a conditional write that never replaces a home copy at least as
+// new (the version stamps of
 // datanode/store.h): a record older than a destage, write-around or trim the node made before it
 // died changes nothing. Then every record of the node is dropped.
+//
+// A cache node on a new SSD replays its own old incarnation's log this way before it serves
+// (docs/durability.md, "Incarnations").
 //
 // REQUIRES: the cache node is dead or fenced, and no other cache node serves its objects until
 // the replay returned OK (the gateway's router holds their requests meanwhile).
