@@ -2,9 +2,8 @@
 // §III-G). The data nodes holding the lost node's write-back log records are scanned, the newest
 // record of each block wins (by ownership epoch, then sequence), and it is written to the
 // block's N home replicas as a conditional write that never replaces a home copy at least as
-// new (the version stamps of
-// datanode/store.h): a record older than a destage, write-around or trim the node made before it
-// died changes nothing. Then every record of the node is dropped.
+// new (the version stamps of datanode/store.h): a record older than a destage, write-around or
+// trim the node made before it died changes nothing. Then every record of the node is dropped.
 //
 // A cache node on a new SSD replays its own old incarnation's log this way before it serves
 // (docs/durability.md, "Incarnations").
