@@ -49,6 +49,10 @@ Nemeses (--nemeses, comma list, or `all`):
                          is printed), decide the removal again and finish it; the killed gateway
                          is restarted (it follows), the cache node restarted and rejoined.
                          Writers of the killed gateway reconnect to another one.
+  wipe-cache             kill -9 a cache node, remove its directory (a new, empty SSD: slot
+                         file, sequence mark, VDI table, ownership state), restart it after
+                         uniform(0.2, --max-down) s: a new store incarnation, which replays the
+                         old one's log home before it serves (cluster mode: wait for the rejoin).
 Without --nemeses, static mode runs kill-cache / kill-data as before (--cache-fault-share;
 --remove-cache-node turns kill-cache into remove) and cluster mode runs all of them
 (kill-coordinator only with --gateways 2 or more).
@@ -103,9 +107,10 @@ script re-executes itself with /usr/bin/python3. Standard library otherwise.
 
 Usage:
     tests/fault/fault_test.py --bin BUILD_DIR [--seed S] [--faults 24] [--remove-cache-node] ...
-    tests/fault/fault_test.py --bin BUILD_DIR --etcd --nemeses all --faults 60
-    tests/fault/fault_test.py --bin BUILD_DIR --etcd --tls --nemeses all --faults 16
-    tests/fault/fault_test.py --bin BUILD_DIR --etcd --gateways 2 --nemeses all --faults 24
+    tests/fault/fault_test.py --bin BUILD_DIR --nemeses kill-cache,kill-data,wipe-cache --faults 36
+    tests/fault/fault_test.py --bin BUILD_DIR --etcd --nemeses all --faults 68
+    tests/fault/fault_test.py --bin BUILD_DIR --etcd --tls --nemeses all --faults 18
+    tests/fault/fault_test.py --bin BUILD_DIR --etcd --gateways 2 --nemeses all --faults 20
     (ctest: FaultInjection.cluster, FaultInjection.nemeses, FaultInjection.tls,
     FaultInjection.gateways; ASan: --bin build-asan;
     soak: tests/fault/soak.sh --duration 3600)
@@ -143,12 +148,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 ETCD_PREFIX = "/ringcache"
 
 NEMESES = ("kill-cache", "kill-data", "remove", "rejoin", "pause", "data-during-join",
-           "restart-during-replay", "kill-coordinator")
+           "restart-during-replay", "kill-coordinator", "wipe-cache")
 CLUSTER_ONLY = {"rejoin", "pause", "data-during-join", "restart-during-replay",
                 "kill-coordinator"}
 MANY_GATEWAYS_ONLY = {"kill-coordinator"}  # needs --gateways 2 or more
 CACHE_NEMESES = {"kill-cache", "remove", "rejoin", "pause", "data-during-join",
-                 "restart-during-replay", "kill-coordinator"}
+                 "restart-during-replay", "kill-coordinator", "wipe-cache"}
 
 nbd = None  # the libnbd module, imported after argument parsing so --help works anywhere
 
@@ -529,6 +534,10 @@ class Cluster:
 
     def log_path(self, role, node_id):
         return os.path.join(self.dir, "logs", f"{role}-{node_id}.log")
+
+    def node_dir(self, role, node_id):
+        """The daemon's directory (cluster.sh: data_dir/ROLE-ID): SSD file, state, RocksDB."""
+        return os.path.join(self.dir, "state", f"{role}-{node_id}")
 
     def tail(self, role, node_id, n=15):
         try:
@@ -1219,6 +1228,24 @@ class Nemesis:
             return None
         took = self.restart_cache_node(node)
         what = f"kill -9 cachenode {node}, down {down:.1f}s, restart took {took:.1f}s"
+        if not self.a.etcd:
+            self.ctx.sweep_gen += 1
+            return what
+        joined = self.await_rejoin(node, since)
+        return None if joined is None else f"{what}, rejoined {joined:.1f}s later"
+
+    def wipe_cache(self, node, _data, down):
+        """kill -9, the node's directory removed (a new, empty SSD: slot file, sequence mark,
+        VDI table and ownership state gone), restart: a new incarnation, which must replay its
+        old one's log home before it serves (docs/durability.md, "Incarnations")."""
+        since = self.kill_cache_node(node)
+        self.step(f"cachenode {node} down: its disk replaced")
+        shutil.rmtree(self.c.node_dir("cachenode", node), ignore_errors=True)
+        if not self.ctx.sleep(down):
+            return None
+        took = self.restart_cache_node(node, "restart on a new disk")
+        what = (f"kill -9 cachenode {node}, its directory removed (new SSD), down {down:.1f}s, "
+                f"restart took {took:.1f}s")
         if not self.a.etcd:
             self.ctx.sweep_gen += 1
             return what
