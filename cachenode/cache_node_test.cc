@@ -130,6 +130,66 @@ TEST_F(CacheNodeTest, NewSsdReplaysTheOldIncarnationsLogBeforeServing) {
   EXPECT_EQ(HomeBlock(21), b);
 }
 
+// A data node that lost its store learns the VDI again, incomplete for it (docs/durability.md,
+// "Absent is not zero"): reads never take its "absent" for zeros while another replica holds
+// the block, repair it from that replica, and fail (never zeros) when only it answers.
+TEST_F(CacheNodeTest, IncompleteReplicaNeverAnswersZerosForABlockOthersHold) {
+  const std::string a = Pattern(5, kBs);
+  datanode::HomeStamp stamp{7, {100}, false, {3}};
+  ASSERT_TRUE(pool_->WriteAll(1, 0, 0, a, 2, &stamp).ok());
+  auto homes = pool_->Homes(1, 0, 2);
+  ASSERT_TRUE(homes.ok());
+  auto index_of = [&](uint32_t id) {
+    for (size_t i = 0; i < dns_->endpoints().size(); ++i) {
+      if (dns_->endpoints()[i].id == id) return static_cast<int>(i);
+    }
+    return -1;
+  };
+  const int wiped = index_of((*homes)[0]), other = index_of((*homes)[1]);
+  auto wipe = [&] {  // the store lost everything and learnt the VDI again, unvouched
+    ASSERT_TRUE(dns_->store(wiped)->DeleteVdi(1).ok());
+    ASSERT_TRUE(dns_->store(wiped)->PutVdi(geometry_, /*complete=*/false).ok());
+    EXPECT_FALSE(dns_->store(wiped)->VdiComplete(1));
+  };
+  wipe();
+  // Whichever replica a read asks first, it returns the data; asked first, the wiped one gets
+  // the block back from the other.
+  for (bool wiped_first : {false, true}) {
+    pool_->set_read_order_for_test([&, wiped_first](std::vector<uint32_t>* ids) {
+      std::sort(ids->begin(), ids->end(), [&](uint32_t x, uint32_t y) {
+        return (x == (*homes)[0]) == wiped_first && (y == (*homes)[0]) != wiped_first;
+      });
+    });
+    auto run = pool_->Read(1, 0, 0, 1, 2, kBs);
+    ASSERT_TRUE(run.ok()) << run.status();
+    EXPECT_EQ(run->data, a);
+    EXPECT_TRUE(run->present[0]);
+    EXPECT_EQ(dns_->store(wiped)->ReadBlocks(1, 0, 0, 1)->present[0], wiped_first);
+  }
+  auto healed = dns_->store(wiped)->ReadBlocks(1, 0, 0, 1);
+  ASSERT_TRUE(healed.ok());
+  EXPECT_TRUE(healed->present[0]) << "the incomplete replica was not repaired";
+  EXPECT_EQ(healed->data, a);
+  EXPECT_EQ(healed->versions[0].seq, 100u);  // the good copy's version, kept
+  auto alloc = pool_->Presence(1, 0, 0, 2, 2);
+  ASSERT_TRUE(alloc.ok());
+  EXPECT_EQ(*alloc, (std::vector<bool>{true, false}));  // block 1: no replica holds it
+  // Only the incomplete replica answers: an error, never zeros; block status says allocated.
+  wipe();
+  dns_->StopForTest(other);
+  auto lone = pool_->Read(1, 0, 0, 1, 2, kBs);
+  EXPECT_EQ(lone.status().code(), absl::StatusCode::kDataLoss) << lone.status();
+  auto lone_alloc = pool_->Presence(1, 0, 0, 1, 2);
+  ASSERT_TRUE(lone_alloc.ok());
+  EXPECT_TRUE((*lone_alloc)[0]);
+  EXPECT_GE(pool_->unconfirmed_reads(), 1u);
+  // Vouching (a finished refill) makes its answers authoritative again.
+  ASSERT_TRUE(dns_->store(wiped)->PutVdi(geometry_, /*complete=*/true).ok());
+  auto after = pool_->Read(1, 0, 0, 1, 2, kBs);
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_FALSE(after->present[0]);
+}
+
 // With a state directory, every state file goes there and nothing is created beside the SSD
 // (a block device's /dev entry must never get neighbours); the dirty data survives a restart.
 TEST_F(CacheNodeTest, StateFilesGoToTheStateDirectory) {
@@ -368,7 +428,7 @@ TEST_F(CacheNodeTest, DestageTakesTheColdestQueueFirst) {
   v1::VdiGeometry cold = geometry_;
   cold.set_vdi_id(2);
   cold.set_name("cold");
-  ASSERT_TRUE(pool_->PutVdi(cold).ok());
+  ASSERT_TRUE(pool_->PutVdi(cold, datanode::DataNodePool::AllComplete).ok());
   ASSERT_TRUE(node_->RegisterVdi(cold).ok());
   // VDI 1 is dirtied first (oldest) but is hot; VDI 2 is dirtied later and never read.
   for (uint64_t b = 0; b < 4; ++b) ASSERT_TRUE(Write(b * kBs, Pattern(b, kBs)).ok());

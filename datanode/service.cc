@@ -88,7 +88,7 @@ grpc::Status DataNodeService::Timed(OpMetrics* op, Fn&& fn) {
 
 grpc::Status DataNodeService::PutVdi(grpc::ServerContext*, const v1::PutVdiRequest* req,
                                      v1::PutVdiResponse*) {
-  return Timed(&put_vdi_, [&] { return store_->PutVdi(req->vdi()); });
+  return Timed(&put_vdi_, [&] { return store_->PutVdi(req->vdi(), req->complete()); });
 }
 
 grpc::Status DataNodeService::DeleteVdi(grpc::ServerContext*, const v1::DeleteVdiRequest* req,
@@ -133,6 +133,7 @@ grpc::Status DataNodeService::ReadBlocks(grpc::ServerContext*, const v1::ReadBlo
     auto res = store_->ReadBlocks(r.vdi_id(), r.object_index(), r.first_block(), r.block_count());
     if (!res.ok()) return res.status();
     for (bool p : res->present) resp->add_present(p);
+    resp->set_incomplete(!res->complete);
     for (uint64_t c : res->checksums) resp->add_checksums(c);
     for (const BlockVersion& v : res->versions) {
       resp->add_writers(v.writer);
@@ -271,7 +272,10 @@ grpc::Status DataNodeService::Stats(grpc::ServerContext*, const v1::StatsRequest
     resp->set_writer_high_water(store_->WriterHighWater(req->writer()));
   }
   if (req->include_vdis()) {
-    for (v1::VdiGeometry& g : store_->Vdis()) *resp->add_vdi_list() = std::move(g);
+    for (v1::VdiGeometry& g : store_->Vdis()) {
+      if (!store_->VdiComplete(g.vdi_id())) resp->add_incomplete_vdis(g.vdi_id());
+      *resp->add_vdi_list() = std::move(g);
+    }
   }
   const StoreStats s = store_->Stats();
   resp->set_node_id(node_id_);

@@ -43,12 +43,19 @@ std::string BlockKey(uint32_t vdi, uint64_t object, uint32_t block) {
 }
 
 constexpr char kHighWaterPrefix[] = "seqhw/";
+constexpr char kIncompletePrefix[] = "incomplete/";
 // A writer's mark moves this far past the sequence that raised it.
 constexpr uint64_t kHighWaterStep = uint64_t{1} << 20;
 
 std::string HighWaterKey(uint32_t writer) {
   std::string k = kHighWaterPrefix;
   PutBe32(&k, writer);
+  return k;
+}
+
+std::string IncompleteKey(uint32_t vdi) {
+  std::string k = kIncompletePrefix;
+  PutBe32(&k, vdi);
   return k;
 }
 
@@ -233,6 +240,21 @@ absl::StatusOr<std::unique_ptr<BlockStore>> BlockStore::Open(const StoreOptions&
     }
     RC_RETURN_IF_ERROR(FromRocks(it->status(), "scan VDI catalog"));
   }
+  // The VDIs the store missed writes of.
+  {
+    std::unique_ptr<rocksdb::Iterator> it(
+        store->db_->NewIterator(rocksdb::ReadOptions(), store->meta_cf_));
+    absl::MutexLock l(&store->mu_);
+    for (it->Seek(kIncompletePrefix); it->Valid() && it->key().starts_with(kIncompletePrefix);
+         it->Next()) {
+      const rocksdb::Slice k = it->key();
+      if (k.size() != sizeof(kIncompletePrefix) - 1 + 4) {
+        return absl::DataLossError(absl::StrCat("VDI state unreadable in ", options.dir));
+      }
+      store->incomplete_.insert(static_cast<uint32_t>(GetBe(k.data() + k.size() - 4, 4)));
+    }
+    RC_RETURN_IF_ERROR(FromRocks(it->status(), "scan VDI states"));
+  }
   // The writers' sequence marks.
   {
     std::unique_ptr<rocksdb::Iterator> it(
@@ -273,7 +295,7 @@ BlockStore::~BlockStore() {
   }
 }
 
-absl::Status BlockStore::PutVdi(const v1::VdiGeometry& vdi) {
+absl::Status BlockStore::PutVdi(const v1::VdiGeometry& vdi, bool complete) {
   const uint32_t bs = vdi.block_size();
   if (vdi.vdi_id() == 0) return absl::InvalidArgumentError("vdi_id must be non-zero");
   if (bs < 512 || bs > (1u << 20) || (bs & (bs - 1)) != 0) {
@@ -292,13 +314,28 @@ absl::Status BlockStore::PutVdi(const v1::VdiGeometry& vdi) {
   }
   std::string value;
   vdi.SerializeToString(&value);
-  rocksdb::WriteOptions wo;
-  wo.sync = true;
-  RC_RETURN_IF_ERROR(
-      FromRocks(db_->Put(wo, meta_cf_, VdiKey(vdi.vdi_id()), value), "store VDI geometry"));
+  absl::MutexLock put(&put_vdi_mu_);  // the known-or-not check and the write are one step
+  bool known;
+  {
+    absl::MutexLock l(&mu_);
+    known = vdis_.contains(vdi.vdi_id());
+  }
+  rocksdb::WriteBatch batch;
+  batch.Put(meta_cf_, VdiKey(vdi.vdi_id()), value);
+  const bool mark_incomplete = !known && !complete;
+  if (mark_incomplete) batch.Put(meta_cf_, IncompleteKey(vdi.vdi_id()), "");
+  if (complete) batch.Delete(meta_cf_, IncompleteKey(vdi.vdi_id()));
+  RC_RETURN_IF_ERROR(Commit(&batch, "store VDI geometry"));
   absl::MutexLock l(&mu_);
   vdis_[vdi.vdi_id()] = vdi;
+  if (mark_incomplete) incomplete_.insert(vdi.vdi_id());
+  if (complete) incomplete_.erase(vdi.vdi_id());
   return absl::OkStatus();
+}
+
+bool BlockStore::VdiComplete(uint32_t vdi_id) const {
+  absl::MutexLock l(&mu_);
+  return !incomplete_.contains(vdi_id);
 }
 
 absl::StatusOr<v1::VdiGeometry> BlockStore::GetVdi(uint32_t vdi_id) const {
@@ -325,9 +362,11 @@ absl::StatusOr<uint64_t> BlockStore::DeleteVdi(uint32_t vdi_id) {
   rocksdb::WriteBatch batch;
   batch.DeleteRange(blocks_cf_, begin, vdi_id == UINT32_MAX ? std::string(5, '\xff') : end);
   batch.Delete(meta_cf_, VdiKey(vdi_id));
+  batch.Delete(meta_cf_, IncompleteKey(vdi_id));
   RC_RETURN_IF_ERROR(Commit(&batch, "delete VDI"));
   absl::MutexLock l(&mu_);
   vdis_.erase(vdi_id);
+  incomplete_.erase(vdi_id);
   return count;
 }
 
@@ -489,6 +528,7 @@ absl::StatusOr<ReadResult> BlockStore::ReadBlocks(uint32_t vdi_id, uint64_t obje
     r.present[i] = true;
     r.checksums[i] = b.checksum;
   }
+  r.complete = VdiComplete(vdi_id);
   return r;
 }
 

@@ -9,6 +9,7 @@
 //   log     : cache_node(4) sequence(8)               -> vdi(4) object(8) block(4) checksum(8)
 //                                                        [epoch(8)] | data
 //   default : "seqhw/" cache_node(4)                  -> sequence(8): the writer's high-water mark
+//   default : "incomplete/" vdi_id(4)                 -> "" : the store missed writes of the VDI
 // (The bracketed epoch is absent in stores written before fencing tokens: it reads as 0.)
 //
 // Fencing tokens (docs/durability.md): every block and tombstone carries a BlockVersion, and
@@ -42,6 +43,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -107,6 +109,7 @@ struct ReadResult {
   std::vector<bool> present;
   std::vector<uint64_t> checksums;  // 0 where absent
   std::vector<BlockVersion> versions;  // per block ({0,0} where absent and never trimmed)
+  bool complete = true;  // false: an absent block may exist elsewhere (VdiComplete)
 };
 
 struct LogEntry {
@@ -135,7 +138,14 @@ class BlockStore {
   static absl::StatusOr<std::unique_ptr<BlockStore>> Open(const StoreOptions& options);
   ~BlockStore();
 
-  absl::Status PutVdi(const v1::VdiGeometry& vdi);
+  // Stores the VDI's geometry. A VDI the store does not know yet is complete (its "absent"
+  // answers are authoritative) only when the caller vouches for it (`complete`: a VDI being
+  // created, a rebalancing target); otherwise the store missed its earlier writes (a new or
+  // wiped store learning of an existing VDI) and stays incomplete for it (persisted). A known
+  // VDI keeps its state unless the caller vouches (a refill from the other replicas finished).
+  absl::Status PutVdi(const v1::VdiGeometry& vdi, bool complete = false);
+  // False while the store may lack blocks of the VDI that other replicas hold.
+  bool VdiComplete(uint32_t vdi_id) const;
   // Deletes the VDI's geometry and blocks; returns how many blocks were removed.
   absl::StatusOr<uint64_t> DeleteVdi(uint32_t vdi_id);
   absl::StatusOr<v1::VdiGeometry> GetVdi(uint32_t vdi_id) const;
@@ -224,8 +234,10 @@ class BlockStore {
   std::atomic<uint64_t> older_refusals_{0};
   mutable absl::Mutex hw_mu_;
   absl::flat_hash_map<uint32_t, uint64_t> high_water_ ABSL_GUARDED_BY(hw_mu_);
+  absl::Mutex put_vdi_mu_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<uint32_t, v1::VdiGeometry> vdis_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<uint32_t> incomplete_ ABSL_GUARDED_BY(mu_);
   // Log size, recounted at Open and kept by atomics; a concurrent duplicate append of the same
   // (node, sequence) — only a retry does that — may be counted twice until the next Open.
   std::atomic<uint64_t> log_records_{0};

@@ -24,7 +24,7 @@ class StoreTest : public ::testing::Test {
     g.set_object_size(1 << 20);
     g.set_block_size(4096);
     g.set_replication(3);
-    ASSERT_TRUE(store_->PutVdi(g).ok());
+    ASSERT_TRUE(store_->PutVdi(g, /*complete=*/true).ok());  // created: nothing written yet
   }
   void Reopen() {
     store_.reset();
@@ -261,6 +261,37 @@ TEST_F(StoreTest, WriterHighWaterCoversEverySequenceAndSurvivesReopen) {
   EXPECT_GT(store_->WriterHighWater(9), 3u);
   ASSERT_EQ(store_->Vdis().size(), 1u);
   EXPECT_EQ(store_->Vdis()[0].replication(), 3u);
+}
+
+// "Absent is not zero" (docs/durability.md): a store that learns of a VDI without a voucher
+// missed its writes and says so with every read, until someone vouches (a finished refill).
+TEST_F(StoreTest, VdiLearntWithoutAVoucherIsIncompleteUntilVouched) {
+  EXPECT_TRUE(store_->VdiComplete(7));  // learnt at its creation (SetUp)
+  v1::VdiGeometry g = *store_->GetVdi(7);
+  g.set_vdi_id(8);
+  ASSERT_TRUE(store_->PutVdi(g).ok());  // unvouched: incomplete
+  EXPECT_FALSE(store_->VdiComplete(8));
+  auto r = store_->ReadBlocks(8, 0, 0, 1);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->complete);
+  g.set_size_bytes(g.size_bytes() * 2);
+  ASSERT_TRUE(store_->PutVdi(g).ok());  // a resize keeps the state
+  EXPECT_FALSE(store_->VdiComplete(8));
+  Reopen();
+  EXPECT_FALSE(store_->VdiComplete(8));
+  EXPECT_TRUE(store_->ReadBlocks(7, 0, 0, 1)->complete);
+  ASSERT_TRUE(store_->PutVdi(g, /*complete=*/true).ok());
+  EXPECT_TRUE(store_->VdiComplete(8));
+  Reopen();
+  EXPECT_TRUE(store_->VdiComplete(8));
+  g.set_vdi_id(9);
+  ASSERT_TRUE(store_->PutVdi(g, /*complete=*/true).ok());  // a new VDI, vouched
+  EXPECT_TRUE(store_->VdiComplete(9));
+  ASSERT_TRUE(store_->PutVdi(*store_->GetVdi(7)).ok());  // known: an unvouched call changes nothing
+  EXPECT_TRUE(store_->VdiComplete(7));
+  ASSERT_TRUE(store_->DeleteVdi(8).ok());
+  ASSERT_TRUE(store_->PutVdi([&] { auto x = g; x.set_vdi_id(8); return x; }()).ok());
+  EXPECT_FALSE(store_->VdiComplete(8));  // deleted, then learnt again without a voucher
 }
 
 // Fencing tokens (docs/durability.md): versions order by (epoch, seq, writer) across writers.

@@ -164,10 +164,18 @@ void DataRebalancer::Loop() {
       mu_.AwaitWithTimeout(absl::Condition(&stop), options_.retry_interval);
       continue;
     }
-    absl::MutexLock l(&mu_);
-    if (idle_) {
+    bool idle;
+    {
+      absl::MutexLock l(&mu_);
+      idle = idle_;
+    }
+    if (idle) {
+      if (absl::Status h = Heal(); !h.ok() && !Stopping()) {
+        spdlog::warn("data nodes: {}; retrying", h.ToString());
+      }
+      absl::MutexLock l(&mu_);
       auto wake = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stop_ || !idle_; };
-      mu_.Await(absl::Condition(&wake));
+      mu_.AwaitWithTimeout(absl::Condition(&wake), options_.heal_interval);
     }
   }
 }
@@ -256,8 +264,15 @@ absl::Status DataRebalancer::Step() {
 }
 
 absl::Status DataRebalancer::RegisterVdis() {
+  // The joining nodes (in the target, not yet members) get every block copied before a read
+  // reaches them: the rebalancer vouches for them. A member that learns of a VDI only now
+  // (wiped) stays incomplete for it.
+  const datanode::DataRing ring = pool_->ring();
+  absl::flat_hash_set<uint32_t> joining(ring.target.begin(), ring.target.end());
+  for (uint32_t m : ring.members) joining.erase(m);
   for (const VdiRecord& r : router_->catalog()->List()) {
-    RC_RETURN_IF_ERROR(pool_->PutVdi(r.geometry));
+    RC_RETURN_IF_ERROR(
+        pool_->PutVdi(r.geometry, [&joining](uint32_t node) { return joining.contains(node); }));
   }
   return absl::OkStatus();
 }
@@ -409,6 +424,121 @@ absl::Status DataRebalancer::Copy(const DataRing& ring) {
     };
     RC_RETURN_IF_ERROR(ScanNode(d, options_.scan_page, /*with_data=*/true, on_page));
   }
+  return absl::OkStatus();
+}
+
+absl::Status DataRebalancer::Heal() {
+  const DataRing ring = pool_->ring();
+  if (!ring.target.empty()) return absl::OkStatus();  // a rebalance registers and copies itself
+  const std::vector<VdiRecord> catalog = router_->catalog()->List();
+  for (uint32_t node : ring.members) {
+    absl::StatusOr<datanode::NodeVdis> have = pool_->VdisOn(node);
+    if (!have.ok()) continue;  // down: looked at again once it answers
+    absl::flat_hash_set<uint32_t> incomplete = have->incomplete;
+    for (const VdiRecord& r : catalog) {
+      const uint32_t id = r.geometry.vdi_id();
+      if (have->known.contains(id)) continue;
+      // The node does not know a catalogued VDI: its store is new (wiped, replaced). It learns
+      // the VDI now, incomplete for it: it missed every earlier write.
+      spdlog::warn("data node {} does not know VDI {} ({}): a new or wiped store; registering "
+                   "the VDI there, incomplete until it is refilled",
+                   node, id, r.geometry.name());
+      RC_RETURN_IF_ERROR(pool_->PutVdiOn(node, r.geometry, /*complete=*/false));
+      incomplete.insert(id);
+    }
+    absl::flat_hash_set<uint32_t> live;
+    for (const VdiRecord& r : catalog) {
+      if (incomplete.contains(r.geometry.vdi_id())) live.insert(r.geometry.vdi_id());
+    }
+    if (!live.empty()) RC_RETURN_IF_ERROR(Refill(ring, node, live));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DataRebalancer::Refill(const DataRing& ring, uint32_t node,
+                                    const absl::flat_hash_set<uint32_t>& vdis) {
+  RC_ASSIGN_OR_RETURN(ring::Ring homes_ring, datanode::BuildDataRing(ring.Endpoints(ring.members)));
+  const absl::flat_hash_map<uint32_t, int> replication = Replications();
+  pool_->ProbeAll(2000);
+  for (uint32_t d : pool_->DownFor(0)) {
+    if (d != node && std::find(ring.members.begin(), ring.members.end(), d) !=
+                         ring.members.end()) {
+      return absl::UnavailableError(absl::StrCat("refilling data node ", node,
+                                                 " needs every other data node; ", d,
+                                                 " is down"));
+    }
+  }
+  SetState("refilling", absl::StrCat("data node ", node, " (a new or wiped store) is refilled "
+                                     "from the other replicas"));
+  spdlog::warn("data node {}: refilling VDIs {} from the other replicas", node,
+               absl::StrJoin(vdis, ","));
+  const absl::Time start = absl::Now();
+  uint64_t copied = 0, bytes = 0;
+  for (uint32_t d : ring.members) {
+    if (d == node) continue;
+    Run run;
+    auto flush = [&]() -> absl::Status {
+      if (run.count == 0) return absl::OkStatus();
+      datanode::HomeStamp stamp;
+      stamp.writer = run.writer;
+      if (run.writer != 0) {
+        stamp.seqs = run.seqs;
+        stamp.epochs = run.epochs;
+      }
+      RC_ASSIGN_OR_RETURN(uint32_t stored,
+                          pool_->CopyBlocks(node, run.vdi, run.object, run.first, run.data, stamp));
+      copied += stored;
+      bytes += run.data.size();
+      run = Run();
+      // Throttle: hold the refill at refill_mb_s on average.
+      if (options_.refill_mb_s > 0) {
+        const absl::Duration due = absl::Seconds(static_cast<double>(bytes) /
+                                                 (options_.refill_mb_s * 1e6));
+        const absl::Duration ahead = due - (absl::Now() - start);
+        if (ahead > absl::ZeroDuration()) absl::SleepFor(ahead);
+      }
+      return absl::OkStatus();
+    };
+    auto on_page = [&](const std::vector<v1::ScannedBlock>& blocks) -> absl::Status {
+      for (const v1::ScannedBlock& b : blocks) {
+        if (b.trimmed() || !vdis.contains(b.vdi_id())) continue;
+        auto rep = replication.find(b.vdi_id());
+        if (rep == replication.end()) continue;  // VDI deleted meanwhile
+        RC_ASSIGN_OR_RETURN(std::vector<uint32_t> homes,
+                            homes_ring.Owners(ring::ObjectKey{b.vdi_id(), b.object_index()},
+                                              Copies(rep->second, ring.members.size())));
+        if (std::find(homes.begin(), homes.end(), node) == homes.end()) continue;
+        const std::vector<uint32_t> dest{node};
+        if (!run.Extends(b, b.writer(), dest)) {
+          RC_RETURN_IF_ERROR(flush());
+          run.vdi = b.vdi_id();
+          run.object = b.object_index();
+          run.first = b.block_index();
+          run.writer = b.writer();
+          run.to = dest;
+        }
+        ++run.count;
+        run.seqs.push_back(b.version());
+        run.epochs.push_back(b.epoch());
+        run.data += b.data();
+      }
+      RC_RETURN_IF_ERROR(flush());
+      absl::MutexLock l(&mu_);
+      status_.set_message(absl::StrCat("refilling data node ", node, ": ", copied,
+                                       " blocks copied from the other replicas"));
+      return absl::OkStatus();
+    };
+    RC_RETURN_IF_ERROR(ScanNode(d, options_.scan_page, /*with_data=*/true, on_page));
+  }
+  // Every block the other members held when their scans passed it is on the node now, and
+  // everything written since reached it directly (home writes go to every home): complete.
+  for (const VdiRecord& r : router_->catalog()->List()) {
+    if (!vdis.contains(r.geometry.vdi_id())) continue;
+    RC_RETURN_IF_ERROR(pool_->PutVdiOn(node, r.geometry, /*complete=*/true));
+  }
+  spdlog::warn("data node {}: refilled, {} blocks copied in {}; complete again", node, copied,
+               absl::FormatDuration(absl::Now() - start));
+  SetState("idle", absl::StrCat("data node ", node, " refilled: ", copied, " blocks"));
   return absl::OkStatus();
 }
 

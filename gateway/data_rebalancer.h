@@ -62,6 +62,10 @@ class DataRebalancer {
     // the mark was found at the start.
     std::function<absl::Status(bool pending)> save_purge;
     bool purge_pending = false;
+    // How often an idle rebalancer checks the data nodes for a lost store (Heal).
+    absl::Duration heal_interval = absl::Seconds(2);
+    // Refill speed from the other replicas (MB/s of block data; 0: unthrottled).
+    double refill_mb_s = 64;
   };
 
   // Starts the background thread. `router` and `pool` (the gateway's own data node pool, whose
@@ -96,6 +100,14 @@ class DataRebalancer {
   absl::Status Copy(const datanode::DataRing& ring);
   absl::Status Purge(const datanode::DataRing& ring);
   absl::Status RegisterVdis();
+  // A data node that lost its store (docs/durability.md, "Absent is not zero"): every member
+  // that misses a catalogued VDI learns it again, incomplete for it (its "absent" answers are
+  // not trusted), and every member incomplete for a VDI is refilled from the other replicas
+  // (copies that never replace a newer write or trim), then marked complete. Needs every other
+  // member up (a block's only other copy may sit on one that is down); retried otherwise.
+  absl::Status Heal();
+  absl::Status Refill(const datanode::DataRing& ring, uint32_t node,
+                      const absl::flat_hash_set<uint32_t>& vdis);
   // Replication of every catalogued VDI, by VDI id.
   absl::flat_hash_map<uint32_t, int> Replications() const;
   // Calls `on_page` for each page of data node `node`'s blocks, in key order.

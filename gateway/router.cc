@@ -990,6 +990,8 @@ absl::StatusOr<std::shared_ptr<BlockDevice>> Router::Open(const std::string& nam
 
 absl::Status Router::RegisterAll() {
   for (const auto& r : catalog_->List()) {
+    // Not vouched: a data node that learns of the VDI only now (a new or wiped store) missed
+    // its writes and stays incomplete for it.
     if (data_nodes_ != nullptr) RC_RETURN_IF_ERROR(data_nodes_->PutVdi(r.geometry));
     // A node being removed is skipped: it is leaving (dead, as a rule: a call would wait for it
     // until its deadline), and a node that comes back is given every VDI when it joins.
@@ -1008,7 +1010,8 @@ absl::StatusOr<VdiRecord> Router::CreateVdi(const std::string& name, uint64_t si
         data_nodes_->size()));
   }
   RC_ASSIGN_OR_RETURN(VdiRecord r, catalog_->Create(name, size, object_size, replication));
-  absl::Status s = data_nodes_->PutVdi(r.geometry);
+  // A new VDI: nothing is written yet, so every data node holds all of it (complete).
+  absl::Status s = data_nodes_->PutVdi(r.geometry, datanode::DataNodePool::AllComplete);
   for (CacheMember* m : Live()) {
     if (s.ok()) s = m->client->RegisterVdi(r.geometry, r.mode, r.policy);
   }

@@ -37,7 +37,7 @@ class CacheNodeHarness : public ::testing::Test {
     geometry_.set_object_size(kHarnessObject);
     geometry_.set_block_size(kHarnessBlock);
     geometry_.set_replication(replication);
-    ASSERT_TRUE(pool_->PutVdi(geometry_).ok());
+    ASSERT_TRUE(pool_->PutVdi(geometry_, datanode::DataNodePool::AllComplete).ok());
     config_.node_id = node_id;
     config_.ssd_path = dir_ + "/ssd.slots";
     config_.ssd_bytes = 256 * kHarnessBlock;

@@ -11,8 +11,10 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/blocking_counter.h"
 #include "absl/synchronization/mutex.h"
 #include "common/atomic_file.h"
@@ -355,10 +357,12 @@ double DataNodePool::HomeLoad(uint32_t vdi, uint64_t object, int n) const {
   return worst;
 }
 
-absl::Status DataNodePool::PutVdi(const v1::VdiGeometry& vdi) {
+absl::Status DataNodePool::PutVdi(const v1::VdiGeometry& vdi,
+                                  const std::function<bool(uint32_t node)>& complete) {
   for (Node* n : view()->nodes) {
     v1::PutVdiRequest req;
     *req.mutable_vdi() = vdi;
+    req.set_complete(complete != nullptr && complete(n->endpoint.id));
     v1::PutVdiResponse resp;
     auto ctx = Context();
     RC_RETURN_IF_ERROR(FromGrpc(n->stub->PutVdi(ctx.get(), req, &resp),
@@ -381,13 +385,70 @@ absl::Status DataNodePool::DeleteVdi(uint32_t vdi_id) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// A block an incomplete replica (a new or wiped store) says is absent, without a tombstone: it
+// may exist on another replica.
+bool Unconfirmed(const v1::ReadBlocksResponse& r, uint32_t i) {
+  return r.incomplete() && !r.present(i) && (r.writers_size() <= static_cast<int>(i) ||
+                                             r.writers(i) == 0);
+}
+
+// A stored copy's version as (epoch, sequence, writer): the order of datanode/store.h's
+// CompareVersions.
+struct CopyVersion {
+  uint64_t epoch = 0, seq = 0;
+  uint32_t writer = 0;
+  auto Key() const { return std::make_tuple(epoch, seq, writer); }
+};
+
+CopyVersion VersionIn(const v1::ReadBlocksResponse& r, uint32_t i) {
+  CopyVersion v;
+  if (r.writers_size() > static_cast<int>(i)) v.writer = r.writers(i);
+  if (r.versions_size() > static_cast<int>(i)) v.seq = r.versions(i);
+  if (r.epochs_size() > static_cast<int>(i)) v.epoch = r.epochs(i);
+  return v;
+}
+
+}  // namespace
+
+void DataNodePool::RepairFrom(const View& v, uint32_t target, uint32_t vdi, uint64_t object,
+                              uint32_t first, uint32_t i, uint32_t block_size,
+                              const v1::ReadBlocksResponse& good, bool only_if_absent) {
+  Node* b = v.Find(target);
+  if (b == nullptr) return;
+  v1::WriteBlocksRequest w;
+  w.mutable_range()->set_vdi_id(vdi);
+  w.mutable_range()->set_object_index(object);
+  w.mutable_range()->set_first_block(first + i);
+  w.set_data(good.data().substr(uint64_t{i} * block_size, block_size));
+  w.add_checksums(BlockChecksum(w.data()));
+  w.set_only_if_absent(only_if_absent);
+  const CopyVersion ver = VersionIn(good, i);
+  if (ver.writer != 0) {
+    w.set_writer_node(ver.writer);  // keep the good copy's version
+    w.add_versions(ver.seq);
+    w.add_epochs(ver.epoch);
+  }
+  v1::WriteBlocksResponse wr;
+  auto wctx = Context();
+  if (b->stub->WriteBlocks(wctx.get(), w, &wr).ok()) repairs_.fetch_add(1);
+}
+
 absl::StatusOr<BlockRun> DataNodePool::Read(uint32_t vdi, uint64_t object, uint32_t first,
                                             uint32_t count, int n, uint32_t block_size) {
   const auto v = view();
   RC_ASSIGN_OR_RETURN(std::vector<uint32_t> homes, HomesIn(*v, vdi, object, n));
   SortByLoad(*v, &homes);
+  if (read_order_for_test_) read_order_for_test_(&homes);
   absl::Status last = absl::UnavailableError("no home replica");
   std::vector<uint32_t> corrupt;
+  // Answers of incomplete replicas (docs/durability.md, "Absent is not zero"): their absent
+  // blocks are confirmed by a complete replica, or by one that holds them, before they read
+  // as zeros. `merged` collects the newest copy of every block seen so far.
+  std::optional<v1::ReadBlocksResponse> merged;
+  std::vector<uint32_t> incomplete;
+  bool failed = false;
   for (uint32_t id : homes) {
     Node* node = v->Find(id);
     v1::ReadBlocksRequest req;
@@ -405,41 +466,82 @@ absl::StatusOr<BlockRun> DataNodePool::Read(uint32_t vdi, uint64_t object, uint3
     Note(node, s);
     if (!s.ok()) {
       last = FromGrpc(s, absl::StrCat("read from data node ", id));
+      failed = true;
       if (s.error_code() == grpc::StatusCode::DATA_LOSS) corrupt.push_back(id);
       continue;
     }
     if (resp.data().size() != uint64_t{count} * block_size ||
         resp.present_size() != static_cast<int>(count)) {
       last = absl::DataLossError(absl::StrCat("data node ", id, " returned a short read"));
+      failed = true;
       continue;
     }
-    BlockRun run;
-    run.data = std::move(*resp.mutable_data());
-    run.present.assign(resp.present().begin(), resp.present().end());
     // Repair copies that failed their checksum from this good one (present blocks only).
     for (uint32_t bad : corrupt) {
-      Node* b = v->Find(bad);
       for (uint32_t i = 0; i < count; ++i) {
-        if (!run.present[i]) continue;
-        v1::WriteBlocksRequest w;
-        w.mutable_range()->set_vdi_id(vdi);
-        w.mutable_range()->set_object_index(object);
-        w.mutable_range()->set_first_block(first + i);
-        w.set_data(run.data.substr(uint64_t{i} * block_size, block_size));
-        w.add_checksums(BlockChecksum(w.data()));
-        if (resp.writers_size() == static_cast<int>(count) && resp.writers(i) != 0) {
-          w.set_writer_node(resp.writers(i));  // keep the good copy's version
-          w.add_versions(resp.versions(i));
-          if (resp.epochs_size() == static_cast<int>(count)) w.add_epochs(resp.epochs(i));
-        }
-        v1::WriteBlocksResponse wr;
-        auto wctx = Context();
-        if (b->stub->WriteBlocks(wctx.get(), w, &wr).ok()) repairs_.fetch_add(1);
+        if (resp.present(i)) RepairFrom(*v, bad, vdi, object, first, i, block_size, resp, false);
       }
     }
-    return run;
+    corrupt.clear();
+    if (!merged) {
+      if (!resp.incomplete()) {
+        BlockRun run;
+        run.data = std::move(*resp.mutable_data());
+        run.present.assign(resp.present().begin(), resp.present().end());
+        return run;
+      }
+      merged = std::move(resp);
+      incomplete.push_back(id);
+      continue;
+    }
+    // A later replica: fill what the incomplete ones could not confirm, keep the newest copy
+    // of every block, and repair the incomplete replicas that lacked a block.
+    for (uint32_t i = 0; i < count; ++i) {
+      const bool mine_unconfirmed = Unconfirmed(*merged, i);
+      const bool newer = resp.present(i) && (!merged->present(i) ||
+                                            VersionIn(resp, i).Key() > VersionIn(*merged, i).Key());
+      if (newer || (mine_unconfirmed && !Unconfirmed(resp, i))) {
+        if (resp.present(i)) {
+          for (uint32_t lacking : incomplete) {
+            RepairFrom(*v, lacking, vdi, object, first, i, block_size, resp, true);
+          }
+        }
+        merged->mutable_data()->replace(uint64_t{i} * block_size, block_size,
+                                        resp.data(), uint64_t{i} * block_size, block_size);
+        merged->set_present(static_cast<int>(i), resp.present(i));
+        while (merged->writers_size() < static_cast<int>(count)) merged->add_writers(0);
+        while (merged->versions_size() < static_cast<int>(count)) merged->add_versions(0);
+        while (merged->epochs_size() < static_cast<int>(count)) merged->add_epochs(0);
+        const CopyVersion ver = VersionIn(resp, i);
+        merged->set_writers(static_cast<int>(i), ver.writer);
+        merged->set_versions(static_cast<int>(i), ver.seq);
+        merged->set_epochs(static_cast<int>(i), ver.epoch);
+      }
+    }
+    if (resp.incomplete()) {
+      incomplete.push_back(id);
+    } else {
+      merged->set_incomplete(false);  // a complete replica answered: every block is settled
+    }
+    bool open = false;
+    for (uint32_t i = 0; i < count && !open; ++i) open = Unconfirmed(*merged, i);
+    if (!open) break;
   }
-  return last;
+  if (!merged) return last;
+  for (uint32_t i = 0; i < count; ++i) {
+    if (Unconfirmed(*merged, i)) {
+      unconfirmed_reads_.fetch_add(1);
+      return absl::DataLossError(absl::StrCat(
+          "block ", first + i, " of object ", object, " of VDI ", vdi,
+          ": every replica that answered is incomplete (new or wiped data nodes ",
+          absl::StrJoin(incomplete, ","), ") and none holds it; a complete replica must answer",
+          failed ? absl::StrCat(" (", last.message(), ")") : ""));
+    }
+  }
+  BlockRun run;
+  run.data = std::move(*merged->mutable_data());
+  run.present.assign(merged->present().begin(), merged->present().end());
+  return run;
 }
 
 absl::StatusOr<std::vector<bool>> DataNodePool::Presence(uint32_t vdi, uint64_t object,
@@ -447,7 +549,13 @@ absl::StatusOr<std::vector<bool>> DataNodePool::Presence(uint32_t vdi, uint64_t 
   const auto v = view();
   RC_ASSIGN_OR_RETURN(std::vector<uint32_t> homes, HomesIn(*v, vdi, object, n));
   SortByLoad(*v, &homes);
+  if (read_order_for_test_) read_order_for_test_(&homes);
   absl::Status last = absl::UnavailableError("no home replica");
+  // Blocks present on any replica; an incomplete replica's absent ones stay open until another
+  // replica settles them. Open blocks at the end are reported allocated: a client then reads
+  // them (and the read tells), never skips data as a hole.
+  std::optional<std::vector<bool>> present;
+  std::vector<bool> open(count, false);
   for (uint32_t id : homes) {
     v1::ReadBlocksRequest req;
     req.mutable_range()->set_vdi_id(vdi);
@@ -463,9 +571,23 @@ absl::StatusOr<std::vector<bool>> DataNodePool::Presence(uint32_t vdi, uint64_t 
                     : FromGrpc(s, absl::StrCat("block status from data node ", id));
       continue;
     }
-    return std::vector<bool>(resp.present().begin(), resp.present().end());
+    if (!present) {
+      present.emplace(resp.present().begin(), resp.present().end());
+      for (uint32_t i = 0; i < count; ++i) open[i] = Unconfirmed(resp, i);
+    } else {
+      for (uint32_t i = 0; i < count; ++i) {
+        if (!open[i]) continue;
+        (*present)[i] = resp.present(i);
+        open[i] = Unconfirmed(resp, i);
+      }
+    }
+    if (std::none_of(open.begin(), open.end(), [](bool b) { return b; })) return *present;
   }
-  return last;
+  if (!present) return last;
+  for (uint32_t i = 0; i < count; ++i) {
+    if (open[i]) (*present)[i] = true;
+  }
+  return *present;
 }
 
 absl::Status DataNodePool::WriteAll(uint32_t vdi, uint64_t object, uint32_t first,
@@ -851,6 +973,29 @@ absl::StatusOr<uint64_t> DataNodePool::BlockCount(uint32_t node) {
     return stub.Stats(ctx, req, &resp);
   }));
   return resp.blocks();
+}
+
+absl::Status DataNodePool::PutVdiOn(uint32_t node, const v1::VdiGeometry& vdi, bool complete) {
+  v1::PutVdiRequest req;
+  *req.mutable_vdi() = vdi;
+  req.set_complete(complete);
+  v1::PutVdiResponse resp;
+  return OnNode(node, "register VDI on", [&](auto& stub, grpc::ClientContext* ctx) {
+    return stub.PutVdi(ctx, req, &resp);
+  });
+}
+
+absl::StatusOr<NodeVdis> DataNodePool::VdisOn(uint32_t node) {
+  v1::StatsRequest req;
+  req.set_include_vdis(true);
+  v1::StatsResponse resp;
+  RC_RETURN_IF_ERROR(OnNode(node, "VDIs of", [&](auto& stub, grpc::ClientContext* ctx) {
+    return stub.Stats(ctx, req, &resp);
+  }));
+  NodeVdis out;
+  for (const v1::VdiGeometry& g : resp.vdi_list()) out.known.insert(g.vdi_id());
+  out.incomplete.insert(resp.incomplete_vdis().begin(), resp.incomplete_vdis().end());
+  return out;
 }
 
 absl::StatusOr<WriterState> DataNodePool::QueryWriter(uint32_t writer) {

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -92,13 +93,19 @@ struct HomeStamp {
   std::vector<uint64_t> epochs;
 };
 
-// Result of appending log records.
+// The VDIs one data node knows (DataNodePool::VdisOn).
+struct NodeVdis {
+  absl::flat_hash_set<uint32_t> known;
+  absl::flat_hash_set<uint32_t> incomplete;  // of `known`: the node missed writes of these
+};
+
 // What the data nodes know of one cache node (DataNodePool::QueryWriter).
 struct WriterState {
   uint64_t high_water = 0;  // the largest of the nodes' sequence high-water marks of the writer
   absl::flat_hash_map<uint32_t, uint32_t> replication;  // VDI id -> N, every VDI the nodes know
 };
 
+// Result of appending log records.
 struct LogAppendResult {
   std::vector<uint32_t> nodes;  // data nodes that hold the records durably
   uint32_t overlapping = 0;     // of which also home replicas of the object (cluster too small)
@@ -125,7 +132,19 @@ class DataNodePool {
   DataRing ring() const;
 
   // Registers the VDI's geometry on every data node.
-  absl::Status PutVdi(const v1::VdiGeometry& vdi);
+  // Registers the VDI on every node. `complete(node)` (null: none) names the nodes the caller
+  // vouches hold every write of the VDI (a VDI being created; rebalancing targets copied before
+  // reads reach them); a node that learns of the VDI otherwise is incomplete for it
+  // (docs/durability.md, "Absent is not zero").
+  absl::Status PutVdi(const v1::VdiGeometry& vdi,
+                      const std::function<bool(uint32_t node)>& complete = nullptr);
+  // Registers the VDI on data node `node` only; `complete` vouches that it holds every write
+  // of the VDI (also for a VDI it knows: a finished refill).
+  absl::Status PutVdiOn(uint32_t node, const v1::VdiGeometry& vdi, bool complete);
+  // The VDIs data node `node` knows, and which of them it is incomplete for.
+  absl::StatusOr<NodeVdis> VdisOn(uint32_t node);
+  // Vouches for every node (a VDI being created: nothing is written yet).
+  static bool AllComplete(uint32_t) { return true; }
   absl::Status DeleteVdi(uint32_t vdi_id);
 
   // Returns the object's `n` home replicas (distinct nodes, distinct zones when given).
@@ -138,6 +157,10 @@ class DataNodePool {
 
   // Reads from the least-loaded home replica; on failure (unavailable, or DATA_LOSS from a bad
   // copy) tries the others, and rewrites a copy that failed its checksum from the good one.
+  // A replica that is incomplete for the VDI (a new or wiped store) does not settle a block it
+  // lacks: the next replicas are asked, the newest copy wins, and the incomplete replica gets
+  // it (repair). A block only incomplete replicas answered for, none holding it, is kDataLoss,
+  // never zeros (docs/durability.md, "Absent is not zero").
   absl::StatusOr<BlockRun> Read(uint32_t vdi, uint64_t object, uint32_t first, uint32_t count,
                                 int n, uint32_t block_size);
   // Returns which blocks of the run were ever written, from the least-loaded reachable home.
@@ -200,6 +223,12 @@ class DataNodePool {
   // Number of ring members (the nodes reads use).
   size_t size() const { return view()->ring_members.size(); }
   uint64_t repairs() const { return repairs_.load(); }
+  // Test seam: reorders the homes a read or block status asks (after the load order).
+  void set_read_order_for_test(std::function<void(std::vector<uint32_t>*)> f) {
+    read_order_for_test_ = std::move(f);
+  }
+  // Reads that failed because only incomplete replicas answered for a block none of them held.
+  uint64_t unconfirmed_reads() const { return unconfirmed_reads_.load(); }
 
  private:
   // One caller's records waiting for a LogAppend call to node; `done` runs once with the
@@ -251,6 +280,11 @@ class DataNodePool {
   static std::vector<uint32_t> LogCandidatesIn(const View& v, uint32_t vdi, uint64_t object,
                                                int n);
   Node* Find(uint32_t id) const;
+  // Writes block i of `good` (a read answer of blocks first..) to data node `target` with the
+  // good copy's version: a repair of a bad copy, or (`only_if_absent`) of a missing one.
+  void RepairFrom(const View& v, uint32_t target, uint32_t vdi, uint64_t object, uint32_t first,
+                  uint32_t i, uint32_t block_size, const v1::ReadBlocksResponse& good,
+                  bool only_if_absent);
   // Runs one RPC `call(stub, ctx)` on data node `node` of the current view and notes its
   // outcome; errors name `what` and the node ("copy to data node 4: ...").
   template <typename Call>
@@ -279,6 +313,8 @@ class DataNodePool {
   std::vector<std::unique_ptr<Node>> all_nodes_ ABSL_GUARDED_BY(mu_);
   absl::Mutex set_mu_;  // serialises SetRing
   std::atomic<uint64_t> repairs_{0};
+  std::atomic<uint64_t> unconfirmed_reads_{0};
+  std::function<void(std::vector<uint32_t>*)> read_order_for_test_;
 };
 
 }  // namespace ringcache::datanode

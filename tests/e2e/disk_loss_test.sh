@@ -10,6 +10,12 @@
 #  3. 0x33 is written and flushed (the new incarnation's sequences must order after the old
 #     one's: a destage the data nodes refused as older would fail the flush), then rewritten with
 #     0x44, and node 2's disk is replaced once more: every block reads 0x44.
+#  4. A data node's disk replaced (docs/durability.md, "Absent is not zero"): 0x55 flushed home,
+#     the VDI switched to passthrough (reads go to the data nodes), data node 1 killed, its
+#     directory removed, started again. Every read returns 0x55 at once (the new store's
+#     "absent" is not taken for zeros); the coordinator registers the VDI there, incomplete,
+#     and refills it from the other replicas. Then data nodes 2 and 3 are killed: data node 1
+#     alone still returns 0x55 for every block.
 #
 #   tests/e2e/disk_loss_test.sh BUILD_DIR [static|etcd]
 set -euo pipefail
@@ -119,4 +125,24 @@ check_all 0x44 "after cache node 2's second new disk"
 log "second new disk: every block reads 0x44"
 "${CTL[@]}" flush > /dev/null || fail "final flush"
 check_all 0x44 "after the final flush"
+
+write_all 0x55
+"${CTL[@]}" vdi set-mode disk passthrough > /dev/null || fail "set-mode passthrough"
+check_all 0x55 "in passthrough"
+dn1="$WORK/cluster/state/datanode-1"
+[ -d "$dn1" ] || fail "no state directory $dn1"
+cluster kill datanode 1 > /dev/null
+rm -rf "$dn1"
+cluster start datanode 1 > /dev/null || fail "data node 1 does not start on a new disk"
+check_all 0x55 "right after data node 1's disk was replaced"
+log "new disk on data node 1: every block still reads 0x55"
+for _ in $(seq 1 240); do
+  if grep -q "data node 1: refilled" "$WORK"/cluster/logs/gateway-*.log; then break; fi
+  sleep 0.5
+done
+grep -h "data node 1: refilled" "$WORK"/cluster/logs/gateway-*.log ||
+  fail "data node 1 was not refilled"
+cluster kill datanode 2 3 > /dev/null
+check_all 0x55 "from data node 1 alone (refilled)"
+log "data nodes 2 and 3 down: data node 1 alone returns 0x55 for every block"
 log "PASS"
