@@ -323,13 +323,24 @@ void Destager::RelogFromLostDataNodes() {
   for (uint32_t id : down) {
     if (!relogged_.contains(id)) fresh.insert(id);
   }
+  // A data node back on a new or wiped disk (another store incarnation) lost every log copy it
+  // held, although it answers: its records are made again once per change.
+  absl::flat_hash_map<uint32_t, uint64_t> new_store;
+  for (uint32_t id : ctx_.pool->node_ids()) {
+    const uint64_t changes = ctx_.pool->StoreChanges(id);
+    if (changes != store_changes_seen_[id]) {
+      new_store[id] = changes;
+      fresh.insert(id);
+    }
+  }
   if (fresh.empty()) return;
   // Dirty blocks whose log record landed on a lost node — where it actually landed, not where
   // today's ring would put it (the ring may have changed since) — or whose landing is unknown
   // (recovered after a restart: relogging is harmless, missing a copy is not).
   const std::vector<BlockKey> todo = ctx_.map->DirtyLoggedOn(fresh);
-  spdlog::warn("cache node {}: {} data node(s) unreachable for {} ms; logging {} dirty blocks "
-               "again on the others", options_.node_id, fresh.size(), options_.relog_after_ms,
+  spdlog::warn("cache node {}: {} data node(s) unreachable for {} ms or back on a new disk ({}); "
+               "logging {} dirty blocks again",
+               options_.node_id, fresh.size(), options_.relog_after_ms, new_store.size(),
                todo.size());
   for (const BlockKey& k : todo) {
     auto v = ctx_.vdis->Get(k.vdi);
@@ -341,7 +352,10 @@ void Destager::RelogFromLostDataNodes() {
       return;  // not marked handled: the next check tries again
     }
   }
-  relogged_.insert(fresh.begin(), fresh.end());
+  for (uint32_t id : fresh) {
+    if (!new_store.contains(id)) relogged_.insert(id);
+  }
+  for (const auto& [id, changes] : new_store) store_changes_seen_[id] = changes;
 }
 
 absl::Status Destager::RelogBlock(const VdiInfo& v, const BlockKey& key) {

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
@@ -116,6 +117,8 @@ class Destager {
   DestagePlanner planner_;                     // destager thread only
   std::vector<ReclaimWork> retry_;             // reclaimer thread only
   absl::flat_hash_set<uint32_t> relogged_;     // lost data nodes already handled (destager only)
+  // Per data node, the store changes (DataNodePool::StoreChanges) already relogged for.
+  absl::flat_hash_map<uint32_t, uint64_t> store_changes_seen_;  // destager only
   int64_t last_relog_check_us_ = 0;            // destager only
   absl::Mutex hook_mu_;
   std::function<void()> planned_hook_ ABSL_GUARDED_BY(hook_mu_);

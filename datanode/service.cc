@@ -56,6 +56,9 @@ DataNodeService::DataNodeService(uint32_t node_id, BlockStore* store, HddEmulato
       "ringcache_datanode_device_failed",
       "1 after a write to the store failed (sticky: writes refused until restart).", {},
       [store] { return store->Stats().device_error.empty() ? 0.0 : 1.0; });
+  registry_->AddCallbackGauge("ringcache_datanode_store_info",
+                              "The store's identity: its incarnation (made at creation).",
+                              {{"incarnation", store->incarnation()}}, [] { return 1.0; });
   registry_->AddCallbackGauge("ringcache_datanode_blocks", "Blocks stored (RocksDB estimate).",
                               {}, [store] { return static_cast<double>(store->Stats().blocks); });
 }
@@ -263,6 +266,7 @@ grpc::Status DataNodeService::Health(grpc::ServerContext*, const v1::HealthReque
   const std::string err = store_->Stats().device_error;
   resp->set_device_failed(!err.empty());
   resp->set_status(!err.empty() ? "device failed: " + err : draining_ ? "draining" : "serving");
+  resp->set_store_incarnation(store_->incarnation());
   return grpc::Status::OK;
 }
 

@@ -7,8 +7,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <random>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/checksum.h"
 #include "common/config.h"
 #include "common/errors.h"
@@ -44,6 +46,7 @@ std::string BlockKey(uint32_t vdi, uint64_t object, uint32_t block) {
 
 constexpr char kHighWaterPrefix[] = "seqhw/";
 constexpr char kIncompletePrefix[] = "incomplete/";
+constexpr char kIncarnationKey[] = "store/incarnation";
 // A writer's mark moves this far past the sequence that raised it.
 constexpr uint64_t kHighWaterStep = uint64_t{1} << 20;
 
@@ -239,6 +242,26 @@ absl::StatusOr<std::unique_ptr<BlockStore>> BlockStore::Open(const StoreOptions&
       store->vdis_[g.vdi_id()] = g;
     }
     RC_RETURN_IF_ERROR(FromRocks(it->status(), "scan VDI catalog"));
+  }
+  // The store's identity.
+  {
+    std::string id;
+    rocksdb::Status g = store->db_->Get(rocksdb::ReadOptions(), store->meta_cf_,
+                                        kIncarnationKey, &id);
+    if (g.IsNotFound()) {
+      std::random_device rd;
+      uint64_t w[2] = {0, 0};
+      for (uint64_t& x : w) {
+        while (x == 0) x = (uint64_t{rd()} << 32) ^ rd();
+      }
+      id = absl::StrFormat("%016x%016x", w[0], w[1]);
+      rocksdb::WriteBatch batch;
+      batch.Put(store->meta_cf_, kIncarnationKey, id);
+      RC_RETURN_IF_ERROR(store->Commit(&batch, "record the store's incarnation"));
+    } else {
+      RC_RETURN_IF_ERROR(FromRocks(g, "read the store's incarnation"));
+    }
+    store->incarnation_ = id;
   }
   // The VDIs the store missed writes of.
   {

@@ -10,6 +10,7 @@
 //                                                        [epoch(8)] | data
 //   default : "seqhw/" cache_node(4)                  -> sequence(8): the writer's high-water mark
 //   default : "incomplete/" vdi_id(4)                 -> "" : the store missed writes of the VDI
+//   default : "store/incarnation"                     -> 32 hex digits, made at creation
 // (The bracketed epoch is absent in stores written before fencing tokens: it reads as 0.)
 //
 // Fencing tokens (docs/durability.md): every block and tombstone carries a BlockVersion, and
@@ -198,6 +199,9 @@ class BlockStore {
   // largest one the data nodes report, so its sequences never repeat and its new writes order
   // after everything its old incarnation wrote (docs/durability.md, "Incarnations").
   uint64_t WriterHighWater(uint32_t writer) const;
+  // The store's incarnation (32 hex digits): made when the store is created (or first opened
+  // by a version that knows incarnations) and kept. A node on a new or wiped disk has another.
+  const std::string& incarnation() const { return incarnation_; }
   // Flushes memtables to SST files (used at clean shutdown so the WAL is short on restart).
   absl::Status FlushAll();
 
@@ -232,6 +236,7 @@ class BlockStore {
   mutable absl::Mutex err_mu_;
   absl::Status device_error_ ABSL_GUARDED_BY(err_mu_);
   std::atomic<uint64_t> older_refusals_{0};
+  std::string incarnation_;
   mutable absl::Mutex hw_mu_;
   absl::flat_hash_map<uint32_t, uint64_t> high_water_ ABSL_GUARDED_BY(hw_mu_);
   absl::Mutex put_vdi_mu_;

@@ -263,6 +263,18 @@ TEST_F(StoreTest, WriterHighWaterCoversEverySequenceAndSurvivesReopen) {
   EXPECT_EQ(store_->Vdis()[0].replication(), 3u);
 }
 
+// A store's identity is made once and kept; a new store (a wiped directory) has another.
+TEST_F(StoreTest, IncarnationIsKeptAcrossReopenAndNewForANewStore) {
+  const std::string id = store_->incarnation();
+  EXPECT_EQ(id.size(), 32u);
+  Reopen();
+  EXPECT_EQ(store_->incarnation(), id);
+  store_.reset();
+  std::filesystem::remove_all(dir_);
+  Reopen();
+  EXPECT_NE(store_->incarnation(), id);
+}
+
 // "Absent is not zero" (docs/durability.md): a store that learns of a VDI without a voucher
 // missed its writes and says so with every read, until someone vouches (a finished refill).
 TEST_F(StoreTest, VdiLearntWithoutAVoucherIsIncompleteUntilVouched) {

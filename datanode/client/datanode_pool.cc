@@ -4,6 +4,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <google/protobuf/text_format.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -282,7 +283,25 @@ void DataNodePool::ProbeAll(int timeout_ms) {
                                      });
   }
   pending.Wait();
-  for (size_t i = 0; i < nodes.size(); ++i) Note(nodes[i], calls[i].status);
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    Note(nodes[i], calls[i].status);
+    const std::string& inc = calls[i].resp.store_incarnation();
+    if (!calls[i].status.ok() || inc.empty()) continue;
+    Node* n = nodes[i];
+    absl::MutexLock l(&n->store_mu);
+    if (!n->store_incarnation.empty() && n->store_incarnation != inc) {
+      n->store_changes.fetch_add(1);
+      spdlog::warn("data node {} came back with another store (incarnation {} -> {}): a new or "
+                   "wiped disk; the log copies and replicas it held are gone",
+                   n->endpoint.id, n->store_incarnation, inc);
+    }
+    n->store_incarnation = inc;
+  }
+}
+
+uint64_t DataNodePool::StoreChanges(uint32_t id) const {
+  const Node* n = Find(id);
+  return n == nullptr ? 0 : n->store_changes.load();
 }
 
 std::vector<uint32_t> DataNodePool::DownFor(int64_t ms) const {

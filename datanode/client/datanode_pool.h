@@ -217,6 +217,10 @@ class DataNodePool {
   // Asks every data node for its health (in parallel, `timeout_ms` each) to keep the up/down
   // view current even for nodes no request went to lately.
   void ProbeAll(int timeout_ms);
+  // How many times data node `id` came back with another store incarnation than it had (a new
+  // or wiped disk), as seen by ProbeAll since the pool started. A caller that remembers the
+  // count notices each change once.
+  uint64_t StoreChanges(uint32_t id) const;
   // Returns the data nodes unreachable for at least `ms` milliseconds.
   std::vector<uint32_t> DownFor(int64_t ms) const;
 
@@ -245,6 +249,11 @@ class DataNodePool {
     std::atomic<double> ewma_latency_s{0.0};
     std::atomic<int64_t> failed_at_ms{0};  // last RPC failure (steady clock), 0 = none
     std::atomic<int64_t> down_since_ms{0}; // unreachable since (steady clock), 0 = reachable
+    // The store incarnation the node last reported (Health), and how often it changed: a node
+    // back on a new or wiped disk lost every log copy it held.
+    absl::Mutex store_mu;
+    std::string store_incarnation ABSL_GUARDED_BY(store_mu);
+    std::atomic<uint64_t> store_changes{0};
     metrics::Histogram* latency = nullptr;
     metrics::Counter* log_calls = nullptr;
     // Group commit of log appends (SendLog): appends that arrive while one is in flight to this

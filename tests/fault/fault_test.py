@@ -53,9 +53,14 @@ Nemeses (--nemeses, comma list, or `all`):
                          file, sequence mark, VDI table, ownership state), restart it after
                          uniform(0.2, --max-down) s: a new store incarnation, which replays the
                          old one's log home before it serves (cluster mode: wait for the rejoin).
+  wipe-data              kill -9 one data node, remove its directory (a new, empty disk: its
+                         replicas and log copies gone), restart it: reads never see its
+                         "absent" as zeros; wait until the coordinator refilled it from the
+                         other replicas and every cache node logged again what it held.
 Without --nemeses, static mode runs kill-cache / kill-data as before (--cache-fault-share;
 --remove-cache-node turns kill-cache into remove) and cluster mode runs all of them
-(kill-coordinator only with --gateways 2 or more).
+(kill-coordinator only with --gateways 2 or more). `all` leaves out wipe-data (each refill
+takes tens of seconds); name it to run it.
 
 --gateways G (cluster mode) runs G gateways, every one a coordinator candidate
 (`cluster.sh up --gateways G`); writer i connects to gateway i mod G + 1 (and to the next one
@@ -107,7 +112,8 @@ script re-executes itself with /usr/bin/python3. Standard library otherwise.
 
 Usage:
     tests/fault/fault_test.py --bin BUILD_DIR [--seed S] [--faults 24] [--remove-cache-node] ...
-    tests/fault/fault_test.py --bin BUILD_DIR --nemeses kill-cache,kill-data,wipe-cache --faults 36
+    tests/fault/fault_test.py --bin BUILD_DIR --nemeses kill-cache,kill-data,wipe-cache,wipe-data \
+        --faults 48
     tests/fault/fault_test.py --bin BUILD_DIR --etcd --nemeses all --faults 68
     tests/fault/fault_test.py --bin BUILD_DIR --etcd --tls --nemeses all --faults 18
     tests/fault/fault_test.py --bin BUILD_DIR --etcd --gateways 2 --nemeses all --faults 20
@@ -148,10 +154,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 ETCD_PREFIX = "/ringcache"
 
 NEMESES = ("kill-cache", "kill-data", "remove", "rejoin", "pause", "data-during-join",
-           "restart-during-replay", "kill-coordinator", "wipe-cache")
+           "restart-during-replay", "kill-coordinator", "wipe-cache", "wipe-data")
 CLUSTER_ONLY = {"rejoin", "pause", "data-during-join", "restart-during-replay",
                 "kill-coordinator"}
 MANY_GATEWAYS_ONLY = {"kill-coordinator"}  # needs --gateways 2 or more
+# Left out of `all`: a refill copies every replica the node held and takes tens of seconds per
+# fault; FaultInjection.cluster names it (tests/CMakeLists.txt).
+NOT_IN_ALL = {"wipe-data"}
 CACHE_NEMESES = {"kill-cache", "remove", "rejoin", "pause", "data-during-join",
                  "restart-during-replay", "kill-coordinator", "wipe-cache"}
 
@@ -270,7 +279,7 @@ def parse_args(argv):
         p.error("--placement needs cluster mode (--etcd): it is written into the cluster file")
     # The kinds this run can inject: cluster mode's need --etcd, the coordinator's two gateways.
     possible = [n for n in NEMESES if (a.etcd or n not in CLUSTER_ONLY)
-                and (a.gateways > 1 or n not in MANY_GATEWAYS_ONLY)]
+                and (a.gateways > 1 or n not in MANY_GATEWAYS_ONLY) and n not in NOT_IN_ALL]
     a.deck = None  # None: the static mode's cache/data coin (--cache-fault-share)
     if a.nemeses is not None:
         names = [x.strip() for x in a.nemeses.split(",") if x.strip()]
@@ -1131,7 +1140,7 @@ class Nemesis:
                 self.deck = list(a.deck)
                 self.rng.shuffle(self.deck)
             kind = self.deck.pop()
-            if kind in ("kill-data", "data-during-join") and max_data < 1:
+            if kind in ("kill-data", "data-during-join", "wipe-data") and max_data < 1:
                 continue
             if kind == "remove" and not a.etcd and len(caches) <= 1:
                 continue
@@ -1251,6 +1260,42 @@ class Nemesis:
             return what
         joined = self.await_rejoin(node, since)
         return None if joined is None else f"{what}, rejoined {joined:.1f}s later"
+
+    def wipe_data(self, _node, data, down):
+        """kill -9 one data node, remove its directory (a new, empty disk), restart it. Reads
+        must never take its "absent" for zeros; the cache nodes log again what it held; the
+        coordinator registers the VDIs there (incomplete) and refills it from the other
+        replicas. The fault ends when the refill is done and every live cache node relogged."""
+        node = data[0]
+        since = self.ctx.gwlog.mark()
+        caches = [i for i in range(1, self.a.cache_nodes + 1) if i not in self.ctx.removed]
+        cache_logs = GatewayLog([self.c.log_path("cachenode", i) for i in caches])
+        cache_since = cache_logs.mark()
+        self.step(f"kill -9 datanode {node}")
+        self.c.kill("datanode", [node])
+        self.step(f"datanode {node} down: its disk replaced")
+        shutil.rmtree(self.c.node_dir("datanode", node), ignore_errors=True)
+        if not self.ctx.sleep(down):
+            self.c.start("datanode", [node])
+            return None
+        self.step(f"restart datanode {node} on a new disk")
+        self.c.start("datanode", [node])
+        self.step(f"datanode {node} refilling")
+        took = self.wait_log(f"data node {node}: refilled", since,
+                             f"the coordinator to refill data node {node}")
+        if took is None:
+            return None
+        self.step(f"datanode {node}: cache nodes logging again")
+        start = time.monotonic()
+        while cache_logs.count("back on a new disk", cache_since) < len(caches):
+            if time.monotonic() - start > self.a.settle_timeout:
+                self.ctx.problem(f"timed out waiting for every cache node to log again what "
+                                 f"data node {node} held")
+                return None
+            if not self.ctx.sleep(0.1):
+                return None
+        return (f"kill -9 datanode {node}, its directory removed (new disk), down {down:.1f}s; "
+                f"refilled {took:.1f}s later, every cache node logged again")
 
     def kill_data(self, _node, data, down):
         what = f"datanode {','.join(map(str, data))}"
