@@ -7,6 +7,7 @@
 //  - a failed fdatasync followed by an acknowledgement.
 #include "cachenode/ownership.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -53,6 +54,40 @@ class OwnershipTest : public testing::CacheNodeHarness {
     return *std::move(n);
   }
 };
+
+// A rotten log record copy (docs/durability.md): the replay takes the other copy of the same
+// record; a record whose every copy is damaged is reported and the replay goes on (it used to
+// stop the node's replay for good).
+TEST_F(OwnershipTest, ReplaySkipsADamagedCopyForAGoodOneAndGoesOn) {
+  SetUpCluster(4, 3, 1);  // N = 3: two log copies of every write
+  Start();
+  const std::string a(kBs, 'a'), b(kBs, 'b');
+  ASSERT_TRUE(node_->Write(1, 5, 0, kBs, a.data()).ok());
+  ASSERT_TRUE(node_->Write(1, 6, 0, kBs, b.data()).ok());
+  // The records' copies, by data node index.
+  std::vector<std::pair<int, uint64_t>> copies;  // (store index, sequence)
+  for (int i = 0; i < 4; ++i) {
+    uint64_t next = 0;
+    bool done = false;
+    auto recs = dns_->store(i)->LogScan(1, 0, 1000, false, &next, &done);
+    ASSERT_TRUE(recs.ok());
+    for (const auto& r : *recs) copies.emplace_back(i, r.sequence);
+  }
+  ASSERT_EQ(copies.size(), 4u);
+  std::sort(copies.begin(), copies.end(),
+            [](const auto& x, const auto& y) { return x.second < y.second; });
+  // Object 5's record: one copy damaged. Object 6's: both.
+  ASSERT_EQ(copies[0].second, copies[1].second);
+  ASSERT_TRUE(dns_->store(copies[0].first)->DamageLogRecordForTest(1, copies[0].second).ok());
+  ASSERT_TRUE(dns_->store(copies[2].first)->DamageLogRecordForTest(1, copies[2].second).ok());
+  ASSERT_TRUE(dns_->store(copies[3].first)->DamageLogRecordForTest(1, copies[3].second).ok());
+  node_.reset();  // the node is lost with its dirty blocks
+  auto replay = datanode::ReplayCacheNodeLog(pool_.get(), 1, [](uint32_t) { return 3u; });
+  ASSERT_TRUE(replay.ok()) << replay.status();
+  EXPECT_EQ(replay->damaged_copies, 1u);
+  EXPECT_EQ(replay->records_lost, 1u);
+  EXPECT_EQ(Home(5, 0), a);
+}
 
 // The five-step scenario in one process: node 1 wrote 'a' at epoch 1 and was removed (its log
 // replayed); node 2 owns the object at epoch 2, writes 'b' and destages it; node 1 comes back

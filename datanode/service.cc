@@ -1,5 +1,7 @@
 #include "datanode/service.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <chrono>
 
@@ -36,6 +38,9 @@ DataNodeService::DataNodeService(uint32_t node_id, BlockStore* store, HddEmulato
   log_over_limit_ = registry_->GetCounter(
       "ringcache_datanode_log_over_limit_total",
       "Log appends answered with over_limit (the writing cache node must destage).");
+  corrupt_log_records_ = registry_->GetCounter(
+      "ringcache_datanode_corrupt_log_records_total",
+      "Log records found failing their checksum by a scan (skipped; replay takes another copy).");
   log_records_reclaimed_ = registry_->GetCounter(
       "ringcache_datanode_log_records_reclaimed_total", "Write-back log records reclaimed.");
   registry_->AddCallbackGauge("ringcache_datanode_log_records",
@@ -228,9 +233,17 @@ grpc::Status DataNodeService::LogScan(grpc::ServerContext*, const v1::LogScanReq
   return Timed(&log_scan_, [&]() -> absl::Status {
     uint64_t next = 0;
     bool done = false;
+    std::vector<uint64_t> corrupt;
     auto recs = store_->LogScan(req->cache_node_id(), req->from_sequence(), req->limit(),
-                                req->include_data(), &next, &done);
+                                req->include_data(), &next, &done, &corrupt);
     if (!recs.ok()) return recs.status();
+    for (uint64_t seq : corrupt) {
+      resp->add_corrupt_sequences(seq);
+      spdlog::error("data node {}: log record {} of cache node {} fails its checksum (skipped; "
+                    "another copy serves a replay)",
+                    node_id_, seq, req->cache_node_id());
+    }
+    corrupt_log_records_->Increment(static_cast<double>(corrupt.size()));
     for (auto& e : *recs) {
       v1::LogRecord* r = resp->add_records();
       r->set_cache_node_id(e.cache_node_id);

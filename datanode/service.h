@@ -72,6 +72,7 @@ class DataNodeService final : public v1::DataNode::Service {
   metrics::Counter* data_loss_;
   metrics::Counter* log_records_appended_;
   metrics::Counter* log_records_reclaimed_;
+  metrics::Counter* corrupt_log_records_;
   metrics::Counter* log_over_limit_;
   std::atomic<uint64_t> log_limit_bytes_{0};
 };

@@ -685,7 +685,8 @@ absl::StatusOr<uint64_t> BlockStore::LogAppend(const std::vector<LogEntry>& reco
 
 absl::StatusOr<std::vector<LogEntry>> BlockStore::LogScan(uint32_t cache_node_id, uint64_t from,
                                                           uint32_t limit, bool include_data,
-                                                          uint64_t* next, bool* done) const {
+                                                          uint64_t* next, bool* done,
+                                                          std::vector<uint64_t>* corrupt) const {
   if (limit == 0) limit = 256;
   std::vector<LogEntry> out;
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), log_cf_));
@@ -693,16 +694,28 @@ absl::StatusOr<std::vector<LogEntry>> BlockStore::LogScan(uint32_t cache_node_id
   PutBe32(&prefix, cache_node_id);
   *next = from;
   *done = true;
+  uint32_t seen = 0;
   for (it->Seek(LogKey(cache_node_id, from)); it->Valid() && it->key().starts_with(prefix);
        it->Next()) {
-    if (out.size() == limit) {
+    if (seen == limit) {
       *done = false;
       break;
     }
+    ++seen;
     const rocksdb::Slice k = it->key(), v = it->value();
-    if (k.size() != 12 || v.size() < kLogHeader) {
-      return absl::DataLossError(absl::StrCat("malformed log record of cache node ",
-                                              cache_node_id, " (", v.size(), " bytes)"));
+    if (k.size() != 12) {
+      return absl::DataLossError(absl::StrCat("malformed log key of cache node ", cache_node_id,
+                                              " (", k.size(), " bytes)"));
+    }
+    // A damaged record is skipped and reported: the caller takes another copy (replay), and
+    // one bad record never stops a scan (docs/durability.md).
+    auto damaged = [&](uint64_t seq) {
+      if (corrupt != nullptr) corrupt->push_back(seq);
+      *next = seq + 1;
+    };
+    if (v.size() < kLogHeader) {
+      damaged(GetBe(k.data() + 4, 8));
+      continue;
     }
     LogEntry e;
     e.cache_node_id = cache_node_id;
@@ -718,8 +731,8 @@ absl::StatusOr<std::vector<LogEntry>> BlockStore::LogScan(uint32_t cache_node_id
       e.epoch = GetBe(v.data() + kLogHeader, 8);
     }
     if (BlockChecksum(v.data() + header, v.size() - header) != e.checksum) {
-      return absl::DataLossError(absl::StrCat("checksum mismatch: log record ", e.sequence,
-                                              " of cache node ", cache_node_id));
+      damaged(e.sequence);
+      continue;
     }
     if (include_data) e.data.assign(v.data() + header, v.size() - header);
     *next = e.sequence + 1;
@@ -772,6 +785,31 @@ StoreStats BlockStore::Stats() const {
   absl::MutexLock l(&err_mu_);
   if (!device_error_.ok()) st.device_error = std::string(device_error_.message());
   return st;
+}
+
+absl::Status BlockStore::DamageLogRecordForTest(uint32_t cache_node, uint64_t seq) {
+  const std::string key = LogKey(cache_node, seq);
+  std::string value;
+  RC_RETURN_IF_ERROR(FromRocks(db_->Get(rocksdb::ReadOptions(), log_cf_, key, &value),
+                               "read the log record to damage"));
+  value.back() ^= 0x20;  // the last data byte
+  rocksdb::WriteBatch batch;
+  batch.Put(log_cf_, key, value);
+  return Commit(&batch, "damage a log record (test)");
+}
+
+absl::Status BlockStore::DamageBlockForTest(uint32_t vdi, uint64_t object, uint32_t block) {
+  const std::string key = BlockKey(vdi, object, block);
+  std::string value;
+  RC_RETURN_IF_ERROR(FromRocks(db_->Get(rocksdb::ReadOptions(), blocks_cf_, key, &value),
+                               "read the block to damage"));
+  if (value.size() < 9 || value[0] == 'T') {
+    return absl::FailedPreconditionError("no block data to damage (a tombstone)");
+  }
+  value[8] ^= 0x20;  // the first data byte, after the checksum
+  rocksdb::WriteBatch batch;
+  batch.Put(blocks_cf_, key, value);
+  return Commit(&batch, "damage a block (test)");
 }
 
 std::vector<v1::VdiGeometry> BlockStore::Vdis() const {

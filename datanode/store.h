@@ -182,17 +182,24 @@ class BlockStore {
   // Appends records atomically; each record's data must be one block of its (known) VDI and
   // match its checksum. Returns the log area's size in bytes afterwards.
   absl::StatusOr<uint64_t> LogAppend(const std::vector<LogEntry>& records);
-  // Returns up to `limit` records of `cache_node_id` with sequence >= from, in order.
-  // *next is set to the sequence after the last returned record; *done when none remain.
+  // Returns the records of `cache_node_id` with sequence >= from, in order, looking at up to
+  // `limit` of them. *next is set to the sequence after the last one looked at; *done when
+  // none remain. A record that fails its checksum (or is malformed) is not returned: its
+  // sequence goes to *corrupt (may be null), and the scan goes on.
   absl::StatusOr<std::vector<LogEntry>> LogScan(uint32_t cache_node_id, uint64_t from,
                                                 uint32_t limit, bool include_data, uint64_t* next,
-                                                bool* done) const;
+                                                bool* done,
+                                                std::vector<uint64_t>* corrupt = nullptr) const;
   // Removes the listed sequences and every sequence below `below` (0 = none). Returns how many
   // records existed and were removed.
   absl::StatusOr<uint64_t> LogReclaim(uint32_t cache_node_id,
                                       const std::vector<uint64_t>& sequences, uint64_t below);
 
   StoreStats Stats() const;
+  // Test seam (fault tests, tools/fault: a rotten byte): flips one byte of the data of log
+  // record `seq` of `cache_node`, or of a stored block, as a disk could; the checksums stay.
+  absl::Status DamageLogRecordForTest(uint32_t cache_node, uint64_t seq);
+  absl::Status DamageBlockForTest(uint32_t vdi, uint64_t object, uint32_t block);
   // The high-water mark of cache node `writer`'s sequences: at least every sequence of a block
   // version or log record this store ever took from it (0: none; persisted). A cache node that
   // lost its own mark (a new SSD, a wiped state directory: a new incarnation) starts above the

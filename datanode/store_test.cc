@@ -263,6 +263,33 @@ TEST_F(StoreTest, WriterHighWaterCoversEverySequenceAndSurvivesReopen) {
   EXPECT_EQ(store_->Vdis()[0].replication(), 3u);
 }
 
+// A rotten log record is skipped and reported by a scan, never the end of it (docs/durability.md).
+TEST_F(StoreTest, DamagedLogRecordIsSkippedAndReported) {
+  ASSERT_TRUE(store_->LogAppend({Rec(1, 10, 'a'), Rec(1, 11, 'b'), Rec(1, 12, 'c')}).ok());
+  ASSERT_TRUE(store_->DamageLogRecordForTest(1, 11).ok());
+  uint64_t next = 0;
+  bool done = false;
+  std::vector<uint64_t> corrupt;
+  auto page = store_->LogScan(1, 0, 10, true, &next, &done, &corrupt);
+  ASSERT_TRUE(page.ok()) << page.status();
+  ASSERT_EQ(page->size(), 2u);
+  EXPECT_EQ((*page)[0].sequence, 10u);
+  EXPECT_EQ((*page)[1].sequence, 12u);
+  EXPECT_EQ(corrupt, std::vector<uint64_t>{11});
+  EXPECT_TRUE(done);
+  // A page that ends on the damaged record still moves on.
+  corrupt.clear();
+  page = store_->LogScan(1, 11, 1, true, &next, &done, &corrupt);
+  ASSERT_TRUE(page.ok());
+  EXPECT_TRUE(page->empty());
+  EXPECT_EQ(next, 12u);
+  EXPECT_FALSE(done);
+  // A damaged block reads as DATA_LOSS, never as its bytes.
+  ASSERT_TRUE(store_->WriteBlocks(7, 0, 3, Pattern('z'), {}).ok());
+  ASSERT_TRUE(store_->DamageBlockForTest(7, 0, 3).ok());
+  EXPECT_EQ(store_->ReadBlocks(7, 0, 3, 1).status().code(), absl::StatusCode::kDataLoss);
+}
+
 // A store's identity is made once and kept; a new store (a wiped directory) has another.
 TEST_F(StoreTest, IncarnationIsKeptAcrossReopenAndNewForANewStore) {
   const std::string id = store_->incarnation();

@@ -872,7 +872,8 @@ std::vector<uint32_t> DataNodePool::LogReclaim(uint32_t cache_node,
 
 absl::Status DataNodePool::LogScan(uint32_t node, uint32_t cache_node, uint64_t from,
                                    bool include_data,
-                                   const std::function<void(v1::LogRecord&)>& fn) {
+                                   const std::function<void(v1::LogRecord&)>& fn,
+                                   std::vector<uint64_t>* corrupt) {
   const auto v = view();
   Node* n = v->Find(node);
   if (n == nullptr) return absl::InvalidArgumentError(absl::StrCat("unknown data node ", node));
@@ -890,7 +891,11 @@ absl::Status DataNodePool::LogScan(uint32_t node, uint32_t cache_node, uint64_t 
       return FromGrpc(s, absl::StrCat("log scan on data node ", node));
     }
     for (auto& r : *resp.mutable_records()) fn(r);
-    if (resp.done() || resp.records_size() == 0) return absl::OkStatus();
+    if (corrupt != nullptr) {
+      corrupt->insert(corrupt->end(), resp.corrupt_sequences().begin(),
+                      resp.corrupt_sequences().end());
+    }
+    if (resp.done() || resp.next_sequence() <= from) return absl::OkStatus();
     from = resp.next_sequence();
   }
 }

@@ -187,9 +187,11 @@ class DataNodePool {
   std::vector<uint32_t> LogReclaim(uint32_t cache_node, const std::vector<uint64_t>& seqs,
                                    uint64_t below = 0);
   // Calls fn(record) for every log record of `cache_node` held by data node `node` with sequence
-  // >= from, in order, a page at a time.
+  // >= from, in order, a page at a time. Records the node found damaged are skipped and their
+  // sequences appended to *corrupt (may be null).
   absl::Status LogScan(uint32_t node, uint32_t cache_node, uint64_t from, bool include_data,
-                       const std::function<void(v1::LogRecord&)>& fn);
+                       const std::function<void(v1::LogRecord&)>& fn,
+                       std::vector<uint64_t>* corrupt = nullptr);
   // Fetches log record `seq` of `cache_node` from any data node that holds a good copy.
   absl::StatusOr<v1::LogRecord> FetchLogRecord(uint32_t cache_node, uint64_t seq);
   // Every data node of the current ring(s).

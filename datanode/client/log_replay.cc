@@ -2,6 +2,7 @@
 #include "datanode/client/log_replay.h"
 
 #include <map>
+#include <set>
 #include <tuple>
 #include <utility>
 
@@ -21,19 +22,41 @@ absl::StatusOr<ReplayStats> ReplayCacheNodeLog(
   using Key = std::tuple<uint32_t, uint64_t, uint32_t>;
   std::map<Key, v1::LogRecord> latest;
   uint64_t max_seq = 0;
+  std::set<uint64_t> good, damaged;
   for (uint32_t id : pool->node_ids()) {
+    std::vector<uint64_t> corrupt;
     RC_RETURN_IF_ERROR(pool->LogScan(id, cache_node, 0, true, [&](v1::LogRecord& r) {
       ++stats.records;
       max_seq = std::max(max_seq, r.sequence());
       // The data node verified the checksum on the way out; check again after the wire.
-      if (BlockChecksum(r.data()) != r.checksum()) return;
+      if (BlockChecksum(r.data()) != r.checksum()) {
+        damaged.insert(r.sequence());
+        return;
+      }
+      good.insert(r.sequence());
       // The newest record by full version: ownership epoch first, then sequence (a node's
       // sequences only grow, across restarts and across incarnations of its store).
       v1::LogRecord& best = latest[Key{r.vdi_id(), r.object_index(), r.block_index()}];
       if (std::make_pair(r.epoch(), r.sequence()) > std::make_pair(best.epoch(), best.sequence())) {
         best = std::move(r);
       }
-    }));
+    }, &corrupt));
+    for (uint64_t seq : corrupt) {
+      damaged.insert(seq);
+      max_seq = std::max(max_seq, seq);
+    }
+  }
+  // A damaged copy is harmless while another copy of the same record is good. A record with no
+  // good copy is lost: it is reported, and the replay goes on with the others.
+  for (uint64_t seq : damaged) {
+    if (good.contains(seq)) {
+      ++stats.damaged_copies;
+      continue;
+    }
+    ++stats.records_lost;
+    spdlog::error("log replay of cache node {}: record {} has no good copy (every copy failed "
+                  "its checksum); the write it carried is lost",
+                  cache_node, seq);
   }
   stats.blocks = latest.size();
   // Write runs of consecutive blocks of one object home, conditionally.
@@ -74,9 +97,11 @@ absl::StatusOr<ReplayStats> ReplayCacheNodeLog(
     }
   }
   spdlog::info("log replay of cache node {}: {} record copies, {} blocks, {} written home, {} "
-               "already home, {} of deleted VDIs",
+               "already home, {} of deleted VDIs, {} damaged copies replaced by a good one, {} "
+               "records lost",
                cache_node, stats.records, stats.blocks, stats.blocks_written,
-               stats.blocks_skipped, stats.blocks_orphaned);
+               stats.blocks_skipped, stats.blocks_orphaned, stats.damaged_copies,
+               stats.records_lost);
   return stats;
 }
 

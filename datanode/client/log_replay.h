@@ -11,6 +11,9 @@
 // REQUIRES: the cache node is dead or fenced, and no other cache node serves its objects until
 // the replay returned OK (the gateway's router holds their requests meanwhile).
 //
+// A record copy that fails its checksum is skipped for another copy of the same record; a record
+// with no good copy is reported (log, ReplayStats::records_lost) and the replay goes on.
+//
 // Every data node must answer the scan: a record's copies may all sit on one that does not, so a
 // replay with a data node unreachable fails with kUnavailable and is retried by the caller.
 // Memory: the lost node's log records are held in memory during the replay (bounded by its dirty
@@ -34,6 +37,8 @@ struct ReplayStats {
   uint64_t blocks_written = 0;  // of which newer than their home copy (written home)
   uint64_t blocks_skipped = 0;  // of which the home copy was already as new
   uint64_t blocks_orphaned = 0; // of which belong to a VDI that no longer exists
+  uint64_t damaged_copies = 0;  // record copies that failed their checksum, another copy good
+  uint64_t records_lost = 0;    // records with no good copy (reported; the replay goes on)
 };
 
 // Replays the log of cache node `cache_node`. `replication` returns a VDI's N, or 0 if the VDI
