@@ -87,10 +87,12 @@ It prints
     blocks verified: Z
     blocks lost: W
     blocks stale: S
+    blocks zeroed: 0s
     nemeses: kill-cache=K kill-data=D ...
-    fault_test: acknowledged=X faults=Y verified=Z lost=W stale=S
+    fault_test: acknowledged=X faults=Y verified=Z lost=W stale=S zeros=0s
 
-(Z: written blocks read back by the final passes) and exits 1 if W or S > 0, Y is short of
+(Z: written blocks read back by the final passes; 0s: of the W lost blocks, those that read
+as zeros after an acknowledged write) and exits 1 if W or S > 0, Y is short of
 --faults, a daemon died without being killed, a cache node did not come back, or a sanitizer
 reported an error in a daemon log. The first bad blocks are named with expected and found
 versions, their last acknowledgements, when they were read, the fault step in progress and the
@@ -1757,6 +1759,8 @@ def run(args, seed, work, log):
         for name, line in cluster.sanitizer_reports():
             ctx.problems.append(f"sanitizer report in {name}: {line}")
         lost, stale = ctx.count("lost"), ctx.count("stale")
+        with ctx.mu:  # of the lost blocks, those read back as zeros after an acknowledged write
+            zeros = sum(1 for v in ctx.bad.values() if v.get("lost", (None, None))[1] == "zeros")
 
         print(f"seed: {seed}")
         print(f"writes acknowledged: {ctx.acked}")
@@ -1764,13 +1768,14 @@ def run(args, seed, work, log):
         print(f"blocks verified: {blocks_verified}")
         print(f"blocks lost: {lost}")
         print(f"blocks stale: {stale}")
+        print(f"blocks zeroed: {zeros}")
         print(f"nemeses: {' '.join(f'{k}={ctx.kinds[k]}' for k in NEMESES if ctx.kinds[k])}")
         if ctx.takeovers:
             print(f"coordinator takeovers: {len(ctx.takeovers)}, seconds from kill -9 to the "
                   f"next election: max {max(ctx.takeovers):.1f}, mean "
                   f"{sum(ctx.takeovers) / len(ctx.takeovers):.1f} (lease {args.lease_ttl}s)")
         print(f"fault_test: acknowledged={ctx.acked} faults={len(ctx.faults)} "
-              f"verified={blocks_verified} lost={lost} stale={stale}", flush=True)
+              f"verified={blocks_verified} lost={lost} stale={stale} zeros={zeros}", flush=True)
         log(f"{ctx.failed} writes answered with an error or abandoned ({ctx.abandoned} abandoned "
             f"by the client), {ctx.reads} reads verified during the run ({ctx.sweep_reads} "
             f"sweeps), {sum(ctx.bad_reads.values())} of all reads found bad blocks; longest "

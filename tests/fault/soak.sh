@@ -4,7 +4,7 @@
 # the lease and heal, data node loss during a join, restart during a log replay) for a duration
 # instead of a fault count. Prints the checker's output, ending with its summary line
 #
-#   fault_test: acknowledged=N faults=F verified=V lost=L stale=S
+#   fault_test: acknowledged=N faults=F verified=V lost=L stale=S zeros=Z
 #
 # and exits with its status (0 pass, 1 lost or stale blocks or another failure, 2 set-up error,
 # 77 no etcd). Not part of ctest.
