@@ -58,6 +58,7 @@ struct Flags {
   uint32_t id = 0;
   std::optional<std::string> listen, http_listen, data_listen, ssd_path, state_dir, ready_file,
       policy, placement;
+  std::optional<int64_t> relog_after_ms;
 };
 
 void AddFlags(CLI::App* app, Flags* f) {
@@ -82,6 +83,10 @@ void AddFlags(CLI::App* app, Flags* f) {
       "and/or NAME(sieve=N) (SE-UARC)");
   app->add_option("--ready-file", f->ready_file,
                   "Write the bound ports as JSON here once serving");
+  app->add_option("--relog-after-ms", f->relog_after_ms,
+                  "A data node unreachable this long is taken for lost: the dirty blocks whose "
+                  "log copies it held are logged again on the others (default 30000)")
+      ->check(CLI::Range(int64_t{1000}, int64_t{86400000}));
 }
 
 // Flags over the cluster file; every error is a configuration error.
@@ -113,6 +118,7 @@ absl::StatusOr<Settings> Resolve(const Flags& f) {
   s.cc.block_size = s.cluster.block_size;
   s.cc.policy = f.policy.value_or(s.cluster.policy);
   s.cc.placement = f.placement.value_or(s.cluster.placement);
+  if (f.relog_after_ms) s.cc.relog_after_ms = *f.relog_after_ms;
   RC_RETURN_IF_ERROR(s.cc.Validate());
   s.etcd = f.daemon.Resolve({s.cluster.etcd_endpoints, s.cluster.etcd_prefix,
                              static_cast<int>(s.cluster.etcd_lease_ttl_s)});

@@ -28,9 +28,9 @@
 #     stall during the leader's cut is printed and bounded) and a round is written through F.
 #  4. Cache node 2's link comes up: the node finds its lease lost, registers under a new one,
 #     stays quarantined until the new leader F re-admits it (dropping every block it had), and
-#     rejoins the ring (decided by F, its log). Between the cut (kept for over 30 s, past
-#     relog_after_ms) and its re-admission it destaged nothing and logged nothing again (its
-#     counters did not move), so its objects, which come back to it and are read from home,
+#     rejoins the ring (decided by F, its log). Between the cut (kept for over 13 s, past its
+#     relog_after_ms of 8 s) and its re-admission it destaged nothing and logged nothing again
+#     (its counters did not move), so its objects, which come back to it and are read from home,
 #     show the newest round.
 #  5. L's link comes up: L registers again under a new lease and comes back as a follower of F
 #     (F's term in P/coordinator is unchanged, L was not elected again, L follows F's ring epoch
@@ -212,7 +212,9 @@ start_daemon() {  # node role id [args...]
 ready() { [ -f "$WORK/ready/$1.json" ]; }
 for i in 1 2 3 4; do start_daemon "d$i" datanode "$i"; done
 for i in 1 2 3 4; do wait_for 60 "data node $i ready" ready "datanode-$i"; done
-for i in 1 2 3; do start_daemon "c$i" cachenode "$i"; done
+# relog_after_ms 8 s instead of 30: step 3 cuts cache node 2 off for longer than that.
+RELOG_S=8
+for i in 1 2 3; do start_daemon "c$i" cachenode "$i" --relog-after-ms $((RELOG_S * 1000)); done
 for i in 1 2 3; do wait_for 60 "cache node $i ready" ready "cachenode-$i"; done
 # Both gateways are coordinator candidates (the default); whichever is elected creates the VDI.
 for i in 1 2; do start_daemon "g$i" gateway "$i" --create-vdi disk:256MiB; done
@@ -410,8 +412,11 @@ log "gateway $F elected (term $term_f) ${takeover} s after the leader's cut (its
 GW=$F; write_fast 41  # newest round, written through the new leader while the old one is cut off
 loop_progress B 10
 log "during the leader's cut: round 41 written through gateway $F, loop B went on"
-# Cache node 2 cut for longer than relog_after_ms (30 s): it must not log its dirty blocks again.
-while [ "$(python3 -c "print(int(float('$(since "$cut_at")') < 35))")" = 1 ]; do sleep 1; done
+# Cache node 2 cut for longer than relog_after_ms (RELOG_S): it must not log its dirty blocks
+# again.
+while [ "$(python3 -c "print(int(float('$(since "$cut_at")') < $RELOG_S + 5))")" = 1 ]; do
+  sleep 1
+done
 
 # 4. Heal cache node 2: it re-registers, is quarantined, re-admitted by the new leader F and
 # rejoins (gateway L is still cut off). Loop B pauses so that nothing is written to the node
