@@ -164,6 +164,8 @@ absl::Status CacheNode::Init() {
                               [] { return 1.0; });
   RC_ASSIGN_OR_RETURN(log_, WriteLog::Open({config_.node_id, seq_path, 200, min_seq}, pool_,
                                            registry_, [this] { return map_->LiveLogSeqs(); }));
+  // The sequence mark is above the old incarnation's now: the takeover is complete.
+  RC_RETURN_IF_ERROR(slots_->MarkAdopted());
   DestagerOptions dopt;
   dopt.node_id = config_.node_id;
   dopt.block_size = config_.block_size;

@@ -174,15 +174,24 @@ TEST_F(CacheNodeTest, IncompleteReplicaNeverAnswersZerosForABlockOthersHold) {
   auto alloc = pool_->Presence(1, 0, 0, 2, 2);
   ASSERT_TRUE(alloc.ok());
   EXPECT_EQ(*alloc, (std::vector<bool>{true, false}));  // block 1: no replica holds it
-  // Only the incomplete replica answers: an error, never zeros; block status says allocated.
+  // Every replica answers and all are incomplete (both wiped): the block is lost, an error,
+  // never zeros.
   wipe();
+  ASSERT_TRUE(dns_->store(other)->DeleteVdi(1).ok());
+  ASSERT_TRUE(dns_->store(other)->PutVdi(geometry_, /*complete=*/false).ok());
+  auto gone = pool_->Read(1, 0, 0, 1, 2, kBs);
+  EXPECT_EQ(gone.status().code(), absl::StatusCode::kDataLoss) << gone.status();
+  ASSERT_TRUE(dns_->store(other)->PutVdi(geometry_, /*complete=*/true).ok());  // back: vouched
+  ASSERT_TRUE(dns_->store(other)->WriteBlocks(1, 0, 0, a, {}, {7, {100}, false, false, {3}}).ok());
+  // Only the incomplete replica answers (the complete one is down): unavailable, never zeros;
+  // block status says allocated.
   dns_->StopForTest(other);
   auto lone = pool_->Read(1, 0, 0, 1, 2, kBs);
-  EXPECT_EQ(lone.status().code(), absl::StatusCode::kDataLoss) << lone.status();
+  EXPECT_EQ(lone.status().code(), absl::StatusCode::kUnavailable) << lone.status();
   auto lone_alloc = pool_->Presence(1, 0, 0, 1, 2);
   ASSERT_TRUE(lone_alloc.ok());
   EXPECT_TRUE((*lone_alloc)[0]);
-  EXPECT_GE(pool_->unconfirmed_reads(), 1u);
+  EXPECT_GE(pool_->unconfirmed_reads(), 2u);
   // Vouching (a finished refill) makes its answers authoritative again.
   ASSERT_TRUE(dns_->store(wiped)->PutVdi(geometry_, /*complete=*/true).ok());
   auto after = pool_->Read(1, 0, 0, 1, 2, kBs);

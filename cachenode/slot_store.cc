@@ -49,9 +49,13 @@ struct DiskSuper {
   uint32_t node_id;  // 0: not bound to a node (version 1, or a store opened without an id)
   uint64_t data_offset;
   uint64_t incarnation[2];
-  uint64_t created_unix;
+  uint32_t created_unix;
+  uint32_t flags;     // kAdoptPending
   uint64_t checksum;  // of the 56 bytes above
 };
+// Set when the store is created, cleared by MarkAdopted once the node took over from its old
+// incarnation (replayed its log): a start that died in between does it again.
+constexpr uint32_t kAdoptPending = 1;
 static_assert(sizeof(DiskSuper) == 64);
 constexpr size_t kV1ChecksumOffset = 32;
 
@@ -126,7 +130,7 @@ absl::StatusOr<std::unique_ptr<SlotStore>> SlotStore::Open(const SlotStoreOption
     sup.block_size = s->block_size_;
     sup.num_slots = s->num_slots_;
     sup.data_offset = s->data_offset_;
-    s->created_ = true;
+    sup.flags = kAdoptPending;
     write_super = true;
   } else {
     const bool v1 = std::memcmp(sup.magic, kMagic, sizeof(kMagic)) == 0 && sup.version == 1;
@@ -163,7 +167,7 @@ absl::StatusOr<std::unique_ptr<SlotStore>> SlotStore::Open(const SlotStoreOption
     for (uint64_t& w : sup.incarnation) {
       while (w == 0) w = (uint64_t{rd()} << 32) ^ rd();
     }
-    sup.created_unix = static_cast<uint64_t>(absl::ToUnixSeconds(absl::Now()));
+    sup.created_unix = static_cast<uint32_t>(absl::ToUnixSeconds(absl::Now()));
     write_super = true;
   }
   if (sup.node_id == 0 && options.node_id != 0) {
@@ -177,6 +181,7 @@ absl::StatusOr<std::unique_ptr<SlotStore>> SlotStore::Open(const SlotStoreOption
     RC_RETURN_IF_ERROR(s->file_->Sync());
   }
   s->incarnation_ = IncarnationText(sup.incarnation);
+  s->created_ = (sup.flags & kAdoptPending) != 0;
   {
     absl::MutexLock l(&s->mu_);
     s->meta_.assign(s->num_slots_, Meta{});
@@ -184,6 +189,19 @@ absl::StatusOr<std::unique_ptr<SlotStore>> SlotStore::Open(const SlotStoreOption
   RecoveryStats local;
   RC_RETURN_IF_ERROR(s->Recover(recovered, stats ? stats : &local));
   return s;
+}
+
+absl::Status SlotStore::MarkAdopted() {
+  absl::MutexLock l(&super_mu_);
+  if (!created_) return absl::OkStatus();
+  DiskSuper sup{};
+  RC_RETURN_IF_ERROR(file_->PRead(&sup, sizeof(sup), 0));
+  sup.flags &= ~kAdoptPending;
+  sup.checksum = BlockChecksum(&sup, offsetof(DiskSuper, checksum));
+  RC_RETURN_IF_ERROR(file_->PWrite(&sup, sizeof(sup), 0));
+  RC_RETURN_IF_ERROR(file_->Sync());
+  created_ = false;
+  return absl::OkStatus();
 }
 
 SlotStore::~SlotStore() {

@@ -88,8 +88,12 @@ class SlotStore {
   // The store's incarnation (32 hex digits), made when it was created: a new device, or a wiped
   // file, is a new incarnation holding nothing of the node's earlier one.
   const std::string& incarnation() const { return incarnation_; }
-  // True when this Open created the store (nothing was there to recover).
+  // True when the store is a new incarnation the node has not taken over yet: created by this
+  // Open, or by an earlier one whose start did not finish (MarkAdopted was not reached).
   bool created() const { return created_; }
+  // The node took over from its old incarnation (its log is home): created() is false from now
+  // on, also after a restart (persisted, synced).
+  absl::Status MarkAdopted();
   uint32_t block_size() const { return block_size_; }
   uint32_t free_slots() const;
 
@@ -153,6 +157,7 @@ class SlotStore {
   std::unique_ptr<File> file_;
   std::string path_;
   std::string incarnation_;
+  absl::Mutex super_mu_;
   bool created_ = false;
   uint32_t block_size_ = 0;
   uint32_t num_slots_ = 0;

@@ -183,6 +183,14 @@ TEST_F(SlotStoreTest, IncarnationIsMadeAtCreationAndKept) {
     ASSERT_TRUE((*s)->WriteSlot(slot, SlotKey{1, 9}, false, std::string(4096, 'q').data()).ok());
     ASSERT_TRUE((*s)->Sync().ok());
   }
+  {  // The node never finished taking over (it died before MarkAdopted): still a new one.
+    auto s = SlotStore::Open({path_, 64 * 4096, 4096, 3}, &recovered_, &stats_);
+    ASSERT_TRUE(s.ok()) << s.status();
+    EXPECT_TRUE((*s)->created());
+    EXPECT_EQ((*s)->incarnation(), first);
+    ASSERT_TRUE((*s)->MarkAdopted().ok());
+    EXPECT_FALSE((*s)->created());
+  }
   {
     auto s = SlotStore::Open({path_, 64 * 4096, 4096, 3}, &recovered_, &stats_);
     ASSERT_TRUE(s.ok()) << s.status();

@@ -371,6 +371,7 @@ absl::StatusOr<v1::VdiGeometry> BlockStore::GetVdi(uint32_t vdi_id) const {
 }
 
 absl::StatusOr<uint64_t> BlockStore::DeleteVdi(uint32_t vdi_id) {
+  absl::MutexLock put(&put_vdi_mu_);  // a registration racing the delete comes before or after
   RC_RETURN_IF_ERROR(GetVdi(vdi_id).status());
   std::string begin, end;
   PutBe32(&begin, vdi_id);
@@ -531,6 +532,9 @@ absl::StatusOr<ReadResult> BlockStore::ReadBlocks(uint32_t vdi_id, uint64_t obje
   std::vector<std::string> values;
   rocksdb::ReadOptions ro;
   ro.verify_checksums = true;
+  // Completeness first: a refill that vouches after the blocks were read must not make this
+  // answer's absent blocks authoritative.
+  const bool complete = VdiComplete(vdi_id);
   std::vector<rocksdb::Status> st = db_->MultiGet(ro, cfs, slices, &values);
   ReadResult r;
   r.data.assign(static_cast<size_t>(block_count) * bs, '\0');
@@ -551,7 +555,7 @@ absl::StatusOr<ReadResult> BlockStore::ReadBlocks(uint32_t vdi_id, uint64_t obje
     r.present[i] = true;
     r.checksums[i] = b.checksum;
   }
-  r.complete = VdiComplete(vdi_id);
+  r.complete = complete;
   return r;
 }
 

@@ -170,9 +170,6 @@ void DataRebalancer::Loop() {
       idle = idle_;
     }
     if (idle) {
-      if (absl::Status h = Heal(); !h.ok() && !Stopping()) {
-        spdlog::warn("data nodes: {}; retrying", h.ToString());
-      }
       absl::MutexLock l(&mu_);
       auto wake = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stop_ || !idle_; };
       mu_.AwaitWithTimeout(absl::Condition(&wake), options_.heal_interval);
@@ -181,6 +178,11 @@ void DataRebalancer::Loop() {
 }
 
 absl::Status DataRebalancer::Step() {
+  // Data nodes that lost their store first (every pass, also while idle: the loop wakes every
+  // heal_interval); a rebalance copies only from replicas complete for a VDI.
+  if (absl::Status h = Heal(); !h.ok() && !Stopping()) {
+    spdlog::warn("data nodes: {}; retrying", h.ToString());
+  }
   DataRing cur = pool_->ring();
   if (!cur.target.empty()) {
     SetState("copying");
@@ -361,6 +363,16 @@ absl::Status DataRebalancer::Copy(const DataRing& ring) {
                                      : absl::StrCat("copying from the other homes of data nodes ",
                                                     absl::StrJoin(down_list, ","), " (down)"));
   }
+  // A member incomplete for a VDI (a new or wiped store, not refilled yet) is no source for it.
+  absl::flat_hash_map<uint32_t, absl::flat_hash_set<uint32_t>> incomplete;
+  for (uint32_t id : ring.members) {
+    if (down.contains(id)) continue;
+    RC_ASSIGN_OR_RETURN(datanode::NodeVdis nv, pool_->VdisOn(id));
+    incomplete[id] = std::move(nv.incomplete);
+  }
+  auto source_for = [&](uint32_t vdi, uint32_t id) {
+    return !down.contains(id) && !incomplete[id].contains(vdi);
+  };
   for (uint32_t d : ring.members) {
     if (down.contains(d)) continue;
     Run run;
@@ -391,8 +403,13 @@ absl::Status DataRebalancer::Copy(const DataRing& ring) {
         RC_ASSIGN_OR_RETURN(std::vector<uint32_t> old_homes,
                             old_ring.Owners(key, Copies(rep->second, ring.members.size())));
         auto src = std::find_if(old_homes.begin(), old_homes.end(),
-                                [&](uint32_t id) { return !down.contains(id); });
-        if (src == old_homes.end() || *src != d) continue;
+                                [&](uint32_t id) { return source_for(b.vdi_id(), id); });
+        if (src == old_homes.end()) {
+          return absl::UnavailableError(absl::StrCat(
+              "no complete replica of object ", b.object_index(), " of VDI ", b.vdi_id(),
+              " answers (down, or a new store not refilled yet); the copy waits"));
+        }
+        if (*src != d) continue;
         RC_ASSIGN_OR_RETURN(std::vector<uint32_t> new_homes,
                             new_ring.Owners(key, Copies(rep->second, ring.target.size())));
         std::vector<uint32_t> dest;
@@ -429,30 +446,55 @@ absl::Status DataRebalancer::Copy(const DataRing& ring) {
 
 absl::Status DataRebalancer::Heal() {
   const DataRing ring = pool_->ring();
-  if (!ring.target.empty()) return absl::OkStatus();  // a rebalance registers and copies itself
   const std::vector<VdiRecord> catalog = router_->catalog()->List();
+  absl::Status first_error;
+  auto note = [&first_error](const absl::Status& st) {
+    if (!st.ok() && first_error.ok()) first_error = st;
+  };
+  // What every answering member knows; a member that lacks a catalogued VDI (a new or wiped
+  // store) learns it now, incomplete for it: it missed every earlier write.
+  absl::flat_hash_map<uint32_t, datanode::NodeVdis> seen;
   for (uint32_t node : ring.members) {
     absl::StatusOr<datanode::NodeVdis> have = pool_->VdisOn(node);
     if (!have.ok()) continue;  // down: looked at again once it answers
-    absl::flat_hash_set<uint32_t> incomplete = have->incomplete;
     for (const VdiRecord& r : catalog) {
       const uint32_t id = r.geometry.vdi_id();
       if (have->known.contains(id)) continue;
-      // The node does not know a catalogued VDI: its store is new (wiped, replaced). It learns
-      // the VDI now, incomplete for it: it missed every earlier write.
       spdlog::warn("data node {} does not know VDI {} ({}): a new or wiped store; registering "
                    "the VDI there, incomplete until it is refilled",
                    node, id, r.geometry.name());
-      RC_RETURN_IF_ERROR(pool_->PutVdiOn(node, r.geometry, /*complete=*/false));
-      incomplete.insert(id);
+      const absl::Status put = pool_->PutVdiOn(node, r.geometry, /*complete=*/false);
+      note(put);
+      if (!put.ok()) continue;
+      have->known.insert(id);
+      have->incomplete.insert(id);
     }
-    absl::flat_hash_set<uint32_t> live;
-    for (const VdiRecord& r : catalog) {
-      if (incomplete.contains(r.geometry.vdi_id())) live.insert(r.geometry.vdi_id());
-    }
-    if (!live.empty()) RC_RETURN_IF_ERROR(Refill(ring, node, live));
+    seen[node] = *std::move(have);
   }
-  return absl::OkStatus();
+  // Refill a node's VDI only from members complete for it: every other member must answer and
+  // be complete (a block's only other copy may sit on any of them), and the VDI must have
+  // another home at all (N >= 2). Otherwise the node stays incomplete: its reads of blocks it
+  // lacks fail rather than answer zeros.
+  for (const auto& [node, nv] : seen) {
+    absl::flat_hash_set<uint32_t> todo;
+    for (const VdiRecord& r : catalog) {
+      const uint32_t id = r.geometry.vdi_id();
+      if (!nv.incomplete.contains(id) || r.geometry.replication() < 2) continue;
+      bool sources = true;
+      for (uint32_t m : ring.members) {
+        if (m == node) continue;
+        auto it = seen.find(m);
+        if (it == seen.end() || !it->second.known.contains(id) ||
+            it->second.incomplete.contains(id)) {
+          sources = false;
+          break;
+        }
+      }
+      if (sources) todo.insert(id);
+    }
+    if (!todo.empty()) note(Refill(ring, node, todo));
+  }
+  return first_error;
 }
 
 absl::Status DataRebalancer::Refill(const DataRing& ring, uint32_t node,

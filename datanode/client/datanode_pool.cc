@@ -516,9 +516,11 @@ absl::StatusOr<BlockRun> DataNodePool::Read(uint32_t vdi, uint64_t object, uint3
     // A later replica: fill what the incomplete ones could not confirm, keep the newest copy
     // of every block, and repair the incomplete replicas that lacked a block.
     for (uint32_t i = 0; i < count; ++i) {
+      // The newest copy by full version, a trim's tombstone included (an unversioned copy
+      // counts as older than any versioned one); a block still open takes any settled answer.
       const bool mine_unconfirmed = Unconfirmed(*merged, i);
-      const bool newer = resp.present(i) && (!merged->present(i) ||
-                                            VersionIn(resp, i).Key() > VersionIn(*merged, i).Key());
+      const bool has_copy = resp.present(i) || VersionIn(resp, i).writer != 0;
+      const bool newer = has_copy && VersionIn(resp, i).Key() > VersionIn(*merged, i).Key();
       if (newer || (mine_unconfirmed && !Unconfirmed(resp, i))) {
         if (resp.present(i)) {
           for (uint32_t lacking : incomplete) {
@@ -550,11 +552,16 @@ absl::StatusOr<BlockRun> DataNodePool::Read(uint32_t vdi, uint64_t object, uint3
   for (uint32_t i = 0; i < count; ++i) {
     if (Unconfirmed(*merged, i)) {
       unconfirmed_reads_.fetch_add(1);
+      if (failed) {  // a replica that may be complete did not answer: try again later
+        return absl::UnavailableError(absl::StrCat(
+            "block ", first + i, " of object ", object, " of VDI ", vdi,
+            ": only incomplete replicas (new or wiped data nodes ", absl::StrJoin(incomplete, ","),
+            ") answered and none holds it; ", last.message()));
+      }
       return absl::DataLossError(absl::StrCat(
           "block ", first + i, " of object ", object, " of VDI ", vdi,
           ": every replica that answered is incomplete (new or wiped data nodes ",
-          absl::StrJoin(incomplete, ","), ") and none holds it; a complete replica must answer",
-          failed ? absl::StrCat(" (", last.message(), ")") : ""));
+          absl::StrJoin(incomplete, ","), ") and none holds it"));
     }
   }
   BlockRun run;

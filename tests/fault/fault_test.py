@@ -114,12 +114,14 @@ script re-executes itself with /usr/bin/python3. Standard library otherwise.
 
 Usage:
     tests/fault/fault_test.py --bin BUILD_DIR [--seed S] [--faults 24] [--remove-cache-node] ...
-    tests/fault/fault_test.py --bin BUILD_DIR --nemeses kill-cache,kill-data,wipe-cache,wipe-data \
-        --faults 48
+    tests/fault/fault_test.py --bin BUILD_DIR --nemeses kill-cache,kill-data,wipe-cache --faults 36
+    tests/fault/fault_test.py --bin BUILD_DIR --nemeses wipe-data,wipe-cache --faults 6 \
+        --vdi-size 128MiB
     tests/fault/fault_test.py --bin BUILD_DIR --etcd --nemeses all --faults 68
     tests/fault/fault_test.py --bin BUILD_DIR --etcd --tls --nemeses all --faults 18
     tests/fault/fault_test.py --bin BUILD_DIR --etcd --gateways 2 --nemeses all --faults 20
-    (ctest: FaultInjection.cluster, FaultInjection.nemeses, FaultInjection.tls,
+    (ctest: FaultInjection.cluster, FaultInjection.disks, FaultInjection.nemeses,
+    FaultInjection.tls,
     FaultInjection.gateways; ASan: --bin build-asan;
     soak: tests/fault/soak.sh --duration 3600)
 """
@@ -161,7 +163,7 @@ CLUSTER_ONLY = {"rejoin", "pause", "data-during-join", "restart-during-replay",
                 "kill-coordinator"}
 MANY_GATEWAYS_ONLY = {"kill-coordinator"}  # needs --gateways 2 or more
 # Left out of `all`: a refill copies every replica the node held and takes tens of seconds per
-# fault; FaultInjection.cluster names it (tests/CMakeLists.txt).
+# fault; FaultInjection.disks names it (tests/CMakeLists.txt).
 NOT_IN_ALL = {"wipe-data"}
 CACHE_NEMESES = {"kill-cache", "remove", "rejoin", "pause", "data-during-join",
                  "restart-during-replay", "kill-coordinator", "wipe-cache"}
