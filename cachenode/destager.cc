@@ -356,6 +356,8 @@ void Destager::RelogFromLostDataNodes() {
     if (!new_store.contains(id)) relogged_.insert(id);
   }
   for (const auto& [id, changes] : new_store) store_changes_seen_[id] = changes;
+  spdlog::warn("cache node {}: {} dirty blocks logged again: every one has its log copies",
+               options_.node_id, todo.size());
 }
 
 absl::Status Destager::RelogBlock(const VdiInfo& v, const BlockKey& key) {

@@ -1291,7 +1291,11 @@ class Nemesis:
             return None
         self.step(f"datanode {node}: cache nodes logging again")
         start = time.monotonic()
-        while cache_logs.count("back on a new disk", cache_since) < len(caches):
+        # Until every cache node finished logging again what the node held (until then a dirty
+        # block may have no log copy at all with N = 2: losing its cache node as well would be
+        # a second fault).
+        while not all(b"dirty blocks logged again" in part
+                      for part in cache_logs.read_each(cache_since)):
             if time.monotonic() - start > self.a.settle_timeout:
                 self.ctx.problem(f"timed out waiting for every cache node to log again what "
                                  f"data node {node} held")
