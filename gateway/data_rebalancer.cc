@@ -38,6 +38,31 @@ struct Run {
     return count > 0 && b.vdi_id() == vdi && b.object_index() == object &&
            b.block_index() == first + count && writer_of_b == writer && dest == to;
   }
+  // Starts the run at scanned block `b`, bound for `dest` (the run must be empty).
+  void Start(const v1::ScannedBlock& b, const std::vector<uint32_t>& dest) {
+    vdi = b.vdi_id();
+    object = b.object_index();
+    first = b.block_index();
+    writer = b.writer();
+    to = dest;
+  }
+  // Appends block `b` (with its data and version) to the run.
+  void Add(const v1::ScannedBlock& b) {
+    ++count;
+    seqs.push_back(b.version());
+    epochs.push_back(b.epoch());
+    data += b.data();
+  }
+  // The copy keeps the source's versions.
+  datanode::HomeStamp Stamp() const {
+    datanode::HomeStamp stamp;
+    stamp.writer = writer;
+    if (writer != 0) {
+      stamp.seqs = seqs;
+      stamp.epochs = epochs;
+    }
+    return stamp;
+  }
 };
 
 int Copies(int replication, size_t members) {
@@ -379,12 +404,7 @@ absl::Status DataRebalancer::Copy(const DataRing& ring) {
     uint64_t copied = 0;
     auto flush = [&]() -> absl::Status {
       if (run.count == 0) return absl::OkStatus();
-      datanode::HomeStamp stamp;
-      stamp.writer = run.writer;
-      if (run.writer != 0) {
-        stamp.seqs = run.seqs;
-        stamp.epochs = run.epochs;
-      }
+      const datanode::HomeStamp stamp = run.Stamp();
       for (uint32_t to : run.to) {
         RC_ASSIGN_OR_RETURN(uint32_t stored, pool_->CopyBlocks(to, run.vdi, run.object, run.first,
                                                                run.data, stamp));
@@ -421,16 +441,9 @@ absl::Status DataRebalancer::Copy(const DataRing& ring) {
         if (dest.empty()) continue;
         if (!run.Extends(b, b.writer(), dest)) {
           RC_RETURN_IF_ERROR(flush());
-          run.vdi = b.vdi_id();
-          run.object = b.object_index();
-          run.first = b.block_index();
-          run.writer = b.writer();
-          run.to = dest;
+          run.Start(b, dest);
         }
-        ++run.count;
-        run.seqs.push_back(b.version());
-        run.epochs.push_back(b.epoch());
-        run.data += b.data();
+        run.Add(b);
       }
       RC_RETURN_IF_ERROR(flush());
       absl::MutexLock l(&mu_);
@@ -521,12 +534,7 @@ absl::Status DataRebalancer::Refill(const DataRing& ring, uint32_t node,
     Run run;
     auto flush = [&]() -> absl::Status {
       if (run.count == 0) return absl::OkStatus();
-      datanode::HomeStamp stamp;
-      stamp.writer = run.writer;
-      if (run.writer != 0) {
-        stamp.seqs = run.seqs;
-        stamp.epochs = run.epochs;
-      }
+      const datanode::HomeStamp stamp = run.Stamp();
       RC_ASSIGN_OR_RETURN(uint32_t stored,
                           pool_->CopyBlocks(node, run.vdi, run.object, run.first, run.data, stamp));
       copied += stored;
@@ -553,16 +561,9 @@ absl::Status DataRebalancer::Refill(const DataRing& ring, uint32_t node,
         const std::vector<uint32_t> dest{node};
         if (!run.Extends(b, b.writer(), dest)) {
           RC_RETURN_IF_ERROR(flush());
-          run.vdi = b.vdi_id();
-          run.object = b.object_index();
-          run.first = b.block_index();
-          run.writer = b.writer();
-          run.to = dest;
+          run.Start(b, dest);
         }
-        ++run.count;
-        run.seqs.push_back(b.version());
-        run.epochs.push_back(b.epoch());
-        run.data += b.data();
+        run.Add(b);
       }
       RC_RETURN_IF_ERROR(flush());
       absl::MutexLock l(&mu_);
