@@ -333,15 +333,32 @@ void Destager::RelogFromLostDataNodes() {
       fresh.insert(id);
     }
   }
+  // A data node taken out of the data ring (down too long, `datanode out`, decommissioned)
+  // keeps its copies, but no replay reads them any more: made again once.
+  const datanode::DataRing ring = ctx_.pool->ring();
+  for (auto it = relogged_out_.begin(); it != relogged_out_.end();) {
+    if (!ring.IsOut(*it)) {
+      relogged_out_.erase(it++);  // in again (cleared first): nothing of ours is left there
+    } else {
+      ++it;
+    }
+  }
+  absl::flat_hash_set<uint32_t> newly_out;
+  for (uint32_t id : ring.out) {
+    if (!relogged_out_.contains(id)) {
+      newly_out.insert(id);
+      fresh.insert(id);
+    }
+  }
   if (fresh.empty()) return;
   // Dirty blocks whose log record landed on a lost node — where it actually landed, not where
   // today's ring would put it (the ring may have changed since) — or whose landing is unknown
   // (recovered after a restart: relogging is harmless, missing a copy is not).
   const std::vector<BlockKey> todo = ctx_.map->DirtyLoggedOn(fresh);
-  spdlog::warn("cache node {}: {} data node(s) unreachable for {} ms or back on a new disk ({}); "
-               "logging {} dirty blocks again",
+  spdlog::warn("cache node {}: {} data node(s) unreachable for {} ms, back on a new disk ({}) "
+               "or out of the data ring ({}); logging {} dirty blocks again",
                options_.node_id, fresh.size(), options_.relog_after_ms, new_store.size(),
-               todo.size());
+               newly_out.size(), todo.size());
   for (const BlockKey& k : todo) {
     auto v = ctx_.vdis->Get(k.vdi);
     if (!v.ok()) continue;
@@ -356,6 +373,7 @@ void Destager::RelogFromLostDataNodes() {
     if (!new_store.contains(id)) relogged_.insert(id);
   }
   for (const auto& [id, changes] : new_store) store_changes_seen_[id] = changes;
+  relogged_out_.insert(newly_out.begin(), newly_out.end());
   spdlog::warn("cache node {}: {} dirty blocks logged again: every one has its log copies",
                options_.node_id, todo.size());
 }

@@ -119,6 +119,8 @@ class Destager {
   absl::flat_hash_set<uint32_t> relogged_;     // lost data nodes already handled (destager only)
   // Per data node, the store changes (DataNodePool::StoreChanges) already relogged for.
   absl::flat_hash_map<uint32_t, uint64_t> store_changes_seen_;  // destager only
+  // Data nodes out of the data ring whose log copies were made again elsewhere.
+  absl::flat_hash_set<uint32_t> relogged_out_;  // destager only
   int64_t last_relog_check_us_ = 0;            // destager only
   absl::Mutex hook_mu_;
   std::function<void()> planned_hook_ ABSL_GUARDED_BY(hook_mu_);

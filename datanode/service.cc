@@ -283,6 +283,13 @@ grpc::Status DataNodeService::Health(grpc::ServerContext*, const v1::HealthReque
   return grpc::Status::OK;
 }
 
+grpc::Status DataNodeService::ClearStore(grpc::ServerContext*, const v1::ClearStoreRequest* req,
+                                         v1::ClearStoreResponse*) {
+  spdlog::warn("data node {}: clearing the store ({})", node_id_,
+               req->reason().empty() ? "asked by a gateway" : req->reason());
+  return ToGrpc(store_->Clear());
+}
+
 grpc::Status DataNodeService::Stats(grpc::ServerContext*, const v1::StatsRequest* req,
                                     v1::StatsResponse* resp) {
   if (req->writer() != 0) {

@@ -44,6 +44,8 @@ class DataNodeService final : public v1::DataNode::Service {
                       v1::HealthResponse*) override;
   grpc::Status Stats(grpc::ServerContext*, const v1::StatsRequest*,
                      v1::StatsResponse*) override;
+  grpc::Status ClearStore(grpc::ServerContext*, const v1::ClearStoreRequest*,
+                          v1::ClearStoreResponse*) override;
 
   // Sets the log area size above which appends answer over_limit (0 = no limit).
   void SetLogLimit(uint64_t bytes) { log_limit_bytes_ = bytes; }

@@ -394,6 +394,27 @@ absl::StatusOr<uint64_t> BlockStore::DeleteVdi(uint32_t vdi_id) {
   return count;
 }
 
+absl::Status BlockStore::Clear() {
+  absl::MutexLock put(&put_vdi_mu_);
+  rocksdb::WriteBatch batch;
+  // Keys are at most 16 bytes (blocks) and 12 bytes (log): 17 0xff bytes bound both.
+  const std::string end(17, '\xff');
+  batch.DeleteRange(blocks_cf_, "", end);
+  batch.DeleteRange(log_cf_, "", end);
+  for (const char* prefix : {"vdi/", kIncompletePrefix}) {
+    std::string last = prefix;
+    last.back() = static_cast<char>(last.back() + 1);  // "vdi0": just past every "vdi/..." key
+    batch.DeleteRange(meta_cf_, prefix, last);
+  }
+  RC_RETURN_IF_ERROR(Commit(&batch, "clear the store"));
+  absl::MutexLock l(&mu_);
+  vdis_.clear();
+  incomplete_.clear();
+  log_records_ = 0;
+  log_bytes_ = 0;
+  return absl::OkStatus();
+}
+
 absl::Status BlockStore::CheckRange(const v1::VdiGeometry& vdi, uint64_t object_index,
                                     uint32_t first_block, uint64_t block_count) const {
   const uint64_t objects = (vdi.size_bytes() + vdi.object_size() - 1) / vdi.object_size();

@@ -149,6 +149,10 @@ class BlockStore {
   bool VdiComplete(uint32_t vdi_id) const;
   // Deletes the VDI's geometry and blocks; returns how many blocks were removed.
   absl::StatusOr<uint64_t> DeleteVdi(uint32_t vdi_id);
+  // Drops every block, tombstone, log record and VDI registration; keeps the writers'
+  // sequence high-water marks (sequences never repeat) and the incarnation. A node taken out of
+  // the data ring holds only stale copies: it is cleared before it joins again.
+  absl::Status Clear();
   absl::StatusOr<v1::VdiGeometry> GetVdi(uint32_t vdi_id) const;
   std::vector<v1::VdiGeometry> Vdis() const;
 

@@ -302,6 +302,34 @@ TEST_F(StoreTest, IncarnationIsKeptAcrossReopenAndNewForANewStore) {
   EXPECT_NE(store_->incarnation(), id);
 }
 
+// A data node put back in after it was out is cleared before it joins: nothing of its stale
+// state is left, except what keeps sequences from repeating and its identity.
+TEST_F(StoreTest, ClearDropsBlocksLogsAndVdisButKeepsMarksAndIncarnation) {
+  ASSERT_TRUE(store_->WriteBlocks(7, 1, 0, Pattern('n'), {}, WriteStamp{4, {10}, false}).ok());
+  ASSERT_TRUE(store_->TrimBlocks(7, 2, 0, 1, WriteStamp{4, {11}, false}).ok());
+  ASSERT_TRUE(store_->LogAppend({Rec(4, 12, 'a')}).ok());
+  const std::string id = store_->incarnation();
+  const uint64_t mark = store_->WriterHighWater(4);
+  ASSERT_GE(mark, 12u);
+  ASSERT_TRUE(store_->Clear().ok());
+  for (int pass = 0; pass < 2; ++pass) {  // in memory, then as reopened from disk
+    EXPECT_TRUE(store_->Vdis().empty());
+    EXPECT_EQ(store_->Stats().log_records, 0u);
+    ScannedBlock next;
+    bool done = false;
+    auto all = store_->ScanBlocks(0, 0, 0, 100, false, &next, &done);
+    ASSERT_TRUE(all.ok());
+    EXPECT_TRUE(all->empty()) << "blocks and tombstones are gone";
+    uint64_t after = 0;
+    auto log = store_->LogScan(4, 0, 100, false, &after, &done);
+    ASSERT_TRUE(log.ok());
+    EXPECT_TRUE(log->empty());
+    EXPECT_EQ(store_->WriterHighWater(4), mark);
+    EXPECT_EQ(store_->incarnation(), id);
+    Reopen();
+  }
+}
+
 // "Absent is not zero" (docs/durability.md): a store that learns of a VDI without a voucher
 // missed its writes and says so with every read, until someone vouches (a finished refill).
 TEST_F(StoreTest, VdiLearntWithoutAVoucherIsIncompleteUntilVouched) {

@@ -216,6 +216,13 @@ void AdminService::ExportMetrics(metrics::Registry* registry) {
        [](const v1::DataRebalance& r) { return double(r.blocks_deleted()); }},
       {"ringcache_gateway_data_epoch", "Epoch of the data ring (bumps with every change).",
        [](const v1::DataRebalance& r) { return double(r.data_epoch()); }},
+      {"ringcache_gateway_rebalance_eta_seconds",
+       "Time the current copy still needs at its speed so far (0: idle or unknown).",
+       [](const v1::DataRebalance& r) { return r.eta_seconds(); }},
+      {"ringcache_gateway_datanodes_out",
+       "Data nodes out of the data ring (down past the down-out interval, taken out, or "
+       "decommissioned).",
+       [](const v1::DataRebalance& r) { return double(r.out_size()); }},
   };
   for (const auto& g : gauges) {
     registry->AddCallbackGauge(g.name, g.help, {}, [this, field = g.field] {
@@ -288,6 +295,10 @@ std::vector<v1::NodeInfo> AdminService::Nodes() const {
     const bool down = std::find(data_down.begin(), data_down.end(), e.id) != data_down.end();
     info->set_state(!member ? "joining" : down ? "down" : "up");
   }
+  // Out of the data ring (down too long, `datanode out`, decommissioned): until put back in.
+  for (auto& n : out) {
+    if (n.role() == "datanode" && ring.IsOut(n.id())) n.set_state("out");
+  }
   return out;
 }
 
@@ -297,17 +308,39 @@ grpc::Status AdminService::ListNodes(grpc::ServerContext*, const v1::ListNodesRe
   return grpc::Status::OK;
 }
 
+grpc::Status AdminService::DataNodeAction(grpc::ServerContext*,
+                                          const v1::DataNodeActionRequest* req,
+                                          v1::DataNodeActionResponse* resp) {
+  if (grpc::Status c = CheckCoordinator(); !c.ok()) return c;
+  std::function<absl::StatusOr<std::string>(uint32_t, const std::string&)> act;
+  {
+    absl::MutexLock l(&mu_);
+    act = data_node_action_;
+  }
+  if (!act) {
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                        "this gateway does not manage the data ring (yet): try again");
+  }
+  absl::StatusOr<std::string> msg = act(req->id(), req->action());
+  if (!msg.ok()) return ToGrpc(msg.status());
+  resp->set_message(*msg);
+  return grpc::Status::OK;
+}
+
 grpc::Status AdminService::RemoveNode(grpc::ServerContext*, const v1::RemoveNodeRequest* req,
                                       v1::RemoveNodeResponse*) {
   if (grpc::Status c = CheckCoordinator(); !c.ok()) return c;
   const std::string role = req->role().empty() ? "cachenode" : req->role();
+  if (role == "datanode") {
+    // Removing a data node is decommissioning it: its replicas move off first.
+    v1::DataNodeActionRequest dn;
+    dn.set_id(req->id());
+    dn.set_action("decommission");
+    v1::DataNodeActionResponse ignored;
+    return DataNodeAction(nullptr, &dn, &ignored);
+  }
   if (role != "cachenode") {
-    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                        role == "datanode"
-                            ? "data nodes cannot be removed in this mode: their replicas would "
-                              "need rebalancing (cluster mode); a data node that is down is "
-                              "simply skipped by reads and retried by destage"
-                            : "only cache nodes can be removed");
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "only cache and data nodes can be removed");
   }
   const uint32_t id = req->id();
   std::function<absl::Status(uint32_t)> before_remove;

@@ -66,6 +66,8 @@ class AdminService final : public v1::Admin::Service {
                         v1::VdiStatsResponse*) override;
   grpc::Status Flush(grpc::ServerContext*, const v1::FlushRequest*,
                      grpc::ServerWriter<v1::FlushProgress>*) override;
+  grpc::Status DataNodeAction(grpc::ServerContext*, const v1::DataNodeActionRequest*,
+                              v1::DataNodeActionResponse*) override;
 
   // Sets the state ListNodes shows for node (role, id) ("up", "removed", ...).
   void SetNodeState(const std::string& role, uint32_t id, const std::string& state);
@@ -88,6 +90,13 @@ class AdminService final : public v1::Admin::Service {
     absl::MutexLock l(&mu_);
     rebalance_status_ = std::move(status);
     data_ring_ = std::move(ring);
+  }
+  // Carries out `ringcachectl datanode out|in|decommission` (DataRebalancer::Action of the
+  // coordinator's rebalancer). Set before serving; without it the calls fail.
+  void SetDataNodeActions(
+      std::function<absl::StatusOr<std::string>(uint32_t, const std::string&)> act) {
+    absl::MutexLock l(&mu_);
+    data_node_action_ = std::move(act);
   }
   // Cluster mode with an elected coordinator: `leading` says whether this gateway leads now and
   // `leader` names the leader. A gateway that does not lead refuses the calls that change the
@@ -136,6 +145,8 @@ class AdminService final : public v1::Admin::Service {
   void SetDrainProgress(uint32_t id, const std::string& progress, uint64_t start, uint64_t left);
   std::function<void(const std::string&)> vdi_deleted_ ABSL_GUARDED_BY(mu_);
   std::function<datanode::DataRing()> data_ring_ ABSL_GUARDED_BY(mu_);
+  std::function<absl::StatusOr<std::string>(uint32_t, const std::string&)> data_node_action_
+      ABSL_GUARDED_BY(mu_);
   std::function<bool()> leading_ ABSL_GUARDED_BY(mu_);
   std::function<std::string()> leader_ ABSL_GUARDED_BY(mu_);
   std::function<absl::StatusOr<std::vector<uint32_t>>()> gateways_registered_

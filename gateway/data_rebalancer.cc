@@ -164,6 +164,8 @@ void DataRebalancer::SetState(const std::string& state, const std::string& messa
   status_.clear_target();
   for (uint32_t id : ring.members) status_.add_members(id);
   for (uint32_t id : ring.target) status_.add_target(id);
+  status_.clear_out();
+  for (uint32_t id : ring.out) status_.add_out(id);
 }
 
 void DataRebalancer::Loop() {
@@ -209,6 +211,37 @@ absl::Status DataRebalancer::Step() {
     spdlog::warn("data nodes: {}; retrying", h.ToString());
   }
   DataRing cur = pool_->ring();
+  // Nodes going out leave the I/O path at once, also in the middle of a move: writes and
+  // destage must not wait for a node that is gone.
+  if (const std::vector<uint32_t> outs = DueOut(cur); !outs.empty()) {
+    DataRing next = cur;
+    next.epoch = cur.epoch + 1;
+    next.target = cur.target.empty() ? cur.members : cur.target;
+    for (uint32_t id : outs) {
+      next.out.push_back(id);
+      std::erase(next.target, id);
+    }
+    if (next.target.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "data nodes ", absl::StrJoin(outs, ","), " cannot go out: no data node would be left"));
+    }
+    spdlog::warn("data rebalance: data nodes {} go out of the ring of {}: their replicas are made "
+                 "again on {}",
+                 absl::StrJoin(outs, ","), absl::StrJoin(cur.members, ","),
+                 absl::StrJoin(next.target, ","));
+    {
+      absl::MutexLock l(&mu_);
+      for (uint32_t id : outs) ask_out_.erase(id);
+      status_.set_reason("out");
+      status_.set_blocks_scanned(0);
+      status_.set_blocks_estimated(0);
+      status_.set_blocks_copied(0);
+      status_.set_blocks_deleted(0);
+    }
+    SetState("preparing", absl::StrCat("data nodes ", absl::StrJoin(outs, ","), " out"));
+    RC_RETURN_IF_ERROR(Publish(next));
+    cur = next;
+  }
   if (!cur.target.empty()) {
     SetState("copying");
     RC_RETURN_IF_ERROR(Copy(cur));
@@ -216,6 +249,14 @@ absl::Status DataRebalancer::Step() {
     next.epoch = cur.epoch + 1;
     next.nodes = cur.Endpoints(cur.target);
     next.members = cur.target;
+    // Members that leave (out, or decommissioned and copied from) stay listed as out.
+    next.out = cur.out;
+    for (uint32_t id : cur.members) {
+      if (std::find(cur.target.begin(), cur.target.end(), id) == cur.target.end() &&
+          !cur.IsOut(id)) {
+        next.out.push_back(id);
+      }
+    }
     SetState("switching");
     if (!options_.state_path.empty()) {
       RC_RETURN_IF_ERROR(WriteFileAtomically(PurgeMarker(options_.state_path), "purge\n"));
@@ -247,14 +288,28 @@ absl::Status DataRebalancer::Step() {
     purge_pending_ = false;
   }
   std::vector<DataNodeEndpoint> joining;
+  std::vector<uint32_t> leaving, back_in;
   {
     absl::MutexLock l(&mu_);
+    for (uint32_t id : ask_in_) {
+      if (cur.IsOut(id)) back_in.push_back(id);
+    }
+    ask_in_.clear();
     for (const auto& w : wanted_) {
-      if (std::find(cur.members.begin(), cur.members.end(), w.id) == cur.members.end()) {
+      const bool out = cur.IsOut(w.id) && std::find(back_in.begin(), back_in.end(), w.id) ==
+                                              back_in.end();
+      if (!out && !ask_decommission_.contains(w.id) &&
+          std::find(cur.members.begin(), cur.members.end(), w.id) == cur.members.end()) {
         joining.push_back(w);
       }
     }
-    if (joining.empty()) {
+    for (uint32_t id : ask_decommission_) {
+      if (std::find(cur.members.begin(), cur.members.end(), id) != cur.members.end() &&
+          !cur.IsOut(id)) {
+        leaving.push_back(id);
+      }
+    }
+    if (joining.empty() && leaving.empty() && back_in.empty()) {
       if (status_.state() != "idle" && status_.state() != "preparing") {
         spdlog::info("data rebalance: done; data ring {} (epoch {}): {} blocks scanned, {} "
                      "copied, {} deleted",
@@ -264,42 +319,191 @@ absl::Status DataRebalancer::Step() {
       idle_ = true;
       status_.set_state("idle");
       status_.set_message("");
+      status_.set_eta_seconds(0);
       status_.set_data_epoch(cur.epoch);
       status_.clear_members();
       status_.clear_target();
+      status_.clear_out();
       for (uint32_t id : cur.members) status_.add_members(id);
+      for (uint32_t id : cur.out) status_.add_out(id);
       return absl::OkStatus();
     }
     status_.set_blocks_scanned(0);
     status_.set_blocks_estimated(0);
     status_.set_blocks_copied(0);
     status_.set_blocks_deleted(0);
+    std::vector<std::string> why;
+    if (!joining.empty()) why.push_back("join");
+    if (!leaving.empty()) why.push_back("decommission");
+    status_.set_reason(absl::StrJoin(why, ","));
   }
   DataRing prep = cur;
   prep.epoch = cur.epoch + 1;
-  prep.target = cur.members;
+  for (uint32_t id : back_in) std::erase(prep.out, id);
+  if (!joining.empty() || !leaving.empty()) {
+    prep.target = cur.members;
+    for (uint32_t id : leaving) std::erase(prep.target, id);
+  }
   std::vector<uint32_t> ids;
   for (const auto& j : joining) {
+    // A node joins holding nothing: one that was out (or served another ring) keeps only stale
+    // copies and log records. Cleared before any cache node may write there.
+    RC_RETURN_IF_ERROR(pool_->ClearStore(
+        j, absl::StrCat("joining the data ring of ", absl::StrJoin(cur.members, ","))));
+    std::erase_if(prep.nodes, [&j](const DataNodeEndpoint& e) { return e.id == j.id; });
     prep.nodes.push_back(j);
     prep.target.push_back(j.id);
     ids.push_back(j.id);
   }
-  spdlog::info("data rebalance: data nodes {} join the ring of {}", absl::StrJoin(ids, ","),
-               absl::StrJoin(cur.members, ","));
-  SetState("preparing", absl::StrCat("registering VDIs on data nodes ", absl::StrJoin(ids, ",")));
+  {
+    absl::MutexLock l(&mu_);
+    for (uint32_t id : leaving) ask_decommission_.erase(id);
+  }
+  if (!back_in.empty()) {
+    spdlog::info("data rebalance: data nodes {} are in again", absl::StrJoin(back_in, ","));
+  }
+  if (!ids.empty()) {
+    spdlog::info("data rebalance: data nodes {} join the ring of {}", absl::StrJoin(ids, ","),
+                 absl::StrJoin(cur.members, ","));
+  }
+  if (!leaving.empty()) {
+    spdlog::info("data rebalance: data nodes {} are decommissioned: their replicas move to {}",
+                 absl::StrJoin(leaving, ","), absl::StrJoin(prep.target, ","));
+  }
+  SetState("preparing", ids.empty() ? "" : absl::StrCat("registering VDIs on data nodes ",
+                                                        absl::StrJoin(ids, ",")));
   return Publish(prep);  // the next Step copies
+}
+
+std::vector<uint32_t> DataRebalancer::DueOut(const DataRing& ring) {
+  std::vector<uint32_t> live;
+  for (uint32_t id : ring.members) {
+    if (!ring.IsOut(id)) live.push_back(id);
+  }
+  std::vector<uint32_t> due;
+  {
+    absl::MutexLock l(&mu_);
+    for (uint32_t id : live) {
+      if (ask_out_.contains(id)) due.push_back(id);
+    }
+  }
+  if (options_.down_out > absl::ZeroDuration()) {
+    const std::vector<uint32_t> long_down = pool_->DownFor(absl::ToInt64Milliseconds(options_.down_out));
+    const std::vector<uint32_t> down_now = pool_->DownFor(0);
+    size_t up = 0;
+    for (uint32_t id : live) {
+      if (std::find(down_now.begin(), down_now.end(), id) == down_now.end()) ++up;
+    }
+    for (uint32_t id : live) {
+      if (std::find(long_down.begin(), long_down.end(), id) == long_down.end() ||
+          std::find(due.begin(), due.end(), id) != due.end()) {
+        continue;
+      }
+      // Ceph keeps a share of its OSDs in for the same reason: a gateway that lost its own
+      // network sees every node down and must not empty the ring.
+      if (up * 2 <= live.size()) {
+        spdlog::warn("data node {} is down for more than {}, but only {} of {} data nodes "
+                     "answer: not taking it out",
+                     id, absl::FormatDuration(options_.down_out), up, live.size());
+        continue;
+      }
+      spdlog::warn("data node {} is down for more than {} (down-out interval): taking it out", id,
+                   absl::FormatDuration(options_.down_out));
+      due.push_back(id);
+    }
+  }
+  return due;
+}
+
+int DataRebalancer::MaxReplication() const {
+  int n = 1;
+  for (const VdiRecord& r : router_->catalog()->List()) {
+    n = std::max(n, static_cast<int>(r.geometry.replication()));
+  }
+  return n;
+}
+
+absl::StatusOr<std::string> DataRebalancer::Action(uint32_t id, const std::string& action) {
+  const DataRing ring = pool_->ring();
+  const bool member = std::find(ring.members.begin(), ring.members.end(), id) != ring.members.end();
+  size_t live = 0;
+  for (uint32_t m : ring.members) {
+    if (!ring.IsOut(m)) ++live;
+  }
+  absl::MutexLock l(&mu_);
+  const bool known = member || std::any_of(wanted_.begin(), wanted_.end(),
+                                           [id](const DataNodeEndpoint& e) { return e.id == id; });
+  if (!known && !ring.IsOut(id)) {
+    return absl::NotFoundError(absl::StrCat("no data node ", id, " in the data ring"));
+  }
+  const int replication = MaxReplication();
+  if (action == "out") {
+    if (ring.IsOut(id)) return absl::StrCat("data node ", id, " is out already");
+    if (!member) return absl::FailedPreconditionError(absl::StrCat(
+        "data node ", id, " is not a member of the data ring yet (it is joining)"));
+    if (live <= 1) return absl::FailedPreconditionError("the last data node cannot go out");
+    ask_out_.insert(id);
+    idle_ = false;
+    std::string msg = absl::StrCat("data node ", id,
+                                   " goes out: no I/O goes there any more and its replicas are "
+                                   "made again on the other data nodes (see `ringcachectl status`)");
+    if (static_cast<int>(live) - 1 < replication) {
+      absl::StrAppend(&msg, "; only ", live - 1, " data nodes are left for VDIs of replication ",
+                      replication, ": they keep ", live - 1, " copies until a node joins");
+    }
+    return msg;
+  }
+  if (action == "in") {
+    if (!ring.IsOut(id)) return absl::FailedPreconditionError(absl::StrCat(
+        "data node ", id, " is not out"));
+    if (member) return absl::FailedPreconditionError(absl::StrCat(
+        "data node ", id, " is still leaving the ring: put it in once the move ends"));
+    ask_in_.insert(id);
+    idle_ = false;
+    return absl::StrCat("data node ", id,
+                        " is in again: it joins as a new node (its store is cleared) once it "
+                        "is registered and answers");
+  }
+  if (action == "decommission") {
+    if (ring.IsOut(id)) return absl::FailedPreconditionError(absl::StrCat(
+        "data node ", id, " is out: its replicas are made again from the others already"));
+    if (!member) return absl::FailedPreconditionError(absl::StrCat(
+        "data node ", id, " is not a member of the data ring"));
+    if (static_cast<int>(live) - 1 < replication) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "decommissioning data node ", id, " would leave ", live - 1,
+          " data nodes for VDIs of replication ", replication, ": add a data node first"));
+    }
+    ask_decommission_.insert(id);
+    idle_ = false;
+    return absl::StrCat("data node ", id,
+                        " is decommissioned: its replicas move to the other data nodes, then it "
+                        "leaves the ring (see `ringcachectl status`); stop it afterwards");
+  }
+  return absl::InvalidArgumentError(absl::StrCat("unknown data node action '", action,
+                                                 "' (out, in or decommission)"));
 }
 
 absl::Status DataRebalancer::RegisterVdis() {
   // The joining nodes (in the target, not yet members) get every block copied before a read
   // reaches them: the rebalancer vouches for them. A member that learns of a VDI only now
   // (wiped) stays incomplete for it.
+  // A member that does not answer is skipped: once back, Heal registers what it misses
+  // (incomplete), and one down for good goes out. A joining node must answer.
   const datanode::DataRing ring = pool_->ring();
   absl::flat_hash_set<uint32_t> joining(ring.target.begin(), ring.target.end());
   for (uint32_t m : ring.members) joining.erase(m);
-  for (const VdiRecord& r : router_->catalog()->List()) {
-    RC_RETURN_IF_ERROR(
-        pool_->PutVdi(r.geometry, [&joining](uint32_t node) { return joining.contains(node); }));
+  const std::vector<VdiRecord> catalog = router_->catalog()->List();
+  for (const DataNodeEndpoint& e : ring.nodes) {
+    if (ring.IsOut(e.id)) continue;
+    for (const VdiRecord& r : catalog) {
+      absl::Status s = pool_->PutVdiOn(e.id, r.geometry, joining.contains(e.id));
+      if (s.ok()) continue;
+      if (joining.contains(e.id) || !(absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s))) {
+        return s;
+      }
+      break;
+    }
   }
   return absl::OkStatus();
 }
@@ -372,7 +576,12 @@ absl::Status DataRebalancer::Copy(const DataRing& ring) {
   // A block is copied by the scan of its first reachable old home (all of them hold every
   // acknowledged write: home writes succeed only on all of them).
   pool_->ProbeAll(2000);
-  const std::vector<uint32_t> down_list = pool_->DownFor(0);
+  std::vector<uint32_t> down_list = pool_->DownFor(0);
+  for (uint32_t id : ring.out) {
+    if (std::find(down_list.begin(), down_list.end(), id) == down_list.end()) {
+      down_list.push_back(id);  // out: holds nothing trusted, reachable or not
+    }
+  }
   const absl::flat_hash_set<uint32_t> down(down_list.begin(), down_list.end());
   uint64_t estimate = 0;
   for (uint32_t id : ring.members) {
@@ -386,7 +595,9 @@ absl::Status DataRebalancer::Copy(const DataRing& ring) {
     status_.set_blocks_scanned(0);
     status_.set_message(down.empty() ? ""
                                      : absl::StrCat("copying from the other homes of data nodes ",
-                                                    absl::StrJoin(down_list, ","), " (down)"));
+                                                    absl::StrJoin(down_list, ","),
+                                                    " (down or out)"));
+    copy_started_ = absl::Now();
   }
   // A member incomplete for a VDI (a new or wiped store, not refilled yet) is no source for it.
   absl::flat_hash_map<uint32_t, absl::flat_hash_set<uint32_t>> incomplete;
@@ -450,6 +661,13 @@ absl::Status DataRebalancer::Copy(const DataRing& ring) {
       status_.set_blocks_scanned(status_.blocks_scanned() + blocks.size());
       status_.set_blocks_copied(status_.blocks_copied() + copied);
       copied = 0;
+      // The time left at the speed so far (the estimate is RocksDB's: a guide, not a promise).
+      const double done = static_cast<double>(status_.blocks_scanned());
+      const double total = static_cast<double>(status_.blocks_estimated());
+      status_.set_eta_seconds(done > 0 && total > done
+                                  ? absl::ToDoubleSeconds(absl::Now() - copy_started_) *
+                                        (total - done) / done
+                                  : 0);
       return absl::OkStatus();
     };
     RC_RETURN_IF_ERROR(ScanNode(d, options_.scan_page, /*with_data=*/true, on_page));
@@ -468,6 +686,7 @@ absl::Status DataRebalancer::Heal() {
   // store) learns it now, incomplete for it: it missed every earlier write.
   absl::flat_hash_map<uint32_t, datanode::NodeVdis> seen;
   for (uint32_t node : ring.members) {
+    if (ring.IsOut(node)) continue;  // its replicas are made again by the move
     absl::StatusOr<datanode::NodeVdis> have = pool_->VdisOn(node);
     if (!have.ok()) continue;  // down: looked at again once it answers
     for (const VdiRecord& r : catalog) {
@@ -495,7 +714,7 @@ absl::Status DataRebalancer::Heal() {
       if (!nv.incomplete.contains(id) || r.geometry.replication() < 2) continue;
       bool sources = true;
       for (uint32_t m : ring.members) {
-        if (m == node) continue;
+        if (m == node || ring.IsOut(m)) continue;
         auto it = seen.find(m);
         if (it == seen.end() || !it->second.known.contains(id) ||
             it->second.incomplete.contains(id)) {
@@ -516,8 +735,8 @@ absl::Status DataRebalancer::Refill(const DataRing& ring, uint32_t node,
   const absl::flat_hash_map<uint32_t, int> replication = Replications();
   pool_->ProbeAll(2000);
   for (uint32_t d : pool_->DownFor(0)) {
-    if (d != node && std::find(ring.members.begin(), ring.members.end(), d) !=
-                         ring.members.end()) {
+    if (d != node && !ring.IsOut(d) &&
+        std::find(ring.members.begin(), ring.members.end(), d) != ring.members.end()) {
       return absl::UnavailableError(absl::StrCat("refilling data node ", node,
                                                  " needs every other data node; ", d,
                                                  " is down"));
@@ -530,7 +749,7 @@ absl::Status DataRebalancer::Refill(const DataRing& ring, uint32_t node,
   const absl::Time start = absl::Now();
   uint64_t copied = 0, bytes = 0;
   for (uint32_t d : ring.members) {
-    if (d == node) continue;
+    if (d == node || ring.IsOut(d)) continue;
     Run run;
     auto flush = [&]() -> absl::Status {
       if (run.count == 0) return absl::OkStatus();

@@ -17,9 +17,20 @@
 //     block (copied, or written there since step 1). Again every node confirms.
 //  4. deleting — every member of T drops (purges) the blocks and tombstones it no longer homes.
 // A step that fails (a node unreachable) is retried; a gateway restart resumes from the saved
-// ring (steps are idempotent). Members are only added: a data node whose registration disappears
-// stays in the ring (its replicas are read from the others; docs/design.md §7 data node loss), and
-// removing data nodes from the ring is not supported yet.
+// ring (steps are idempotent).
+//
+// Data nodes leave the same way (docs/durability.md, "A data node that never comes back"):
+//  - out: a member down longer than `down_out` (or named by `ringcachectl datanode out`) joins
+//    the ring's out list at once, even in the middle of a move: no read, write or log record
+//    goes there any more (destage goes on with the other homes), and the target becomes the
+//    members without it, so the copy makes its replicas again from the surviving copies;
+//  - decommission: the target is the members without the node while it still serves; the copy
+//    reads from it too, and it joins the out list at the switch. Refused when fewer data nodes
+//    than a VDI's replication would be left;
+//  - in: an out node leaves the list; it joins again as a new node, its stale store cleared
+//    first (every node is cleared before it joins).
+// Nodes that are out stay out across restarts and coordinator changes (the list is part of the
+// saved ring) until put back in.
 //
 // Thread-safety: thread-safe; the work runs on one background thread.
 #ifndef RINGCACHE_GATEWAY_DATA_REBALANCER_H_
@@ -34,6 +45,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -66,6 +78,9 @@ class DataRebalancer {
     absl::Duration heal_interval = absl::Seconds(2);
     // Refill speed from the other replicas (MB/s of block data; 0: unthrottled).
     double refill_mb_s = 64;
+    // A member unreachable this long is taken out of the ring (like Ceph's down-out interval);
+    // zero: only `datanode out` takes nodes out.
+    absl::Duration down_out = absl::Minutes(10);
   };
 
   // Starts the background thread. `router` and `pool` (the gateway's own data node pool, whose
@@ -85,6 +100,11 @@ class DataRebalancer {
   // Gives a joining cache node the current data ring (Router::SetJoinHook).
   absl::Status OnJoin(uint32_t id, CacheClient* client);
 
+  // Operator actions (`ringcachectl datanode out|in|decommission`): "out", "in" or
+  // "decommission" data node `id`. Checks the action against the current ring and returns what
+  // happens next; the rebalancer carries it out in the background (see `status`).
+  absl::StatusOr<std::string> Action(uint32_t id, const std::string& action);
+
   v1::DataRebalance Status() const;
   // Returns true once nothing is to be moved, false if `timeout` passed first.
   bool WaitIdle(absl::Duration timeout) const;
@@ -100,6 +120,11 @@ class DataRebalancer {
   absl::Status Copy(const datanode::DataRing& ring);
   absl::Status Purge(const datanode::DataRing& ring);
   absl::Status RegisterVdis();
+  // Members to take out now: asked for by the operator, or down longer than down_out while most
+  // of the other members answer (a gateway cut off from the data nodes takes none out).
+  std::vector<uint32_t> DueOut(const datanode::DataRing& ring);
+  // The highest replication of any catalogued VDI.
+  int MaxReplication() const;
   // A data node that lost its store (docs/durability.md, "Absent is not zero"): every member
   // that misses a catalogued VDI learns it again, incomplete for it (its "absent" answers are
   // not trusted), and every member incomplete for a VDI is refilled from the other replicas
@@ -123,6 +148,11 @@ class DataRebalancer {
 
   mutable absl::Mutex mu_;
   std::vector<datanode::DataNodeEndpoint> wanted_ ABSL_GUARDED_BY(mu_);
+  // Operator actions not carried out yet (Action).
+  absl::flat_hash_set<uint32_t> ask_out_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<uint32_t> ask_in_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<uint32_t> ask_decommission_ ABSL_GUARDED_BY(mu_);
+  absl::Time copy_started_ ABSL_GUARDED_BY(mu_);
   bool purge_pending_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   bool idle_ ABSL_GUARDED_BY(mu_) = false;

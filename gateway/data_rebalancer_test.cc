@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <random>
@@ -19,6 +20,7 @@
 #include "cachenode/cache_node.h"
 #include "cachenode/testing/embedded_datanodes.h"
 #include "tools/local/local_cache_client.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace ringcache::gateway {
@@ -296,6 +298,129 @@ TEST_F(DataRebalancerTest, PurgeLeftByAnEndedTermIsFinishedByTheNext) {
   EXPECT_GT(rebalancer_->Status().blocks_deleted(), 0u);
   EXPECT_EQ(StoredOffHome(), 0);
   EXPECT_EQ(WrongBlocks(), 0);
+}
+
+// Polls the rebalancer until `done(status)` holds (60 s at most).
+bool WaitFor(const DataRebalancer& r, const std::function<bool(const v1::DataRebalance&)>& done) {
+  for (int i = 0; i < 600; ++i) {
+    if (done(r.Status())) return true;
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  return false;
+}
+
+TEST_F(DataRebalancerTest, DataNodeDownPastTheGracePeriodIsTakenOutAndItsReplicasMadeAgain) {
+  for (uint64_t b = 0; b < kBlocks; ++b) WriteBlock(b, 0);
+  ASSERT_TRUE(router_->Flush("", nullptr).ok());
+  dns_->StopForTest(0);  // data node 1 never comes back
+
+  DataRebalancer::Options o;
+  o.scan_page = 16;
+  o.retry_interval = absl::Milliseconds(50);
+  o.heal_interval = absl::Milliseconds(100);
+  o.down_out = absl::Seconds(1);
+  rebalancer_ = DataRebalancer::Start(router_.get(), gateway_pool_.get(), o);
+  rebalancer_->Add(initial_.nodes);
+  ASSERT_TRUE(WaitFor(*rebalancer_, [](const v1::DataRebalance& st) {
+    return st.state() == "idle" && st.out_size() == 1;
+  })) << rebalancer_->Status().ShortDebugString();
+  const v1::DataRebalance st = rebalancer_->Status();
+  EXPECT_EQ(st.out(0), 1u);
+  EXPECT_EQ(st.members_size(), 2) << "data nodes 2 and 3 are left";
+  EXPECT_GT(st.blocks_copied(), 0u) << "node 1's replicas were made again";
+  for (const auto& p : cache_pools_) EXPECT_TRUE(p->ring().IsOut(1));
+
+  // Writes and destage go on without data node 1.
+  for (uint64_t b = 0; b < kBlocks; b += 3) WriteBlock(b, 1);
+  ASSERT_TRUE(router_->Flush("", nullptr).ok()) << "destage no longer waits for data node 1";
+  // Node 1 stays out: it is neither written to nor read.
+  auto again = rebalancer_->Action(1, "out");
+  ASSERT_TRUE(again.ok());
+  EXPECT_THAT(*again, ::testing::HasSubstr("out already"));
+
+  // Every block has its two copies on 2 and 3 now: losing node 2 too loses nothing.
+  dns_->StopForTest(1);
+  for (auto& n : nodes_) ASSERT_TRUE(n->DropBlocks(true, nullptr).ok());
+  std::string buf(kBs, '\0');
+  int wrong = 0;
+  for (uint64_t b = 0; b < kBlocks; ++b) {
+    ASSERT_TRUE(dev_->Read(b * kBs, kBs, buf.data()).ok()) << b;
+    if (buf != expected_[b]) ++wrong;
+  }
+  EXPECT_EQ(wrong, 0);
+}
+
+TEST_F(DataRebalancerTest, DecommissionMovesEverythingOffNeverBelowNCopies) {
+  for (uint64_t b = 0; b < kBlocks; ++b) WriteBlock(b, 0);
+  ASSERT_TRUE(router_->SetMode("v", v1::WRITETHROUGH).ok());
+  DataRebalancer::Options o;
+  o.scan_page = 16;
+  o.retry_interval = absl::Milliseconds(50);
+  o.heal_interval = absl::Milliseconds(100);
+  rebalancer_ = DataRebalancer::Start(router_.get(), gateway_pool_.get(), o);
+  rebalancer_->Add(initial_.nodes);
+  ASSERT_TRUE(rebalancer_->WaitIdle(absl::Seconds(30)));
+
+  EXPECT_EQ(rebalancer_->Action(9, "out").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(rebalancer_->Action(3, "in").status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(rebalancer_->Action(3, "sideways").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(rebalancer_->Action(3, "decommission").ok());
+  ASSERT_TRUE(WaitFor(*rebalancer_, [](const v1::DataRebalance& st) {
+    return st.state() == "idle" && st.out_size() == 1;
+  })) << rebalancer_->Status().ShortDebugString();
+  EXPECT_EQ(rebalancer_->Status().members_size(), 2);
+  // Two data nodes left for replication 2: the next one is refused, never below N copies.
+  auto refused = rebalancer_->Action(2, "decommission");
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(refused.status().message(), ::testing::HasSubstr("would leave 1 data nodes"));
+  // The decommissioned node serves nothing: stopping it loses nothing.
+  dns_->StopForTest(2);
+  EXPECT_EQ(WrongBlocks(), 0);
+}
+
+TEST_F(DataRebalancerTest, NodePutBackInJoinsAgainWithItsStaleStoreCleared) {
+  for (uint64_t b = 0; b < kBlocks; ++b) WriteBlock(b, 0);
+  ASSERT_TRUE(router_->SetMode("v", v1::WRITETHROUGH).ok());
+  DataRebalancer::Options o;
+  o.scan_page = 16;
+  o.retry_interval = absl::Milliseconds(50);
+  o.heal_interval = absl::Milliseconds(100);
+  rebalancer_ = DataRebalancer::Start(router_.get(), gateway_pool_.get(), o);
+  rebalancer_->Add(initial_.nodes);
+  ASSERT_TRUE(rebalancer_->WaitIdle(absl::Seconds(30)));
+  // Node 2 goes out while it still answers; the blocks written meanwhile miss it.
+  ASSERT_TRUE(rebalancer_->Action(2, "out").ok());
+  ASSERT_TRUE(WaitFor(*rebalancer_, [](const v1::DataRebalance& st) {
+    return st.state() == "idle" && st.out_size() == 1 && st.members_size() == 2;
+  })) << rebalancer_->Status().ShortDebugString();
+  for (uint64_t b = 0; b < kBlocks; b += 2) WriteBlock(b, 1);
+  const uint64_t stale = dns_->store(1)->Stats().blocks;
+  EXPECT_GT(stale, 0u) << "node 2 keeps its old copies while out";
+
+  ASSERT_TRUE(rebalancer_->Action(2, "in").ok());
+  ASSERT_TRUE(WaitFor(*rebalancer_, [](const v1::DataRebalance& st) {
+    return st.state() == "idle" && st.out_size() == 0 && st.members_size() == 3;
+  })) << rebalancer_->Status().ShortDebugString();
+  // Back in, node 2 holds exactly what it homes, all of it current (a stale copy kept would
+  // have made the only-if-absent copy skip the new data).
+  EXPECT_EQ(WrongBlocks(), 0);
+  const uint32_t vdi = catalog_->List().at(0).geometry.vdi_id();
+  auto ring = datanode::BuildDataRing(initial_.nodes);
+  ASSERT_TRUE(ring.ok());
+  int wrong = 0, read = 0;
+  for (uint64_t b = 0; b < kBlocks; ++b) {
+    const uint64_t object = b / (kObj / kBs);
+    auto homes = ring->Owners({vdi, object}, kReplication);
+    ASSERT_TRUE(homes.ok());
+    if (std::find(homes->begin(), homes->end(), 2u) == homes->end()) continue;
+    ++read;
+    auto r = dns_->store(1)->ReadBlocks(vdi, object, b % (kObj / kBs), 1);
+    ASSERT_TRUE(r.ok()) << r.status();
+    if (r->data != expected_[b]) ++wrong;
+  }
+  EXPECT_GT(read, 0);
+  EXPECT_EQ(wrong, 0) << "node 2's copies are the current ones";
 }
 
 TEST_F(DataRebalancerTest, OlderRingIsRefused) {

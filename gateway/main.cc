@@ -63,6 +63,18 @@ int main(int argc, char** argv) {
                  "membership decisions, replays, handoffs, rebalancing and catalog writes "
                  "(default true; false: a pure NBD front end)");
   app.add_option("--ready-file", ready_file, "Write the bound ports as JSON here once serving");
+  double down_out_s = 600;
+  app.add_option("--datanode-down-out", down_out_s,
+                 "Seconds a data node may stay unreachable before it is taken out of the data "
+                 "ring and its replicas are made again on the others (0: only `ringcachectl "
+                 "datanode out`)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  double refill_mb_s = 64;
+  app.add_option("--rebalance-mb-s", refill_mb_s,
+                 "Speed limit of refilling a data node from the other replicas, MB/s (0: none)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   gateway::NbdTlsFlags nbd_tls;
   nbd_tls.AddTo(&app);
   try {
@@ -177,6 +189,8 @@ int main(int argc, char** argv) {
   // in cluster mode the elected leader (started and stopped with its term, below).
   gateway::DataRebalancer::Options ro;
   ro.state_path = data_ring_path;  // cluster mode: plus etcd, for the leader's term (below)
+  ro.down_out = absl::Seconds(down_out_s);
+  ro.refill_mb_s = refill_mb_s;
   absl::Mutex rebalancer_mu;
   std::shared_ptr<gateway::DataRebalancer> rebalancer;  // guarded by rebalancer_mu
   auto current_rebalancer = [&rebalancer_mu, &rebalancer] {
@@ -188,7 +202,11 @@ int main(int argc, char** argv) {
     absl::MutexLock l(&rebalancer_mu);
     rebalancer = std::move(r);
   };
-  if (!etcd_settings.enabled()) start_rebalancer();
+  if (!etcd_settings.enabled()) {
+    start_rebalancer();
+    // The cluster file's data nodes: one put back in (`datanode in`) joins again from it.
+    current_rebalancer()->Add(endpoints);
+  }
   (*router)->SetJoinHook([&current_rebalancer](uint32_t node, gateway::CacheClient* c) {
     std::shared_ptr<gateway::DataRebalancer> r = current_rebalancer();
     if (r == nullptr) return absl::FailedPreconditionError("not the coordinator any more");
@@ -246,6 +264,13 @@ int main(int argc, char** argv) {
         return st;
       },
       [p = pool->get()] { return p->ring(); });
+  fe.admin()->SetDataNodeActions(
+      [&current_rebalancer](uint32_t id, const std::string& action) -> absl::StatusOr<std::string> {
+        if (std::shared_ptr<gateway::DataRebalancer> r = current_rebalancer()) {
+          return r->Action(id, action);
+        }
+        return absl::UnavailableError("the data rebalancer is not running on this gateway yet");
+      });
   spdlog::info("ringcache-gateway {} ready: NBD port {}, admin port {}, metrics port {}", id,
                fe.nbd_port(), fe.admin_port(), fe.http_port());
   // Cluster mode: register, then make the cache ring follow the cache nodes registered in etcd.

@@ -56,6 +56,10 @@ absl::Status DataRing::Validate() const {
       return absl::InvalidArgumentError(absl::StrCat("data node id ", n.id, " listed twice"));
     }
   }
+  // Out nodes need no address: one that left the ring is only remembered.
+  if (absl::flat_hash_set<uint32_t>(out.begin(), out.end()).size() != out.size()) {
+    return absl::InvalidArgumentError("out data node listed twice");
+  }
   for (const auto* ids : {&members, &target}) {
     absl::flat_hash_map<uint32_t, int> in;
     for (uint32_t id : *ids) {
@@ -68,6 +72,10 @@ absl::Status DataRing::Validate() const {
     }
   }
   return absl::OkStatus();
+}
+
+bool DataRing::IsOut(uint32_t id) const {
+  return std::find(out.begin(), out.end(), id) != out.end();
 }
 
 std::vector<DataNodeEndpoint> DataRing::Endpoints(const std::vector<uint32_t>& ids) const {
@@ -92,6 +100,7 @@ v1::DataRing DataRing::ToProto() const {
   }
   for (uint32_t id : members) p.add_members(id);
   for (uint32_t id : target) p.add_target(id);
+  for (uint32_t id : out) p.add_out(id);
   return p;
 }
 
@@ -103,6 +112,7 @@ DataRing DataRing::FromProto(const v1::DataRing& p) {
   }
   r.members.assign(p.members().begin(), p.members().end());
   r.target.assign(p.target().begin(), p.target().end());
+  r.out.assign(p.out().begin(), p.out().end());
   return r;
 }
 
@@ -210,6 +220,7 @@ absl::StatusOr<std::shared_ptr<const DataNodePool::View>> DataNodePool::MakeView
     }
     found->endpoint.weight = e.weight;
     v->nodes.push_back(found);
+    if (!v->spec.IsOut(e.id)) v->live.push_back(found);
     v->by_id[e.id] = found;
   }
   return std::shared_ptr<const View>(std::move(v));
@@ -346,7 +357,16 @@ double DataNodePool::LoadOf(const Node* n) {
 absl::StatusOr<std::vector<uint32_t>> DataNodePool::HomesIn(const View& v, uint32_t vdi,
                                                            uint64_t object, int n) {
   n = std::min<int>(n, static_cast<int>(v.ring_members.size()));
-  return v.ring->Owners(ring::ObjectKey{vdi, object}, n);
+  RC_ASSIGN_OR_RETURN(std::vector<uint32_t> homes, v.ring->Owners(ring::ObjectKey{vdi, object}, n));
+  if (v.spec.out.empty()) return homes;
+  // An out member still places the object, but holds nothing trusted: its replicas are being
+  // made again on the target ring.
+  std::erase_if(homes, [&v](uint32_t id) { return v.spec.IsOut(id); });
+  if (homes.empty()) {
+    return absl::UnavailableError(absl::StrCat("every home replica of object ", object,
+                                               " of VDI ", vdi, " is on a data node taken out"));
+  }
+  return homes;
 }
 
 absl::StatusOr<std::vector<uint32_t>> DataNodePool::WriteHomesIn(const View& v, uint32_t vdi,
@@ -378,7 +398,7 @@ double DataNodePool::HomeLoad(uint32_t vdi, uint64_t object, int n) const {
 
 absl::Status DataNodePool::PutVdi(const v1::VdiGeometry& vdi,
                                   const std::function<bool(uint32_t node)>& complete) {
-  for (Node* n : view()->nodes) {
+  for (Node* n : view()->live) {
     v1::PutVdiRequest req;
     *req.mutable_vdi() = vdi;
     req.set_complete(complete != nullptr && complete(n->endpoint.id));
@@ -390,8 +410,18 @@ absl::Status DataNodePool::PutVdi(const v1::VdiGeometry& vdi,
   return absl::OkStatus();
 }
 
+absl::Status DataNodePool::ClearStore(const DataNodeEndpoint& node, const std::string& reason) {
+  auto stub = v1::DataNode::NewStub(PeerChannel(node.address, tls::kRoleDataNode));
+  v1::ClearStoreRequest req;
+  req.set_reason(reason);
+  v1::ClearStoreResponse resp;
+  auto ctx = Context();
+  return FromGrpc(stub->ClearStore(ctx.get(), req, &resp),
+                  absl::StrCat("clear the store of data node ", node.id));
+}
+
 absl::Status DataNodePool::DeleteVdi(uint32_t vdi_id) {
-  for (Node* n : view()->nodes) {
+  for (Node* n : view()->live) {
     v1::DeleteVdiRequest req;
     req.set_vdi_id(vdi_id);
     v1::DeleteVdiResponse resp;
@@ -690,8 +720,9 @@ absl::Status DataNodePool::TrimAll(uint32_t vdi, uint64_t object, uint32_t first
 }
 
 std::vector<uint32_t> DataNodePool::node_ids() const {
+  const auto v = view();
   std::vector<uint32_t> ids;
-  for (Node* n : view()->nodes) ids.push_back(n->endpoint.id);
+  for (Node* n : v->live) ids.push_back(n->endpoint.id);
   return ids;
 }
 
@@ -705,6 +736,7 @@ std::vector<uint32_t> DataNodePool::LogCandidatesIn(const View& v, uint32_t vdi,
   // ring; only when the cluster is too small do they fall back on the homes (last home first).
   std::vector<uint32_t> out(order->begin() + n, order->end());
   for (int i = n - 1; i >= 0; --i) out.push_back((*order)[i]);
+  std::erase_if(out, [&v](uint32_t id) { return v.spec.IsOut(id); });
   return out;
 }
 
@@ -857,7 +889,8 @@ std::vector<uint32_t> DataNodePool::LogReclaim(uint32_t cache_node,
     grpc::Status status;
   };
   const auto v = view();
-  const std::vector<Node*>& nodes = v->nodes;
+  // Out nodes are skipped: they keep their stale records until they are cleared to rejoin.
+  const std::vector<Node*>& nodes = v->live;
   std::vector<Call> calls(nodes.size());
   absl::BlockingCounter pending(static_cast<int>(nodes.size()));
   for (size_t i = 0; i < nodes.size(); ++i) {
@@ -910,7 +943,7 @@ absl::Status DataNodePool::LogScan(uint32_t node, uint32_t cache_node, uint64_t 
 absl::StatusOr<v1::LogRecord> DataNodePool::FetchLogRecord(uint32_t cache_node, uint64_t seq) {
   absl::Status last = absl::NotFoundError(
       absl::StrCat("log record ", seq, " of cache node ", cache_node, " is on no data node"));
-  for (Node* n : view()->nodes) {
+  for (Node* n : view()->live) {
     v1::LogScanRequest req;
     req.set_cache_node_id(cache_node);
     req.set_from_sequence(seq);

@@ -47,6 +47,13 @@ struct DataRing {
   std::vector<DataNodeEndpoint> nodes;  // every node of members and target, by id
   std::vector<uint32_t> members;        // the ring reads use
   std::vector<uint32_t> target;         // empty unless a rebalance moves replicas there
+  // Taken out of the ring (down past the grace period, `datanode out`, decommissioned): no
+  // read, write or log record goes there; a member that is out still places objects (its
+  // replicas are being made again on the target). Kept after it leaves, so it does not rejoin
+  // until put back in.
+  std::vector<uint32_t> out;
+
+  bool IsOut(uint32_t id) const;
 
   // Returns OK, or kInvalidArgument naming the problem (no members, unknown or duplicate id).
   absl::Status Validate() const;
@@ -141,6 +148,9 @@ class DataNodePool {
   // Registers the VDI on data node `node` only; `complete` vouches that it holds every write
   // of the VDI (also for a VDI it knows: a finished refill).
   absl::Status PutVdiOn(uint32_t node, const v1::VdiGeometry& vdi, bool complete);
+  // Clears data node `node`'s store (DataNode.ClearStore; the node need not be in the ring): a
+  // node joining the ring again after it was taken out holds only stale copies.
+  absl::Status ClearStore(const DataNodeEndpoint& node, const std::string& reason);
   // The VDIs data node `node` knows, and which of them it is incomplete for.
   absl::StatusOr<NodeVdis> VdisOn(uint32_t node);
   // Vouches for every node (a VDI being created: nothing is written yet).
@@ -268,6 +278,7 @@ class DataNodePool {
   struct View {
     DataRing spec;
     std::vector<Node*> nodes;  // of spec.nodes, same order
+    std::vector<Node*> live;   // of nodes, those not out (spec.out)
     absl::flat_hash_map<uint32_t, Node*> by_id;
     std::vector<uint32_t> ring_members;
     std::unique_ptr<ring::Ring> ring;    // spec.members

@@ -190,13 +190,38 @@ void AddNodeCommands(CLI::App* app, Args* a, Action* action) {
         verb, std::string(verb) == "drain"
                   ? "Destage a live cache node's data, then take it out of the ring"
                   : "Take a cache node out of the ring: a live one destages first, a dead one's "
-                    "write-back log is replayed home; its objects then go to the next nodes");
+                    "write-back log is replayed home; its objects then go to the next nodes "
+                    "(--role datanode: `datanode decommission`)");
     sub->add_option("ID", a->node_id, "Node id, as in `node list`")->required();
     sub->add_option("--role", a->role, "Node role (default cachenode)")
         ->check(CLI::IsMember({"cachenode", "datanode", "gateway"}));
     const std::string v = verb;
     sub->callback([a, action, v] {
       *action = [a, v](const AdminSession& s) { return RemoveNode(s, v, a->role, a->node_id); };
+    });
+  }
+}
+
+void AddDataNodeCommands(CLI::App* app, Args* a, Action* action) {
+  CLI::App* dn = app->add_subcommand(
+      "datanode", "Data nodes out of and into the data ring (docs/durability.md)");
+  dn->require_subcommand(1);
+  const struct {
+    const char* verb;
+    const char* help;
+  } verbs[] = {
+      {"out", "Take a data node out now (as if down past the down-out interval): no I/O goes "
+              "there and its replicas are made again on the others"},
+      {"in", "Put an out data node back in: it joins again as a new node (its store cleared)"},
+      {"decommission", "Move every replica off a live data node, then take it out (refused "
+                       "when fewer data nodes than a VDI's replication would be left)"},
+  };
+  for (const auto& v : verbs) {
+    CLI::App* sub = dn->add_subcommand(v.verb, v.help);
+    sub->add_option("ID", a->node_id, "Data node id, as in `node list`")->required();
+    const std::string verb = v.verb;
+    sub->callback([a, action, verb] {
+      *action = [a, verb](const AdminSession& s) { return DataNodeAction(s, verb, a->node_id); };
     });
   }
 }
@@ -322,6 +347,7 @@ int RunCtl(int argc, const char* const* argv, const CtlIo& io) {
       ->check(CLI::PositiveNumber);
   AddVdiCommands(&app, &a, &action);
   AddNodeCommands(&app, &a, &action);
+  AddDataNodeCommands(&app, &a, &action);
   AddClusterCommands(&app, &a, &action);
   LocalAction local;
   AddTlsCommands(&app, &a, &local);

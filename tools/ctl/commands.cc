@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <map>
 #include <string>
 #include <thread>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "common/grpc_tls.h"
@@ -454,10 +456,37 @@ absl::Status RemoveNode(const AdminSession& s, const std::string& verb, const st
                   .EndObject()
                   .str()
            << '\n';
+  } else if (role == "datanode") {
+    *s.out << "data node " << id
+           << ": decommissioning: its replicas move to the other data nodes, then it leaves the "
+              "ring (see `ringcachectl status`)\n";
   } else if (verb == "drain") {
     *s.out << role << ' ' << id << ": drained and removed from the ring\n";
   } else {
     *s.out << role << ' ' << id << ": removed; its dirty data was destaged or replayed home\n";
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DataNodeAction(const AdminSession& s, const std::string& action, uint32_t id) {
+  v1::DataNodeActionRequest req;
+  req.set_id(id);
+  req.set_action(action);
+  v1::DataNodeActionResponse resp;
+  grpc::ClientContext ctx;
+  SetDeadline(s, &ctx);
+  if (absl::Status st = FromRpc(s, s.stub->DataNodeAction(&ctx, req, &resp)); !st.ok()) return st;
+  if (s.json) {
+    *s.out << JsonWriter()
+                  .BeginObject()
+                  .Field("id", id)
+                  .Field("action", action)
+                  .Field("message", resp.message())
+                  .EndObject()
+                  .str()
+           << '\n';
+  } else {
+    *s.out << resp.message() << '\n';
   }
   return absl::OkStatus();
 }
@@ -493,7 +522,12 @@ absl::Status ClusterStatus(const AdminSession& s) {
         .Field("blocks_estimated", r.blocks_estimated())
         .Field("blocks_copied", r.blocks_copied())
         .Field("blocks_deleted", r.blocks_deleted())
-        .Field("message", r.message())
+        .Field("eta_seconds", r.eta_seconds())
+        .Field("reason", r.reason())
+        .Field("message", r.message());
+    j.Key("out").BeginArray();
+    for (uint32_t id : r.out()) j.Uint(id);
+    j.EndArray()
         .EndObject()
         .EndObject();
     *s.out << j.str() << '\n';
@@ -532,6 +566,21 @@ absl::Status ClusterStatus(const AdminSession& s) {
                              " (epoch ", r.data_epoch(), "): ", r.blocks_scanned(), " of ~",
                              r.blocks_estimated(), " blocks scanned, ", r.blocks_copied(),
                              " copied, ", r.blocks_deleted(), " deleted");
+    if (r.blocks_estimated() > 0) {
+      absl::StrAppend(&rebalance, absl::StrFormat(" (%.0f%%", 100.0 * std::min<double>(
+                                                      1.0, static_cast<double>(r.blocks_scanned()) /
+                                                               r.blocks_estimated())));
+      if (r.eta_seconds() > 0) {
+        absl::StrAppend(&rebalance, ", ",
+                        absl::FormatDuration(absl::Seconds(std::ceil(r.eta_seconds()))), " left");
+      }
+      absl::StrAppend(&rebalance, ")");
+    }
+    if (!r.reason().empty()) absl::StrAppend(&rebalance, " [", r.reason(), "]");
+  }
+  if (r.out_size() > 0) {
+    absl::StrAppend(&rebalance, "; out: data node", r.out_size() > 1 ? "s " : " ",
+                    absl::StrJoin(r.out(), ","));
   }
   if (!r.message().empty()) absl::StrAppend(&rebalance, "; ", r.message());
   std::vector<std::pair<std::string, std::string>> fields = {

@@ -90,6 +90,10 @@ absl::Status ListNodes(const AdminSession& s);
 absl::Status RemoveNode(const AdminSession& s, const std::string& verb, const std::string& role,
                         uint32_t id);
 
+// datanode out|in|decommission ID: asks the coordinator to take data node `id` out of the data
+// ring, put it back in, or decommission it; prints what happens next.
+absl::Status DataNodeAction(const AdminSession& s, const std::string& action, uint32_t id);
+
 // status: prints the epoch, node counts by role and state, the number of VDIs and dirty bytes.
 absl::Status ClusterStatus(const AdminSession& s);
 // stats: prints per-VDI cache statistics; `vdi` empty means every VDI.
