@@ -57,10 +57,15 @@ Nemeses (--nemeses, comma list, or `all`):
                          replicas and log copies gone), restart it: reads never see its
                          "absent" as zeros; wait until the coordinator refilled it from the
                          other replicas and every cache node logged again what it held.
+  lose-data              kill -9 one data node for good: the gateway takes it out after its
+                         down-out interval (--max-down + 5 s in runs with this nemesis), makes
+                         its replicas again on the others, and every cache node logs again what
+                         it held. Then the operator replaces it: its directory removed, started,
+                         `ringcachectl datanode in`; wait until it joined the data ring again.
 Without --nemeses, static mode runs kill-cache / kill-data as before (--cache-fault-share;
 --remove-cache-node turns kill-cache into remove) and cluster mode runs all of them
 (kill-coordinator only with --gateways 2 or more). `all` leaves out the disk faults,
-wipe-cache and wipe-data (each refill takes tens of seconds); name them to run them.
+wipe-cache, wipe-data and lose-data (each refill takes tens of seconds); name them to run them.
 
 --gateways G (cluster mode) runs G gateways, every one a coordinator candidate
 (`cluster.sh up --gateways G`); writer i connects to gateway i mod G + 1 (and to the next one
@@ -157,14 +162,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 ETCD_PREFIX = "/ringcache"
 
 NEMESES = ("kill-cache", "kill-data", "remove", "rejoin", "pause", "data-during-join",
-           "restart-during-replay", "kill-coordinator", "wipe-cache", "wipe-data")
+           "restart-during-replay", "kill-coordinator", "wipe-cache", "wipe-data", "lose-data")
 CLUSTER_ONLY = {"rejoin", "pause", "data-during-join", "restart-during-replay",
                 "kill-coordinator"}
 MANY_GATEWAYS_ONLY = {"kill-coordinator"}  # needs --gateways 2 or more
 # Left out of `all`: the disk faults. A refill copies every replica the node held and takes tens
 # of seconds per fault; FaultInjection.disks names both (tests/CMakeLists.txt), so that the runs
 # of `all` keep their time and their share of every process fault.
-NOT_IN_ALL = {"wipe-data", "wipe-cache"}
+NOT_IN_ALL = {"wipe-data", "wipe-cache", "lose-data"}
 CACHE_NEMESES = {"kill-cache", "remove", "rejoin", "pause", "data-during-join",
                  "restart-during-replay", "kill-coordinator", "wipe-cache"}
 
@@ -423,6 +428,10 @@ class Cluster:
             extra = ["--etcd", "--gateways", str(a.gateways)]
         if a.tls:
             extra.append("--tls")
+        if a.deck is not None and "lose-data" in a.deck:
+            # Long enough that no other fault's data node is taken out (they are down at most
+            # --max-down seconds), short enough for the run.
+            extra += ["--datanode-down-out", str(int(a.max_down) + 5)]
         r = self.sh("up", "--base-port", str(self.base), "--cache-nodes", str(a.cache_nodes),
                     "--data-nodes", str(a.data_nodes), "--ssd-size", a.ssd_size, "--ram-size",
                     a.ram_size, *extra)
@@ -1144,7 +1153,7 @@ class Nemesis:
                 self.deck = list(a.deck)
                 self.rng.shuffle(self.deck)
             kind = self.deck.pop()
-            if kind in ("kill-data", "data-during-join", "wipe-data") and max_data < 1:
+            if kind in ("kill-data", "data-during-join", "wipe-data", "lose-data") and max_data < 1:
                 continue
             if kind == "remove" and not a.etcd and len(caches) <= 1:
                 continue
@@ -1304,6 +1313,62 @@ class Nemesis:
                 return None
         return (f"kill -9 datanode {node}, its directory removed (new disk), down {down:.1f}s; "
                 f"refilled {took:.1f}s later, every cache node logged again")
+
+    def await_cache_logs(self, logs, since, text, what):
+        """Waits until every log of `logs` holds `text` after `since`; True, or False (a problem
+        is recorded) on timeout or abort."""
+        start = time.monotonic()
+        while not all(text.encode() in part for part in logs.read_each(since)):
+            if time.monotonic() - start > self.a.settle_timeout:
+                self.ctx.problem(f"timed out waiting for {what}")
+                return False
+            if not self.ctx.sleep(0.1):
+                return False
+        return True
+
+    def lose_data(self, _node, data, _down):
+        """kill -9 one data node for good. The gateway takes it out after the down-out interval
+        and makes its replicas again on the others; every cache node logs again what it held.
+        Then a new disk in its place: directory removed, started, `ringcachectl datanode in`;
+        the fault ends when it joined the data ring again."""
+        node = data[0]
+        caches = [i for i in range(1, self.a.cache_nodes + 1) if i not in self.ctx.removed]
+        cache_logs = GatewayLog([self.c.log_path("cachenode", i) for i in caches])
+        cache_since = cache_logs.mark()
+        since = self.ctx.gwlog.mark()
+        self.step(f"kill -9 datanode {node} for good")
+        self.c.kill("datanode", [node])
+        self.step(f"datanode {node} lost: waiting for the gateway to take it out")
+        took = self.wait_log(f"data nodes {node} go out", since,
+                             f"the gateway to take data node {node} out")
+        if took is None:
+            return None
+        self.step(f"datanode {node} out: its replicas made again")
+        if self.wait_log("data rebalance: done", since,
+                         f"the replicas of data node {node} to be made again") is None:
+            return None
+        self.step(f"datanode {node} out: cache nodes logging again")
+        if not self.await_cache_logs(cache_logs, cache_since, "dirty blocks logged again",
+                                     f"every cache node to log again what data node {node} "
+                                     "held"):
+            return None
+        done = self.ctx.log.now()
+        self.step(f"datanode {node} replaced: new disk, datanode in")
+        shutil.rmtree(self.c.node_dir("datanode", node), ignore_errors=True)
+        self.c.start("datanode", [node])
+        back = self.ctx.gwlog.mark()
+        r = self.c.ctl("datanode", "in", str(node))
+        if r.returncode != 0:
+            self.ctx.problem(f"ringcachectl datanode in {node} failed: "
+                             f"{(r.stderr or r.stdout).strip()}")
+            return None
+        joined = self.wait_log(f"data nodes {node} join", back,
+                               f"data node {node} to join the data ring again")
+        if joined is None or self.wait_log("data rebalance: done", back,
+                                           f"data node {node} to finish joining") is None:
+            return None
+        return (f"kill -9 datanode {node} for good: out {took:.1f}s later, replicas made again "
+                f"and relogged by {done:.1f}s; replaced and back in the data ring")
 
     def kill_data(self, _node, data, down):
         what = f"datanode {','.join(map(str, data))}"
