@@ -30,6 +30,8 @@ absl::Status DataNodeConfig::LoadYaml(const std::string& path) {
   f.Read("etcd_prefix", &etcd_prefix);
   f.Read("etcd_lease_ttl_s", &etcd_lease_ttl_s);
   ReadHddConfig(&f, &hdd);
+  f.Read("scrub_interval_s", &scrub_interval_s);
+  f.Read("scrub_mb_s", &scrub_mb_s);
   return f.Finish();
 }
 
@@ -44,6 +46,10 @@ absl::Status DataNodeConfig::Validate() const {
     return absl::InvalidArgumentError("block_cache_bytes must be at least 1MiB");
   }
   RC_RETURN_IF_ERROR(hdd.Validate());
+  if (scrub_interval_s < 0 || scrub_mb_s <= 0) {
+    return absl::InvalidArgumentError(
+        "scrub_interval_s must be >= 0 (0: only when asked) and scrub_mb_s > 0");
+  }
   return EnsureWritableDir(data_dir);
 }
 

@@ -30,6 +30,10 @@ struct DataNodeConfig {
   std::string etcd_prefix = "/ringcache";
   uint32_t etcd_lease_ttl_s = 5;
   HddConfig hdd;
+  // Background scrub (datanode/scrubber.h): a pass over every block and log record this often
+  // (0: only when asked, `ringcachectl scrub start`), reading at most scrub_mb_s MB/s.
+  double scrub_interval_s = 7 * 24 * 3600;
+  double scrub_mb_s = 16;
 
   // Merges the YAML file at `path` into this config.
   absl::Status LoadYaml(const std::string& path);

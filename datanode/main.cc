@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
@@ -21,6 +22,7 @@
 #include "common/socket.h"
 #include "common/metrics.h"
 #include "datanode/config.h"
+#include "datanode/scrubber.h"
 #include "datanode/service.h"
 #include "datanode/store.h"
 #include "membership/daemon_flags.h"
@@ -46,7 +48,7 @@ int main(int argc, char** argv) {
   std::string config_path;
   std::optional<uint32_t> node_id;
   std::optional<std::string> listen, http_listen, data_dir, ready_file, zone;
-  std::optional<double> seek_ms, bandwidth;
+  std::optional<double> seek_ms, bandwidth, scrub_interval_s, scrub_mb_s;
   bool hdd = false;
   ringcache::membership::DaemonFlags flags;
   uint32_t cluster_id = 0;
@@ -61,6 +63,10 @@ int main(int argc, char** argv) {
   app.add_flag("--hdd-emulation", hdd, "Emulate an HDD (seek latency + bandwidth limit)");
   app.add_option("--hdd-seek-ms", seek_ms, "Emulated seek latency per request (ms)");
   app.add_option("--hdd-bandwidth-mb-s", bandwidth, "Emulated bandwidth (MiB/s)");
+  app.add_option("--scrub-interval-s", scrub_interval_s,
+                 "Seconds between background scrub passes over every block and log record "
+                 "(default 604800, a week; 0: only `ringcachectl scrub start`)");
+  app.add_option("--scrub-mb-s", scrub_mb_s, "Scrub read rate limit, MB/s (default 16)");
   flags.AddTo(&app, /*cluster_required=*/false,
               "Static cluster file: take node id, addresses and data dir from the entry "
               "{role: datanode, id: --id}",
@@ -105,6 +111,8 @@ int main(int argc, char** argv) {
   if (hdd) cfg.hdd.enabled = true;
   if (seek_ms) cfg.hdd.seek_ms = *seek_ms;
   if (bandwidth) cfg.hdd.bandwidth_mb_s = *bandwidth;
+  if (scrub_interval_s) cfg.scrub_interval_s = *scrub_interval_s;
+  if (scrub_mb_s) cfg.scrub_mb_s = *scrub_mb_s;
   if (absl::Status s = cfg.Validate(); !s.ok()) {
     return Fail(2, absl::StrCat("bad configuration: ", s.ToString()));
   }
@@ -127,6 +135,12 @@ int main(int argc, char** argv) {
   ringcache::datanode::HddEmulator hdd_emu(cfg.hdd, ringcache::Clock::Real());
   ringcache::datanode::DataNodeService service(cfg.node_id, store->get(), &hdd_emu, registry);
   service.SetLogLimit(cfg.log_limit_bytes);
+  ringcache::datanode::Scrubber::Options so;
+  so.interval = absl::Seconds(cfg.scrub_interval_s);
+  so.mb_s = cfg.scrub_mb_s;
+  auto scrubber =
+      std::make_unique<ringcache::datanode::Scrubber>(cfg.node_id, store->get(), so, registry);
+  service.SetScrubber(scrubber.get());
   registry->GetGauge("ringcache_build_info", "Build information.",
                      {{"version", ringcache::Version()}, {"role", "datanode"}})
       ->Set(1);
@@ -188,6 +202,7 @@ int main(int argc, char** argv) {
   service.SetDraining();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   http.Stop();
+  scrubber.reset();  // before the store it reads
   if (absl::Status s = (*store)->FlushAll(); !s.ok()) spdlog::warn("flush: {}", s.ToString());
   store->reset();
   spdlog::info("stopped");

@@ -290,6 +290,16 @@ grpc::Status DataNodeService::ClearStore(grpc::ServerContext*, const v1::ClearSt
   return ToGrpc(store_->Clear());
 }
 
+grpc::Status DataNodeService::Scrub(grpc::ServerContext*, const v1::DataNodeScrubRequest* req,
+                                    v1::DataNodeScrubReport* resp) {
+  if (scrubber_ == nullptr) {
+    return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "this data node runs no scrub");
+  }
+  if (req->start()) scrubber_->Start();
+  *resp = scrubber_->Report();
+  return grpc::Status::OK;
+}
+
 grpc::Status DataNodeService::Stats(grpc::ServerContext*, const v1::StatsRequest* req,
                                     v1::StatsResponse* resp) {
   if (req->writer() != 0) {

@@ -11,6 +11,7 @@
 #include "common/grpc_status.h"
 #include "common/metrics.h"
 #include "datanode/hdd_emulator.h"
+#include "datanode/scrubber.h"
 #include "datanode/store.h"
 #include "ringcache/v1/datanode.grpc.pb.h"
 
@@ -46,6 +47,10 @@ class DataNodeService final : public v1::DataNode::Service {
                      v1::StatsResponse*) override;
   grpc::Status ClearStore(grpc::ServerContext*, const v1::ClearStoreRequest*,
                           v1::ClearStoreResponse*) override;
+  grpc::Status Scrub(grpc::ServerContext*, const v1::DataNodeScrubRequest*,
+                     v1::DataNodeScrubReport*) override;
+  // The background scrub the Scrub RPC reports on (not owned; without one, Scrub fails).
+  void SetScrubber(Scrubber* scrubber) { scrubber_ = scrubber; }
 
   // Sets the log area size above which appends answer over_limit (0 = no limit).
   void SetLogLimit(uint64_t bytes) { log_limit_bytes_ = bytes; }
@@ -53,6 +58,7 @@ class DataNodeService final : public v1::DataNode::Service {
   void SetDraining() { draining_ = true; }
 
  private:
+  Scrubber* scrubber_ = nullptr;  // set before serving
   struct OpMetrics {
     metrics::Histogram* latency;
     metrics::Counter* ok;

@@ -128,6 +128,28 @@ absl::StatusOr<StoredBlock> DecodeBlock(const std::string& v, uint32_t bs, const
   return b;
 }
 
+// Parses log record value `v` of key `k` (12 bytes) into *e; false when the record is damaged
+// (too short, or its data fails its checksum).
+bool ParseLogRecord(const rocksdb::Slice& k, const rocksdb::Slice& v, bool include_data,
+                    LogEntry* e) {
+  e->cache_node_id = static_cast<uint32_t>(GetBe(k.data(), 4));
+  e->sequence = GetBe(k.data() + 4, 8);
+  if (v.size() < kLogHeader) return false;
+  e->vdi_id = static_cast<uint32_t>(GetBe(v.data(), 4));
+  e->object_index = GetBe(v.data() + 4, 8);
+  e->block_index = static_cast<uint32_t>(GetBe(v.data() + 12, 4));
+  e->checksum = GetBe(v.data() + 16, 8);
+  // A record with an epoch has a 32-byte header; older ones 24 (blocks are powers of two).
+  size_t header = kLogHeader;
+  if (v.size() >= kLogHeader + 8 && PowerOfTwo(v.size() - kLogHeader - 8)) {
+    header = kLogHeader + 8;
+    e->epoch = GetBe(v.data() + kLogHeader, 8);
+  }
+  if (BlockChecksum(v.data() + header, v.size() - header) != e->checksum) return false;
+  if (include_data) e->data.assign(v.data() + header, v.size() - header);
+  return true;
+}
+
 std::string VersionText(const BlockVersion& v) {
   return absl::StrCat("(epoch ", v.epoch, ", seq ", v.seq, ", writer ", v.writer, ")");
 }
@@ -738,28 +760,11 @@ absl::StatusOr<std::vector<LogEntry>> BlockStore::LogScan(uint32_t cache_node_id
       if (corrupt != nullptr) corrupt->push_back(seq);
       *next = seq + 1;
     };
-    if (v.size() < kLogHeader) {
-      damaged(GetBe(k.data() + 4, 8));
-      continue;
-    }
     LogEntry e;
-    e.cache_node_id = cache_node_id;
-    e.sequence = GetBe(k.data() + 4, 8);
-    e.vdi_id = static_cast<uint32_t>(GetBe(v.data(), 4));
-    e.object_index = GetBe(v.data() + 4, 8);
-    e.block_index = static_cast<uint32_t>(GetBe(v.data() + 12, 4));
-    e.checksum = GetBe(v.data() + 16, 8);
-    // A record with an epoch has a 32-byte header; older ones 24 (blocks are powers of two).
-    size_t header = kLogHeader;
-    if (v.size() >= kLogHeader + 8 && PowerOfTwo(v.size() - kLogHeader - 8)) {
-      header = kLogHeader + 8;
-      e.epoch = GetBe(v.data() + kLogHeader, 8);
-    }
-    if (BlockChecksum(v.data() + header, v.size() - header) != e.checksum) {
+    if (!ParseLogRecord(k, v, include_data, &e)) {
       damaged(e.sequence);
       continue;
     }
-    if (include_data) e.data.assign(v.data() + header, v.size() - header);
     *next = e.sequence + 1;
     out.push_back(std::move(e));
   }
@@ -810,6 +815,87 @@ StoreStats BlockStore::Stats() const {
   absl::MutexLock l(&err_mu_);
   if (!device_error_.ok()) st.device_error = std::string(device_error_.message());
   return st;
+}
+
+absl::StatusOr<uint64_t> BlockStore::Scrub(ScrubCursor* cursor, uint64_t budget,
+                                           std::vector<ScrubFinding>* bad) const {
+  uint64_t read = 0;
+  rocksdb::ReadOptions ro;
+  ro.verify_checksums = true;
+  ro.fill_cache = false;  // a pass over everything must not push the hot blocks out
+  if (!cursor->in_log) {
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, blocks_cf_));
+    uint32_t geometry_of = UINT32_MAX;
+    uint32_t bs = 0;
+    for (it->Seek(cursor->key); it->Valid(); it->Next()) {
+      const rocksdb::Slice k = it->key();
+      if (read >= budget) {
+        cursor->key = k.ToString();
+        return read;
+      }
+      read += k.size() + it->value().size();
+      ++cursor->blocks_checked;
+      if (k.size() != 16) continue;  // not a block key: nothing to compare with another copy
+      ScrubFinding f;
+      f.vdi_id = static_cast<uint32_t>(GetBe(k.data(), 4));
+      f.object_index = GetBe(k.data() + 4, 8);
+      f.block_index = static_cast<uint32_t>(GetBe(k.data() + 12, 4));
+      if (f.vdi_id != geometry_of) {
+        auto g = GetVdi(f.vdi_id);
+        bs = g.ok() ? g->block_size() : 0;  // a deleted VDI's blocks: about to be removed
+        geometry_of = f.vdi_id;
+      }
+      if (bs == 0) continue;
+      if (!DecodeBlock(it->value().ToString(), bs, "scrub").ok()) bad->push_back(f);
+    }
+    if (!it->status().ok()) {
+      // RocksDB's own checksums failed (a damaged SST block): report, and go on from the next
+      // key range a later pass can reach.
+      RC_RETURN_IF_ERROR(FromRocks(it->status(), "scrub blocks"));
+    }
+    cursor->in_log = true;
+    cursor->key.clear();
+  }
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, log_cf_));
+  for (it->Seek(cursor->key); it->Valid(); it->Next()) {
+    const rocksdb::Slice k = it->key();
+    if (read >= budget) {
+      cursor->key = k.ToString();
+      return read;
+    }
+    read += k.size() + it->value().size();
+    ++cursor->log_records_checked;
+    if (k.size() != 12) continue;
+    LogEntry e;
+    if (!ParseLogRecord(k, it->value(), false, &e)) {
+      ScrubFinding f;
+      f.log = true;
+      f.cache_node_id = e.cache_node_id;
+      f.sequence = e.sequence;
+      bad->push_back(f);
+    }
+  }
+  RC_RETURN_IF_ERROR(FromRocks(it->status(), "scrub log"));
+  cursor->done = true;
+  return read;
+}
+
+bool BlockStore::StillDamaged(const ScrubFinding& f) const {
+  std::string value;
+  if (f.log) {
+    const std::string key = LogKey(f.cache_node_id, f.sequence);
+    if (!db_->Get(rocksdb::ReadOptions(), log_cf_, key, &value).ok()) return false;  // gone
+    LogEntry e;
+    return !ParseLogRecord(key, value, false, &e);
+  }
+  auto g = GetVdi(f.vdi_id);
+  if (!g.ok()) return false;  // the VDI was deleted
+  if (!db_->Get(rocksdb::ReadOptions(), blocks_cf_,
+                BlockKey(f.vdi_id, f.object_index, f.block_index), &value)
+           .ok()) {
+    return false;  // purged or never there
+  }
+  return !DecodeBlock(value, g->block_size(), "scrub").ok();
 }
 
 absl::Status BlockStore::DamageLogRecordForTest(uint32_t cache_node, uint64_t seq) {

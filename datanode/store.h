@@ -105,6 +105,27 @@ struct ScannedBlock {
   BlockVersion version;
 };
 
+// Where a scrub pass is (BlockStore::Scrub): blocks first, then log records.
+struct ScrubCursor {
+  bool in_log = false;
+  std::string key;  // the next key to check
+  bool done = false;
+  uint64_t blocks_checked = 0;
+  uint64_t log_records_checked = 0;
+};
+
+// A damaged copy a scrub found: a stored block (vdi, object, block) or a log record
+// (cache node, sequence).
+struct ScrubFinding {
+  bool log = false;
+  uint32_t vdi_id = 0;
+  uint64_t object_index = 0;
+  uint32_t block_index = 0;
+  uint32_t cache_node_id = 0;
+  uint64_t sequence = 0;
+  bool operator==(const ScrubFinding&) const = default;
+};
+
 struct ReadResult {
   std::string data;                 // block_count * block_size bytes, zeros where absent
   std::vector<bool> present;
@@ -200,6 +221,14 @@ class BlockStore {
                                       const std::vector<uint64_t>& sequences, uint64_t below);
 
   StoreStats Stats() const;
+  // Scrub: checks the checksum of every stored block, then of every log record, from the
+  // cursor on, reading about `budget` bytes; appends the damaged ones to *bad and returns the
+  // bytes read (cursor->done once everything was checked). Read-only: repairs come from other
+  // copies (datanode/scrubber.h).
+  absl::StatusOr<uint64_t> Scrub(ScrubCursor* cursor, uint64_t budget,
+                                 std::vector<ScrubFinding>* bad) const;
+  // False once a damaged copy was repaired, replaced or removed.
+  bool StillDamaged(const ScrubFinding& f) const;
   // Test seam (fault tests, tools/fault: a rotten byte): flips one byte of the data of log
   // record `seq` of `cache_node`, or of a stored block, as a disk could; the checksums stay.
   absl::Status DamageLogRecordForTest(uint32_t cache_node, uint64_t seq);

@@ -290,6 +290,49 @@ TEST_F(StoreTest, DamagedLogRecordIsSkippedAndReported) {
   EXPECT_EQ(store_->ReadBlocks(7, 0, 3, 1).status().code(), absl::StatusCode::kDataLoss);
 }
 
+// The scrub finds every damaged copy, blocks and log records alike, a small step at a time,
+// and a copy rewritten (or reclaimed) is damaged no more.
+TEST_F(StoreTest, ScrubFindsDamagedBlocksAndLogRecordsUntilTheyAreRepaired) {
+  for (uint32_t b = 0; b < 40; ++b) {
+    ASSERT_TRUE(store_->WriteBlocks(7, b % 5, b / 5, Pattern('a' + b % 20), {},
+                                    WriteStamp{4, {100 + b}, false})
+                    .ok());
+  }
+  ASSERT_TRUE(store_->TrimBlocks(7, 6, 0, 1, WriteStamp{4, {200}, false}).ok());
+  ASSERT_TRUE(store_->LogAppend({Rec(1, 10, 'a'), Rec(1, 11, 'b'), Rec(2, 3, 'c')}).ok());
+  ASSERT_TRUE(store_->DamageBlockForTest(7, 3, 2).ok());
+  ASSERT_TRUE(store_->DamageLogRecordForTest(1, 11).ok());
+
+  ScrubCursor cursor;
+  std::vector<ScrubFinding> bad;
+  int steps = 0;
+  while (!cursor.done) {
+    auto read = store_->Scrub(&cursor, 3 * 4096, &bad);  // about three blocks per step
+    ASSERT_TRUE(read.ok()) << read.status();
+    ASSERT_LT(++steps, 100);
+  }
+  EXPECT_GT(steps, 5) << "the budget splits the pass";
+  EXPECT_EQ(cursor.blocks_checked, 41u) << "40 blocks and a tombstone";
+  EXPECT_EQ(cursor.log_records_checked, 3u);
+  ScrubFinding block;
+  block.vdi_id = 7;
+  block.object_index = 3;
+  block.block_index = 2;
+  ScrubFinding record;
+  record.log = true;
+  record.cache_node_id = 1;
+  record.sequence = 11;
+  EXPECT_EQ(bad, (std::vector<ScrubFinding>{block, record}));
+  EXPECT_TRUE(store_->StillDamaged(block));
+  EXPECT_TRUE(store_->StillDamaged(record));
+
+  // The block rewritten from a good replica (its version kept), the record reclaimed.
+  ASSERT_TRUE(store_->WriteBlocks(7, 3, 2, Pattern('r'), {}, WriteStamp{4, {117}, false}).ok());
+  ASSERT_TRUE(store_->LogReclaim(1, {11}, 0).ok());
+  EXPECT_FALSE(store_->StillDamaged(block));
+  EXPECT_FALSE(store_->StillDamaged(record));
+}
+
 // A store's identity is made once and kept; a new store (a wiped directory) has another.
 TEST_F(StoreTest, IncarnationIsKeptAcrossReopenAndNewForANewStore) {
   const std::string id = store_->incarnation();
