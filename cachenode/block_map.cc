@@ -495,6 +495,18 @@ std::vector<BlockKey> BlockMap::DirtyLoggedOn(const absl::flat_hash_set<uint32_t
   return keys;
 }
 
+std::vector<BlockKey> BlockMap::DirtyWithLogSeq(const absl::flat_hash_set<uint64_t>& seqs) const {
+  std::vector<BlockKey> keys;
+  absl::MutexLock l(&mu_);
+  for (const BlockKey& k : dirty_set_) {
+    auto e = map_.find(k);
+    if (e != map_.end() && e->second.log_seq != 0 && seqs.contains(e->second.log_seq)) {
+      keys.push_back(k);
+    }
+  }
+  return keys;
+}
+
 absl::flat_hash_set<uint64_t> BlockMap::LiveLogSeqs() const {
   absl::flat_hash_set<uint64_t> live;
   absl::MutexLock l(&mu_);

@@ -182,6 +182,8 @@ class BlockMap {
   // Dirty blocks `keep` selects; those whose log record sits (or may sit) on a node in `lost`.
   std::vector<BlockKey> DirtyKeys(const std::function<bool(const BlockKey&)>& keep) const;
   std::vector<BlockKey> DirtyLoggedOn(const absl::flat_hash_set<uint32_t>& lost) const;
+  // Dirty blocks whose current log record has one of `seqs`.
+  std::vector<BlockKey> DirtyWithLogSeq(const absl::flat_hash_set<uint64_t>& seqs) const;
   absl::flat_hash_set<uint64_t> LiveLogSeqs() const;
 
   // --- Slot pressure (exclusive tiers; a no-op otherwise)

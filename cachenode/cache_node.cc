@@ -338,6 +338,11 @@ absl::Status CacheNode::SetPolicy(uint32_t vdi, const std::string& spec_in) {
 
 std::string CacheNode::PolicyOf(uint32_t vdi) const { return map_->VdiPolicy(vdi); }
 
+absl::StatusOr<uint32_t> CacheNode::RelogRecords(const absl::flat_hash_set<uint64_t>& seqs) {
+  if (destager_ == nullptr) return absl::FailedPreconditionError("the node is not serving");
+  return destager_->RelogRecords(seqs);
+}
+
 absl::Status CacheNode::SetDataRing(const datanode::DataRing& ring) {
   absl::MutexLock l(&data_ring_mu_);
   const uint64_t before = pool_->ring().epoch;

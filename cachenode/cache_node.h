@@ -212,6 +212,9 @@ class CacheNode {
   // Uses `ring` for the data nodes from now on (rebalancing; returns once no request uses the
   // previous one) and keeps it in <ssd_path>.datanodes for the next start.
   absl::Status SetDataRing(const datanode::DataRing& ring);
+  // A scrub found log records `seqs` of this node damaged on a data node: logs their dirty
+  // blocks again (Destager::RelogRecords). Returns how many blocks were logged again.
+  absl::StatusOr<uint32_t> RelogRecords(const absl::flat_hash_set<uint64_t>& seqs);
   // Where SetDataRing keeps the ring of a node whose SSD file is `ssd_path`.
   // The data ring saved at run time; `state_base` is CacheNodeConfig::StateBase().
   static std::string DataRingPath(const std::string& state_base) {

@@ -378,6 +378,27 @@ void Destager::RelogFromLostDataNodes() {
                options_.node_id, todo.size());
 }
 
+absl::StatusOr<uint32_t> Destager::RelogRecords(const absl::flat_hash_set<uint64_t>& seqs) {
+  // A fenced node logs nothing again (see DestageTick): its blocks are replayed by others.
+  RC_RETURN_IF_ERROR(ctx_.check_owner());
+  uint32_t done = 0;
+  for (const BlockKey& k : ctx_.map->DirtyWithLogSeq(seqs)) {
+    auto v = ctx_.vdis->Get(k.vdi);
+    if (!v.ok()) continue;  // dropped meanwhile
+    absl::MutexLock stripe(&ctx_.stripes->Of(k.vdi, v->ObjectOf(k)));
+    const std::optional<DirtyCopy> copy = ctx_.map->DirtyBlock(k);
+    if (!copy || !seqs.contains(copy->log_seq)) continue;  // destaged or rewritten meanwhile
+    RC_RETURN_IF_ERROR(RelogBlock(*v, k));
+    ++done;
+  }
+  if (done > 0) {
+    spdlog::warn("cache node {}: {} dirty blocks logged again (a scrub found their log records "
+                 "damaged)",
+                 options_.node_id, done);
+  }
+  return done;
+}
+
 absl::Status Destager::RelogBlock(const VdiInfo& v, const BlockKey& key) {
   const uint32_t bs = options_.block_size;
   const uint64_t per_obj = v.blocks_per_object();

@@ -85,6 +85,10 @@ class Destager {
   // to this node, if set — and waits until done. REQUIRES: no stripe lock held.
   absl::Status Flush(uint32_t vdi, const ring::Ring* moving_under);
 
+  // Logs again the dirty blocks whose log record has one of `seqs` (a scrub found a copy
+  // damaged); returns how many. REQUIRES: no stripe lock held.
+  absl::StatusOr<uint32_t> RelogRecords(const absl::flat_hash_set<uint64_t>& seqs);
+
   // One round of the reclaimer: handles one work item, waiting up to `wait` for one.
   void ReclaimStep(absl::Duration wait);
   // One round of the destager: asks the planner, relogs, destages a batch.

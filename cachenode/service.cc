@@ -269,4 +269,15 @@ grpc::Status CacheNodeService::SetDataRing(grpc::ServerContext*, const v1::DataR
   return ToGrpc(s);
 }
 
+grpc::Status CacheNodeService::RelogRecords(grpc::ServerContext*,
+                                            const v1::RelogRecordsRequest* req,
+                                            v1::RelogRecordsResponse* resp) {
+  const absl::flat_hash_set<uint64_t> seqs(req->sequences().begin(), req->sequences().end());
+  absl::StatusOr<uint32_t> n = node_->RelogRecords(seqs);
+  if (!n.ok()) return ToGrpc(n.status());
+  resp->set_relogged(*n);
+  resp->set_obsolete(static_cast<uint32_t>(seqs.size()) - std::min<uint32_t>(*n, seqs.size()));
+  return grpc::Status::OK;
+}
+
 }  // namespace ringcache::cachenode

@@ -159,6 +159,8 @@ class CacheNodeService final : public v1::CacheNode::Service {
                           v1::DropBlocksResponse*) override;
   grpc::Status SetDataRing(grpc::ServerContext*, const v1::DataRing*,
                            v1::SetDataRingResponse*) override;
+  grpc::Status RelogRecords(grpc::ServerContext*, const v1::RelogRecordsRequest*,
+                            v1::RelogRecordsResponse*) override;
 
  private:
   // The gate's verdict as a gRPC status; *pass holds an admitted request (RequestGate::Advance).

@@ -224,6 +224,36 @@ void AdminService::ExportMetrics(metrics::Registry* registry) {
        "decommissioned).",
        [](const v1::DataRebalance& r) { return double(r.out_size()); }},
   };
+  // The scrub's repairs, from the coordinator's last poll (0 elsewhere).
+  using ScrubField = double (*)(const v1::ClusterScrubStatus&);
+  const struct {
+    const char* name;
+    const char* help;
+    ScrubField field;
+  } scrub_gauges[] = {
+      {"ringcache_gateway_scrub_blocks_repaired",
+       "Damaged block copies the coordinator rewrote from a good replica since it started.",
+       [](const v1::ClusterScrubStatus& s) { return double(s.blocks_repaired()); }},
+      {"ringcache_gateway_scrub_log_records_relogged",
+       "Damaged log record copies whose blocks were logged again (or found obsolete).",
+       [](const v1::ClusterScrubStatus& s) { return double(s.log_records_relogged()); }},
+      {"ringcache_gateway_scrub_unrepairable_blocks",
+       "Damaged blocks no good copy is left of (they read as I/O errors).",
+       [](const v1::ClusterScrubStatus& s) { return double(s.unrepairable_blocks()); }},
+      {"ringcache_gateway_damaged_vdis",
+       "VDIs holding a block no good copy is left of.",
+       [](const v1::ClusterScrubStatus& s) { return double(s.damaged_vdis_size()); }},
+  };
+  for (const auto& g : scrub_gauges) {
+    registry->AddCallbackGauge(g.name, g.help, {}, [this, field = g.field] {
+      std::function<v1::ClusterScrubStatus()> last;
+      {
+        absl::MutexLock l(&mu_);
+        last = scrub_last_;
+      }
+      return last ? field(last()) : 0.0;
+    });
+  }
   for (const auto& g : gauges) {
     registry->AddCallbackGauge(g.name, g.help, {}, [this, field = g.field] {
       std::function<v1::DataRebalance()> status;
@@ -324,6 +354,31 @@ grpc::Status AdminService::DataNodeAction(grpc::ServerContext*,
   absl::StatusOr<std::string> msg = act(req->id(), req->action());
   if (!msg.ok()) return ToGrpc(msg.status());
   resp->set_message(*msg);
+  return grpc::Status::OK;
+}
+
+void AdminService::SetScrub(std::function<absl::StatusOr<v1::ClusterScrubStatus>(bool)> poll,
+                            std::function<v1::ClusterScrubStatus()> last) {
+  absl::MutexLock l(&mu_);
+  scrub_poll_ = std::move(poll);
+  scrub_last_ = std::move(last);
+}
+
+grpc::Status AdminService::Scrub(grpc::ServerContext*, const v1::ClusterScrubRequest* req,
+                                 v1::ClusterScrubStatus* resp) {
+  if (grpc::Status c = CheckCoordinator(); !c.ok()) return c;
+  std::function<absl::StatusOr<v1::ClusterScrubStatus>(bool)> poll;
+  {
+    absl::MutexLock l(&mu_);
+    poll = scrub_poll_;
+  }
+  if (!poll) {
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                        "this gateway does not manage the data nodes (yet): try again");
+  }
+  absl::StatusOr<v1::ClusterScrubStatus> st = poll(req->start());
+  if (!st.ok()) return ToGrpc(st.status());
+  *resp = *std::move(st);
   return grpc::Status::OK;
 }
 

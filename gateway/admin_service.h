@@ -68,6 +68,8 @@ class AdminService final : public v1::Admin::Service {
                      grpc::ServerWriter<v1::FlushProgress>*) override;
   grpc::Status DataNodeAction(grpc::ServerContext*, const v1::DataNodeActionRequest*,
                               v1::DataNodeActionResponse*) override;
+  grpc::Status Scrub(grpc::ServerContext*, const v1::ClusterScrubRequest*,
+                     v1::ClusterScrubStatus*) override;
 
   // Sets the state ListNodes shows for node (role, id) ("up", "removed", ...).
   void SetNodeState(const std::string& role, uint32_t id, const std::string& state);
@@ -98,6 +100,10 @@ class AdminService final : public v1::Admin::Service {
     absl::MutexLock l(&mu_);
     data_node_action_ = std::move(act);
   }
+  // The scrub of the coordinator's rebalancer: `poll(start)` polls and repairs now, `last`
+  // gives the last poll's status (metrics; empty when none). Set before serving.
+  void SetScrub(std::function<absl::StatusOr<v1::ClusterScrubStatus>(bool)> poll,
+                std::function<v1::ClusterScrubStatus()> last);
   // Cluster mode with an elected coordinator: `leading` says whether this gateway leads now and
   // `leader` names the leader. A gateway that does not lead refuses the calls that change the
   // cluster (VDI create/delete/resize/mode/access, node remove) with FAILED_PRECONDITION naming
@@ -147,6 +153,8 @@ class AdminService final : public v1::Admin::Service {
   std::function<datanode::DataRing()> data_ring_ ABSL_GUARDED_BY(mu_);
   std::function<absl::StatusOr<std::string>(uint32_t, const std::string&)> data_node_action_
       ABSL_GUARDED_BY(mu_);
+  std::function<absl::StatusOr<v1::ClusterScrubStatus>(bool)> scrub_poll_ ABSL_GUARDED_BY(mu_);
+  std::function<v1::ClusterScrubStatus()> scrub_last_ ABSL_GUARDED_BY(mu_);
   std::function<bool()> leading_ ABSL_GUARDED_BY(mu_);
   std::function<std::string()> leader_ ABSL_GUARDED_BY(mu_);
   std::function<absl::StatusOr<std::vector<uint32_t>>()> gateways_registered_

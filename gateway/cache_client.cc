@@ -211,6 +211,14 @@ class GrpcCacheClient : public CacheClient {
     absl::MutexLock l(&data_mu_);
     if (data_) data_->CancelInFlight();
   }
+  absl::StatusOr<uint32_t> RelogRecords(const std::vector<uint64_t>& seqs) override {
+    v1::RelogRecordsRequest req;
+    for (uint64_t s : seqs) req.add_sequences(s);
+    v1::RelogRecordsResponse resp;
+    auto ctx = Ctx(60 * 1000);
+    RC_RETURN_IF_ERROR(FromGrpc(stub_->RelogRecords(ctx.get(), req, &resp), What("relog")));
+    return resp.relogged();
+  }
   absl::Status SetDataRing(const datanode::DataRing& ring) override {
     v1::SetDataRingResponse resp;
     auto ctx = Ctx(120 * 1000);  // waits for the node's requests on the previous ring

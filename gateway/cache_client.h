@@ -80,6 +80,11 @@ class CacheClient {
   // Makes the node use `ring` for its data nodes (the SetDataRing RPC); returns once it does
   // and no request of the node still uses the previous ring.
   virtual absl::Status SetDataRing(const datanode::DataRing& ring) = 0;
+  // Has the node log again the dirty blocks of its log records `seqs` (a scrub found a copy
+  // damaged); returns how many it logged again (the others are no longer dirty under them).
+  virtual absl::StatusOr<uint32_t> RelogRecords(const std::vector<uint64_t>& /*seqs*/) {
+    return absl::UnimplementedError("RelogRecords");
+  }
   // Cancels the calls in flight (they return CANCELLED). For a node that stopped answering,
   // whose requests the router re-sends to the next owner. In-process clients have none.
   virtual void CancelInFlight() {}

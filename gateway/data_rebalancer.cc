@@ -82,7 +82,7 @@ std::unique_ptr<DataRebalancer> DataRebalancer::Start(Router* router,
 }
 
 DataRebalancer::DataRebalancer(Router* router, datanode::DataNodePool* pool, Options options)
-    : router_(router), pool_(pool), options_(std::move(options)) {
+    : router_(router), pool_(pool), options_(std::move(options)), scrub_(router, pool) {
   purge_pending_ = options_.purge_pending;
   if (!options_.state_path.empty()) {
     purge_pending_ = purge_pending_ || std::filesystem::exists(PurgeMarker(options_.state_path));
@@ -195,6 +195,10 @@ void DataRebalancer::Loop() {
     {
       absl::MutexLock l(&mu_);
       idle = idle_;
+    }
+    if (idle && absl::Now() - last_scrub_poll_ >= options_.scrub_poll) {
+      last_scrub_poll_ = absl::Now();
+      scrub_.Poll(/*start=*/false);
     }
     if (idle) {
       absl::MutexLock l(&mu_);

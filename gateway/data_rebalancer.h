@@ -52,6 +52,7 @@
 #include "absl/time/time.h"
 #include "datanode/client/datanode_pool.h"
 #include "gateway/router.h"
+#include "gateway/scrub_repair.h"
 #include "membership/membership.h"
 #include "ringcache/v1/admin.pb.h"
 
@@ -81,6 +82,9 @@ class DataRebalancer {
     // A member unreachable this long is taken out of the ring (like Ceph's down-out interval);
     // zero: only `datanode out` takes nodes out.
     absl::Duration down_out = absl::Minutes(10);
+    // How often an idle rebalancer collects the data nodes' scrub findings and repairs them
+    // (gateway/scrub_repair.h).
+    absl::Duration scrub_poll = absl::Seconds(10);
   };
 
   // Starts the background thread. `router` and `pool` (the gateway's own data node pool, whose
@@ -106,6 +110,9 @@ class DataRebalancer {
   absl::StatusOr<std::string> Action(uint32_t id, const std::string& action);
 
   v1::DataRebalance Status() const;
+  // The scrub (`ringcachectl scrub status|start`): polls the data nodes now and repairs.
+  v1::ClusterScrubStatus Scrub(bool start) { return scrub_.Poll(start); }
+  v1::ClusterScrubStatus LastScrub() const { return scrub_.Last(); }
   // Returns true once nothing is to be moved, false if `timeout` passed first.
   bool WaitIdle(absl::Duration timeout) const;
 
@@ -160,6 +167,9 @@ class DataRebalancer {
 
   // Held while a ring is given to cache nodes, so a joining node and a change never cross.
   absl::Mutex publish_mu_;
+
+  ScrubRepair scrub_;
+  absl::Time last_scrub_poll_ = absl::InfinitePast();  // rebalancer thread only
 
   std::thread thread_;
   std::unique_ptr<membership::MembershipWatcher> watcher_;

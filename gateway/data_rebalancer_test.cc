@@ -18,6 +18,7 @@
 
 #include "absl/time/clock.h"
 #include "cachenode/cache_node.h"
+#include "datanode/client/log_replay.h"
 #include "cachenode/testing/embedded_datanodes.h"
 #include "tools/local/local_cache_client.h"
 #include "gmock/gmock.h"
@@ -54,6 +55,7 @@ class DataRebalancerTest : public ::testing::Test {
       cc.ssd_path = dir_ + "/ssd" + std::to_string(id);
       cc.ssd_bytes = 4096 * kBs;
       cc.ram_bytes = 16 * kBs;
+      cc.idle_ops_per_s = 0;  // no destage but the tests' own: dirty blocks stay dirty
       auto n = cachenode::CacheNode::Create(cc, cache_pools_.back().get(), Clock::Real(),
                                             &registry_);
       ASSERT_TRUE(n.ok()) << n.status();
@@ -421,6 +423,90 @@ TEST_F(DataRebalancerTest, NodePutBackInJoinsAgainWithItsStaleStoreCleared) {
   }
   EXPECT_GT(read, 0);
   EXPECT_EQ(wrong, 0) << "node 2's copies are the current ones";
+}
+
+// Rotten bytes (docs/durability.md): the data nodes' scrub finds damaged block copies and log
+// record copies; the coordinator rewrites the blocks from good replicas and has the cache nodes
+// log the damaged records' blocks again.
+TEST_F(DataRebalancerTest, ScrubRepairsDamagedBlocksAndRelogsDamagedLogRecords) {
+  for (uint64_t b = 0; b < kBlocks; ++b) WriteBlock(b, 0);
+  ASSERT_TRUE(router_->Flush("", nullptr).ok());
+  for (uint64_t b = 0; b < kBlocks; b += 2) WriteBlock(b, 1);  // dirty: one log copy each (N=2)
+  const uint32_t vdi = catalog_->List().at(0).geometry.vdi_id();
+
+  // Five stored blocks of data node 1 and five log records (wherever they are) rot.
+  std::vector<datanode::ScrubFinding> rotten;
+  {
+    datanode::ScannedBlock next;
+    bool done = false;
+    auto all = dns_->store(0)->ScanBlocks(0, 0, 0, 100000, false, &next, &done);
+    ASSERT_TRUE(all.ok());
+    ASSERT_GE(all->size(), 5u);
+    for (size_t i = 0; i < 5; ++i) {
+      const auto& b = (*all)[i * all->size() / 5];
+      ASSERT_TRUE(dns_->store(0)->DamageBlockForTest(b.vdi_id, b.object_index, b.block_index).ok());
+    }
+  }
+  int damaged_records = 0;
+  for (int d = 0; d < 3 && damaged_records < 5; ++d) {
+    for (uint32_t writer : {1u, 2u}) {
+      uint64_t next = 0;
+      bool done = false;
+      auto log = dns_->store(d)->LogScan(writer, 0, 1000, false, &next, &done);
+      ASSERT_TRUE(log.ok());
+      for (size_t i = 0; i < log->size() && damaged_records < 5; i += 7) {
+        ASSERT_TRUE(dns_->store(d)->DamageLogRecordForTest(writer, (*log)[i].sequence).ok());
+        datanode::ScrubFinding f;
+        f.log = true;
+        f.cache_node_id = writer;
+        f.sequence = (*log)[i].sequence;
+        rotten.push_back(f);
+        ++damaged_records;
+      }
+    }
+  }
+  ASSERT_EQ(damaged_records, 5);
+
+  DataRebalancer::Options o;
+  o.retry_interval = absl::Milliseconds(50);
+  o.heal_interval = absl::Milliseconds(100);
+  o.scrub_poll = absl::Milliseconds(100);
+  rebalancer_ = DataRebalancer::Start(router_.get(), gateway_pool_.get(), o);
+  ASSERT_TRUE(rebalancer_->WaitIdle(absl::Seconds(30)));
+  rebalancer_->Scrub(/*start=*/true);
+  v1::ClusterScrubStatus st;
+  for (int i = 0; i < 300; ++i) {
+    st = rebalancer_->LastScrub();
+    bool quiet = st.nodes_size() == 3;
+    for (const auto& n : st.nodes()) quiet = quiet && n.passes() >= 1 && n.open_size() == 0;
+    if (quiet) break;
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  EXPECT_EQ(st.blocks_repaired(), 5u) << st.ShortDebugString();
+  EXPECT_EQ(st.log_records_relogged(), 5u);
+  EXPECT_EQ(st.unrepairable_blocks(), 0u);
+  uint64_t found_blocks = 0, found_records = 0;
+  for (const auto& n : st.nodes()) {
+    EXPECT_EQ(n.open_size(), 0) << "data node " << n.node_id();
+    found_blocks += n.damaged_blocks_found();
+    found_records += n.damaged_log_records_found();
+  }
+  EXPECT_EQ(found_blocks, 5u);
+  EXPECT_EQ(found_records, 5u);
+  // The damaged records are gone: their blocks were logged again under new records.
+  for (const auto& f : rotten) {
+    for (int d = 0; d < 3; ++d) EXPECT_FALSE(dns_->store(d)->StillDamaged(f)) << f.sequence;
+  }
+  // Every dirty block has a good log copy again: the cache nodes' SSDs lost, a replay from the
+  // data nodes alone brings every block back.
+  for (uint32_t id = 1; id <= 2; ++id) {
+    auto replay = datanode::ReplayCacheNodeLog(gateway_pool_.get(), id, [&](uint32_t v) {
+      return v == vdi ? kReplication : 0u;
+    });
+    ASSERT_TRUE(replay.ok()) << replay.status();
+    EXPECT_EQ(replay->records_lost, 0u) << "cache node " << id;
+  }
+  EXPECT_EQ(WrongBlocks(), 0);
 }
 
 TEST_F(DataRebalancerTest, OlderRingIsRefused) {

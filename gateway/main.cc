@@ -264,6 +264,17 @@ int main(int argc, char** argv) {
         return st;
       },
       [p = pool->get()] { return p->ring(); });
+  fe.admin()->SetScrub(
+      [&current_rebalancer](bool start) -> absl::StatusOr<v1::ClusterScrubStatus> {
+        if (std::shared_ptr<gateway::DataRebalancer> r = current_rebalancer()) {
+          return r->Scrub(start);
+        }
+        return absl::UnavailableError("the data rebalancer is not running on this gateway yet");
+      },
+      [&current_rebalancer] {
+        std::shared_ptr<gateway::DataRebalancer> r = current_rebalancer();
+        return r ? r->LastScrub() : v1::ClusterScrubStatus();
+      });
   fe.admin()->SetDataNodeActions(
       [&current_rebalancer](uint32_t id, const std::string& action) -> absl::StatusOr<std::string> {
         if (std::shared_ptr<gateway::DataRebalancer> r = current_rebalancer()) {

@@ -15,6 +15,11 @@ EmbeddedDataNodes::EmbeddedDataNodes(const std::string& dir, int count) {
     n->hdd = std::make_unique<datanode::HddEmulator>(datanode::HddConfig{}, Clock::Real());
     n->service = std::make_unique<datanode::DataNodeService>(i + 1, n->store.get(), n->hdd.get(),
                                                              &registry_);
+    datanode::Scrubber::Options so;
+    so.interval = absl::ZeroDuration();
+    so.mb_s = 1000;
+    n->scrubber = std::make_unique<datanode::Scrubber>(i + 1, n->store.get(), so, nullptr);
+    n->service->SetScrubber(n->scrubber.get());
     int port = 0;
     grpc::ServerBuilder b;
     b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);

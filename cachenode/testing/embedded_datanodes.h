@@ -32,6 +32,7 @@ class EmbeddedDataNodes {
   struct Node {
     std::unique_ptr<datanode::BlockStore> store;
     std::unique_ptr<datanode::HddEmulator> hdd;
+    std::unique_ptr<datanode::Scrubber> scrubber;  // passes only when asked
     std::unique_ptr<datanode::DataNodeService> service;
     std::unique_ptr<grpc::Server> server;
   };

@@ -461,11 +461,11 @@ CopyVersion VersionIn(const v1::ReadBlocksResponse& r, uint32_t i) {
 
 }  // namespace
 
-void DataNodePool::RepairFrom(const View& v, uint32_t target, uint32_t vdi, uint64_t object,
+bool DataNodePool::RepairFrom(const View& v, uint32_t target, uint32_t vdi, uint64_t object,
                               uint32_t first, uint32_t i, uint32_t block_size,
                               const v1::ReadBlocksResponse& good, bool only_if_absent) {
   Node* b = v.Find(target);
-  if (b == nullptr) return;
+  if (b == nullptr) return false;
   v1::WriteBlocksRequest w;
   w.mutable_range()->set_vdi_id(vdi);
   w.mutable_range()->set_object_index(object);
@@ -481,7 +481,66 @@ void DataNodePool::RepairFrom(const View& v, uint32_t target, uint32_t vdi, uint
   }
   v1::WriteBlocksResponse wr;
   auto wctx = Context();
-  if (b->stub->WriteBlocks(wctx.get(), w, &wr).ok()) repairs_.fetch_add(1);
+  if (!b->stub->WriteBlocks(wctx.get(), w, &wr).ok()) return false;
+  repairs_.fetch_add(1);
+  return true;
+}
+
+absl::StatusOr<v1::DataNodeScrubReport> DataNodePool::Scrub(uint32_t node, bool start) {
+  v1::DataNodeScrubRequest req;
+  req.set_start(start);
+  v1::DataNodeScrubReport resp;
+  RC_RETURN_IF_ERROR(OnNode(node, "scrub report of", [&](auto& stub, grpc::ClientContext* ctx) {
+    return stub.Scrub(ctx, req, &resp);
+  }));
+  return resp;
+}
+
+absl::StatusOr<bool> DataNodePool::RepairBlockOn(uint32_t node, uint32_t vdi, uint64_t object,
+                                                 uint32_t block, int n, uint32_t block_size) {
+  const auto v = view();
+  RC_ASSIGN_OR_RETURN(std::vector<uint32_t> homes, WriteHomesIn(*v, vdi, object, n));
+  if (std::find(homes.begin(), homes.end(), node) == homes.end()) {
+    RC_RETURN_IF_ERROR(PurgeBlocks(node, vdi, object, block, 1));
+    return true;
+  }
+  // The newest good copy among the other homes that answer.
+  std::optional<v1::ReadBlocksResponse> best;
+  absl::Status last = absl::OkStatus();
+  for (uint32_t id : homes) {
+    if (id == node) continue;
+    Node* h = v->Find(id);
+    if (h == nullptr) continue;
+    v1::ReadBlocksRequest req;
+    req.mutable_range()->set_vdi_id(vdi);
+    req.mutable_range()->set_object_index(object);
+    req.mutable_range()->set_first_block(block);
+    req.mutable_range()->set_block_count(1);
+    v1::ReadBlocksResponse resp;
+    auto ctx = Context();
+    grpc::Status s = h->stub->ReadBlocks(ctx.get(), req, &resp);
+    Note(h, s);
+    if (!s.ok()) {
+      if (s.error_code() != grpc::StatusCode::DATA_LOSS) {
+        last = FromGrpc(s, absl::StrCat("read from data node ", id));
+      }
+      continue;
+    }
+    if (resp.present_size() != 1 || !resp.present(0) ||
+        resp.data().size() != block_size) {
+      continue;
+    }
+    if (!best || VersionIn(resp, 0).Key() > VersionIn(*best, 0).Key()) best = std::move(resp);
+  }
+  if (!best) {
+    // A home that did not answer may hold a good copy: try again later.
+    if (!last.ok()) return last;
+    return false;
+  }
+  if (!RepairFrom(*v, node, vdi, object, block, 0, block_size, *best, false)) {
+    return absl::UnavailableError(absl::StrCat("repair write to data node ", node, " failed"));
+  }
+  return true;
 }
 
 absl::StatusOr<BlockRun> DataNodePool::Read(uint32_t vdi, uint64_t object, uint32_t first,

@@ -148,6 +148,14 @@ class DataNodePool {
   // Registers the VDI on data node `node` only; `complete` vouches that it holds every write
   // of the VDI (also for a VDI it knows: a finished refill).
   absl::Status PutVdiOn(uint32_t node, const v1::VdiGeometry& vdi, bool complete);
+  // Data node `node`'s scrub report (DataNode.Scrub); `start` begins a pass now.
+  absl::StatusOr<v1::DataNodeScrubReport> Scrub(uint32_t node, bool start);
+  // Rewrites block `block` of the object on data node `node` (its copy is damaged) from a good
+  // copy on another of the object's n homes, keeping that copy's version. Returns false when no
+  // other home holds a good copy (the block has none left). A node that is not a home of the
+  // object (a leftover) just drops its copy.
+  absl::StatusOr<bool> RepairBlockOn(uint32_t node, uint32_t vdi, uint64_t object, uint32_t block,
+                                     int n, uint32_t block_size);
   // Clears data node `node`'s store (DataNode.ClearStore; the node need not be in the ring): a
   // node joining the ring again after it was taken out holds only stale copies.
   absl::Status ClearStore(const DataNodeEndpoint& node, const std::string& reason);
@@ -304,7 +312,8 @@ class DataNodePool {
   Node* Find(uint32_t id) const;
   // Writes block i of `good` (a read answer of blocks first..) to data node `target` with the
   // good copy's version: a repair of a bad copy, or (`only_if_absent`) of a missing one.
-  void RepairFrom(const View& v, uint32_t target, uint32_t vdi, uint64_t object, uint32_t first,
+  // Returns whether the write succeeded.
+  bool RepairFrom(const View& v, uint32_t target, uint32_t vdi, uint64_t object, uint32_t first,
                   uint32_t i, uint32_t block_size, const v1::ReadBlocksResponse& good,
                   bool only_if_absent);
   // Runs one RPC `call(stub, ctx)` on data node `node` of the current view and notes its

@@ -226,6 +226,17 @@ void AddDataNodeCommands(CLI::App* app, Args* a, Action* action) {
   }
 }
 
+void AddScrubCommands(CLI::App* app, Action* action) {
+  CLI::App* scrub = app->add_subcommand(
+      "scrub", "The data nodes' background scrub: checksums of every block and log record, "
+               "and the repairs from good copies (docs/durability.md)");
+  scrub->require_subcommand(1);
+  scrub->add_subcommand("status", "Progress per data node, damaged copies found and repaired")
+      ->callback([action] { *action = [](const AdminSession& s) { return Scrub(s, false); }; });
+  scrub->add_subcommand("start", "Begin a scrub pass on every data node now")
+      ->callback([action] { *action = [](const AdminSession& s) { return Scrub(s, true); }; });
+}
+
 void AddClusterCommands(CLI::App* app, Args* a, Action* action) {
   app->add_subcommand("status", "Cluster summary: epoch, nodes, VDIs, dirty bytes, data rebalance")
       ->callback([action] { *action = [](const AdminSession& s) { return ClusterStatus(s); }; });
@@ -348,6 +359,7 @@ int RunCtl(int argc, const char* const* argv, const CtlIo& io) {
   AddVdiCommands(&app, &a, &action);
   AddNodeCommands(&app, &a, &action);
   AddDataNodeCommands(&app, &a, &action);
+  AddScrubCommands(&app, &action);
   AddClusterCommands(&app, &a, &action);
   LocalAction local;
   AddTlsCommands(&app, &a, &local);

@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "common/grpc_tls.h"
 #include "tools/ctl/format.h"
 #include "tools/ctl/health.h"
@@ -488,6 +489,81 @@ absl::Status DataNodeAction(const AdminSession& s, const std::string& action, ui
   } else {
     *s.out << resp.message() << '\n';
   }
+  return absl::OkStatus();
+}
+
+absl::Status Scrub(const AdminSession& s, bool start) {
+  v1::ClusterScrubRequest req;
+  req.set_start(start);
+  v1::ClusterScrubStatus resp;
+  grpc::ClientContext ctx;
+  SetDeadline(s, &ctx);
+  if (absl::Status st = FromRpc(s, s.stub->Scrub(&ctx, req, &resp)); !st.ok()) return st;
+  if (s.json) {
+    JsonWriter j;
+    j.BeginObject().Key("nodes").BeginArray();
+    for (const auto& n : resp.nodes()) {
+      j.BeginObject()
+          .Field("id", n.node_id())
+          .Field("running", n.running())
+          .Field("passes", n.passes())
+          .Field("bytes_this_pass", n.bytes_this_pass())
+          .Field("bytes_last_pass", n.bytes_last_pass())
+          .Field("last_pass_end_unix", static_cast<uint64_t>(n.last_pass_end_unix()))
+          .Field("blocks_checked", n.blocks_checked())
+          .Field("log_records_checked", n.log_records_checked())
+          .Field("damaged_blocks_found", n.damaged_blocks_found())
+          .Field("damaged_log_records_found", n.damaged_log_records_found())
+          .Field("open", static_cast<uint64_t>(n.open_size()))
+          .Field("error", n.error())
+          .EndObject();
+    }
+    j.EndArray().Key("unreachable").BeginArray();
+    for (uint32_t id : resp.unreachable()) j.Uint(id);
+    j.EndArray().Key("damaged_vdis").BeginArray();
+    for (const auto& v : resp.damaged_vdis()) j.String(v);
+    j.EndArray()
+        .Field("blocks_repaired", resp.blocks_repaired())
+        .Field("log_records_relogged", resp.log_records_relogged())
+        .Field("unrepairable_blocks", resp.unrepairable_blocks())
+        .Field("message", resp.message())
+        .EndObject();
+    *s.out << j.str() << '\n';
+    return absl::OkStatus();
+  }
+  Table t({{"DATANODE"}, {"STATE"}, {"PASSES"}, {"CHECKED"}, {"LAST PASS"}, {"DAMAGED FOUND"},
+           {"OPEN"}});
+  for (const auto& n : resp.nodes()) {
+    std::string state = n.running() ? "scrubbing" : "idle";
+    if (n.running() && n.bytes_last_pass() > 0) {
+      absl::StrAppend(&state, " ", FormatPercent(std::min<double>(
+                                       1.0, static_cast<double>(n.bytes_this_pass()) /
+                                                n.bytes_last_pass())));
+    }
+    if (!n.error().empty()) state = "error: " + n.error();
+    t.AddRow({std::to_string(n.node_id()), state, std::to_string(n.passes()),
+              absl::StrCat(n.blocks_checked(), " blocks, ", n.log_records_checked(), " records"),
+              n.last_pass_end_unix() > 0
+                  ? absl::FormatTime("%Y-%m-%d %H:%M:%S", absl::FromUnixSeconds(n.last_pass_end_unix()),
+                                     absl::UTCTimeZone())
+                  : "-",
+              absl::StrCat(n.damaged_blocks_found(), " blocks, ", n.damaged_log_records_found(),
+                           " records"),
+              std::to_string(n.open_size())});
+  }
+  for (uint32_t id : resp.unreachable()) {
+    t.AddRow({std::to_string(id), "unreachable", "-", "-", "-", "-", "-"});
+  }
+  t.Render(*s.out);
+  *s.out << "repaired: " << resp.blocks_repaired() << " blocks rewritten from a good replica, "
+         << resp.log_records_relogged() << " log records logged again\n";
+  if (resp.unrepairable_blocks() > 0) {
+    *s.out << "DAMAGED: " << resp.unrepairable_blocks()
+           << " blocks have no good copy left (they read as I/O errors); VDIs: "
+           << absl::StrJoin(resp.damaged_vdis(), ", ") << '\n';
+  }
+  if (!resp.message().empty()) *s.out << "last problem: " << resp.message() << '\n';
+  if (start) *s.out << "scrub started on every data node that answered\n";
   return absl::OkStatus();
 }
 

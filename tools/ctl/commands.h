@@ -94,6 +94,10 @@ absl::Status RemoveNode(const AdminSession& s, const std::string& verb, const st
 // ring, put it back in, or decommission it; prints what happens next.
 absl::Status DataNodeAction(const AdminSession& s, const std::string& action, uint32_t id);
 
+// scrub status|start: the data nodes' scrub and the coordinator's repairs; `start` begins a
+// pass on every data node first.
+absl::Status Scrub(const AdminSession& s, bool start);
+
 // status: prints the epoch, node counts by role and state, the number of VDIs and dirty bytes.
 absl::Status ClusterStatus(const AdminSession& s);
 // stats: prints per-VDI cache statistics; `vdi` empty means every VDI.

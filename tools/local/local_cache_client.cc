@@ -97,6 +97,9 @@ class LocalCacheClient : public CacheClient {
     if (!r.ok()) return r.status();
     return r->dirty_kept;
   }
+  absl::StatusOr<uint32_t> RelogRecords(const std::vector<uint64_t>& seqs) override {
+    return node_->RelogRecords(absl::flat_hash_set<uint64_t>(seqs.begin(), seqs.end()));
+  }
   absl::Status SetDataRing(const datanode::DataRing& ring) override {
     return node_->SetDataRing(ring);
   }

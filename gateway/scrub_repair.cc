@@ -1,0 +1,98 @@
+// The coordinator's scrub repairs: see scrub_repair.h.
+#include "gateway/scrub_repair.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+
+namespace ringcache::gateway {
+
+v1::ClusterScrubStatus ScrubRepair::Poll(bool start) {
+  absl::MutexLock poll(&poll_mu_);
+  v1::ClusterScrubStatus out;
+  absl::flat_hash_map<uint32_t, VdiRecord> vdis;
+  for (VdiRecord& r : router_->catalog()->List()) vdis[r.geometry.vdi_id()] = std::move(r);
+  absl::flat_hash_map<uint32_t, CacheClient*> caches;
+  for (const auto& [id, client] : router_->ServingOrJoining()) caches[id] = client;
+  uint64_t repaired = 0, relogged = 0, unrepairable = 0;
+  std::set<std::string> damaged;
+  std::string problem;
+  auto note = [&problem](const absl::Status& s) {
+    if (!s.ok() && problem.empty()) problem = std::string(s.message());
+  };
+  for (uint32_t node : pool_->node_ids()) {
+    absl::StatusOr<v1::DataNodeScrubReport> report = pool_->Scrub(node, start);
+    if (!report.ok()) {
+      out.add_unreachable(node);
+      continue;
+    }
+    // Damaged log record copies, by cache node.
+    absl::flat_hash_map<uint32_t, std::vector<uint64_t>> records;
+    for (const v1::ScrubFinding& f : report->open()) {
+      if (f.log()) {
+        records[f.cache_node_id()].push_back(f.sequence());
+        continue;
+      }
+      auto vdi = vdis.find(f.vdi_id());
+      if (vdi == vdis.end()) continue;  // a deleted VDI's copy: removed with it
+      const v1::VdiGeometry& g = vdi->second.geometry;
+      absl::StatusOr<bool> fixed =
+          pool_->RepairBlockOn(node, f.vdi_id(), f.object_index(), f.block_index(),
+                               static_cast<int>(g.replication()), g.block_size());
+      if (!fixed.ok()) {
+        note(fixed.status());
+      } else if (*fixed) {
+        ++repaired;
+        spdlog::warn("scrub: block {} of object {} of VDI {} on data node {} was damaged: "
+                     "rewritten from a good replica",
+                     f.block_index(), f.object_index(), g.name(), node);
+      } else {
+        ++unrepairable;
+        damaged.insert(g.name());
+        spdlog::error("scrub: block {} of object {} of VDI {} on data node {} is damaged and no "
+                      "other replica holds a good copy: it reads as an I/O error",
+                      f.block_index(), f.object_index(), g.name(), node);
+      }
+    }
+    for (const auto& [cache_node, seqs] : records) {
+      auto client = caches.find(cache_node);
+      if (client == caches.end()) continue;  // not serving: replay takes another copy
+      absl::StatusOr<uint32_t> n = client->second->RelogRecords(seqs);
+      if (!n.ok()) {
+        note(n.status());
+        continue;
+      }
+      relogged += seqs.size();
+      // What the node did not log again is no longer dirty under those records: obsolete.
+      if (*n < seqs.size()) pool_->LogReclaim(cache_node, seqs);
+      spdlog::warn("scrub: {} log records of cache node {} damaged on data node {}: {} blocks "
+                   "logged again, the rest obsolete",
+                   seqs.size(), cache_node, node, *n);
+    }
+    *out.add_nodes() = *std::move(report);
+  }
+  absl::MutexLock l(&mu_);
+  blocks_repaired_ += repaired;
+  log_records_relogged_ += relogged;
+  out.set_blocks_repaired(blocks_repaired_);
+  out.set_log_records_relogged(log_records_relogged_);
+  out.set_unrepairable_blocks(unrepairable);
+  for (const std::string& name : damaged) out.add_damaged_vdis(name);
+  out.set_message(problem);
+  last_ = out;
+  return out;
+}
+
+v1::ClusterScrubStatus ScrubRepair::Last() const {
+  absl::MutexLock l(&mu_);
+  return last_;
+}
+
+}  // namespace ringcache::gateway

@@ -1,0 +1,50 @@
+// ScrubRepair: the coordinator's half of the scrub (docs/durability.md, "Rotten bytes"). Each
+// data node scrubs its own store in the background (datanode/scrubber.h) and lists the damaged
+// copies it found; a poll here collects the lists and repairs:
+//  - a damaged block copy is rewritten from the newest good copy on another of its homes,
+//    keeping that copy's version (a leftover copy off its homes is dropped). When no other home
+//    holds a good copy the block has none left: it reads as an I/O error, never as older data,
+//    and its VDI is listed as damaged (status and metrics) until the copy is gone;
+//  - a damaged log record copy: its cache node logs the block again (a new record on healthy
+//    data nodes, the old one retired everywhere), or, when the block is no longer dirty under
+//    that record, the obsolete record is reclaimed. A cache node that is not serving is left
+//    alone: replay skips a damaged copy for a good one.
+//
+// Thread-safety: thread-safe (polls are serialised).
+#ifndef RINGCACHE_GATEWAY_SCRUB_REPAIR_H_
+#define RINGCACHE_GATEWAY_SCRUB_REPAIR_H_
+
+#include <cstdint>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "datanode/client/datanode_pool.h"
+#include "gateway/router.h"
+#include "ringcache/v1/admin.pb.h"
+
+namespace ringcache::gateway {
+
+class ScrubRepair {
+ public:
+  // `router` and `pool` are not owned and must outlive this.
+  ScrubRepair(Router* router, datanode::DataNodePool* pool) : router_(router), pool_(pool) {}
+
+  // Asks every live data node for its scrub report (`start`: begin a pass now), repairs what
+  // they list, and returns the cluster's scrub status.
+  v1::ClusterScrubStatus Poll(bool start);
+  // The status of the last poll.
+  v1::ClusterScrubStatus Last() const;
+
+ private:
+  Router* const router_;
+  datanode::DataNodePool* const pool_;
+  absl::Mutex poll_mu_;  // one poll at a time
+  mutable absl::Mutex mu_;
+  v1::ClusterScrubStatus last_ ABSL_GUARDED_BY(mu_);
+  uint64_t blocks_repaired_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t log_records_relogged_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace ringcache::gateway
+
+#endif  // RINGCACHE_GATEWAY_SCRUB_REPAIR_H_
