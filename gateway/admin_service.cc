@@ -348,8 +348,10 @@ grpc::Status AdminService::DataNodeAction(grpc::ServerContext*,
     act = data_node_action_;
   }
   if (!act) {
-    return grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                        "this gateway does not manage the data ring (yet): try again");
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        "data nodes cannot be taken out, put in or decommissioned here: this "
+                        "server has no data rebalancer (single-process mode has a fixed data "
+                        "ring; run a cluster, deploy/cluster.sh)");
   }
   absl::StatusOr<std::string> msg = act(req->id(), req->action());
   if (!msg.ok()) return ToGrpc(msg.status());
@@ -373,8 +375,9 @@ grpc::Status AdminService::Scrub(grpc::ServerContext*, const v1::ClusterScrubReq
     poll = scrub_poll_;
   }
   if (!poll) {
-    return grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                        "this gateway does not manage the data nodes (yet): try again");
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        "no scrub here: this server has no data rebalancer (single-process "
+                        "mode; run a cluster, deploy/cluster.sh)");
   }
   absl::StatusOr<v1::ClusterScrubStatus> st = poll(req->start());
   if (!st.ok()) return ToGrpc(st.status());

@@ -62,10 +62,16 @@ Nemeses (--nemeses, comma list, or `all`):
                          its replicas again on the others, and every cache node logs again what
                          it held. Then the operator replaces it: its directory removed, started,
                          `ringcachectl datanode in`; wait until it joined the data ring again.
+  rot-data               kill -9 one data node, flip a byte in 5 of its stored blocks and 5 of
+                         its log records (tests/ringcache-rot-store: checksums kept, as a disk's
+                         silent corruption), restart it, `ringcachectl scrub start`; wait until
+                         its scrub pass is done and nothing it found is left unrepaired (blocks
+                         rewritten from good replicas, records' blocks logged again).
 Without --nemeses, static mode runs kill-cache / kill-data as before (--cache-fault-share;
 --remove-cache-node turns kill-cache into remove) and cluster mode runs all of them
 (kill-coordinator only with --gateways 2 or more). `all` leaves out the disk faults,
-wipe-cache, wipe-data and lose-data (each refill takes tens of seconds); name them to run them.
+wipe-cache, wipe-data, lose-data and rot-data (a refill takes tens of seconds); name them to run
+them.
 
 --gateways G (cluster mode) runs G gateways, every one a coordinator candidate
 (`cluster.sh up --gateways G`); writer i connects to gateway i mod G + 1 (and to the next one
@@ -162,14 +168,15 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 ETCD_PREFIX = "/ringcache"
 
 NEMESES = ("kill-cache", "kill-data", "remove", "rejoin", "pause", "data-during-join",
-           "restart-during-replay", "kill-coordinator", "wipe-cache", "wipe-data", "lose-data")
+           "restart-during-replay", "kill-coordinator", "wipe-cache", "wipe-data", "lose-data",
+           "rot-data")
 CLUSTER_ONLY = {"rejoin", "pause", "data-during-join", "restart-during-replay",
                 "kill-coordinator"}
 MANY_GATEWAYS_ONLY = {"kill-coordinator"}  # needs --gateways 2 or more
 # Left out of `all`: the disk faults. A refill copies every replica the node held and takes tens
 # of seconds per fault; FaultInjection.disks names both (tests/CMakeLists.txt), so that the runs
 # of `all` keep their time and their share of every process fault.
-NOT_IN_ALL = {"wipe-data", "wipe-cache", "lose-data"}
+NOT_IN_ALL = {"wipe-data", "wipe-cache", "lose-data", "rot-data"}
 CACHE_NEMESES = {"kill-cache", "remove", "rejoin", "pause", "data-during-join",
                  "restart-during-replay", "kill-coordinator", "wipe-cache"}
 
@@ -1153,7 +1160,8 @@ class Nemesis:
                 self.deck = list(a.deck)
                 self.rng.shuffle(self.deck)
             kind = self.deck.pop()
-            if kind in ("kill-data", "data-during-join", "wipe-data", "lose-data") and max_data < 1:
+            if kind in ("kill-data", "data-during-join", "wipe-data", "lose-data",
+                        "rot-data") and max_data < 1:
                 continue
             if kind == "remove" and not a.etcd and len(caches) <= 1:
                 continue
@@ -1369,6 +1377,62 @@ class Nemesis:
             return None
         return (f"kill -9 datanode {node} for good: out {took:.1f}s later, replicas made again "
                 f"and relogged by {done:.1f}s; replaced and back in the data ring")
+
+    def scrub_report(self, node):
+        """Data node `node`'s scrub report from `ringcachectl --json scrub status`, or None."""
+        r = self.c.ctl("--json", "scrub", "status")
+        if r.returncode != 0:
+            return None
+        try:
+            nodes = json.loads(r.stdout)["nodes"]
+        except (ValueError, KeyError):
+            return None
+        return next((n for n in nodes if n["id"] == node), None)
+
+    def rot_data(self, _node, data, _down):
+        """kill -9 one data node, flip a byte in 5 stored blocks and 5 log records of its store
+        (checksums kept), restart it and start a scrub: the fault ends when its pass is done and
+        nothing it found is open (blocks rewritten from good replicas, damaged records' blocks
+        logged again by their cache nodes, obsolete ones reclaimed)."""
+        node = data[0]
+        self.step(f"kill -9 datanode {node}: rotting its disk")
+        self.c.kill("datanode", [node])
+        seed = self.rng.randrange(1 << 30)
+        r = subprocess.run([os.path.join(self.c.bin, "tests", "ringcache-rot-store"), "--data-dir",
+                            self.c.node_dir("datanode", node), "--blocks", "5", "--log-records",
+                            "5", "--seed", str(seed)], capture_output=True, text=True)
+        self.c.start("datanode", [node])
+        if r.returncode != 0:
+            self.ctx.problem(f"ringcache-rot-store on data node {node} failed: {r.stderr}")
+            return None
+        rotten = len(r.stdout.splitlines())
+        self.step(f"datanode {node}: scrub")
+        start = time.monotonic()
+        before = None
+        while before is None:  # until the restarted node answers the coordinator
+            before = self.scrub_report(node)
+            if before is None and (time.monotonic() - start > self.a.settle_timeout
+                                   or not self.ctx.sleep(0.2)):
+                self.ctx.problem(f"data node {node} does not report its scrub")
+                return None
+        passes = before["passes"]
+        self.c.ctl("scrub", "start")
+        while True:
+            now = self.scrub_report(node)
+            if now is not None and now["passes"] > passes and now["open"] == 0:
+                break
+            if time.monotonic() - start > self.a.settle_timeout:
+                self.ctx.problem(f"timed out waiting for data node {node}'s scrub to finish and "
+                                 f"its findings to be repaired: {now}")
+                return None
+            if now is not None and now["passes"] == passes and not now["running"]:
+                self.c.ctl("scrub", "start")  # a start lost to a restart race: ask again
+            if not self.ctx.sleep(0.2):
+                return None
+        return (f"kill -9 datanode {node}, {rotten} copies rotted (seed {seed}), restarted; "
+                f"scrub found {now['damaged_blocks_found']} blocks and "
+                f"{now['damaged_log_records_found']} log records, all repaired "
+                f"{time.monotonic() - start:.1f}s later")
 
     def kill_data(self, _node, data, down):
         what = f"datanode {','.join(map(str, data))}"

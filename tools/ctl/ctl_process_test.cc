@@ -284,10 +284,15 @@ TEST_F(CtlProcessTest, NodesAndStatus) {
   EXPECT_THAT(r.out, HasSubstr("\"rebalance\":{\"state\":\"idle\",\"data_epoch\":0,"
                                "\"members\":[1,2,3],\"target\":[]"));
 
-  // Data nodes cannot be removed without rebalancing; the gateway says why, the user sees it.
+  // Single-process mode has a fixed data ring: removing (decommissioning) a data node, or
+  // taking one out, is refused with the reason, and the user sees it.
   r = Ctl("node remove 2 --role datanode");
   EXPECT_EQ(r.code, 1);
-  EXPECT_THAT(r.err, HasSubstr("ringcachectl: data nodes cannot be removed in this mode"));
+  EXPECT_THAT(r.err, HasSubstr("ringcachectl: data nodes cannot be taken out, put in or "
+                               "decommissioned here"));
+  r = Ctl("datanode out 2");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.err, HasSubstr("single-process mode has a fixed data ring"));
   r = Ctl("node remove 99");
   EXPECT_EQ(r.code, 1);
   EXPECT_THAT(r.err, HasSubstr("no cache node 99"));
