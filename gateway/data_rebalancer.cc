@@ -613,6 +613,8 @@ absl::Status DataRebalancer::Copy(const DataRing& ring) {
   auto source_for = [&](uint32_t vdi, uint32_t id) {
     return !down.contains(id) && !incomplete[id].contains(vdi);
   };
+  const absl::Time start = absl::Now();
+  uint64_t bytes = 0;
   for (uint32_t d : ring.members) {
     if (down.contains(d)) continue;
     Run run;
@@ -624,8 +626,10 @@ absl::Status DataRebalancer::Copy(const DataRing& ring) {
         RC_ASSIGN_OR_RETURN(uint32_t stored, pool_->CopyBlocks(to, run.vdi, run.object, run.first,
                                                                run.data, stamp));
         copied += stored;
+        bytes += run.data.size();
       }
       run = Run();
+      Throttle(start, bytes);
       return absl::OkStatus();
     };
     auto on_page = [&](const std::vector<v1::ScannedBlock>& blocks) -> absl::Status {
@@ -677,6 +681,17 @@ absl::Status DataRebalancer::Copy(const DataRing& ring) {
     RC_RETURN_IF_ERROR(ScanNode(d, options_.scan_page, /*with_data=*/true, on_page));
   }
   return absl::OkStatus();
+}
+
+void DataRebalancer::Throttle(absl::Time start, uint64_t bytes) {
+  if (options_.refill_mb_s <= 0) return;
+  const absl::Duration due =
+      absl::Seconds(static_cast<double>(bytes) / (options_.refill_mb_s * 1e6));
+  const absl::Duration ahead = due - (absl::Now() - start);
+  if (ahead <= absl::ZeroDuration()) return;
+  absl::MutexLock l(&mu_);
+  auto stop = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stop_; };
+  mu_.AwaitWithTimeout(absl::Condition(&stop), ahead);
 }
 
 absl::Status DataRebalancer::Heal() {
@@ -763,13 +778,7 @@ absl::Status DataRebalancer::Refill(const DataRing& ring, uint32_t node,
       copied += stored;
       bytes += run.data.size();
       run = Run();
-      // Throttle: hold the refill at refill_mb_s on average.
-      if (options_.refill_mb_s > 0) {
-        const absl::Duration due = absl::Seconds(static_cast<double>(bytes) /
-                                                 (options_.refill_mb_s * 1e6));
-        const absl::Duration ahead = due - (absl::Now() - start);
-        if (ahead > absl::ZeroDuration()) absl::SleepFor(ahead);
-      }
+      Throttle(start, bytes);
       return absl::OkStatus();
     };
     auto on_page = [&](const std::vector<v1::ScannedBlock>& blocks) -> absl::Status {

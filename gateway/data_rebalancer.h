@@ -77,7 +77,8 @@ class DataRebalancer {
     bool purge_pending = false;
     // How often an idle rebalancer checks the data nodes for a lost store (Heal).
     absl::Duration heal_interval = absl::Seconds(2);
-    // Refill speed from the other replicas (MB/s of block data; 0: unthrottled).
+    // Speed of copies (a join, an out node's replicas made again, a refill from the other
+    // replicas): MB/s of block data written; 0: unthrottled.
     double refill_mb_s = 64;
     // A member unreachable this long is taken out of the ring (like Ceph's down-out interval);
     // zero: only `datanode out` takes nodes out.
@@ -147,6 +148,8 @@ class DataRebalancer {
       uint32_t node, uint32_t page_size, bool with_data,
       const std::function<absl::Status(const std::vector<v1::ScannedBlock>&)>& on_page);
   void SetState(const std::string& state, const std::string& message = "");
+  // Waits until `bytes` copied since `start` are within refill_mb_s (or the rebalancer stops).
+  void Throttle(absl::Time start, uint64_t bytes);
   bool Stopping() const;
 
   Router* const router_;

@@ -72,7 +72,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   double refill_mb_s = 64;
   app.add_option("--rebalance-mb-s", refill_mb_s,
-                 "Speed limit of refilling a data node from the other replicas, MB/s (0: none)")
+                 "Speed limit of replica copies between data nodes (a join, an out node's "
+                 "replicas made again, a refill of a new disk), MB/s of block data (0: none)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   gateway::NbdTlsFlags nbd_tls;

@@ -1398,9 +1398,16 @@ class Nemesis:
         self.step(f"kill -9 datanode {node}: rotting its disk")
         self.c.kill("datanode", [node])
         seed = self.rng.randrange(1 << 30)
-        r = subprocess.run([os.path.join(self.c.bin, "tests", "ringcache-rot-store"), "--data-dir",
-                            self.c.node_dir("datanode", node), "--blocks", "5", "--log-records",
-                            "5", "--seed", str(seed)], capture_output=True, text=True)
+        # A killed process's leader can show as a zombie while its other threads still exit and
+        # hold the store's lock for a moment: try again briefly.
+        for _ in range(100):
+            r = subprocess.run([os.path.join(self.c.bin, "tests", "ringcache-rot-store"),
+                                "--data-dir", self.c.node_dir("datanode", node), "--blocks", "5",
+                                "--log-records", "5", "--seed", str(seed)],
+                               capture_output=True, text=True)
+            if r.returncode == 0 or "lock" not in r.stderr.lower():
+                break
+            time.sleep(0.1)
         self.c.start("datanode", [node])
         if r.returncode != 0:
             self.ctx.problem(f"ringcache-rot-store on data node {node} failed: {r.stderr}")

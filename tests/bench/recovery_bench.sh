@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# Recovery benchmark (issue 30): how long a cluster takes to make again the replicas of a data
+# node that went out, and what the recovery costs the clients meanwhile.
+#
+# A static cluster of 3 cache nodes and 4 data nodes (deploy/cluster.sh) holds one 1 GiB VDI at
+# replication 3, written and flushed home, then switched to passthrough so that every read goes
+# to the data nodes (the recovery's copies compete with exactly those reads).
+#   baseline  fio 4K random reads (ioengine=nbd, QD 4) for --runtime seconds: p99 latency.
+#   recovery  data node 1 killed and taken out (`ringcachectl datanode out 1`); the same fio load
+#             runs until the rebalance is idle again, with every block back at 3 copies on the
+#             3 data nodes left. Prints the time to restore the copies and the p99 of the reads
+#             during it, and their ratio to the baseline (goal: at most 2x).
+# The copies run at the gateway's --rebalance-mb-s (default 64 MB/s; --mb-s here).
+#
+#   tests/bench/recovery_bench.sh [--bin BUILD_DIR] [--size 1GiB] [--runtime 20] [--mb-s 64]
+#                                 [--out DIR]
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+BIN=${RINGCACHE_BIN:-$ROOT/build}
+SIZE=1GiB
+RUNTIME=20
+MBS=64
+OUT=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --bin) BIN=$2; shift 2 ;;
+    --size) SIZE=$2; shift 2 ;;
+    --runtime) RUNTIME=$2; shift 2 ;;
+    --mb-s) MBS=$2; shift 2 ;;
+    --out) OUT=$2; shift 2 ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    *) echo "recovery_bench.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+for tool in fio python3; do
+  command -v $tool > /dev/null || { echo "recovery_bench.sh: $tool not installed" >&2; exit 2; }
+done
+BIN=$(cd "$BIN" && pwd)
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/rc-recovery.XXXXXX")
+[ -n "$OUT" ] || OUT=$WORK/out
+mkdir -p "$OUT"
+source "$ROOT/tests/e2e/ports.sh"
+cluster() { RINGCACHE_BIN=$BIN bash "$ROOT/deploy/cluster.sh" "$@" --dir "$WORK/cluster"; }
+FIO_PID=""
+cleanup() {
+  set +e
+  [ -z "$FIO_PID" ] || kill "$FIO_PID" 2> /dev/null
+  cluster down > /dev/null 2>&1
+  rm -rf "$WORK/cluster"
+}
+trap cleanup EXIT
+log() { echo "[recovery] $*"; }
+
+pick_base_port
+CTL=("$BIN/tools/ctl/ringcachectl" --gateway "127.0.0.1:$((BASE+10))")
+URI="nbd://127.0.0.1:$((BASE+9))/disk"
+cluster up --base-port "$BASE" --cache-nodes 3 --data-nodes 4 --replication 3 \
+  --ssd-size 1536MiB --ram-size 32MiB --create-vdi "disk:$SIZE" --rebalance-mb-s "$MBS" \
+  > "$WORK/up.log" 2>&1 || { cat "$WORK/up.log"; exit 2; }
+log "cluster up on base port $BASE: 3 cache nodes, 4 data nodes, replication 3, VDI of $SIZE"
+
+fio --name=fill --ioengine=nbd --uri="$URI" --rw=write --bs=1M --iodepth=8 --size="$SIZE" \
+  --output-format=json --output="$OUT/fill.json" > /dev/null
+"${CTL[@]}" flush > /dev/null
+"${CTL[@]}" vdi set-mode disk passthrough > /dev/null
+log "written and flushed home; passthrough: every read goes to the data nodes"
+
+# Runs the read load; with a runtime it ends by itself, without one it runs until SIGINT.
+read_load() {  # NAME [RUNTIME]
+  local extra=(--time_based --runtime="${2:-3600}")
+  fio --name="$1" --ioengine=nbd --uri="$URI" --rw=randread --bs=4k --iodepth=4 --size="$SIZE" \
+    --norandommap --randrepeat=0 "${extra[@]}" --output-format=json --output="$OUT/$1.json" \
+    > "$OUT/$1.stdout" 2>&1
+}
+p99_ms() {  # JSON
+  python3 -c '
+import json, sys
+j = json.load(open(sys.argv[1]))["jobs"][0]["read"]
+p = j["clat_ns"]["percentile"]
+print(f"{p[\"99.000000\"] / 1e6:.2f} {j[\"iops\"]:.0f}")' "$1"
+}
+rebalance() {
+  "${CTL[@]}" --json status | python3 -c '
+import json, sys
+r = json.load(sys.stdin)["rebalance"]
+print(r["state"], ",".join(map(str, sorted(r["members"]))), r["blocks_copied"])'
+}
+
+read_load baseline "$RUNTIME"
+read -r base_p99 base_iops < <(p99_ms "$OUT/baseline.json")
+log "baseline: 4K random reads QD4 for ${RUNTIME}s: p99 ${base_p99} ms, ${base_iops} IOPS"
+
+cluster kill datanode 1 > /dev/null
+read_load recovery &
+FIO_PID=$!
+sleep 1
+t0=$(date +%s.%N)
+"${CTL[@]}" datanode out 1 > /dev/null
+state=""
+for _ in $(seq 1 36000); do
+  state=$(rebalance)
+  case "$state" in "idle 2,3,4 "*) break ;; esac
+  sleep 0.1
+done
+t1=$(date +%s.%N)
+kill -INT "$FIO_PID"
+wait "$FIO_PID" || true
+FIO_PID=""
+case "$state" in "idle 2,3,4 "*) ;; *) log "the recovery did not finish: $state"; exit 1 ;; esac
+copied=${state##* }
+secs=$(python3 -c "print(f'{$t1 - $t0:.1f}')")
+read -r rec_p99 rec_iops < <(p99_ms "$OUT/recovery.json")
+ratio=$(python3 -c "print(f'{$rec_p99 / $base_p99:.2f}')")
+mib=$(python3 -c "print(f'{$copied * 4096 / 1048576:.0f}')")
+log "recovery: data node 1 out, ${copied} blocks (${mib} MiB) copied to restore 3 copies of $SIZE in ${secs} s (limit ${MBS} MB/s)"
+log "reads during the recovery: p99 ${rec_p99} ms, ${rec_iops} IOPS"
+echo "recovery_bench: size=$SIZE restore_seconds=$secs copied_mib=$mib p99_baseline_ms=$base_p99 p99_recovery_ms=$rec_p99 ratio=${ratio}x (goal <= 2x)"
