@@ -1,5 +1,11 @@
 #include "datanode/fault_fs.h"
 
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <fstream>
+#include <string>
+
 namespace ringcache::datanode {
 namespace {
 
@@ -7,16 +13,38 @@ class SyncFaultFile : public rocksdb::FSWritableFileOwnerWrapper {
  public:
   SyncFaultFile(std::unique_ptr<rocksdb::FSWritableFile> file, SyncFaultFileSystem* fs)
       : rocksdb::FSWritableFileOwnerWrapper(std::move(file)), fs_(fs) {}
+  rocksdb::IOStatus Append(const rocksdb::Slice& data, const rocksdb::IOOptions& o,
+                           rocksdb::IODebugContext* dbg) override {
+    if (fs_->full()) return rocksdb::IOStatus::NoSpace("injected: no space left on device");
+    return rocksdb::FSWritableFileOwnerWrapper::Append(data, o, dbg);
+  }
+  rocksdb::IOStatus Append(const rocksdb::Slice& data, const rocksdb::IOOptions& o,
+                           const rocksdb::DataVerificationInfo& info,
+                           rocksdb::IODebugContext* dbg) override {
+    if (fs_->full()) return rocksdb::IOStatus::NoSpace("injected: no space left on device");
+    return rocksdb::FSWritableFileOwnerWrapper::Append(data, o, info, dbg);
+  }
   rocksdb::IOStatus Sync(const rocksdb::IOOptions& o, rocksdb::IODebugContext* dbg) override {
-    if (fs_->TakeFailure()) return rocksdb::IOStatus::IOError("injected fdatasync failure");
+    if (rocksdb::IOStatus s = Injected("fdatasync"); !s.ok()) return s;
     return rocksdb::FSWritableFileOwnerWrapper::Sync(o, dbg);
   }
   rocksdb::IOStatus Fsync(const rocksdb::IOOptions& o, rocksdb::IODebugContext* dbg) override {
-    if (fs_->TakeFailure()) return rocksdb::IOStatus::IOError("injected fsync failure");
+    if (rocksdb::IOStatus s = Injected("fsync"); !s.ok()) return s;
     return rocksdb::FSWritableFileOwnerWrapper::Fsync(o, dbg);
   }
 
  private:
+  rocksdb::IOStatus Injected(const char* what) {
+    if (const int ms = fs_->sync_delay_ms(); ms > 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    }
+    if (fs_->full()) return rocksdb::IOStatus::NoSpace("injected: no space left on device");
+    if (fs_->TakeFailure()) {
+      return rocksdb::IOStatus::IOError(std::string("injected ") + what + " failure");
+    }
+    return rocksdb::IOStatus::OK();
+  }
+
   SyncFaultFileSystem* const fs_;
 };
 
@@ -51,6 +79,39 @@ rocksdb::IOStatus SyncFaultFileSystem::ReuseWritableFile(
     const std::string& fname, const std::string& old_fname, const rocksdb::FileOptions& options,
     std::unique_ptr<rocksdb::FSWritableFile>* result, rocksdb::IODebugContext* dbg) {
   return Wrap(target()->ReuseWritableFile(fname, old_fname, options, result, dbg), result);
+}
+
+FaultFileWatcher::FaultFileWatcher(std::string path, SyncFaultFileSystem* fs)
+    : path_(std::move(path)), fs_(fs) {
+  Apply();
+  thread_ = std::thread([this] {
+    while (!stop_.load()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      Apply();
+    }
+  });
+}
+
+FaultFileWatcher::~FaultFileWatcher() {
+  stop_.store(true);
+  if (thread_.joinable()) thread_.join();
+}
+
+void FaultFileWatcher::Apply() {
+  int delay = 0;
+  bool full = false;
+  std::ifstream in(path_);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("sync_delay_ms=", 0) == 0) delay = std::atoi(line.c_str() + 14);
+    if (line == "full=1") full = true;
+  }
+  if (delay != fs_->sync_delay_ms() || full != fs_->full()) {
+    spdlog::warn("injected disk faults (test seam {}): sync delay {} ms, full disk {}", path_,
+                 delay, full ? "yes" : "no");
+  }
+  fs_->SetSyncDelayMs(delay);
+  fs_->SetFull(full);
 }
 
 }  // namespace ringcache::datanode

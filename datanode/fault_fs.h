@@ -1,7 +1,12 @@
 // SyncFaultFileSystem: the data node store's file-I/O seam for fault tests (the RocksDB
-// counterpart of common/file.h's FaultInjectionFile). It wraps a RocksDB FileSystem and makes
-// the next N syncs of files RocksDB writes (the WAL included) fail with an I/O error, as a
-// failed fdatasync does; everything else goes to the wrapped file system.
+// counterpart of common/file.h's FaultInjectionFile). It wraps a RocksDB FileSystem and, on the
+// files RocksDB writes (the WAL included), makes the next N syncs fail with an I/O error (a
+// failed fdatasync), delays every sync (a slow disk), or refuses every append and sync with
+// ENOSPC (a full disk); everything else goes to the wrapped file system.
+//
+// FaultFileWatcher drives the last two from a small text file for fault tests of real processes
+// (`ringcache-datanode --disk-faults-file`): lines `sync_delay_ms=N` and `full=1`, re-read every
+// 100 ms; no file means no fault.
 //
 // Thread-safety: thread-safe.
 #ifndef RINGCACHE_DATANODE_FAULT_FS_H_
@@ -12,6 +17,7 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <thread>
 
 namespace ringcache::datanode {
 
@@ -23,6 +29,12 @@ class SyncFaultFileSystem : public rocksdb::FileSystemWrapper {
 
   // The next `n` Sync/Fsync calls fail with an I/O error.
   void FailNextSyncs(int n) { fail_syncs_.store(n); }
+  // Every Sync/Fsync waits this long first (0: none).
+  void SetSyncDelayMs(int ms) { sync_delay_ms_.store(ms); }
+  int sync_delay_ms() const { return sync_delay_ms_.load(); }
+  // While set, every Append and Sync fails with ENOSPC.
+  void SetFull(bool full) { full_.store(full); }
+  bool full() const { return full_.load(); }
   // Returns true (and counts one down) if this sync must fail.
   bool TakeFailure();
 
@@ -42,6 +54,24 @@ class SyncFaultFileSystem : public rocksdb::FileSystemWrapper {
  private:
   rocksdb::IOStatus Wrap(rocksdb::IOStatus s, std::unique_ptr<rocksdb::FSWritableFile>* result);
   std::atomic<int> fail_syncs_{0};
+  std::atomic<int> sync_delay_ms_{0};
+  std::atomic<bool> full_{false};
+};
+
+class FaultFileWatcher {
+ public:
+  // Applies `path`'s faults to `fs` (not owned; must outlive this) every 100 ms.
+  FaultFileWatcher(std::string path, SyncFaultFileSystem* fs);
+  ~FaultFileWatcher();
+  FaultFileWatcher(const FaultFileWatcher&) = delete;
+  FaultFileWatcher& operator=(const FaultFileWatcher&) = delete;
+
+ private:
+  void Apply();
+  const std::string path_;
+  SyncFaultFileSystem* const fs_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
 };
 
 }  // namespace ringcache::datanode

@@ -22,6 +22,7 @@
 #include "common/socket.h"
 #include "common/metrics.h"
 #include "datanode/config.h"
+#include "datanode/fault_fs.h"
 #include "datanode/scrubber.h"
 #include "datanode/service.h"
 #include "datanode/store.h"
@@ -67,6 +68,11 @@ int main(int argc, char** argv) {
                  "Seconds between background scrub passes over every block and log record "
                  "(default 604800, a week; 0: only `ringcachectl scrub start`)");
   app.add_option("--scrub-mb-s", scrub_mb_s, "Scrub read rate limit, MB/s (default 16)");
+  std::string disk_faults_file;
+  app.add_option("--disk-faults-file", disk_faults_file,
+                 "Fault tests only: a file whose lines `sync_delay_ms=N` and `full=1` make the "
+                 "store's syncs slow or its writes fail with ENOSPC (a slow or full disk), "
+                 "re-read every 100 ms");
   flags.AddTo(&app, /*cluster_required=*/false,
               "Static cluster file: take node id, addresses and data dir from the entry "
               "{role: datanode, id: --id}",
@@ -128,7 +134,18 @@ int main(int argc, char** argv) {
 
   ringcache::InitDaemonProcess();
 
-  auto store = ringcache::datanode::BlockStore::Open({cfg.data_dir, cfg.block_cache_bytes});
+  ringcache::datanode::StoreOptions store_options{cfg.data_dir, cfg.block_cache_bytes};
+  std::shared_ptr<ringcache::datanode::SyncFaultFileSystem> fault_fs;
+  std::unique_ptr<ringcache::datanode::FaultFileWatcher> fault_watcher;
+  if (!disk_faults_file.empty()) {
+    fault_fs = std::make_shared<ringcache::datanode::SyncFaultFileSystem>(
+        rocksdb::FileSystem::Default());
+    fault_watcher =
+        std::make_unique<ringcache::datanode::FaultFileWatcher>(disk_faults_file, fault_fs.get());
+    store_options.file_system = fault_fs;
+    spdlog::warn("disk faults injected from {} (a fault-test seam)", disk_faults_file);
+  }
+  auto store = ringcache::datanode::BlockStore::Open(store_options);
   if (!store.ok()) return Fail(1, store.status().ToString());
 
   ringcache::metrics::Registry* registry = ringcache::metrics::Registry::Default();

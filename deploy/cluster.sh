@@ -6,7 +6,7 @@
 #                        [--base-port P] [--ssd-size S] [--ram-size R] [--hdd-emulation]
 #                        [--replication N] [--create-vdi NAME:SIZE]... [--etcd] [--tls]
 #                        [--gateways G] [--coordinators C] [--datanode-down-out S]
-#                        [--rebalance-mb-s R]
+#                        [--rebalance-mb-s R] [--fault-seams]
 #   deploy/cluster.sh status [--dir DIR]
 #   deploy/cluster.sh down   [--dir DIR]
 #   deploy/cluster.sh kill   ROLE ID... [--dir DIR]   kill -9 daemons, wait until they are gone
@@ -33,6 +33,7 @@
 # G) stand for election as the coordinator, the others run with --coordinator false.
 # --datanode-down-out S: the gateways take a data node out of the data ring after S seconds
 # unreachable (default 600; docs/durability.md); --rebalance-mb-s R: their replica copies' speed.
+# --fault-seams (fault tests): data node i reads injected disk faults from DIR/faults/datanode-i.
 # With --tls every port is secured (docs/security.md): `up` makes a throwaway CA and one
 # certificate per daemon under DIR/tls (ringcachectl tls), runs gRPC, block data and etcd with
 # mutual TLS, NBD with TLS required and /metrics over HTTPS (client certificates required); NBD
@@ -45,9 +46,9 @@ set -euo pipefail
 cmd=${1:-}
 shift || true
 case "$cmd" in
-  -h|--help|help) sed -n '2,42p' "$0"; exit 0 ;;
+  -h|--help|help) sed -n '2,43p' "$0"; exit 0 ;;
   up|status|down|kill|start|add) ;;
-  *) sed -n '2,42p' "$0" >&2; echo "cluster.sh: unknown command '$cmd'" >&2; exit 2 ;;
+  *) sed -n '2,43p' "$0" >&2; echo "cluster.sh: unknown command '$cmd'" >&2; exit 2 ;;
 esac
 DIR=./ringcache-cluster
 FILE=""
@@ -64,6 +65,7 @@ G=1
 C=""
 DOWN_OUT=""
 REBALANCE_MBS=""
+FAULT_SEAMS=""
 CREATE=()
 POS=()
 SET=" "  # the settings given on the command line (the others may come from DIR/cluster.env)
@@ -84,8 +86,9 @@ while [ $# -gt 0 ]; do
     --coordinators) C=$2; SET+="C "; shift 2 ;;
     --datanode-down-out) DOWN_OUT=$2; SET+="DOWN_OUT "; shift 2 ;;
     --rebalance-mb-s) REBALANCE_MBS=$2; SET+="REBALANCE_MBS "; shift 2 ;;
+    --fault-seams) FAULT_SEAMS=1; SET+="FAULT_SEAMS "; shift ;;
     --create-vdi) CREATE+=(--create-vdi "$2"); shift 2 ;;
-    -h|--help) sed -n '2,42p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,43p' "$0"; exit 0 ;;
     -*) echo "cluster.sh: unknown argument $1" >&2; exit 2 ;;
     *) POS+=("$1"); shift ;;
   esac
@@ -120,12 +123,14 @@ if [ -f "$DIR/cluster.env" ]; then
       C) C=$value ;;
       DOWN_OUT) DOWN_OUT=$value ;;
       REBALANCE_MBS) REBALANCE_MBS=$value ;;
+      FAULT_SEAMS) FAULT_SEAMS=$value ;;
     esac
   done < "$DIR/cluster.env"
 fi
 save_env() {
-  printf 'BASE=%s\nSSD=%s\nRAM=%s\nHDD=%s\nTLS=%s\nG=%s\nC=%s\nDOWN_OUT=%s\nREBALANCE_MBS=%s\n' \
-    "$BASE" "$SSD" "$RAM" "$HDD" "$TLS" "$G" "$C" "$DOWN_OUT" "$REBALANCE_MBS" > "$DIR/cluster.env"
+  printf 'BASE=%s\nSSD=%s\nRAM=%s\nHDD=%s\nTLS=%s\nG=%s\nC=%s\nDOWN_OUT=%s\nREBALANCE_MBS=%s\nFAULT_SEAMS=%s\n' \
+    "$BASE" "$SSD" "$RAM" "$HDD" "$TLS" "$G" "$C" "$DOWN_OUT" "$REBALANCE_MBS" "$FAULT_SEAMS" \
+    > "$DIR/cluster.env"
 }
 
 # --tls: the cluster's CA (made once) and a certificate directory per holder, made on first use:
@@ -269,6 +274,10 @@ start_one() {  # role id
   local role=$1 id=$2 extra=() file=$FILE
   if alive "$role" "$id"; then return 0; fi
   if [ "$role" = datanode ] && [ -n "$HDD" ]; then extra+=("$HDD"); fi
+  if [ "$role" = datanode ] && [ -n "$FAULT_SEAMS" ]; then
+    mkdir -p "$DIR/faults"
+    extra+=(--disk-faults-file "$DIR/faults/datanode-$id")
+  fi
   if [ "$role" = gateway ] && [ ${#CREATE[@]} -gt 0 ]; then extra+=("${CREATE[@]}"); fi
   if [ "$role" = gateway ] && [ "$id" -gt "${C:-$G}" ]; then extra+=(--coordinator false); fi
   if [ "$role" = gateway ] && [ -n "$DOWN_OUT" ]; then extra+=(--datanode-down-out "$DOWN_OUT"); fi

@@ -295,10 +295,16 @@ absl::Status DataRebalancer::Step() {
   std::vector<uint32_t> leaving, back_in;
   {
     absl::MutexLock l(&mu_);
-    for (uint32_t id : ask_in_) {
-      if (cur.IsOut(id)) back_in.push_back(id);
+    // Kept until the ring without them is published (a joining node that does not answer yet
+    // is asked again at the next pass).
+    for (auto it = ask_in_.begin(); it != ask_in_.end();) {
+      if (cur.IsOut(*it)) {
+        back_in.push_back(*it);
+        ++it;
+      } else {
+        ask_in_.erase(it++);
+      }
     }
-    ask_in_.clear();
     for (const auto& w : wanted_) {
       const bool out = cur.IsOut(w.id) && std::find(back_in.begin(), back_in.end(), w.id) ==
                                               back_in.end();
@@ -376,7 +382,7 @@ absl::Status DataRebalancer::Step() {
   }
   SetState("preparing", ids.empty() ? "" : absl::StrCat("registering VDIs on data nodes ",
                                                         absl::StrJoin(ids, ",")));
-  return Publish(prep);  // the next Step copies
+  return Publish(prep);  // the next Step copies; ask_in_ is emptied by the next pass
 }
 
 std::vector<uint32_t> DataRebalancer::DueOut(const DataRing& ring) {

@@ -27,6 +27,7 @@ v1::ClusterScrubStatus ScrubRepair::Poll(bool start) {
   auto note = [&problem](const absl::Status& s) {
     if (!s.ok() && problem.empty()) problem = std::string(s.message());
   };
+  absl::flat_hash_set<std::pair<uint32_t, uint64_t>> listed;
   for (uint32_t node : pool_->node_ids()) {
     absl::StatusOr<v1::DataNodeScrubReport> report = pool_->Scrub(node, start);
     if (!report.ok()) {
@@ -37,7 +38,9 @@ v1::ClusterScrubStatus ScrubRepair::Poll(bool start) {
     absl::flat_hash_map<uint32_t, std::vector<uint64_t>> records;
     for (const v1::ScrubFinding& f : report->open()) {
       if (f.log()) {
-        records[f.cache_node_id()].push_back(f.sequence());
+        const std::pair<uint32_t, uint64_t> key{f.cache_node_id(), f.sequence()};
+        listed.insert(key);
+        if (!handled_.contains(key)) records[f.cache_node_id()].push_back(f.sequence());
         continue;
       }
       auto vdi = vdis.find(f.vdi_id());
@@ -70,6 +73,7 @@ v1::ClusterScrubStatus ScrubRepair::Poll(bool start) {
         continue;
       }
       relogged += seqs.size();
+      for (uint64_t seq : seqs) handled_.insert({cache_node, seq});
       // What the node did not log again is no longer dirty under those records: obsolete.
       if (*n < seqs.size()) pool_->LogReclaim(cache_node, seqs);
       spdlog::warn("scrub: {} log records of cache node {} damaged on data node {}: {} blocks "
@@ -77,6 +81,14 @@ v1::ClusterScrubStatus ScrubRepair::Poll(bool start) {
                    seqs.size(), cache_node, node, *n);
     }
     *out.add_nodes() = *std::move(report);
+  }
+  // Retired everywhere by now: forget them (a listed one that is damaged again is new).
+  for (auto it = handled_.begin(); it != handled_.end();) {
+    if (listed.contains(*it)) {
+      ++it;
+    } else {
+      handled_.erase(it++);
+    }
   }
   absl::MutexLock l(&mu_);
   blocks_repaired_ += repaired;

@@ -15,8 +15,10 @@
 #define RINGCACHE_GATEWAY_SCRUB_REPAIR_H_
 
 #include <cstdint>
+#include <utility>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 #include "datanode/client/datanode_pool.h"
 #include "gateway/router.h"
@@ -43,6 +45,9 @@ class ScrubRepair {
   v1::ClusterScrubStatus last_ ABSL_GUARDED_BY(mu_);
   uint64_t blocks_repaired_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t log_records_relogged_ ABSL_GUARDED_BY(mu_) = 0;
+  // Damaged records already handed to their cache node, as (cache node, sequence): the old
+  // copy is retired in the background, so a later report may still list it. Kept while listed.
+  absl::flat_hash_set<std::pair<uint32_t, uint64_t>> handled_ ABSL_GUARDED_BY(poll_mu_);
 };
 
 }  // namespace ringcache::gateway

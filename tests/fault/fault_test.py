@@ -67,11 +67,18 @@ Nemeses (--nemeses, comma list, or `all`):
                          silent corruption), restart it, `ringcachectl scrub start`; wait until
                          its scrub pass is done and nothing it found is left unrepaired (blocks
                          rewritten from good replicas, records' blocks logged again).
+  slow-data              one data node's disk turns slow: every fdatasync of its store waits
+                         uniform(50, 300) ms (the file-I/O seam, cluster.sh --fault-seams) for
+                         uniform(2, --max-down + 2) s, then it is fast again.
+  full-data              one data node's disk fills up: its store's writes fail with ENOSPC for
+                         uniform(1, --max-down) s (the node fences itself: storage errors are
+                         sticky); then space is freed and the node restarted, as an operator
+                         does.
 Without --nemeses, static mode runs kill-cache / kill-data as before (--cache-fault-share;
 --remove-cache-node turns kill-cache into remove) and cluster mode runs all of them
 (kill-coordinator only with --gateways 2 or more). `all` leaves out the disk faults,
-wipe-cache, wipe-data, lose-data and rot-data (a refill takes tens of seconds); name them to run
-them.
+wipe-cache, wipe-data, lose-data, rot-data, slow-data and full-data (a refill takes tens of
+seconds); name them to run them.
 
 --gateways G (cluster mode) runs G gateways, every one a coordinator candidate
 (`cluster.sh up --gateways G`); writer i connects to gateway i mod G + 1 (and to the next one
@@ -169,14 +176,15 @@ ETCD_PREFIX = "/ringcache"
 
 NEMESES = ("kill-cache", "kill-data", "remove", "rejoin", "pause", "data-during-join",
            "restart-during-replay", "kill-coordinator", "wipe-cache", "wipe-data", "lose-data",
-           "rot-data")
+           "rot-data", "slow-data", "full-data")
 CLUSTER_ONLY = {"rejoin", "pause", "data-during-join", "restart-during-replay",
                 "kill-coordinator"}
 MANY_GATEWAYS_ONLY = {"kill-coordinator"}  # needs --gateways 2 or more
 # Left out of `all`: the disk faults. A refill copies every replica the node held and takes tens
 # of seconds per fault; FaultInjection.disks names both (tests/CMakeLists.txt), so that the runs
 # of `all` keep their time and their share of every process fault.
-NOT_IN_ALL = {"wipe-data", "wipe-cache", "lose-data", "rot-data"}
+NOT_IN_ALL = {"wipe-data", "wipe-cache", "lose-data", "rot-data", "slow-data", "full-data"}
+DISK_SEAMS = {"slow-data", "full-data"}  # need the data nodes' fault file (cluster.sh --fault-seams)
 CACHE_NEMESES = {"kill-cache", "remove", "rejoin", "pause", "data-during-join",
                  "restart-during-replay", "kill-coordinator", "wipe-cache"}
 
@@ -435,6 +443,8 @@ class Cluster:
             extra = ["--etcd", "--gateways", str(a.gateways)]
         if a.tls:
             extra.append("--tls")
+        if a.deck is not None and DISK_SEAMS.intersection(a.deck):
+            extra.append("--fault-seams")
         if a.deck is not None and "lose-data" in a.deck:
             # Long enough that no other fault's data node is taken out (they are down at most
             # --max-down seconds), short enough for the run.
@@ -1161,7 +1171,7 @@ class Nemesis:
                 self.rng.shuffle(self.deck)
             kind = self.deck.pop()
             if kind in ("kill-data", "data-during-join", "wipe-data", "lose-data",
-                        "rot-data") and max_data < 1:
+                        "rot-data", "slow-data", "full-data") and max_data < 1:
                 continue
             if kind == "remove" and not a.etcd and len(caches) <= 1:
                 continue
@@ -1440,6 +1450,43 @@ class Nemesis:
                 f"scrub found {now['damaged_blocks_found']} blocks and "
                 f"{now['damaged_log_records_found']} log records, all repaired "
                 f"{time.monotonic() - start:.1f}s later")
+
+    def disk_faults(self, node, text):
+        """Writes data node `node`'s fault file (cluster.sh --fault-seams); "" clears it."""
+        path = os.path.join(self.c.dir, "faults", f"datanode-{node}")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path + ".tmp", "w") as f:
+            f.write(text)
+        os.replace(path + ".tmp", path)
+
+    def slow_data(self, _node, data, _down):
+        """One data node's fdatasyncs turn slow for a while; nothing may be lost or refused."""
+        node = data[0]
+        delay = self.rng.randint(50, 300)
+        length = self.rng.uniform(2, self.a.max_down + 2)
+        self.step(f"datanode {node}: slow disk ({delay} ms per sync)")
+        self.disk_faults(node, f"sync_delay_ms={delay}\n")
+        ok = self.ctx.sleep(length)
+        self.disk_faults(node, "")
+        if not ok:
+            return None
+        return f"datanode {node}: every sync {delay} ms slower for {length:.1f}s"
+
+    def full_data(self, _node, data, _down):
+        """One data node's disk fills up: its writes fail with ENOSPC and the node fences itself
+        (sticky storage error). Then space is freed and the node restarted."""
+        node = data[0]
+        length = self.rng.uniform(1, self.a.max_down)
+        self.step(f"datanode {node}: disk full")
+        self.disk_faults(node, "full=1\n")
+        ok = self.ctx.sleep(length)
+        self.step(f"datanode {node}: space freed, restart")
+        self.disk_faults(node, "")
+        self.c.kill("datanode", [node])
+        self.c.start("datanode", [node])
+        if not ok:
+            return None
+        return f"datanode {node}: disk full for {length:.1f}s, then space freed and restarted"
 
     def kill_data(self, _node, data, down):
         what = f"datanode {','.join(map(str, data))}"
