@@ -152,6 +152,16 @@ absl::Status CacheNode::Init() {
       recovery_.slots_dirty, recovery_.stale_versions, recovery_.torn_or_corrupt, config_.policy,
       config_.placement);
   AddNodeGauges();
+  // The data ring this node last saved may be older than the cluster's (it was down while the
+  // ring changed), or gone with a wiped state directory (the cluster file's ring then): every
+  // data node keeps the newest ring the gateway published; take it before anything goes home.
+  if (absl::StatusOr<bool> newer = pool_->AdoptNewestKeptRing(); !newer.ok()) {
+    spdlog::warn("cache node {}: could not ask the data nodes for the current data ring: {}",
+                 config_.node_id, newer.status().ToString());
+  } else if (*newer) {
+    RC_RETURN_IF_ERROR(
+        datanode::SaveDataRing(DataRingPath(config_.StateBase()), pool_->ring()));
+  }
   const std::string seq_path = config_.StateBase() + ".logseq";
   uint64_t min_seq = 0;
   if (slots_->created() || ::access(seq_path.c_str(), F_OK) != 0) {

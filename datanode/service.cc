@@ -300,10 +300,23 @@ grpc::Status DataNodeService::Scrub(grpc::ServerContext*, const v1::DataNodeScru
   return grpc::Status::OK;
 }
 
+grpc::Status DataNodeService::PutRing(grpc::ServerContext*, const v1::PutRingRequest* req,
+                                      v1::PutRingResponse* resp) {
+  absl::StatusOr<uint64_t> held = store_->PutRing(req->epoch(), req->ring());
+  if (!held.ok()) return ToGrpc(held.status());
+  resp->set_epoch(*held);
+  return grpc::Status::OK;
+}
+
 grpc::Status DataNodeService::Stats(grpc::ServerContext*, const v1::StatsRequest* req,
                                     v1::StatsResponse* resp) {
   if (req->writer() != 0) {
     resp->set_writer_high_water(store_->WriterHighWater(req->writer()));
+  }
+  if (req->include_ring()) {
+    auto [epoch, ring] = store_->Ring();
+    resp->set_ring_epoch(epoch);
+    resp->set_ring(std::move(ring));
   }
   if (req->include_vdis()) {
     for (v1::VdiGeometry& g : store_->Vdis()) {

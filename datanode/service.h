@@ -49,6 +49,8 @@ class DataNodeService final : public v1::DataNode::Service {
                           v1::ClearStoreResponse*) override;
   grpc::Status Scrub(grpc::ServerContext*, const v1::DataNodeScrubRequest*,
                      v1::DataNodeScrubReport*) override;
+  grpc::Status PutRing(grpc::ServerContext*, const v1::PutRingRequest*,
+                       v1::PutRingResponse*) override;
   // The background scrub the Scrub RPC reports on (not owned; without one, Scrub fails).
   void SetScrubber(Scrubber* scrubber) { scrubber_ = scrubber; }
 

@@ -47,6 +47,7 @@ std::string BlockKey(uint32_t vdi, uint64_t object, uint32_t block) {
 constexpr char kHighWaterPrefix[] = "seqhw/";
 constexpr char kIncompletePrefix[] = "incomplete/";
 constexpr char kIncarnationKey[] = "store/incarnation";
+constexpr char kRingKey[] = "ring/data";
 // A writer's mark moves this far past the sequence that raised it.
 constexpr uint64_t kHighWaterStep = uint64_t{1} << 20;
 
@@ -414,6 +415,27 @@ absl::StatusOr<uint64_t> BlockStore::DeleteVdi(uint32_t vdi_id) {
   vdis_.erase(vdi_id);
   incomplete_.erase(vdi_id);
   return count;
+}
+
+absl::StatusOr<uint64_t> BlockStore::PutRing(uint64_t epoch, const std::string& ring) {
+  absl::MutexLock put(&put_vdi_mu_);
+  const auto [held, bytes] = Ring();
+  if (epoch <= held) return held;
+  std::string value;
+  PutBe64(&value, epoch);
+  value += ring;
+  rocksdb::WriteBatch batch;
+  batch.Put(meta_cf_, kRingKey, value);
+  RC_RETURN_IF_ERROR(Commit(&batch, "keep the data ring"));
+  return epoch;
+}
+
+std::pair<uint64_t, std::string> BlockStore::Ring() const {
+  std::string value;
+  if (!db_->Get(rocksdb::ReadOptions(), meta_cf_, kRingKey, &value).ok() || value.size() < 8) {
+    return {0, ""};
+  }
+  return {GetBe(value.data(), 8), value.substr(8)};
 }
 
 absl::Status BlockStore::Clear() {

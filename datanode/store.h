@@ -11,6 +11,7 @@
 //   default : "seqhw/" cache_node(4)                  -> sequence(8): the writer's high-water mark
 //   default : "incomplete/" vdi_id(4)                 -> "" : the store missed writes of the VDI
 //   default : "store/incarnation"                     -> 32 hex digits, made at creation
+//   default : "ring/data"                             -> epoch(8) | serialized DataRing
 // (The bracketed epoch is absent in stores written before fencing tokens: it reads as 0.)
 //
 // Fencing tokens (docs/durability.md): every block and tombstone carries a BlockVersion, and
@@ -38,6 +39,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <rocksdb/db.h>
@@ -170,6 +172,11 @@ class BlockStore {
   bool VdiComplete(uint32_t vdi_id) const;
   // Deletes the VDI's geometry and blocks; returns how many blocks were removed.
   absl::StatusOr<uint64_t> DeleteVdi(uint32_t vdi_id);
+  // The copy of the data ring this node keeps (see DataNode.PutRing): replaced only by a newer
+  // epoch; returns the epoch held afterwards.
+  absl::StatusOr<uint64_t> PutRing(uint64_t epoch, const std::string& ring);
+  // The kept ring's epoch and bytes (0 and "" when none).
+  std::pair<uint64_t, std::string> Ring() const;
   // Drops every block, tombstone, log record and VDI registration; keeps the writers'
   // sequence high-water marks (sequences never repeat) and the incarnation. A node taken out of
   // the data ring holds only stale copies: it is cleared before it joins again.

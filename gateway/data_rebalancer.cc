@@ -526,6 +526,11 @@ absl::Status DataRebalancer::Publish(const DataRing& ring) {
       RC_RETURN_IF_ERROR(datanode::SaveDataRing(options_.state_path, ring));
     }
     if (options_.save_ring) RC_RETURN_IF_ERROR(options_.save_ring(ring));
+    // Every data node keeps a copy: a cache node that lost its own finds the current ring there.
+    if (const std::vector<uint32_t> missed = pool_->KeepRingOnNodes(ring); !missed.empty()) {
+      spdlog::warn("data ring epoch {}: data nodes {} did not take a copy (down?)", ring.epoch,
+                   absl::StrJoin(missed, ","));
+    }
   }
   // New nodes must know every VDI before a cache node writes there; a VDI created while the
   // pool switched is registered on the new nodes by this second pass.

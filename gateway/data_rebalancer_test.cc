@@ -331,6 +331,15 @@ TEST_F(DataRebalancerTest, DataNodeDownPastTheGracePeriodIsTakenOutAndItsReplica
   EXPECT_EQ(st.members_size(), 2) << "data nodes 2 and 3 are left";
   EXPECT_GT(st.blocks_copied(), 0u) << "node 1's replicas were made again";
   for (const auto& p : cache_pools_) EXPECT_TRUE(p->ring().IsOut(1));
+  // A cache node that lost its copy of the ring (a wiped state directory: the cluster file's
+  // ring, epoch 0) finds the current one on the data nodes before it replays anything.
+  auto fresh = datanode::DataNodePool::Create(initial_, nullptr);
+  ASSERT_TRUE(fresh.ok());
+  auto adopted = (*fresh)->AdoptNewestKeptRing();
+  ASSERT_TRUE(adopted.ok()) << adopted.status();
+  EXPECT_TRUE(*adopted);
+  EXPECT_EQ((*fresh)->ring().epoch, gateway_pool_->ring().epoch);
+  EXPECT_TRUE((*fresh)->ring().IsOut(1));
 
   // Writes and destage go on without data node 1.
   for (uint64_t b = 0; b < kBlocks; b += 3) WriteBlock(b, 1);

@@ -486,6 +486,59 @@ bool DataNodePool::RepairFrom(const View& v, uint32_t target, uint32_t vdi, uint
   return true;
 }
 
+std::vector<uint32_t> DataNodePool::KeepRingOnNodes(const DataRing& ring) {
+  v1::PutRingRequest req;
+  req.set_epoch(ring.epoch);
+  ring.ToProto().SerializeToString(req.mutable_ring());
+  std::vector<uint32_t> missed;
+  for (Node* n : view()->live) {
+    v1::PutRingResponse resp;
+    auto ctx = Context();
+    ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    grpc::Status s = n->stub->PutRing(ctx.get(), req, &resp);
+    Note(n, s);
+    if (!s.ok()) missed.push_back(n->endpoint.id);
+  }
+  return missed;
+}
+
+absl::StatusOr<bool> DataNodePool::AdoptNewestKeptRing() {
+  // The newest ring the live nodes keep, if newer than `had`. The caller lets the view go
+  // before SetRing, which waits for every holder of the old one.
+  auto newest_kept = [this](uint64_t* had) {
+    const auto v = view();
+    *had = v->spec.epoch;
+    std::optional<DataRing> newest;
+    for (Node* n : v->live) {
+      v1::StatsRequest req;
+      req.set_include_ring(true);
+      v1::StatsResponse resp;
+      auto ctx = Context();
+      ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+      grpc::Status s = n->stub->Stats(ctx.get(), req, &resp);
+      Note(n, s);
+      if (!s.ok() || resp.ring_epoch() <= *had) continue;
+      if (newest && resp.ring_epoch() <= newest->epoch) continue;
+      v1::DataRing p;
+      if (!p.ParseFromString(resp.ring())) continue;
+      DataRing r = DataRing::FromProto(p);
+      if (r.Validate().ok()) newest = std::move(r);
+    }
+    return newest;
+  };
+  bool changed = false;
+  for (int round = 0; round < 8; ++round) {  // the nodes of a newer ring may know a newer one
+    uint64_t had = 0;
+    const std::optional<DataRing> newest = newest_kept(&had);
+    if (!newest) return changed;
+    spdlog::info("data ring epoch {} found on the data nodes (this node had epoch {})",
+                 newest->epoch, had);
+    RC_RETURN_IF_ERROR(SetRing(*newest));
+    changed = true;
+  }
+  return changed;
+}
+
 absl::StatusOr<v1::DataNodeScrubReport> DataNodePool::Scrub(uint32_t node, bool start) {
   v1::DataNodeScrubRequest req;
   req.set_start(start);

@@ -148,6 +148,14 @@ class DataNodePool {
   // Registers the VDI on data node `node` only; `complete` vouches that it holds every write
   // of the VDI (also for a VDI it knows: a finished refill).
   absl::Status PutVdiOn(uint32_t node, const v1::VdiGeometry& vdi, bool complete);
+  // Gives every live node of the ring a copy of `ring` (DataNode.PutRing); returns the ids of
+  // the nodes that did not take it (best effort: a cache node takes the newest copy it finds).
+  std::vector<uint32_t> KeepRingOnNodes(const DataRing& ring);
+  // Asks the live nodes of the current ring for the newest copy of the data ring they keep and
+  // switches to it (SetRing) when it is newer, repeating with the nodes of the ring found, so
+  // that a cache node that lost its own copy of the ring does not work with a stale one. Returns
+  // whether the ring changed.
+  absl::StatusOr<bool> AdoptNewestKeptRing();
   // Data node `node`'s scrub report (DataNode.Scrub); `start` begins a pass now.
   absl::StatusOr<v1::DataNodeScrubReport> Scrub(uint32_t node, bool start);
   // Rewrites block `block` of the object on data node `node` (its copy is damaged) from a good

@@ -58,7 +58,7 @@ Nemeses (--nemeses, comma list, or `all`):
                          "absent" as zeros; wait until the coordinator refilled it from the
                          other replicas and every cache node logged again what it held.
   lose-data              kill -9 one data node for good: the gateway takes it out after its
-                         down-out interval (--max-down + 5 s in runs with this nemesis), makes
+                         down-out interval (--max-down + 12 s in runs with this nemesis), makes
                          its replicas again on the others, and every cache node logs again what
                          it held. Then the operator replaces it: its directory removed, started,
                          `ringcachectl datanode in`; wait until it joined the data ring again.
@@ -446,9 +446,10 @@ class Cluster:
         if a.deck is not None and DISK_SEAMS.intersection(a.deck):
             extra.append("--fault-seams")
         if a.deck is not None and "lose-data" in a.deck:
-            # Long enough that no other fault's data node is taken out (they are down at most
-            # --max-down seconds), short enough for the run.
-            extra += ["--datanode-down-out", str(int(a.max_down) + 5)]
+            # Long enough that no other fault's data node is taken out (down at most --max-down
+            # seconds, plus a restart that can take several under load), short enough for the
+            # run.
+            extra += ["--datanode-down-out", str(int(a.max_down) + 12)]
         r = self.sh("up", "--base-port", str(self.base), "--cache-nodes", str(a.cache_nodes),
                     "--data-nodes", str(a.data_nodes), "--ssd-size", a.ssd_size, "--ram-size",
                     a.ram_size, *extra)
