@@ -21,6 +21,7 @@
 #include "common/cluster_file.h"
 #include "common/config.h"
 #include "common/daemon.h"
+#include "common/disk_faults.h"
 #include "common/file.h"
 #include "common/grpc_channel.h"
 #include "common/grpc_tls.h"
@@ -59,6 +60,7 @@ struct Flags {
   std::optional<std::string> listen, http_listen, data_listen, ssd_path, state_dir, ready_file,
       policy, placement;
   std::optional<int64_t> relog_after_ms;
+  std::string disk_faults_file;
 };
 
 void AddFlags(CLI::App* app, Flags* f) {
@@ -87,6 +89,10 @@ void AddFlags(CLI::App* app, Flags* f) {
                   "A data node unreachable this long is taken for lost: the dirty blocks whose "
                   "log copies it held are logged again on the others (default 30000)")
       ->check(CLI::Range(int64_t{1000}, int64_t{86400000}));
+  app->add_option("--disk-faults-file", f->disk_faults_file,
+                  "Fault tests only: a file whose lines `sync_delay_ms=N` and `full=1` make the "
+                  "SSD's syncs slow or its writes fail with ENOSPC (a slow or full disk), "
+                  "re-read every 100 ms");
 }
 
 // Flags over the cluster file; every error is a configuration error.
@@ -358,6 +364,18 @@ int main(int argc, char** argv) {
   registry->GetGauge("ringcache_build_info", "Build information.",
                      {{"version", Version()}, {"role", "cachenode"}})
       ->Set(1);
+  // Fault tests: the SSD file slowed or filled up as a file says (common/disk_faults.h).
+  std::unique_ptr<DiskFaultsWatcher> disk_faults;
+  if (!flags.disk_faults_file.empty()) {
+    auto cell = std::make_shared<DiskFaultsCell>();
+    disk_faults = std::make_unique<DiskFaultsWatcher>(
+        flags.disk_faults_file, [cell](const DiskFaults& f) { cell->Set(f); });
+    settings->cc.open_ssd_file =
+        [cell](const std::string& path) -> absl::StatusOr<std::unique_ptr<File>> {
+      RC_ASSIGN_OR_RETURN(std::unique_ptr<File> base, OpenPosixFile(path, /*create=*/true));
+      return std::unique_ptr<File>(std::make_unique<DiskFaultFile>(std::move(base), cell));
+    };
+  }
   Daemon daemon(*std::move(settings), registry);
   absl::Status s = daemon.Open();
   if (s.ok()) s = daemon.Serve();

@@ -1,10 +1,8 @@
 #include "datanode/fault_fs.h"
 
-#include <spdlog/spdlog.h>
-
 #include <chrono>
-#include <fstream>
 #include <string>
+#include <thread>
 
 namespace ringcache::datanode {
 namespace {
@@ -79,39 +77,6 @@ rocksdb::IOStatus SyncFaultFileSystem::ReuseWritableFile(
     const std::string& fname, const std::string& old_fname, const rocksdb::FileOptions& options,
     std::unique_ptr<rocksdb::FSWritableFile>* result, rocksdb::IODebugContext* dbg) {
   return Wrap(target()->ReuseWritableFile(fname, old_fname, options, result, dbg), result);
-}
-
-FaultFileWatcher::FaultFileWatcher(std::string path, SyncFaultFileSystem* fs)
-    : path_(std::move(path)), fs_(fs) {
-  Apply();
-  thread_ = std::thread([this] {
-    while (!stop_.load()) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      Apply();
-    }
-  });
-}
-
-FaultFileWatcher::~FaultFileWatcher() {
-  stop_.store(true);
-  if (thread_.joinable()) thread_.join();
-}
-
-void FaultFileWatcher::Apply() {
-  int delay = 0;
-  bool full = false;
-  std::ifstream in(path_);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("sync_delay_ms=", 0) == 0) delay = std::atoi(line.c_str() + 14);
-    if (line == "full=1") full = true;
-  }
-  if (delay != fs_->sync_delay_ms() || full != fs_->full()) {
-    spdlog::warn("injected disk faults (test seam {}): sync delay {} ms, full disk {}", path_,
-                 delay, full ? "yes" : "no");
-  }
-  fs_->SetSyncDelayMs(delay);
-  fs_->SetFull(full);
 }
 
 }  // namespace ringcache::datanode

@@ -3,10 +3,8 @@
 // files RocksDB writes (the WAL included), makes the next N syncs fail with an I/O error (a
 // failed fdatasync), delays every sync (a slow disk), or refuses every append and sync with
 // ENOSPC (a full disk); everything else goes to the wrapped file system.
-//
-// FaultFileWatcher drives the last two from a small text file for fault tests of real processes
-// (`ringcache-datanode --disk-faults-file`): lines `sync_delay_ms=N` and `full=1`, re-read every
-// 100 ms; no file means no fault.
+// common/disk_faults.h drives the last two from a file for fault tests of real processes
+// (`ringcache-datanode --disk-faults-file`).
 //
 // Thread-safety: thread-safe.
 #ifndef RINGCACHE_DATANODE_FAULT_FS_H_
@@ -17,7 +15,6 @@
 #include <atomic>
 #include <memory>
 #include <string>
-#include <thread>
 
 namespace ringcache::datanode {
 
@@ -56,22 +53,6 @@ class SyncFaultFileSystem : public rocksdb::FileSystemWrapper {
   std::atomic<int> fail_syncs_{0};
   std::atomic<int> sync_delay_ms_{0};
   std::atomic<bool> full_{false};
-};
-
-class FaultFileWatcher {
- public:
-  // Applies `path`'s faults to `fs` (not owned; must outlive this) every 100 ms.
-  FaultFileWatcher(std::string path, SyncFaultFileSystem* fs);
-  ~FaultFileWatcher();
-  FaultFileWatcher(const FaultFileWatcher&) = delete;
-  FaultFileWatcher& operator=(const FaultFileWatcher&) = delete;
-
- private:
-  void Apply();
-  const std::string path_;
-  SyncFaultFileSystem* const fs_;
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
 };
 
 }  // namespace ringcache::datanode

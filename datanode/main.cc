@@ -19,6 +19,7 @@
 #include "common/clock.h"
 #include "common/cluster_file.h"
 #include "common/daemon.h"
+#include "common/disk_faults.h"
 #include "common/socket.h"
 #include "common/metrics.h"
 #include "datanode/config.h"
@@ -136,14 +137,16 @@ int main(int argc, char** argv) {
 
   ringcache::datanode::StoreOptions store_options{cfg.data_dir, cfg.block_cache_bytes};
   std::shared_ptr<ringcache::datanode::SyncFaultFileSystem> fault_fs;
-  std::unique_ptr<ringcache::datanode::FaultFileWatcher> fault_watcher;
+  std::unique_ptr<ringcache::DiskFaultsWatcher> fault_watcher;
   if (!disk_faults_file.empty()) {
     fault_fs = std::make_shared<ringcache::datanode::SyncFaultFileSystem>(
         rocksdb::FileSystem::Default());
-    fault_watcher =
-        std::make_unique<ringcache::datanode::FaultFileWatcher>(disk_faults_file, fault_fs.get());
+    fault_watcher = std::make_unique<ringcache::DiskFaultsWatcher>(
+        disk_faults_file, [fs = fault_fs.get()](const ringcache::DiskFaults& f) {
+          fs->SetSyncDelayMs(f.sync_delay_ms);
+          fs->SetFull(f.full);
+        });
     store_options.file_system = fault_fs;
-    spdlog::warn("disk faults injected from {} (a fault-test seam)", disk_faults_file);
   }
   auto store = ringcache::datanode::BlockStore::Open(store_options);
   if (!store.ok()) return Fail(1, store.status().ToString());

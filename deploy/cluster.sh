@@ -33,7 +33,8 @@
 # G) stand for election as the coordinator, the others run with --coordinator false.
 # --datanode-down-out S: the gateways take a data node out of the data ring after S seconds
 # unreachable (default 600; docs/durability.md); --rebalance-mb-s R: their replica copies' speed.
-# --fault-seams (fault tests): data node i reads injected disk faults from DIR/faults/datanode-i.
+# --fault-seams (fault tests): data and cache node i read injected disk faults (a slow or full
+# disk, common/disk_faults.h) from DIR/faults/datanode-i and DIR/faults/cachenode-i.
 # With --tls every port is secured (docs/security.md): `up` makes a throwaway CA and one
 # certificate per daemon under DIR/tls (ringcachectl tls), runs gRPC, block data and etcd with
 # mutual TLS, NBD with TLS required and /metrics over HTTPS (client certificates required); NBD
@@ -46,9 +47,9 @@ set -euo pipefail
 cmd=${1:-}
 shift || true
 case "$cmd" in
-  -h|--help|help) sed -n '2,43p' "$0"; exit 0 ;;
+  -h|--help|help) sed -n '2,44p' "$0"; exit 0 ;;
   up|status|down|kill|start|add) ;;
-  *) sed -n '2,43p' "$0" >&2; echo "cluster.sh: unknown command '$cmd'" >&2; exit 2 ;;
+  *) sed -n '2,44p' "$0" >&2; echo "cluster.sh: unknown command '$cmd'" >&2; exit 2 ;;
 esac
 DIR=./ringcache-cluster
 FILE=""
@@ -88,7 +89,7 @@ while [ $# -gt 0 ]; do
     --rebalance-mb-s) REBALANCE_MBS=$2; SET+="REBALANCE_MBS "; shift 2 ;;
     --fault-seams) FAULT_SEAMS=1; SET+="FAULT_SEAMS "; shift ;;
     --create-vdi) CREATE+=(--create-vdi "$2"); shift 2 ;;
-    -h|--help) sed -n '2,43p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,44p' "$0"; exit 0 ;;
     -*) echo "cluster.sh: unknown argument $1" >&2; exit 2 ;;
     *) POS+=("$1"); shift ;;
   esac
@@ -274,9 +275,9 @@ start_one() {  # role id
   local role=$1 id=$2 extra=() file=$FILE
   if alive "$role" "$id"; then return 0; fi
   if [ "$role" = datanode ] && [ -n "$HDD" ]; then extra+=("$HDD"); fi
-  if [ "$role" = datanode ] && [ -n "$FAULT_SEAMS" ]; then
+  if [ "$role" != gateway ] && [ -n "$FAULT_SEAMS" ]; then
     mkdir -p "$DIR/faults"
-    extra+=(--disk-faults-file "$DIR/faults/datanode-$id")
+    extra+=(--disk-faults-file "$DIR/faults/$role-$id")
   fi
   if [ "$role" = gateway ] && [ ${#CREATE[@]} -gt 0 ]; then extra+=("${CREATE[@]}"); fi
   if [ "$role" = gateway ] && [ "$id" -gt "${C:-$G}" ]; then extra+=(--coordinator false); fi

@@ -74,10 +74,14 @@ Nemeses (--nemeses, comma list, or `all`):
                          uniform(1, --max-down) s (the node fences itself: storage errors are
                          sticky); then space is freed and the node restarted, as an operator
                          does.
+  slow-cache, full-cache the same for a cache node's SSD file: slow fdatasyncs; or ENOSPC on
+                         every write (the node fences itself, its writes fail unacknowledged),
+                         then space freed and the node restarted (cluster mode: wait for its
+                         rejoin).
 Without --nemeses, static mode runs kill-cache / kill-data as before (--cache-fault-share;
 --remove-cache-node turns kill-cache into remove) and cluster mode runs all of them
 (kill-coordinator only with --gateways 2 or more). `all` leaves out the disk faults,
-wipe-cache, wipe-data, lose-data, rot-data, slow-data and full-data (a refill takes tens of
+wipe-cache, wipe-data, lose-data, rot-data and the slow and full disks (a refill takes tens of
 seconds); name them to run them.
 
 --gateways G (cluster mode) runs G gateways, every one a coordinator candidate
@@ -176,17 +180,20 @@ ETCD_PREFIX = "/ringcache"
 
 NEMESES = ("kill-cache", "kill-data", "remove", "rejoin", "pause", "data-during-join",
            "restart-during-replay", "kill-coordinator", "wipe-cache", "wipe-data", "lose-data",
-           "rot-data", "slow-data", "full-data")
+           "rot-data", "slow-data", "full-data", "slow-cache", "full-cache")
 CLUSTER_ONLY = {"rejoin", "pause", "data-during-join", "restart-during-replay",
                 "kill-coordinator"}
 MANY_GATEWAYS_ONLY = {"kill-coordinator"}  # needs --gateways 2 or more
 # Left out of `all`: the disk faults. A refill copies every replica the node held and takes tens
 # of seconds per fault; FaultInjection.disks names both (tests/CMakeLists.txt), so that the runs
 # of `all` keep their time and their share of every process fault.
-NOT_IN_ALL = {"wipe-data", "wipe-cache", "lose-data", "rot-data", "slow-data", "full-data"}
-DISK_SEAMS = {"slow-data", "full-data"}  # need the data nodes' fault file (cluster.sh --fault-seams)
+NOT_IN_ALL = {"wipe-data", "wipe-cache", "lose-data", "rot-data", "slow-data", "full-data",
+              "slow-cache", "full-cache"}
+# Need the nodes' fault files (cluster.sh --fault-seams).
+DISK_SEAMS = {"slow-data", "full-data", "slow-cache", "full-cache"}
 CACHE_NEMESES = {"kill-cache", "remove", "rejoin", "pause", "data-during-join",
-                 "restart-during-replay", "kill-coordinator", "wipe-cache"}
+                 "restart-during-replay", "kill-coordinator", "wipe-cache", "slow-cache",
+                 "full-cache"}
 
 nbd = None  # the libnbd module, imported after argument parsing so --help works anywhere
 
@@ -1452,9 +1459,9 @@ class Nemesis:
                 f"{now['damaged_log_records_found']} log records, all repaired "
                 f"{time.monotonic() - start:.1f}s later")
 
-    def disk_faults(self, node, text):
-        """Writes data node `node`'s fault file (cluster.sh --fault-seams); "" clears it."""
-        path = os.path.join(self.c.dir, "faults", f"datanode-{node}")
+    def disk_faults(self, node, text, role="datanode"):
+        """Writes `role` `node`'s fault file (cluster.sh --fault-seams); "" clears it."""
+        path = os.path.join(self.c.dir, "faults", f"{role}-{node}")
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path + ".tmp", "w") as f:
             f.write(text)
@@ -1488,6 +1495,41 @@ class Nemesis:
         if not ok:
             return None
         return f"datanode {node}: disk full for {length:.1f}s, then space freed and restarted"
+
+    def slow_cache(self, node, _data, _down):
+        """One cache node's SSD syncs turn slow for a while; nothing may be lost or refused."""
+        delay = self.rng.randint(20, 150)
+        length = self.rng.uniform(2, self.a.max_down + 2)
+        self.step(f"cachenode {node}: slow SSD ({delay} ms per sync)")
+        self.disk_faults(node, f"sync_delay_ms={delay}\n", "cachenode")
+        ok = self.ctx.sleep(length)
+        self.disk_faults(node, "", "cachenode")
+        if not ok:
+            return None
+        return f"cachenode {node}: every SSD sync {delay} ms slower for {length:.1f}s"
+
+    def full_cache(self, node, _data, _down):
+        """One cache node's SSD fills up: its writes fail with ENOSPC and it fences itself
+        (sticky storage error; writes routed to it fail, unacknowledged). Then space is freed
+        and the node restarted on the same SSD."""
+        length = self.rng.uniform(1, self.a.max_down)
+        since = self.ctx.gwlog.mark()
+        self.step(f"cachenode {node}: SSD full")
+        self.disk_faults(node, "full=1\n", "cachenode")
+        ok = self.ctx.sleep(length)
+        self.step(f"cachenode {node}: space freed, restart")
+        self.disk_faults(node, "", "cachenode")
+        self.c.kill("cachenode", [node])
+        took = self.restart_cache_node(node)
+        if not ok:
+            return None
+        what = (f"cachenode {node}: SSD full for {length:.1f}s, then space freed and restarted "
+                f"({took:.1f}s)")
+        if not self.a.etcd:
+            self.ctx.sweep_gen += 1
+            return what
+        joined = self.await_rejoin(node, since)
+        return None if joined is None else f"{what}, rejoined {joined:.1f}s later"
 
     def kill_data(self, _node, data, down):
         what = f"datanode {','.join(map(str, data))}"
