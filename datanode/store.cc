@@ -108,7 +108,9 @@ struct StoredBlock {
   BlockVersion version;
 };
 
-absl::StatusOr<StoredBlock> DecodeBlock(const std::string& v, uint32_t bs, const std::string& what) {
+// `verify`: check the data's checksum (a caller that needs only the version may skip it).
+absl::StatusOr<StoredBlock> DecodeBlock(const std::string& v, uint32_t bs, const std::string& what,
+                                        bool verify = true) {
   StoredBlock b;
   if (IsTombstone(v)) {
     b.version = GetVersion(v.data() + 1, v.size() - 1);
@@ -123,7 +125,7 @@ absl::StatusOr<StoredBlock> DecodeBlock(const std::string& v, uint32_t bs, const
   b.checksum = GetBe(v.data(), 8);
   b.data = v.data() + 8;
   if (v.size() > 8 + bs) b.version = GetVersion(v.data() + 8 + bs, v.size() - 8 - bs);
-  if (BlockChecksum(b.data, bs) != b.checksum) {
+  if (verify && BlockChecksum(b.data, bs) != b.checksum) {
     return absl::DataLossError(absl::StrCat("checksum mismatch: ", what));
   }
   return b;
@@ -696,10 +698,13 @@ absl::StatusOr<std::vector<ScannedBlock>> BlockStore::ScanBlocks(
     }
     if (bs == 0) continue;
     const std::string value = it->value().ToString();
+    // Without data only the version is needed: a damaged copy is listed (a purge must still
+    // remove it), its data never returned.
     RC_ASSIGN_OR_RETURN(StoredBlock sb,
                         DecodeBlock(value, bs,
                                     absl::StrCat("block ", b.block_index, " of object ",
-                                                 b.object_index, " of VDI ", b.vdi_id)));
+                                                 b.object_index, " of VDI ", b.vdi_id),
+                                    /*verify=*/include_data));
     b.trimmed = !sb.present;
     b.version = sb.version;
     if (include_data && sb.present) b.data.assign(sb.data, bs);

@@ -205,7 +205,8 @@ class BlockStore {
                           bool purge = false);
   // Returns up to `limit` stored blocks and tombstones with key >= (vdi, object, block), in key
   // order; *next receives the key after the last one and *done is set when none remain.
-  // A block that fails its checksum is returned with include_data as kDataLoss.
+  // With include_data a block that fails its checksum fails the page with kDataLoss; without,
+  // checksums are not checked (the scrub does that).
   absl::StatusOr<std::vector<ScannedBlock>> ScanBlocks(uint32_t vdi_id, uint64_t object_index,
                                                        uint32_t block_index, uint32_t limit,
                                                        bool include_data, ScannedBlock* next,

@@ -1,6 +1,9 @@
 #include "datanode/store.h"
 
 #include <filesystem>
+#include <algorithm>
+#include <tuple>
+#include <random>
 
 #include "common/checksum.h"
 #include "common/errors.h"
@@ -331,6 +334,37 @@ TEST_F(StoreTest, ScrubFindsDamagedBlocksAndLogRecordsUntilTheyAreRepaired) {
   ASSERT_TRUE(store_->LogReclaim(1, {11}, 0).ok());
   EXPECT_FALSE(store_->StillDamaged(block));
   EXPECT_FALSE(store_->StillDamaged(record));
+}
+
+// Many objects, a 1 MiB step: every damaged block is found, wherever the steps split the pass.
+TEST_F(StoreTest, ScrubFindsEveryDamagedBlockAcrossManySteps) {
+  std::vector<ScrubFinding> rotten;
+  for (uint64_t object = 0; object < 40; ++object) {
+    std::string data;
+    for (int b = 0; b < 100; ++b) data += Pattern('a' + (object + b) % 26);
+    ASSERT_TRUE(store_->WriteBlocks(7, object, 0, data, {}).ok());
+  }
+  std::mt19937_64 rng(5);
+  while (rotten.size() < 30) {
+    ScrubFinding f;
+    f.vdi_id = 7;
+    f.object_index = rng() % 40;
+    f.block_index = static_cast<uint32_t>(rng() % 100);
+    if (std::find(rotten.begin(), rotten.end(), f) != rotten.end()) continue;
+    ASSERT_TRUE(store_->DamageBlockForTest(7, f.object_index, f.block_index).ok());
+    rotten.push_back(f);
+  }
+  ScrubCursor cursor;
+  std::vector<ScrubFinding> bad;
+  while (!cursor.done) ASSERT_TRUE(store_->Scrub(&cursor, 1 << 20, &bad).ok());
+  EXPECT_EQ(cursor.blocks_checked, 4000u);
+  std::sort(bad.begin(), bad.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.object_index, a.block_index) < std::tie(b.object_index, b.block_index);
+  });
+  std::sort(rotten.begin(), rotten.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.object_index, a.block_index) < std::tie(b.object_index, b.block_index);
+  });
+  EXPECT_EQ(bad, rotten);
 }
 
 // A store's identity is made once and kept; a new store (a wiped directory) has another.

@@ -74,10 +74,11 @@ Nemeses (--nemeses, comma list, or `all`):
                          uniform(1, --max-down) s (the node fences itself: storage errors are
                          sticky); then space is freed and the node restarted, as an operator
                          does.
-  slow-cache, full-cache the same for a cache node's SSD file: slow fdatasyncs; or ENOSPC on
-                         every write (the node fences itself, its writes fail unacknowledged),
-                         then space freed and the node restarted (cluster mode: wait for its
-                         rejoin).
+  slow-cache, full-cache the same for a cache node's SSD file: slow fdatasyncs; or (cluster
+                         mode) ENOSPC on every write: the node fences itself, its writes fail
+                         unacknowledged; then space freed, the node restarted, and its rejoin
+                         waited for. (In static mode a node fenced by its device stays fenced
+                         until it is removed, docs/durability.md.)
 Without --nemeses, static mode runs kill-cache / kill-data as before (--cache-fault-share;
 --remove-cache-node turns kill-cache into remove) and cluster mode runs all of them
 (kill-coordinator only with --gateways 2 or more). `all` leaves out the disk faults,
@@ -182,7 +183,7 @@ NEMESES = ("kill-cache", "kill-data", "remove", "rejoin", "pause", "data-during-
            "restart-during-replay", "kill-coordinator", "wipe-cache", "wipe-data", "lose-data",
            "rot-data", "slow-data", "full-data", "slow-cache", "full-cache")
 CLUSTER_ONLY = {"rejoin", "pause", "data-during-join", "restart-during-replay",
-                "kill-coordinator"}
+                "kill-coordinator", "full-cache"}
 MANY_GATEWAYS_ONLY = {"kill-coordinator"}  # needs --gateways 2 or more
 # Left out of `all`: the disk faults. A refill copies every replica the node held and takes tens
 # of seconds per fault; FaultInjection.disks names both (tests/CMakeLists.txt), so that the runs
