@@ -57,10 +57,11 @@ Nemeses (--nemeses, comma list, or `all`):
                          replicas and log copies gone), restart it: reads never see its
                          "absent" as zeros; wait until the coordinator refilled it from the
                          other replicas and every cache node logged again what it held.
-  lose-data              kill -9 one data node for good: the gateway takes it out after its
-                         down-out interval (--max-down + 12 s in runs with this nemesis), makes
-                         its replicas again on the others, and every cache node logs again what
-                         it held. Then the operator replaces it: its directory removed, started,
+  lose-data              kill -9 one data node for good and take it out at once (`ringcachectl
+                         datanode out`, the down-out interval cut to nothing; the interval itself
+                         is tested by tests/e2e/datanode_out_test.sh): the gateway makes its
+                         replicas again on the others, and every cache node logs again what it
+                         held. Then the operator replaces it: its directory removed, started,
                          `ringcachectl datanode in`; wait until it joined the data ring again.
   rot-data               kill -9 one data node, flip a byte in 5 of its stored blocks and 5 of
                          its log records (tests/ringcache-rot-store: checksums kept, as a disk's
@@ -453,11 +454,6 @@ class Cluster:
             extra.append("--tls")
         if a.deck is not None and DISK_SEAMS.intersection(a.deck):
             extra.append("--fault-seams")
-        if a.deck is not None and "lose-data" in a.deck:
-            # Long enough that no other fault's data node is taken out (down at most --max-down
-            # seconds, plus a restart that can take several under load), short enough for the
-            # run.
-            extra += ["--datanode-down-out", str(int(a.max_down) + 12)]
         r = self.sh("up", "--base-port", str(self.base), "--cache-nodes", str(a.cache_nodes),
                     "--data-nodes", str(a.data_nodes), "--ssd-size", a.ssd_size, "--ram-size",
                     a.ram_size, *extra)
@@ -1365,7 +1361,12 @@ class Nemesis:
         since = self.ctx.gwlog.mark()
         self.step(f"kill -9 datanode {node} for good")
         self.c.kill("datanode", [node])
-        self.step(f"datanode {node} lost: waiting for the gateway to take it out")
+        self.step(f"datanode {node} lost: ringcachectl datanode out")
+        r = self.c.ctl("datanode", "out", str(node))
+        if r.returncode != 0:
+            self.ctx.problem(f"ringcachectl datanode out {node} failed: "
+                             f"{(r.stderr or r.stdout).strip()}")
+            return None
         took = self.wait_log(f"data nodes {node} go out", since,
                              f"the gateway to take data node {node} out")
         if took is None:
