@@ -66,19 +66,21 @@ fio --name=fill --ioengine=nbd --uri="$URI" --rw=write --bs=1M --iodepth=8 --siz
 "${CTL[@]}" vdi set-mode disk passthrough > /dev/null
 log "written and flushed home; passthrough: every read goes to the data nodes"
 
-# Runs the read load; with a runtime it ends by itself, without one it runs until SIGINT.
+# Runs the read load; with a runtime it ends by itself, without one it runs until SIGINT (exec:
+# started in the background, its pid is fio's own).
 read_load() {  # NAME [RUNTIME]
   local extra=(--time_based --runtime="${2:-3600}")
-  fio --name="$1" --ioengine=nbd --uri="$URI" --rw=randread --bs=4k --iodepth=4 --size="$SIZE" \
-    --norandommap --randrepeat=0 "${extra[@]}" --output-format=json --output="$OUT/$1.json" \
-    > "$OUT/$1.stdout" 2>&1
+  exec fio --name="$1" --ioengine=nbd --uri="$URI" --rw=randread --bs=4k --iodepth=4 \
+    --size="$SIZE" --norandommap --randrepeat=0 "${extra[@]}" --output-format=json \
+    --output="$OUT/$1.json" > "$OUT/$1.stdout" 2>&1
 }
 p99_ms() {  # JSON
   python3 -c '
 import json, sys
-j = json.load(open(sys.argv[1]))["jobs"][0]["read"]
-p = j["clat_ns"]["percentile"]
-print(f"{p[\"99.000000\"] / 1e6:.2f} {j[\"iops\"]:.0f}")' "$1"
+text = open(sys.argv[1]).read()  # fio prints "terminating on signal 2" first when interrupted
+j = json.loads(text[text.index("{"):])["jobs"][0]["read"]
+p99 = j["clat_ns"]["percentile"]["99.000000"] / 1e6
+print("%.2f %.0f" % (p99, j["iops"]))' "$1"
 }
 rebalance() {
   "${CTL[@]}" --json status | python3 -c '
@@ -87,12 +89,12 @@ r = json.load(sys.stdin)["rebalance"]
 print(r["state"], ",".join(map(str, sorted(r["members"]))), r["blocks_copied"])'
 }
 
-read_load baseline "$RUNTIME"
+(read_load baseline "$RUNTIME")
 read -r base_p99 base_iops < <(p99_ms "$OUT/baseline.json")
 log "baseline: 4K random reads QD4 for ${RUNTIME}s: p99 ${base_p99} ms, ${base_iops} IOPS"
 
 cluster kill datanode 1 > /dev/null
-read_load recovery &
+(read_load recovery) &
 FIO_PID=$!
 sleep 1
 t0=$(date +%s.%N)
