@@ -110,6 +110,17 @@ class DataRebalancerTest : public ::testing::Test {
     return wrong;
   }
 
+  // Starts the rebalancer over the three data nodes (fast retries) and waits until it is idle.
+  void StartOverInitialNodes() {
+    DataRebalancer::Options o;
+    o.scan_page = 16;
+    o.retry_interval = absl::Milliseconds(50);
+    o.heal_interval = absl::Milliseconds(100);
+    rebalancer_ = DataRebalancer::Start(router_.get(), gateway_pool_.get(), o);
+    rebalancer_->Add(initial_.nodes);
+    ASSERT_TRUE(rebalancer_->WaitIdle(absl::Seconds(30)));
+  }
+
   // Blocks (or tombstones) a data node stores for an object it is not a home of in the ring
   // of all four data nodes.
   int StoredOffHome() {
@@ -364,13 +375,7 @@ TEST_F(DataRebalancerTest, DataNodeDownPastTheGracePeriodIsTakenOutAndItsReplica
 TEST_F(DataRebalancerTest, DecommissionMovesEverythingOffNeverBelowNCopies) {
   for (uint64_t b = 0; b < kBlocks; ++b) WriteBlock(b, 0);
   ASSERT_TRUE(router_->SetMode("v", v1::WRITETHROUGH).ok());
-  DataRebalancer::Options o;
-  o.scan_page = 16;
-  o.retry_interval = absl::Milliseconds(50);
-  o.heal_interval = absl::Milliseconds(100);
-  rebalancer_ = DataRebalancer::Start(router_.get(), gateway_pool_.get(), o);
-  rebalancer_->Add(initial_.nodes);
-  ASSERT_TRUE(rebalancer_->WaitIdle(absl::Seconds(30)));
+  ASSERT_NO_FATAL_FAILURE(StartOverInitialNodes());
 
   EXPECT_EQ(rebalancer_->Action(9, "out").status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(rebalancer_->Action(3, "in").status().code(), absl::StatusCode::kFailedPrecondition);
@@ -393,13 +398,7 @@ TEST_F(DataRebalancerTest, DecommissionMovesEverythingOffNeverBelowNCopies) {
 TEST_F(DataRebalancerTest, NodePutBackInJoinsAgainWithItsStaleStoreCleared) {
   for (uint64_t b = 0; b < kBlocks; ++b) WriteBlock(b, 0);
   ASSERT_TRUE(router_->SetMode("v", v1::WRITETHROUGH).ok());
-  DataRebalancer::Options o;
-  o.scan_page = 16;
-  o.retry_interval = absl::Milliseconds(50);
-  o.heal_interval = absl::Milliseconds(100);
-  rebalancer_ = DataRebalancer::Start(router_.get(), gateway_pool_.get(), o);
-  rebalancer_->Add(initial_.nodes);
-  ASSERT_TRUE(rebalancer_->WaitIdle(absl::Seconds(30)));
+  ASSERT_NO_FATAL_FAILURE(StartOverInitialNodes());
   // Node 2 goes out while it still answers; the blocks written meanwhile miss it.
   ASSERT_TRUE(rebalancer_->Action(2, "out").ok());
   ASSERT_TRUE(WaitFor(*rebalancer_, [](const v1::DataRebalance& st) {

@@ -1322,18 +1322,13 @@ class Nemesis:
         if took is None:
             return None
         self.step(f"datanode {node}: cache nodes logging again")
-        start = time.monotonic()
         # Until every cache node finished logging again what the node held (until then a dirty
         # block may have no log copy at all with N = 2: losing its cache node as well would be
         # a second fault).
-        while not all(b"dirty blocks logged again" in part
-                      for part in cache_logs.read_each(cache_since)):
-            if time.monotonic() - start > self.a.settle_timeout:
-                self.ctx.problem(f"timed out waiting for every cache node to log again what "
-                                 f"data node {node} held")
-                return None
-            if not self.ctx.sleep(0.1):
-                return None
+        if not self.await_cache_logs(cache_logs, cache_since, "dirty blocks logged again",
+                                     f"every cache node to log again what data node {node} "
+                                     "held"):
+            return None
         return (f"kill -9 datanode {node}, its directory removed (new disk), down {down:.1f}s; "
                 f"refilled {took:.1f}s later, every cache node logged again")
 
@@ -1349,6 +1344,14 @@ class Nemesis:
                 return False
         return True
 
+    def ctl_ok(self, *argv):
+        """ringcachectl; False (a problem is recorded) when it fails."""
+        r = self.c.ctl(*argv)
+        if r.returncode != 0:
+            self.ctx.problem(f"ringcachectl {' '.join(argv)} failed: "
+                             f"{(r.stderr or r.stdout).strip()}")
+        return r.returncode == 0
+
     def lose_data(self, _node, data, _down):
         """kill -9 one data node for good. The gateway takes it out after the down-out interval
         and makes its replicas again on the others; every cache node logs again what it held.
@@ -1362,10 +1365,7 @@ class Nemesis:
         self.step(f"kill -9 datanode {node} for good")
         self.c.kill("datanode", [node])
         self.step(f"datanode {node} lost: ringcachectl datanode out")
-        r = self.c.ctl("datanode", "out", str(node))
-        if r.returncode != 0:
-            self.ctx.problem(f"ringcachectl datanode out {node} failed: "
-                             f"{(r.stderr or r.stdout).strip()}")
+        if not self.ctl_ok("datanode", "out", str(node)):
             return None
         took = self.wait_log(f"data nodes {node} go out", since,
                              f"the gateway to take data node {node} out")
@@ -1385,10 +1385,7 @@ class Nemesis:
         shutil.rmtree(self.c.node_dir("datanode", node), ignore_errors=True)
         self.c.start("datanode", [node])
         back = self.ctx.gwlog.mark()
-        r = self.c.ctl("datanode", "in", str(node))
-        if r.returncode != 0:
-            self.ctx.problem(f"ringcachectl datanode in {node} failed: "
-                             f"{(r.stderr or r.stdout).strip()}")
+        if not self.ctl_ok("datanode", "in", str(node)):
             return None
         joined = self.wait_log(f"data nodes {node} join", back,
                                f"data node {node} to join the data ring again")
