@@ -164,6 +164,7 @@ absl::Status CacheNode::Init() {
   }
   const std::string seq_path = config_.StateBase() + ".logseq";
   uint64_t min_seq = 0;
+  if (!slots_->created()) RC_RETURN_IF_ERROR(CheckStoreIsCurrent());
   if (slots_->created() || ::access(seq_path.c_str(), F_OK) != 0) {
     RC_ASSIGN_OR_RETURN(min_seq, AdoptIncarnation(slots_->created()));
   }
@@ -220,6 +221,8 @@ absl::StatusOr<uint64_t> CacheNode::AdoptIncarnation(bool new_store) {
                      "already home, {} of deleted VDIs",
                      config_.node_id, replay->blocks_written, replay->blocks_skipped,
                      replay->blocks_orphaned);
+        // From now on this store is the node's current one: the old one, put back, is stale.
+        failed = pool_->PutWriterIncarnation(config_.node_id, slots_->incarnation(), false);
       } else {
         failed = replay.status();
       }
@@ -243,6 +246,32 @@ absl::StatusOr<uint64_t> CacheNode::AdoptIncarnation(bool new_store) {
     }
     absl::SleepFor(absl::Milliseconds(500));
   }
+}
+
+absl::Status CacheNode::CheckStoreIsCurrent() {
+  const std::string& mine = slots_->incarnation();
+  const absl::flat_hash_map<uint32_t, std::string> held =
+      pool_->WriterIncarnations(config_.node_id);
+  for (const auto& [node, current] : held) {
+    if (current.empty() || current == mine) continue;
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cache node ", config_.node_id, ": the SSD store ", config_.ssd_path, " is incarnation ",
+        mine, ", but data node ", node, " records incarnation ", current,
+        " as the node's current store: a newer SSD took this node over since (and sent the old "
+        "one's dirty blocks home), so the blocks on this one are stale. Start the node on an "
+        "empty store (remove or replace ", config_.ssd_path, ") or on its current SSD"));
+  }
+  if (held.empty()) {
+    spdlog::warn("cache node {}: no data node answered: could not check that SSD store {} is "
+                 "the node's current one",
+                 config_.node_id, mine);
+  }
+  // A store started before incarnations were recorded (or a data node on a new disk) gets it.
+  if (absl::Status s = pool_->PutWriterIncarnation(config_.node_id, mine, true); !s.ok()) {
+    spdlog::warn("cache node {}: could not record its store incarnation: {}", config_.node_id,
+                 s.ToString());
+  }
+  return absl::OkStatus();
 }
 
 void CacheNode::AdoptRecovered(std::vector<RecoveredSlot> recovered) {

@@ -233,6 +233,11 @@ class CacheNode {
   // and dropped; either way, returns the first sequence the new incarnation may use: above
   // every sequence the data nodes ever took from this node id.
   absl::StatusOr<uint64_t> AdoptIncarnation(bool new_store);
+  // A store that is not new must be the node's current one: refused when a data node records
+  // another incarnation as current (an old SSD put back after a newer one took over: its blocks
+  // are stale). Records this one where none is recorded. Best effort: data nodes that do not
+  // answer are not waited for.
+  absl::Status CheckStoreIsCurrent();
   // Warm restart: recovered slots enter the block map; damaged dirty ones are rewritten from
   // their log records first.
   void AdoptRecovered(std::vector<RecoveredSlot> recovered);

@@ -273,6 +273,7 @@ absl::Status Daemon::Register() {
     record.capacity_bytes = s_.cc.ssd_bytes;
     record.weight = s_.self.weight;
     record.zone = s_.self.zone;
+    record.incarnation = node_->incarnation();
     cachenode::Ownership* own = node_->ownership();
     // Noted before the record appears in etcd: a crash right after registering must still make
     // the next start quarantined (the real lease id follows once it is known).

@@ -205,6 +205,7 @@ int main(int argc, char** argv) {
     record.http_address = absl::StrCat(host, ":", *http_port);
     record.capacity_bytes = cfg.capacity_bytes;
     record.zone = cfg.zone;
+    record.incarnation = (*store)->incarnation();
     auto p = ringcache::membership::Presence::Start(etcd_settings, record);
     if (!p.ok()) return Fail(1, p.status().ToString());
     presence = *std::move(p);

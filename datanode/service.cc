@@ -308,10 +308,21 @@ grpc::Status DataNodeService::PutRing(grpc::ServerContext*, const v1::PutRingReq
   return grpc::Status::OK;
 }
 
+grpc::Status DataNodeService::PutWriterIncarnation(grpc::ServerContext*,
+                                                   const v1::PutWriterIncarnationRequest* req,
+                                                   v1::PutWriterIncarnationResponse* resp) {
+  absl::StatusOr<std::string> held =
+      store_->PutWriterIncarnation(req->writer(), req->incarnation(), req->only_if_none());
+  if (!held.ok()) return ToGrpc(held.status());
+  resp->set_incarnation(std::move(*held));
+  return grpc::Status::OK;
+}
+
 grpc::Status DataNodeService::Stats(grpc::ServerContext*, const v1::StatsRequest* req,
                                     v1::StatsResponse* resp) {
   if (req->writer() != 0) {
     resp->set_writer_high_water(store_->WriterHighWater(req->writer()));
+    resp->set_writer_incarnation(store_->WriterIncarnation(req->writer()));
   }
   if (req->include_ring()) {
     auto [epoch, ring] = store_->Ring();

@@ -51,6 +51,8 @@ class DataNodeService final : public v1::DataNode::Service {
                      v1::DataNodeScrubReport*) override;
   grpc::Status PutRing(grpc::ServerContext*, const v1::PutRingRequest*,
                        v1::PutRingResponse*) override;
+  grpc::Status PutWriterIncarnation(grpc::ServerContext*, const v1::PutWriterIncarnationRequest*,
+                                    v1::PutWriterIncarnationResponse*) override;
   // The background scrub the Scrub RPC reports on (not owned; without one, Scrub fails).
   void SetScrubber(Scrubber* scrubber) { scrubber_ = scrubber; }
 

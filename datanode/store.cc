@@ -57,6 +57,14 @@ std::string HighWaterKey(uint32_t writer) {
   return k;
 }
 
+constexpr char kWriterIncarnationPrefix[] = "winc/";
+
+std::string WriterIncarnationKey(uint32_t writer) {
+  std::string k = kWriterIncarnationPrefix;
+  PutBe32(&k, writer);
+  return k;
+}
+
 std::string IncompleteKey(uint32_t vdi) {
   std::string k = kIncompletePrefix;
   PutBe32(&k, vdi);
@@ -977,6 +985,30 @@ absl::Status BlockStore::NoteSequence(uint32_t writer, uint64_t seq) {
   RC_RETURN_IF_ERROR(Commit(&batch, "record a writer's sequence mark"));
   high_water_[writer] = mark;
   return absl::OkStatus();
+}
+
+std::string BlockStore::WriterIncarnation(uint32_t writer) const {
+  std::string value;
+  if (!db_->Get(rocksdb::ReadOptions(), meta_cf_, WriterIncarnationKey(writer), &value).ok()) {
+    return "";
+  }
+  return value;
+}
+
+absl::StatusOr<std::string> BlockStore::PutWriterIncarnation(uint32_t writer,
+                                                             const std::string& incarnation,
+                                                             bool only_if_none) {
+  if (writer == 0 || incarnation.empty() || incarnation.size() > 64) {
+    return absl::InvalidArgumentError("a writer incarnation needs a cache node id and an id of "
+                                      "1 to 64 characters");
+  }
+  absl::MutexLock l(&hw_mu_);
+  std::string held = WriterIncarnation(writer);
+  if (held == incarnation || (only_if_none && !held.empty())) return held;
+  rocksdb::WriteBatch batch;
+  batch.Put(meta_cf_, WriterIncarnationKey(writer), incarnation);
+  RC_RETURN_IF_ERROR(Commit(&batch, "record a cache node's store incarnation"));
+  return incarnation;
 }
 
 StoreStats BlockStore::StatsWithoutErrors() const {

@@ -247,6 +247,14 @@ class BlockStore {
   // largest one the data nodes report, so its sequences never repeat and its new writes order
   // after everything its old incarnation wrote (docs/durability.md, "Incarnations").
   uint64_t WriterHighWater(uint32_t writer) const;
+  // The SSD store (incarnation) recorded as cache node `writer`'s current one ("": none): the
+  // store that took over the node's log. Kept across Clear, like the sequence marks. Put
+  // replaces the record (a takeover), or with `only_if_none` keeps one already held (a plain
+  // start); it returns the record held afterwards.
+  std::string WriterIncarnation(uint32_t writer) const;
+  absl::StatusOr<std::string> PutWriterIncarnation(uint32_t writer,
+                                                   const std::string& incarnation,
+                                                   bool only_if_none);
   // The store's incarnation (32 hex digits): made when the store is created (or first opened
   // by a version that knows incarnations) and kept. A node on a new or wiped disk has another.
   const std::string& incarnation() const { return incarnation_; }

@@ -243,6 +243,22 @@ TEST_F(StoreTest, LogAppendScanReclaim) {
 // Incarnations (docs/durability.md): every sequence a writer's block versions, trims and log
 // records carried stays below its high-water mark, also after a reopen, so a cache node that
 // lost its own mark (a new SSD) can start above everything it wrote before.
+TEST_F(StoreTest, WriterIncarnationIsReplacedByATakeoverAndSurvivesReopenAndClear) {
+  EXPECT_EQ(store_->WriterIncarnation(4), "");
+  // A plain start records its store where none is recorded, and never replaces one.
+  EXPECT_EQ(*store_->PutWriterIncarnation(4, "aaaa", true), "aaaa");
+  EXPECT_EQ(*store_->PutWriterIncarnation(4, "bbbb", true), "aaaa");
+  // A takeover (a new SSD that sent the old one's log home) replaces it.
+  EXPECT_EQ(*store_->PutWriterIncarnation(4, "cccc", false), "cccc");
+  EXPECT_EQ(store_->WriterIncarnation(9), "");  // per writer
+  EXPECT_FALSE(store_->PutWriterIncarnation(0, "dddd", false).ok());
+  EXPECT_FALSE(store_->PutWriterIncarnation(4, "", false).ok());
+  Reopen();
+  EXPECT_EQ(store_->WriterIncarnation(4), "cccc");
+  ASSERT_TRUE(store_->Clear().ok());
+  EXPECT_EQ(store_->WriterIncarnation(4), "cccc");
+}
+
 TEST_F(StoreTest, WriterHighWaterCoversEverySequenceAndSurvivesReopen) {
   EXPECT_EQ(store_->WriterHighWater(4), 0u);
   ASSERT_TRUE(store_->WriteBlocks(7, 1, 0, Pattern('n') + Pattern('m'), {},

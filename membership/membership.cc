@@ -131,6 +131,10 @@ std::string EncodeNodeRecord(const NodeRecord& r) {
   absl::StrAppendFormat(&out, ",\"weight\":%.17g", r.weight);
   out.append(",\"zone\":");
   AppendJsonString(&out, r.zone);
+  if (!r.incarnation.empty()) {
+    out.append(",\"incarnation\":");
+    AppendJsonString(&out, r.incarnation);
+  }
   out.push_back('}');
   return out;
 }
@@ -169,6 +173,7 @@ absl::StatusOr<NodeRecord> DecodeNodeRecord(absl::string_view json) {
   if (auto v = scalar("address")) r.address = *v;
   if (auto v = scalar("http_address")) r.http_address = *v;
   if (auto v = scalar("zone")) r.zone = *v;
+  if (auto v = scalar("incarnation")) r.incarnation = *v;
   if (auto v = scalar("capacity_bytes"); v && !absl::SimpleAtoi(*v, &r.capacity_bytes)) {
     fail("capacity_bytes", *v);
   }

@@ -68,6 +68,10 @@ struct NodeRecord {
   uint64_t capacity_bytes = 0;
   double weight = 1.0;  // relative ring weight (ring::Member::weight)
   std::string zone;     // failure domain; may be empty
+  // The node's store identity (cache node: its SSD store; data node: its block store), made when
+  // the store was created; empty from nodes that predate it. A new value for the same id means
+  // a new disk (docs/durability.md, "Incarnations").
+  std::string incarnation;
 
   // Returns OK, or kInvalidArgument naming the bad field (empty address, weight <= 0, ...).
   absl::Status Validate() const;

@@ -53,9 +53,15 @@ TEST(NodeRecordTest, RoundTripsThroughJson) {
   r.capacity_bytes = ~uint64_t{0};
   const std::string json = EncodeNodeRecord(r);
   EXPECT_NE(json.find("\"role\":\"gateway\""), std::string::npos) << json;
+  EXPECT_EQ(json.find("incarnation"), std::string::npos) << json;  // none: not written
   auto back = DecodeNodeRecord(json);
   ASSERT_TRUE(back.ok()) << back.status() << " " << json;
   EXPECT_EQ(*back, r);
+
+  r.incarnation = "0123456789abcdef0123456789abcdef";
+  auto with = DecodeNodeRecord(EncodeNodeRecord(r));
+  ASSERT_TRUE(with.ok()) << with.status();
+  EXPECT_EQ(with->incarnation, r.incarnation);
 }
 
 TEST(NodeRecordTest, DecodeIsLenientAboutExtrasAndStrictAboutValues) {

@@ -398,7 +398,8 @@ double DataNodePool::HomeLoad(uint32_t vdi, uint64_t object, int n) const {
 
 absl::Status DataNodePool::PutVdi(const v1::VdiGeometry& vdi,
                                   const std::function<bool(uint32_t node)>& complete) {
-  for (Node* n : view()->live) {
+  const auto v = view();  // held for the loop: the pool may swap its view
+  for (Node* n : v->live) {
     v1::PutVdiRequest req;
     *req.mutable_vdi() = vdi;
     req.set_complete(complete != nullptr && complete(n->endpoint.id));
@@ -421,7 +422,8 @@ absl::Status DataNodePool::ClearStore(const DataNodeEndpoint& node, const std::s
 }
 
 absl::Status DataNodePool::DeleteVdi(uint32_t vdi_id) {
-  for (Node* n : view()->live) {
+  const auto v = view();  // held for the loop: the pool may swap its view
+  for (Node* n : v->live) {
     v1::DeleteVdiRequest req;
     req.set_vdi_id(vdi_id);
     v1::DeleteVdiResponse resp;
@@ -491,7 +493,8 @@ std::vector<uint32_t> DataNodePool::KeepRingOnNodes(const DataRing& ring) {
   req.set_epoch(ring.epoch);
   ring.ToProto().SerializeToString(req.mutable_ring());
   std::vector<uint32_t> missed;
-  for (Node* n : view()->live) {
+  const auto v = view();  // held for the loop: the pool may swap its view
+  for (Node* n : v->live) {
     v1::PutRingResponse resp;
     auto ctx = Context();
     ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
@@ -1055,7 +1058,8 @@ absl::Status DataNodePool::LogScan(uint32_t node, uint32_t cache_node, uint64_t 
 absl::StatusOr<v1::LogRecord> DataNodePool::FetchLogRecord(uint32_t cache_node, uint64_t seq) {
   absl::Status last = absl::NotFoundError(
       absl::StrCat("log record ", seq, " of cache node ", cache_node, " is on no data node"));
-  for (Node* n : view()->live) {
+  const auto v = view();  // held for the loop: the pool may swap its view
+  for (Node* n : v->live) {
     v1::LogScanRequest req;
     req.set_cache_node_id(cache_node);
     req.set_from_sequence(seq);
@@ -1188,6 +1192,45 @@ absl::StatusOr<WriterState> DataNodePool::QueryWriter(uint32_t writer) {
     for (const v1::VdiGeometry& g : resp.vdi_list()) out.replication[g.vdi_id()] = g.replication();
   }
   return out;
+}
+
+absl::flat_hash_map<uint32_t, std::string> DataNodePool::WriterIncarnations(uint32_t writer) {
+  absl::flat_hash_map<uint32_t, std::string> out;
+  const auto v = view();  // held for the loop: the pool may swap its view
+  for (Node* n : v->live) {
+    v1::StatsRequest req;
+    req.set_writer(writer);
+    v1::StatsResponse resp;
+    auto ctx = Context();
+    ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(3));
+    grpc::Status s = n->stub->Stats(ctx.get(), req, &resp);
+    Note(n, s);
+    if (s.ok()) out[n->endpoint.id] = resp.writer_incarnation();
+  }
+  return out;
+}
+
+absl::Status DataNodePool::PutWriterIncarnation(uint32_t writer, const std::string& incarnation,
+                                                bool only_if_none) {
+  v1::PutWriterIncarnationRequest req;
+  req.set_writer(writer);
+  req.set_incarnation(incarnation);
+  req.set_only_if_none(only_if_none);
+  const auto v = view();  // held for the loop: the pool may swap its view
+  for (Node* n : v->live) {
+    v1::PutWriterIncarnationResponse resp;
+    auto ctx = Context();
+    if (only_if_none) {
+      ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(3));
+    }
+    grpc::Status s = n->stub->PutWriterIncarnation(ctx.get(), req, &resp);
+    Note(n, s);
+    if (!s.ok() && !only_if_none) {
+      return FromGrpc(s, absl::StrCat("record the store incarnation of cache node ", writer,
+                                      " on data node ", n->endpoint.id));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace ringcache::datanode

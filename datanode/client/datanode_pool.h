@@ -242,6 +242,15 @@ class DataNodePool {
   // high-water mark) and of the VDIs. Fails, naming the node, when one does not answer: a
   // mark that misses a node could let sequences repeat.
   absl::StatusOr<WriterState> QueryWriter(uint32_t writer);
+  // The store incarnation each answering live node records as cache node `writer`'s current one
+  // (DataNode.PutWriterIncarnation; "" where none). Best effort: a node that does not answer
+  // within a few seconds is left out.
+  absl::flat_hash_map<uint32_t, std::string> WriterIncarnations(uint32_t writer);
+  // Records `incarnation` as cache node `writer`'s current store on every live node. With
+  // `only_if_none` a record a node holds already stays, and a node that does not answer is
+  // skipped; otherwise (a takeover) every node must take it.
+  absl::Status PutWriterIncarnation(uint32_t writer, const std::string& incarnation,
+                                    bool only_if_none);
   // Asks every data node for its health (in parallel, `timeout_ms` each) to keep the up/down
   // view current even for nodes no request went to lately.
   void ProbeAll(int timeout_ms);

@@ -10,6 +10,10 @@
 #  3. 0x33 is written and flushed (the new incarnation's sequences must order after the old
 #     one's: a destage the data nodes refused as older would fail the flush), then rewritten with
 #     0x44, and node 2's disk is replaced once more: every block reads 0x44.
+#  3b. The old disk put back (docs/durability.md, "Incarnations"): 0x4c written and flushed, then
+#     cache node 2 is started on the disk it had before the second replacement (still holding
+#     0x44 as dirty blocks). It must refuse to start (the data nodes record its newer store as
+#     the node's current one); started again on its current disk, every block reads 0x4c.
 #  4. A data node's disk replaced (docs/durability.md, "Absent is not zero"): 0x55 flushed home,
 #     the VDI switched to passthrough (reads go to the data nodes), data node 1 killed, its
 #     directory removed, started again. Every read returns 0x55 at once (the new store's
@@ -75,12 +79,13 @@ check_all() {  # PATTERN WHAT
   out=$(qio "read -P $1 0 64M" 2>&1) || fail "$2: read failed: $out"
   if echo "$out" | grep -q "Pattern verification failed"; then fail "$2: $out"; fi
 }
-# Kills cache node 2, removes its directory (a new, empty disk) and starts it again.
-replace_disk() {
+# Kills cache node 2, removes its directory (a new, empty disk; moved to SAVE_TO when given) and
+# starts it again.
+replace_disk() {  # [SAVE_TO]
   local dir="$WORK/cluster/state/cachenode-2"
   [ -d "$dir" ] || fail "no state directory $dir"
   cluster kill cachenode 2 > /dev/null
-  rm -rf "$dir"
+  if [ -n "${1:-}" ]; then mv "$dir" "$1"; else rm -rf "$dir"; fi
   cluster start cachenode 2 > /dev/null || fail "cache node 2 does not start on a new disk"
   grep -q "new store incarnation" "$WORK/cluster/logs/cachenode-2.log" ||
     fail "cache node 2 did not notice its new disk"
@@ -119,12 +124,31 @@ write_all 0x33
 "${CTL[@]}" flush > /dev/null || fail "flush after 0x33 (the new incarnation's writes refused?)"
 check_all 0x33 "after 0x33 was flushed"
 write_all 0x44
-replace_disk
+replace_disk "$WORK/old-disk"
 settle
 check_all 0x44 "after cache node 2's second new disk"
 log "second new disk: every block reads 0x44"
 "${CTL[@]}" flush > /dev/null || fail "final flush"
 check_all 0x44 "after the final flush"
+
+write_all 0x4c
+"${CTL[@]}" flush > /dev/null || fail "flush after 0x4c"
+cur="$WORK/current-disk"
+cluster kill cachenode 2 > /dev/null
+mv "$WORK/cluster/state/cachenode-2" "$cur"
+mv "$WORK/old-disk" "$WORK/cluster/state/cachenode-2"
+if cluster start cachenode 2 > "$WORK/stale-start.log" 2>&1; then
+  fail "cache node 2 started on its old disk (stale blocks of 0x44)"
+fi
+grep -q "records incarnation" "$WORK/cluster/logs/cachenode-2.log" ||
+  { cat "$WORK/stale-start.log"; fail "cache node 2 did not say why its old disk is refused"; }
+log "old disk put back: cache node 2 refuses to start on it"
+rm -rf "$WORK/cluster/state/cachenode-2"
+mv "$cur" "$WORK/cluster/state/cachenode-2"
+cluster start cachenode 2 > /dev/null || fail "cache node 2 does not start on its current disk"
+settle
+check_all 0x4c "after cache node 2 came back on its current disk"
+log "current disk back: every block reads 0x4c"
 
 write_all 0x55
 "${CTL[@]}" vdi set-mode disk passthrough > /dev/null || fail "set-mode passthrough"
