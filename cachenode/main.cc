@@ -235,6 +235,7 @@ absl::Status Daemon::Serve() {
   service_ = std::make_unique<cachenode::CacheNodeService>(node_.get(), registry_);
   grpc::ServerBuilder b;
   ExclusivePort(&b);  // a port in use fails the start (common/grpc_channel.h)
+  KeepServerThreads(&b);
   // Mutual TLS with --tls-dir: only gateways call a cache node (common/grpc_tls.h).
   b.AddListeningPort(s_.self.listen, tls::ServerCredentialsFor({tls::kRoleGateway}), &port_);
   b.RegisterService(service_.get());

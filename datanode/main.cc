@@ -170,6 +170,7 @@ int main(int argc, char** argv) {
 
   grpc::ServerBuilder builder;
   ringcache::ExclusivePort(&builder);  // a port in use fails the start (common/grpc_channel.h)
+  ringcache::KeepServerThreads(&builder);
   int grpc_port = 0;
   // Mutual TLS with --tls-dir: cache nodes and gateways call a data node (common/grpc_tls.h).
   builder.AddListeningPort(

@@ -241,6 +241,12 @@ absl::StatusOr<std::unique_ptr<BlockStore>> BlockStore::Open(const StoreOptions&
     env = rocksdb::NewCompositeEnv(options.file_system);
     db_opts.env = env.get();
   }
+  // Compactions (the LOW pool) and memtable flushes (HIGH) are background work: a burst of them
+  // (after a rebalance or refill wrote hundreds of MiB) must not take the CPU from the reads and
+  // writes the clients wait for (docs/rebalancing.md, "What a recovery costs the clients").
+  for (rocksdb::Env::Priority pool : {rocksdb::Env::LOW, rocksdb::Env::HIGH}) {
+    db_opts.env->LowerThreadPoolCPUPriority(pool, rocksdb::CpuPriority::kLow).PermitUncheckedError();
+  }
 
   rocksdb::BlockBasedTableOptions table;
   table.block_cache = rocksdb::NewLRUCache(options.block_cache_bytes);

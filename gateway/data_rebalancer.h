@@ -62,7 +62,7 @@ class DataRebalancer {
  public:
   struct Options {
     std::string state_path;  // the saved data ring; "" keeps it in memory only (tests)
-    uint32_t scan_page = 256;  // blocks per scan page (with data)
+    uint32_t scan_page = 64;  // blocks per scan page (with data)
     absl::Duration retry_interval = absl::Seconds(1);
     // Tests: runs after each page of the copy scan, before its blocks are copied (to write or
     // trim blocks in between, as a client may).
