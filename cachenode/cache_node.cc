@@ -250,8 +250,14 @@ absl::StatusOr<uint64_t> CacheNode::AdoptIncarnation(bool new_store) {
 
 absl::Status CacheNode::CheckStoreIsCurrent() {
   const std::string& mine = slots_->incarnation();
-  const absl::flat_hash_map<uint32_t, std::string> held =
-      pool_->WriterIncarnations(config_.node_id);
+  // Waits a little for a first answer (the data nodes may be starting too), never for all.
+  const absl::Time give_up =
+      absl::Now() + std::min(absl::Seconds(10), absl::Milliseconds(config_.incarnation_wait_ms));
+  absl::flat_hash_map<uint32_t, std::string> held = pool_->WriterIncarnations(config_.node_id);
+  while (held.empty() && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(500));
+    held = pool_->WriterIncarnations(config_.node_id);
+  }
   for (const auto& [node, current] : held) {
     if (current.empty() || current == mine) continue;
     return absl::FailedPreconditionError(absl::StrCat(

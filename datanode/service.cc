@@ -112,6 +112,7 @@ grpc::Status DataNodeService::DeleteVdi(grpc::ServerContext*, const v1::DeleteVd
 grpc::Status DataNodeService::WriteBlocks(grpc::ServerContext*,
                                           const v1::WriteBlocksRequest* req,
                                           v1::WriteBlocksResponse* resp) {
+  if (!req->only_if_absent()) client_ops_.fetch_add(1, std::memory_order_relaxed);
   return Timed(&write_, [&]() -> absl::Status {
     const auto& r = req->range();
     auto vdi = store_->GetVdi(r.vdi_id());
@@ -136,6 +137,7 @@ grpc::Status DataNodeService::WriteBlocks(grpc::ServerContext*,
 
 grpc::Status DataNodeService::ReadBlocks(grpc::ServerContext*, const v1::ReadBlocksRequest* req,
                                          v1::ReadBlocksResponse* resp) {
+  client_ops_.fetch_add(1, std::memory_order_relaxed);
   return Timed(&read_, [&]() -> absl::Status {
     const auto& r = req->range();
     auto res = store_->ReadBlocks(r.vdi_id(), r.object_index(), r.first_block(), r.block_count());
@@ -158,6 +160,7 @@ grpc::Status DataNodeService::ReadBlocks(grpc::ServerContext*, const v1::ReadBlo
 
 grpc::Status DataNodeService::TrimBlocks(grpc::ServerContext*, const v1::TrimBlocksRequest* req,
                                          v1::TrimBlocksResponse*) {
+  client_ops_.fetch_add(1, std::memory_order_relaxed);
   return Timed(&trim_, [&] {
     const auto& r = req->range();
     WriteStamp stamp{req->writer_node(),
@@ -204,6 +207,7 @@ grpc::Status DataNodeService::ScanBlocks(grpc::ServerContext*, const v1::ScanBlo
 
 grpc::Status DataNodeService::LogAppend(grpc::ServerContext*, const v1::LogAppendRequest* req,
                                         v1::LogAppendResponse* resp) {
+  client_ops_.fetch_add(1, std::memory_order_relaxed);
   return Timed(&log_append_, [&]() -> absl::Status {
     std::vector<LogEntry> entries;
     entries.reserve(req->records_size());
@@ -337,6 +341,7 @@ grpc::Status DataNodeService::Stats(grpc::ServerContext*, const v1::StatsRequest
   }
   const StoreStats s = store_->Stats();
   resp->set_node_id(node_id_);
+  resp->set_client_ops(client_ops_.load(std::memory_order_relaxed));
   resp->set_blocks(s.blocks);
   resp->set_log_records(s.log_records);
   resp->set_log_bytes(s.log_bytes);

@@ -79,6 +79,7 @@ class DataNodeService final : public v1::DataNode::Service {
   metrics::Registry* const registry_;
   std::atomic<bool> draining_{false};
   OpMetrics put_vdi_, delete_vdi_, write_, read_, trim_, scan_, log_append_, log_scan_, log_reclaim_;
+  std::atomic<uint64_t> client_ops_{0};  // StatsResponse.client_ops
   metrics::Counter* bytes_written_;
   metrics::Counter* bytes_read_;
   metrics::Counter* data_loss_;

@@ -6,7 +6,7 @@
 #                        [--base-port P] [--ssd-size S] [--ram-size R] [--hdd-emulation]
 #                        [--replication N] [--create-vdi NAME:SIZE]... [--etcd] [--tls]
 #                        [--gateways G] [--coordinators C] [--datanode-down-out S]
-#                        [--rebalance-mb-s R] [--fault-seams]
+#                        [--rebalance-mb-s R] [--rebalance-busy-mb-s R] [--fault-seams]
 #   deploy/cluster.sh status [--dir DIR]
 #   deploy/cluster.sh down   [--dir DIR]
 #   deploy/cluster.sh kill   ROLE ID... [--dir DIR]   kill -9 daemons, wait until they are gone
@@ -32,7 +32,8 @@
 # the coordinator (membership/README.md "Control plane"); gateways 1..C (--coordinators, default
 # G) stand for election as the coordinator, the others run with --coordinator false.
 # --datanode-down-out S: the gateways take a data node out of the data ring after S seconds
-# unreachable (default 600; docs/durability.md); --rebalance-mb-s R: their replica copies' speed.
+# unreachable (default 600; docs/durability.md); --rebalance-mb-s R: their replica copies' speed,
+# --rebalance-busy-mb-s R: that speed while the data nodes serve clients.
 # --fault-seams (fault tests): data and cache node i read injected disk faults (a slow or full
 # disk, common/disk_faults.h) from DIR/faults/datanode-i and DIR/faults/cachenode-i.
 # With --tls every port is secured (docs/security.md): `up` makes a throwaway CA and one
@@ -66,6 +67,7 @@ G=1
 C=""
 DOWN_OUT=""
 REBALANCE_MBS=""
+BUSY_MBS=""
 FAULT_SEAMS=""
 CREATE=()
 POS=()
@@ -87,6 +89,7 @@ while [ $# -gt 0 ]; do
     --coordinators) C=$2; SET+="C "; shift 2 ;;
     --datanode-down-out) DOWN_OUT=$2; SET+="DOWN_OUT "; shift 2 ;;
     --rebalance-mb-s) REBALANCE_MBS=$2; SET+="REBALANCE_MBS "; shift 2 ;;
+    --rebalance-busy-mb-s) BUSY_MBS=$2; SET+="BUSY_MBS "; shift 2 ;;
     --fault-seams) FAULT_SEAMS=1; SET+="FAULT_SEAMS "; shift ;;
     --create-vdi) CREATE+=(--create-vdi "$2"); shift 2 ;;
     -h|--help) sed -n '2,44p' "$0"; exit 0 ;;
@@ -124,13 +127,14 @@ if [ -f "$DIR/cluster.env" ]; then
       C) C=$value ;;
       DOWN_OUT) DOWN_OUT=$value ;;
       REBALANCE_MBS) REBALANCE_MBS=$value ;;
+      BUSY_MBS) BUSY_MBS=$value ;;
       FAULT_SEAMS) FAULT_SEAMS=$value ;;
     esac
   done < "$DIR/cluster.env"
 fi
 save_env() {
-  printf 'BASE=%s\nSSD=%s\nRAM=%s\nHDD=%s\nTLS=%s\nG=%s\nC=%s\nDOWN_OUT=%s\nREBALANCE_MBS=%s\nFAULT_SEAMS=%s\n' \
-    "$BASE" "$SSD" "$RAM" "$HDD" "$TLS" "$G" "$C" "$DOWN_OUT" "$REBALANCE_MBS" "$FAULT_SEAMS" \
+  printf 'BASE=%s\nSSD=%s\nRAM=%s\nHDD=%s\nTLS=%s\nG=%s\nC=%s\nDOWN_OUT=%s\nREBALANCE_MBS=%s\nBUSY_MBS=%s\nFAULT_SEAMS=%s\n' \
+    "$BASE" "$SSD" "$RAM" "$HDD" "$TLS" "$G" "$C" "$DOWN_OUT" "$REBALANCE_MBS" "$BUSY_MBS" "$FAULT_SEAMS" \
     > "$DIR/cluster.env"
 }
 
@@ -285,6 +289,7 @@ start_one() {  # role id
   if [ "$role" = gateway ] && [ -n "$REBALANCE_MBS" ]; then
     extra+=(--rebalance-mb-s "$REBALANCE_MBS")
   fi
+  if [ "$role" = gateway ] && [ -n "$BUSY_MBS" ]; then extra+=(--rebalance-busy-mb-s "$BUSY_MBS"); fi
   if is_added "$role" "$id"; then file=$(added_file "$role" "$id"); fi
   if [ -n "$TLS" ]; then
     local t

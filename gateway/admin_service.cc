@@ -219,6 +219,12 @@ void AdminService::ExportMetrics(metrics::Registry* registry) {
       {"ringcache_gateway_rebalance_eta_seconds",
        "Time the current copy still needs at its speed so far (0: idle or unknown).",
        [](const v1::DataRebalance& r) { return r.eta_seconds(); }},
+      {"ringcache_gateway_rebalance_limit_bytes_per_second",
+       "Speed limit of the data rebalance's copies in force (lower while the data nodes serve "
+       "clients; 0: none or idle).",
+       [](const v1::DataRebalance& r) {
+         return r.state() == "idle" ? 0.0 : r.limit_mb_s() * 1e6;
+       }},
       {"ringcache_gateway_datanodes_out",
        "Data nodes out of the data ring (down past the down-out interval, taken out, or "
        "decommissioned).",

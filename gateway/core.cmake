@@ -18,7 +18,8 @@ target_link_libraries(ringcache-gateway PRIVATE rc_gateway rc_gateway_cluster CL
 # replicas when data nodes join (data_rebalancer).
 add_library(rc_gateway_cluster STATIC ${CMAKE_CURRENT_LIST_DIR}/membership_sync.cc
             ${CMAKE_CURRENT_LIST_DIR}/data_rebalancer.cc ${CMAKE_CURRENT_LIST_DIR}/etcd_state.cc
-            ${CMAKE_CURRENT_LIST_DIR}/cluster_follower.cc ${CMAKE_CURRENT_LIST_DIR}/scrub_repair.cc)
+            ${CMAKE_CURRENT_LIST_DIR}/cluster_follower.cc ${CMAKE_CURRENT_LIST_DIR}/scrub_repair.cc
+            ${CMAKE_CURRENT_LIST_DIR}/copy_pacer.cc)
 target_link_libraries(rc_gateway_cluster PUBLIC rc_gateway rc_membership)
 
 rc_add_gtest(router_membership_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/router_membership_test.cc
@@ -26,6 +27,9 @@ rc_add_gtest(router_membership_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/router_mem
 
 rc_add_gtest(data_rebalancer_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/data_rebalancer_test.cc
              LIBS rc_gateway_cluster rc_local_client rc_embedded_datanodes SANITIZER)
+
+rc_add_gtest(copy_pacer_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/copy_pacer_test.cc
+             LIBS rc_gateway_cluster)
 
 rc_add_gtest(etcd_state_test
              SOURCES ${CMAKE_CURRENT_LIST_DIR}/etcd_state_test.cc

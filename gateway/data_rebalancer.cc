@@ -82,7 +82,12 @@ std::unique_ptr<DataRebalancer> DataRebalancer::Start(Router* router,
 }
 
 DataRebalancer::DataRebalancer(Router* router, datanode::DataNodePool* pool, Options options)
-    : router_(router), pool_(pool), options_(std::move(options)), scrub_(router, pool) {
+    : router_(router),
+      pool_(pool),
+      options_(std::move(options)),
+      scrub_(router, pool),
+      pacer_({options_.refill_mb_s, options_.busy_mb_s, absl::Milliseconds(500)},
+             [pool] { return pool->ClientOps(); }) {
   purge_pending_ = options_.purge_pending;
   if (!options_.state_path.empty()) {
     purge_pending_ = purge_pending_ || std::filesystem::exists(PurgeMarker(options_.state_path));
@@ -695,14 +700,18 @@ absl::Status DataRebalancer::Copy(const DataRing& ring) {
 }
 
 void DataRebalancer::Throttle(absl::Time start, uint64_t bytes) {
-  if (options_.refill_mb_s <= 0) return;
-  const absl::Duration due =
-      absl::Seconds(static_cast<double>(bytes) / (options_.refill_mb_s * 1e6));
-  const absl::Duration ahead = due - (absl::Now() - start);
-  if (ahead <= absl::ZeroDuration()) return;
+  if (start != paced_start_) {
+    paced_start_ = start;
+    paced_bytes_ = 0;
+  }
+  const absl::Duration wait = pacer_.After(bytes - paced_bytes_, absl::Now());
+  paced_bytes_ = bytes;
   absl::MutexLock l(&mu_);
+  status_.set_limit_mb_s(pacer_.limit_bytes_per_s() / 1e6);
+  status_.set_paced_for_clients(pacer_.busy() && options_.busy_mb_s > 0);
+  if (wait <= absl::ZeroDuration()) return;
   auto stop = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stop_; };
-  mu_.AwaitWithTimeout(absl::Condition(&stop), ahead);
+  mu_.AwaitWithTimeout(absl::Condition(&stop), wait);
 }
 
 absl::Status DataRebalancer::Heal() {

@@ -52,6 +52,7 @@
 #include "absl/time/time.h"
 #include "datanode/client/datanode_pool.h"
 #include "gateway/router.h"
+#include "gateway/copy_pacer.h"
 #include "gateway/scrub_repair.h"
 #include "membership/membership.h"
 #include "ringcache/v1/admin.pb.h"
@@ -78,8 +79,10 @@ class DataRebalancer {
     // How often an idle rebalancer checks the data nodes for a lost store (Heal).
     absl::Duration heal_interval = absl::Seconds(2);
     // Speed of copies (a join, an out node's replicas made again, a refill from the other
-    // replicas): MB/s of block data written; 0: unthrottled.
+    // replicas): MB/s of block data written; 0: unthrottled. While the data nodes serve clients
+    // the copies go at busy_mb_s instead (gateway/copy_pacer.h; 0: refill_mb_s throughout).
     double refill_mb_s = 64;
+    double busy_mb_s = 16;
     // A member unreachable this long is taken out of the ring (like Ceph's down-out interval);
     // zero: only `datanode out` takes nodes out.
     absl::Duration down_out = absl::Minutes(10);
@@ -148,7 +151,8 @@ class DataRebalancer {
       uint32_t node, uint32_t page_size, bool with_data,
       const std::function<absl::Status(const std::vector<v1::ScannedBlock>&)>& on_page);
   void SetState(const std::string& state, const std::string& message = "");
-  // Waits until `bytes` copied since `start` are within refill_mb_s (or the rebalancer stops).
+  // Waits until `bytes` copied since `start` are within the pace (gateway/copy_pacer.h), or
+  // the rebalancer stops. Called from the rebalancer's thread only.
   void Throttle(absl::Time start, uint64_t bytes);
   bool Stopping() const;
 
@@ -173,6 +177,11 @@ class DataRebalancer {
 
   ScrubRepair scrub_;
   absl::Time last_scrub_poll_ = absl::InfinitePast();  // rebalancer thread only
+  // The copies' pace (rebalancer thread only): the bytes of the copy started at paced_start_
+  // already paced.
+  CopyPacer pacer_;
+  absl::Time paced_start_ = absl::InfinitePast();
+  uint64_t paced_bytes_ = 0;
 
   std::thread thread_;
   std::unique_ptr<membership::MembershipWatcher> watcher_;

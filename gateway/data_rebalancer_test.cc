@@ -517,6 +517,35 @@ TEST_F(DataRebalancerTest, ScrubRepairsDamagedBlocksAndRelogsDamagedLogRecords) 
   EXPECT_EQ(WrongBlocks(), 0);
 }
 
+// The pace of the copies follows the clients (gateway/copy_pacer.h): the data nodes count the
+// requests the cache nodes send them, never the rebalancer's own scans and copies, or a copy
+// would always find the nodes busy.
+TEST_F(DataRebalancerTest, DataNodesCountClientRequestsNotCopies) {
+  for (uint64_t b = 0; b < 8; ++b) WriteBlock(b, 0);
+  ASSERT_TRUE(router_->Flush("", nullptr).ok());
+  const std::optional<uint64_t> before = gateway_pool_->ClientOps();
+  ASSERT_TRUE(before.has_value());
+  std::optional<v1::ScannedBlock> found;
+  for (uint32_t node : initial_.members) {
+    auto page = gateway_pool_->ScanBlocks(node, ring::ObjectKey{0, 0}, 0, 64, true);
+    ASSERT_TRUE(page.ok()) << page.status();
+    if (!page->blocks.empty() && !found) found = page->blocks[0];
+  }
+  ASSERT_TRUE(found.has_value()) << "no data node holds a block";
+  datanode::HomeStamp stamp;
+  ASSERT_TRUE(gateway_pool_
+                  ->CopyBlocks(initial_.members[1], found->vdi_id(), found->object_index(),
+                               found->block_index(), found->data(), stamp)
+                  .ok());
+  EXPECT_EQ(gateway_pool_->ClientOps(), before) << "a scan and a copy are no client requests";
+  for (auto& n : nodes_) ASSERT_TRUE(n->DropBlocks(true, nullptr).ok());
+  std::string buf(kBs, '\0');
+  ASSERT_TRUE(dev_->Read(0, kBs, buf.data()).ok());  // a cache miss: read from a data node
+  const std::optional<uint64_t> after = gateway_pool_->ClientOps();
+  ASSERT_TRUE(after.has_value());
+  EXPECT_GT(*after, *before);
+}
+
 TEST_F(DataRebalancerTest, OlderRingIsRefused) {
   datanode::DataRing next = initial_;
   next.epoch = 5;

@@ -76,6 +76,12 @@ int main(int argc, char** argv) {
                  "replicas made again, a refill of a new disk), MB/s of block data (0: none)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  double busy_mb_s = 16;
+  app.add_option("--rebalance-busy-mb-s", busy_mb_s,
+                 "Speed limit of those copies while the data nodes serve clients (0: "
+                 "--rebalance-mb-s throughout); a copy's bursts cost the clients' latency")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   gateway::NbdTlsFlags nbd_tls;
   nbd_tls.AddTo(&app);
   try {
@@ -192,6 +198,7 @@ int main(int argc, char** argv) {
   ro.state_path = data_ring_path;  // cluster mode: plus etcd, for the leader's term (below)
   ro.down_out = absl::Seconds(down_out_s);
   ro.refill_mb_s = refill_mb_s;
+  ro.busy_mb_s = busy_mb_s;
   absl::Mutex rebalancer_mu;
   std::shared_ptr<gateway::DataRebalancer> rebalancer;  // guarded by rebalancer_mu
   auto current_rebalancer = [&rebalancer_mu, &rebalancer] {

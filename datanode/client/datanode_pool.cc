@@ -1210,6 +1210,21 @@ absl::flat_hash_map<uint32_t, std::string> DataNodePool::WriterIncarnations(uint
   return out;
 }
 
+std::optional<uint64_t> DataNodePool::ClientOps() {
+  uint64_t sum = 0;
+  const auto v = view();  // held for the loop: the pool may swap its view
+  for (Node* n : v->live) {
+    v1::StatsResponse resp;
+    auto ctx = Context();
+    ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    grpc::Status s = n->stub->Stats(ctx.get(), v1::StatsRequest(), &resp);
+    Note(n, s);
+    if (!s.ok()) return std::nullopt;
+    sum += resp.client_ops();
+  }
+  return sum;
+}
+
 absl::Status DataNodePool::PutWriterIncarnation(uint32_t writer, const std::string& incarnation,
                                                 bool only_if_none) {
   v1::PutWriterIncarnationRequest req;

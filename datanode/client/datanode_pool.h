@@ -246,6 +246,9 @@ class DataNodePool {
   // (DataNode.PutWriterIncarnation; "" where none). Best effort: a node that does not answer
   // within a few seconds is left out.
   absl::flat_hash_map<uint32_t, std::string> WriterIncarnations(uint32_t writer);
+  // The client requests the live nodes served since they started, summed
+  // (StatsResponse.client_ops); nullopt when one of them does not answer within a second.
+  std::optional<uint64_t> ClientOps();
   // Records `incarnation` as cache node `writer`'s current store on every live node. With
   // `only_if_none` a record a node holds already stays, and a node that does not answer is
   // skipped; otherwise (a takeover) every node must take it.

@@ -599,6 +599,8 @@ absl::Status ClusterStatus(const AdminSession& s) {
         .Field("blocks_copied", r.blocks_copied())
         .Field("blocks_deleted", r.blocks_deleted())
         .Field("eta_seconds", r.eta_seconds())
+        .Field("limit_mb_s", r.limit_mb_s())
+        .Field("paced_for_clients", r.paced_for_clients())
         .Field("reason", r.reason())
         .Field("message", r.message());
     j.Key("out").BeginArray();
@@ -649,6 +651,10 @@ absl::Status ClusterStatus(const AdminSession& s) {
       if (r.eta_seconds() > 0) {
         absl::StrAppend(&rebalance, ", ",
                         absl::FormatDuration(absl::Seconds(std::ceil(r.eta_seconds()))), " left");
+      }
+      if (r.limit_mb_s() > 0) {
+        absl::StrAppend(&rebalance, absl::StrFormat(", %.0f MB/s", r.limit_mb_s()),
+                        r.paced_for_clients() ? " while clients are served" : "");
       }
       absl::StrAppend(&rebalance, ")");
     }
