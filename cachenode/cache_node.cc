@@ -97,7 +97,7 @@ absl::Status CacheNode::Init() {
   std::vector<RecoveredSlot> recovered;
   RC_ASSIGN_OR_RETURN(
       slots_, SlotStore::Open({config_.ssd_path, config_.ssd_bytes, config_.block_size,
-                               config_.node_id},
+                               config_.node_id, config_.cluster_id},
                               &recovered, &recovery_, std::move(file)));
   const size_t reserve =
       std::max<size_t>(16, static_cast<size_t>(config_.slot_reserve * slots_->num_slots()));

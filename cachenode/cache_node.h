@@ -70,6 +70,7 @@ namespace ringcache::cachenode {
 
 struct CacheNodeConfig {
   uint32_t node_id = 1;
+  std::string cluster_id;               // the cluster file's; stamped into the SSD store
   std::string ssd_path;                 // slot file (or block device)
   // Where the node's small state files go (<state_dir>/cache.owner, .vdis, .logseq,
   // .datanodes). Empty: beside a slot *file* (<ssd_path>.owner, ...); a block device needs one,

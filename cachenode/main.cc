@@ -114,6 +114,7 @@ absl::StatusOr<Settings> Resolve(const Flags& f) {
   const std::string dir = s.cluster.NodeDir(s.self);
   RC_RETURN_IF_ERROR(EnsureWritableDir(dir));
   s.cc.node_id = f.id;
+  s.cc.cluster_id = s.cluster.cluster_id;
   s.cc.ssd_path = f.ssd_path.value_or(dir + "/ssd.slots");
   if (f.state_dir || IsBlockDevicePath(s.cc.ssd_path)) {
     s.cc.state_dir = f.state_dir.value_or(dir);

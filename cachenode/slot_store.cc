@@ -59,6 +59,18 @@ constexpr uint32_t kAdoptPending = 1;
 static_assert(sizeof(DiskSuper) == 64);
 constexpr size_t kV1ChecksumOffset = 32;
 
+// The cluster record, at byte 64 of the superblock page (a version 2 file has zeros there, and
+// readers that predate it ignore it): the id of the cluster the store was created or first
+// opened in (docs/durability.md, "Incarnations").
+struct DiskCluster {
+  char magic[8];
+  char id[48];        // NUL-padded
+  uint64_t checksum;  // of the 56 bytes above
+};
+static_assert(sizeof(DiskCluster) == 64);
+constexpr char kClusterMagic[8] = {'R', 'C', 'C', 'L', 'U', 'S', 'T', 'R'};
+constexpr uint64_t kClusterOffset = 64;
+
 std::string IncarnationText(const uint64_t (&v)[2]) {
   return absl::StrFormat("%016x%016x", v[0], v[1]);
 }
@@ -179,6 +191,32 @@ absl::StatusOr<std::unique_ptr<SlotStore>> SlotStore::Open(const SlotStoreOption
     sup.checksum = BlockChecksum(&sup, offsetof(DiskSuper, checksum));
     RC_RETURN_IF_ERROR(s->file_->PWrite(&sup, sizeof(sup), 0));
     RC_RETURN_IF_ERROR(s->file_->Sync());
+  }
+  if (!options.cluster_id.empty()) {
+    if (options.cluster_id.size() > sizeof(DiskCluster::id)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("cluster id '", options.cluster_id, "' is longer than 48 characters"));
+    }
+    DiskCluster rec{};
+    RC_RETURN_IF_ERROR(s->file_->PRead(&rec, sizeof(rec), kClusterOffset));
+    const bool held = std::memcmp(rec.magic, kClusterMagic, sizeof(kClusterMagic)) == 0 &&
+                      rec.checksum == BlockChecksum(&rec, offsetof(DiskCluster, checksum));
+    if (held) {
+      const std::string id(rec.id, strnlen(rec.id, sizeof(rec.id)));
+      if (id != options.cluster_id) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            options.path, " is an SSD of cluster '", id, "', and this node serves cluster '",
+            options.cluster_id,
+            "': refusing to serve another cluster's blocks (wipe the device to reuse it)"));
+      }
+    } else {
+      rec = DiskCluster{};
+      std::memcpy(rec.magic, kClusterMagic, sizeof(kClusterMagic));
+      std::memcpy(rec.id, options.cluster_id.data(), options.cluster_id.size());
+      rec.checksum = BlockChecksum(&rec, offsetof(DiskCluster, checksum));
+      RC_RETURN_IF_ERROR(s->file_->PWrite(&rec, sizeof(rec), kClusterOffset));
+      RC_RETURN_IF_ERROR(s->file_->Sync());
+    }
   }
   s->incarnation_ = IncarnationText(sup.incarnation);
   s->created_ = (sup.flags & kAdoptPending) != 0;

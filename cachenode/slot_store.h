@@ -3,7 +3,8 @@
 //
 // File layout (little-endian):
 //   [0, 4 KiB)                      superblock: magic, version, block_size, slot count, the
-//                                   store's identity (node id, incarnation), checksum
+//                                   store's identity (node id, incarnation), checksum; at 64
+//                                   the cluster record (cluster id, checksum; zeros: none)
 //   [4 KiB, 4 KiB + 64·N rounded)   index: one 64-byte entry per slot (IndexEntry below)
 //   [data_offset, + N·block_size)   data: slot i's block at data_offset + i·block_size
 //
@@ -62,6 +63,9 @@ struct SlotStoreOptions {
   // The cache node the store belongs to (0: unchecked). A store created or first opened with an
   // id keeps it; opening it for another node fails.
   uint32_t node_id = 0;
+  // The cluster the node serves (ClusterFile::cluster_id; empty: unchecked). A store keeps the
+  // id it was created or first opened with; opening it for another cluster fails.
+  std::string cluster_id{};
   absl::Status Validate() const;
 };
 

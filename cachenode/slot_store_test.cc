@@ -209,6 +209,35 @@ TEST_F(SlotStoreTest, IncarnationIsMadeAtCreationAndKept) {
   EXPECT_TRUE(recovered_.empty());
 }
 
+// A disk moved from another cluster is refused; a store that predates cluster ids takes the
+// first one it is opened with, blocks kept.
+TEST_F(SlotStoreTest, StoreOfAnotherClusterIsRefused) {
+  std::string first;
+  {
+    auto s = SlotStore::Open({path_, 64 * 4096, 4096, 3}, &recovered_, &stats_);
+    ASSERT_TRUE(s.ok()) << s.status();
+    first = (*s)->incarnation();
+    const uint32_t slot = *(*s)->Allocate();
+    ASSERT_TRUE((*s)->WriteSlot(slot, SlotKey{1, 9}, false, std::string(4096, 'q').data()).ok());
+    ASSERT_TRUE((*s)->Sync().ok());
+  }
+  {
+    auto s = SlotStore::Open({path_, 64 * 4096, 4096, 3, "alpha"}, &recovered_, &stats_);
+    ASSERT_TRUE(s.ok()) << s.status();
+    EXPECT_EQ((*s)->incarnation(), first);
+    EXPECT_EQ(recovered_.size(), 1u);
+  }
+  auto other = SlotStore::Open({path_, 64 * 4096, 4096, 3, "beta"}, &recovered_, &stats_);
+  EXPECT_EQ(other.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(other.status().message().find("'alpha'"), std::string::npos) << other.status();
+  // Unchecked without an id; the same cluster opens it with its blocks.
+  ASSERT_TRUE(SlotStore::Open({path_, 64 * 4096, 4096, 3}, &recovered_, &stats_).ok());
+  auto same = SlotStore::Open({path_, 64 * 4096, 4096, 3, "alpha"}, &recovered_, &stats_);
+  ASSERT_TRUE(same.ok()) << same.status();
+  EXPECT_EQ((*same)->incarnation(), first);
+  EXPECT_EQ(recovered_.size(), 1u);
+}
+
 // A version 1 superblock (no identity) is upgraded in place: same blocks, an incarnation made
 // once and kept from then on.
 TEST_F(SlotStoreTest, VersionOneStoreGetsAnIdentityAndKeepsItsBlocks) {

@@ -1,5 +1,7 @@
 #include "common/cluster_file.h"
 
+#include <algorithm>
+#include <cctype>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -9,10 +11,20 @@
 
 namespace ringcache {
 
+absl::Status ValidateClusterId(const std::string& id, const std::string& where) {
+  const bool ok = id.size() <= 48 && std::all_of(id.begin(), id.end(), [](char ch) {
+    return std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '_' || ch == '-';
+  });
+  if (ok) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      where, ": cluster_id '", id, "' must be at most 48 of the characters A-Z a-z 0-9 . _ -"));
+}
+
 absl::StatusOr<ClusterFile> ClusterFile::Load(const std::string& path) {
   RC_ASSIGN_OR_RETURN(YAML::Node root, LoadYamlFile(path));
   ClusterFile c;
   YamlFields f(root, path);
+  f.Read("cluster_id", &c.cluster_id);
   f.Read("data_dir", &c.data_dir);
   f.Read("replication", &c.replication);
   f.Read("block_size", &c.block_size);
@@ -25,6 +37,7 @@ absl::StatusOr<ClusterFile> ClusterFile::Load(const std::string& path) {
   YAML::Node nodes = root["nodes"];
   f.Skip("nodes");
   RC_RETURN_IF_ERROR(f.Finish());
+  RC_RETURN_IF_ERROR(ValidateClusterId(c.cluster_id, path));
   std::set<std::pair<std::string, uint32_t>> seen;
   if (nodes && !nodes.IsSequence()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": nodes must be a list"));

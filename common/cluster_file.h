@@ -2,6 +2,7 @@
 // etcd, with their addresses. Every daemon started with --cluster FILE --id N reads its own entry
 // and its peers from it; deploy/cluster.sh starts one daemon per entry.
 //
+//   cluster_id: prod-eu-1                 # optional: stamped into every store (see below)
 //   data_dir: /var/lib/ringcache          # node state: <data_dir>/<role>-<id>
 //   replication: 3                        # default N for new VDIs
 //   block_size: 4096
@@ -40,7 +41,15 @@ struct ClusterNode {
   std::string zone;
 };
 
+// OK when `id` is a valid cluster id (empty included); else kInvalidArgument naming `where`.
+absl::Status ValidateClusterId(const std::string& id, const std::string& where);
+
 struct ClusterFile {
+  // The cluster's identity (1-48 of [A-Za-z0-9._-]; empty: none). Each cache node's SSD store
+  // and data node's store keep the id they were created (or first opened) with and refuse to
+  // start in another cluster: a disk moved between clusters never serves its blocks as this
+  // cluster's (docs/durability.md, "Incarnations").
+  std::string cluster_id;
   std::string data_dir = "./ringcache-cluster";
   uint32_t replication = 3;
   uint32_t block_size = 4096;

@@ -1,11 +1,32 @@
 #include "common/config.h"
 
+#include <unistd.h>
+
 #include <fstream>
 
+#include "common/cluster_file.h"
 #include "gtest/gtest.h"
 
 namespace ringcache {
 namespace {
+
+TEST(ClusterFileTest, ClusterIdIsOptionalAndChecked) {
+  const std::string path = ::testing::TempDir() + "/cluster-" + std::to_string(::getpid()) + ".yaml";
+  auto load = [&path](const std::string& head) {
+    std::ofstream(path) << head
+                        << "nodes:\n  - {role: datanode, id: 1, listen: 127.0.0.1:7401}\n";
+    return ClusterFile::Load(path);
+  };
+  auto none = load("");
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_EQ(none->cluster_id, "");
+  auto named = load("cluster_id: prod-eu_1.a\n");
+  ASSERT_TRUE(named.ok()) << named.status();
+  EXPECT_EQ(named->cluster_id, "prod-eu_1.a");
+  EXPECT_FALSE(load("cluster_id: has space\n").ok());
+  EXPECT_FALSE(load("cluster_id: " + std::string(49, 'x') + "\n").ok());
+  ::unlink(path.c_str());
+}
 
 TEST(ConfigTest, ParsesByteSizes) {
   EXPECT_EQ(*ParseByteSize("4096"), 4096u);

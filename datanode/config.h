@@ -23,6 +23,7 @@ struct DataNodeConfig {
   uint64_t block_cache_bytes = 64ull << 20;
   uint64_t log_limit_bytes = 4ull << 30;       // reported to cache nodes; they destage above it
   std::string zone;                             // optional failure domain
+  std::string cluster_id;                       // from the cluster file (StoreOptions)
   uint64_t capacity_bytes = 0;                  // ring weight; 0 = 1 TiB nominal
   std::string ready_file;                       // written with the bound ports once serving
   // Cluster mode when non-empty: register in etcd (comma-separated host:port list).

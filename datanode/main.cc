@@ -98,6 +98,7 @@ int main(int argc, char** argv) {
     cfg.listen = self->listen;
     cfg.http_listen = self->http_listen;
     cfg.zone = self->zone;
+    cfg.cluster_id = cluster->cluster_id;
     cfg.data_dir = cluster->NodeDir(*self);
     cfg.etcd_endpoints = cluster->etcd_endpoints;
     cfg.etcd_prefix = cluster->etcd_prefix;
@@ -136,6 +137,7 @@ int main(int argc, char** argv) {
   ringcache::InitDaemonProcess();
 
   ringcache::datanode::StoreOptions store_options{cfg.data_dir, cfg.block_cache_bytes};
+  store_options.cluster_id = cfg.cluster_id;
   std::shared_ptr<ringcache::datanode::SyncFaultFileSystem> fault_fs;
   std::unique_ptr<ringcache::DiskFaultsWatcher> fault_watcher;
   if (!disk_faults_file.empty()) {

@@ -47,6 +47,7 @@ std::string BlockKey(uint32_t vdi, uint64_t object, uint32_t block) {
 constexpr char kHighWaterPrefix[] = "seqhw/";
 constexpr char kIncompletePrefix[] = "incomplete/";
 constexpr char kIncarnationKey[] = "store/incarnation";
+constexpr char kClusterKey[] = "store/cluster";
 constexpr char kRingKey[] = "ring/data";
 // A writer's mark moves this far past the sequence that raised it.
 constexpr uint64_t kHighWaterStep = uint64_t{1} << 20;
@@ -306,6 +307,26 @@ absl::StatusOr<std::unique_ptr<BlockStore>> BlockStore::Open(const StoreOptions&
       RC_RETURN_IF_ERROR(FromRocks(g, "read the store's incarnation"));
     }
     store->incarnation_ = id;
+  }
+  // The cluster it belongs to: recorded once, then a store of another cluster is refused.
+  if (!options.cluster_id.empty()) {
+    std::string held;
+    rocksdb::Status g =
+        store->db_->Get(rocksdb::ReadOptions(), store->meta_cf_, kClusterKey, &held);
+    if (g.IsNotFound()) {
+      rocksdb::WriteBatch batch;
+      batch.Put(store->meta_cf_, kClusterKey, options.cluster_id);
+      RC_RETURN_IF_ERROR(store->Commit(&batch, "record the store's cluster"));
+    } else {
+      RC_RETURN_IF_ERROR(FromRocks(g, "read the store's cluster"));
+      if (held != options.cluster_id) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "the store in ", options.dir, " belongs to cluster '", held,
+            "', and this node serves cluster '", options.cluster_id,
+            "': refusing to serve another cluster's blocks (wipe the directory to reuse the "
+            "disk)"));
+      }
+    }
   }
   // The VDIs the store missed writes of.
   {

@@ -60,6 +60,9 @@ struct StoreOptions {
   // The file system RocksDB writes through (null: the default). Fault tests pass a
   // SyncFaultFileSystem (datanode/fault_fs.h).
   std::shared_ptr<rocksdb::FileSystem> file_system{};
+  // The cluster the node serves (ClusterFile::cluster_id; empty: unchecked). A store keeps the
+  // id it was created or first opened with and refuses to open for another cluster.
+  std::string cluster_id{};
   absl::Status Validate() const;
 };
 

@@ -243,6 +243,27 @@ TEST_F(StoreTest, LogAppendScanReclaim) {
 // Incarnations (docs/durability.md): every sequence a writer's block versions, trims and log
 // records carried stays below its high-water mark, also after a reopen, so a cache node that
 // lost its own mark (a new SSD) can start above everything it wrote before.
+// A disk moved from another cluster is refused rather than served (docs/durability.md,
+// "Incarnations"): the store keeps the cluster id it was first opened with.
+TEST_F(StoreTest, StoreOfAnotherClusterIsRefused) {
+  store_.reset();
+  StoreOptions o{dir_, 8 << 20};
+  o.cluster_id = "alpha";
+  auto first = BlockStore::Open(o);  // an existing store without an id takes this one
+  ASSERT_TRUE(first.ok()) << first.status();
+  first->reset();
+  o.cluster_id = "beta";
+  auto other = BlockStore::Open(o);
+  ASSERT_FALSE(other.ok());
+  EXPECT_TRUE(absl::IsFailedPrecondition(other.status())) << other.status();
+  EXPECT_NE(other.status().message().find("'alpha'"), absl::string_view::npos) << other.status();
+  o.cluster_id = "";  // unchecked
+  ASSERT_TRUE(BlockStore::Open(o).ok());
+  o.cluster_id = "alpha";
+  ASSERT_TRUE(BlockStore::Open(o).ok());
+  Reopen();
+}
+
 TEST_F(StoreTest, WriterIncarnationIsReplacedByATakeoverAndSurvivesReopenAndClear) {
   EXPECT_EQ(store_->WriterIncarnation(4), "");
   // A plain start records its store where none is recorded, and never replaces one.

@@ -212,6 +212,7 @@ alive() {
 write_cluster_file() {
   {
     echo "# ringcache static cluster file (written by deploy/cluster.sh)"
+    echo "cluster_id: rc-$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n')"
     echo "data_dir: $DIR/state"
     echo "replication: ${REPL:-$(( M < 3 ? M : 3 ))}"
     echo "block_size: 4096"

@@ -23,9 +23,9 @@ absl::Duration CopyPacer::After(uint64_t bytes, absl::Time now) {
   Sample(now);
   const double rate = limit_bytes_per_s();
   if (rate <= 0) return absl::ZeroDuration();
-  // A copy that waited for its source (or started after a pause) does not earn a burst: the
-  // debt starts from now.
-  next_free_ = std::max(next_free_, now) + absl::Seconds(static_cast<double>(bytes) / rate);
+  // A copy that waited for its source (or started after a pause) earns no burst beyond the slack.
+  next_free_ = std::max(next_free_, now - options_.slack) +
+               absl::Seconds(static_cast<double>(bytes) / rate);
   return std::max(absl::ZeroDuration(), next_free_ - now);
 }
 

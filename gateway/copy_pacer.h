@@ -22,6 +22,10 @@ class CopyPacer {
     double idle_mb_s = 64;  // 0: unthrottled
     double busy_mb_s = 16;  // 0: the idle rate also while clients are served
     absl::Duration sample = absl::Milliseconds(500);
+    // How far behind its pace a copy may fall and catch up: the time each copy call itself takes
+    // (scan, send, write) is paid from it, so the rate is held; a longer stall (a slow source)
+    // earns no more than this as a burst.
+    absl::Duration slack = absl::Milliseconds(20);
   };
   // `client_ops` returns the data nodes' client request count (summed; nullopt: unknown, taken
   // as busy).
