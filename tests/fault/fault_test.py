@@ -420,6 +420,7 @@ class Cluster:
         a, b = self.args, self.base
         lines = ["# ringcache cluster file (written by tests/fault/fault_test.py: the port "
                  "scheme of deploy/cluster.sh, cluster mode, a short lease)",
+                 f"cluster_id: fault-{os.getpid()}",
                  f"data_dir: {self.dir}/state",
                  f"replication: {min(a.data_nodes, 3)}",
                  "block_size: 4096",
