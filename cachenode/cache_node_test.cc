@@ -135,44 +135,35 @@ TEST_F(CacheNodeTest, NewSsdReplaysTheOldIncarnationsLogBeforeServing) {
 // stale data. The data nodes record the newer store as the node's current one; the old one is
 // refused, the current one starts.
 TEST_F(CacheNodeTest, OldSsdPutBackAfterATakeoverIsRefused) {
+  namespace fs = std::filesystem;
+  // Moves the disk (the slot file and the state files beside it) from one directory to another.
+  auto move_disk = [](const fs::path& from, const fs::path& to) {
+    fs::create_directories(to);
+    for (const auto& e : fs::directory_iterator(from)) {
+      if (e.path().filename().string().rfind("ssd.slots", 0) == 0) {
+        fs::rename(e.path(), to / e.path().filename());
+      }
+    }
+  };
   Start();
   const std::string a = Pattern(5, 2 * kBs);
   ASSERT_TRUE(Write(30 * kBs, a).ok());  // dirty on the old SSD
   node_.reset();
-  const std::filesystem::path old_disk = dir_ + "/old-disk";
-  std::filesystem::create_directory(old_disk);
-  for (const auto& e : std::filesystem::directory_iterator(dir_)) {
-    if (e.path().filename().string().rfind("ssd.slots", 0) == 0) {
-      std::filesystem::rename(e.path(), old_disk / e.path().filename());
-    }
-  }
+  move_disk(dir_, dir_ + "/old-disk");
   Start();  // the new SSD takes over: the old one's blocks go home
   const std::string current = node_->incarnation();
   const std::string b = Pattern(6, 2 * kBs);
   ASSERT_TRUE(Write(30 * kBs, b).ok());
   ASSERT_TRUE(node_->Flush(0).ok());
   node_.reset();
-  // Put the old disk back, keeping the current one aside.
-  const std::filesystem::path current_disk = dir_ + "/current-disk";
-  std::filesystem::create_directory(current_disk);
-  for (const auto& e : std::filesystem::directory_iterator(dir_)) {
-    if (e.path().filename().string().rfind("ssd.slots", 0) == 0) {
-      std::filesystem::rename(e.path(), current_disk / e.path().filename());
-    }
-  }
-  for (const auto& e : std::filesystem::directory_iterator(old_disk)) {
-    std::filesystem::rename(e.path(), std::filesystem::path(dir_) / e.path().filename());
-  }
+  move_disk(dir_, dir_ + "/current-disk");  // the old disk put back, the current one aside
+  move_disk(dir_ + "/old-disk", dir_);
   auto stale = CacheNode::Create(config_, pool_.get(), Clock::Real(), &registry_);
   ASSERT_FALSE(stale.ok()) << "an old SSD holding stale dirty blocks was served";
   EXPECT_TRUE(absl::IsFailedPrecondition(stale.status())) << stale.status();
   EXPECT_NE(stale.status().message().find(current), absl::string_view::npos) << stale.status();
-  for (const auto& e : std::filesystem::directory_iterator(dir_)) {
-    if (e.path().filename().string().rfind("ssd.slots", 0) == 0) std::filesystem::remove(e.path());
-  }
-  for (const auto& e : std::filesystem::directory_iterator(current_disk)) {
-    std::filesystem::rename(e.path(), std::filesystem::path(dir_) / e.path().filename());
-  }
+  move_disk(dir_, dir_ + "/stale-disk");
+  move_disk(dir_ + "/current-disk", dir_);
   Start();
   EXPECT_EQ(node_->incarnation(), current);
   EXPECT_EQ(Read(30 * kBs, b.size()), b);

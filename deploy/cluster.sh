@@ -430,8 +430,13 @@ case "$cmd" in
       if alive "${POS[0]}" "$id"; then kill -9 "$(cat "$(pidfile "${POS[0]}" "$id")")"; fi
     done
     for id in "${POS[@]:1}"; do
+      pid=$(cat "$(pidfile "${POS[0]}" "$id")" 2> /dev/null || true)
       for _ in $(seq 1 100); do
-        alive "${POS[0]}" "$id" || break
+        # Dead once ps shows no live leader and no other thread is left: a leader thread can
+        # be a zombie while the others still exit, holding the process's ports (a restart at
+        # once then fails with "Address already in use").
+        if ! alive "${POS[0]}" "$id" &&
+           [ "$(ls "/proc/$pid/task" 2> /dev/null | wc -l)" -le 1 ]; then break; fi
         sleep 0.05
       done
       if alive "${POS[0]}" "$id"; then

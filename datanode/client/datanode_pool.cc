@@ -512,21 +512,17 @@ absl::StatusOr<bool> DataNodePool::AdoptNewestKeptRing() {
     const auto v = view();
     *had = v->spec.epoch;
     std::optional<DataRing> newest;
-    for (Node* n : v->live) {
-      v1::StatsRequest req;
-      req.set_include_ring(true);
-      v1::StatsResponse resp;
-      auto ctx = Context();
-      ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-      grpc::Status s = n->stub->Stats(ctx.get(), req, &resp);
-      Note(n, s);
-      if (!s.ok() || resp.ring_epoch() <= *had) continue;
-      if (newest && resp.ring_epoch() <= newest->epoch) continue;
+    v1::StatsRequest req;
+    req.set_include_ring(true);
+    StatsOfLive(*v, req, 5, [&](uint32_t, const grpc::Status& s, const v1::StatsResponse& resp) {
+      if (!s.ok() || resp.ring_epoch() <= *had) return true;
+      if (newest && resp.ring_epoch() <= newest->epoch) return true;
       v1::DataRing p;
-      if (!p.ParseFromString(resp.ring())) continue;
+      if (!p.ParseFromString(resp.ring())) return true;
       DataRing r = DataRing::FromProto(p);
       if (r.Validate().ok()) newest = std::move(r);
-    }
+      return true;
+    });
     return newest;
   };
   bool changed = false;
@@ -1194,34 +1190,41 @@ absl::StatusOr<WriterState> DataNodePool::QueryWriter(uint32_t writer) {
   return out;
 }
 
-absl::flat_hash_map<uint32_t, std::string> DataNodePool::WriterIncarnations(uint32_t writer) {
-  absl::flat_hash_map<uint32_t, std::string> out;
-  const auto v = view();  // held for the loop: the pool may swap its view
-  for (Node* n : v->live) {
-    v1::StatsRequest req;
-    req.set_writer(writer);
+void DataNodePool::StatsOfLive(
+    const View& v, const v1::StatsRequest& req, int seconds,
+    const std::function<bool(uint32_t, const grpc::Status&, const v1::StatsResponse&)>& each) {
+  for (Node* n : v.live) {
     v1::StatsResponse resp;
     auto ctx = Context();
-    ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(3));
+    ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(seconds));
     grpc::Status s = n->stub->Stats(ctx.get(), req, &resp);
     Note(n, s);
-    if (s.ok()) out[n->endpoint.id] = resp.writer_incarnation();
+    if (!each(n->endpoint.id, s, resp)) return;
   }
+}
+
+absl::flat_hash_map<uint32_t, std::string> DataNodePool::WriterIncarnations(uint32_t writer) {
+  absl::flat_hash_map<uint32_t, std::string> out;
+  v1::StatsRequest req;
+  req.set_writer(writer);
+  StatsOfLive(*view(), req, 3,
+              [&out](uint32_t id, const grpc::Status& s, const v1::StatsResponse& resp) {
+                if (s.ok()) out[id] = resp.writer_incarnation();
+                return true;
+              });
   return out;
 }
 
 std::optional<uint64_t> DataNodePool::ClientOps() {
   uint64_t sum = 0;
-  const auto v = view();  // held for the loop: the pool may swap its view
-  for (Node* n : v->live) {
-    v1::StatsResponse resp;
-    auto ctx = Context();
-    ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
-    grpc::Status s = n->stub->Stats(ctx.get(), v1::StatsRequest(), &resp);
-    Note(n, s);
-    if (!s.ok()) return std::nullopt;
-    sum += resp.client_ops();
-  }
+  bool all = true;
+  StatsOfLive(*view(), v1::StatsRequest(), 1,
+              [&](uint32_t, const grpc::Status& s, const v1::StatsResponse& resp) {
+                all = s.ok();
+                sum += resp.client_ops();
+                return all;
+              });
+  if (!all) return std::nullopt;
   return sum;
 }
 

@@ -336,6 +336,12 @@ class DataNodePool {
   bool RepairFrom(const View& v, uint32_t target, uint32_t vdi, uint64_t object, uint32_t first,
                   uint32_t i, uint32_t block_size, const v1::ReadBlocksResponse& good,
                   bool only_if_absent);
+  // Asks the live nodes of `v`, one after another, for their Stats (`req`, a deadline of
+  // `seconds` each) and notes each outcome; `each(node id, status, response)` returns false to
+  // stop.
+  void StatsOfLive(const View& v, const v1::StatsRequest& req, int seconds,
+                   const std::function<bool(uint32_t, const grpc::Status&,
+                                            const v1::StatsResponse&)>& each);
   // Runs one RPC `call(stub, ctx)` on data node `node` of the current view and notes its
   // outcome; errors name `what` and the node ("copy to data node 4: ...").
   template <typename Call>
