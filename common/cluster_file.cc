@@ -10,7 +10,9 @@
 #include "common/status_macros.h"
 
 namespace ringcache {
+namespace {
 
+// OK when `id` is a valid cluster id (empty included); else kInvalidArgument naming `where`.
 absl::Status ValidateClusterId(const std::string& id, const std::string& where) {
   const bool ok = id.size() <= 48 && std::all_of(id.begin(), id.end(), [](char ch) {
     return std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '_' || ch == '-';
@@ -19,6 +21,8 @@ absl::Status ValidateClusterId(const std::string& id, const std::string& where) 
   return absl::InvalidArgumentError(absl::StrCat(
       where, ": cluster_id '", id, "' must be at most 48 of the characters A-Z a-z 0-9 . _ -"));
 }
+
+}  // namespace
 
 absl::StatusOr<ClusterFile> ClusterFile::Load(const std::string& path) {
   RC_ASSIGN_OR_RETURN(YAML::Node root, LoadYamlFile(path));

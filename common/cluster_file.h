@@ -41,9 +41,6 @@ struct ClusterNode {
   std::string zone;
 };
 
-// OK when `id` is a valid cluster id (empty included); else kInvalidArgument naming `where`.
-absl::Status ValidateClusterId(const std::string& id, const std::string& where);
-
 struct ClusterFile {
   // The cluster's identity (1-48 of [A-Za-z0-9._-]; empty: none). Each cache node's SSD store
   // and data node's store keep the id they were created (or first opened) with and refuse to

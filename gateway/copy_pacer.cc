@@ -5,7 +5,8 @@
 namespace ringcache::gateway {
 
 void CopyPacer::Sample(absl::Time now) {
-  if (now < next_sample_) return;
+  // Without a busy rate the count changes nothing: no need to ask the data nodes for it.
+  if (now < next_sample_ || options_.busy_mb_s <= 0) return;
   next_sample_ = now + options_.sample;
   const std::optional<uint64_t> ops = client_ops_ ? client_ops_() : std::nullopt;
   // Unknown (a node did not answer) counts as busy: the lower rate is the safe one.
