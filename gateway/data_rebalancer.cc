@@ -6,12 +6,16 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "common/atomic_file.h"
 #include "common/status_macros.h"
 
@@ -70,8 +74,49 @@ int Copies(int replication, size_t members) {
 }
 
 std::string PurgeMarker(const std::string& state_path) { return state_path + ".purge"; }
+std::string ActionsFile(const std::string& state_path) { return state_path + ".actions"; }
 
 }  // namespace
+
+std::string EncodeDataActions(const absl::flat_hash_set<uint32_t>& out,
+                              const absl::flat_hash_set<uint32_t>& in,
+                              const absl::flat_hash_set<uint32_t>& decommission) {
+  std::string text;
+  auto add = [&text](const char* action, const absl::flat_hash_set<uint32_t>& ids) {
+    std::vector<uint32_t> sorted(ids.begin(), ids.end());
+    std::sort(sorted.begin(), sorted.end());
+    for (uint32_t id : sorted) absl::StrAppend(&text, action, " ", id, "\n");
+  };
+  add("out", out);
+  add("in", in);
+  add("decommission", decommission);
+  return text;
+}
+
+absl::Status DecodeDataActions(const std::string& text, absl::flat_hash_set<uint32_t>* out,
+                               absl::flat_hash_set<uint32_t>* in,
+                               absl::flat_hash_set<uint32_t>* decommission) {
+  out->clear();
+  in->clear();
+  decommission->clear();
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipWhitespace())) {
+    const std::vector<absl::string_view> f = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    uint32_t id = 0;
+    if (f.size() != 2 || !absl::SimpleAtoi(f[1], &id)) {
+      return absl::DataLossError(absl::StrCat("bad data node action line '", line, "'"));
+    }
+    if (f[0] == "out") {
+      out->insert(id);
+    } else if (f[0] == "in") {
+      in->insert(id);
+    } else if (f[0] == "decommission") {
+      decommission->insert(id);
+    } else {
+      return absl::DataLossError(absl::StrCat("unknown data node action in '", line, "'"));
+    }
+  }
+  return absl::OkStatus();
+}
 
 std::unique_ptr<DataRebalancer> DataRebalancer::Start(Router* router,
                                                       datanode::DataNodePool* pool,
@@ -91,6 +136,26 @@ DataRebalancer::DataRebalancer(Router* router, datanode::DataNodePool* pool, Opt
   purge_pending_ = options_.purge_pending;
   if (!options_.state_path.empty()) {
     purge_pending_ = purge_pending_ || std::filesystem::exists(PurgeMarker(options_.state_path));
+  }
+  // Operator actions a predecessor (or this gateway before a restart) accepted and did not
+  // carry out yet.
+  std::string actions = options_.actions;
+  // Cluster mode keeps them in etcd only: a file left from an earlier term of this gateway
+  // may name actions another coordinator carried out since.
+  if (!options_.save_actions && !options_.state_path.empty()) {
+    std::ifstream f(ActionsFile(options_.state_path));
+    std::stringstream text;
+    text << f.rdbuf();
+    absl::StrAppend(&actions, text.str());
+  }
+  if (absl::Status s = DecodeDataActions(actions, &ask_out_, &ask_in_, &ask_decommission_);
+      !s.ok()) {
+    spdlog::error("data rebalance: the saved operator actions are unreadable ({}); they are "
+                  "dropped: ask again with `ringcachectl datanode out|in|decommission`",
+                  s.ToString());
+  } else if (!actions.empty()) {
+    spdlog::info("data rebalance: carrying out the saved operator actions: {}",
+                 absl::StrJoin(absl::StrSplit(actions, '\n', absl::SkipWhitespace()), "; "));
   }
   const DataRing ring = pool_->ring();
   status_.set_state("preparing");
@@ -220,6 +285,7 @@ absl::Status DataRebalancer::Step() {
     spdlog::warn("data nodes: {}; retrying", h.ToString());
   }
   DataRing cur = pool_->ring();
+  TidyActions(cur);
   // Nodes going out leave the I/O path at once, also in the middle of a move: writes and
   // destage must not wait for a node that is gone.
   if (const std::vector<uint32_t> outs = DueOut(cur); !outs.empty()) {
@@ -239,8 +305,10 @@ absl::Status DataRebalancer::Step() {
                  absl::StrJoin(outs, ","), absl::StrJoin(cur.members, ","),
                  absl::StrJoin(next.target, ","));
     {
+      absl::MutexLock al(&actions_mu_);
       absl::MutexLock l(&mu_);
       for (uint32_t id : outs) ask_out_.erase(id);
+      actions_dirty_ = true;
       status_.set_reason("out");
       status_.set_blocks_scanned(0);
       status_.set_blocks_estimated(0);
@@ -299,6 +367,7 @@ absl::Status DataRebalancer::Step() {
   std::vector<DataNodeEndpoint> joining;
   std::vector<uint32_t> leaving, back_in;
   {
+    absl::MutexLock al(&actions_mu_);
     absl::MutexLock l(&mu_);
     // Kept until the ring without them is published (a joining node that does not answer yet
     // is asked again at the next pass).
@@ -308,6 +377,7 @@ absl::Status DataRebalancer::Step() {
         ++it;
       } else {
         ask_in_.erase(it++);
+        actions_dirty_ = true;
       }
     }
     for (const auto& w : wanted_) {
@@ -371,8 +441,10 @@ absl::Status DataRebalancer::Step() {
     ids.push_back(j.id);
   }
   {
+    absl::MutexLock al(&actions_mu_);
     absl::MutexLock l(&mu_);
     for (uint32_t id : leaving) ask_decommission_.erase(id);
+    if (!leaving.empty()) actions_dirty_ = true;
   }
   if (!back_in.empty()) {
     spdlog::info("data rebalance: data nodes {} are in again", absl::StrJoin(back_in, ","));
@@ -438,7 +510,76 @@ int DataRebalancer::MaxReplication() const {
   return n;
 }
 
+absl::Status DataRebalancer::SaveActions() {
+  std::string text;
+  {
+    absl::MutexLock l(&mu_);
+    text = EncodeDataActions(ask_out_, ask_in_, ask_decommission_);
+  }
+  absl::Status s;
+  if (options_.save_actions) {
+    s = options_.save_actions(text);
+  } else if (!options_.state_path.empty()) {
+    s = WriteFileAtomically(ActionsFile(options_.state_path), text);
+  }
+  absl::MutexLock l(&mu_);
+  actions_dirty_ = !s.ok();
+  return s;
+}
+
+void DataRebalancer::TidyActions(const DataRing& ring) {
+  absl::MutexLock al(&actions_mu_);
+  {
+    absl::MutexLock l(&mu_);
+    // Done already (a predecessor published the ring, then died before it saved the actions):
+    // an "out" or "decommission" left here would take the node out again after a later "in".
+    const size_t before = ask_out_.size() + ask_decommission_.size();
+    for (auto* asks : {&ask_out_, &ask_decommission_}) {
+      for (auto it = asks->begin(); it != asks->end();) {
+        if (ring.IsOut(*it)) {
+          asks->erase(it++);
+        } else {
+          ++it;
+        }
+      }
+    }
+    if (ask_out_.size() + ask_decommission_.size() != before) actions_dirty_ = true;
+    if (!actions_dirty_) return;
+  }
+  if (absl::Status s = SaveActions(); !s.ok()) {
+    spdlog::warn("data rebalance: cannot record which operator actions are done (retried): {}",
+                 s.ToString());
+  }
+}
+
 absl::StatusOr<std::string> DataRebalancer::Action(uint32_t id, const std::string& action) {
+  absl::MutexLock al(&actions_mu_);
+  absl::flat_hash_set<uint32_t> out, in, decommission;
+  {
+    absl::MutexLock l(&mu_);
+    out = ask_out_;
+    in = ask_in_;
+    decommission = ask_decommission_;
+  }
+  absl::StatusOr<std::string> answer = ActionLocked(id, action);
+  if (!answer.ok()) return answer;
+  {
+    absl::MutexLock l(&mu_);
+    if (out == ask_out_ && in == ask_in_ && decommission == ask_decommission_) return answer;
+  }
+  if (absl::Status s = SaveActions(); !s.ok()) {
+    absl::MutexLock l(&mu_);
+    ask_out_ = std::move(out);
+    ask_in_ = std::move(in);
+    ask_decommission_ = std::move(decommission);
+    return absl::UnavailableError(absl::StrCat(
+        "data node ", id, ": the action could not be recorded, so it is not carried out (",
+        s.message(), "); ask again"));
+  }
+  return answer;
+}
+
+absl::StatusOr<std::string> DataRebalancer::ActionLocked(uint32_t id, const std::string& action) {
   const DataRing ring = pool_->ring();
   const bool member = std::find(ring.members.begin(), ring.members.end(), id) != ring.members.end();
   size_t live = 0;

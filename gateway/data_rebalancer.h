@@ -59,6 +59,15 @@
 
 namespace ringcache::gateway {
 
+// The operator actions not carried out yet, one "<action> <id>" line each, and back; sets
+// empty on "".
+std::string EncodeDataActions(const absl::flat_hash_set<uint32_t>& out,
+                              const absl::flat_hash_set<uint32_t>& in,
+                              const absl::flat_hash_set<uint32_t>& decommission);
+absl::Status DecodeDataActions(const std::string& text, absl::flat_hash_set<uint32_t>* out,
+                               absl::flat_hash_set<uint32_t>* in,
+                               absl::flat_hash_set<uint32_t>* decommission);
+
 class DataRebalancer {
  public:
   struct Options {
@@ -76,6 +85,12 @@ class DataRebalancer {
     // the mark was found at the start.
     std::function<absl::Status(bool pending)> save_purge;
     bool purge_pending = false;
+    // Cluster mode: keeps the operator's actions not carried out yet there (`datanode
+    // out|in|decommission`, EncodeDataActions), so that a coordinator taking over carries out
+    // what its predecessor accepted; and what was found at the start. Static mode keeps them
+    // in <state_path>.actions.
+    std::function<absl::Status(const std::string& actions)> save_actions;
+    std::string actions;
     // How often an idle rebalancer checks the data nodes for a lost store (Heal).
     absl::Duration heal_interval = absl::Seconds(2);
     // Speed of copies (a join, an out node's replicas made again, a refill from the other
@@ -109,8 +124,10 @@ class DataRebalancer {
   absl::Status OnJoin(uint32_t id, CacheClient* client);
 
   // Operator actions (`ringcachectl datanode out|in|decommission`): "out", "in" or
-  // "decommission" data node `id`. Checks the action against the current ring and returns what
-  // happens next; the rebalancer carries it out in the background (see `status`).
+  // "decommission" data node `id`. Checks the action against the current ring, records it
+  // (Options::save_actions or the state file: an error if it cannot, and then nothing is
+  // asked) and returns what happens next; the rebalancer carries it out in the background
+  // (see `status`), also after a restart or a coordinator change.
   absl::StatusOr<std::string> Action(uint32_t id, const std::string& action);
 
   v1::DataRebalance Status() const;
@@ -131,6 +148,14 @@ class DataRebalancer {
   absl::Status Copy(const datanode::DataRing& ring);
   absl::Status Purge(const datanode::DataRing& ring);
   absl::Status RegisterVdis();
+  // Records the operator actions not carried out yet (ask_*). Called with actions_mu_ held,
+  // after ask_* changed.
+  absl::Status SaveActions() ABSL_EXCLUSIVE_LOCKS_REQUIRED(actions_mu_);
+  // Drops the actions `ring` shows done, and saves them if a pass of Step carried some out
+  // since the last save (or a save failed).
+  void TidyActions(const datanode::DataRing& ring);
+  absl::StatusOr<std::string> ActionLocked(uint32_t id, const std::string& action)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(actions_mu_);
   // Members to take out now: asked for by the operator, or down longer than down_out while most
   // of the other members answer (a gateway cut off from the data nodes takes none out).
   std::vector<uint32_t> DueOut(const datanode::DataRing& ring);
@@ -162,10 +187,13 @@ class DataRebalancer {
 
   mutable absl::Mutex mu_;
   std::vector<datanode::DataNodeEndpoint> wanted_ ABSL_GUARDED_BY(mu_);
-  // Operator actions not carried out yet (Action).
+  // Operator actions not carried out yet (Action). Changed with actions_mu_ held too, which
+  // orders their saves.
+  absl::Mutex actions_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   absl::flat_hash_set<uint32_t> ask_out_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<uint32_t> ask_in_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<uint32_t> ask_decommission_ ABSL_GUARDED_BY(mu_);
+  bool actions_dirty_ ABSL_GUARDED_BY(mu_) = false;  // ask_* changed since their last save
   absl::Time copy_started_ ABSL_GUARDED_BY(mu_);
   bool purge_pending_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;

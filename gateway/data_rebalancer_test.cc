@@ -78,6 +78,7 @@ class DataRebalancerTest : public ::testing::Test {
   }
   void TearDown() override {
     rebalancer_.reset();
+    extra_pools_.clear();
     dev_.reset();
     router_.reset();
     nodes_.clear();
@@ -153,6 +154,8 @@ class DataRebalancerTest : public ::testing::Test {
   std::unique_ptr<Router> router_;
   std::shared_ptr<BlockDevice> dev_;
   std::unique_ptr<DataRebalancer> rebalancer_;
+  // Pools of further rebalancers (another coordinator's); they outlive rebalancer_ (TearDown).
+  std::vector<std::unique_ptr<datanode::DataNodePool>> extra_pools_;
   std::vector<std::string> expected_;
 };
 
@@ -393,6 +396,109 @@ TEST_F(DataRebalancerTest, DecommissionMovesEverythingOffNeverBelowNCopies) {
   // The decommissioned node serves nothing: stopping it loses nothing.
   dns_->StopForTest(2);
   EXPECT_EQ(WrongBlocks(), 0);
+}
+
+TEST(DataActionsTest, EncodeDecodeRoundTripAndRefuseGarbage) {
+  absl::flat_hash_set<uint32_t> out{3, 1}, in{2}, decommission{7};
+  const std::string text = EncodeDataActions(out, in, decommission);
+  EXPECT_EQ(text, "out 1\nout 3\nin 2\ndecommission 7\n");
+  absl::flat_hash_set<uint32_t> o, i, d;
+  ASSERT_TRUE(DecodeDataActions(text, &o, &i, &d).ok());
+  EXPECT_EQ(o, out);
+  EXPECT_EQ(i, in);
+  EXPECT_EQ(d, decommission);
+  ASSERT_TRUE(DecodeDataActions("", &o, &i, &d).ok());
+  EXPECT_TRUE(o.empty() && i.empty() && d.empty());
+  EXPECT_FALSE(DecodeDataActions("sideways 2\n", &o, &i, &d).ok());
+  EXPECT_FALSE(DecodeDataActions("out two\n", &o, &i, &d).ok());
+}
+
+// `datanode out` accepted by a coordinator whose term ends before the ring without the node
+// reaches the cache nodes: the next coordinator (cluster mode: another gateway, the actions in
+// etcd; static mode: the gateway restarted, the actions file) takes the node out all the same.
+TEST_F(DataRebalancerTest, ActionAcceptedByAnEndedTermIsCarriedOutByTheNext) {
+  for (uint64_t b = 0; b < kBlocks; ++b) WriteBlock(b, 0);
+  ASSERT_TRUE(router_->SetMode("v", v1::WRITETHROUGH).ok());
+  for (const bool etcd : {true, false}) {
+    SCOPED_TRACE(etcd ? "cluster mode" : "static mode");
+    std::string saved;  // what etcd holds
+    DataRebalancer::Options o;
+    o.scan_page = 16;
+    o.retry_interval = absl::Milliseconds(50);
+    o.heal_interval = absl::Milliseconds(100);
+    if (etcd) {
+      o.save_actions = [&saved](const std::string& actions) {
+        saved = actions;
+        return absl::OkStatus();
+      };
+    } else {
+      o.state_path = dir_ + "/data_ring";
+    }
+    // Each term on its own pool, from the ring the cache nodes have (what etcd holds).
+    auto ended_pool = datanode::DataNodePool::Create(cache_pools_[0]->ring(), &registry_);
+    ASSERT_TRUE(ended_pool.ok());
+    extra_pools_.push_back(std::move(*ended_pool));
+    // The ring without node 2 cannot be saved: the term ended.
+    std::atomic<bool> refused{false};
+    DataRebalancer::Options ended = o;
+    ended.retry_interval = absl::Hours(1);
+    ended.save_ring = [&refused](const datanode::DataRing& ring) {
+      if (ring.out.empty()) return absl::OkStatus();
+      refused.store(true);
+      return absl::FailedPreconditionError("not the coordinator any more");
+    };
+    rebalancer_ = DataRebalancer::Start(router_.get(), extra_pools_.back().get(), ended);
+    rebalancer_->Add(initial_.nodes);
+    ASSERT_TRUE(rebalancer_->WaitIdle(absl::Seconds(30)));
+    ASSERT_TRUE(rebalancer_->Action(2, "out").ok());
+    for (int i = 0; i < 300 && !refused.load(); ++i) absl::SleepFor(absl::Milliseconds(100));
+    ASSERT_TRUE(refused.load()) << "the ended term never tried to take node 2 out";
+    rebalancer_.reset();
+    if (etcd) {
+      EXPECT_EQ(saved, "out 2\n");
+    } else {
+      // As after a crash before the ring was saved.
+      std::filesystem::remove(dir_ + "/data_ring");
+    }
+    ASSERT_FALSE(cache_pools_[0]->ring().IsOut(2)) << "no cache node saw node 2 go out";
+
+    auto next_pool = datanode::DataNodePool::Create(cache_pools_[0]->ring(), &registry_);
+    ASSERT_TRUE(next_pool.ok());
+    extra_pools_.push_back(std::move(*next_pool));
+    DataRebalancer::Options next = o;
+    next.actions = saved;
+    rebalancer_ = DataRebalancer::Start(router_.get(), extra_pools_.back().get(), next);
+    rebalancer_->Add(initial_.nodes);
+    ASSERT_TRUE(WaitFor(*rebalancer_, [](const v1::DataRebalance& st) {
+      return st.state() == "idle" && st.out_size() == 1;
+    })) << rebalancer_->Status().ShortDebugString();
+    for (const auto& p : cache_pools_) EXPECT_TRUE(p->ring().IsOut(2));
+    // Carried out, the action is no longer kept: a later `in` is not undone by it.
+    ASSERT_TRUE(WaitFor(*rebalancer_, [&](const v1::DataRebalance&) {
+      return etcd ? saved.empty() : std::filesystem::file_size(dir_ + "/data_ring.actions") == 0;
+    }));
+    ASSERT_TRUE(rebalancer_->Action(2, "in").ok());
+    ASSERT_TRUE(WaitFor(*rebalancer_, [](const v1::DataRebalance& st) {
+      return st.state() == "idle" && st.out_size() == 0 && st.members_size() == 3;
+    })) << rebalancer_->Status().ShortDebugString();
+    rebalancer_.reset();
+  }
+  EXPECT_EQ(WrongBlocks(), 0);
+}
+
+TEST_F(DataRebalancerTest, ActionThatCannotBeRecordedIsNotAsked) {
+  DataRebalancer::Options o;
+  o.retry_interval = absl::Milliseconds(50);
+  o.save_actions = [](const std::string&) { return absl::UnavailableError("etcd is away"); };
+  rebalancer_ = DataRebalancer::Start(router_.get(), gateway_pool_.get(), o);
+  rebalancer_->Add(initial_.nodes);
+  ASSERT_TRUE(rebalancer_->WaitIdle(absl::Seconds(30)));
+  auto refused = rebalancer_->Action(2, "out");
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(refused.status().message(), ::testing::HasSubstr("not carried out"));
+  absl::SleepFor(absl::Milliseconds(300));  // passes of the loop: nothing goes out
+  EXPECT_FALSE(gateway_pool_->ring().IsOut(2));
+  EXPECT_EQ(rebalancer_->Status().out_size(), 0);
 }
 
 TEST_F(DataRebalancerTest, NodePutBackInJoinsAgainWithItsStaleStoreCleared) {

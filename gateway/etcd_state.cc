@@ -8,6 +8,7 @@
 namespace ringcache::gateway {
 
 std::string DataPurgeKey(const std::string& prefix) { return prefix + "/rings/data-purge"; }
+std::string DataActionsKey(const std::string& prefix) { return prefix + "/rings/data-actions"; }
 
 namespace {
 
@@ -96,6 +97,21 @@ absl::Status SaveEtcdDataPurge(membership::EtcdClient* client, const std::string
 absl::StatusOr<bool> LoadEtcdDataPurge(membership::EtcdClient* client, const std::string& prefix) {
   RC_ASSIGN_OR_RETURN(std::optional<membership::KeyValue> kv, client->Get(DataPurgeKey(prefix)));
   return kv.has_value();
+}
+
+absl::Status SaveEtcdDataActions(membership::EtcdClient* client, const std::string& prefix,
+                                 const std::string& actions,
+                                 const std::optional<membership::TxnCompare>& guard) {
+  return GuardedWrite(client,
+                      actions.empty() ? membership::TxnOp::Delete(DataActionsKey(prefix))
+                                      : membership::TxnOp::Put(DataActionsKey(prefix), actions),
+                      guard);
+}
+
+absl::StatusOr<std::string> LoadEtcdDataActions(membership::EtcdClient* client,
+                                                const std::string& prefix) {
+  RC_ASSIGN_OR_RETURN(std::optional<membership::KeyValue> kv, client->Get(DataActionsKey(prefix)));
+  return kv.has_value() ? kv->value : std::string();
 }
 
 }  // namespace ringcache::gateway

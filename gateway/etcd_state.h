@@ -7,6 +7,10 @@
 //   P/rings/data-purge  present while replicas left on data nodes that are no longer their
 //                   homes wait to be deleted (the rebalance switched rings and has not purged
 //                   yet): a coordinator taking over finishes that purge
+//   P/rings/data-actions  the operator's data node actions (`ringcachectl datanode
+//                   out|in|decommission`) accepted and not carried out yet, one "<action> <id>"
+//                   line each (gateway/data_rebalancer.h): a coordinator taking over carries
+//                   them out
 // With an elected coordinator every write is guarded by its term (membership/election.h). The
 // cache ring the coordinator publishes (P/rings/cache) is in membership/cache_ring_state.h and
 // gateway/cluster_follower.h.
@@ -30,7 +34,8 @@
 namespace ringcache::gateway {
 
 using membership::DataRingKey;                        // P/rings/data
-std::string DataPurgeKey(const std::string& prefix);  // P/rings/data-purge
+std::string DataPurgeKey(const std::string& prefix);    // P/rings/data-purge
+std::string DataActionsKey(const std::string& prefix);  // P/rings/data-actions
 
 // The VDI catalog's records in etcd. `client` is not owned.
 class EtcdCatalogStore final : public CatalogStore {
@@ -68,6 +73,14 @@ absl::Status SaveEtcdDataPurge(membership::EtcdClient* client, const std::string
                                bool pending,
                                const std::optional<membership::TxnCompare>& guard = std::nullopt);
 absl::StatusOr<bool> LoadEtcdDataPurge(membership::EtcdClient* client, const std::string& prefix);
+
+// The operator's pending data node actions (P/rings/data-actions; "" deletes the key), and
+// back ("" when there are none).
+absl::Status SaveEtcdDataActions(membership::EtcdClient* client, const std::string& prefix,
+                                 const std::string& actions,
+                                 const std::optional<membership::TxnCompare>& guard);
+absl::StatusOr<std::string> LoadEtcdDataActions(membership::EtcdClient* client,
+                                                const std::string& prefix);
 
 }  // namespace ringcache::gateway
 

@@ -389,6 +389,17 @@ int main(int argc, char** argv) {
                      purge.status().ToString());
       }
       ro.purge_pending = !purge.ok() || *purge;
+      // Operator actions a previous leader accepted and did not carry out.
+      ro.save_actions = [etcd_client, prefix, guard](const std::string& actions) {
+        return gateway::SaveEtcdDataActions(etcd_client, prefix, actions, guard);
+      };
+      auto actions = gateway::LoadEtcdDataActions(etcd_client, prefix);
+      if (!actions.ok()) {
+        spdlog::warn("coordinator: cannot read the pending data node actions ({}); an operator "
+                     "action the previous leader accepted may have to be asked again",
+                     actions.status().ToString());
+      }
+      ro.actions = actions.ok() ? *actions : "";
       if (catalog_store != nullptr) catalog_store->SetGuard(guard);
       leading = true;
       spdlog::info("coordinator: leading (term {}), cache ring epoch {}", term, r->ring_epoch());
