@@ -981,7 +981,8 @@ absl::Status BlockStore::DamageBlockForTest(uint32_t vdi, uint64_t object, uint3
   std::string value;
   RC_RETURN_IF_ERROR(FromRocks(db_->Get(rocksdb::ReadOptions(), blocks_cf_, key, &value),
                                "read the block to damage"));
-  if (value.size() < 9 || value[0] == 'T') {
+  // (A stored block starts with its checksum, whose first byte may be 'T' too.)
+  if (value.size() < 9 || IsTombstone(value)) {
     return absl::FailedPreconditionError("no block data to damage (a tombstone)");
   }
   value[8] ^= 0x20;  // the first data byte, after the checksum

@@ -1,5 +1,6 @@
 #include "datanode/store.h"
 
+#include <cstring>
 #include <filesystem>
 #include <algorithm>
 #include <tuple>
@@ -328,6 +329,20 @@ TEST_F(StoreTest, DamagedLogRecordIsSkippedAndReported) {
   ASSERT_TRUE(store_->WriteBlocks(7, 0, 3, Pattern('z'), {}).ok());
   ASSERT_TRUE(store_->DamageBlockForTest(7, 0, 3).ok());
   EXPECT_EQ(store_->ReadBlocks(7, 0, 3, 1).status().code(), absl::StatusCode::kDataLoss);
+}
+
+// A block whose checksum (the first stored bytes) starts with 'T', the tombstone tag, is data:
+// the rot tool of the fault checker damaged it (a run failed on one).
+TEST_F(StoreTest, BlockWhoseChecksumStartsLikeATombstoneIsDamagedAsData) {
+  std::string data;
+  for (uint32_t i = 0;; ++i) {
+    data = Pattern('a' + i % 26);
+    std::memcpy(data.data(), &i, sizeof(i));
+    if ((BlockChecksum(data) >> 56) == 'T') break;
+  }
+  ASSERT_TRUE(store_->WriteBlocks(7, 0, 1, data, {}).ok());
+  ASSERT_TRUE(store_->DamageBlockForTest(7, 0, 1).ok());
+  EXPECT_EQ(store_->ReadBlocks(7, 0, 1, 1).status().code(), absl::StatusCode::kDataLoss);
 }
 
 // The scrub finds every damaged copy, blocks and log records alike, a small step at a time,
