@@ -138,6 +138,55 @@ TEST_F(WriteLogTest, ConcurrentAppendsShareLogAppendCalls) {
   EXPECT_LT(calls, kThreads * kEach) << "no append shared a call with another";
 }
 
+// A transient fault is retried, not reported: every data node drops its first append as a
+// reset connection (the compose test once failed a client write on one), and the append still
+// lands on as many nodes as asked, counted as retries. A node that keeps failing fails the
+// append, naming it.
+TEST_F(WriteLogTest, AppendsRetryDataNodesThatResetTheirConnection) {
+  Init(3, 3);  // two log copies, three candidates
+  absl::Mutex mu;
+  std::map<uint32_t, int> calls;
+  pool_->set_log_fault_for_test([&](uint32_t node) {
+    absl::MutexLock l(&mu);
+    return ++calls[node] == 1 ? grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                             "recvmsg: Connection reset by peer")
+                              : grpc::Status::OK;
+  });
+  v1::LogAppendRequest req;
+  v1::LogRecord& r = *req.add_records();
+  r.set_cache_node_id(9);
+  r.set_sequence(1);
+  r.set_vdi_id(1);
+  r.set_object_index(0);
+  r.set_data(Pattern(1));
+  r.set_checksum(BlockChecksum(r.data()));
+  auto appended = pool_->LogAppend(1, 0, 3, 2, req);
+  ASSERT_TRUE(appended.ok()) << appended.status();
+  EXPECT_EQ(appended->nodes.size(), 2u);
+  size_t held = 0;
+  for (auto& [id, recs] : LogsByDataNode()) held += recs.size();
+  EXPECT_EQ(held, 2u);
+  EXPECT_GE(registry_.GetCounter("ringcache_cachenode_log_append_retries_total", "")->Value(), 1);
+
+  // Data node 2 resets every connection: the others hold the copies, and when they are not
+  // enough the append fails, naming it.
+  pool_->set_log_fault_for_test([](uint32_t node) {
+    return node == 2 ? grpc::Status(grpc::StatusCode::UNAVAILABLE, "Connection reset by peer")
+                     : grpc::Status::OK;
+  });
+  r.set_sequence(2);
+  appended = pool_->LogAppend(1, 0, 3, 2, req);
+  ASSERT_TRUE(appended.ok()) << appended.status();
+  r.set_sequence(3);
+  auto refused = pool_->LogAppend(1, 0, 3, 3, req);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(refused.status().message().find("log records on 2 of 3 data nodes"),
+            std::string::npos) << refused.status();
+  EXPECT_NE(refused.status().message().find("data node 2"), std::string::npos)
+      << refused.status();
+}
+
 TEST_F(WriteLogTest, TwoReplicasKeepOneLogCopyOutsideTheHomes) {
   Init(4, 2);
   Start();

@@ -173,6 +173,12 @@ absl::StatusOr<std::unique_ptr<DataNodePool>> DataNodePool::Create(const DataRin
   pool->registry_ = registry;
   pool->role_ = role;
   pool->rpc_timeout_ms_ = rpc_timeout_ms;
+  if (registry != nullptr) {
+    pool->log_retries_ = registry->GetCounter(
+        absl::StrCat("ringcache_", role, "_log_append_retries_total"),
+        "Log appends asked again of a data node that answered UNAVAILABLE (a connection reset, "
+        "a restart) because the other candidates were not enough.");
+  }
   RC_ASSIGN_OR_RETURN(std::shared_ptr<const View> v, pool->MakeView(spec));
   absl::MutexLock l(&pool->mu_);
   pool->view_ = std::move(v);
@@ -873,40 +879,65 @@ absl::StatusOr<LogAppendResult> DataNodePool::LogAppend(
     bool over_limit = false;
     grpc::Status status;
   };
-  size_t next = 0;
   absl::Status last = absl::UnavailableError("no data node to hold the log records");
-  while (static_cast<int>(result.nodes.size()) < copies && next < cand.size()) {
-    const size_t want = std::min<size_t>(copies - result.nodes.size(), cand.size() - next);
-    std::vector<Call> calls(want);
-    std::vector<uint32_t> ids(cand.begin() + next, cand.begin() + next + want);
-    next += want;
-    absl::BlockingCounter pending(static_cast<int>(want));
-    for (size_t i = 0; i < want; ++i) {
-      Node* node = v->Find(ids[i]);
-      node->inflight.fetch_add(1);
-      const auto start = std::chrono::steady_clock::now();
-      calls[i].waiter.req = &req;
-      calls[i].waiter.done = [&, i, node, start](const grpc::Status& s, bool over_limit) {
-        calls[i].status = s;
-        calls[i].over_limit = over_limit;
-        node->inflight.fetch_sub(1);
-        Observe(node, Seconds(start));
-        pending.DecrementCount();
-      };
-      SendLog(node, &calls[i].waiter);
-    }
-    if (next == want && overlap) overlap();  // first round only
-    pending.Wait();
-    for (size_t i = 0; i < want; ++i) {
-      if (!calls[i].status.ok()) {
-        last = FromGrpc(calls[i].status, absl::StrCat("log append on data node ", ids[i]));
-        continue;
+  bool overlapped = false;
+  // Candidates that answered UNAVAILABLE: a connection reset, a node restarting. Asked again
+  // below when the others are not enough (an append is idempotent: records are keyed by
+  // writer and sequence).
+  std::vector<uint32_t> unavailable;
+  // Appends to `cand` in order, `copies` at a time, until enough nodes hold the records.
+  auto append_to = [&](const std::vector<uint32_t>& cand) {
+    size_t next = 0;
+    while (static_cast<int>(result.nodes.size()) < copies && next < cand.size()) {
+      const size_t want = std::min<size_t>(copies - result.nodes.size(), cand.size() - next);
+      std::vector<Call> calls(want);
+      std::vector<uint32_t> ids(cand.begin() + next, cand.begin() + next + want);
+      next += want;
+      absl::BlockingCounter pending(static_cast<int>(want));
+      for (size_t i = 0; i < want; ++i) {
+        Node* node = v->Find(ids[i]);
+        node->inflight.fetch_add(1);
+        const auto start = std::chrono::steady_clock::now();
+        calls[i].waiter.req = &req;
+        calls[i].waiter.done = [&, i, node, start](const grpc::Status& s, bool over_limit) {
+          calls[i].status = s;
+          calls[i].over_limit = over_limit;
+          node->inflight.fetch_sub(1);
+          Observe(node, Seconds(start));
+          pending.DecrementCount();
+        };
+        SendLog(node, &calls[i].waiter);
       }
-      result.nodes.push_back(ids[i]);
-      result.over_limit |= calls[i].over_limit;
+      if (!overlapped && overlap) {  // while the first round is in flight
+        overlapped = true;
+        overlap();
+      }
+      pending.Wait();
+      for (size_t i = 0; i < want; ++i) {
+        if (!calls[i].status.ok()) {
+          last = FromGrpc(calls[i].status, absl::StrCat("log append on data node ", ids[i]));
+          if (calls[i].status.error_code() == grpc::StatusCode::UNAVAILABLE) {
+            unavailable.push_back(ids[i]);
+          }
+          continue;
+        }
+        result.nodes.push_back(ids[i]);
+        result.over_limit |= calls[i].over_limit;
+      }
     }
+  };
+  append_to(cand);
+  // A transient fault is retried, not reported: the nodes that were unavailable get two more
+  // tries on fresh connections (gRPC reconnects) before the write fails.
+  for (const absl::Duration pause : {absl::Milliseconds(20), absl::Milliseconds(200)}) {
+    if (static_cast<int>(result.nodes.size()) >= copies || unavailable.empty()) break;
+    absl::SleepFor(pause);
+    std::vector<uint32_t> again;
+    again.swap(unavailable);
+    if (log_retries_ != nullptr) log_retries_->Increment(again.size());
+    append_to(again);
   }
-  if (next == 0 && overlap) overlap();  // no candidate at all
+  if (!overlapped && overlap) overlap();  // no candidate at all
   if (static_cast<int>(result.nodes.size()) < copies) {
     return absl::UnavailableError(absl::StrCat("log records on ", result.nodes.size(), " of ",
                                                copies, " data nodes: ", last.message()));
@@ -968,22 +999,28 @@ void DataNodePool::SendLogBatch(Node* node) {
     }
     req = &batch->req;
   }
+  auto finish = [this, node, batch](grpc::Status s) {
+    Note(node, s);
+    // Pick the next batch before waking this one's callers: once they return, nothing may
+    // touch this pool unless other callers still wait (then it is alive).
+    bool more;
+    {
+      absl::MutexLock l(&node->log_mu);
+      more = !node->log_queue.empty();
+      if (!more) node->log_sending = false;
+    }
+    for (LogWaiter* w : batch->waiters) w->done(s, batch->resp.over_limit());
+    if (more) SendLogBatch(node);
+  };
+  if (log_fault_for_test_) {
+    if (grpc::Status injected = log_fault_for_test_(node->endpoint.id); !injected.ok()) {
+      finish(injected);
+      return;
+    }
+  }
   batch->ctx = Context();
   if (node->log_calls != nullptr) node->log_calls->Increment();
-  node->stub->async()->LogAppend(
-      batch->ctx.get(), req, &batch->resp, [this, node, batch](grpc::Status s) {
-        Note(node, s);
-        // Pick the next batch before waking this one's callers: once they return, nothing may
-        // touch this pool unless other callers still wait (then it is alive).
-        bool more;
-        {
-          absl::MutexLock l(&node->log_mu);
-          more = !node->log_queue.empty();
-          if (!more) node->log_sending = false;
-        }
-        for (LogWaiter* w : batch->waiters) w->done(s, batch->resp.over_limit());
-        if (more) SendLogBatch(node);
-      });
+  node->stub->async()->LogAppend(batch->ctx.get(), req, &batch->resp, std::move(finish));
 }
 
 std::vector<uint32_t> DataNodePool::LogReclaim(uint32_t cache_node,

@@ -271,6 +271,11 @@ class DataNodePool {
   void set_read_order_for_test(std::function<void(std::vector<uint32_t>*)> f) {
     read_order_for_test_ = std::move(f);
   }
+  // Test seam: runs before each LogAppend call to a data node; a status other than OK fails
+  // the call with it instead of sending it (a reset connection, a node restarting).
+  void set_log_fault_for_test(std::function<grpc::Status(uint32_t node)> f) {
+    log_fault_for_test_ = std::move(f);
+  }
   // Reads that failed because only incomplete replicas answered for a block none of them held.
   uint64_t unconfirmed_reads() const { return unconfirmed_reads_.load(); }
 
@@ -372,6 +377,8 @@ class DataNodePool {
   std::atomic<uint64_t> repairs_{0};
   std::atomic<uint64_t> unconfirmed_reads_{0};
   std::function<void(std::vector<uint32_t>*)> read_order_for_test_;
+  std::function<grpc::Status(uint32_t)> log_fault_for_test_;
+  metrics::Counter* log_retries_ = nullptr;
 };
 
 }  // namespace ringcache::datanode
