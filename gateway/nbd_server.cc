@@ -47,6 +47,12 @@ absl::Status NbdServerConfig::Validate() const {
   if (worker_threads < 1 || worker_threads > 1024) {
     return bad("worker_threads", "must be in 1..1024");
   }
+  if (max_worker_threads < worker_threads || max_worker_threads > 4096) {
+    return bad("max_worker_threads", "must be in worker_threads..4096");
+  }
+  if (vdi_worker_limit < 1 || vdi_worker_limit > max_worker_threads) {
+    return bad("vdi_worker_limit", "must be in 1..max_worker_threads");
+  }
   if (max_inflight_requests < 1) return bad("max_inflight_requests", "must be at least 1");
   if (max_payload < 4096 || max_payload > nbd::kMaxPayloadLength) {
     return bad("max_payload", absl::StrCat("must be in 4096..", nbd::kMaxPayloadLength));
@@ -577,8 +583,10 @@ void NbdServer::Connection::Transmit() {
     if (req->type == nbd::kCmdRead && req->length > 0 && StartAsyncRead(*req, charge, start)) {
       continue;
     }
-    pool_->Submit([self = shared_from_this(), r = *req, p = std::move(payload), charge,
-                   start]() mutable { self->Execute(r, std::move(p), charge, start); });
+    pool_->Submit(session_.info.name, [self = shared_from_this(), r = *req,
+                                       p = std::move(payload), charge, start]() mutable {
+      self->Execute(r, std::move(p), charge, start);
+    });
   }
 }
 
@@ -688,7 +696,7 @@ bool NbdServer::Connection::StartAsyncRead(const Request& req, uint64_t charge,
        start](absl::Status s) mutable {
         if (!s.ok()) {
           data.reset();
-          self->pool_->Submit([self, req, charge, start] {
+          self->pool_->Submit(self->session_.info.name, [self, req, charge, start] {
             self->Execute(req, nullptr, charge, start);
           });
           return;
@@ -856,7 +864,11 @@ absl::StatusOr<int> NbdServer::Start() {
     return absl::InternalError(absl::StrCat("eventfd: ", std::strerror(errno)));
   }
   listen_fd_ = fd;
-  pool_ = std::make_unique<TaskPool>(config_.worker_threads);
+  TaskPool::Options po;
+  po.threads = config_.worker_threads;
+  po.max_threads = config_.max_worker_threads;
+  po.lane_limit = config_.vdi_worker_limit;
+  pool_ = std::make_unique<TaskPool>(po);
   started_ = true;
   acceptor_ = std::thread([this] { AcceptLoop(); });
   spdlog::info("nbd: listening on {} (port {})", config_.listen, port_);

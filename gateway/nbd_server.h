@@ -7,7 +7,8 @@
 //
 // Threads: one acceptor; per connection a reader (handshake, then request headers and WRITE
 // payloads) and a writer (drains that connection's reply queue, so a worker never blocks on a
-// slow or hostile client's socket); one shared worker pool that calls the BlockDevice.
+// slow or hostile client's socket); one shared worker pool that calls the BlockDevice, with a
+// lane per export (common/task_pool.h) so that one stuck VDI cannot take every worker.
 // Back-pressure: a connection may hold at most max_inflight_requests requests and
 // max_inflight_bytes bytes (WRITE payloads read, READ data not yet sent); beyond that its reader
 // stops reading the socket, so the client's TCP window fills and it alone waits.
@@ -40,8 +41,14 @@ struct NbdServerConfig {
   std::string listen = "127.0.0.1:10809";
   // Connections beyond this are closed right after accept().
   int max_connections = 256;
-  // Threads calling the BlockDevice, shared by all connections.
+  // Threads calling the BlockDevice, shared by all connections: worker_threads are kept, more
+  // start on demand up to max_worker_threads. One export (VDI) runs at most vdi_worker_limit
+  // requests at once, however many connections it has; its others wait their turn. So requests
+  // stuck on one VDI (a hung cache node behind it) hold a bounded share of the workers, and
+  // every other VDI still gets threads.
   int worker_threads = 32;
+  int max_worker_threads = 512;
+  int vdi_worker_limit = 32;
   // Per-connection back-pressure limits.
   uint32_t max_inflight_requests = 64;
   uint64_t max_inflight_bytes = 128ull << 20;

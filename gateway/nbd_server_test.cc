@@ -96,7 +96,13 @@ class GateDevice : public testing::MemDevice {
     absl::MutexLock l(&mu_);
     return blocking_reads_;
   }
-  void Open() { gate_.Notify(); }
+  void Open() {
+    if (!gate_.HasBeenNotified()) gate_.Notify();
+  }
+  int waiting() {  // reads that reached the gate so far
+    absl::MutexLock l(&mu_);
+    return waiting_;
+  }
   // Blocks until `n` reads wait at the gate (bounded by the test's own timeout).
   void AwaitWaiting(int n) {
     absl::MutexLock l(&mu_);
@@ -355,6 +361,46 @@ TEST_F(NbdServerTest, InflightRequestCountIsBounded) {
     ASSERT_TRUE(c->ReadStructuredReply(&chunks));
   }
   EXPECT_EQ(provider_.device()->peak(), 2);
+}
+
+// A hung VDI (reads stuck behind a stopped cache node) holds at most vdi_worker_limit workers;
+// another VDI is still served by the threads the pool starts for it (issue 31: with one shared
+// pool of 32 workers a QD32 load on a stuck VDI stopped every other one).
+TEST_F(NbdServerTest, StuckVdiLeavesWorkersForTheOthers) {
+  NbdServerConfig config;
+  config.worker_threads = 3;  // all three taken by the stuck VDI: the pool must grow
+  config.max_worker_threads = 16;
+  config.vdi_worker_limit = 3;
+  StartServer(config);
+  auto stuck = Client("disk");
+  constexpr int kStuck = 6;
+  for (int i = 0; i < kStuck; ++i) {
+    ASSERT_TRUE(stuck->SendRequest(Req(nbd::kCmdRead, i, kGateOffset, 4096)));
+  }
+  provider_.device()->AwaitWaiting(3);
+  // Another VDI reads while "disk" has every worker it may have.
+  absl::Notification served;
+  bool ok = false;
+  std::thread other([&] {
+    auto c = Client("ro");
+    std::vector<NbdRawClient::Reply> chunks;
+    ok = c->SendRequest(Req(nbd::kCmdRead, 100, 0, 4096)) && c->ReadStructuredReply(&chunks) &&
+         !chunks.empty() && chunks[0].error == 0;
+    served.Notify();
+  });
+  const bool in_time = served.WaitForNotificationWithTimeout(absl::Seconds(60));
+  const int at_gate = provider_.device()->waiting();
+  provider_.device()->Open();  // (also unblocks a server without lanes, so the test ends)
+  other.join();
+  EXPECT_TRUE(in_time) << "the other VDI waited for the stuck one";
+  EXPECT_TRUE(ok);
+  // The stuck VDI never had more than its limit at the device; the rest waited in its lane.
+  EXPECT_EQ(at_gate, 3);
+  for (int i = 0; i < kStuck; ++i) {
+    std::vector<NbdRawClient::Reply> chunks;
+    ASSERT_TRUE(stuck->ReadStructuredReply(&chunks));
+    EXPECT_EQ(chunks[0].error, 0u);
+  }
 }
 
 TEST_F(NbdServerTest, InflightBytesAreBounded) {

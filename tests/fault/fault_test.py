@@ -835,6 +835,19 @@ class Writer(threading.Thread):
         self.sweep_reads = 0
         self.reconnects = 0
         self.stall_max = 0.0
+        self.free_bufs = {}  # size -> bytearrays to reuse (see take_buf)
+
+    # Debian 12's libnbd (1.14) Python binding keeps a reference to the buffer of every
+    # aio_pread / aio_pwrite for good: a new buffer per request grew a 60-fault run's checker
+    # to 10 GiB (the OOM killer ended it). Requests therefore reuse their bytearrays, wrapped
+    # with nbd.Buffer.from_buffer (the kept reference then pins one that is used again).
+    def take_buf(self, size):
+        free = self.free_bufs.get(size)
+        return nbd.Buffer.from_buffer(free.pop() if free else bytearray(size))
+
+    def give_buf(self, buf):
+        ba = buf.to_buffer()
+        self.free_bufs.setdefault(len(ba), []).append(ba)
 
     def write_op(self, a, n):
         """Returns a write of blocks [a, a+n), each at its next version, or None if one of them
@@ -843,11 +856,14 @@ class Writer(threading.Thread):
         blocks = range(a, a + n)
         if any(b in self.busy or b in st.abandoned for b in blocks):
             return None
-        for b in blocks:
+        buf = self.take_buf(n * BLOCK)
+        data = buf.to_buffer()
+        for i, b in enumerate(blocks):
             st.next_version[b] += 1
             versions.append(st.next_version[b])
-            parts.append(block_data(self.ctx.seed, st.tag, b, st.next_version[b]))
-        return Op("write", a, versions, nbd.Buffer.from_bytearray(b"".join(parts)))
+            data[i * BLOCK:(i + 1) * BLOCK] = block_data(self.ctx.seed, st.tag, b,
+                                                         st.next_version[b])
+        return Op("write", a, versions, buf)
 
     def plan_sweep(self):
         """Queues read-backs of the hot chunks and of --sweep-share of the other chunks, of
@@ -870,7 +886,7 @@ class Writer(threading.Thread):
             if any(b in self.busy for b in range(a, a + n)):
                 self.sweep.append((a, n))  # later
                 continue
-            return Op("read", a, [0] * n, nbd.Buffer(n * BLOCK), sweep=True)
+            return Op("read", a, [0] * n, self.take_buf(n * BLOCK), sweep=True)
         return None
 
     # REQUIRES: the blocks of the result are not busy and (for writes) not abandoned.
@@ -899,7 +915,7 @@ class Writer(threading.Thread):
                 blocks = range(a, a + n)
                 if any(b in self.busy for b in blocks):
                     continue
-                return Op("read", a, [0] * n, nbd.Buffer(n * BLOCK))
+                return Op("read", a, [0] * n, self.take_buf(n * BLOCK))
             if r < self.P_READ + self.P_MULTI:
                 if self.boundaries and self.rng.random() < self.P_BOUNDARY:
                     first, end, boundary = self.rng.choice(self.boundaries)
@@ -947,6 +963,11 @@ class Writer(threading.Thread):
     def finish(self, op, ok, abandoned=False):
         """Records the outcome of op: ok means the server acknowledged it; abandoned means the
         client gave up on it (timeout or broken connection) and the server may still apply it."""
+        self.record(op, ok, abandoned)
+        if not abandoned:  # (an abandoned request's buffer may still be in libnbd's hands)
+            self.give_buf(op.buf)
+
+    def record(self, op, ok, abandoned):
         st = self.state
         blocks = range(op.first, op.first + op.count)
         for b in blocks:
@@ -1815,13 +1836,21 @@ def run_phase(ctx, state, faults, seconds, nemesis, rng):
         ctx.problem(f"phase {state.name}: no write was acknowledged")
 
 
+_READ_BUFS = {}
+
+
 def read_range(h, first, count, timeout):
     """Reads blocks [first, first+count) with a deadline; returns bytes or raises."""
-    buf = nbd.Buffer(count * BLOCK)
+    # One bytearray per size, reused (the libnbd 1.14 reference kept per request, Writer).
+    ba = _READ_BUFS.get(count)
+    if ba is None:
+        ba = _READ_BUFS[count] = bytearray(count * BLOCK)
+    buf = nbd.Buffer.from_buffer(ba)
     cookie = h.aio_pread(buf, first * BLOCK)
     deadline = time.monotonic() + timeout
     while not h.aio_command_completed(cookie):
         if time.monotonic() > deadline:
+            _READ_BUFS.pop(count, None)  # still libnbd's until the handle closes
             raise TimeoutError(f"read of blocks {first}+{count} took over {timeout:.0f}s")
         h.poll(200)
     return bytes(buf.to_bytearray())
