@@ -29,6 +29,18 @@ constexpr uint32_t kPerObj = kObj / kBs;
 class WriteLogTest : public testing::CacheNodeHarness {
  protected:
   void Init(int data_nodes, uint32_t replication) { SetUpCluster(data_nodes, replication, 9); }
+  // A log record of cache node 9 for block `block` of VDI 1's object 0.
+  static v1::LogRecord Record(uint64_t seq, uint32_t block, const std::string& data) {
+    v1::LogRecord r;
+    r.set_cache_node_id(9);
+    r.set_sequence(seq);
+    r.set_vdi_id(1);
+    r.set_object_index(0);
+    r.set_block_index(block);
+    r.set_data(data);
+    r.set_checksum(BlockChecksum(data));
+    return r;
+  }
   absl::Status WriteBlock(uint64_t block, const std::string& data) {
     return node_->Write(1, block / kPerObj, (block % kPerObj) * kBs, kBs, data.data());
   }
@@ -108,15 +120,9 @@ TEST_F(WriteLogTest, ConcurrentAppendsShareLogAppendCalls) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < kEach; ++i) {
         v1::LogAppendRequest req;
-        v1::LogRecord& r = *req.add_records();
         const uint64_t seq = 1 + uint64_t(t) * kEach + i;
-        r.set_cache_node_id(9);
-        r.set_sequence(seq);
-        r.set_vdi_id(1);
-        r.set_object_index(0);  // one object: the same log node for every append
-        r.set_block_index(static_cast<uint32_t>(seq % kPerObj));
-        r.set_data(Pattern(seq));
-        r.set_checksum(BlockChecksum(r.data()));
+        // One object: the same log node for every append.
+        *req.add_records() = Record(seq, static_cast<uint32_t>(seq % kPerObj), Pattern(seq));
         if (!pool_->LogAppend(1, 0, 2, 1, req).ok()) failures++;
       }
     });
@@ -154,12 +160,7 @@ TEST_F(WriteLogTest, AppendsRetryDataNodesThatResetTheirConnection) {
   });
   v1::LogAppendRequest req;
   v1::LogRecord& r = *req.add_records();
-  r.set_cache_node_id(9);
-  r.set_sequence(1);
-  r.set_vdi_id(1);
-  r.set_object_index(0);
-  r.set_data(Pattern(1));
-  r.set_checksum(BlockChecksum(r.data()));
+  r = Record(1, 0, Pattern(1));
   auto appended = pool_->LogAppend(1, 0, 3, 2, req);
   ASSERT_TRUE(appended.ok()) << appended.status();
   EXPECT_EQ(appended->nodes.size(), 2u);
@@ -240,16 +241,8 @@ TEST_F(WriteLogTest, ReplayAfterLossRestoresLatestAcknowledgedData) {
   ASSERT_TRUE(node_->Trim(1, 0, 3 * kBs, kBs, false).ok());
   for (uint64_t b = 32; b < 48; ++b) ASSERT_TRUE(WriteBlock(b, Pattern(b)).ok());
   // A stale record of block 3 older than the trim, as a crash before its reclaim would leave.
-  v1::LogRecord stale;
-  stale.set_cache_node_id(9);
-  stale.set_sequence(1);
-  stale.set_vdi_id(1);
-  stale.set_object_index(0);
-  stale.set_block_index(3);
-  stale.set_data(Pattern(31));
-  stale.set_checksum(BlockChecksum(stale.data()));
   v1::LogAppendRequest append;
-  *append.add_records() = stale;
+  *append.add_records() = Record(1, 3, Pattern(31));
   ASSERT_TRUE(pool_->LogAppend(1, 0, 3, 2, append).ok());
   EXPECT_EQ(HomeBlock(1), Pattern(11)) << "write-back: v2 not home yet";
 
