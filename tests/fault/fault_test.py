@@ -34,8 +34,9 @@ Nemeses (--nemeses, comma list, or `all`):
                          log: "removed"; node list: removed) while the writers go on, restart it,
                          wait until it rejoined: its old dirty data must never reappear.
   pause                  (cluster) SIGSTOP a cache node for lease TTL + uniform(1, 3) s (cut off
-                         from everything longer than its lease), SIGCONT (heal): it finds its
-                         lease lost, stays quarantined, and rejoins once the gateway settled it.
+                         from everything longer than its lease; --pause-s sets the time), SIGCONT
+                         (heal): it finds its lease lost, stays quarantined, and rejoins once the
+                         gateway settled it.
   data-during-join       (cluster) kill -9 a cache node, restart it, and kill -9 1..N-1 data
                          nodes right as it rejoins (as soon as it is ready, when the gateway
                          logs the start of the join, or the end of its handoff destage),
@@ -85,6 +86,12 @@ Without --nemeses, static mode runs kill-cache / kill-data as before (--cache-fa
 (kill-coordinator only with --gateways 2 or more). `all` leaves out the disk faults,
 wipe-cache, wipe-data, lose-data, rot-data and the slow and full disks (a refill takes tens of
 seconds); name them to run them.
+
+--side-load QD runs fio (4K random reads and writes at queue depth QD and at most 1,000 IOPS,
+ioengine=nbd) on a VDI
+of its own for the whole run: a stopped node then holds many requests of another VDI, which must
+not hold up the writers. --no-write-errors fails the run when any write is answered with an error
+or abandoned. The longest gap between two acknowledged writes of one writer is printed.
 
 --gateways G (cluster mode) runs G gateways, every one a coordinator candidate
 (`cluster.sh up --gateways G`); writer i connects to gateway i mod G + 1 (and to the next one
@@ -286,6 +293,16 @@ def parse_args(argv):
                    help="first port of the cluster (cluster.sh --base-port; default: a free range)")
     p.add_argument("--work-dir", default=None,
                    help="parent of the temporary directory (default $TEST_TMPDIR or /tmp)")
+    p.add_argument("--pause-s", type=float, default=0,
+                   help="pause: stop the cache node for exactly this long (default: lease TTL + "
+                   "uniform(1, 3) s)")
+    p.add_argument("--side-load", type=int, default=0, metavar="QD",
+                   help="also run fio (ioengine=nbd, 4K random reads and writes at this queue "
+                   "depth) on a VDI of its own for the whole run, so that a stuck node holds many "
+                   "requests of another VDI; not with --tls")
+    p.add_argument("--no-write-errors", action="store_true",
+                   help="fail when any write of the checker is answered with an error or "
+                   "abandoned (the faults are ones the cluster must hide from its clients)")
     p.add_argument("--keep", action="store_true",
                    help="keep the whole work directory (daemon data too); a failing run keeps its "
                    "logs anyway")
@@ -306,6 +323,10 @@ def parse_args(argv):
                 "not negative")
     if a.lease_ttl < 2:
         p.error("--lease-ttl: at least 2 s")
+    if a.pause_s < 0 or a.side_load < 0:
+        p.error("--pause-s and --side-load: not negative")
+    if a.side_load and a.tls:
+        p.error("--side-load: fio's nbd engine speaks no TLS; not with --tls")
     if a.gateways < 1 or (a.gateways > 1 and not a.etcd):
         p.error("--gateways: at least 1; more than one needs cluster mode (--etcd)")
     if a.placement and not a.etcd:
@@ -836,6 +857,8 @@ class Writer(threading.Thread):
         self.reconnects = 0
         self.stall_max = 0.0
         self.free_bufs = {}  # size -> bytearrays to reuse (see take_buf)
+        self.last_ack = None  # monotonic time of the last acknowledged write
+        self.ack_gap_max = 0.0  # the longest time between two acknowledged writes
 
     # Debian 12's libnbd (1.14) Python binding keeps a reference to the buffer of every
     # aio_pread / aio_pwrite for good: a new buffer per request grew a 60-fault run's checker
@@ -997,6 +1020,10 @@ class Writer(threading.Thread):
             return
         if ok:
             self.acked += 1
+            t = time.monotonic()
+            if self.last_ack is not None:
+                self.ack_gap_max = max(self.ack_gap_max, t - self.last_ack)
+            self.last_ack = t
             now = self.ctx.log.now()
             for b, v in zip(blocks, op.versions):
                 st.last_acked[b] = v
@@ -1094,6 +1121,7 @@ class Context:
         self.current = ""           # "fault N [kind]" while a fault runs
         self.acked = self.failed = self.abandoned = self.reads = self.sweep_reads = 0
         self.longest = 0.0          # seconds, the slowest request of any writer
+        self.ack_gap = 0.0          # seconds, the longest gap between a writer's acknowledgements
         self.slow = 0               # requests that took over 30 s
         self.removed = set()        # cache nodes removed for good (static mode's remove)
         self.sweep_gen = 0          # bumped when a cache node came back: writers read back
@@ -1619,7 +1647,7 @@ class Nemesis:
                 f"restarted {gap:.1f}s later (took {took:.1f}s), rejoined {joined:.1f}s later")
 
     def pause(self, node, _data, _down):
-        hold = self.a.lease_ttl + self.rng.uniform(1.0, 3.0)
+        hold = self.a.pause_s or self.a.lease_ttl + self.rng.uniform(1.0, 3.0)
         since = self.ctx.gwlog.mark()
         self.step(f"SIGSTOP cachenode {node} (cut off for {hold:.1f}s)")
         pid = self.c.stop_process("cachenode", node)
@@ -1825,15 +1853,69 @@ def run_phase(ctx, state, faults, seconds, nemesis, rng):
     ctx.reads += sum(w.reads for w in writers)
     ctx.sweep_reads += sum(w.sweep_reads for w in writers)
     ctx.longest = max([ctx.longest] + [w.stall_max for w in writers])
+    ctx.ack_gap = max([ctx.ack_gap] + [w.ack_gap_max for w in writers])
     ctx.log(f"phase {state.name}: {acked} writes acknowledged, {failed} failed "
             f"({sum(w.abandoned for w in writers)} abandoned by the client), "
             f"{sum(w.reads for w in writers)} reads verified "
             f"({sum(w.sweep_reads for w in writers)} of them sweeps; "
             f"{sum(w.read_errors for w in writers)} failed), "
             f"{sum(w.reconnects for w in writers)} reconnects, longest request "
-            f"{max(w.stall_max for w in writers):.1f}s")
+            f"{max(w.stall_max for w in writers):.1f}s, longest gap between two acknowledged "
+            f"writes of a writer {max(w.ack_gap_max for w in writers):.1f}s")
     if acked == 0:
         ctx.problem(f"phase {state.name}: no write was acknowledged")
+
+
+class SideLoad:
+    """--side-load QD: fio (ioengine=nbd) 4K random reads and writes at queue depth QD on a VDI
+    of its own, for the whole run. Its requests stuck behind a stopped or dead node must not
+    hold up the checker's writers (the gateway's per-VDI worker lanes, gateway/README.md)."""
+
+    def __init__(self, ctx, depth):
+        c = ctx.cluster
+        self.ctx, self.proc = ctx, None
+        r = c.ctl("vdi", "create", "fault-side", "--size", str(64 << 20), "--replication", "2")
+        if r.returncode != 0:
+            raise SetupError(f"ringcachectl vdi create fault-side: {r.stderr.strip()}")
+        self.out = os.path.join(c.dir, "side-load.json")
+        cmd = ["fio", "--name=side", "--ioengine=nbd",
+               f"--uri=nbd://127.0.0.1:{c.nbd_port}/fault-side", "--rw=randrw", "--bs=4k",
+               f"--iodepth={depth}", "--size=64m", "--time_based=1", "--runtime=86400",
+               # At most 1,000 IOPS, to leave the CPU to the cluster and the writers: requests
+               # still pile up to QD behind a stuck node.
+               "--rate_iops=500,500",
+               "--continue_on_error=all", "--output-format=json", f"--output={self.out}"]
+        try:
+            self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                         text=True)
+        except OSError as e:
+            raise SetupError(f"--side-load needs fio: {e}") from e
+        ctx.log(f"side load: fio 4K random reads and writes at QD{depth} (1,000 IOPS at most) "
+                f"on fault-side")
+        self.result = None
+
+    def stop(self):
+        if self.proc is None:
+            return
+        proc, self.proc = self.proc, None
+        proc.send_signal(signal.SIGINT)  # fio stops and writes its report
+        try:
+            _, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            _, err = proc.communicate()
+        try:
+            with open(self.out) as f:
+                text = f.read()
+            job = json.loads(text[text.index("{"):])["jobs"][0]
+            self.result = (f"{job['read']['iops']:.0f} read and {job['write']['iops']:.0f} "
+                           f"write IOPS, {job.get('total_err', 0)} I/O errors")
+        except (OSError, ValueError, KeyError, IndexError) as e:
+            self.result = f"no report ({e}; fio: {(err or '').strip()[-200:]})"
+        self.ctx.log(f"side load: {self.result}")
+
+    def summary(self):
+        return self.result or "still running"
 
 
 _READ_BUFS = {}
@@ -1959,6 +2041,7 @@ def run(args, seed, work, log):
     log(f"cluster: {mode}, {args.gateways} gateway(s), {args.cache_nodes} cache nodes, "
         f"{args.data_nodes} data nodes, base "
         f"port {base}, binaries {cluster.bin}, dir {cluster.dir}; nemeses {nemeses}")
+    side = None
     try:
         cluster.up()
         if args.gateways > 1:
@@ -1981,6 +2064,8 @@ def run(args, seed, work, log):
             states.append(VdiState(name, i + 1, n, args.vdi_bytes))
         if args.tls:
             check_tls_enforced(cluster, states[0].name, log)
+        if args.side_load:
+            side = SideLoad(ctx, args.side_load)
 
         rng = random.Random(seed)
         nemesis = Nemesis(ctx, rng)
@@ -2012,6 +2097,8 @@ def run(args, seed, work, log):
             ctx.problem(f"{' '.join(e.cmd)} did not finish in {e.timeout:.0f}s")
         except (DaemonError, SetupError) as e:
             ctx.problem(str(e))
+        if side is not None:
+            side.stop()
         blocks_verified = sum(sum(1 for v in st.next_version if v) for st in states
                               if st.name in verified)
         refusals, dn = cluster.metric_sum("datanode", "ringcache_datanode_older_version_refusals_total")
@@ -2052,6 +2139,14 @@ def run(args, seed, work, log):
             ok = False
             print("FAIL: stale blocks (first ones):")
             print("\n".join(describe_bad(ctx, "stale")))
+        print(f"longest gap between two acknowledged writes of a writer: {ctx.ack_gap:.1f}s "
+              f"(lease {args.lease_ttl}s)")
+        if side is not None:
+            print(f"side load: {side.summary()}")
+        if args.no_write_errors and ctx.failed:
+            ok = False
+            print(f"FAIL: {ctx.failed} writes answered with an error or abandoned "
+                  "(--no-write-errors)")
         if not args.duration and len(ctx.faults) < args.faults:
             ok = False
             print(f"FAIL: {len(ctx.faults)} faults injected, {args.faults} requested")
@@ -2067,6 +2162,8 @@ def run(args, seed, work, log):
             print(f"replay: tests/fault/fault_test.py --seed {seed} {' '.join(rest)}")
         return 0 if ok else 1
     finally:
+        if side is not None:
+            side.stop()
         cluster.down()
 
 
