@@ -153,6 +153,9 @@ DataRebalancer::DataRebalancer(Router* router, datanode::DataNodePool* pool, Opt
     spdlog::error("data rebalance: the saved operator actions are unreadable ({}); they are "
                   "dropped: ask again with `ringcachectl datanode out|in|decommission`",
                   s.ToString());
+    ask_out_.clear();  // (the lines before the bad one were read)
+    ask_in_.clear();
+    ask_decommission_.clear();
   } else if (!actions.empty()) {
     spdlog::info("data rebalance: carrying out the saved operator actions: {}",
                  absl::StrJoin(absl::StrSplit(actions, '\n', absl::SkipWhitespace()), "; "));
