@@ -3,6 +3,8 @@
 #include <string>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+#include "common/errors.h"
 #include "common/status_macros.h"
 
 namespace ringcache::cachenode {
@@ -126,7 +128,15 @@ absl::Status BlockWriter::StoreRun(const VdiInfo& v, uint64_t object, uint32_t f
                           static_cast<int>(v.geometry.replication()), seq, epoch, write_cache,
                           &landed);
   }
+  if (IsKind(logged, ErrorKind::kLogSealed)) {
+    // The coordinator took this node's objects and sealed its log for their replay: the write
+    // is not this node's to acknowledge any more; the gateway retries it on the owner it finds.
+    logged = TypedError(ErrorKind::kFenced, absl::StrCat("fenced: ", logged.message()));
+  }
   if (st.ok()) st = logged;
+  // Ownership is checked again once the log copies are durable: a node that lost its objects
+  // while they were on their way (its lease ran out) does not acknowledge the write.
+  if (st.ok() && !through) st = owner_->Check();
   if (!st.ok()) {
     // Not acknowledged: its log records (if any landed) are found by the collector.
     if (!through) log_->Done(seq);

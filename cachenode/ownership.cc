@@ -45,6 +45,8 @@ absl::StatusOr<std::unique_ptr<Ownership>> Ownership::Load(const std::string& ss
       o->quarantined_.store(n != 0);
     } else if (kv.first == "epoch") {
       o->epoch_.store(n);
+    } else if (kv.first == "term") {
+      o->term_.store(n);
     } else {
       return bad(absl::StrCat("unknown key '", kv.first, "'"));
     }
@@ -55,7 +57,8 @@ absl::StatusOr<std::unique_ptr<Ownership>> Ownership::Load(const std::string& ss
 absl::Status Ownership::SaveLocked() {
   return WriteFileAtomically(
       path_, absl::StrCat("RCOWNER1\nquarantined ", quarantined_.load() ? 1 : 0, "\nepoch ",
-                          epoch_.load(), "\nlease ", lease_, "\nreason ", reason_, "\n"));
+                          epoch_.load(), "\nlease ", lease_, "\nreason ", reason_, "\n",
+                          term_.load() == 0 ? "" : absl::StrCat("term ", term_.load(), "\n")));
 }
 
 absl::Status Ownership::Check() const {
@@ -98,6 +101,20 @@ absl::Status Ownership::ObserveEpoch(uint64_t epoch) {
   absl::MutexLock l(&mu_);
   if (epoch <= epoch_.load()) return absl::OkStatus();
   epoch_.store(epoch);
+  return SaveLocked();
+}
+
+absl::Status Ownership::ObserveTerm(uint64_t term) {
+  if (term == 0 || term == term_.load()) return absl::OkStatus();
+  absl::MutexLock l(&mu_);
+  const uint64_t held = term_.load();
+  if (term < held) {
+    return TypedError(ErrorKind::kStaleTerm,
+                      absl::StrCat("stale coordinator term ", term, ": this cache node has seen "
+                                   "term ", held, " (a newer coordinator took over)"));
+  }
+  if (term == held) return absl::OkStatus();
+  term_.store(term);
   return SaveLocked();
 }
 

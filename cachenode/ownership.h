@@ -14,8 +14,12 @@
 // stamps a write with an epoch older than one it already used (fencing tokens are ordered by
 // epoch first).
 //
+// It keeps the highest coordinator term a control step carried too (proto ControlFence), so a
+// coordinator that lost its election cannot drop or hand over this node's blocks after its
+// successor spoke to the node, even across a restart of the node.
+//
 // File format (text, replaced atomically): "RCOWNER1\n" then "quarantined <0|1>\n",
-// "epoch <n>\n", "lease <n>\n", "reason <text>\n".
+// "epoch <n>\n", "lease <n>\n", "reason <text>\n", and "term <n>\n" once a term was seen.
 //
 // Thread-safety: thread-safe.
 #ifndef RINGCACHE_CACHENODE_OWNERSHIP_H_
@@ -54,6 +58,11 @@ class Ownership {
   absl::Status Readmit(uint64_t epoch);
   // Raises the highest epoch seen; persisted when it grows.
   absl::Status ObserveEpoch(uint64_t epoch);
+  // Control steps (DropBlocks, a handoff flush, RelogRecords): raises the highest coordinator
+  // term seen (persisted) and returns OK, or kStaleTerm for an older `term`. Term 0 (not a
+  // coordinator's step) always passes.
+  absl::Status ObserveTerm(uint64_t term);
+  uint64_t term() const { return term_.load(); }
   // Cluster mode: the etcd lease this run registered under (0 at a clean shutdown), and the one
   // the previous run left behind.
   absl::Status NoteLease(int64_t lease);
@@ -67,6 +76,7 @@ class Ownership {
   mutable absl::Mutex mu_;
   std::atomic<bool> quarantined_{false};
   std::atomic<uint64_t> epoch_{0};
+  std::atomic<uint64_t> term_{0};
   int64_t lease_ ABSL_GUARDED_BY(mu_) = 0;
   std::string reason_ ABSL_GUARDED_BY(mu_);
 };

@@ -287,8 +287,15 @@ TEST(OwnershipFileTest, RoundTripAndRefusesToGuess) {
     ASSERT_TRUE((*o)->ObserveEpoch(12).ok());
     ASSERT_TRUE((*o)->ObserveEpoch(5).ok());  // never goes back
     ASSERT_TRUE((*o)->Quarantine("lease lost").ok());
+    EXPECT_EQ((*o)->term(), 0u);
+    ASSERT_TRUE((*o)->ObserveTerm(33).ok());
+    EXPECT_TRUE(IsKind((*o)->ObserveTerm(32), ErrorKind::kStaleTerm));
+    EXPECT_TRUE((*o)->ObserveTerm(0).ok());
   }
   auto o = Ownership::Load(ssd);
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ((*o)->term(), 33u) << "the term outlives a restart";
+  EXPECT_TRUE(IsKind((*o)->ObserveTerm(20), ErrorKind::kStaleTerm));
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_TRUE((*o)->quarantined());
   EXPECT_EQ((*o)->epoch(), 12u);

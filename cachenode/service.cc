@@ -98,7 +98,26 @@ int RequestGate::running() const {
 }
 
 CacheNodeService::CacheNodeService(CacheNode* node, metrics::Registry* registry)
-    : gate_(node, registry), node_(node) {}
+    : gate_(node, registry), node_(node) {
+  if (registry != nullptr) {
+    stale_term_refused_ = registry->GetCounter(
+        "ringcache_cachenode_stale_term_refused_total",
+        "Control steps (drop blocks, handoff flush, relog) refused because they carried an older "
+        "coordinator term than this node has seen.");
+    registry->AddCallbackGauge("ringcache_cachenode_control_term",
+                               "The highest coordinator term a control step carried.", {},
+                               [node] { return static_cast<double>(node->ownership()->term()); });
+  }
+}
+
+absl::Status CacheNodeService::CheckFence(const v1::ControlFence& fence, const char* step) {
+  absl::Status s = node_->ownership()->ObserveTerm(fence.term());
+  if (IsKind(s, ErrorKind::kStaleTerm)) {
+    if (stale_term_refused_ != nullptr) stale_term_refused_->Increment();
+    spdlog::warn("{} refused: {}", step, std::string(s.message()));
+  }
+  return s;
+}
 
 grpc::Status CacheNodeService::Admit(uint64_t epoch, RequestGate::Pass* pass) {
   return ToGrpc(gate_.Admit(epoch, pass));
@@ -161,6 +180,10 @@ grpc::Status CacheNodeService::SetMode(grpc::ServerContext*, const v1::SetModeRe
 
 grpc::Status CacheNodeService::Flush(grpc::ServerContext*, const v1::CacheFlushRequest* req,
                                      v1::CacheFlushResponse* resp) {
+  // A handoff is a coordinator's step; a plain flush only destages, which is safe at any time.
+  if (req->moving_under_size() > 0) {
+    if (absl::Status f = CheckFence(req->fence(), "handoff flush"); !f.ok()) return ToGrpc(f);
+  }
   if (absl::Status a = gate_.Advance(req->epoch(), absl::Minutes(1)); !a.ok()) return ToGrpc(a);
   absl::Status s;
   if (req->moving_under_size() > 0) {
@@ -242,6 +265,7 @@ grpc::Status CacheNodeService::Allocation(grpc::ServerContext*, const v1::CacheR
 
 grpc::Status CacheNodeService::DropBlocks(grpc::ServerContext*, const v1::DropBlocksRequest* req,
                                           v1::DropBlocksResponse* resp) {
+  if (absl::Status f = CheckFence(req->fence(), "drop blocks"); !f.ok()) return ToGrpc(f);
   absl::StatusOr<CacheNode::DropResult> r;
   if (req->all()) {
     r = node_->DropBlocks(/*drop_dirty=*/true, nullptr);
@@ -272,6 +296,7 @@ grpc::Status CacheNodeService::SetDataRing(grpc::ServerContext*, const v1::DataR
 grpc::Status CacheNodeService::RelogRecords(grpc::ServerContext*,
                                             const v1::RelogRecordsRequest* req,
                                             v1::RelogRecordsResponse* resp) {
+  if (absl::Status f = CheckFence(req->fence(), "relog records"); !f.ok()) return ToGrpc(f);
   const absl::flat_hash_set<uint64_t> seqs(req->sequences().begin(), req->sequences().end());
   absl::StatusOr<uint32_t> n = node_->RelogRecords(seqs);
   if (!n.ok()) return ToGrpc(n.status());

@@ -165,7 +165,11 @@ class CacheNodeService final : public v1::CacheNode::Service {
  private:
   // The gate's verdict as a gRPC status; *pass holds an admitted request (RequestGate::Advance).
   grpc::Status Admit(uint64_t epoch, RequestGate::Pass* pass);
+  // A control step's fence (proto ControlFence): OK, or kStaleTerm (counted, logged) when it
+  // carries an older coordinator term than this node has seen.
+  absl::Status CheckFence(const v1::ControlFence& fence, const char* step);
   RequestGate gate_;
+  metrics::Counter* stale_term_refused_ = nullptr;
   CacheNode* const node_;
   std::atomic<int> data_port_{0};
 };

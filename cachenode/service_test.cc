@@ -74,6 +74,67 @@ TEST_F(ServiceEpochTest, StaleWriteIsRefusedAndChangesNothing) {
             2.0);
 }
 
+// Control steps are fenced by the coordinator's term (docs/design.md): once a node has seen term
+// 9, a step of term 8 (a coordinator that lost its election and goes on) is refused, counted and
+// changes nothing; a plain flush and term 0 (static mode) are not term-fenced.
+TEST_F(ServiceEpochTest, ControlStepsOfAnOlderTermAreRefused) {
+  SetUpCluster(2, 1, 1);
+  Start();
+  CacheNodeService service(node_.get(), &registry_);
+  v1::CacheWriteRequest w;
+  w.set_vdi_id(1);
+  w.set_object_index(3);
+  w.set_data(std::string(4096, 'a'));
+  v1::CacheWriteResponse wr;
+  grpc::ServerContext wctx;
+  ASSERT_TRUE(service.Write(&wctx, &w, &wr).ok());
+  auto drop = [&](uint64_t term) {
+    v1::DropBlocksRequest req;
+    req.set_all(true);
+    req.mutable_fence()->set_term(term);
+    v1::DropBlocksResponse resp;
+    grpc::ServerContext ctx;
+    return service.DropBlocks(&ctx, &req, &resp);
+  };
+  auto handoff = [&](uint64_t term) {
+    v1::CacheFlushRequest req;
+    req.set_all_vdis(true);
+    v1::RingMember* m = req.add_moving_under();
+    m->set_id(1);
+    m->set_weight(1);
+    req.mutable_fence()->set_term(term);
+    v1::CacheFlushResponse resp;
+    grpc::ServerContext ctx;
+    return service.Flush(&ctx, &req, &resp);
+  };
+  auto relog = [&](uint64_t term) {
+    v1::RelogRecordsRequest req;
+    req.mutable_fence()->set_term(term);
+    v1::RelogRecordsResponse resp;
+    grpc::ServerContext ctx;
+    return service.RelogRecords(&ctx, &req, &resp);
+  };
+  ASSERT_TRUE(handoff(9).ok());
+  EXPECT_EQ(node_->ownership()->term(), 9u);
+  grpc::Status s = drop(8);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::ABORTED);
+  EXPECT_NE(s.error_message().find("stale coordinator term 8"), std::string::npos) << s.error_message();
+  EXPECT_EQ(handoff(8).error_code(), grpc::StatusCode::ABORTED);
+  EXPECT_EQ(relog(7).error_code(), grpc::StatusCode::ABORTED);
+  EXPECT_EQ(node_->dirty_blocks(), 1u) << "the refused drop dropped nothing";
+  v1::CacheFlushRequest plain;
+  plain.set_all_vdis(true);
+  plain.mutable_fence()->set_term(3);  // ignored: destaging is safe under any term
+  v1::CacheFlushResponse fr;
+  grpc::ServerContext fctx;
+  EXPECT_TRUE(service.Flush(&fctx, &plain, &fr).ok());
+  EXPECT_TRUE(relog(0).ok()) << "term 0 is not term-fenced";
+  EXPECT_TRUE(drop(10).ok());
+  EXPECT_EQ(node_->ownership()->term(), 10u);
+  EXPECT_EQ(registry_.GetCounter("ringcache_cachenode_stale_term_refused_total", "")->Value(),
+            3.0);
+}
+
 // Advance (the coordinator's flush with an epoch): from the call on, older requests are refused;
 // it returns only once the ones admitted under an older epoch finished, whoever sent them.
 TEST_F(ServiceEpochTest, AdvanceWaitsForOlderRequestsAndRefusesNewOldOnes) {

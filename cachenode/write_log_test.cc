@@ -17,6 +17,7 @@
 #include "datanode/client/log_replay.h"
 #include "cachenode/testing/cache_node_harness.h"
 #include "common/checksum.h"
+#include "common/errors.h"
 #include "gtest/gtest.h"
 
 namespace ringcache::cachenode {
@@ -348,6 +349,42 @@ TEST_F(WriteLogTest, LogCopiesOnALostDataNodeAreWrittenAgainElsewhere) {
   // And a restart keeps pointing at the new records (the slots were updated).
   Start();
   for (uint64_t b = 0; b < 48; ++b) EXPECT_EQ(ReadBlock(b * 7), Pattern(b)) << b;
+}
+
+// The partial partition: the coordinator takes the objects of a node it cannot reach and
+// replays its log, while another gateway still sends the node writes. The replay seals the log
+// first, so a write whose records were not durable when the scan ran is refused (kFenced: the
+// gateway retries it on the new owner), never acknowledged and missed.
+TEST_F(WriteLogTest, WriteOfANodeWhoseLogWasSealedIsNotAcknowledged) {
+  Init(5, 3);
+  Start();
+  ASSERT_TRUE(node_->ownership()->ObserveEpoch(5).ok());
+  ASSERT_TRUE(WriteBlock(1, Pattern(1)).ok());
+  const size_t before = TotalRecords();
+  // The coordinator publishes epoch 6 without the node, seals its log and replays it.
+  auto stats = datanode::ReplayCacheNodeLog(pool_.get(), 9, [](uint32_t) { return 3; }, 6);
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(HomeBlock(1), Pattern(1));
+  // The node, cut off from the coordinator, still stamps epoch 5.
+  absl::Status late = WriteBlock(2, Pattern(2));
+  EXPECT_TRUE(IsKind(late, ErrorKind::kFenced)) << late;
+  EXPECT_NE(late.message().find("sealed"), std::string::npos) << late;
+  EXPECT_EQ(TotalRecords(), 0u) << "no record of the refused write landed (the replay dropped "
+                                   "the " << before << " before it)";
+  EXPECT_EQ(HomeBlock(2), std::string(kBs, '\0'));
+  // Re-admitted at a newer epoch, the node writes again.
+  ASSERT_TRUE(node_->Readmit(7).ok());
+  EXPECT_TRUE(WriteBlock(2, Pattern(3)).ok());
+  EXPECT_EQ(ReadBlock(2), Pattern(3));
+  // Seals and coordinator reclaims carry the term; a data node that has seen a newer
+  // coordinator refuses them (a replay of a coordinator that lost its election stops there).
+  pool_->SetControlTerm(9);
+  ASSERT_TRUE(pool_->SealLog(9, 7).ok());
+  EXPECT_EQ(dns_->store(0)->control_term(), 9u);
+  ASSERT_TRUE(dns_->store(1)->ObserveControlTerm(12).ok());  // a newer coordinator spoke to it
+  absl::Status stale = pool_->SealLog(9, 8);
+  EXPECT_TRUE(IsKind(stale, ErrorKind::kStaleTerm)) << stale;
+  EXPECT_EQ(pool_->LogReclaim(9, {}, 1000), std::vector<uint32_t>{dns_->endpoints()[1].id});
 }
 
 TEST_F(WriteLogTest, FencedNodeDoesNotLogAgainForALostDataNode) {

@@ -14,7 +14,10 @@ absl::StatusCode CodeOf(ErrorKind kind) {
     case ErrorKind::kStaleEpoch:
     case ErrorKind::kUnknownVdi:
     case ErrorKind::kOlderVersion:
+    case ErrorKind::kLogSealed:
       return absl::StatusCode::kFailedPrecondition;
+    case ErrorKind::kStaleTerm:
+      return absl::StatusCode::kAborted;
     case ErrorKind::kNone:
       break;
   }
@@ -30,6 +33,8 @@ absl::string_view ErrorKindName(ErrorKind kind) {
     case ErrorKind::kUnknownVdi: return "unknown_vdi";
     case ErrorKind::kOlderVersion: return "older_version";
     case ErrorKind::kDeviceFailed: return "device_failed";
+    case ErrorKind::kStaleTerm: return "stale_term";
+    case ErrorKind::kLogSealed: return "log_sealed";
     case ErrorKind::kNone: break;
   }
   return "";
@@ -37,7 +42,8 @@ absl::string_view ErrorKindName(ErrorKind kind) {
 
 ErrorKind ErrorKindFromName(absl::string_view name) {
   for (ErrorKind k : {ErrorKind::kFenced, ErrorKind::kStaleEpoch, ErrorKind::kUnknownVdi,
-                      ErrorKind::kOlderVersion, ErrorKind::kDeviceFailed}) {
+                      ErrorKind::kOlderVersion, ErrorKind::kDeviceFailed, ErrorKind::kStaleTerm,
+                      ErrorKind::kLogSealed}) {
     if (name == ErrorKindName(k)) return k;
   }
   return ErrorKind::kNone;

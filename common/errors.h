@@ -11,6 +11,10 @@
 //   kOlderVersion  FAILED_PRECONDITION  a data node holds a newer version of a block than the
 //                                       write carries (fencing token, docs/durability.md)
 //   kDeviceFailed  UNAVAILABLE          a storage error (failed fdatasync): sticky until restart
+//   kStaleTerm     ABORTED              a control step of a coordinator whose term is older than
+//                                       one the receiver has seen (proto ControlFence)
+//   kLogSealed     FAILED_PRECONDITION  a data node refused a log record of a cache node whose
+//                                       log was sealed for a replay: the node lost its objects
 //
 // Thread-safety: stateless functions.
 #ifndef RINGCACHE_COMMON_ERRORS_H_
@@ -23,7 +27,16 @@
 
 namespace ringcache {
 
-enum class ErrorKind { kNone, kFenced, kStaleEpoch, kUnknownVdi, kOlderVersion, kDeviceFailed };
+enum class ErrorKind {
+  kNone,
+  kFenced,
+  kStaleEpoch,
+  kUnknownVdi,
+  kOlderVersion,
+  kDeviceFailed,
+  kStaleTerm,
+  kLogSealed,
+};
 
 // The payload's type URL (absl::Status::SetPayload).
 inline constexpr absl::string_view kErrorKindUrl = "type.ringcache.dev/ErrorKind";

@@ -9,7 +9,8 @@ namespace {
 
 TEST(ErrorsTest, KindSurvivesAnnotationAndGrpc) {
   for (ErrorKind k : {ErrorKind::kFenced, ErrorKind::kStaleEpoch, ErrorKind::kUnknownVdi,
-                      ErrorKind::kOlderVersion, ErrorKind::kDeviceFailed}) {
+                      ErrorKind::kOlderVersion, ErrorKind::kDeviceFailed, ErrorKind::kStaleTerm,
+                      ErrorKind::kLogSealed}) {
     absl::Status s = TypedError(k, "why");
     EXPECT_TRUE(IsKind(s, k)) << ErrorKindName(k);
     EXPECT_TRUE(IsKind(Annotate(s, "write to node 3: "), k));

@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <chrono>
 
+#include "common/errors.h"
+#include "common/status_macros.h"
+
 namespace ringcache::datanode {
 
 namespace {
@@ -43,6 +46,17 @@ DataNodeService::DataNodeService(uint32_t node_id, BlockStore* store, HddEmulato
       "Log records found failing their checksum by a scan (skipped; replay takes another copy).");
   log_records_reclaimed_ = registry_->GetCounter(
       "ringcache_datanode_log_records_reclaimed_total", "Write-back log records reclaimed.");
+  stale_term_refused_ = registry_->GetCounter(
+      "ringcache_datanode_stale_term_refused_total",
+      "Control steps (log seal, log reclaim) refused because they carried an older coordinator "
+      "term than this node has seen.");
+  sealed_appends_refused_ = registry_->GetCounter(
+      "ringcache_datanode_sealed_log_appends_refused_total",
+      "Log appends refused because their cache node's log was sealed for a replay (the node "
+      "lost its objects).");
+  registry_->AddCallbackGauge("ringcache_datanode_control_term",
+                              "The highest coordinator term a control step carried.", {},
+                              [store] { return static_cast<double>(store->control_term()); });
   registry_->AddCallbackGauge("ringcache_datanode_log_records",
                               "Write-back log records currently held.", {},
                               [store] { return static_cast<double>(store->Stats().log_records); });
@@ -219,6 +233,7 @@ grpc::Status DataNodeService::LogAppend(grpc::ServerContext*, const v1::LogAppen
     }
     hdd_->Charge(bytes, /*log_append=*/true);
     auto size = store_->LogAppend(entries);
+    if (IsKind(size.status(), ErrorKind::kLogSealed)) sealed_appends_refused_->Increment();
     if (!size.ok()) return size.status();
     log_records_appended_->Increment(static_cast<double>(entries.size()));
     resp->set_log_bytes(*size);
@@ -268,6 +283,7 @@ grpc::Status DataNodeService::LogScan(grpc::ServerContext*, const v1::LogScanReq
 grpc::Status DataNodeService::LogReclaim(grpc::ServerContext*, const v1::LogReclaimRequest* req,
                                          v1::LogReclaimResponse* resp) {
   return Timed(&log_reclaim_, [&]() -> absl::Status {
+    RC_RETURN_IF_ERROR(CheckFence(req->fence(), "log reclaim"));
     std::vector<uint64_t> seqs(req->sequences().begin(), req->sequences().end());
     auto n = store_->LogReclaim(req->cache_node_id(), seqs, req->below_sequence());
     if (!n.ok()) return n.status();
@@ -275,6 +291,27 @@ grpc::Status DataNodeService::LogReclaim(grpc::ServerContext*, const v1::LogRecl
     resp->set_records_reclaimed(*n);
     return absl::OkStatus();
   });
+}
+
+absl::Status DataNodeService::CheckFence(const v1::ControlFence& fence, const char* step) {
+  absl::Status s = store_->ObserveControlTerm(fence.term());
+  if (IsKind(s, ErrorKind::kStaleTerm)) {
+    stale_term_refused_->Increment();
+    spdlog::warn("data node {}: {} refused: {}", node_id_, step, std::string(s.message()));
+  }
+  return s;
+}
+
+grpc::Status DataNodeService::SealLog(grpc::ServerContext*, const v1::SealLogRequest* req,
+                                      v1::SealLogResponse* resp) {
+  absl::Status s = CheckFence(req->fence(), "log seal");
+  if (!s.ok()) return ToGrpc(s);
+  auto held = store_->SealLog(req->cache_node_id(), req->below_epoch());
+  if (!held.ok()) return ToGrpc(held.status());
+  spdlog::info("data node {}: log of cache node {} sealed below ring epoch {} (term {})",
+               node_id_, req->cache_node_id(), *held, req->fence().term());
+  resp->set_below_epoch(*held);
+  return grpc::Status::OK;
 }
 
 grpc::Status DataNodeService::Health(grpc::ServerContext*, const v1::HealthRequest*,

@@ -41,6 +41,8 @@ class DataNodeService final : public v1::DataNode::Service {
                        v1::LogScanResponse*) override;
   grpc::Status LogReclaim(grpc::ServerContext*, const v1::LogReclaimRequest*,
                           v1::LogReclaimResponse*) override;
+  grpc::Status SealLog(grpc::ServerContext*, const v1::SealLogRequest*,
+                       v1::SealLogResponse*) override;
   grpc::Status Health(grpc::ServerContext*, const v1::HealthRequest*,
                       v1::HealthResponse*) override;
   grpc::Status Stats(grpc::ServerContext*, const v1::StatsRequest*,
@@ -51,6 +53,8 @@ class DataNodeService final : public v1::DataNode::Service {
                      v1::DataNodeScrubReport*) override;
   grpc::Status PutRing(grpc::ServerContext*, const v1::PutRingRequest*,
                        v1::PutRingResponse*) override;
+  // kStaleTerm (counted) for a control step of an older coordinator term.
+  absl::Status CheckFence(const v1::ControlFence& fence, const char* step);
   grpc::Status PutWriterIncarnation(grpc::ServerContext*, const v1::PutWriterIncarnationRequest*,
                                     v1::PutWriterIncarnationResponse*) override;
   // The background scrub the Scrub RPC reports on (not owned; without one, Scrub fails).
@@ -85,6 +89,8 @@ class DataNodeService final : public v1::DataNode::Service {
   metrics::Counter* data_loss_;
   metrics::Counter* log_records_appended_;
   metrics::Counter* log_records_reclaimed_;
+  metrics::Counter* stale_term_refused_;   // control steps of an older coordinator term
+  metrics::Counter* sealed_appends_refused_;  // appends of a cache node whose log is sealed
   metrics::Counter* corrupt_log_records_;
   metrics::Counter* log_over_limit_;
   std::atomic<uint64_t> log_limit_bytes_{0};

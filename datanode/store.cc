@@ -15,6 +15,7 @@
 #include "common/config.h"
 #include "common/errors.h"
 #include "common/status_macros.h"
+#include "datanode/store_keys.h"
 
 namespace ringcache::datanode {
 namespace {
@@ -23,17 +24,9 @@ constexpr char kBlocksCf[] = "blocks";
 constexpr char kLogCf[] = "log";
 constexpr size_t kLogHeader = 4 + 8 + 4 + 8;
 
-void PutBe32(std::string* s, uint32_t v) {
-  for (int i = 3; i >= 0; --i) s->push_back(static_cast<char>((v >> (i * 8)) & 0xff));
-}
-void PutBe64(std::string* s, uint64_t v) {
-  for (int i = 7; i >= 0; --i) s->push_back(static_cast<char>((v >> (i * 8)) & 0xff));
-}
-uint64_t GetBe(const char* p, int n) {
-  uint64_t v = 0;
-  for (int i = 0; i < n; ++i) v = (v << 8) | static_cast<uint8_t>(p[i]);
-  return v;
-}
+using store_keys::GetBe;
+using store_keys::PutBe32;
+using store_keys::PutBe64;
 
 std::string BlockKey(uint32_t vdi, uint64_t object, uint32_t block) {
   std::string k;
@@ -359,6 +352,7 @@ absl::StatusOr<std::unique_ptr<BlockStore>> BlockStore::Open(const StoreOptions&
     }
     RC_RETURN_IF_ERROR(FromRocks(it->status(), "scan sequence marks"));
   }
+  RC_RETURN_IF_ERROR(store->LoadFences());
   // Recount the log area.
   {
     std::unique_ptr<rocksdb::Iterator> it(
@@ -763,6 +757,8 @@ absl::StatusOr<uint64_t> BlockStore::LogAppend(const std::vector<LogEntry>& reco
     }
     for (const auto& [writer, seq] : top) RC_RETURN_IF_ERROR(NoteSequence(writer, seq));
   }
+  absl::ReaderMutexLock seal(&seal_mu_);  // from the seal check to the commit
+  RC_RETURN_IF_ERROR(CheckSeals(records));
   rocksdb::WriteBatch batch;
   uint64_t added_records = 0, added_bytes = 0;
   std::string value, existing;

@@ -258,6 +258,16 @@ class BlockStore {
   absl::StatusOr<std::string> PutWriterIncarnation(uint32_t writer,
                                                    const std::string& incarnation,
                                                    bool only_if_none);
+  // Control fencing (store_fence.cc; docs/design.md, "Control steps are fenced").
+  // The highest coordinator term a control step carried (persisted): raises it and returns OK,
+  // or returns kStaleTerm for an older `term`. Term 0 (not a coordinator's step) always passes.
+  absl::Status ObserveControlTerm(uint64_t term);
+  uint64_t control_term() const { return control_term_.load(); }
+  // Seals cache node `writer`'s log below `below_epoch` (persisted; only raises; kept across
+  // Clear): LogAppend refuses its records of an older ownership epoch with kLogSealed from now
+  // on. Returns once no append that passed the check is still committing, with the seal held.
+  absl::StatusOr<uint64_t> SealLog(uint32_t writer, uint64_t below_epoch);
+  uint64_t LogSeal(uint32_t writer) const;
   // The store's incarnation (32 hex digits): made when the store is created (or first opened
   // by a version that knows incarnations) and kept. A node on a new or wiped disk has another.
   const std::string& incarnation() const { return incarnation_; }
@@ -291,7 +301,18 @@ class BlockStore {
   // pays for it) before a write carrying `seq` commits.
   absl::Status NoteSequence(uint32_t writer, uint64_t seq);
   absl::Status Commit(rocksdb::WriteBatch* batch, const std::string& what);
+  // Loads the control term and the log seals (Open).
+  absl::Status LoadFences();
+  // kLogSealed if a record is of a sealed writer's older epoch. REQUIRES: seal_mu_ held (shared).
+  absl::Status CheckSeals(const std::vector<LogEntry>& records) const
+      ABSL_SHARED_LOCKS_REQUIRED(seal_mu_);
   absl::Mutex stripes_[kStripes];
+  // Appends hold seal_mu_ shared from the seal check to their commit; SealLog holds it
+  // exclusively, so a seal returns only once no append that passed the check is uncommitted.
+  mutable absl::Mutex seal_mu_;
+  absl::flat_hash_map<uint32_t, uint64_t> seals_ ABSL_GUARDED_BY(seal_mu_);
+  absl::Mutex term_mu_;  // raising the term is one read-compare-write
+  std::atomic<uint64_t> control_term_{0};
   mutable absl::Mutex err_mu_;
   absl::Status device_error_ ABSL_GUARDED_BY(err_mu_);
   std::atomic<uint64_t> older_refusals_{0};

@@ -281,6 +281,54 @@ TEST_F(StoreTest, WriterIncarnationIsReplacedByATakeoverAndSurvivesReopenAndClea
   EXPECT_EQ(store_->WriterIncarnation(4), "cccc");
 }
 
+// Control fencing (docs/design.md, "Control steps are fenced"): a sealed writer's records of an
+// older ownership epoch are refused, newer ones and other writers' are taken; the seal only
+// rises and outlives a reopen and a Clear.
+TEST_F(StoreTest, SealedLogRefusesOlderRecordsAcrossReopenAndClear) {
+  auto at = [](uint32_t node, uint64_t seq, uint64_t epoch) {
+    LogEntry e = Rec(node, seq, 'e');
+    e.epoch = epoch;
+    return e;
+  };
+  ASSERT_TRUE(store_->LogAppend({at(3, 1, 4)}).ok());
+  EXPECT_EQ(*store_->SealLog(3, 6), 6u);
+  EXPECT_EQ(*store_->SealLog(3, 5), 6u) << "a seal never goes down";
+  absl::Status refused = store_->LogAppend({at(3, 2, 5)}).status();
+  EXPECT_TRUE(IsKind(refused, ErrorKind::kLogSealed)) << refused;
+  // A batch holding one refused record is refused whole.
+  EXPECT_FALSE(store_->LogAppend({at(4, 1, 1), at(3, 3, 5)}).ok());
+  EXPECT_TRUE(store_->LogAppend({at(3, 4, 6)}).ok()) << "re-admitted at the seal's epoch";
+  EXPECT_TRUE(store_->LogAppend({at(4, 2, 1)}).ok()) << "another writer is not sealed";
+  uint64_t next = 0;
+  bool done = false;
+  auto recs = store_->LogScan(3, 0, 100, false, &next, &done);
+  ASSERT_TRUE(recs.ok());
+  ASSERT_EQ(recs->size(), 2u);
+  EXPECT_EQ((*recs)[0].sequence, 1u);
+  EXPECT_EQ((*recs)[1].sequence, 4u);
+  Reopen();
+  EXPECT_EQ(store_->LogSeal(3), 6u);
+  ASSERT_TRUE(store_->Clear().ok());
+  EXPECT_EQ(store_->LogSeal(3), 6u);
+  EXPECT_EQ(store_->LogSeal(4), 0u);
+  EXPECT_FALSE(store_->SealLog(0, 1).ok());
+}
+
+TEST_F(StoreTest, ControlTermOnlyRisesAndSurvivesReopen) {
+  EXPECT_TRUE(store_->ObserveControlTerm(0).ok());
+  EXPECT_TRUE(store_->ObserveControlTerm(41).ok());
+  EXPECT_TRUE(store_->ObserveControlTerm(41).ok());
+  absl::Status stale = store_->ObserveControlTerm(40);
+  EXPECT_TRUE(IsKind(stale, ErrorKind::kStaleTerm)) << stale;
+  EXPECT_EQ(stale.code(), absl::StatusCode::kAborted);
+  EXPECT_TRUE(store_->ObserveControlTerm(0).ok()) << "term 0 is not a coordinator's step";
+  Reopen();
+  EXPECT_EQ(store_->control_term(), 41u);
+  EXPECT_TRUE(IsKind(store_->ObserveControlTerm(40), ErrorKind::kStaleTerm));
+  EXPECT_TRUE(store_->ObserveControlTerm(57).ok());
+  EXPECT_EQ(store_->control_term(), 57u);
+}
+
 TEST_F(StoreTest, WriterHighWaterCoversEverySequenceAndSurvivesReopen) {
   EXPECT_EQ(store_->WriterHighWater(4), 0u);
   ASSERT_TRUE(store_->WriteBlocks(7, 1, 0, Pattern('n') + Pattern('m'), {},

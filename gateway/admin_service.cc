@@ -530,10 +530,16 @@ std::function<absl::Status(CacheClient*, bool)> CacheNodeSettle(Router* router, 
     for (const auto& r : catalog->List()) {
       replication[r.geometry.vdi_id()] = r.geometry.replication();
     }
-    return datanode::ReplayCacheNodeLog(pool, id, [&](uint32_t vdi) {
-             auto it = replication.find(vdi);
-             return it == replication.end() ? 0u : it->second;
-           })
+    // Sealed at the epoch the router published for this removal (it set it on the client
+    // before settling): writes the node accepted before that, still on their way to the log,
+    // are refused rather than missed.
+    return datanode::ReplayCacheNodeLog(
+               pool, id,
+               [&](uint32_t vdi) {
+                 auto it = replication.find(vdi);
+                 return it == replication.end() ? 0u : it->second;
+               },
+               c->ring_epoch())
         .status();
   };
 }

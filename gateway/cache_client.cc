@@ -165,6 +165,7 @@ class GrpcCacheClient : public CacheClient {
       rm->set_id(m.id);
       rm->set_weight(m.weight);
     }
+    *req.mutable_fence() = fence();
     v1::CacheFlushResponse resp;
     auto ctx = Ctx(3600 * 1000);
     return FromGrpc(stub_->Flush(ctx.get(), req, &resp), What("handoff flush"));
@@ -197,6 +198,7 @@ class GrpcCacheClient : public CacheClient {
       rm->set_id(m.id);
       rm->set_weight(m.weight);
     }
+    *req.mutable_fence() = fence();
     v1::DropBlocksResponse resp;
     auto ctx = Ctx(600 * 1000);
     absl::Status s = FromGrpc(stub_->DropBlocks(ctx.get(), req, &resp), What("drop blocks"));
@@ -214,6 +216,7 @@ class GrpcCacheClient : public CacheClient {
   absl::StatusOr<uint32_t> RelogRecords(const std::vector<uint64_t>& seqs) override {
     v1::RelogRecordsRequest req;
     for (uint64_t s : seqs) req.add_sequences(s);
+    *req.mutable_fence() = fence();
     v1::RelogRecordsResponse resp;
     auto ctx = Ctx(60 * 1000);
     RC_RETURN_IF_ERROR(FromGrpc(stub_->RelogRecords(ctx.get(), req, &resp), What("relog")));

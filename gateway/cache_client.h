@@ -32,6 +32,22 @@ class CacheClient {
     }
   }
   uint64_t ring_epoch() const { return ring_epoch_.load(std::memory_order_relaxed); }
+  // The coordinator's term its control steps carry (DropBlocks, FlushMoving, RelogRecords), with
+  // the ring epoch, in a ControlFence: the node refuses a term older than one it has seen
+  // (kStaleTerm). 0: none (static mode). Only grows.
+  void SetControlTerm(uint64_t term) {
+    uint64_t seen = control_term_.load(std::memory_order_relaxed);
+    while (term > seen &&
+           !control_term_.compare_exchange_weak(seen, term, std::memory_order_relaxed)) {
+    }
+  }
+  uint64_t control_term() const { return control_term_.load(std::memory_order_relaxed); }
+  v1::ControlFence fence() const {
+    v1::ControlFence f;
+    f.set_term(control_term());
+    f.set_epoch(ring_epoch());
+    return f;
+  }
   virtual absl::Status Read(uint32_t vdi, uint64_t object, uint32_t offset, uint32_t len,
                             char* out) = 0;
   // Starts a read that completes on another thread: returns true and runs `done` exactly once
@@ -91,6 +107,7 @@ class CacheClient {
 
  private:
   std::atomic<uint64_t> ring_epoch_{0};
+  std::atomic<uint64_t> control_term_{0};
 };
 
 // gRPC client to a ringcache-cachenode at `address`.

@@ -346,6 +346,8 @@ int main(int argc, char** argv) {
       // Every shared write of this term (cache ring, data ring, purge mark, catalog) holds only
       // while P/coordinator keeps this term's create revision.
       const membership::TxnCompare guard = membership::TermGuard(prefix, term);
+      // Every control step of this term carries it: nodes refuse the steps of an older one.
+      r->SetControlTerm(static_cast<uint64_t>(term));
       // Start from the latest published ring and catalog (this gateway followed them, but its
       // last look may be behind: a heal, a failed read), not from its own view.
       if (auto st = gateway::LoadEtcdCacheRing(etcd_client, prefix); !st.ok()) {

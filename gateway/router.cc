@@ -452,7 +452,21 @@ void Router::SetClientFactoryForTest(ClientFactory factory) {
 }
 
 std::unique_ptr<CacheClient> Router::NewClient(uint32_t id, const std::string& address) const {
-  return client_factory_ ? client_factory_(id, address) : MakeGrpcCacheClient(address);
+  std::unique_ptr<CacheClient> c =
+      client_factory_ ? client_factory_(id, address) : MakeGrpcCacheClient(address);
+  if (c != nullptr) c->SetControlTerm(control_term_.load());
+  return c;
+}
+
+void Router::SetControlTerm(uint64_t term) {
+  uint64_t seen = control_term_.load();
+  while (term > seen && !control_term_.compare_exchange_weak(seen, term)) {
+  }
+  if (data_nodes_ != nullptr) data_nodes_->SetControlTerm(term);
+  absl::MutexLock l(&mu_);
+  for (CacheMember& m : members_) {
+    if (m.client != nullptr) m.client->SetControlTerm(term);
+  }
 }
 
 std::string Router::LearnedAddress(uint32_t id) const {

@@ -14,6 +14,7 @@
 #ifndef RINGCACHE_GATEWAY_ROUTER_H_
 #define RINGCACHE_GATEWAY_ROUTER_H_
 
+#include <atomic>
 #include <functional>
 #include <deque>
 #include <map>
@@ -133,6 +134,13 @@ class Router : public ExportProvider {
   // Asks cache node `id` for its own state (quarantined, device failed), waiting at most
   // `timeout_ms`; kNotFound for an unknown id, kUnavailable if it does not answer.
   absl::StatusOr<CacheClient::NodeHealth> NodeHealth(uint32_t id, int timeout_ms) const;
+  // Cluster mode: the coordinator's term (membership/election.h), carried from now on by the
+  // control steps this router sends — to cache nodes (DropBlocks, handoff flushes, relogs) and
+  // to data nodes (log seals and reclaims) — so that nodes refuse them once a newer coordinator
+  // spoke to them (docs/design.md, "Control steps are fenced"). Only grows; a router that lost
+  // its term keeps sending the old one, which is what fences it.
+  void SetControlTerm(uint64_t term);
+  uint64_t control_term() const { return control_term_.load(); }
   // Returns every cache node id the router knows (from construction or learned), removed or not.
   std::vector<uint32_t> member_ids() const;
 
@@ -238,6 +246,7 @@ class Router : public ExportProvider {
   // Returns the series of node `id` (null before ExportMetrics).
   CallMetrics* CallMetricsLocked(uint32_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  std::atomic<uint64_t> control_term_{0};
   mutable absl::Mutex mu_;
   metrics::Registry* registry_ ABSL_GUARDED_BY(mu_) = nullptr;
   absl::flat_hash_map<uint32_t, std::unique_ptr<CallMetrics>> call_metrics_ ABSL_GUARDED_BY(mu_);

@@ -885,10 +885,13 @@ absl::StatusOr<LogAppendResult> DataNodePool::LogAppend(
   // below when the others are not enough (an append is idempotent: records are keyed by
   // writer and sequence).
   std::vector<uint32_t> unavailable;
+  // A data node refused the records: the writer's log was sealed for a replay (it lost its
+  // objects). No other node may take them instead: the write fails.
+  absl::Status sealed;
   // Appends to `cand` in order, `copies` at a time, until enough nodes hold the records.
   auto append_to = [&](const std::vector<uint32_t>& cand) {
     size_t next = 0;
-    while (static_cast<int>(result.nodes.size()) < copies && next < cand.size()) {
+    while (static_cast<int>(result.nodes.size()) < copies && next < cand.size() && sealed.ok()) {
       const size_t want = std::min<size_t>(copies - result.nodes.size(), cand.size() - next);
       std::vector<Call> calls(want);
       std::vector<uint32_t> ids(cand.begin() + next, cand.begin() + next + want);
@@ -916,6 +919,7 @@ absl::StatusOr<LogAppendResult> DataNodePool::LogAppend(
       for (size_t i = 0; i < want; ++i) {
         if (!calls[i].status.ok()) {
           last = FromGrpc(calls[i].status, absl::StrCat("log append on data node ", ids[i]));
+          if (IsKind(last, ErrorKind::kLogSealed)) sealed = last;
           if (calls[i].status.error_code() == grpc::StatusCode::UNAVAILABLE) {
             unavailable.push_back(ids[i]);
           }
@@ -930,7 +934,9 @@ absl::StatusOr<LogAppendResult> DataNodePool::LogAppend(
   // A transient fault is retried, not reported: the nodes that were unavailable get two more
   // tries on fresh connections (gRPC reconnects) before the write fails.
   for (const absl::Duration pause : {absl::Milliseconds(20), absl::Milliseconds(200)}) {
-    if (static_cast<int>(result.nodes.size()) >= copies || unavailable.empty()) break;
+    if (static_cast<int>(result.nodes.size()) >= copies || unavailable.empty() || !sealed.ok()) {
+      break;
+    }
     absl::SleepFor(pause);
     std::vector<uint32_t> again;
     again.swap(unavailable);
@@ -938,6 +944,7 @@ absl::StatusOr<LogAppendResult> DataNodePool::LogAppend(
     append_to(again);
   }
   if (!overlapped && overlap) overlap();  // no candidate at all
+  if (!sealed.ok()) return sealed;
   if (static_cast<int>(result.nodes.size()) < copies) {
     return absl::UnavailableError(absl::StrCat("log records on ", result.nodes.size(), " of ",
                                                copies, " data nodes: ", last.message()));
@@ -1031,6 +1038,7 @@ std::vector<uint32_t> DataNodePool::LogReclaim(uint32_t cache_node,
   req.set_cache_node_id(cache_node);
   for (uint64_t s : seqs) req.add_sequences(s);
   req.set_below_sequence(below);
+  req.mutable_fence()->set_term(control_term());
   struct Call {
     std::unique_ptr<grpc::ClientContext> ctx;
     v1::LogReclaimResponse resp;
@@ -1056,6 +1064,41 @@ std::vector<uint32_t> DataNodePool::LogReclaim(uint32_t cache_node,
     if (!calls[i].status.ok()) failed.push_back(nodes[i]->endpoint.id);
   }
   return failed;
+}
+
+absl::Status DataNodePool::SealLog(uint32_t cache_node, uint64_t below_epoch) {
+  v1::SealLogRequest req;
+  req.set_cache_node_id(cache_node);
+  req.set_below_epoch(below_epoch);
+  req.mutable_fence()->set_term(control_term());
+  req.mutable_fence()->set_epoch(below_epoch);
+  struct Call {
+    std::unique_ptr<grpc::ClientContext> ctx;
+    v1::SealLogResponse resp;
+    grpc::Status status;
+  };
+  const auto v = view();
+  // Every node of the ring(s), out ones too (a writer on an older data ring may still send to
+  // them); only the live ones, which the replay scans, must take it.
+  const std::vector<Node*>& nodes = v->nodes;
+  std::vector<Call> calls(nodes.size());
+  absl::BlockingCounter pending(static_cast<int>(nodes.size()));
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    calls[i].ctx = Context();
+    nodes[i]->stub->async()->SealLog(calls[i].ctx.get(), &req, &calls[i].resp,
+                                     [&, i](grpc::Status s) {
+                                       calls[i].status = std::move(s);
+                                       pending.DecrementCount();
+                                     });
+  }
+  pending.Wait();
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    Note(nodes[i], calls[i].status);
+    if (calls[i].status.ok() || v->spec.IsOut(nodes[i]->endpoint.id)) continue;
+    return FromGrpc(calls[i].status, absl::StrCat("seal the log of cache node ", cache_node,
+                                                  " on data node ", nodes[i]->endpoint.id));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status DataNodePool::LogScan(uint32_t node, uint32_t cache_node, uint64_t from,

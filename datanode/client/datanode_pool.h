@@ -212,6 +212,19 @@ class DataNodePool {
   // nodes that could not be reached (they still hold the records).
   std::vector<uint32_t> LogReclaim(uint32_t cache_node, const std::vector<uint64_t>& seqs,
                                    uint64_t below = 0);
+  // Seals `cache_node`'s log below ring epoch `below_epoch` on every data node (the SealLog
+  // RPC): afterwards no append of its records of an older epoch lands anywhere. Fails unless
+  // every live data node took the seal (a replay must not scan before).
+  absl::Status SealLog(uint32_t cache_node, uint64_t below_epoch);
+  // The coordinator's term, carried by its control steps (LogReclaim, SealLog) in a
+  // ControlFence; data nodes refuse an older one (kStaleTerm). 0 (default): none — a cache
+  // node's own pool, static mode. Only grows.
+  void SetControlTerm(uint64_t term) {
+    uint64_t seen = control_term_.load();
+    while (term > seen && !control_term_.compare_exchange_weak(seen, term)) {
+    }
+  }
+  uint64_t control_term() const { return control_term_.load(); }
   // Calls fn(record) for every log record of `cache_node` held by data node `node` with sequence
   // >= from, in order, a page at a time. Records the node found damaged are skipped and their
   // sequences appended to *corrupt (may be null).
@@ -369,6 +382,7 @@ class DataNodePool {
   metrics::Registry* registry_ = nullptr;
   std::string role_ = "cachenode";  // names the metrics
   int rpc_timeout_ms_ = 30000;
+  std::atomic<uint64_t> control_term_{0};
   mutable absl::Mutex mu_;
   std::shared_ptr<const View> view_ ABSL_GUARDED_BY(mu_);
   // Every node ever used (views point into it; a node whose address changed keeps its old entry).

@@ -16,7 +16,8 @@ namespace ringcache::datanode {
 
 absl::StatusOr<ReplayStats> ReplayCacheNodeLog(
     DataNodePool* pool, uint32_t cache_node,
-    const std::function<uint32_t(uint32_t vdi)>& replication) {
+    const std::function<uint32_t(uint32_t vdi)>& replication, uint64_t seal_epoch) {
+  if (seal_epoch > 0) RC_RETURN_IF_ERROR(pool->SealLog(cache_node, seal_epoch));
   ReplayStats stats;
   // Latest record per block, ordered by (vdi, object, block) so runs coalesce.
   using Key = std::tuple<uint32_t, uint64_t, uint32_t>;

@@ -43,9 +43,15 @@ struct ReplayStats {
 
 // Replays the log of cache node `cache_node`. `replication` returns a VDI's N, or 0 if the VDI
 // no longer exists (its records are dropped). `pool` is not owned.
+//
+// With `seal_epoch` (the cache ring epoch at which the node's objects are taken from it), the
+// node's log is first sealed on every data node (DataNodePool::SealLog): a node that is cut off
+// but alive can no longer add a record of an older epoch, so a write whose log copies were not
+// yet durable when the scan ran is refused (its client retries on the new owner) instead of
+// acknowledged and missed. 0: no seal (a node replaying its own old incarnation's log).
 absl::StatusOr<ReplayStats> ReplayCacheNodeLog(
     DataNodePool* pool, uint32_t cache_node,
-    const std::function<uint32_t(uint32_t vdi)>& replication);
+    const std::function<uint32_t(uint32_t vdi)>& replication, uint64_t seal_epoch = 0);
 
 }  // namespace ringcache::datanode
 
