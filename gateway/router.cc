@@ -399,6 +399,10 @@ absl::Status Router::RemoveCacheNode(
               : "node does not answer: replaying its write-back log from the data nodes");
     s = settle(client, alive);
     if (s.ok()) break;
+    if (StepRefused(s)) {
+      say(absl::StrCat("stopped: ", s.ToString()));
+      break;
+    }
     say(absl::StrCat("not settled yet (", s.ToString(), "); retrying"));
     std::this_thread::sleep_for(std::chrono::seconds(1));
   }
@@ -625,6 +629,10 @@ absl::Status Router::AddCacheNode(uint32_t id,
   for (int i = 0; i < attempts; ++i) {
     s = attempt();
     if (s.ok()) break;
+    if (StepRefused(s)) {
+      say(absl::StrCat("stopped: ", s.ToString()));
+      break;
+    }
     say(absl::StrCat("not ready yet (", s.ToString(), "); retrying"));
     std::this_thread::sleep_for(std::chrono::seconds(1));
   }
@@ -653,6 +661,12 @@ absl::Status Router::AddCacheNode(uint32_t id,
   if (rs.ok()) rs = SaveRemoved();
   say(rs.ok() ? "joined; its objects now go to it" : rs.ToString());
   return rs;
+}
+
+bool Router::StepRefused(const absl::Status& s) const {
+  if (IsKind(s, ErrorKind::kStaleTerm)) return true;
+  absl::MutexLock l(&mu_);
+  return publishes_ && !publisher_;  // the term ended: the next coordinator decides
 }
 
 void Router::SetPublisher(Publisher publisher) {

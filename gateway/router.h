@@ -218,6 +218,9 @@ class Router : public ExportProvider {
   // FollowRingState under mu_; `leaving` gets the members the state newly takes out.
   absl::Status FollowLocked(const CacheRingState& state,
                             std::vector<std::pair<uint32_t, CacheClient*>>* leaving);
+  // True when a change must not be retried: a node refused its step as of an ended term
+  // (kStaleTerm), or this router's term as coordinator ended (it lost its publisher).
+  bool StepRefused(const absl::Status& s) const;
   // Publishes `state` (OK without a publisher); called without mu_. The rule that keeps
   // epochs safe across leaders: a router with a publisher never routes with an epoch it has not
   // published first, so a new leader that starts above the last published epoch is above every

@@ -50,6 +50,14 @@ Nemeses (--nemeses, comma list, or `all`):
                          is printed), decide the removal again and finish it; the killed gateway
                          is restarted (it follows), the cache node restarted and rejoined.
                          Writers of the killed gateway reconnect to another one.
+  pause-coordinator      (cluster, --gateways 2 or more) kill -9 a cache node; SIGSTOP the
+                         coordinator while it removes the node (as the removal starts, or once
+                         it replays the node's log) or, after the removal and a restart of the
+                         node, while it joins it (as the join starts, or once the moving objects
+                         are destaged); hold it past its election lease until another gateway
+                         is elected, then SIGCONT it. It wakes up in the middle of a change
+                         under a term that ended: the nodes refuse its steps (control steps are
+                         fenced by term) and the new coordinator finishes. Wait for the rejoin.
   wipe-cache             kill -9 a cache node, remove its directory (a new, empty SSD: slot
                          file, sequence mark, VDI table, ownership state), restart it after
                          uniform(0.2, --max-down) s: a new store incarnation, which replays the
@@ -189,10 +197,10 @@ ETCD_PREFIX = "/ringcache"
 
 NEMESES = ("kill-cache", "kill-data", "remove", "rejoin", "pause", "data-during-join",
            "restart-during-replay", "kill-coordinator", "wipe-cache", "wipe-data", "lose-data",
-           "rot-data", "slow-data", "full-data", "slow-cache", "full-cache")
+           "rot-data", "slow-data", "full-data", "slow-cache", "full-cache", "pause-coordinator")
 CLUSTER_ONLY = {"rejoin", "pause", "data-during-join", "restart-during-replay",
-                "kill-coordinator", "full-cache"}
-MANY_GATEWAYS_ONLY = {"kill-coordinator"}  # needs --gateways 2 or more
+                "kill-coordinator", "full-cache", "pause-coordinator"}
+MANY_GATEWAYS_ONLY = {"kill-coordinator", "pause-coordinator"}  # need --gateways 2 or more
 # Left out of `all`: the disk faults. A refill copies every replica the node held and takes tens
 # of seconds per fault; FaultInjection.disks names both (tests/CMakeLists.txt), so that the runs
 # of `all` keep their time and their share of every process fault.
@@ -202,7 +210,7 @@ NOT_IN_ALL = {"wipe-data", "wipe-cache", "lose-data", "rot-data", "slow-data", "
 DISK_SEAMS = {"slow-data", "full-data", "slow-cache", "full-cache"}
 CACHE_NEMESES = {"kill-cache", "remove", "rejoin", "pause", "data-during-join",
                  "restart-during-replay", "kill-coordinator", "wipe-cache", "slow-cache",
-                 "full-cache"}
+                 "full-cache", "pause-coordinator"}
 
 nbd = None  # the libnbd module, imported after argument parsing so --help works anywhere
 
@@ -1790,6 +1798,71 @@ class Nemesis:
                 f"elected {takeover:.1f}s later (lease {self.a.lease_ttl}s), gateway {leader} "
                 f"restarted after {down:.1f}s as a follower; cache node restarted (took "
                 f"{took:.1f}s), rejoined {joined:.1f}s later")
+
+
+    def await_new_leader(self, old, since_t):
+        """Waits until a gateway other than `old` leads; returns its id (the seconds from
+        `since_t` go to the takeover times) or None."""
+        while time.monotonic() - since_t < self.a.settle_timeout:
+            new = self.c.leader()
+            if new is not None and new != old:
+                self.ctx.takeovers.append(time.monotonic() - since_t)
+                return new
+            if not self.ctx.sleep(0.05):
+                return None
+        self.ctx.problem(f"no gateway was elected within {self.a.settle_timeout:.0f}s after "
+                         f"the coordinator (gateway {old}) stopped")
+        return None
+
+    def pause_coordinator(self, node, _data, down):
+        leader = self.c.leader()
+        if leader is None:
+            self.ctx.problem("pause-coordinator: no coordinator is elected (P/coordinator)")
+            return None
+        phase = self.rng.choice(["removal", "join"])
+        since = self.kill_cache_node(node)
+        if phase == "removal":
+            trigger = self.rng.choice([f"remove cache node {node}",
+                                       f"remove cache node {node}: node does not answer: "
+                                       "replaying its write-back log"])
+        else:
+            if self.await_removed(node, since) is None:
+                return None
+            self.restart_cache_node(node)
+            trigger = self.rng.choice([
+                f"add cache node {node}: holding requests for the objects it takes over",
+                f"add cache node {node}: the objects that move are destaged"])
+        self.step(f"awaiting '{trigger}' of gateway {leader}")
+        if self.wait_log(trigger, since, f"gateway {leader}: '{trigger}'", poll=0.01) is None:
+            return None
+        if self.c.leader() != leader:
+            self.ctx.problem(f"pause-coordinator: the leader changed from gateway {leader} to "
+                             f"{self.c.leader()} without a fault")
+            return None
+        self.step(f"SIGSTOP gateway {leader} (the coordinator) at '{trigger}'")
+        pid = self.c.stop_process("gateway", leader)
+        stopped = time.monotonic()
+        try:
+            new = self.await_new_leader(leader, stopped)
+            ok = new is not None and self.ctx.sleep(down)
+        finally:
+            self.step(f"SIGCONT gateway {leader} (its term ended while it was stopped)")
+            self.c.continue_process(pid)
+        if not ok:
+            return None
+        held = time.monotonic() - stopped
+        if phase == "removal":
+            if self.await_removed(node, since) is None:
+                return None
+            self.restart_cache_node(node)
+        joined = self.await_rejoin(node, since)
+        if joined is None:
+            return None
+        refused = self.ctx.gwlog.count("stale coordinator term", since)
+        return (f"kill -9 cachenode {node}; SIGSTOP gateway {leader} (coordinator) during the "
+                f"{phase} at '{trigger}' for {held:.1f}s; gateway {new} elected, finished it; "
+                f"rejoined {joined:.1f}s later"
+                f"{f'; {refused} step(s) of the ended term refused' if refused else ''}")
 
 
 def check_daemons(ctx):
