@@ -27,13 +27,6 @@
 namespace ringcache::gateway {
 namespace {
 
-// A change that a coordinator began and could not publish the outcome of: its term ended.
-absl::Status TermEndedError() {
-  return absl::FailedPreconditionError(
-      "not the coordinator any more: its term ended during the change; the next coordinator "
-      "decides it again");
-}
-
 struct Piece {
   uint64_t object;
   uint32_t offset;  // inside the object
@@ -339,102 +332,14 @@ absl::Status Router::RemoveCacheNode(
     if (progress) progress(m);
   };
   CacheClient* client = Client(id);
-  CacheRingState start;
-  {
-    absl::MutexLock l(&mu_);
-    if (client == nullptr || removed_.contains(id)) {
-      return absl::NotFoundError(absl::StrCat("no cache node ", id, " in the ring"));
-    }
-    if (!removing_.empty() || joining_) {
-      return absl::FailedPreconditionError("another cache node is being removed or added");
-    }
-    if (members_.size() - removed_.size() <= 1) {
-      return absl::FailedPreconditionError("cannot remove the last cache node");
-    }
-    removing_.insert(id);
-    changing_ = true;
-    start = RingStateLocked();
-    start.epoch = epoch_ + 1;  // a new owner never writes at the epoch of the one before
-  }
-  if (absl::Status p = Publish(start); !p.ok()) {
-    absl::MutexLock l(&mu_);
-    removing_.erase(id);
-    changing_ = false;
-    return absl::UnavailableError(
-        absl::StrCat("cannot publish the removal of cache node ", id, ": ", p.message()));
-  }
-  {
-    absl::MutexLock l(&mu_);
-    epoch_ = std::max(epoch_, start.epoch);
-  }
-  say("holding its requests; waiting for requests in flight");
-  auto drained = [this, id]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    auto it = inflight_.find(id);
-    return it == inflight_.end() || it->second == 0;
-  };
-  bool done;
-  {
-    absl::MutexLock l(&mu_);
-    done = mu_.AwaitWithTimeout(absl::Condition(&drained), absl::Milliseconds(200));
-  }
-  // Requests still in flight after a moment, to a node that does not answer, are cancelled and go
-  // to the next owner once it is settled (they were not acknowledged). Waiting for their
-  // deadline would stall clients for a minute. In cluster mode they cannot still be working on
-  // the node: it died (its connection is gone), or it never got them (queued while it was
-  // unreachable), or it is cut off and fenced itself before its lease expired. In static mode
-  // an operator removes a node that does not answer on their own judgement, as before.
-  if (!done && !client->Probe(500).ok()) {
-    say("node does not answer: cancelling its requests in flight (they go to the next owner)");
-    client->CancelInFlight();
-  }
-  {
-    absl::MutexLock l(&mu_);
-    mu_.Await(absl::Condition(&drained));
-  }
-  absl::Status s;
-  for (int i = 0; i < attempts; ++i) {
+  auto work = [&](const coordinator::Step&) {
     const bool alive = client->Probe(1000).ok();
     client->SetRingEpoch(ring_epoch());  // a live node first waits for requests on older rings
     say(alive ? "node answers: destaging its dirty blocks"
               : "node does not answer: replaying its write-back log from the data nodes");
-    s = settle(client, alive);
-    if (s.ok()) break;
-    if (StepRefused(s)) {
-      say(absl::StrCat("stopped: ", s.ToString()));
-      break;
-    }
-    say(absl::StrCat("not settled yet (", s.ToString(), "); retrying"));
-    std::this_thread::sleep_for(std::chrono::seconds(1));
-  }
-  CacheRingState outcome;
-  {
-    absl::MutexLock l(&mu_);
-    outcome = RingStateLocked();
-    std::erase(outcome.removing, id);
-    if (s.ok()) {
-      outcome.removed.push_back(id);
-      std::sort(outcome.removed.begin(), outcome.removed.end());
-    }
-    outcome.epoch = epoch_ + 1;
-  }
-  const bool published = PublishOutcome(outcome);
-  absl::MutexLock l(&mu_);
-  removing_.erase(id);
-  changing_ = false;
-  if (!published) {
-    say("not finished here: this gateway's term as coordinator ended; the next one decides");
-    return TermEndedError();
-  }
-  epoch_ = std::max(epoch_, outcome.epoch);
-  if (!s.ok()) {  // requests go to the node again
-    if (absl::Status ss = SaveRemoved(); !ss.ok()) spdlog::warn("{}", ss.ToString());
-    return s;
-  }
-  removed_.insert(id);
-  absl::Status rs = RebuildRing();
-  if (rs.ok()) rs = SaveRemoved();
-  say(rs.ok() ? "removed; its objects now go to their next owners" : rs.ToString());
-  return rs;
+    return settle(client, alive);
+  };
+  return RunChange(coordinator::RingChange::Kind::kRemoval, id, attempts, work, say);
 }
 
 absl::StatusOr<CacheClient::NodeHealth> Router::NodeHealth(uint32_t id, int timeout_ms) const {
@@ -553,39 +458,86 @@ absl::Status Router::AddCacheNode(uint32_t id,
     return absl::UnavailableError(
         absl::StrCat("cache node ", id, " does not answer: ", p.message()));
   }
+  auto work = [&](const coordinator::Step&) { return Handoff(id, joiner, say); };
+  return RunChange(coordinator::RingChange::Kind::kJoin, id, attempts, work, say);
+}
+
+absl::Status Router::Handoff(uint32_t id, CacheClient* joiner,
+                             const std::function<void(const std::string&)>& say) {
   std::vector<ring::Member> next;
-  CacheRingState start;
   {
     absl::MutexLock l(&mu_);
-    if (!removed_.contains(id)) {
-      return absl::AlreadyExistsError(absl::StrCat("cache node ", id, " is in the ring"));
+    next = next_ring_->members();
+  }
+  const std::vector<CacheMember*> live = Live();
+  // Every flush below first waits for the requests other gateways sent on older rings.
+  const uint64_t epoch = ring_epoch();
+  for (CacheMember* m : live) m->client->SetRingEpoch(epoch);
+  joiner->SetRingEpoch(epoch);
+  // Handoff: each member destages the objects it loses to the joiner (no request can dirty
+  // them again: they are held), then drops its clean copies of them (so an object that later
+  // comes back never meets a stale copy), and must keep no dirty block of them.
+  for (CacheMember* m : live) RC_RETURN_IF_ERROR(m->client->FlushMoving(next));
+  say("the objects that move are destaged; dropping their clean copies");
+  for (CacheMember* m : live) {
+    RC_ASSIGN_OR_RETURN(uint64_t kept, m->client->DropBlocks(false, next));
+    if (kept != 0) {
+      return absl::UnavailableError(
+          absl::StrCat("cache node ", m->id, " kept ", kept, " dirty blocks of moving objects"));
     }
-    if (!removing_.empty() || joining_) {
-      return absl::FailedPreconditionError("another cache node is being removed or added");
-    }
+  }
+  RC_RETURN_IF_ERROR(joiner->DropBlocks(true, {}).status());
+  for (const auto& r : catalog_->List()) {
+    RC_RETURN_IF_ERROR(joiner->RegisterVdi(r.geometry, r.mode, r.policy));
+  }
+  std::function<absl::Status(uint32_t, CacheClient*)> hook;
+  {
+    absl::MutexLock l(&mu_);
+    hook = join_hook_;
+  }
+  if (hook) RC_RETURN_IF_ERROR(hook(id, joiner));
+  return absl::OkStatus();
+}
+
+absl::Status Router::BeginChange(coordinator::RingChange::Kind kind, uint32_t id, int attempts,
+                                 std::optional<coordinator::RingChange>* change) {
+  absl::MutexLock l(&mu_);
+  std::vector<uint32_t> ids;
+  for (const auto& m : members_) ids.push_back(m.id);
+  // removing_ and joining_ are in the state: the core refuses a second change.
+  RC_ASSIGN_OR_RETURN(coordinator::RingChange c,
+                      coordinator::RingChange::Begin(kind, RingStateLocked(), ids, id, attempts,
+                                                     absl::Seconds(1)));
+  if (kind == coordinator::RingChange::Kind::kRemoval) {
+    removing_.insert(id);
+  } else {
     RC_ASSIGN_OR_RETURN(std::unique_ptr<ring::Ring> next_ring, BuildRingLocked(id));
-    next = next_ring->members();
     // From here on requests for the objects that move to the joiner wait (OnOwner); the others
     // go on as before. The moving ones already in flight finish first.
     joining_ = true;
     joining_id_ = id;
     next_ring_ = std::move(next_ring);
-    changing_ = true;
-    start = RingStateLocked();
-    start.epoch = epoch_ + 1;
   }
-  if (absl::Status p = Publish(start); !p.ok()) {
-    absl::MutexLock l(&mu_);
+  changing_ = true;
+  change->emplace(std::move(c));
+  return absl::OkStatus();
+}
+
+void Router::EndChangeLocked(coordinator::RingChange::Kind kind, uint32_t id) {
+  if (kind == coordinator::RingChange::Kind::kRemoval) {
+    removing_.erase(id);
+  } else {
     joining_ = false;
     joining_id_ = 0;
     next_ring_.reset();
-    changing_ = false;
-    return absl::UnavailableError(
-        absl::StrCat("cannot publish the join of cache node ", id, ": ", p.message()));
   }
-  {
+  changing_ = false;
+}
+
+void Router::Drain(coordinator::RingChange::Kind kind, uint32_t id,
+                   const std::function<void(const std::string&)>& say) {
+  if (kind == coordinator::RingChange::Kind::kJoin) {
     absl::MutexLock l(&mu_);
-    epoch_ = std::max(epoch_, start.epoch);
     say("holding requests for the objects it takes over; waiting for those in flight");
     auto drained = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       for (const auto& [key, n] : inflight_objects_) {
@@ -594,72 +546,112 @@ absl::Status Router::AddCacheNode(uint32_t id,
       return true;
     };
     mu_.Await(absl::Condition(&drained));
+    return;
   }
-  auto attempt = [&]() -> absl::Status {
-    const std::vector<CacheMember*> live = Live();
-    // Every flush below first waits for the requests other gateways sent on older rings.
-    const uint64_t epoch = ring_epoch();
-    for (CacheMember* m : live) m->client->SetRingEpoch(epoch);
-    joiner->SetRingEpoch(epoch);
-    // Handoff: each member destages the objects it loses to the joiner (no request can dirty
-    // them again: they are held), then drops its clean copies of them (so an object that later
-    // comes back never meets a stale copy), and must keep no dirty block of them.
-    for (CacheMember* m : live) RC_RETURN_IF_ERROR(m->client->FlushMoving(next));
-    say("the objects that move are destaged; dropping their clean copies");
-    for (CacheMember* m : live) {
-      RC_ASSIGN_OR_RETURN(uint64_t kept, m->client->DropBlocks(false, next));
-      if (kept != 0) {
-        return absl::UnavailableError(
-            absl::StrCat("cache node ", m->id, " kept ", kept, " dirty blocks of moving objects"));
-      }
-    }
-    RC_RETURN_IF_ERROR(joiner->DropBlocks(true, {}).status());
-    for (const auto& r : catalog_->List()) {
-      RC_RETURN_IF_ERROR(joiner->RegisterVdi(r.geometry, r.mode, r.policy));
-    }
-    std::function<absl::Status(uint32_t, CacheClient*)> hook;
-    {
-      absl::MutexLock l(&mu_);
-      hook = join_hook_;
-    }
-    if (hook) RC_RETURN_IF_ERROR(hook(id, joiner));
-    return absl::OkStatus();
+  say("holding its requests; waiting for requests in flight");
+  auto drained = [this, id]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    auto it = inflight_.find(id);
+    return it == inflight_.end() || it->second == 0;
   };
-  absl::Status s;
-  for (int i = 0; i < attempts; ++i) {
-    s = attempt();
-    if (s.ok()) break;
-    if (StepRefused(s)) {
-      say(absl::StrCat("stopped: ", s.ToString()));
-      break;
-    }
-    say(absl::StrCat("not ready yet (", s.ToString(), "); retrying"));
-    std::this_thread::sleep_for(std::chrono::seconds(1));
-  }
-  CacheRingState outcome;
+  bool done;
   {
     absl::MutexLock l(&mu_);
-    outcome = RingStateLocked();
-    outcome.joining = 0;
-    if (s.ok()) std::erase(outcome.removed, id);
-    outcome.epoch = epoch_ + 1;
+    done = mu_.AwaitWithTimeout(absl::Condition(&drained), absl::Milliseconds(200));
   }
-  const bool published = PublishOutcome(outcome);
+  // Requests still in flight after a moment, to a node that does not answer, are cancelled and go
+  // to the next owner once it is settled (they were not acknowledged). Waiting for their
+  // deadline would stall clients for a minute. In cluster mode they cannot still be working on
+  // the node: it died (its connection is gone), or it never got them (queued while it was
+  // unreachable), or it is cut off and fenced itself before its lease expired; and a write it
+  // still takes cannot be acknowledged once its log is sealed (docs/design.md §7). In static
+  // mode an operator removes a node that does not answer on their own judgement, as before.
+  CacheClient* client = Client(id);
+  if (!done && !client->Probe(500).ok()) {
+    say("node does not answer: cancelling its requests in flight (they go to the next owner)");
+    client->CancelInFlight();
+  }
   absl::MutexLock l(&mu_);
-  joining_ = false;
-  joining_id_ = 0;
-  next_ring_.reset();
-  changing_ = false;
+  mu_.Await(absl::Condition(&drained));
+}
+
+absl::Status Router::RunChange(coordinator::RingChange::Kind kind, uint32_t id, int attempts,
+                               const std::function<absl::Status(const coordinator::Step&)>& work,
+                               const std::function<void(const std::string&)>& say) {
+  using coordinator::Step;
+  std::optional<coordinator::RingChange> change;
+  RC_RETURN_IF_ERROR(BeginChange(kind, id, attempts, &change));
+  const bool removal = kind == coordinator::RingChange::Kind::kRemoval;
+  CacheRingState outcome;
+  bool started = false, published = false;
+  for (Step step = change->next(); step.kind != Step::kDone; step = change->next()) {
+    absl::Status result;
+    bool term_ended = false;
+    switch (step.kind) {
+      case Step::kPublish:
+        result = Publish(step.state);
+        started = result.ok();
+        if (started) {
+          absl::MutexLock l(&mu_);
+          epoch_ = std::max(epoch_, step.state.epoch);
+        }
+        break;
+      case Step::kDrain:
+        Drain(kind, id, say);
+        break;
+      case Step::kSettle:
+      case Step::kHandoff:
+        result = work(step);
+        if (!result.ok()) {
+          term_ended = StepRefused(result);
+          if (term_ended) {
+            say(absl::StrCat("stopped: ", result.ToString()));
+          } else if (step.attempt < attempts) {
+            say(absl::StrCat(removal ? "not settled yet (" : "not ready yet (", result.ToString(),
+                             "); retrying"));
+          }
+        }
+        break;
+      case Step::kPause:
+        std::this_thread::sleep_for(absl::ToChronoMilliseconds(step.wait));
+        break;
+      case Step::kPublishOutcome: {
+        {
+          absl::MutexLock l(&mu_);
+          outcome = change->Outcome(RingStateLocked());
+        }
+        published = PublishOutcome(outcome);
+        if (!published) result = absl::FailedPreconditionError("the term ended");
+        break;
+      }
+      case Step::kDone:
+        break;
+    }
+    change->Report(result, term_ended);
+  }
+  absl::MutexLock l(&mu_);
+  EndChangeLocked(kind, id);
+  if (!started) return change->status();  // the start was never published: nothing changed
   if (!published) {
     say("not finished here: this gateway's term as coordinator ended; the next one decides");
-    return TermEndedError();
+    return change->status();
   }
   epoch_ = std::max(epoch_, outcome.epoch);
-  if (!s.ok()) return s;
-  removed_.erase(id);
+  if (!change->succeeded()) {  // requests go to the node again (removal), or it stays out
+    if (removal) {
+      if (absl::Status ss = SaveRemoved(); !ss.ok()) spdlog::warn("{}", ss.ToString());
+    }
+    return change->status();
+  }
+  if (removal) {
+    removed_.insert(id);
+  } else {
+    removed_.erase(id);
+  }
   absl::Status rs = RebuildRing();
   if (rs.ok()) rs = SaveRemoved();
-  say(rs.ok() ? "joined; its objects now go to it" : rs.ToString());
+  say(rs.ok() ? (removal ? "removed; its objects now go to their next owners"
+                         : "joined; its objects now go to it")
+              : rs.ToString());
   return rs;
 }
 

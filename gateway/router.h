@@ -19,6 +19,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -33,6 +34,7 @@
 #include "datanode/client/datanode_pool.h"
 #include "gateway/block_device.h"
 #include "common/metrics.h"
+#include "coordinator/ring_change.h"
 #include "gateway/cache_client.h"
 #include "membership/cache_ring_state.h"
 #include "gateway/catalog.h"
@@ -218,6 +220,25 @@ class Router : public ExportProvider {
   // FollowRingState under mu_; `leaving` gets the members the state newly takes out.
   absl::Status FollowLocked(const CacheRingState& state,
                             std::vector<std::pair<uint32_t, CacheClient*>>* leaving);
+  // A cache ring change (coordinator/ring_change.h) carried out: the core decides the steps,
+  // the router takes them. `work` is the settle (removal) or the handoff (join) attempt.
+  absl::Status RunChange(coordinator::RingChange::Kind kind, uint32_t id, int attempts,
+                         const std::function<absl::Status(const coordinator::Step&)>& work,
+                         const std::function<void(const std::string&)>& say);
+  // Starts the change in the routing state (requests for the node, or for the objects that
+  // move to it, wait from now on); fails with nothing changed when the core refuses it.
+  absl::Status BeginChange(coordinator::RingChange::Kind kind, uint32_t id, int attempts,
+                           std::optional<coordinator::RingChange>* change);
+  void EndChangeLocked(coordinator::RingChange::Kind kind, uint32_t id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Waits for the requests the change holds that are already in flight (a removal cancels those
+  // of a node that does not answer).
+  void Drain(coordinator::RingChange::Kind kind, uint32_t id,
+             const std::function<void(const std::string&)>& say);
+  // One handoff attempt of a join: members destage and drop what moves to `joiner`, which
+  // drops every block, gets the VDIs and the join hook.
+  absl::Status Handoff(uint32_t id, CacheClient* joiner,
+                       const std::function<void(const std::string&)>& say);
   // True when a change must not be retried: a node refused its step as of an ended term
   // (kStaleTerm), or this router's term as coordinator ended (it lost its publisher).
   bool StepRefused(const absl::Status& s) const;
