@@ -2,6 +2,8 @@
 # (rc_gateway), and their tests.
 add_library(rc_gateway STATIC
   ${CMAKE_CURRENT_LIST_DIR}/router.cc
+  ${CMAKE_CURRENT_LIST_DIR}/router_membership.cc
+  ${CMAKE_CURRENT_LIST_DIR}/router_vdis.cc
   ${CMAKE_CURRENT_LIST_DIR}/piece_pool.cc
   ${CMAKE_CURRENT_LIST_DIR}/catalog.cc
   ${CMAKE_CURRENT_LIST_DIR}/cache_client.cc
