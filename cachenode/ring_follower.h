@@ -12,8 +12,11 @@
 //    coordinator's rebalance even while the coordinator's own push to this node is late. An older
 //    or equal epoch changes nothing.
 //
-// Both keys are watched (one watch on P/rings/, from the revision of the first read on), and
-// read again every `resync` (a watch stopped by compaction is caught up).
+// What is watched is the rings' epochs alone (P/ring-epochs/, a few bytes per change, written
+// with each ring: membership/cache_ring_state.h), from the revision of the first read on; the
+// data ring itself is read only when its epoch is newer than the node's. The epochs are read
+// again every `resync` (a watch stopped by compaction is caught up). A coordinator of an earlier
+// release writes no epochs: then the rings are read whole, at each resync.
 // Raising an epoch or adopting a newer data ring is always safe: the coordinator publishes each
 // ring in etcd before it uses it, and its protocol (publish, then wait for every node) stays the
 // barrier.
@@ -61,12 +64,15 @@ class RingFollower {
   RingFollower(membership::EtcdClient* client, CacheNode* node, RequestGate* gate, Options options);
   // SyncOnce, returning the etcd revision it read at.
   absl::StatusOr<int64_t> Sync();
+  void RaiseCacheEpoch(uint64_t epoch);
+  // Installs the data ring `value` (read at `key`) if it is newer than the node's.
+  absl::Status ApplyDataRing(const std::string& key, const std::string& value);
 
   membership::EtcdClient* const client_;
   CacheNode* const node_;
   RequestGate* const gate_;
   const Options options_;
-  std::unique_ptr<membership::Watch> watch_;  // P/rings/: both rings
+  std::unique_ptr<membership::Watch> watch_;  // P/ring-epochs/
   mutable absl::Mutex mu_;
   uint64_t cache_epoch_ ABSL_GUARDED_BY(mu_) = 0;
   std::unique_ptr<WakeLoop> loop_;

@@ -47,8 +47,18 @@ class RingFollowerTest : public testing::CacheNodeHarness {
   void PublishCacheRing(uint64_t epoch) {
     membership::CacheRingState st;
     st.epoch = epoch;
-    ASSERT_TRUE(
-        client_->Put(membership::CacheRingKey("/rc"), membership::EncodeCacheRingState(st)).ok());
+    // As the coordinator publishes it: the ring and its epoch in one transaction.
+    ASSERT_TRUE(client_->Txn({}, membership::CacheRingPuts("/rc", st), {}).ok());
+  }
+  void PublishDataRing(const datanode::DataRing& ring) {
+    ASSERT_TRUE(client_
+                    ->Txn({},
+                          {membership::TxnOp::Put(membership::DataRingKey("/rc"),
+                                                  datanode::EncodeDataRing(ring)),
+                           membership::TxnOp::Put(membership::DataRingEpochKey("/rc"),
+                                                  membership::EncodeRingEpoch(ring.epoch))},
+                          {})
+                    .ok());
   }
 
   std::unique_ptr<membership::EtcdTestServer> server_;
@@ -85,13 +95,39 @@ TEST_F(RingFollowerTest, FollowsTheCacheRingEpochAndNewerDataRings) {
   datanode::DataRing ring = pool_->ring();
   const uint64_t start = ring.epoch;
   ring.epoch = start + 5;
-  ASSERT_TRUE(client_->Put(membership::DataRingKey("/rc"), datanode::EncodeDataRing(ring)).ok());
+  PublishDataRing(ring);
   ASSERT_TRUE(Eventually([&] { return node_->data_ring_epoch() == start + 5; }))
       << node_->data_ring_epoch();
   ring.epoch = start + 2;
-  ASSERT_TRUE(client_->Put(membership::DataRingKey("/rc"), datanode::EncodeDataRing(ring)).ok());
+  PublishDataRing(ring);
   ASSERT_TRUE(follower->SyncOnce().ok());
   EXPECT_EQ(node_->data_ring_epoch(), start + 5);
+}
+
+// A coordinator of an earlier release writes the rings without their epochs: the node then reads
+// them whole at each resync (the watch on the epochs sees nothing).
+TEST_F(RingFollowerTest, RingsWithoutTheirEpochsAreReadWholeAtResync) {
+  SetUpCluster(3, 2, 1);
+  Start();
+  CacheNodeService service(node_.get(), &registry_);
+  RequestGate* gate = service.gate();
+  membership::CacheRingState st;
+  st.epoch = 12;
+  ASSERT_TRUE(
+      client_->Put(membership::CacheRingKey("/rc"), membership::EncodeCacheRingState(st)).ok());
+  RingFollower::Options o;
+  o.prefix = "/rc";
+  o.resync = absl::Milliseconds(200);
+  auto follower = RingFollower::Start(client_.get(), node_.get(), gate, o);
+  EXPECT_EQ(gate->epoch(), 12u);
+  st.epoch = 19;
+  ASSERT_TRUE(
+      client_->Put(membership::CacheRingKey("/rc"), membership::EncodeCacheRingState(st)).ok());
+  ASSERT_TRUE(Eventually([&] { return gate->epoch() == 19u; })) << gate->epoch();
+  datanode::DataRing ring = pool_->ring();
+  ring.epoch += 3;
+  ASSERT_TRUE(client_->Put(membership::DataRingKey("/rc"), datanode::EncodeDataRing(ring)).ok());
+  ASSERT_TRUE(Eventually([&] { return node_->data_ring_epoch() == ring.epoch; }));
 }
 
 }  // namespace

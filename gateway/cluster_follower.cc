@@ -17,9 +17,7 @@ absl::Status PublishEtcdCacheRing(membership::EtcdClient* client, const std::str
   call.timeout = absl::Seconds(3);
   RC_ASSIGN_OR_RETURN(
       membership::TxnResult r,
-      client->Txn({guard}, {membership::TxnOp::Put(CacheRingKey(prefix),
-                                                   EncodeCacheRingState(state))},
-                  {}, call));
+      client->Txn({guard}, membership::CacheRingPuts(prefix, state), {}, call));
   if (!r.succeeded) {
     return absl::FailedPreconditionError(
         "not the coordinator any more: its term ended, the cache ring was not published");

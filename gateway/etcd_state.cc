@@ -13,14 +13,20 @@ std::string DataActionsKey(const std::string& prefix) { return prefix + "/rings/
 namespace {
 
 // One write, unconditional or only while `guard` holds.
-absl::Status GuardedWrite(membership::EtcdClient* client, membership::TxnOp op,
+absl::Status GuardedWrite(membership::EtcdClient* client, std::vector<membership::TxnOp> ops,
                           const std::optional<membership::TxnCompare>& guard) {
+  const std::string key = ops.front().key;
   if (!guard.has_value()) {
-    if (op.type == membership::TxnOp::Type::kDelete) return client->Delete(op.key).status();
-    return client->Put(op.key, op.value).status();
+    for (const membership::TxnOp& op : ops) {
+      if (op.type == membership::TxnOp::Type::kDelete) {
+        RC_RETURN_IF_ERROR(client->Delete(op.key).status());
+      } else {
+        RC_RETURN_IF_ERROR(client->Put(op.key, op.value).status());
+      }
+    }
+    return absl::OkStatus();
   }
-  const std::string key = op.key;
-  RC_ASSIGN_OR_RETURN(membership::TxnResult r, client->Txn({*guard}, {std::move(op)}, {}));
+  RC_ASSIGN_OR_RETURN(membership::TxnResult r, client->Txn({*guard}, std::move(ops), {}));
   if (!r.succeeded) {
     return absl::FailedPreconditionError(
         absl::StrCat("not the coordinator any more: its term ended, ", key, " was not written"));
@@ -59,12 +65,12 @@ std::optional<membership::TxnCompare> EtcdCatalogStore::guard() const {
 absl::Status EtcdCatalogStore::Put(const VdiRecord& r) {
   return GuardedWrite(
       client_,
-      membership::TxnOp::Put(membership::VdiKey(prefix_, r.geometry.name()), EncodeVdiLine(r)),
+      {membership::TxnOp::Put(membership::VdiKey(prefix_, r.geometry.name()), EncodeVdiLine(r))},
       guard());
 }
 
 absl::Status EtcdCatalogStore::Remove(const std::string& name) {
-  return GuardedWrite(client_, membership::TxnOp::Delete(membership::VdiKey(prefix_, name)),
+  return GuardedWrite(client_, {membership::TxnOp::Delete(membership::VdiKey(prefix_, name))},
                       guard());
 }
 
@@ -82,15 +88,19 @@ absl::StatusOr<std::optional<datanode::DataRing>> LoadEtcdDataRing(membership::E
 absl::Status SaveEtcdDataRing(membership::EtcdClient* client, const std::string& prefix,
                               const datanode::DataRing& ring,
                               const std::optional<membership::TxnCompare>& guard) {
-  return GuardedWrite(
-      client, membership::TxnOp::Put(DataRingKey(prefix), datanode::EncodeDataRing(ring)), guard);
+  // With its epoch alone beside it, for the cache nodes (membership/cache_ring_state.h).
+  return GuardedWrite(client,
+                      {membership::TxnOp::Put(DataRingKey(prefix), datanode::EncodeDataRing(ring)),
+                       membership::TxnOp::Put(membership::DataRingEpochKey(prefix),
+                                              membership::EncodeRingEpoch(ring.epoch))},
+                      guard);
 }
 
 absl::Status SaveEtcdDataPurge(membership::EtcdClient* client, const std::string& prefix,
                                bool pending, const std::optional<membership::TxnCompare>& guard) {
   return GuardedWrite(client,
-                      pending ? membership::TxnOp::Put(DataPurgeKey(prefix), "purge\n")
-                              : membership::TxnOp::Delete(DataPurgeKey(prefix)),
+                      {pending ? membership::TxnOp::Put(DataPurgeKey(prefix), "purge\n")
+                               : membership::TxnOp::Delete(DataPurgeKey(prefix))},
                       guard);
 }
 
@@ -103,8 +113,8 @@ absl::Status SaveEtcdDataActions(membership::EtcdClient* client, const std::stri
                                  const std::string& actions,
                                  const std::optional<membership::TxnCompare>& guard) {
   return GuardedWrite(client,
-                      actions.empty() ? membership::TxnOp::Delete(DataActionsKey(prefix))
-                                      : membership::TxnOp::Put(DataActionsKey(prefix), actions),
+                      {actions.empty() ? membership::TxnOp::Delete(DataActionsKey(prefix))
+                                       : membership::TxnOp::Put(DataActionsKey(prefix), actions)},
                       guard);
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -62,6 +63,23 @@ absl::StatusOr<CacheRingState> DecodeCacheRingState(absl::string_view text) {
 
 std::string CacheRingKey(const std::string& prefix) { return prefix + "/rings/cache"; }
 std::string DataRingKey(const std::string& prefix) { return prefix + "/rings/data"; }
+std::string RingEpochsPrefix(const std::string& prefix) { return prefix + "/ring-epochs/"; }
+std::string CacheRingEpochKey(const std::string& prefix) { return RingEpochsPrefix(prefix) + "cache"; }
+std::string DataRingEpochKey(const std::string& prefix) { return RingEpochsPrefix(prefix) + "data"; }
+std::string EncodeRingEpoch(uint64_t epoch) { return absl::StrCat(epoch, "\n"); }
+
+absl::StatusOr<uint64_t> DecodeRingEpoch(absl::string_view text) {
+  uint64_t epoch = 0;
+  if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(text), &epoch)) {
+    return absl::DataLossError(absl::StrCat("not a ring epoch: '", text, "'"));
+  }
+  return epoch;
+}
+
+std::vector<TxnOp> CacheRingPuts(const std::string& prefix, const CacheRingState& state) {
+  return {TxnOp::Put(CacheRingKey(prefix), EncodeCacheRingState(state)),
+          TxnOp::Put(CacheRingEpochKey(prefix), EncodeRingEpoch(state.epoch))};
+}
 
 absl::StatusOr<std::optional<CacheRingState>> LoadEtcdCacheRing(EtcdClient* client,
                                                                 const std::string& prefix) {

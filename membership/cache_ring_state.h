@@ -46,6 +46,18 @@ absl::StatusOr<CacheRingState> DecodeCacheRingState(absl::string_view text);
 
 std::string CacheRingKey(const std::string& prefix);  // P/rings/cache
 std::string DataRingKey(const std::string& prefix);   // P/rings/data (datanode::EncodeDataRing)
+// The rings' epochs alone, "N\n", each written in the same transaction as its ring:
+// P/ring-epochs/cache and P/ring-epochs/data. Cache nodes need only the cache ring's epoch and a
+// newer data ring, so they watch these few bytes (cachenode/ring_follower.h) rather than every
+// ring, and the bytes etcd delivers per change grow linearly with the cluster, not with its
+// square (docs/benchmarks.md, "Control plane scale").
+std::string RingEpochsPrefix(const std::string& prefix);  // P/ring-epochs/
+std::string CacheRingEpochKey(const std::string& prefix);
+std::string DataRingEpochKey(const std::string& prefix);
+std::string EncodeRingEpoch(uint64_t epoch);
+absl::StatusOr<uint64_t> DecodeRingEpoch(absl::string_view text);
+// The writes that publish `state`: the ring and its epoch.
+std::vector<TxnOp> CacheRingPuts(const std::string& prefix, const CacheRingState& state);
 // The published cache ring (nullopt: none yet); kDataLoss naming the key when it does not parse.
 absl::StatusOr<std::optional<CacheRingState>> LoadEtcdCacheRing(EtcdClient* client,
                                                                 const std::string& prefix);
