@@ -45,25 +45,13 @@ constexpr char kRingKey[] = "ring/data";
 // A writer's mark moves this far past the sequence that raised it.
 constexpr uint64_t kHighWaterStep = uint64_t{1} << 20;
 
-std::string HighWaterKey(uint32_t writer) {
-  std::string k = kHighWaterPrefix;
-  PutBe32(&k, writer);
-  return k;
-}
+std::string HighWaterKey(uint32_t writer) { return store_keys::IdKey(kHighWaterPrefix, writer); }
 
 constexpr char kWriterIncarnationPrefix[] = "winc/";
 
-std::string WriterIncarnationKey(uint32_t writer) {
-  std::string k = kWriterIncarnationPrefix;
-  PutBe32(&k, writer);
-  return k;
-}
+std::string WriterIncarnationKey(uint32_t writer) { return store_keys::IdKey(kWriterIncarnationPrefix, writer); }
 
-std::string IncompleteKey(uint32_t vdi) {
-  std::string k = kIncompletePrefix;
-  PutBe32(&k, vdi);
-  return k;
-}
+std::string IncompleteKey(uint32_t vdi) { return store_keys::IdKey(kIncompletePrefix, vdi); }
 
 std::string LogKey(uint32_t node, uint64_t seq) {
   std::string k;

@@ -13,17 +13,12 @@ namespace ringcache::datanode {
 namespace {
 
 using store_keys::GetBe;
-using store_keys::PutBe32;
 using store_keys::PutBe64;
 
 constexpr char kControlTermKey[] = "cterm";
 constexpr char kSealPrefix[] = "lseal/";
 
-std::string SealKey(uint32_t writer) {
-  std::string k = kSealPrefix;
-  PutBe32(&k, writer);
-  return k;
-}
+std::string SealKey(uint32_t writer) { return store_keys::IdKey(kSealPrefix, writer); }
 
 std::string Be64(uint64_t v) {
   std::string s;

@@ -17,6 +17,12 @@ inline void PutBe32(std::string* s, uint32_t v) {
 inline void PutBe64(std::string* s, uint64_t v) {
   for (int i = 7; i >= 0; --i) s->push_back(static_cast<char>((v >> (i * 8)) & 0xff));
 }
+// `prefix` followed by `id` (a node, writer or VDI id): the meta keys kept per id.
+inline std::string IdKey(const char* prefix, uint32_t id) {
+  std::string k = prefix;
+  PutBe32(&k, id);
+  return k;
+}
 inline uint64_t GetBe(const char* p, int n) {
   uint64_t v = 0;
   for (int i = 0; i < n; ++i) v = (v << 8) | static_cast<uint8_t>(p[i]);

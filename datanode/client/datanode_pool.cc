@@ -1039,29 +1039,17 @@ std::vector<uint32_t> DataNodePool::LogReclaim(uint32_t cache_node,
   for (uint64_t s : seqs) req.add_sequences(s);
   req.set_below_sequence(below);
   req.mutable_fence()->set_term(control_term());
-  struct Call {
-    std::unique_ptr<grpc::ClientContext> ctx;
-    v1::LogReclaimResponse resp;
-    grpc::Status status;
-  };
   const auto v = view();
   // Out nodes are skipped: they keep their stale records until they are cleared to rejoin.
   const std::vector<Node*>& nodes = v->live;
-  std::vector<Call> calls(nodes.size());
-  absl::BlockingCounter pending(static_cast<int>(nodes.size()));
+  const std::vector<grpc::Status> got =
+      CallEach(nodes, [&req](Node* node, grpc::ClientContext* ctx, Done done) {
+        auto resp = std::make_shared<v1::LogReclaimResponse>();
+        node->stub->async()->LogReclaim(ctx, &req, resp.get(),
+                                        [resp, done](grpc::Status s) { done(std::move(s)); });
+      });
   for (size_t i = 0; i < nodes.size(); ++i) {
-    Node* node = nodes[i];
-    calls[i].ctx = Context();
-    node->stub->async()->LogReclaim(calls[i].ctx.get(), &req, &calls[i].resp,
-                                    [&, i](grpc::Status s) {
-                                      calls[i].status = std::move(s);
-                                      pending.DecrementCount();
-                                    });
-  }
-  pending.Wait();
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    Note(nodes[i], calls[i].status);
-    if (!calls[i].status.ok()) failed.push_back(nodes[i]->endpoint.id);
+    if (!got[i].ok()) failed.push_back(nodes[i]->endpoint.id);
   }
   return failed;
 }
@@ -1072,33 +1060,40 @@ absl::Status DataNodePool::SealLog(uint32_t cache_node, uint64_t below_epoch) {
   req.set_below_epoch(below_epoch);
   req.mutable_fence()->set_term(control_term());
   req.mutable_fence()->set_epoch(below_epoch);
-  struct Call {
-    std::unique_ptr<grpc::ClientContext> ctx;
-    v1::SealLogResponse resp;
-    grpc::Status status;
-  };
   const auto v = view();
   // Every node of the ring(s), out ones too (a writer on an older data ring may still send to
   // them); only the live ones, which the replay scans, must take it.
   const std::vector<Node*>& nodes = v->nodes;
-  std::vector<Call> calls(nodes.size());
-  absl::BlockingCounter pending(static_cast<int>(nodes.size()));
+  const std::vector<grpc::Status> got =
+      CallEach(nodes, [&req](Node* node, grpc::ClientContext* ctx, Done done) {
+        auto resp = std::make_shared<v1::SealLogResponse>();
+        node->stub->async()->SealLog(ctx, &req, resp.get(),
+                                     [resp, done](grpc::Status s) { done(std::move(s)); });
+      });
   for (size_t i = 0; i < nodes.size(); ++i) {
-    calls[i].ctx = Context();
-    nodes[i]->stub->async()->SealLog(calls[i].ctx.get(), &req, &calls[i].resp,
-                                     [&, i](grpc::Status s) {
-                                       calls[i].status = std::move(s);
-                                       pending.DecrementCount();
-                                     });
-  }
-  pending.Wait();
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    Note(nodes[i], calls[i].status);
-    if (calls[i].status.ok() || v->spec.IsOut(nodes[i]->endpoint.id)) continue;
-    return FromGrpc(calls[i].status, absl::StrCat("seal the log of cache node ", cache_node,
-                                                  " on data node ", nodes[i]->endpoint.id));
+    if (got[i].ok() || v->spec.IsOut(nodes[i]->endpoint.id)) continue;
+    return FromGrpc(got[i], absl::StrCat("seal the log of cache node ", cache_node,
+                                         " on data node ", nodes[i]->endpoint.id));
   }
   return absl::OkStatus();
+}
+
+std::vector<grpc::Status> DataNodePool::CallEach(
+    const std::vector<Node*>& nodes,
+    const std::function<void(Node*, grpc::ClientContext*, Done)>& start) {
+  std::vector<grpc::Status> statuses(nodes.size());
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts(nodes.size());
+  absl::BlockingCounter pending(static_cast<int>(nodes.size()));
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    contexts[i] = Context();
+    start(nodes[i], contexts[i].get(), [&statuses, &pending, i](grpc::Status s) {
+      statuses[i] = std::move(s);
+      pending.DecrementCount();
+    });
+  }
+  pending.Wait();
+  for (size_t i = 0; i < nodes.size(); ++i) Note(nodes[i], statuses[i]);
+  return statuses;
 }
 
 absl::Status DataNodePool::LogScan(uint32_t node, uint32_t cache_node, uint64_t from,

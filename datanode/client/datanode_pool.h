@@ -370,6 +370,13 @@ class DataNodePool {
   void Observe(Node* n, double seconds);
   // Records an RPC's outcome for the up/down view.
   void Note(Node* n, const grpc::Status& s);
+  // Starts one call on each of `nodes` at once (`start` issues it with the context given and
+  // calls the Done it got once it finished), waits for all, notes each node's health, and returns
+  // their statuses in the order of `nodes`.
+  using Done = std::function<void(grpc::Status)>;
+  std::vector<grpc::Status> CallEach(
+      const std::vector<Node*>& nodes,
+      const std::function<void(Node*, grpc::ClientContext*, Done)>& start);
   std::unique_ptr<grpc::ClientContext> Context() const;
   // Appends `w`'s records on `node`: at once when no append is in flight there, else together
   // with every other waiting append in the next call (one RPC, one RocksDB write and WAL sync
