@@ -6,6 +6,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "coordinator/member_decision.h"
 #include "gateway/admin_service.h"
 
 namespace ringcache::gateway {
@@ -156,63 +157,65 @@ bool MembershipSync::Reconcile(const MemberView& view) {
   bool ok = Learn(view);
   const std::vector<uint32_t> removed_list = router_->removed();
   const std::set<uint32_t> removed(removed_list.begin(), removed_list.end());
-  const std::vector<uint32_t> known = router_->member_ids();
-  for (uint32_t id : known) {
-    const int64_t lease = view.LeaseOf(Role::kCache, id);
-    const bool in_ring = !removed.contains(id);
-    if (lease == 0) {
-      if (in_ring && !Remove(id, "registration gone (lease expired or revoked)")) ok = false;
-      continue;
-    }
-    if (in_ring) {
-      auto it = accepted_lease_.find(id);
-      if (it == accepted_lease_.end()) {
-        // First sight: the member we already route to — unless it says it is quarantined (it
-        // lost its objects while no gateway watched: restarted after its lease was gone). Then
-        // it leaves (its dirty blocks are settled) and rejoins like any returning node.
-        auto health = router_->NodeHealth(id, 2000);
-        if (!health.ok()) {  // ask again at the next round; its lease tells if it is gone
-          ok = false;
-          continue;
-        }
-        if (!health->quarantined) {
-          accepted_lease_[id] = lease;
-          if (on_state_) on_state_(id, "up");
-          continue;
-        }
-        if (!Remove(id, "quarantined (it lost ownership while no gateway watched)")) {
-          ok = false;
-          continue;
-        }
-      } else if (it->second == lease) {
-        continue;
-      } else if (!Remove(id, "registered again under a new lease")) {
-        // Registered again under a new lease without any view lacking it: the node restarted
-        // or lost its lease in between, so it must leave and rejoin like any returning node.
-        ok = false;
-        continue;
-      }
-    }
-    if (Drained(id)) {
-      if (said_drained_.insert(id).second) {
-        spdlog::info("cache node {}: registered but marked drained ({}): staying out", id,
-                     membership::DrainingKey(options_.prefix, id));
-      }
-      continue;
-    }
-    said_drained_.erase(id);
-    if (!SameAddress(view, id)) continue;
-    spdlog::info("cache node {}: registered; adding it to the ring", id);
-    absl::Status s = router_->AddCacheNode(id, nullptr, /*attempts=*/10);
-    if (!s.ok()) {
-      spdlog::warn("cache node {}: rejoin not done yet: {}", id, s.ToString());
-      ok = false;
-      continue;
-    }
-    accepted_lease_[id] = lease;
-    if (on_state_) on_state_(id, "up");
+  for (uint32_t id : router_->member_ids()) {
+    coordinator::MemberFacts f;
+    f.id = id;
+    f.lease = view.LeaseOf(Role::kCache, id);
+    f.in_ring = !removed.contains(id);
+    if (auto it = accepted_lease_.find(id); it != accepted_lease_.end()) f.accepted = it->second;
+    if (!Apply(view, &f)) ok = false;
   }
   return ok;
+}
+
+bool MembershipSync::Apply(const MemberView& view, coordinator::MemberFacts* f) {
+  const uint32_t id = f->id;
+  for (;;) {
+    if (f->lease != 0 && !f->in_ring) {  // asked only when they matter
+      f->drained = Drained(id);
+      if (!f->drained) said_drained_.erase(id);
+      f->address_moved = !f->drained && !SameAddress(view, id);
+    }
+    const coordinator::MemberVerdict v = coordinator::DecideMember(*f);
+    switch (v.kind) {
+      case coordinator::MemberVerdict::kNothing:
+        return true;
+      case coordinator::MemberVerdict::kAccept:
+        accepted_lease_[id] = f->lease;
+        if (on_state_) on_state_(id, "up");
+        return true;
+      case coordinator::MemberVerdict::kAskHealth: {
+        auto health = router_->NodeHealth(id, 2000);
+        if (!health.ok()) return false;  // asked again at the next round; its lease tells
+        f->quarantined = health->quarantined;
+        continue;
+      }
+      case coordinator::MemberVerdict::kRemove:
+        if (!Remove(id, v.why.c_str())) return false;
+        // Out now: a node that is still registered rejoins like any returning node.
+        f->in_ring = false;
+        f->accepted.reset();
+        continue;
+      case coordinator::MemberVerdict::kStayOut:
+        if (f->drained && said_drained_.insert(id).second) {
+          spdlog::info("cache node {}: registered but marked drained ({}): staying out", id,
+                       membership::DrainingKey(options_.prefix, id));
+        }
+        return true;  // SameAddress said why, once
+      case coordinator::MemberVerdict::kJoin: {
+        spdlog::info("cache node {}: registered; adding it to the ring", id);
+        absl::Status s = router_->AddCacheNode(id, nullptr, /*attempts=*/10);
+        if (!s.ok()) {
+          spdlog::warn("cache node {}: rejoin not done yet: {}", id, s.ToString());
+          return false;
+        }
+        accepted_lease_[id] = f->lease;
+        if (on_state_) on_state_(id, "up");
+        return true;
+      }
+    }
+    return true;
+  }
 }
 
 }  // namespace ringcache::gateway

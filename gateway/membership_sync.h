@@ -34,6 +34,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "coordinator/member_decision.h"
 #include "gateway/router.h"
 #include "membership/membership.h"
 
@@ -73,6 +74,10 @@ class MembershipSync {
   void Loop();
   // Brings the ring in line with `view`; false if some step failed (retried later).
   bool Reconcile(const membership::MemberView& view);
+  // Decides for one member (coordinator::DecideMember, asking for the facts it needs) and carries
+  // the verdict out; a removal is followed by the decision on the node out of the ring (a node
+  // still registered rejoins at once). False: try again at the next round.
+  bool Apply(const membership::MemberView& view, coordinator::MemberFacts* facts);
   bool Remove(uint32_t id, const char* why);
   // Makes the router know every registered cache node that is not drained; false if one failed.
   bool Learn(const membership::MemberView& view);

@@ -3,6 +3,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/errors.h"
+#include "coordinator/member_decision.h"
 #include "coordinator/sim/sim_cluster.h"
 
 namespace ringcache::coordinator::sim::internal {
@@ -146,35 +147,34 @@ void Sim::Decide(int g) {
         Gateway& gw = gw_[g];
         if (gw.term != term || gw.change.has_value()) return;
         for (uint32_t id = 1; id <= kCacheNodes; ++id) {
-          const bool in_ring = std::find(gw.view.removed.begin(), gw.view.removed.end(), id) ==
-                               gw.view.removed.end();
-          const int64_t lease = live.contains(id) ? live[id] : 0;
-          RingChange::Kind kind;
-          if (in_ring && lease != 0 && gw.accepted.contains(id) && gw.accepted[id] == lease) {
-            continue;
+          // The daemon's own decision (coordinator/member_decision.h) on the facts it sees.
+          MemberFacts f;
+          f.id = id;
+          f.in_ring = std::find(gw.view.removed.begin(), gw.view.removed.end(), id) ==
+                      gw.view.removed.end();
+          f.lease = live.contains(id) ? live[id] : 0;
+          if (gw.accepted.contains(id)) f.accepted = gw.accepted[id];
+          if (auto q = gw.quarantined.find(id); q != gw.quarantined.end() &&
+                                                q->second.first == f.lease) {
+            f.quarantined = q->second.second;
           }
-          if (in_ring && lease != 0 && !gw.accepted.contains(id)) {
-            // First sight: the member it routes to, unless it says it is quarantined (it lost
-            // its objects while no coordinator watched); then it leaves and rejoins.
-            auto q = gw.quarantined.find(id);
-            if (q == gw.quarantined.end() || q->second.first != lease) {
-              Call<int>(
-                  Gw(g), Cn(id), [this, id](std::function<void(int)> r) {
-                    r(Node(id).quarantined ? 1 : 2);
-                  },
-                  [this, g, id, lease](int h) {
-                    if (h != 0) gw_[g].quarantined[id] = {lease, h == 1};
-                  },
-                  0);
-              continue;
-            }
-            if (!q->second.second) {
-              gw.accepted[id] = lease;
-              continue;
-            }
+          const MemberVerdict v = DecideMember(f);
+          const bool in_ring = f.in_ring;
+          const int64_t lease = f.lease;
+          if (v.kind == MemberVerdict::kAccept) gw.accepted[id] = lease;
+          if (v.kind == MemberVerdict::kAskHealth) {
+            Call<int>(
+                Gw(g), Cn(id), [this, id](std::function<void(int)> r) {
+                  r(Node(id).quarantined ? 1 : 2);
+                },
+                [this, g, id, lease](int h) {
+                  if (h != 0) gw_[g].quarantined[id] = {lease, h == 1};
+                },
+                0);
           }
-          if (!in_ring && lease == 0) continue;
-          kind = in_ring ? RingChange::Kind::kRemoval : RingChange::Kind::kJoin;
+          if (v.kind != MemberVerdict::kRemove && v.kind != MemberVerdict::kJoin) continue;
+          const RingChange::Kind kind =
+              in_ring ? RingChange::Kind::kRemoval : RingChange::Kind::kJoin;
           auto c = RingChange::Begin(kind, gw.view, {1, 2, 3}, id, 5, absl::Milliseconds(300));
           if (!c.ok()) continue;
           Log(absl::StrCat("gw", g, " begins ", in_ring ? "removal" : "join", " of cn", id,
