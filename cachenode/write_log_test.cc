@@ -189,6 +189,33 @@ TEST_F(WriteLogTest, AppendsRetryDataNodesThatResetTheirConnection) {
       << refused.status();
 }
 
+// The same for versioned writes home (destage, write-through, replay): a home that resets its
+// connection once is asked again, and the write succeeds; one that keeps resetting fails it.
+TEST_F(WriteLogTest, StampedHomeWritesRetryDataNodesThatResetTheirConnection) {
+  Init(3, 3);
+  absl::Mutex mu;
+  std::map<uint32_t, int> calls;
+  pool_->set_write_fault_for_test([&](uint32_t node) {
+    absl::MutexLock l(&mu);
+    return ++calls[node] == 1 ? grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                             "recvmsg: Connection reset by peer")
+                              : grpc::Status::OK;
+  });
+  datanode::HomeStamp stamp{9, {5}, false, {1}};
+  ASSERT_TRUE(pool_->WriteAll(1, 0, 2, Pattern(7), 3, &stamp).ok());
+  EXPECT_EQ(HomeBlock(2), Pattern(7));
+  EXPECT_GE(registry_.GetCounter("ringcache_cachenode_home_write_retries_total", "")->Value(), 3);
+  pool_->set_write_fault_for_test([](uint32_t node) {
+    return node == 2 ? grpc::Status(grpc::StatusCode::UNAVAILABLE, "Connection reset by peer")
+                     : grpc::Status::OK;
+  });
+  stamp.seqs = {6};
+  absl::Status s = pool_->WriteAll(1, 0, 2, Pattern(8), 3, &stamp);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_NE(s.message().find("data node 2"), std::string::npos) << s;
+  pool_->set_write_fault_for_test(nullptr);
+}
+
 TEST_F(WriteLogTest, TwoReplicasKeepOneLogCopyOutsideTheHomes) {
   Init(4, 2);
   Start();

@@ -57,6 +57,10 @@ absl::StatusOr<std::unique_ptr<DataNodePool>> DataNodePool::Create(const DataRin
         absl::StrCat("ringcache_", role, "_log_append_retries_total"),
         "Log appends asked again of a data node that answered UNAVAILABLE (a connection reset, "
         "a restart) because the other candidates were not enough.");
+    pool->write_retries_ = registry->GetCounter(
+        absl::StrCat("ringcache_", role, "_home_write_retries_total"),
+        "Versioned writes home asked again of a data node that answered UNAVAILABLE (a "
+        "connection reset, a restart).");
   }
   RC_ASSIGN_OR_RETURN(std::shared_ptr<const View> v, pool->MakeView(spec));
   absl::MutexLock l(&pool->mu_);
@@ -480,22 +484,49 @@ absl::Status DataNodePool::WriteAll(uint32_t vdi, uint64_t object, uint32_t firs
     std::chrono::steady_clock::time_point start;
   };
   std::vector<Call> calls(homes.size());
-  absl::BlockingCounter pending(static_cast<int>(homes.size()));
-  for (size_t i = 0; i < homes.size(); ++i) {
-    Node* node = v->Find(homes[i]);
-    calls[i].ctx = Context();
-    calls[i].start = std::chrono::steady_clock::now();
-    node->inflight.fetch_add(1);
-    node->stub->async()->WriteBlocks(calls[i].ctx.get(), &req, &calls[i].resp,
-                                     [&, i, node](grpc::Status s) {
-                                       Note(node, s);
-                                       calls[i].status = std::move(s);
-                                       node->inflight.fetch_sub(1);
-                                       Observe(node, Seconds(calls[i].start));
-                                       pending.DecrementCount();
-                                     });
+  // Sends the write to the homes listed (indices into `homes`), all at once, and waits.
+  auto round = [&](const std::vector<size_t>& which) {
+    absl::BlockingCounter pending(static_cast<int>(which.size()));
+    for (size_t i : which) {
+      Node* node = v->Find(homes[i]);
+      calls[i].ctx = Context();
+      calls[i].start = std::chrono::steady_clock::now();
+      if (write_fault_for_test_) {
+        if (grpc::Status injected = write_fault_for_test_(homes[i]); !injected.ok()) {
+          calls[i].status = injected;
+          pending.DecrementCount();
+          continue;
+        }
+      }
+      node->inflight.fetch_add(1);
+      node->stub->async()->WriteBlocks(calls[i].ctx.get(), &req, &calls[i].resp,
+                                       [&, i, node](grpc::Status s) {
+                                         Note(node, s);
+                                         calls[i].status = std::move(s);
+                                         node->inflight.fetch_sub(1);
+                                         Observe(node, Seconds(calls[i].start));
+                                         pending.DecrementCount();
+                                       });
+    }
+    pending.Wait();
+  };
+  std::vector<size_t> all(homes.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+  round(all);
+  // A transient fault is retried, not reported: a stamped write is idempotent (a home keeps the
+  // newest version), so the homes that answered UNAVAILABLE (a reset connection, a restart) are
+  // asked again on fresh connections before the write fails.
+  for (const absl::Duration pause : {absl::Milliseconds(20), absl::Milliseconds(200)}) {
+    if (stamp == nullptr) break;
+    std::vector<size_t> again;
+    for (size_t i = 0; i < homes.size(); ++i) {
+      if (calls[i].status.error_code() == grpc::StatusCode::UNAVAILABLE) again.push_back(i);
+    }
+    if (again.empty()) break;
+    absl::SleepFor(pause);
+    if (write_retries_ != nullptr) write_retries_->Increment(static_cast<double>(again.size()));
+    round(again);
   }
-  pending.Wait();
   for (size_t i = 0; i < homes.size(); ++i) {
     RC_RETURN_IF_ERROR(FromGrpc(calls[i].status, absl::StrCat("write to data node ", homes[i])));
   }

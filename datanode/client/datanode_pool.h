@@ -194,7 +194,8 @@ class DataNodePool {
                                              uint32_t count, int n);
   // Writes the run to all n homes in parallel; succeeds only when every home acknowledged.
   // `stamp` (may be null) versions the blocks; with stamp->only_if_newer, *stored (may be null)
-  // receives the most blocks any one home stored.
+  // receives the most blocks any one home stored. A stamped write is idempotent: homes that
+  // answered UNAVAILABLE are asked twice more (after 20 and 200 ms) before it fails.
   absl::Status WriteAll(uint32_t vdi, uint64_t object, uint32_t first, const std::string& data,
                         int n, const HomeStamp* stamp = nullptr, uint32_t* stored = nullptr);
   // Trims the run on all n homes.
@@ -288,6 +289,10 @@ class DataNodePool {
   // the call with it instead of sending it (a reset connection, a node restarting).
   void set_log_fault_for_test(std::function<grpc::Status(uint32_t node)> f) {
     log_fault_for_test_ = std::move(f);
+  }
+  // Test seam: runs before each WriteBlocks call of WriteAll to a data node, like the one above.
+  void set_write_fault_for_test(std::function<grpc::Status(uint32_t node)> f) {
+    write_fault_for_test_ = std::move(f);
   }
   // Reads that failed because only incomplete replicas answered for a block none of them held.
   uint64_t unconfirmed_reads() const { return unconfirmed_reads_.load(); }
@@ -400,6 +405,8 @@ class DataNodePool {
   std::function<void(std::vector<uint32_t>*)> read_order_for_test_;
   std::function<grpc::Status(uint32_t)> log_fault_for_test_;
   metrics::Counter* log_retries_ = nullptr;
+  metrics::Counter* write_retries_ = nullptr;
+  std::function<grpc::Status(uint32_t)> write_fault_for_test_;
 };
 
 }  // namespace ringcache::datanode
