@@ -20,7 +20,9 @@ target_link_libraries(ringcache-gateway PRIVATE rc_gateway rc_gateway_cluster CL
 # Cluster mode (etcd): the gateway follows the cache nodes registered in etcd, and moves home
 # replicas when data nodes join (data_rebalancer).
 add_library(rc_gateway_cluster STATIC ${CMAKE_CURRENT_LIST_DIR}/membership_sync.cc
-            ${CMAKE_CURRENT_LIST_DIR}/data_rebalancer.cc ${CMAKE_CURRENT_LIST_DIR}/etcd_state.cc
+            ${CMAKE_CURRENT_LIST_DIR}/data_rebalancer.cc
+            ${CMAKE_CURRENT_LIST_DIR}/data_rebalancer_actions.cc
+            ${CMAKE_CURRENT_LIST_DIR}/data_rebalancer_copy.cc ${CMAKE_CURRENT_LIST_DIR}/etcd_state.cc
             ${CMAKE_CURRENT_LIST_DIR}/cluster_follower.cc ${CMAKE_CURRENT_LIST_DIR}/scrub_repair.cc
             ${CMAKE_CURRENT_LIST_DIR}/copy_pacer.cc)
 target_link_libraries(rc_gateway_cluster PUBLIC rc_gateway rc_membership)
