@@ -9,6 +9,7 @@ add_library(rc_gateway STATIC
   ${CMAKE_CURRENT_LIST_DIR}/cache_client.cc
   ${CMAKE_CURRENT_LIST_DIR}/data_channel.cc
   ${CMAKE_CURRENT_LIST_DIR}/admin_service.cc
+  ${CMAKE_CURRENT_LIST_DIR}/admin_nodes.cc
   ${CMAKE_CURRENT_LIST_DIR}/frontends.cc)
 target_link_libraries(rc_gateway PUBLIC rc_nbd rc_datanode_client rc_ring rc_proto rc_membership
                                          rc_coordinator

@@ -1,0 +1,326 @@
+// The admin service's cache and data nodes (admin_service.h): the health watch, `node list`,
+// `node remove` with its drain progress, and how a leaving cache node is settled.
+#include "gateway/admin_service.h"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <optional>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+#include "datanode/client/log_replay.h"
+#include "common/errors.h"
+#include "common/grpc_status.h"
+
+
+namespace ringcache::gateway {
+
+void AdminService::StopHealthWatch() {
+  {
+    absl::MutexLock l(&mu_);
+    stop_watch_ = true;
+  }
+  if (watch_.joinable()) watch_.join();
+}
+
+void AdminService::StartHealthWatch(absl::Duration every) {
+  watch_ = std::thread([this, every] {
+    for (;;) {
+      {
+        absl::MutexLock l(&mu_);
+        auto stop = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_watch_; };
+        if (mu_.AwaitWithTimeout(absl::Condition(&stop), every)) return;
+      }
+      WatchOnce();
+    }
+  });
+}
+
+void AdminService::WatchOnce() {
+  const std::vector<uint32_t> removed = router_->removed();
+  absl::flat_hash_map<uint32_t, std::string> now;
+  for (uint32_t id : router_->member_ids()) {
+    if (std::find(removed.begin(), removed.end(), id) != removed.end()) continue;
+    auto h = router_->NodeHealth(id, 1000);
+    std::string state = "up", why;
+    if (!h.ok()) {
+      state = "down";
+      why = h.status().ToString();
+    } else if (h->device_failed) {
+      state = "failed";
+      why = h->device_error;
+    } else if (h->quarantined) {
+      state = "quarantined";
+      why = "lost ownership; waits to be re-admitted";
+    }
+    absl::MutexLock l(&mu_);
+    auto it = cache_health_.find(id);
+    const std::string before = it == cache_health_.end() ? "up" : it->second;
+    if (state != before) {
+      if (state == "up") {
+        spdlog::info("cache node {}: answers again ({} before)", id, before);
+      } else {
+        spdlog::warn("cache node {}: {} ({})", id, state, why);
+      }
+    }
+    if (state != "up") now[id] = state;
+  }
+  std::vector<uint32_t> data_down;
+  if (datanode::DataNodePool* pool = router_->data_nodes(); pool != nullptr) {
+    pool->ProbeAll(1000);
+    data_down = pool->DownFor(1500);
+  }
+  absl::MutexLock l(&mu_);
+  for (uint32_t id : data_down) {
+    if (std::find(data_down_.begin(), data_down_.end(), id) == data_down_.end()) {
+      spdlog::warn("data node {}: down (does not answer)", id);
+    }
+  }
+  for (uint32_t id : data_down_) {
+    if (std::find(data_down.begin(), data_down.end(), id) == data_down.end()) {
+      spdlog::info("data node {}: answers again", id);
+    }
+  }
+  cache_health_ = std::move(now);
+  data_down_ = std::move(data_down);
+  watched_ = true;
+}
+
+std::vector<uint32_t> AdminService::DownCacheNodes() const {
+  absl::MutexLock l(&mu_);
+  std::vector<uint32_t> out;
+  for (const auto& [id, state] : cache_health_) {
+    if (state == "down") out.push_back(id);
+  }
+  return out;
+}
+
+std::vector<v1::NodeInfo> AdminService::Nodes() const {
+  std::vector<v1::NodeInfo> out;
+  std::function<datanode::DataRing()> ring_of;
+  std::vector<uint32_t> data_down;
+  std::function<absl::StatusOr<std::vector<uint32_t>>()> gateways_registered;
+  {
+    absl::MutexLock l(&mu_);
+    gateways_registered = gateways_registered_;
+  }
+  // Asked outside mu_ (an etcd read); unknown (no hook, or etcd did not answer): shown up.
+  std::optional<std::vector<uint32_t>> gateways_up;
+  if (gateways_registered) {
+    if (auto ids = gateways_registered(); ids.ok()) gateways_up = *std::move(ids);
+  }
+  {
+    absl::MutexLock l(&mu_);
+    out = nodes_;
+    ring_of = data_ring_;
+    data_down = data_down_;
+    // What the health watch saw replaces "configured" (static) and "up"; removed, joining and
+    // draining say more and stay.
+    for (auto& n : out) {
+      if (n.state() != "up" && n.state() != "configured" && !n.state().empty()) continue;
+      // A gateway is up while it is registered in etcd (cluster mode), else as configured.
+      if (n.role() == "gateway") {
+        const bool up = !gateways_up.has_value() ||
+                        std::find(gateways_up->begin(), gateways_up->end(), n.id()) !=
+                            gateways_up->end();
+        n.set_state(up ? "up" : "down");
+        continue;
+      }
+      if (n.role() == "cachenode" && watched_) {
+        auto it = cache_health_.find(n.id());
+        n.set_state(it != cache_health_.end() ? it->second : "up");
+      } else if (n.role() == "datanode" &&
+                 std::find(data_down.begin(), data_down.end(), n.id()) != data_down.end()) {
+        n.set_state("down");
+      }
+    }
+  }
+  if (!ring_of) return out;
+  const datanode::DataRing ring = ring_of();
+  for (const auto& e : ring.nodes) {
+    const bool member =
+        std::find(ring.members.begin(), ring.members.end(), e.id) != ring.members.end();
+    v1::NodeInfo* info = nullptr;
+    for (auto& n : out) {
+      if (n.role() == "datanode" && n.id() == e.id) info = &n;
+    }
+    if (info == nullptr) {
+      info = &out.emplace_back();
+      info->set_role("datanode");
+      info->set_id(e.id);
+      info->set_zone(e.zone);
+    }
+    info->set_address(e.address);
+    const bool down = std::find(data_down.begin(), data_down.end(), e.id) != data_down.end();
+    info->set_state(!member ? "joining" : down ? "down" : "up");
+  }
+  // Out of the data ring (down too long, `datanode out`, decommissioned): until put back in.
+  for (auto& n : out) {
+    if (n.role() == "datanode" && ring.IsOut(n.id())) n.set_state("out");
+  }
+  return out;
+}
+
+grpc::Status AdminService::ListNodes(grpc::ServerContext*, const v1::ListNodesRequest*,
+                                     v1::ListNodesResponse* resp) {
+  for (const auto& n : Nodes()) *resp->add_nodes() = n;
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminService::RemoveNode(grpc::ServerContext*, const v1::RemoveNodeRequest* req,
+                                      v1::RemoveNodeResponse*) {
+  if (grpc::Status c = CheckCoordinator(); !c.ok()) return c;
+  const std::string role = req->role().empty() ? "cachenode" : req->role();
+  if (role == "datanode") {
+    // Removing a data node is decommissioning it: its replicas move off first.
+    v1::DataNodeActionRequest dn;
+    dn.set_id(req->id());
+    dn.set_action("decommission");
+    v1::DataNodeActionResponse ignored;
+    return DataNodeAction(nullptr, &dn, &ignored);
+  }
+  if (role != "cachenode") {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "only cache and data nodes can be removed");
+  }
+  const uint32_t id = req->id();
+  std::function<absl::Status(uint32_t)> before_remove;
+  {
+    absl::MutexLock l(&mu_);
+    before_remove = before_remove_;
+  }
+  if (before_remove) {
+    if (absl::Status s = before_remove(id); !s.ok()) return ToGrpc(s);
+  }
+  auto settle = CacheNodeSettle(router_, id, /*register_first=*/false);
+  SetNodeState("cachenode", id, "draining");
+  DrainWatch watch(this, id);
+  absl::Status s = router_->RemoveCacheNode(id, settle, nullptr);
+  watch.Stop();
+  SetNodeState("cachenode", id, s.ok() ? "removed" : "up");
+  SetDrainProgress(id, "", 0, 0);
+  return ToGrpc(s);
+}
+
+// Samples the dirty bytes of a cache node being drained, once a second, into its NodeInfo (what
+// `ringcachectl node drain` prints while it waits). A node that does not answer is being replayed
+// from its write-back log instead.
+AdminService::DrainWatch::DrainWatch(AdminService* admin, uint32_t id) : admin_(admin), id_(id) {
+  thread_ = std::thread([this] { Run(); });
+}
+
+AdminService::DrainWatch::~DrainWatch() { Stop(); }
+
+void AdminService::DrainWatch::Stop() {
+  {
+    absl::MutexLock l(&mu_);
+    stop_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+void AdminService::DrainWatch::Run() {
+  CacheClient* client = nullptr;
+  for (const auto& [member, c] : admin_->router_->ServingOrJoining()) {
+    if (member == id_) client = c;
+  }
+  uint64_t start = 0;
+  bool first = true;
+  absl::MutexLock l(&mu_);
+  while (!stop_) {
+    mu_.Unlock();
+    std::vector<v1::VdiCacheStats> stats;
+    absl::Status st = client != nullptr ? client->Stats(0, &stats)
+                                        : absl::NotFoundError("not a member");
+    if (st.ok()) {
+      uint64_t dirty = 0;
+      for (const auto& v : stats) dirty += v.dirty_bytes();
+      if (first) start = dirty;
+      first = false;
+      start = std::max(start, dirty);
+      admin_->SetDrainProgress(id_, "destaging its dirty data", start, dirty);
+    } else {
+      admin_->SetDrainProgress(id_, "not answering: replaying its write-back log from the data "
+                                    "nodes", start, 0);
+    }
+    mu_.Lock();
+    auto stopped = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_; };
+    mu_.AwaitWithTimeout(absl::Condition(&stopped), absl::Seconds(1));
+  }
+}
+
+void AdminService::SetDrainProgress(uint32_t id, const std::string& progress, uint64_t start,
+                                    uint64_t left) {
+  absl::MutexLock l(&mu_);
+  for (auto& n : nodes_) {
+    if (n.role() == "cachenode" && n.id() == id) {
+      n.set_progress(progress);
+      n.set_drain_dirty_bytes_start(start);
+      n.set_drain_dirty_bytes_left(left);
+    }
+  }
+}
+
+void AdminService::SetNodeState(const std::string& role, uint32_t id, const std::string& state) {
+  const std::string learned = role == "cachenode" ? router_->LearnedAddress(id) : "";
+  absl::MutexLock l(&mu_);
+  for (auto& n : nodes_) {
+    if (n.role() == role && n.id() == id) {
+      n.set_state(state);
+      return;
+    }
+  }
+  // A cache node that joined in cluster mode without being in the cluster file.
+  v1::NodeInfo& n = nodes_.emplace_back();
+  n.set_role(role);
+  n.set_id(id);
+  n.set_address(learned);
+  n.set_state(state);
+}
+
+std::function<absl::Status(CacheClient*, bool)> CacheNodeSettle(Router* router, uint32_t id,
+                                                                bool register_first) {
+  datanode::DataNodePool* pool = router->data_nodes();
+  Catalog* catalog = router->catalog();
+  // A live node destages everything (its log records are reclaimed as blocks reach home); a dead
+  // one's dirty blocks are replayed from its log copies on the data nodes (docs/design.md §7).
+  return [pool, catalog, id, register_first](CacheClient* c, bool alive) -> absl::Status {
+    if (alive) {
+      if (register_first) {
+        for (const auto& r : catalog->List()) {
+          if (absl::Status s = c->RegisterVdi(r.geometry, r.mode, r.policy); !s.ok()) return s;
+        }
+      }
+      auto left = c->Flush(0);
+      if (left.ok()) {
+        if (*left != 0) return absl::UnavailableError("dirty blocks left after the flush");
+        return absl::OkStatus();
+      }
+      // A node whose SSD failed cannot vouch for its slots: recover its dirty blocks from their
+      // log replicas, as for a dead node (it stays fenced: it serves and destages nothing).
+      if (!IsKind(left.status(), ErrorKind::kDeviceFailed)) return left.status();
+      spdlog::warn("cache node {}: {}; replaying its write-back log instead", id,
+                   std::string(left.status().message()));
+    }
+    if (pool == nullptr) return absl::FailedPreconditionError("no data nodes to replay to");
+    std::map<uint32_t, uint32_t> replication;
+    for (const auto& r : catalog->List()) {
+      replication[r.geometry.vdi_id()] = r.geometry.replication();
+    }
+    // Sealed at the epoch the router published for this removal (it set it on the client
+    // before settling): writes the node accepted before that, still on their way to the log,
+    // are refused rather than missed.
+    return datanode::ReplayCacheNodeLog(
+               pool, id,
+               [&](uint32_t vdi) {
+                 auto it = replication.find(vdi);
+                 return it == replication.end() ? 0u : it->second;
+               },
+               c->ring_epoch())
+        .status();
+  };
+}
+
+
+}  // namespace ringcache::gateway
