@@ -32,6 +32,7 @@ rc_add_gtest(router_membership_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/router_mem
              LIBS rc_gateway rc_local_client rc_embedded_datanodes)
 
 rc_add_gtest(data_rebalancer_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/data_rebalancer_test.cc
+             ${CMAKE_CURRENT_LIST_DIR}/data_rebalancer_actions_test.cc
              LIBS rc_gateway_cluster rc_local_client rc_embedded_datanodes SANITIZER)
 
 rc_add_gtest(copy_pacer_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/copy_pacer_test.cc

@@ -1,5 +1,5 @@
 // Byte-exact tests of the NBD handshake state machine: well-formed and malformed option
-// sequences, fed whole and one byte at a time, with and without TLS. Expected bytes are written
+// sequences, fed whole and one byte at a time (with TLS: nbd_tls_handshake_test.cc). Expected bytes are written
 // out in hex from the protocol document (the transmission phase: nbd_transmission_test.cc).
 #include "gateway/nbd_protocol.h"
 
@@ -14,32 +14,6 @@
 
 namespace ringcache::gateway::nbd {
 namespace {
-
-
-std::string Option(uint32_t option, const std::string& data) {
-  std::string out;
-  PutU64(&out, kOptionMagic);
-  PutU32(&out, option);
-  PutU32(&out, static_cast<uint32_t>(data.size()));
-  return out + data;
-}
-
-std::string U32(uint32_t v) {
-  std::string s;
-  PutU32(&s, v);
-  return s;
-}
-std::string U16(uint16_t v) {
-  std::string s;
-  PutU16(&s, v);
-  return s;
-}
-
-std::string GoPayload(const std::string& name, const std::vector<uint16_t>& infos) {
-  std::string s = U32(static_cast<uint32_t>(name.size())) + name + U16(infos.size());
-  for (uint16_t i : infos) s += U16(i);
-  return s;
-}
 
 std::string MetaPayload(const std::string& name, const std::vector<std::string>& queries) {
   std::string s = U32(static_cast<uint32_t>(name.size())) + name + U32(queries.size());
@@ -501,134 +475,6 @@ TEST_F(NbdHandshakeTest, ByteAtATimeGivesTheSameBytes) {
 }
 
 // ---- Requests ------------------------------------------------------------------------------------
-
-class NbdTlsHandshakeTest : public ::testing::Test {
- protected:
-  NbdTlsHandshakeTest() {
-    ExportInfo disk;
-    disk.name = "disk";
-    disk.size_bytes = 1 << 20;
-    provider_.AddExport(disk);
-    ExportInfo secret;
-    secret.name = "secret";
-    secret.size_bytes = 1 << 20;
-    secret.allowed_clients = {"alice"};
-    provider_.AddExport(secret);
-  }
-  ServerHandshake Make(TlsMode mode) {
-    HandshakeOptions o;
-    o.tls = mode;
-    return ServerHandshake(&provider_, o);
-  }
-  static std::string Feed(ServerHandshake* hs, const std::string& bytes, absl::Status* st) {
-    std::string out;
-    absl::StatusOr<size_t> used = hs->Feed(bytes.data(), bytes.size(), &out);
-    *st = used.status();
-    return out;
-  }
-  static uint32_t ReplyType(const std::string& out) { return GetU32(out.data() + 12); }
-
-  testing::MemExportProvider provider_;
-};
-
-TEST_F(NbdTlsHandshakeTest, RequireRefusesEveryOptionButStartTlsAndAbort) {
-  ServerHandshake hs = Make(TlsMode::kRequire);
-  std::string greeting;
-  hs.Start(&greeting);
-  absl::Status st;
-  Feed(&hs, U32(kClientFlagFixedNewstyle | kClientFlagNoZeroes), &st);
-  for (uint32_t opt : {kOptList, kOptInfo, kOptGo, kOptStructuredReply, kOptListMetaContext,
-                       kOptSetMetaContext}) {
-    const std::string data = opt == kOptGo || opt == kOptInfo ? GoPayload("disk", {}) : "";
-    const std::string out = Feed(&hs, Option(opt, data), &st);
-    ASSERT_TRUE(st.ok());
-    ASSERT_GE(out.size(), 20u);
-    EXPECT_EQ(ReplyType(out), kRepErrTlsReqd) << "option " << opt;
-  }
-  // NBD_OPT_EXPORT_NAME cannot be refused: the session ends without serving the export.
-  Feed(&hs, Option(kOptExportName, "disk"), &st);
-  EXPECT_TRUE(absl::IsPermissionDenied(st)) << st;
-  EXPECT_TRUE(hs.closed());
-}
-
-TEST_F(NbdTlsHandshakeTest, StartTlsIsAcknowledgedThenWaitsForTheTlsHandshake) {
-  ServerHandshake hs = Make(TlsMode::kRequire);
-  std::string greeting;
-  hs.Start(&greeting);
-  absl::Status st;
-  Feed(&hs, U32(kClientFlagFixedNewstyle | kClientFlagNoZeroes), &st);
-  // STARTTLS with data is invalid and changes nothing.
-  std::string out = Feed(&hs, Option(kOptStartTls, "x"), &st);
-  EXPECT_EQ(ReplyType(out), kRepErrInvalid);
-  // Bytes the client sent after STARTTLS are not consumed as options: they belong to TLS.
-  const std::string injected = Option(kOptStartTls, "") + Option(kOptGo, GoPayload("disk", {}));
-  std::string out2;
-  absl::StatusOr<size_t> used = hs.Feed(injected.data(), injected.size(), &out2);
-  ASSERT_TRUE(used.ok());
-  EXPECT_EQ(*used, kOptionHeaderSize);
-  EXPECT_EQ(ReplyType(out2), kRepAck);
-  EXPECT_EQ(out2.size(), 20u);
-  EXPECT_EQ(hs.state(), ServerHandshake::State::kStartTls);
-  EXPECT_EQ(hs.BytesWanted(), 0u);
-  hs.TlsStarted("alice");
-  EXPECT_TRUE(hs.tls_active());
-  // A second STARTTLS is refused.
-  out = Feed(&hs, Option(kOptStartTls, ""), &st);
-  EXPECT_EQ(ReplyType(out), kRepErrInvalid);
-  out = Feed(&hs, Option(kOptGo, GoPayload("secret", {})), &st);
-  ASSERT_TRUE(st.ok());
-  EXPECT_TRUE(hs.in_transmission());
-}
-
-TEST_F(NbdTlsHandshakeTest, StructuredRepliesNegotiatedBeforeTlsAreForgotten) {
-  ServerHandshake hs = Make(TlsMode::kOn);
-  std::string greeting;
-  hs.Start(&greeting);
-  absl::Status st;
-  Feed(&hs, U32(kClientFlagFixedNewstyle | kClientFlagNoZeroes), &st);
-  EXPECT_EQ(ReplyType(Feed(&hs, Option(kOptStructuredReply, ""), &st)), kRepAck);
-  EXPECT_EQ(ReplyType(Feed(&hs, Option(kOptStartTls, ""), &st)), kRepAck);
-  hs.TlsStarted("");
-  Feed(&hs, Option(kOptGo, GoPayload("disk", {})), &st);
-  ASSERT_TRUE(hs.in_transmission());
-  EXPECT_FALSE(hs.session().structured_replies);
-}
-
-TEST_F(NbdTlsHandshakeTest, OffAnswersStartTlsUnsupported) {
-  ServerHandshake hs = Make(TlsMode::kOff);
-  std::string greeting;
-  hs.Start(&greeting);
-  absl::Status st;
-  Feed(&hs, U32(kClientFlagFixedNewstyle | kClientFlagNoZeroes), &st);
-  EXPECT_EQ(ReplyType(Feed(&hs, Option(kOptStartTls, ""), &st)), kRepErrUnsup);
-}
-
-TEST_F(NbdTlsHandshakeTest, AccessListsNeedTlsAndTheRightClient) {
-  for (const char* client : {"", "bob", "alice"}) {
-    ServerHandshake hs = Make(TlsMode::kOn);
-    std::string greeting;
-    hs.Start(&greeting);
-    absl::Status st;
-    Feed(&hs, U32(kClientFlagFixedNewstyle | kClientFlagNoZeroes), &st);
-    // Plaintext: the open export is served, the listed one needs TLS and is not listed.
-    EXPECT_EQ(ReplyType(Feed(&hs, Option(kOptInfo, GoPayload("secret", {})), &st)),
-              kRepErrTlsReqd);
-    std::string list = Feed(&hs, Option(kOptList, ""), &st);
-    EXPECT_EQ(list.find("secret"), std::string::npos);
-    EXPECT_NE(list.find("disk"), std::string::npos);
-    Feed(&hs, Option(kOptStartTls, ""), &st);
-    hs.TlsStarted(client);
-    const std::string out = Feed(&hs, Option(kOptInfo, GoPayload("secret", {})), &st);
-    if (std::string(client) == "alice") {
-      EXPECT_EQ(ReplyType(out), kRepInfo);
-      EXPECT_NE(Feed(&hs, Option(kOptList, ""), &st).find("secret"), std::string::npos);
-    } else {
-      EXPECT_EQ(ReplyType(out), kRepErrPolicy) << client;
-      Feed(&hs, Option(kOptExportName, "secret"), &st);
-      EXPECT_TRUE(absl::IsPermissionDenied(st));
-    }
-  }
-}
 
 }  // namespace
 }  // namespace ringcache::gateway::nbd

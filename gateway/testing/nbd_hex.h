@@ -1,9 +1,10 @@
-// Test helpers for byte-exact NBD wire tests: hex in, hex out, and the flags a read-write
-// export advertises.
+// Test helpers for byte-exact NBD wire tests: hex in, hex out, option requests and their
+// payloads, and the flags a read-write export advertises.
 #ifndef RINGCACHE_GATEWAY_TESTING_NBD_HEX_H_
 #define RINGCACHE_GATEWAY_TESTING_NBD_HEX_H_
 
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -39,6 +40,32 @@ inline std::string ToHex(const std::string& bytes) {
 }
 
 #define EXPECT_BYTES(expected_hex, actual) EXPECT_EQ(ToHex(Hex(expected_hex)), ToHex(actual))
+
+// An option request: magic, option, length, data.
+inline std::string Option(uint32_t option, const std::string& data) {
+  std::string out;
+  PutU64(&out, kOptionMagic);
+  PutU32(&out, option);
+  PutU32(&out, static_cast<uint32_t>(data.size()));
+  return out + data;
+}
+
+inline std::string U32(uint32_t v) {
+  std::string s;
+  PutU32(&s, v);
+  return s;
+}
+inline std::string U16(uint16_t v) {
+  std::string s;
+  PutU16(&s, v);
+  return s;
+}
+
+inline std::string GoPayload(const std::string& name, const std::vector<uint16_t>& infos) {
+  std::string s = U32(static_cast<uint32_t>(name.size())) + name + U16(infos.size());
+  for (uint16_t i : infos) s += U16(i);
+  return s;
+}
 
 constexpr uint16_t kRwFlags = kTxHasFlags | kTxSendFlush | kTxSendFua | kTxSendTrim |
                               kTxSendWriteZeroes | kTxCanMultiConn | kTxSendCache |
