@@ -1,8 +1,8 @@
 // DecideMember: the coordinator's membership decision for one cache node, pure (no I/O): from
 // what etcd and the node say, whether it stays, leaves, joins, stays out, or whether its health
-// must be asked first. The coordinator's membership follower (gateway/membership_sync.h) gathers
-// the facts and carries the verdict out (a removal or join is a RingChange, ring_change.h); the
-// control plane simulation (sim/) runs the same function.
+// must be asked first. The coordinator's membership follower (coordinator/membership_sync.h)
+// gathers the facts and carries the verdict out (a removal or join is a RingChange, ring_change.h);
+// the control plane simulation (sim/) runs the same function.
 //
 // Rules:
 //   - not registered (its lease expired or was revoked) and in the ring: it leaves;
@@ -26,12 +26,12 @@ namespace ringcache::coordinator {
 
 struct MemberFacts {
   uint32_t id = 0;
-  int64_t lease = 0;                 // its registration's lease in etcd (0: not registered)
-  bool in_ring = false;              // a member that is not removed
-  std::optional<int64_t> accepted;   // the lease it was accepted under (this coordinator)
-  std::optional<bool> quarantined;   // its own word, asked under `lease` (nullopt: not asked)
-  bool drained = false;              // marked drained by the operator
-  bool address_moved = false;        // registered at another address than it joined at
+  int64_t lease = 0;                // its registration's lease in etcd (0: not registered)
+  bool in_ring = false;             // a member that is not removed
+  std::optional<int64_t> accepted;  // the lease it was accepted under (this coordinator)
+  std::optional<bool> quarantined;  // its own word, asked under `lease` (nullopt: not asked)
+  bool drained = false;             // marked drained by the operator
+  bool address_moved = false;       // registered at another address than it joined at
 };
 
 struct MemberVerdict {

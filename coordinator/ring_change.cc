@@ -22,13 +22,20 @@ void InsertSorted(std::vector<uint32_t>* v, uint32_t id) {
 
 const char* StepName(Step::Kind kind) {
   switch (kind) {
-    case Step::kPublish: return "publish";
-    case Step::kDrain: return "drain";
-    case Step::kSettle: return "settle";
-    case Step::kHandoff: return "handoff";
-    case Step::kPause: return "pause";
-    case Step::kPublishOutcome: return "publish-outcome";
-    case Step::kDone: return "done";
+    case Step::kPublish:
+      return "publish";
+    case Step::kDrain:
+      return "drain";
+    case Step::kSettle:
+      return "settle";
+    case Step::kHandoff:
+      return "handoff";
+    case Step::kPause:
+      return "pause";
+    case Step::kPublishOutcome:
+      return "publish-outcome";
+    case Step::kDone:
+      return "done";
   }
   return "?";
 }

@@ -49,9 +49,9 @@ struct Step {
     kDone,
   };
   Kind kind = kDone;
-  CacheRingState state;   // kPublish, kSettle (the epoch to seal at), kPublishOutcome
-  absl::Duration wait;    // kPause
-  int attempt = 0;        // kSettle, kHandoff: 1, 2, ...
+  CacheRingState state;  // kPublish, kSettle (the epoch to seal at), kPublishOutcome
+  absl::Duration wait;   // kPause
+  int attempt = 0;       // kSettle, kHandoff: 1, 2, ...
 };
 
 const char* StepName(Step::Kind kind);

@@ -20,7 +20,7 @@ CacheRingState At(uint64_t epoch, std::vector<uint32_t> removed = {}) {
 // Runs `c` to the end with `results` for its settle/handoff attempts (the last one repeats);
 // returns the kinds of the steps taken.
 std::vector<Step::Kind> RunChange(RingChange* c, const std::vector<absl::Status>& results,
-                            bool outcome_published = true) {
+                                  bool outcome_published = true) {
   std::vector<Step::Kind> kinds;
   size_t i = 0;
   for (Step s = c->next(); s.kind != Step::kDone; s = c->next()) {
@@ -45,8 +45,7 @@ TEST(RingChangeTest, RemovalPublishesHoldsSettlesAndTakesTheNodeOut) {
   EXPECT_EQ(first.state.removing, std::vector<uint32_t>{2});
   const auto kinds = RunChange(&*c, {absl::UnavailableError("busy"), absl::OkStatus()});
   EXPECT_EQ(kinds, (std::vector<Step::Kind>{Step::kPublish, Step::kDrain, Step::kSettle,
-                                            Step::kPause, Step::kSettle,
-                                            Step::kPublishOutcome}));
+                                            Step::kPause, Step::kSettle, Step::kPublishOutcome}));
   EXPECT_TRUE(c->done());
   EXPECT_TRUE(c->status().ok());
   CacheRingState out = c->Outcome(At(9));
@@ -91,9 +90,8 @@ TEST(RingChangeTest, JoinThatRunsOutOfAttemptsLeavesTheNodeOut) {
 TEST(RingChangeTest, StepRefusedAsOfAnEndedTermStopsAtOnce) {
   auto c = RingChange::Begin(Kind::kJoin, At(4, {3}), {1, 2, 3}, 3, 60, absl::Seconds(1));
   ASSERT_TRUE(c.ok());
-  const auto kinds =
-      RunChange(&*c, {TypedError(ErrorKind::kStaleTerm, "stale coordinator term 5")},
-          /*outcome_published=*/false);
+  const auto kinds = RunChange(&*c, {TypedError(ErrorKind::kStaleTerm, "stale coordinator term 5")},
+                               /*outcome_published=*/false);
   EXPECT_EQ(std::count(kinds.begin(), kinds.end(), Step::kHandoff), 1) << "not retried";
   EXPECT_TRUE(absl::IsFailedPrecondition(c->status()));
   EXPECT_NE(c->status().message().find("term ended"), std::string::npos);

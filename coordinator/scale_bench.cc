@@ -7,13 +7,12 @@
 // cache nodes its epoch alone), the share of objects that move,
 // and the calls a join makes per VDI. Nothing in it may grow worse than linearly with the
 // cluster. Usage: ringcache-control-scale [--transitions N] [--gateways G].
+#include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
 #include <random>
 #include <string>
 #include <vector>
-
-#include <CLI/CLI.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "coordinator/ring_change.h"
@@ -68,8 +67,8 @@ Row Measure(int n, int d, int v, int gateways, int transitions, std::mt19937_64&
   std::vector<uint32_t> ids;
   for (int i = 1; i <= n; ++i) {
     ids.push_back(static_cast<uint32_t>(i));
-    st.learned.push_back({static_cast<uint32_t>(i),
-                          absl::StrCat("10.", i / 250, ".", i % 250, ".7:7300"), 1.0});
+    st.learned.push_back(
+        {static_cast<uint32_t>(i), absl::StrCat("10.", i / 250, ".", i % 250, ".7:7300"), 1.0});
   }
   ringcache::datanode::DataRing dr;
   dr.epoch = 1;
@@ -129,26 +128,28 @@ Row Measure(int n, int d, int v, int gateways, int transitions, std::mt19937_64&
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"The control plane's cost per cache ring transition as the cluster grows: 10, "
-               "100 and 1,000 cache nodes, through the real transition core."};
+  CLI::App app{
+      "The control plane's cost per cache ring transition as the cluster grows: 10, "
+      "100 and 1,000 cache nodes, through the real transition core."};
   int transitions = 20, gateways = 3;
   app.add_option("--transitions", transitions, "removal+join pairs per cluster size")
       ->capture_default_str();
   app.add_option("--gateways", gateways, "gateways watching the rings")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   std::mt19937_64 rng(42);
-  std::printf("| cache nodes | data nodes | VDIs | core us/transition | follower us (decode + "
-              "ring) | etcd bytes/transition | data ring bytes | watchers | bytes delivered | "
-              "objects moved | RegisterVdi calls per join |\n");
+  std::printf(
+      "| cache nodes | data nodes | VDIs | core us/transition | follower us (decode + "
+      "ring) | etcd bytes/transition | data ring bytes | watchers | bytes delivered | "
+      "objects moved | RegisterVdi calls per join |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
   const int sizes[3][3] = {{10, 4, 1000}, {100, 20, 10000}, {1000, 200, 100000}};
   for (const auto& s : sizes) {
     const Row r = Measure(s[0], s[1], s[2], gateways, transitions, rng);
-    std::printf("| %d | %d | %d | %.1f | %.0f | %zu | %zu | %zu | %zu | %.2f%% (1/n = %.2f%%) | "
-                "%d |\n",
-                r.cache_nodes, r.data_nodes, r.vdis, r.core_us, r.follow_us, r.etcd_bytes,
-                r.data_ring_bytes, r.watchers, r.delivered, 100 * r.moved,
-                100.0 / r.cache_nodes, r.vdis);
+    std::printf(
+        "| %d | %d | %d | %.1f | %.0f | %zu | %zu | %zu | %zu | %.2f%% (1/n = %.2f%%) | "
+        "%d |\n",
+        r.cache_nodes, r.data_nodes, r.vdis, r.core_us, r.follow_us, r.etcd_bytes,
+        r.data_ring_bytes, r.watchers, r.delivered, 100 * r.moved, 100.0 / r.cache_nodes, r.vdis);
   }
   return 0;
 }

@@ -2,26 +2,24 @@
 // HTTP /metrics and /healthz. Configuration: --config FILE.yaml, then flag overrides.
 // Exit codes: 0 clean shutdown (SIGINT/SIGTERM), 1 runtime failure, 2 bad configuration.
 #include <grpcpp/grpcpp.h>
-#include <signal.h>
 #include <spdlog/spdlog.h>
-#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <memory>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
-#include "common/grpc_channel.h"
-#include "common/grpc_tls.h"
 #include "common/clock.h"
 #include "common/cluster_file.h"
 #include "common/daemon.h"
 #include "common/disk_faults.h"
-#include "common/socket.h"
+#include "common/grpc_channel.h"
+#include "common/grpc_tls.h"
 #include "common/metrics.h"
+#include "common/socket.h"
+#include "common/status_macros.h"
+#include "common/version.h"
 #include "datanode/config.h"
 #include "datanode/fault_fs.h"
 #include "datanode/scrubber.h"
@@ -29,206 +27,257 @@
 #include "datanode/store.h"
 #include "membership/daemon_flags.h"
 #include "membership/presence.h"
-#include "common/version.h"
 
+namespace ringcache::datanode {
 namespace {
-
-using ringcache::datanode::DataNodeConfig;
 
 int Fail(int code, const std::string& msg) {
   std::fprintf(stderr, "ringcache-datanode: %s\n", msg.c_str());
   return code;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  CLI::App app{
-      "ringcache-datanode: durable block and log store of ringcache (RocksDB on HDD).\n"
-      "Settings come from --config FILE.yaml; flags override the file."};
-  app.set_version_flag("--version", ringcache::VersionLine("ringcache-datanode"));
+// The flags as given (optional ones unset when absent).
+struct Flags {
   std::string config_path;
   std::optional<uint32_t> node_id;
   std::optional<std::string> listen, http_listen, data_dir, ready_file, zone;
   std::optional<double> seek_ms, bandwidth, scrub_interval_s, scrub_mb_s;
   bool hdd = false;
-  ringcache::membership::DaemonFlags flags;
+  membership::DaemonFlags daemon;
   uint32_t cluster_id = 0;
-  app.add_option("--config", config_path, "YAML configuration file")->check(CLI::ExistingFile);
-  app.add_option("--node-id", node_id, "Node id (non-zero, unique among data nodes)");
-  app.add_option("--listen", listen, "gRPC address host:port (default 127.0.0.1:7400; port 0 picks one)");
-  app.add_option("--http-listen", http_listen, "HTTP /metrics address (default 127.0.0.1:9400)");
-  app.add_option("--data-dir", data_dir, "RocksDB directory (created if missing)");
-  app.add_option("--zone", zone, "Failure domain of this node");
-  app.add_option("--ready-file", ready_file,
-                 "Write {\"grpc_port\":..,\"http_port\":..} here once serving");
-  app.add_flag("--hdd-emulation", hdd, "Emulate an HDD (seek latency + bandwidth limit)");
-  app.add_option("--hdd-seek-ms", seek_ms, "Emulated seek latency per request (ms)");
-  app.add_option("--hdd-bandwidth-mb-s", bandwidth, "Emulated bandwidth (MiB/s)");
-  app.add_option("--scrub-interval-s", scrub_interval_s,
-                 "Seconds between background scrub passes over every block and log record "
-                 "(default 604800, a week; 0: only `ringcachectl scrub start`)");
-  app.add_option("--scrub-mb-s", scrub_mb_s, "Scrub read rate limit, MB/s (default 16)");
   std::string disk_faults_file;
-  app.add_option("--disk-faults-file", disk_faults_file,
-                 "Fault tests only: a file whose lines `sync_delay_ms=N` and `full=1` make the "
-                 "store's syncs slow or its writes fail with ENOSPC (a slow or full disk), "
-                 "re-read every 100 ms");
-  flags.AddTo(&app, /*cluster_required=*/false,
-              "Static cluster file: take node id, addresses and data dir from the entry "
-              "{role: datanode, id: --id}",
-              "register in etcd");
-  app.add_option("--id", cluster_id, "This data node's id in the cluster file");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
-  }
+};
 
+void AddFlags(CLI::App* app, Flags* f) {
+  app->add_option("--config", f->config_path, "YAML configuration file")->check(CLI::ExistingFile);
+  app->add_option("--node-id", f->node_id, "Node id (non-zero, unique among data nodes)");
+  app->add_option("--listen", f->listen,
+                  "gRPC address host:port (default 127.0.0.1:7400; port 0 picks one)");
+  app->add_option("--http-listen", f->http_listen,
+                  "HTTP /metrics address (default 127.0.0.1:9400)");
+  app->add_option("--data-dir", f->data_dir, "RocksDB directory (created if missing)");
+  app->add_option("--zone", f->zone, "Failure domain of this node");
+  app->add_option("--ready-file", f->ready_file,
+                  "Write {\"grpc_port\":..,\"http_port\":..} here once serving");
+  app->add_flag("--hdd-emulation", f->hdd, "Emulate an HDD (seek latency + bandwidth limit)");
+  app->add_option("--hdd-seek-ms", f->seek_ms, "Emulated seek latency per request (ms)");
+  app->add_option("--hdd-bandwidth-mb-s", f->bandwidth, "Emulated bandwidth (MiB/s)");
+  app->add_option("--scrub-interval-s", f->scrub_interval_s,
+                  "Seconds between background scrub passes over every block and log record "
+                  "(default 604800, a week; 0: only `ringcachectl scrub start`)");
+  app->add_option("--scrub-mb-s", f->scrub_mb_s, "Scrub read rate limit, MB/s (default 16)");
+  app->add_option("--disk-faults-file", f->disk_faults_file,
+                  "Fault tests only: a file whose lines `sync_delay_ms=N` and `full=1` make the "
+                  "store's syncs slow or its writes fail with ENOSPC (a slow or full disk), "
+                  "re-read every 100 ms");
+  f->daemon.AddTo(app, /*cluster_required=*/false,
+                  "Static cluster file: take node id, addresses and data dir from the entry "
+                  "{role: datanode, id: --id}",
+                  "register in etcd");
+  app->add_option("--id", f->cluster_id, "This data node's id in the cluster file");
+}
+
+// The settings: the YAML file, then the cluster file's entry, then the flags.
+absl::StatusOr<DataNodeConfig> Resolve(const Flags& f) {
   DataNodeConfig cfg;
-  if (!config_path.empty()) {
-    if (absl::Status s = cfg.LoadYaml(config_path); !s.ok()) return Fail(2, s.ToString());
+  if (!f.config_path.empty()) RC_RETURN_IF_ERROR(cfg.LoadYaml(f.config_path));
+  if (!f.daemon.cluster_path.empty()) {
+    RC_ASSIGN_OR_RETURN(ClusterFile cluster, ClusterFile::Load(f.daemon.cluster_path));
+    RC_ASSIGN_OR_RETURN(ClusterNode self, cluster.Find("datanode", f.cluster_id));
+    cfg.node_id = self.id;
+    cfg.listen = self.listen;
+    cfg.http_listen = self.http_listen;
+    cfg.zone = self.zone;
+    cfg.cluster_id = cluster.cluster_id;
+    cfg.data_dir = cluster.NodeDir(self);
+    cfg.etcd_endpoints = cluster.etcd_endpoints;
+    cfg.etcd_prefix = cluster.etcd_prefix;
+    cfg.etcd_lease_ttl_s = cluster.etcd_lease_ttl_s;
   }
-  if (!flags.cluster_path.empty()) {
-    auto cluster = ringcache::ClusterFile::Load(flags.cluster_path);
-    if (!cluster.ok()) return Fail(2, cluster.status().ToString());
-    auto self = cluster->Find("datanode", cluster_id);
-    if (!self.ok()) return Fail(2, self.status().ToString());
-    cfg.node_id = self->id;
-    cfg.listen = self->listen;
-    cfg.http_listen = self->http_listen;
-    cfg.zone = self->zone;
-    cfg.cluster_id = cluster->cluster_id;
-    cfg.data_dir = cluster->NodeDir(*self);
-    cfg.etcd_endpoints = cluster->etcd_endpoints;
-    cfg.etcd_prefix = cluster->etcd_prefix;
-    cfg.etcd_lease_ttl_s = cluster->etcd_lease_ttl_s;
-  }
-  const ringcache::membership::EtcdSettings etcd_settings = flags.Resolve(
+  const membership::EtcdSettings etcd = f.daemon.Resolve(
       {cfg.etcd_endpoints, cfg.etcd_prefix, static_cast<int>(cfg.etcd_lease_ttl_s)});
-  cfg.etcd_endpoints = etcd_settings.endpoints;
-  cfg.etcd_prefix = etcd_settings.prefix;
-  cfg.etcd_lease_ttl_s = etcd_settings.lease_ttl_s;
-  if (absl::Status s = etcd_settings.Validate(); !s.ok()) return Fail(2, s.ToString());
-  if (node_id) cfg.node_id = *node_id;
-  if (listen) cfg.listen = *listen;
-  if (http_listen) cfg.http_listen = *http_listen;
-  if (data_dir) cfg.data_dir = *data_dir;
-  if (zone) cfg.zone = *zone;
-  if (ready_file) cfg.ready_file = *ready_file;
-  if (hdd) cfg.hdd.enabled = true;
-  if (seek_ms) cfg.hdd.seek_ms = *seek_ms;
-  if (bandwidth) cfg.hdd.bandwidth_mb_s = *bandwidth;
-  if (scrub_interval_s) cfg.scrub_interval_s = *scrub_interval_s;
-  if (scrub_mb_s) cfg.scrub_mb_s = *scrub_mb_s;
+  RC_RETURN_IF_ERROR(etcd.Validate());
+  cfg.etcd_endpoints = etcd.endpoints;
+  cfg.etcd_prefix = etcd.prefix;
+  cfg.etcd_lease_ttl_s = etcd.lease_ttl_s;
+  if (f.node_id) cfg.node_id = *f.node_id;
+  if (f.listen) cfg.listen = *f.listen;
+  if (f.http_listen) cfg.http_listen = *f.http_listen;
+  if (f.data_dir) cfg.data_dir = *f.data_dir;
+  if (f.zone) cfg.zone = *f.zone;
+  if (f.ready_file) cfg.ready_file = *f.ready_file;
+  if (f.hdd) cfg.hdd.enabled = true;
+  if (f.seek_ms) cfg.hdd.seek_ms = *f.seek_ms;
+  if (f.bandwidth) cfg.hdd.bandwidth_mb_s = *f.bandwidth;
+  if (f.scrub_interval_s) cfg.scrub_interval_s = *f.scrub_interval_s;
+  if (f.scrub_mb_s) cfg.scrub_mb_s = *f.scrub_mb_s;
   if (absl::Status s = cfg.Validate(); !s.ok()) {
-    return Fail(2, absl::StrCat("bad configuration: ", s.ToString()));
+    return absl::InvalidArgumentError(absl::StrCat("bad configuration: ", s.ToString()));
   }
-  if (absl::Status s = flags.ApplyTls("datanode"); !s.ok()) return Fail(2, s.ToString());
-  if (absl::Status s = flags.CheckListener("gRPC", cfg.listen, flags.tls()); !s.ok()) {
-    return Fail(2, s.ToString());
-  }
-  if (absl::Status s = flags.CheckListener("/metrics", cfg.http_listen,
-                                           !flags.metrics_web_config.empty());
-      !s.ok()) {
-    return Fail(2, s.ToString());
-  }
+  RC_RETURN_IF_ERROR(f.daemon.ApplyTls("datanode"));
+  RC_RETURN_IF_ERROR(f.daemon.CheckListener("gRPC", cfg.listen, f.daemon.tls()));
+  RC_RETURN_IF_ERROR(
+      f.daemon.CheckListener("/metrics", cfg.http_listen, !f.daemon.metrics_web_config.empty()));
+  return cfg;
+}
 
-  ringcache::InitDaemonProcess();
+// The data node's parts, built in order by Open, Serve and Register, and stopped in reverse.
+class Daemon {
+ public:
+  Daemon(DataNodeConfig cfg, const Flags& flags, metrics::Registry* registry)
+      : cfg_(std::move(cfg)),
+        flags_(flags),
+        registry_(registry),
+        hdd_emu_(cfg_.hdd, Clock::Real()) {}
+  absl::Status Open();      // the store (with the disk fault seam when asked)
+  absl::Status Serve();     // the service, its scrubber, gRPC and /metrics
+  absl::Status Register();  // cluster mode: the record in etcd; then the ready file
+  void Stop();
 
-  ringcache::datanode::StoreOptions store_options{cfg.data_dir, cfg.block_cache_bytes};
-  store_options.cluster_id = cfg.cluster_id;
-  std::shared_ptr<ringcache::datanode::SyncFaultFileSystem> fault_fs;
-  std::unique_ptr<ringcache::DiskFaultsWatcher> fault_watcher;
-  if (!disk_faults_file.empty()) {
-    fault_fs = std::make_shared<ringcache::datanode::SyncFaultFileSystem>(
-        rocksdb::FileSystem::Default());
-    fault_watcher = std::make_unique<ringcache::DiskFaultsWatcher>(
-        disk_faults_file, [fs = fault_fs.get()](const ringcache::DiskFaults& f) {
+ private:
+  const DataNodeConfig cfg_;
+  const Flags& flags_;
+  metrics::Registry* const registry_;
+  HddEmulator hdd_emu_;
+  std::unique_ptr<DiskFaultsWatcher> fault_watcher_;
+  std::unique_ptr<BlockStore> store_;
+  std::unique_ptr<DataNodeService> service_;
+  std::unique_ptr<Scrubber> scrubber_;
+  std::unique_ptr<grpc::Server> server_;
+  MetricsServer http_;
+  int grpc_port_ = 0;
+  int http_port_ = 0;
+  std::unique_ptr<membership::Presence> presence_;
+};
+
+absl::Status Daemon::Open() {
+  StoreOptions store_options{cfg_.data_dir, cfg_.block_cache_bytes};
+  store_options.cluster_id = cfg_.cluster_id;
+  if (!flags_.disk_faults_file.empty()) {
+    auto fault_fs = std::make_shared<SyncFaultFileSystem>(rocksdb::FileSystem::Default());
+    fault_watcher_ = std::make_unique<DiskFaultsWatcher>(
+        flags_.disk_faults_file, [fs = fault_fs.get()](const DiskFaults& f) {
           fs->SetSyncDelayMs(f.sync_delay_ms);
           fs->SetFull(f.full);
         });
     store_options.file_system = fault_fs;
   }
-  auto store = ringcache::datanode::BlockStore::Open(store_options);
-  if (!store.ok()) return Fail(1, store.status().ToString());
+  auto store = BlockStore::Open(store_options);
+  if (!store.ok()) return absl::UnavailableError(store.status().ToString());
+  store_ = *std::move(store);
+  return absl::OkStatus();
+}
 
-  ringcache::metrics::Registry* registry = ringcache::metrics::Registry::Default();
-  ringcache::datanode::HddEmulator hdd_emu(cfg.hdd, ringcache::Clock::Real());
-  ringcache::datanode::DataNodeService service(cfg.node_id, store->get(), &hdd_emu, registry);
-  service.SetLogLimit(cfg.log_limit_bytes);
-  ringcache::datanode::Scrubber::Options so;
-  so.interval = absl::Seconds(cfg.scrub_interval_s);
-  so.mb_s = cfg.scrub_mb_s;
-  auto scrubber =
-      std::make_unique<ringcache::datanode::Scrubber>(cfg.node_id, store->get(), so, registry);
-  service.SetScrubber(scrubber.get());
-  registry->GetGauge("ringcache_build_info", "Build information.",
-                     {{"version", ringcache::Version()}, {"role", "datanode"}})
-      ->Set(1);
-  registry->GetGauge("ringcache_datanode_hdd_emulation_enabled",
-                     "1 when HDD emulation delays requests.")
-      ->Set(cfg.hdd.enabled ? 1 : 0);
-
+absl::Status Daemon::Serve() {
+  service_ = std::make_unique<DataNodeService>(cfg_.node_id, store_.get(), &hdd_emu_, registry_);
+  service_->SetLogLimit(cfg_.log_limit_bytes);
+  Scrubber::Options so;
+  so.interval = absl::Seconds(cfg_.scrub_interval_s);
+  so.mb_s = cfg_.scrub_mb_s;
+  scrubber_ = std::make_unique<Scrubber>(cfg_.node_id, store_.get(), so, registry_);
+  service_->SetScrubber(scrubber_.get());
+  registry_
+      ->GetGauge("ringcache_datanode_hdd_emulation_enabled",
+                 "1 when HDD emulation delays requests.")
+      ->Set(cfg_.hdd.enabled ? 1 : 0);
   grpc::ServerBuilder builder;
-  ringcache::ExclusivePort(&builder);  // a port in use fails the start (common/grpc_channel.h)
-  ringcache::KeepServerThreads(&builder);
-  int grpc_port = 0;
+  ExclusivePort(&builder);  // a port in use fails the start (common/grpc_channel.h)
+  KeepServerThreads(&builder);
   // Mutual TLS with --tls-dir: cache nodes and gateways call a data node (common/grpc_tls.h).
-  builder.AddListeningPort(
-      cfg.listen,
-      ringcache::tls::ServerCredentialsFor({ringcache::tls::kRoleCacheNode,
-                                            ringcache::tls::kRoleGateway}),
-      &grpc_port);
-  builder.RegisterService(&service);
+  builder.AddListeningPort(cfg_.listen,
+                           tls::ServerCredentialsFor({tls::kRoleCacheNode, tls::kRoleGateway}),
+                           &grpc_port_);
+  builder.RegisterService(service_.get());
   builder.SetMaxReceiveMessageSize(64 << 20);
   builder.SetMaxSendMessageSize(64 << 20);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (!server || grpc_port == 0) return Fail(1, absl::StrCat("cannot listen on ", cfg.listen));
-
-  ringcache::MetricsServer http;
-  auto http_port =
-      ringcache::ServeMetrics(&http, registry, cfg.http_listen, flags.metrics_web_config);
-  if (!http_port.ok()) return Fail(1, http_port.status().ToString());
+  server_ = builder.BuildAndStart();
+  if (!server_ || grpc_port_ == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", cfg_.listen));
+  }
+  RC_ASSIGN_OR_RETURN(http_port_, ServeMetrics(&http_, registry_, cfg_.http_listen,
+                                               flags_.daemon.metrics_web_config));
   spdlog::info("ringcache-datanode {} serving gRPC on port {}, metrics on port {}, data in {}{}",
-               cfg.node_id, grpc_port, *http_port, cfg.data_dir,
-               cfg.hdd.enabled ? " (HDD emulation on)" : "");
-  // Cluster mode: register (after serving, so that whoever sees the record can reach us).
-  std::unique_ptr<ringcache::membership::Presence> presence;
-  if (etcd_settings.enabled()) {
+               cfg_.node_id, grpc_port_, http_port_, cfg_.data_dir,
+               cfg_.hdd.enabled ? " (HDD emulation on)" : "");
+  return absl::OkStatus();
+}
+
+// Cluster mode: registers after serving, so that whoever sees the record can reach this node.
+absl::Status Daemon::Register() {
+  if (!cfg_.etcd_endpoints.empty()) {
     std::string host;
     int unused = 0;
-    if (absl::Status s = ringcache::SplitHostPort(cfg.listen, &host, &unused); !s.ok()) {
-      return Fail(2, s.ToString());
-    }
-    ringcache::membership::NodeRecord record;
-    record.role = ringcache::membership::Role::kData;
-    record.id = cfg.node_id;
-    record.address = absl::StrCat(host, ":", grpc_port);
-    record.http_address = absl::StrCat(host, ":", *http_port);
-    record.capacity_bytes = cfg.capacity_bytes;
-    record.zone = cfg.zone;
-    record.incarnation = (*store)->incarnation();
-    auto p = ringcache::membership::Presence::Start(etcd_settings, record);
-    if (!p.ok()) return Fail(1, p.status().ToString());
-    presence = *std::move(p);
-    spdlog::info("registered in etcd as {} (lease TTL {} s)", presence->registration()->key(),
-                 cfg.etcd_lease_ttl_s);
+    RC_RETURN_IF_ERROR(SplitHostPort(cfg_.listen, &host, &unused));
+    membership::NodeRecord record;
+    record.role = membership::Role::kData;
+    record.id = cfg_.node_id;
+    record.address = absl::StrCat(host, ":", grpc_port_);
+    record.http_address = absl::StrCat(host, ":", http_port_);
+    record.capacity_bytes = cfg_.capacity_bytes;
+    record.zone = cfg_.zone;
+    record.incarnation = store_->incarnation();
+    const membership::EtcdSettings etcd{cfg_.etcd_endpoints, cfg_.etcd_prefix,
+                                        static_cast<int>(cfg_.etcd_lease_ttl_s)};
+    auto p = membership::Presence::Start(etcd, record);
+    if (!p.ok()) return absl::UnavailableError(p.status().ToString());
+    presence_ = *std::move(p);
+    spdlog::info("registered in etcd as {} (lease TTL {} s)", presence_->registration()->key(),
+                 cfg_.etcd_lease_ttl_s);
   }
-  if (absl::Status s = ringcache::WriteReadyFile(
-          cfg.ready_file, {{"grpc_port", grpc_port}, {"http_port", *http_port}});
-      !s.ok()) {
-    return Fail(1, s.ToString());
-  }
+  absl::Status s =
+      WriteReadyFile(cfg_.ready_file, {{"grpc_port", grpc_port_}, {"http_port", http_port_}});
+  return s.ok() ? s : absl::UnavailableError(s.ToString());
+}
 
-  spdlog::info("signal {}: shutting down", ringcache::WaitForTerminationSignal());
-  presence.reset();  // revoke the lease: leave the membership at once
-  service.SetDraining();
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
-  http.Stop();
-  scrubber.reset();  // before the store it reads
-  if (absl::Status s = (*store)->FlushAll(); !s.ok()) spdlog::warn("flush: {}", s.ToString());
-  store->reset();
+void Daemon::Stop() {
+  presence_.reset();  // revoke the lease: leave the membership at once
+  if (service_ != nullptr) service_->SetDraining();
+  if (server_ != nullptr) {
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  }
+  if (http_port_ != 0) http_.Stop();
+  scrubber_.reset();  // before the store it reads
+  if (store_ != nullptr) {
+    if (absl::Status s = store_->FlushAll(); !s.ok()) spdlog::warn("flush: {}", s.ToString());
+  }
+  store_.reset();
+}
+
+}  // namespace
+}  // namespace ringcache::datanode
+
+int main(int argc, char** argv) {
+  using namespace ringcache;  // NOLINT: a main file
+  CLI::App app{
+      "ringcache-datanode: durable block and log store of ringcache (RocksDB on HDD).\n"
+      "Settings come from --config FILE.yaml; flags override the file."};
+  app.set_version_flag("--version", VersionLine("ringcache-datanode"));
+  datanode::Flags flags;
+  datanode::AddFlags(&app, &flags);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  absl::StatusOr<datanode::DataNodeConfig> cfg = datanode::Resolve(flags);
+  if (!cfg.ok()) return datanode::Fail(2, cfg.status().ToString());
+
+  InitDaemonProcess();
+  metrics::Registry* registry = metrics::Registry::Default();
+  registry
+      ->GetGauge("ringcache_build_info", "Build information.",
+                 {{"version", Version()}, {"role", "datanode"}})
+      ->Set(1);
+  datanode::Daemon daemon(*std::move(cfg), flags, registry);
+  absl::Status s = daemon.Open();
+  if (s.ok()) s = daemon.Serve();
+  if (s.ok()) s = daemon.Register();
+  if (!s.ok()) {
+    daemon.Stop();
+    return datanode::Fail(absl::IsInvalidArgument(s) ? 2 : 1, s.ToString());
+  }
+  spdlog::info("signal {}: shutting down", WaitForTerminationSignal());
+  daemon.Stop();
   spdlog::info("stopped");
   return 0;
 }

@@ -3,7 +3,7 @@
 // byte rate so that it never crowds out client I/O; passes start every `interval` (and at once
 // when asked). What it finds stays listed (`open`) until the copy is repaired, replaced or
 // removed: the coordinator polls the list, rewrites damaged blocks from a good replica and has
-// the cache node log a damaged record again (gateway/scrub_repair.h). The scrub itself never
+// the cache node log a damaged record again (coordinator/scrub_repair.h). The scrub itself never
 // writes.
 //
 // Thread-safety: thread-safe; the pass runs on its own thread.

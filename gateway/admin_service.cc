@@ -2,24 +2,24 @@
 // actions, scrub, statistics and flushes; its nodes are in admin_nodes.cc.
 #include "gateway/admin_service.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <chrono>
 #include <map>
 #include <optional>
 
-#include <spdlog/spdlog.h>
-
-#include "datanode/client/log_replay.h"
 #include "common/errors.h"
 #include "common/grpc_status.h"
+#include "datanode/client/log_replay.h"
 
 namespace ringcache::gateway {
 
 grpc::Status AdminService::CreateVdi(grpc::ServerContext*, const v1::CreateVdiRequest* req,
                                      v1::CreateVdiResponse* resp) {
   if (grpc::Status c = CheckCoordinator(); !c.ok()) return c;
-  auto r = router_->CreateVdi(req->name(), req->size_bytes(), req->object_size(),
-                              req->replication());
+  auto r =
+      router_->CreateVdi(req->name(), req->size_bytes(), req->object_size(), req->replication());
   if (!r.ok()) return ToGrpc(r.status());
   *resp->mutable_vdi() = r->geometry;
   return grpc::Status::OK;
@@ -38,8 +38,7 @@ grpc::Status AdminService::ListVdis(grpc::ServerContext*, const v1::ListVdisRequ
   return grpc::Status::OK;
 }
 
-grpc::Status AdminService::SetVdiAccess(grpc::ServerContext*,
-                                        const v1::SetVdiAccessRequest* req,
+grpc::Status AdminService::SetVdiAccess(grpc::ServerContext*, const v1::SetVdiAccessRequest* req,
                                         v1::SetVdiAccessResponse* resp) {
   if (grpc::Status c = CheckCoordinator(); !c.ok()) return c;
   std::optional<bool> read_only;
@@ -89,8 +88,7 @@ grpc::Status AdminService::SetVdiMode(grpc::ServerContext*, const v1::SetVdiMode
   return ToGrpc(router_->SetMode(req->name(), req->mode()));
 }
 
-grpc::Status AdminService::SetVdiPolicy(grpc::ServerContext*,
-                                        const v1::SetVdiPolicyRequest* req,
+grpc::Status AdminService::SetVdiPolicy(grpc::ServerContext*, const v1::SetVdiPolicyRequest* req,
                                         v1::SetVdiPolicyResponse*) {
   if (grpc::Status c = CheckCoordinator(); !c.ok()) return c;
   return ToGrpc(router_->SetPolicy(req->name(), req->policy()));
@@ -114,7 +112,12 @@ void AdminService::ExportMetrics(metrics::Registry* registry) {
         }
         return out;
       });
-  // The data rebalance's state, read at scrape time from the rebalancer (0 before one is set).
+  ExportRebalanceMetrics(registry);
+  ExportScrubMetrics(registry);
+}
+
+// The data rebalance's state, read at scrape time from the rebalancer (0 before one is set).
+void AdminService::ExportRebalanceMetrics(metrics::Registry* registry) {
   using Field = double (*)(const v1::DataRebalance&);
   const struct {
     const char* name;
@@ -144,15 +147,26 @@ void AdminService::ExportMetrics(metrics::Registry* registry) {
       {"ringcache_gateway_rebalance_limit_bytes_per_second",
        "Speed limit of the data rebalance's copies in force (lower while the data nodes serve "
        "clients; 0: none or idle).",
-       [](const v1::DataRebalance& r) {
-         return r.state() == "idle" ? 0.0 : r.limit_mb_s() * 1e6;
-       }},
+       [](const v1::DataRebalance& r) { return r.state() == "idle" ? 0.0 : r.limit_mb_s() * 1e6; }},
       {"ringcache_gateway_datanodes_out",
        "Data nodes out of the data ring (down past the down-out interval, taken out, or "
        "decommissioned).",
        [](const v1::DataRebalance& r) { return double(r.out_size()); }},
   };
-  // The scrub's repairs, from the coordinator's last poll (0 elsewhere).
+  for (const auto& g : gauges) {
+    registry->AddCallbackGauge(g.name, g.help, {}, [this, field = g.field] {
+      std::function<v1::DataRebalance()> status;
+      {
+        absl::MutexLock l(&mu_);
+        status = rebalance_status_;
+      }
+      return status ? field(status()) : 0.0;
+    });
+  }
+}
+
+// The scrub's repairs, from the coordinator's last poll (0 elsewhere).
+void AdminService::ExportScrubMetrics(metrics::Registry* registry) {
   using ScrubField = double (*)(const v1::ClusterScrubStatus&);
   const struct {
     const char* name;
@@ -168,8 +182,7 @@ void AdminService::ExportMetrics(metrics::Registry* registry) {
       {"ringcache_gateway_scrub_unrepairable_blocks",
        "Damaged blocks no good copy is left of (they read as I/O errors).",
        [](const v1::ClusterScrubStatus& s) { return double(s.unrepairable_blocks()); }},
-      {"ringcache_gateway_damaged_vdis",
-       "VDIs holding a block no good copy is left of.",
+      {"ringcache_gateway_damaged_vdis", "VDIs holding a block no good copy is left of.",
        [](const v1::ClusterScrubStatus& s) { return double(s.damaged_vdis_size()); }},
   };
   for (const auto& g : scrub_gauges) {
@@ -180,16 +193,6 @@ void AdminService::ExportMetrics(metrics::Registry* registry) {
         last = scrub_last_;
       }
       return last ? field(last()) : 0.0;
-    });
-  }
-  for (const auto& g : gauges) {
-    registry->AddCallbackGauge(g.name, g.help, {}, [this, field = g.field] {
-      std::function<v1::DataRebalance()> status;
-      {
-        absl::MutexLock l(&mu_);
-        status = rebalance_status_;
-      }
-      return status ? field(status()) : 0.0;
     });
   }
 }

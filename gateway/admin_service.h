@@ -23,7 +23,7 @@ namespace ringcache::gateway {
 // that a node which restarted and forgot them can destage); a dead one's write-back log is
 // replayed home from the data nodes (docs/design.md §7). `router` is not owned.
 std::function<absl::Status(CacheClient*, bool alive)> CacheNodeSettle(Router* router, uint32_t id,
-                                                                     bool register_first);
+                                                                      bool register_first);
 
 class AdminService final : public v1::Admin::Service {
  public:
@@ -73,7 +73,7 @@ class AdminService final : public v1::Admin::Service {
 
   // Sets the state ListNodes shows for node (role, id) ("up", "removed", ...).
   void SetNodeState(const std::string& role, uint32_t id, const std::string& state);
-  // Data rebalancing (gateway/data_rebalancer.h): ClusterStatus reports `status()`, and the
+  // Data rebalancing (coordinator/data_rebalancer.h): ClusterStatus reports `status()`, and the
   // data nodes of `ring()` are listed (joined ones too) with state "up" (ring member) or
   // "joining" (replicas being copied to it). Set before serving.
   // Exports ringcache_gateway_members{role,node,state} (1 per member, from what `status` shows)
@@ -128,6 +128,8 @@ class AdminService final : public v1::Admin::Service {
   }
 
  private:
+  void ExportRebalanceMetrics(metrics::Registry* registry);
+  void ExportScrubMetrics(metrics::Registry* registry);
   Router* const router_;
   mutable absl::Mutex mu_;
   std::vector<v1::NodeInfo> nodes_ ABSL_GUARDED_BY(mu_);
@@ -157,8 +159,7 @@ class AdminService final : public v1::Admin::Service {
   std::function<v1::ClusterScrubStatus()> scrub_last_ ABSL_GUARDED_BY(mu_);
   std::function<bool()> leading_ ABSL_GUARDED_BY(mu_);
   std::function<std::string()> leader_ ABSL_GUARDED_BY(mu_);
-  std::function<absl::StatusOr<std::vector<uint32_t>>()> gateways_registered_
-      ABSL_GUARDED_BY(mu_);
+  std::function<absl::StatusOr<std::vector<uint32_t>>()> gateways_registered_ ABSL_GUARDED_BY(mu_);
   // OK, or the refusal of a change on a gateway that is not the coordinator.
   grpc::Status CheckCoordinator() const;
   // Health watch: state of each cache node that is not "up" (down, failed, quarantined).

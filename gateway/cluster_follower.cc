@@ -10,32 +10,6 @@
 
 namespace ringcache::gateway {
 
-absl::Status PublishEtcdCacheRing(membership::EtcdClient* client, const std::string& prefix,
-                                  const membership::TxnCompare& guard,
-                                  const CacheRingState& state) {
-  membership::EtcdCallOptions call;
-  call.timeout = absl::Seconds(3);
-  RC_ASSIGN_OR_RETURN(
-      membership::TxnResult r,
-      client->Txn({guard}, membership::CacheRingPuts(prefix, state), {}, call));
-  if (!r.succeeded) {
-    return absl::FailedPreconditionError(
-        "not the coordinator any more: its term ended, the cache ring was not published");
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<uint64_t> TakeOverEpoch(membership::EtcdClient* client, const std::string& prefix) {
-  RC_ASSIGN_OR_RETURN(membership::RangeResult range, client->GetPrefix(CacheRingKey(prefix)));
-  uint64_t epoch = static_cast<uint64_t>(std::max<int64_t>(range.revision, 0));
-  for (const auto& kv : range.kvs) {
-    if (kv.key != CacheRingKey(prefix)) continue;
-    RC_ASSIGN_OR_RETURN(CacheRingState st, DecodeCacheRingState(kv.value));
-    epoch = std::max(epoch, st.epoch);
-  }
-  return epoch;
-}
-
 absl::StatusOr<std::unique_ptr<ClusterFollower>> ClusterFollower::Start(
     membership::EtcdClient* client, Router* router, Catalog* catalog, Options options,
     std::function<bool()> leading) {
@@ -54,9 +28,8 @@ absl::StatusOr<std::unique_ptr<ClusterFollower>> ClusterFollower::Start(
   return f;
 }
 
-ClusterFollower::ClusterFollower(membership::EtcdClient* client, Router* router,
-                                 Catalog* catalog, Options options,
-                                 std::function<bool()> leading)
+ClusterFollower::ClusterFollower(membership::EtcdClient* client, Router* router, Catalog* catalog,
+                                 Options options, std::function<bool()> leading)
     : client_(client),
       router_(router),
       catalog_(catalog),

@@ -1,10 +1,8 @@
 // The gateway's side of the control plane split (membership/README.md "Control plane"):
-//  - PublishEtcdCacheRing: the cache ring the coordinator publishes at P/rings/cache
-//    (membership/cache_ring_state.h, which also reads it), written only under the leader's
-//    guard (membership/election.h), so a deposed leader cannot overwrite its successor's ring;
-//  - ClusterFollower: makes a gateway that is not the coordinator follow the published cache
-//    ring (Router::FollowRingState) and the VDI catalog (Catalog::Reload). A watch on each key
-//    wakes it at once; a look every `resync` also covers a watch that stopped (compaction).
+// ClusterFollower makes a gateway that is not the coordinator follow the published cache ring
+// (Router::FollowRingState) and the VDI catalog (Catalog::Reload). A watch on each key wakes it
+// at once; a look every `resync` also covers a watch that stopped (compaction). The coordinator
+// writes both (coordinator/etcd_state.h).
 //
 // Thread-safety: thread-safe.
 #ifndef RINGCACHE_GATEWAY_CLUSTER_FOLLOWER_H_
@@ -19,19 +17,11 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/wake_loop.h"
-#include "gateway/catalog.h"
+#include "coordinator/catalog.h"
 #include "gateway/router.h"
 #include "membership/etcd_client.h"
 
 namespace ringcache::gateway {
-
-// Writes `state` if `guard` holds; kFailedPrecondition if it does not (no longer the leader).
-absl::Status PublishEtcdCacheRing(membership::EtcdClient* client, const std::string& prefix,
-                                  const membership::TxnCompare& guard,
-                                  const CacheRingState& state);
-// The lowest epoch a new coordinator may start above: the published ring's epoch and the etcd
-// store revision (epochs of gateways from before the ring was published were revisions).
-absl::StatusOr<uint64_t> TakeOverEpoch(membership::EtcdClient* client, const std::string& prefix);
 
 class ClusterFollower {
  public:
@@ -51,8 +41,8 @@ class ClusterFollower {
   ClusterFollower& operator=(const ClusterFollower&) = delete;
 
  private:
-  ClusterFollower(membership::EtcdClient* client, Router* router, Catalog* catalog,
-                  Options options, std::function<bool()> leading);
+  ClusterFollower(membership::EtcdClient* client, Router* router, Catalog* catalog, Options options,
+                  std::function<bool()> leading);
   absl::Status SyncOnce();
 
   membership::EtcdClient* const client_;

@@ -48,9 +48,8 @@ void NbdServer::Connection::Run() {
     Transmit();
     {
       absl::MutexLock l(&mu_);
-      auto drained = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return inflight_requests_ == 0;
-      };
+      auto drained = [this]()
+                         ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return inflight_requests_ == 0; };
       mu_.Await(absl::Condition(&drained));
       writer_stop_ = true;
     }
@@ -131,14 +130,14 @@ bool NbdServer::Connection::StartTls(nbd::ServerHandshake* hs, absl::Time deadli
   absl::StatusOr<std::unique_ptr<tls::Session>> session =
       config_->tls_context->Accept(fd_, std::max(deadline - absl::Now(), absl::Milliseconds(1)));
   if (!session.ok()) {
-    spdlog::info("nbd {}: TLS handshake failed: {}", peer_, std::string(session.status().message()));
+    spdlog::info("nbd {}: TLS handshake failed: {}", peer_,
+                 std::string(session.status().message()));
     metrics_->ProtocolError("tls_handshake");
     return false;
   }
   tls_ = *std::move(session);
   hs->TlsStarted(tls_->peer().name);
-  spdlog::debug("nbd {}: TLS up ({}), client '{}'", peer_, tls_->Description(),
-                tls_->peer().name);
+  spdlog::debug("nbd {}: TLS up ({}), client '{}'", peer_, tls_->Description(), tls_->peer().name);
   return true;
 }
 
@@ -165,8 +164,9 @@ bool NbdServer::Connection::SendV(iovec* iov, int count) {
 bool NbdServer::Connection::Admit(uint64_t charge) {
   absl::MutexLock l(&mu_);
   auto room = [this, charge]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return broken_ || (inflight_requests_ < config_->max_inflight_requests &&
-                       (inflight_bytes_ == 0 || inflight_bytes_ + charge <= config_->max_inflight_bytes));
+    return broken_ ||
+           (inflight_requests_ < config_->max_inflight_requests &&
+            (inflight_bytes_ == 0 || inflight_bytes_ + charge <= config_->max_inflight_bytes));
   };
   if (!room()) {
     admission_waits_->fetch_add(1);
@@ -236,10 +236,33 @@ void NbdServer::Connection::Transmit() {
     if (req->type == nbd::kCmdRead && req->length > 0 && StartAsyncRead(*req, charge, start)) {
       continue;
     }
-    pool_->Submit(session_.info.name, [self = shared_from_this(), r = *req,
-                                       p = std::move(payload), charge, start]() mutable {
-      self->Execute(r, std::move(p), charge, start);
-    });
+    pool_->Submit(session_.info.name,
+                  [self = shared_from_this(), r = *req, p = std::move(payload), charge,
+                   start]() mutable { self->Execute(r, std::move(p), charge, start); });
+  }
+}
+
+// The reply to `req`: an error, the data read, the block status descriptors, or done.
+void NbdServer::Connection::AppendReply(const Request& req, uint32_t error,
+                                        const std::string& message,
+                                        const std::vector<nbd::BlockStatusDescriptor>& descriptors,
+                                        OutMsg* msg) {
+  const bool structured = session_.structured_replies;
+  if (error != 0) {
+    msg->data.reset();
+    if (structured) {
+      nbd::AppendStructuredError(&msg->header, nbd::kReplyFlagDone, req.handle, error, message);
+    } else {
+      nbd::AppendSimpleReply(&msg->header, error, req.handle);
+    }
+  } else if (req.type == nbd::kCmdRead) {
+    AppendReadReply(req, msg);
+  } else if (req.type == nbd::kCmdBlockStatus) {
+    nbd::AppendBlockStatus(&msg->header, nbd::kReplyFlagDone, req.handle, nbd::kBaseAllocationId,
+                           descriptors);
+  } else {
+    nbd::AppendSimpleReply(&msg->header, 0, req.handle);
+    if (req.type == nbd::kCmdWrite) vdi_->bytes_written->Increment(req.length);
   }
 }
 
@@ -287,9 +310,9 @@ void NbdServer::Connection::Execute(const Request& req, std::unique_ptr<char[]> 
       std::vector<Extent> extents;
       status = device->BlockStatus(req.offset, req.length, &extents);
       if (status.ok()) {
-        descriptors = nbd::ToDescriptors(extents, req.length,
-                                         (req.flags & nbd::kCmdFlagReqOne) != 0,
-                                         config_->max_block_status_descriptors);
+        descriptors =
+            nbd::ToDescriptors(extents, req.length, (req.flags & nbd::kCmdFlagReqOne) != 0,
+                               config_->max_block_status_descriptors);
       }
       break;
     }
@@ -303,23 +326,7 @@ void NbdServer::Connection::Execute(const Request& req, std::unique_ptr<char[]> 
     message = std::string(status.message());
   }
 
-  const bool structured = session_.structured_replies;
-  if (error != 0) {
-    msg.data.reset();
-    if (structured) {
-      nbd::AppendStructuredError(&msg.header, nbd::kReplyFlagDone, req.handle, error, message);
-    } else {
-      nbd::AppendSimpleReply(&msg.header, error, req.handle);
-    }
-  } else if (req.type == nbd::kCmdRead) {
-    AppendReadReply(req, &msg);
-  } else if (req.type == nbd::kCmdBlockStatus) {
-    nbd::AppendBlockStatus(&msg.header, nbd::kReplyFlagDone, req.handle, nbd::kBaseAllocationId,
-                           descriptors);
-  } else {
-    nbd::AppendSimpleReply(&msg.header, 0, req.handle);
-    if (req.type == nbd::kCmdWrite) vdi_->bytes_written->Increment(req.length);
-  }
+  AppendReply(req, error, message, descriptors, &msg);
   metrics_->Request(vdi_, req.type, error, absl::ToDoubleSeconds(absl::Now() - start));
   payload.reset();
   Enqueue(std::move(msg));
@@ -339,8 +346,7 @@ void NbdServer::Connection::AppendReadReply(const Request& req, OutMsg* msg) {
   vdi_->bytes_read->Increment(req.length);
 }
 
-bool NbdServer::Connection::StartAsyncRead(const Request& req, uint64_t charge,
-                                           absl::Time start) {
+bool NbdServer::Connection::StartAsyncRead(const Request& req, uint64_t charge, absl::Time start) {
   std::unique_ptr<char[]> data(new char[req.length]);
   char* buf = data.get();
   return session_.device->ReadAsync(
@@ -455,6 +461,7 @@ void NbdServer::Connection::WriterLoop() {
   }
 }
 
-// ---- NbdServer -------------------------------------------------------------------------------------
+// ---- NbdServer
+// -------------------------------------------------------------------------------------
 
 }  // namespace ringcache::gateway

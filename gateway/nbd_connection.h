@@ -5,15 +5,13 @@
 #ifndef RINGCACHE_GATEWAY_NBD_CONNECTION_H_
 #define RINGCACHE_GATEWAY_NBD_CONNECTION_H_
 
-#include "gateway/nbd_server.h"
-
 #include <arpa/inet.h>
+#include <linux/sockios.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <spdlog/spdlog.h>
-#include <linux/sockios.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -34,6 +32,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/socket.h"
+#include "gateway/nbd_server.h"
 
 namespace ringcache::gateway {
 
@@ -46,9 +45,14 @@ enum class ReadResult { kOk, kEof, kTruncated, kError };
 struct NbdServer::Metrics {
   static constexpr int kCommands = 9;  // NBD_CMD_READ..NBD_CMD_BLOCK_STATUS, then "unknown"
   static constexpr int kResults = 9;
-  static constexpr uint32_t kResultErrno[kResults] = {0,          nbd::kEperm,    nbd::kEio,
-                                                      nbd::kEnomem, nbd::kEinval, nbd::kEnospc,
-                                                      nbd::kEoverflow, nbd::kEnotsup,
+  static constexpr uint32_t kResultErrno[kResults] = {0,
+                                                      nbd::kEperm,
+                                                      nbd::kEio,
+                                                      nbd::kEnomem,
+                                                      nbd::kEinval,
+                                                      nbd::kEnospc,
+                                                      nbd::kEoverflow,
+                                                      nbd::kEnotsup,
                                                       nbd::kEshutdown};
 
   // The series of one export (VDI): requests, bytes and latency, labelled vdi="<name>". Shared by
@@ -86,7 +90,7 @@ struct NbdServer::Metrics {
       }
       const metrics::Labels vdi{{"vdi", name}};
       for (int c = 0; c < kCommands - 1; ++c) {
-        Counter(v.get(), c, 0);  // pre-create the "ok" series so dashboards see zeros
+        Counter(v.get(), c, 0);            // pre-create the "ok" series so dashboards see zeros
         if (c == nbd::kCmdDisc) continue;  // has no reply, so no latency
         v->duration[c] = registry->GetHistogram(
             "ringcache_nbd_request_duration_seconds",
@@ -144,11 +148,11 @@ struct NbdServer::Metrics {
     metrics::Counter* c = v->requests[command][result].load(std::memory_order_acquire);
     if (c == nullptr) {
       // GetCounter is idempotent, so racing threads store the same pointer.
-      c = registry->GetCounter(
-          "ringcache_nbd_requests_total", "NBD requests answered, by VDI, command and result.",
-          {{"vdi", v->name},
-           {"command", nbd::CommandName(static_cast<uint16_t>(command))},
-           {"result", nbd::ErrnoName(kResultErrno[result])}});
+      c = registry->GetCounter("ringcache_nbd_requests_total",
+                               "NBD requests answered, by VDI, command and result.",
+                               {{"vdi", v->name},
+                                {"command", nbd::CommandName(static_cast<uint16_t>(command))},
+                                {"result", nbd::ErrnoName(kResultErrno[result])}});
       v->requests[command][result].store(c, std::memory_order_release);
     }
     return c;
@@ -179,10 +183,11 @@ struct NbdServer::Metrics {
   std::map<std::string, std::unique_ptr<Vdi>> vdis ABSL_GUARDED_BY(mu);
 };
 
-// ---- Socket helpers --------------------------------------------------------------------------------
+// ---- Socket helpers
+// --------------------------------------------------------------------------------
 
-
-// ---- Connection --------------------------------------------------------------------------------------
+// ---- Connection
+// --------------------------------------------------------------------------------------
 
 class NbdServer::Connection : public std::enable_shared_from_this<Connection> {
  public:
@@ -240,6 +245,8 @@ class NbdServer::Connection : public std::enable_shared_from_this<Connection> {
   bool StartAsyncRead(const Request& req, uint64_t charge, absl::Time start);
   // The successful reply to READ `req` (its data in msg->data) and its accounting.
   void AppendReadReply(const Request& req, OutMsg* msg);
+  void AppendReply(const Request& req, uint32_t error, const std::string& message,
+                   const std::vector<nbd::BlockStatusDescriptor>& descriptors, OutMsg* msg);
   void QueueError(const Request& req, uint32_t error, const std::string& message, uint64_t charge);
   void Enqueue(OutMsg msg);
   // The connection's byte stream: the socket, or its TLS session once STARTTLS succeeded.
@@ -292,12 +299,11 @@ class NbdServer::Connection : public std::enable_shared_from_this<Connection> {
   std::deque<OutMsg> queue_ ABSL_GUARDED_BY(mu_);
   uint32_t inflight_requests_ ABSL_GUARDED_BY(mu_) = 0;  // admitted, reply not yet sent
   uint64_t inflight_bytes_ ABSL_GUARDED_BY(mu_) = 0;
-  bool broken_ ABSL_GUARDED_BY(mu_) = false;       // a send failed; replies are dropped
+  bool broken_ ABSL_GUARDED_BY(mu_) = false;  // a send failed; replies are dropped
   bool writer_stop_ ABSL_GUARDED_BY(mu_) = false;
   bool sending_ ABSL_GUARDED_BY(mu_) = false;  // a thread is writing replies to the socket
   int sndbuf_ = 0;                             // SO_SNDBUF, read once at the start
 };
-
 
 }  // namespace ringcache::gateway
 

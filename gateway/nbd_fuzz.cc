@@ -19,8 +19,8 @@ namespace {
 
 using namespace ringcache::gateway;  // NOLINT: fuzzer-local brevity
 
-#define FUZZ_CHECK(cond) \
-  do {                   \
+#define FUZZ_CHECK(cond)  \
+  do {                    \
     if (!(cond)) abort(); \
   } while (0)
 
@@ -90,6 +90,75 @@ void CheckOptionReplies(const std::string& out, bool export_name_tail) {
   }
 }
 
+// BLOCK_STATUS `r`: descriptors of fake device extents taken from the next bytes are within
+// the request and the limits, and their reply has the size the spec gives.
+void CheckBlockStatus(const nbd::Request& r, const char* bytes, size_t size, size_t* pos,
+                      std::string* reply) {
+  // Fake device extents from the next bytes.
+  std::vector<Extent> extents;
+  for (int i = 0; i < 8 && *pos + 3 <= size; ++i, *pos += 3) {
+    Extent e;
+    e.length = static_cast<uint32_t>(nbd::GetU16(bytes + *pos)) << (bytes[*pos + 2] & 15);
+    e.hole = bytes[*pos + 2] & 16;
+    e.zero = bytes[*pos + 2] & 32;
+    extents.push_back(e);
+  }
+  const bool req_one = r.flags & nbd::kCmdFlagReqOne;
+  const auto d = nbd::ToDescriptors(extents, r.length, req_one, 4);
+  FUZZ_CHECK(!d.empty() && d.size() <= (req_one ? 1u : 4u));
+  uint64_t sum = 0;
+  for (const auto& x : d) {
+    FUZZ_CHECK(x.length > 0);
+    sum += x.length;
+  }
+  FUZZ_CHECK(sum <= r.length);
+  nbd::AppendBlockStatus(reply, nbd::kReplyFlagDone, r.handle, nbd::kBaseAllocationId, d);
+  FUZZ_CHECK(reply->size() == nbd::kStructuredReplyHeaderSize + 4 + 8 * d.size());
+}
+
+// The requests after the handshake: what CheckRequest accepts is inside the export, aligned
+// and capped, and each reply is well formed.
+void FuzzRequests(const nbd::Session& session, const char* bytes, size_t size, size_t pos) {
+  const ExportInfo& info = session.info;
+  const nbd::RequestLimits limits = nbd::LimitsFor(session);
+
+  while (size - pos >= nbd::kRequestHeaderSize) {
+    absl::StatusOr<nbd::Request> r = nbd::ParseRequestHeader(bytes + pos, size - pos);
+    pos += nbd::kRequestHeaderSize;
+    if (!r.ok()) break;
+    const nbd::RequestCheck c = nbd::CheckRequest(*r, limits);
+    if (r->type == nbd::kCmdDisc) break;
+    if (c.close) {
+      FUZZ_CHECK(r->type == nbd::kCmdWrite && r->length > limits.max_payload);
+      break;
+    }
+    FUZZ_CHECK(c.payload == (r->type == nbd::kCmdWrite ? r->length : 0));
+    pos += static_cast<size_t>(std::min<uint64_t>(c.payload, size - pos));
+    std::string reply;
+    if (c.error != 0) {
+      nbd::AppendStructuredError(&reply, nbd::kReplyFlagDone, r->handle, c.error, c.reason);
+      continue;
+    }
+    // Accepted requests are inside the export and aligned; payload commands are capped.
+    if (r->type != nbd::kCmdFlush) {
+      FUZZ_CHECK(r->offset + r->length >= r->offset);
+      FUZZ_CHECK(r->offset + r->length <= info.size_bytes);
+      FUZZ_CHECK(r->offset % info.min_block == 0 && r->length % info.min_block == 0);
+    }
+    if (r->type == nbd::kCmdRead || r->type == nbd::kCmdWrite || r->type == nbd::kCmdCache) {
+      FUZZ_CHECK(r->length <= limits.max_block && limits.max_block <= nbd::kMaxPayloadLength);
+    }
+    if (r->type == nbd::kCmdBlockStatus) {
+      FUZZ_CHECK(session.base_allocation && r->length > 0);
+      CheckBlockStatus(*r, bytes, size, &pos, &reply);
+    } else if (r->type == nbd::kCmdRead && r->length > 0) {
+      nbd::AppendOffsetDataHeader(&reply, nbd::kReplyFlagDone, r->handle, r->offset, r->length);
+    } else {
+      nbd::AppendSimpleReply(&reply, 0, r->handle);
+    }
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -132,61 +201,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FUZZ_CHECK(info.max_block % info.min_block == 0 && info.max_block <= nbd::kMaxPayloadLength);
   FUZZ_CHECK(info.preferred_block >= 512 && info.preferred_block >= info.min_block &&
              info.preferred_block <= info.max_block);
-  const nbd::RequestLimits limits = nbd::LimitsFor(session);
-
-  while (size - pos >= nbd::kRequestHeaderSize) {
-    absl::StatusOr<nbd::Request> r = nbd::ParseRequestHeader(bytes + pos, size - pos);
-    pos += nbd::kRequestHeaderSize;
-    if (!r.ok()) break;
-    const nbd::RequestCheck c = nbd::CheckRequest(*r, limits);
-    if (r->type == nbd::kCmdDisc) break;
-    if (c.close) {
-      FUZZ_CHECK(r->type == nbd::kCmdWrite && r->length > limits.max_payload);
-      break;
-    }
-    FUZZ_CHECK(c.payload == (r->type == nbd::kCmdWrite ? r->length : 0));
-    pos += static_cast<size_t>(std::min<uint64_t>(c.payload, size - pos));
-    std::string reply;
-    if (c.error != 0) {
-      nbd::AppendStructuredError(&reply, nbd::kReplyFlagDone, r->handle, c.error, c.reason);
-      continue;
-    }
-    // Accepted requests are inside the export and aligned; payload commands are capped.
-    if (r->type != nbd::kCmdFlush) {
-      FUZZ_CHECK(r->offset + r->length >= r->offset);
-      FUZZ_CHECK(r->offset + r->length <= info.size_bytes);
-      FUZZ_CHECK(r->offset % info.min_block == 0 && r->length % info.min_block == 0);
-    }
-    if (r->type == nbd::kCmdRead || r->type == nbd::kCmdWrite || r->type == nbd::kCmdCache) {
-      FUZZ_CHECK(r->length <= limits.max_block && limits.max_block <= nbd::kMaxPayloadLength);
-    }
-    if (r->type == nbd::kCmdBlockStatus) {
-      FUZZ_CHECK(session.base_allocation && r->length > 0);
-      // Fake device extents from the next bytes.
-      std::vector<Extent> extents;
-      for (int i = 0; i < 8 && pos + 3 <= size; ++i, pos += 3) {
-        Extent e;
-        e.length = static_cast<uint32_t>(nbd::GetU16(bytes + pos)) << (bytes[pos + 2] & 15);
-        e.hole = bytes[pos + 2] & 16;
-        e.zero = bytes[pos + 2] & 32;
-        extents.push_back(e);
-      }
-      const bool req_one = r->flags & nbd::kCmdFlagReqOne;
-      const auto d = nbd::ToDescriptors(extents, r->length, req_one, 4);
-      FUZZ_CHECK(!d.empty() && d.size() <= (req_one ? 1u : 4u));
-      uint64_t sum = 0;
-      for (const auto& x : d) {
-        FUZZ_CHECK(x.length > 0);
-        sum += x.length;
-      }
-      FUZZ_CHECK(sum <= r->length);
-      nbd::AppendBlockStatus(&reply, nbd::kReplyFlagDone, r->handle, nbd::kBaseAllocationId, d);
-      FUZZ_CHECK(reply.size() == nbd::kStructuredReplyHeaderSize + 4 + 8 * d.size());
-    } else if (r->type == nbd::kCmdRead && r->length > 0) {
-      nbd::AppendOffsetDataHeader(&reply, nbd::kReplyFlagDone, r->handle, r->offset, r->length);
-    } else {
-      nbd::AppendSimpleReply(&reply, 0, r->handle);
-    }
-  }
+  FuzzRequests(session, bytes, size, pos);
   return 0;
 }

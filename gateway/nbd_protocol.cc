@@ -52,12 +52,11 @@ uint16_t GetU16(const char* p) {
   const auto* u = reinterpret_cast<const unsigned char*>(p);
   return static_cast<uint16_t>((u[0] << 8) | u[1]);
 }
-uint32_t GetU32(const char* p) {
-  return (static_cast<uint32_t>(GetU16(p)) << 16) | GetU16(p + 2);
-}
+uint32_t GetU32(const char* p) { return (static_cast<uint32_t>(GetU16(p)) << 16) | GetU16(p + 2); }
 uint64_t GetU64(const char* p) { return (static_cast<uint64_t>(GetU32(p)) << 32) | GetU32(p + 4); }
 
-// ---- ServerHandshake -----------------------------------------------------------------------------
+// ---- ServerHandshake
+// -----------------------------------------------------------------------------
 
 ServerHandshake::ServerHandshake(ExportProvider* exports, HandshakeOptions options)
     : exports_(exports), options_(options) {}
@@ -123,10 +122,9 @@ bool ServerHandshake::Allowed(const ExportInfo& info, uint32_t* refusal, std::st
     if (!client_.empty() && c == client_) return true;
   }
   *refusal = kRepErrPolicy;
-  *why = client_.empty() ? absl::StrCat("export '", info.name,
-                                        "' needs a client certificate or PSK identity")
-                         : absl::StrCat("client '", client_, "' may not open export '",
-                                        info.name, "'");
+  *why = client_.empty()
+             ? absl::StrCat("export '", info.name, "' needs a client certificate or PSK identity")
+             : absl::StrCat("client '", client_, "' may not open export '", info.name, "'");
   return false;
 }
 
@@ -153,8 +151,7 @@ absl::StatusOr<size_t> ServerHandshake::Feed(const char* data, size_t len, std::
   if (!started_) return Fail(absl::FailedPreconditionError("handshake fed before Start()"));
   size_t used = 0;
   while (used < len) {
-    if (state_ == State::kTransmission || state_ == State::kClosed ||
-        state_ == State::kStartTls) {
+    if (state_ == State::kTransmission || state_ == State::kClosed || state_ == State::kStartTls) {
       break;
     }
     if (state_ == State::kOptionDiscard) {
@@ -163,8 +160,8 @@ absl::StatusOr<size_t> ServerHandshake::Feed(const char* data, size_t len, std::
       discard_left_ -= n;
       if (discard_left_ == 0) {
         ReplyError(out, kRepErrTooBig,
-                   absl::StrCat("option payload of ", option_length_, " bytes exceeds the limit of ",
-                                options_.max_option_length));
+                   absl::StrCat("option payload of ", option_length_,
+                                " bytes exceeds the limit of ", options_.max_option_length));
         state_ = State::kOptionHeader;
         need_ = kOptionHeaderSize;
       }
@@ -196,8 +193,8 @@ absl::StatusOr<size_t> ServerHandshake::Feed(const char* data, size_t len, std::
       option_length_ = GetU32(buf_.data() + 12);
       buf_.clear();
       if (magic != kOptionMagic) {
-        return Fail(absl::InvalidArgumentError(
-            absl::StrCat("bad option magic 0x", absl::Hex(magic))));
+        return Fail(
+            absl::InvalidArgumentError(absl::StrCat("bad option magic 0x", absl::Hex(magic))));
       }
       if (++options_seen_ > options_.max_options) {
         return Fail(absl::ResourceExhaustedError(
@@ -311,8 +308,7 @@ absl::Status ServerHandshake::HandleExportName(std::string* out) {
   const std::string name = buf_;
   absl::StatusOr<ExportInfo> info = exports_->Find(name);
   if (!info.ok()) {
-    return absl::NotFoundError(
-        absl::StrCat("NBD_OPT_EXPORT_NAME: ", info.status().message()));
+    return absl::NotFoundError(absl::StrCat("NBD_OPT_EXPORT_NAME: ", info.status().message()));
   }
   uint32_t refusal = 0;
   std::string why;
@@ -321,9 +317,9 @@ absl::Status ServerHandshake::HandleExportName(std::string* out) {
   }
   absl::StatusOr<std::shared_ptr<BlockDevice>> device = exports_->Open(name);
   if (!device.ok() || *device == nullptr) {
-    return absl::UnavailableError(absl::StrCat(
-        "NBD_OPT_EXPORT_NAME: cannot open '", name,
-        "': ", device.ok() ? "no device" : std::string(device.status().message())));
+    return absl::UnavailableError(
+        absl::StrCat("NBD_OPT_EXPORT_NAME: cannot open '", name,
+                     "': ", device.ok() ? "no device" : std::string(device.status().message())));
   }
   session_.info = *std::move(info);
   SanitizeBlockSizes(&session_.info, options_.max_payload);
@@ -356,6 +352,36 @@ void ServerHandshake::HandleList(std::string* out) {
     Reply(out, kRepServer, data);
   }
   Reply(out, kRepAck, "");
+}
+
+// The NBD_REP_INFO replies of NBD_OPT_INFO / NBD_OPT_GO: the export's size and flags, its name
+// and description when asked, its block sizes always.
+void ServerHandshake::ReplyInfo(std::string* out, const ExportInfo& info, uint16_t tx_flags,
+                                bool want_name, bool want_description) const {
+  std::string data;
+  PutU16(&data, kInfoExport);
+  PutU64(&data, info.size_bytes);
+  PutU16(&data, tx_flags);
+  Reply(out, kRepInfo, data);
+  if (want_name) {
+    data.clear();
+    PutU16(&data, kInfoName);
+    data += info.name.substr(0, kMaxStringLength);
+    Reply(out, kRepInfo, data);
+  }
+  if (want_description && !info.description.empty()) {
+    data.clear();
+    PutU16(&data, kInfoDescription);
+    data += info.description.substr(0, kMaxStringLength);
+    Reply(out, kRepInfo, data);
+  }
+  // Block sizes are always sent: the server does enforce the minimum alignment.
+  data.clear();
+  PutU16(&data, kInfoBlockSize);
+  PutU32(&data, info.min_block);
+  PutU32(&data, info.preferred_block);
+  PutU32(&data, info.max_block);
+  Reply(out, kRepInfo, data);
 }
 
 void ServerHandshake::HandleInfoOrGo(std::string* out) {
@@ -424,30 +450,7 @@ void ServerHandshake::HandleInfoOrGo(std::string* out) {
   }
 
   const uint16_t tx_flags = TransmissionFlags(info);
-  std::string data;
-  PutU16(&data, kInfoExport);
-  PutU64(&data, info.size_bytes);
-  PutU16(&data, tx_flags);
-  Reply(out, kRepInfo, data);
-  if (want_name) {
-    data.clear();
-    PutU16(&data, kInfoName);
-    data += info.name.substr(0, kMaxStringLength);
-    Reply(out, kRepInfo, data);
-  }
-  if (want_description && !info.description.empty()) {
-    data.clear();
-    PutU16(&data, kInfoDescription);
-    data += info.description.substr(0, kMaxStringLength);
-    Reply(out, kRepInfo, data);
-  }
-  // Block sizes are always sent: the server does enforce the minimum alignment.
-  data.clear();
-  PutU16(&data, kInfoBlockSize);
-  PutU32(&data, info.min_block);
-  PutU32(&data, info.preferred_block);
-  PutU32(&data, info.max_block);
-  Reply(out, kRepInfo, data);
+  ReplyInfo(out, info, tx_flags, want_name, want_description);
   Reply(out, kRepAck, "");
 
   if (option_ == kOptGo) {
@@ -503,8 +506,8 @@ void ServerHandshake::HandleMetaContext(std::string* out) {
     const std::string query(p + pos, q_len);
     pos += q_len;
     if (query.find(':') == std::string::npos) {
-      ReplyError(out, kRepErrInvalid, absl::StrCat("meta context query '", query,
-                                                   "' has no namespace"));
+      ReplyError(out, kRepErrInvalid,
+                 absl::StrCat("meta context query '", query, "' has no namespace"));
       return;
     }
     if (query == kBaseAllocation) match_base = true;
@@ -518,7 +521,8 @@ void ServerHandshake::HandleMetaContext(std::string* out) {
   }
   absl::StatusOr<ExportInfo> found = exports_->Find(name);
   if (!found.ok()) {
-    ReplyError(out, kRepErrUnknown, absl::StrCat("export '", name, "': ", found.status().message()));
+    ReplyError(out, kRepErrUnknown,
+               absl::StrCat("export '", name, "': ", found.status().message()));
     return;
   }
   if (match_all && !set) match_base = true;

@@ -110,7 +110,8 @@ inline constexpr uint16_t kReplyTypeBlockStatus = 5;
 inline constexpr uint16_t kReplyTypeError = (1 << 15) | 1;
 inline constexpr uint16_t kReplyTypeErrorOffset = (1 << 15) | 2;
 
-// ---- base:allocation states ----------------------------------------------------------------------
+// ---- base:allocation states
+// ----------------------------------------------------------------------
 inline constexpr uint32_t kStateHole = 1 << 0;
 inline constexpr uint32_t kStateZero = 1 << 1;
 
@@ -125,9 +126,9 @@ inline constexpr uint32_t kEnotsup = 95;
 inline constexpr uint32_t kEshutdown = 108;
 
 // ---- Sizes and limits -------------------------------------------------------------------------
-inline constexpr size_t kGreetingSize = 18;        // magic, magic, handshake flags
-inline constexpr size_t kOptionHeaderSize = 16;    // magic, option, length
-inline constexpr size_t kExportNameReplyPad = 124; // zeroes after NBD_OPT_EXPORT_NAME's reply
+inline constexpr size_t kGreetingSize = 18;         // magic, magic, handshake flags
+inline constexpr size_t kOptionHeaderSize = 16;     // magic, option, length
+inline constexpr size_t kExportNameReplyPad = 124;  // zeroes after NBD_OPT_EXPORT_NAME's reply
 inline constexpr size_t kRequestHeaderSize = 28;
 inline constexpr size_t kSimpleReplyHeaderSize = 16;
 inline constexpr size_t kStructuredReplyHeaderSize = 20;
@@ -253,6 +254,8 @@ class ServerHandshake {
   bool Allowed(const ExportInfo& info, uint32_t* refusal, std::string* why) const;
   void HandleList(std::string* out);
   void HandleInfoOrGo(std::string* out);
+  void ReplyInfo(std::string* out, const ExportInfo& info, uint16_t tx_flags, bool want_name,
+                 bool want_description) const;
   void HandleMetaContext(std::string* out);
   uint16_t TransmissionFlags(const ExportInfo& info) const;
   void Reply(std::string* out, uint32_t type, const std::string& data) const;
@@ -262,11 +265,11 @@ class ServerHandshake {
   ExportProvider* const exports_;
   const HandshakeOptions options_;
   State state_ = State::kClientFlags;
-  std::string buf_;            // bytes of the current step collected so far
-  size_t need_ = 4;            // bytes the current step needs in total
-  uint32_t option_ = 0;        // current option code
-  uint32_t option_length_ = 0; // its payload length
-  uint64_t discard_left_ = 0;  // kOptionDiscard: bytes still to drop
+  std::string buf_;             // bytes of the current step collected so far
+  size_t need_ = 4;             // bytes the current step needs in total
+  uint32_t option_ = 0;         // current option code
+  uint32_t option_length_ = 0;  // its payload length
+  uint64_t discard_left_ = 0;   // kOptionDiscard: bytes still to drop
   uint32_t options_seen_ = 0;
   bool started_ = false;
   bool no_zeroes_ = false;
@@ -300,10 +303,10 @@ void AppendRequest(std::string* out, const Request& request);
 // What the server knows about the session when checking a request.
 struct RequestLimits {
   uint64_t export_size = 0;
-  uint32_t min_block = 1;              // alignment enforced on offset and length (power of 2)
+  uint32_t min_block = 1;                    // alignment enforced on offset and length (power of 2)
   uint32_t max_block = kMaxPayloadLength;    // advertised cap for READ, WRITE and CACHE lengths
   uint32_t max_payload = kMaxPayloadLength;  // hard cap: a longer WRITE payload is never read
-  uint16_t transmission_flags = 0;     // as sent to the client
+  uint16_t transmission_flags = 0;           // as sent to the client
   bool structured_replies = false;
   bool base_allocation = false;
 };
@@ -311,10 +314,10 @@ struct RequestLimits {
 RequestLimits LimitsFor(const Session& session, uint32_t max_payload = kMaxPayloadLength);
 
 struct RequestCheck {
-  uint32_t error = 0;          // NBD errno to reply with; 0 = go ahead
-  uint64_t payload = 0;        // bytes of payload that follow the header on the wire
-  bool close = false;          // the connection must end after replying (payload too large)
-  const char* reason = "";     // human-readable cause when error != 0
+  uint32_t error = 0;       // NBD errno to reply with; 0 = go ahead
+  uint64_t payload = 0;     // bytes of payload that follow the header on the wire
+  bool close = false;       // the connection must end after replying (payload too large)
+  const char* reason = "";  // human-readable cause when error != 0
 };
 
 // Checks a parsed request against the session: known command, flags valid for it, length caps

@@ -15,8 +15,8 @@
 #define RINGCACHE_GATEWAY_ROUTER_H_
 
 #include <atomic>
-#include <functional>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -24,20 +24,20 @@
 #include <utility>
 #include <vector>
 
-#include "absl/status/status.h"
 #include "absl/base/thread_annotations.h"
-#include "absl/functional/any_invocable.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "common/metrics.h"
+#include "coordinator/catalog.h"
+#include "coordinator/ring_change.h"
 #include "datanode/client/datanode_pool.h"
 #include "gateway/block_device.h"
-#include "common/metrics.h"
-#include "coordinator/ring_change.h"
 #include "gateway/cache_client.h"
 #include "membership/cache_ring_state.h"
-#include "gateway/catalog.h"
 #include "ring/ring.h"
 
 namespace ringcache::gateway {
@@ -49,6 +49,12 @@ using membership::DataRingKey;
 using membership::DecodeCacheRingState;
 using membership::EncodeCacheRingState;
 using membership::LoadEtcdCacheRing;
+// The VDI catalog the router serves (coordinator/catalog.h).
+using coordinator::Catalog;
+using coordinator::ValidateClientIdentity;
+using coordinator::ValidateVdiName;
+using coordinator::VdiDefaults;
+using coordinator::VdiRecord;
 
 struct CacheMember {
   uint32_t id = 0;
@@ -71,8 +77,8 @@ class Router : public ExportProvider {
   // Registers every catalogued VDI on every data node and cache node (startup, or after a node
   // restarted and forgot them).
   absl::Status RegisterAll();
-  absl::StatusOr<VdiRecord> CreateVdi(const std::string& name, uint64_t size,
-                                      uint32_t object_size, uint32_t replication);
+  absl::StatusOr<VdiRecord> CreateVdi(const std::string& name, uint64_t size, uint32_t object_size,
+                                      uint32_t replication);
   absl::Status DeleteVdi(const std::string& name);
   absl::StatusOr<VdiRecord> ResizeVdi(const std::string& name, uint64_t size);
   absl::Status SetMode(const std::string& name, v1::CacheMode mode);
@@ -129,14 +135,15 @@ class Router : public ExportProvider {
   // data behind (alive: it answered a probe) and is retried until it succeeds or `attempts` run
   // out; only then do the objects move to their next owners. `progress` (may be empty) is told
   // what happens.
-  absl::Status RemoveCacheNode(
-      uint32_t id, const std::function<absl::Status(CacheClient*, bool alive)>& settle,
-      const std::function<void(const std::string&)>& progress, int attempts = 600);
+  absl::Status RemoveCacheNode(uint32_t id,
+                               const std::function<absl::Status(CacheClient*, bool alive)>& settle,
+                               const std::function<void(const std::string&)>& progress,
+                               int attempts = 600);
   std::vector<uint32_t> removed() const;
   // Asks cache node `id` for its own state (quarantined, device failed), waiting at most
   // `timeout_ms`; kNotFound for an unknown id, kUnavailable if it does not answer.
   absl::StatusOr<CacheClient::NodeHealth> NodeHealth(uint32_t id, int timeout_ms) const;
-  // Cluster mode: the coordinator's term (membership/election.h), carried from now on by the
+  // Cluster mode: the coordinator's term (coordinator/election.h), carried from now on by the
   // control steps this router sends — to cache nodes (DropBlocks, handoff flushes, relogs) and
   // to data nodes (log seals and reclaims) — so that nodes refuse them once a newer coordinator
   // spoke to them (docs/design.md, "Control steps are fenced"). Only grows; a router that lost
@@ -200,8 +207,7 @@ class Router : public ExportProvider {
   Router() = default;
   CacheClient* Client(uint32_t id) const;
   // The end of a call counted in inflight_ and inflight_objects_.
-  void EndCallLocked(uint32_t owner, const ring::ObjectKey& key)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EndCallLocked(uint32_t owner, const ring::ObjectKey& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status OnMember(const v1::VdiGeometry& g, uint64_t object, CacheClient* c,
                         const std::function<absl::Status(CacheClient*)>& op);
   // Members not removed (their clients stay valid for the router's lifetime); with

@@ -11,32 +11,14 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "membership/election.h"
-#include "membership/etcd_test_server.h"
+#include "membership/testing/etcd_fixture.h"
 
 namespace ringcache::membership {
 namespace {
 
-bool WaitFor(const std::function<bool()>& cond, absl::Duration timeout = absl::Seconds(10)) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (!cond()) {
-    if (absl::Now() > deadline) return false;
-    absl::SleepFor(absl::Milliseconds(20));
-  }
-  return true;
-}
-
-NodeRecord Node(Role role, uint32_t id) {
-  NodeRecord r;
-  r.role = role;
-  r.id = id;
-  r.address = "127.0.0.1:" + std::to_string(7000 + id);
-  r.http_address = "127.0.0.1:" + std::to_string(9000 + id);
-  r.capacity_bytes = uint64_t{1} << 30;
-  r.weight = 1.5;
-  r.zone = "z" + std::to_string(id % 2);
-  return r;
-}
+using testing::EtcdFixture;
+using testing::Node;
+using testing::WaitFor;
 
 std::vector<uint32_t> Ids(const MemberView& v, Role role) {
   std::vector<uint32_t> ids;
@@ -147,35 +129,8 @@ class ViewLog {
   std::vector<MemberView> views_ ABSL_GUARDED_BY(mu_);
 };
 
-class MembershipTest : public ::testing::Test {
+class MembershipTest : public EtcdFixture {
  protected:
-  void SetUp() override {
-    if (EtcdTestServer::FindBinary().empty()) {
-      GTEST_SKIP() << "etcd binary not found (install the Debian package etcd-server, or set "
-                      "RINGCACHE_ETCD); skipping tests against a real etcd";
-    }
-    auto server =
-        EtcdTestServer::Start(::testing::UnitTest::GetInstance()->current_test_info()->name());
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = *std::move(server);
-    EtcdClient::Options options;
-    options.endpoints = {server_->endpoint()};
-    options.dial_timeout = absl::Milliseconds(300);
-    auto client = EtcdClient::Create(options);
-    ASSERT_TRUE(client.ok()) << client.status();
-    client_ = *std::move(client);
-  }
-
-  absl::StatusOr<std::unique_ptr<NodeRegistration>> Register(
-      NodeRecord record, Clock* clock = Clock::Real(),
-      NodeRegistration::ReregisteredCallback cb = nullptr) {
-    NodeRegistration::Options o;
-    o.prefix = "/rc";
-    o.ttl = absl::Seconds(2);
-    o.safety_margin = absl::Milliseconds(500);
-    return NodeRegistration::Start(client_.get(), clock, o, std::move(record), std::move(cb));
-  }
-
   std::unique_ptr<MembershipWatcher> Watcher(ViewLog* log) {
     MembershipWatcher::Options o;
     o.prefix = "/rc";
@@ -187,8 +142,6 @@ class MembershipTest : public ::testing::Test {
     return kv.ok() && kv->has_value();
   }
 
-  std::unique_ptr<EtcdTestServer> server_;
-  std::unique_ptr<EtcdClient> client_;
 };
 
 TEST_F(MembershipTest, RegistrationStaysWhileRenewedAndExpiresWhenRenewalsStop) {
@@ -402,134 +355,6 @@ TEST_F(MembershipTest, EtcdRestartFencesThenRecovers) {
   EXPECT_EQ(watcher->lists(), 1);  // resumed, no re-list needed
 }
 
-
-// ---- Coordinator election (membership/election.h) ----
-
-// Records every leadership change of one candidate.
-struct LeadLog {
-  absl::Mutex mu;
-  std::vector<std::pair<bool, int64_t>> changes ABSL_GUARDED_BY(mu);
-  bool refuse ABSL_GUARDED_BY(mu) = false;  // cannot lead: resign every term
-  Election::Callback Callback() {
-    return [this](bool leader, int64_t term) {
-      absl::MutexLock l(&mu);
-      changes.push_back({leader, term});
-      return !refuse;
-    };
-  }
-  size_t size() {
-    absl::MutexLock l(&mu);
-    return changes.size();
-  }
-};
-
-TEST_F(MembershipTest, OneCandidateLeadsAndOnlyItsGuardedWritesCommit) {
-  auto reg1 = Register(Node(Role::kGateway, 1));
-  auto reg2 = Register(Node(Role::kGateway, 2));
-  ASSERT_TRUE(reg1.ok() && reg2.ok());
-  Election::Options o;
-  o.prefix = "/rc";
-  o.poll = absl::Milliseconds(50);
-  LeadLog log1, log2;
-  auto e1 = Election::Start(client_.get(), reg1->get(), o, log1.Callback());
-  auto e2 = Election::Start(client_.get(), reg2->get(), o, log2.Callback());
-  ASSERT_TRUE(WaitFor([&] { return e1->leader() || e2->leader(); }));
-  absl::SleepFor(absl::Milliseconds(300));
-  ASSERT_NE(e1->leader(), e2->leader()) << "exactly one leader";
-  Election* leader = e1->leader() ? e1.get() : e2.get();
-  Election* other = e1->leader() ? e2.get() : e1.get();
-  const uint32_t leader_id = e1->leader() ? 1 : 2;
-  auto info = ReadLeader(client_.get(), "/rc");
-  ASSERT_TRUE(info.ok() && info->has_value()) << info.status();
-  EXPECT_EQ((*info)->record.id, leader_id);
-  EXPECT_EQ((*info)->term, leader->term());
-  EXPECT_EQ(other->term(), 0);
-  auto w = client_->Txn({leader->LeaderGuard()}, {TxnOp::Put("/rc/rings/cache", "x")});
-  ASSERT_TRUE(w.ok() && w->succeeded) << "the leader's guarded write commits";
-  w = client_->Txn({other->LeaderGuard()}, {TxnOp::Put("/rc/rings/cache", "y")});
-  ASSERT_TRUE(w.ok());
-  EXPECT_FALSE(w->succeeded) << "a candidate that does not lead cannot write";
-  EXPECT_EQ((*client_->Get("/rc/rings/cache"))->value, "x");
-}
-
-TEST_F(MembershipTest, ALeaderWhoseLeaseLapsesStepsDownAndAnotherTakesOver) {
-  auto reg1 = Register(Node(Role::kGateway, 1));
-  ASSERT_TRUE(reg1.ok());
-  Election::Options o;
-  o.prefix = "/rc";
-  o.poll = absl::Milliseconds(50);
-  LeadLog log1, log2;
-  auto e1 = Election::Start(client_.get(), reg1->get(), o, log1.Callback());
-  ASSERT_TRUE(WaitFor([&] { return e1->leader(); }));
-  const int64_t term1 = e1->term();
-  const auto old_guard = e1->LeaderGuard();
-  auto reg2 = Register(Node(Role::kGateway, 2));
-  ASSERT_TRUE(reg2.ok());
-  auto e2 = Election::Start(client_.get(), reg2->get(), o, log2.Callback());
-  absl::SleepFor(absl::Milliseconds(300));
-  EXPECT_FALSE(e2->leader()) << "the leader keeps the key while its lease is renewed";
-
-  (*reg1)->StopKeepAliveForTest();  // as if the leader hung or was cut off from etcd
-  ASSERT_TRUE(WaitFor([&] { return e2->leader(); }));
-  EXPECT_FALSE(e1->leader()) << "its lease window closed before the other could be elected";
-  {
-    absl::MutexLock l(&log1.mu);
-    EXPECT_EQ(log1.changes.size(), 2u)
-        << "the old leader stepped down (its window closed) before the other was elected";
-  }
-  EXPECT_GT(e2->term(), term1);
-  ASSERT_TRUE(WaitFor([&] { return log1.size() == 2; }));
-  {
-    absl::MutexLock l(&log1.mu);
-    EXPECT_EQ(log1.changes[0], std::make_pair(true, term1));
-    EXPECT_EQ(log1.changes[1], std::make_pair(false, term1));
-  }
-  auto w = client_->Txn({old_guard}, {TxnOp::Put("/rc/rings/cache", "stale")});
-  ASSERT_TRUE(w.ok());
-  EXPECT_FALSE(w->succeeded) << "the old term's guard no longer holds";
-
-  // A leader that stops campaigning hands over at once (its key is deleted, not left to expire).
-  auto reg3 = Register(Node(Role::kGateway, 3));
-  ASSERT_TRUE(reg3.ok());
-  LeadLog log3;
-  auto e3 = Election::Start(client_.get(), reg3->get(), o, log3.Callback());
-  e2.reset();
-  ASSERT_TRUE(WaitFor([&] { return e3->leader(); }, absl::Milliseconds(1500)));
-  auto info = ReadLeader(client_.get(), "/rc");
-  ASSERT_TRUE(info.ok() && info->has_value());
-  EXPECT_EQ((*info)->record.id, 3u);
-}
-
-TEST_F(MembershipTest, ALeaderThatCannotLeadResignsAndAnotherTakesOver) {
-  Election::Options o;
-  o.prefix = "/rc";
-  o.poll = absl::Milliseconds(50);
-  o.resign_backoff = absl::Seconds(30);
-  auto reg1 = Register(Node(Role::kGateway, 1));
-  ASSERT_TRUE(reg1.ok());
-  LeadLog log1, log2;
-  {
-    absl::MutexLock l(&log1.mu);
-    log1.refuse = true;  // its takeover fails
-  }
-  auto e1 = Election::Start(client_.get(), reg1->get(), o, log1.Callback());
-  ASSERT_TRUE(WaitFor([&] { return log1.size() >= 2; }));
-  {
-    absl::MutexLock l(&log1.mu);
-    EXPECT_TRUE(log1.changes[0].first);
-    EXPECT_EQ(log1.changes[1], std::make_pair(false, log1.changes[0].second));
-  }
-  EXPECT_FALSE(e1->leader());
-  auto reg2 = Register(Node(Role::kGateway, 2));
-  ASSERT_TRUE(reg2.ok());
-  auto e2 = Election::Start(client_.get(), reg2->get(), o, log2.Callback());
-  ASSERT_TRUE(WaitFor([&] { return e2->leader(); }))
-      << "the resigned key is gone and the other candidate takes the term";
-  auto info = ReadLeader(client_.get(), "/rc");
-  ASSERT_TRUE(info.ok() && info->has_value());
-  EXPECT_EQ((*info)->record.id, 2u);
-  EXPECT_EQ(log1.size(), 2u) << "the resigned candidate does not campaign during its backoff";
-}
 
 }  // namespace
 }  // namespace ringcache::membership

@@ -4,7 +4,7 @@
 // input; here a "device" is a home data node).
 //
 // The data ring can change while requests run (rebalancing after a data node joined, see
-// gateway/data_rebalancer.h): a DataRing names the `members` whose ring places reads, log copies
+// coordinator/data_rebalancer.h): a DataRing names the `members` whose ring places reads, log copies
 // and — when no rebalance runs — writes; while a rebalance moves replicas it also names the
 // `target` members, and writes and trims go to the homes on both rings, so that the new homes
 // miss no write made after the copy of a block started. Every request works on one snapshot of
@@ -237,7 +237,7 @@ class DataNodePool {
   // Every data node of the current ring(s).
   std::vector<uint32_t> node_ids() const;
 
-  // Rebalancing (gateway/data_rebalancer.h), one node at a time. Lists up to `limit` stored
+  // Rebalancing (coordinator/data_rebalancer.h), one node at a time. Lists up to `limit` stored
   // blocks and tombstones of data node `node` from (from, from_block) on, in key order.
   absl::StatusOr<BlockScanPage> ScanBlocks(uint32_t node, ring::ObjectKey from,
                                            uint32_t from_block, uint32_t limit,

@@ -10,7 +10,7 @@
 #  4. Passthrough, data nodes 2 and 3 killed: data node 1 alone returns every block right (a
 #     rotten copy left would read as an I/O error).
 # Damaged log records (their blocks logged again by the cache node) are covered in-process by
-# gateway/data_rebalancer_test.cc: here a destage when idle would race the scrub for them.
+# coordinator/data_rebalancer_test.cc: here a destage when idle would race the scrub for them.
 #
 #   tests/e2e/scrub_test.sh BUILD_DIR [static|etcd]
 set -euo pipefail

@@ -11,7 +11,7 @@
 #include "common/config.h"
 #include "common/grpc_tls.h"
 #include "common/tls_certs.h"
-#include "membership/election.h"
+#include "coordinator/election.h"
 #include "membership/presence.h"
 #include "tools/ctl/commands.h"
 #include "common/version.h"
@@ -436,7 +436,7 @@ absl::StatusOr<std::string> GatewayFromEtcd(const std::string& endpoints,
   membership::EtcdClient::CallOptions call;
   call.timeout = absl::Seconds(timeout_s);
   // The elected coordinator first: it makes every change (membership/README.md).
-  if (auto leader = membership::ReadLeader(client->get(), prefix);
+  if (auto leader = coordinator::ReadLeader(client->get(), prefix);
       leader.ok() && leader->has_value()) {
     return (*leader)->record.address;
   }

@@ -14,26 +14,27 @@
 #include <fstream>
 #include <optional>
 #include <tuple>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "cachenode/cache_node.h"
-#include "datanode/client/datanode_pool.h"
 #include "common/clock.h"
 #include "common/config.h"
-#include "common/grpc_channel.h"
-#include "common/status_macros.h"
 #include "common/daemon.h"
-#include "common/socket.h"
+#include "common/grpc_channel.h"
 #include "common/metrics.h"
+#include "common/socket.h"
+#include "common/status_macros.h"
+#include "common/version.h"
+#include "coordinator/catalog.h"
+#include "datanode/client/datanode_pool.h"
 #include "datanode/config.h"
 #include "datanode/service.h"
 #include "datanode/store.h"
-#include "gateway/catalog.h"
 #include "gateway/frontends.h"
 #include "gateway/router.h"
 #include "membership/daemon_flags.h"
 #include "tools/local/local_cache_client.h"
-#include "common/version.h"
 
 namespace {
 
@@ -106,151 +107,164 @@ struct DataNodeProc {
   int port = 0;
 };
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  CLI::App app{
-      "ringcache-local: gateway, cache nodes and data nodes in one process (static ring, no "
-      "etcd).\nServes VDIs over NBD at nbd://HOST:PORT/NAME; --config FILE.yaml, flags override."};
-  app.set_version_flag("--version", VersionLine("ringcache-local"));
+// The flags as given (optional ones unset when absent).
+struct Flags {
   std::string config_path;
-  LocalConfig cfg;
   std::optional<std::string> data_dir, nbd_listen, admin_listen, http_listen, ready_file, policy,
-      placement, ssd_size, ram_size;
+      placement, ssd_size, ram_size, log_limit;
   std::optional<uint32_t> cache_nodes, data_nodes, replication, block_size;
-  std::optional<double> seek_ms;
+  std::optional<double> seek_ms, high_wm, forced_mb_s, idle_ops;
   bool hdd = false;
   std::vector<std::string> create;
-  app.add_option("--config", config_path, "YAML configuration file")->check(CLI::ExistingFile);
-  app.add_option("--data-dir", data_dir, "Directory for all state (default ./ringcache-data)");
-  app.add_option("--cache-nodes", cache_nodes, "Number of cache nodes K (default 2)");
-  app.add_option("--data-nodes", data_nodes, "Number of data nodes M (default 3)");
-  app.add_option("--replication", replication, "Default VDI replication N (default min(3, M))");
-  app.add_option("--ssd-size", ssd_size, "SSD tier per cache node (default 1GiB)");
-  app.add_option("--ram-size", ram_size, "RAM tier per cache node (default 64MiB)");
-  app.add_option("--block-size", block_size, "Cache block size, 4096..65536 (default 4096)");
-  app.add_option("--policy", policy, absl::StrCat("Cache policy spec (default ", policy::kDefaultPolicy, ")"));
-  app.add_option(
-      "--placement", placement,
-      "RAM/SSD placement: uarc|lru, optionally NAME(exclusive) (the RAM tier adds capacity) "
-      "and/or NAME(sieve=N) (SE-UARC); default uarc");
-  app.add_option("--nbd-listen", nbd_listen, "NBD address (default 127.0.0.1:10809)");
-  app.add_option("--admin-listen", admin_listen, "Admin gRPC address (default 127.0.0.1:7200)");
-  app.add_option("--http-listen", http_listen, "HTTP /metrics address (default 127.0.0.1:9200)");
-  app.add_option("--create-vdi", create, "Create VDI NAME:SIZE at start if missing (repeatable)");
-  app.add_option("--ready-file", ready_file, "Write the bound ports as JSON here once serving");
-  app.add_flag("--hdd-emulation", hdd, "Emulate HDDs on the data nodes (5 ms per request)");
-  app.add_option("--hdd-seek-ms", seek_ms, "Emulated HDD seek per request (ms)");
-  std::optional<double> high_wm, forced_mb_s, idle_ops;
-  std::optional<std::string> log_limit;
-  app.add_option("--dirty-high-watermark", high_wm,
-                 "Dirty fraction of SSD slots that forces destage under load (default 0.6)");
-  app.add_option("--forced-destage-mb-s", forced_mb_s,
-                 "Rate limit of forced destage in MiB/s (default 64)");
-  app.add_option("--idle-ops-per-s", idle_ops,
-                 "Block ops/s under which a cache node counts as idle and destages (default 100)");
-  app.add_option("--log-limit", log_limit,
-                 "Write-back log area per data node above which cache nodes are pushed to "
-                 "destage (default 4GiB)");
   std::string tls_dir;
   bool insecure = false;
-  app.add_option("--tls-dir", tls_dir,
-                 "Serve NBD over TLS with the credentials in this directory (ca-cert.pem, "
-                 "cert.pem, key.pem; `ringcachectl tls`). The in-process gRPC stays in-process.")
-      ->check(CLI::ExistingDirectory);
-  app.add_flag("--insecure", insecure,
-               "Allow plaintext listeners on addresses other than loopback (refused by default)");
   gateway::NbdTlsFlags nbd_tls;
-  nbd_tls.AddTo(&app);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
-  }
-  if (!config_path.empty()) {
-    if (absl::Status s = cfg.LoadYaml(config_path); !s.ok()) return Fail(2, s.ToString());
-  }
-  if (high_wm) cfg.dirty_high_watermark = *high_wm;
-  if (forced_mb_s) cfg.forced_destage_mb_s = *forced_mb_s;
-  if (idle_ops) cfg.idle_ops_per_s = *idle_ops;
-  if (log_limit) {
-    auto v = ParseByteSize(*log_limit);
-    if (!v.ok()) return Fail(2, absl::StrCat("--log-limit: ", v.status().message()));
-    cfg.log_limit_bytes = *v;
-  }
-  if (data_dir) cfg.data_dir = *data_dir;
-  if (cache_nodes) cfg.cache_nodes = *cache_nodes;
-  if (data_nodes) cfg.data_nodes = *data_nodes;
-  if (replication) cfg.replication = *replication;
-  if (block_size) cfg.block_size = *block_size;
-  if (policy) cfg.policy = *policy;
-  if (placement) cfg.placement = *placement;
-  if (nbd_listen) cfg.nbd_listen = *nbd_listen;
-  if (admin_listen) cfg.admin_listen = *admin_listen;
-  if (http_listen) cfg.http_listen = *http_listen;
-  if (ready_file) cfg.ready_file = *ready_file;
-  if (hdd) cfg.hdd.enabled = true;
-  if (seek_ms) cfg.hdd.seek_ms = *seek_ms;
-  for (auto& [opt, field] : {std::pair{&ssd_size, &cfg.ssd_bytes}, {&ram_size, &cfg.ram_bytes}}) {
+};
+
+void AddFlags(CLI::App* app, Flags* f) {
+  app->add_option("--config", f->config_path, "YAML configuration file")->check(CLI::ExistingFile);
+  app->add_option("--data-dir", f->data_dir, "Directory for all state (default ./ringcache-data)");
+  app->add_option("--cache-nodes", f->cache_nodes, "Number of cache nodes K (default 2)");
+  app->add_option("--data-nodes", f->data_nodes, "Number of data nodes M (default 3)");
+  app->add_option("--replication", f->replication, "Default VDI replication N (default min(3, M))");
+  app->add_option("--ssd-size", f->ssd_size, "SSD tier per cache node (default 1GiB)");
+  app->add_option("--ram-size", f->ram_size, "RAM tier per cache node (default 64MiB)");
+  app->add_option("--block-size", f->block_size, "Cache block size, 4096..65536 (default 4096)");
+  app->add_option("--policy", f->policy,
+                  absl::StrCat("Cache policy spec (default ", policy::kDefaultPolicy, ")"));
+  app->add_option(
+      "--placement", f->placement,
+      "RAM/SSD placement: uarc|lru, optionally NAME(exclusive) (the RAM tier adds capacity) "
+      "and/or NAME(sieve=N) (SE-UARC); default uarc");
+  app->add_option("--nbd-listen", f->nbd_listen, "NBD address (default 127.0.0.1:10809)");
+  app->add_option("--admin-listen", f->admin_listen, "Admin gRPC address (default 127.0.0.1:7200)");
+  app->add_option("--http-listen", f->http_listen,
+                  "HTTP /metrics address (default 127.0.0.1:9200)");
+  app->add_option("--create-vdi", f->create,
+                  "Create VDI NAME:SIZE at start if missing (repeatable)");
+  app->add_option("--ready-file", f->ready_file, "Write the bound ports as JSON here once serving");
+  app->add_flag("--hdd-emulation", f->hdd, "Emulate HDDs on the data nodes (5 ms per request)");
+  app->add_option("--hdd-seek-ms", f->seek_ms, "Emulated HDD seek per request (ms)");
+  app->add_option("--dirty-high-watermark", f->high_wm,
+                  "Dirty fraction of SSD slots that forces destage under load (default 0.6)");
+  app->add_option("--forced-destage-mb-s", f->forced_mb_s,
+                  "Rate limit of forced destage in MiB/s (default 64)");
+  app->add_option("--idle-ops-per-s", f->idle_ops,
+                  "Block ops/s under which a cache node counts as idle and destages (default "
+                  "100)");
+  app->add_option("--log-limit", f->log_limit,
+                  "Write-back log area per data node above which cache nodes are pushed to "
+                  "destage (default 4GiB)");
+  app->add_option("--tls-dir", f->tls_dir,
+                  "Serve NBD over TLS with the credentials in this directory (ca-cert.pem, "
+                  "cert.pem, key.pem; `ringcachectl tls`). The in-process gRPC stays in-process.")
+      ->check(CLI::ExistingDirectory);
+  app->add_flag("--insecure", f->insecure,
+                "Allow plaintext listeners on addresses other than loopback (refused by default)");
+  f->nbd_tls.AddTo(app);
+}
+
+// The YAML file, then the flags over it.
+absl::StatusOr<LocalConfig> ResolveConfig(const Flags& f) {
+  LocalConfig cfg;
+  if (!f.config_path.empty()) RC_RETURN_IF_ERROR(cfg.LoadYaml(f.config_path));
+  if (f.high_wm) cfg.dirty_high_watermark = *f.high_wm;
+  if (f.forced_mb_s) cfg.forced_destage_mb_s = *f.forced_mb_s;
+  if (f.idle_ops) cfg.idle_ops_per_s = *f.idle_ops;
+  if (f.data_dir) cfg.data_dir = *f.data_dir;
+  if (f.cache_nodes) cfg.cache_nodes = *f.cache_nodes;
+  if (f.data_nodes) cfg.data_nodes = *f.data_nodes;
+  if (f.replication) cfg.replication = *f.replication;
+  if (f.block_size) cfg.block_size = *f.block_size;
+  if (f.policy) cfg.policy = *f.policy;
+  if (f.placement) cfg.placement = *f.placement;
+  if (f.nbd_listen) cfg.nbd_listen = *f.nbd_listen;
+  if (f.admin_listen) cfg.admin_listen = *f.admin_listen;
+  if (f.http_listen) cfg.http_listen = *f.http_listen;
+  if (f.ready_file) cfg.ready_file = *f.ready_file;
+  if (f.hdd) cfg.hdd.enabled = true;
+  if (f.seek_ms) cfg.hdd.seek_ms = *f.seek_ms;
+  for (const auto& [name, opt, field] :
+       {std::tuple{"--log-limit", &f.log_limit, &cfg.log_limit_bytes},
+        {"--ssd-size", &f.ssd_size, &cfg.ssd_bytes},
+        {"--ram-size", &f.ram_size, &cfg.ram_bytes}}) {
     if (!*opt) continue;
     auto v = ParseByteSize(**opt);
-    if (!v.ok()) return Fail(2, v.status().ToString());
+    if (!v.ok()) return absl::InvalidArgumentError(absl::StrCat(name, ": ", v.status().message()));
     *field = *v;
   }
-  cfg.create_vdis.insert(cfg.create_vdis.end(), create.begin(), create.end());
-  if (cfg.cache_nodes == 0 || cfg.cache_nodes > 64 || cfg.data_nodes == 0 ||
-      cfg.data_nodes > 64) {
-    return Fail(2, "cache_nodes and data_nodes must be in [1, 64]");
+  cfg.create_vdis.insert(cfg.create_vdis.end(), f.create.begin(), f.create.end());
+  if (cfg.cache_nodes == 0 || cfg.cache_nodes > 64 || cfg.data_nodes == 0 || cfg.data_nodes > 64) {
+    return absl::InvalidArgumentError("cache_nodes and data_nodes must be in [1, 64]");
   }
   if (cfg.replication == 0) cfg.replication = std::min<uint32_t>(3, cfg.data_nodes);
   if (cfg.replication > cfg.data_nodes) {
-    return Fail(2, absl::StrCat("replication ", cfg.replication, " exceeds the ",
-                                cfg.data_nodes, " data nodes"));
+    return absl::InvalidArgumentError(absl::StrCat("replication ", cfg.replication, " exceeds the ",
+                                                   cfg.data_nodes, " data nodes"));
   }
-  if (absl::Status s = cfg.hdd.Validate(); !s.ok()) return Fail(2, s.ToString());
-  if (absl::Status s = EnsureWritableDir(cfg.data_dir); !s.ok()) return Fail(2, s.ToString());
+  RC_RETURN_IF_ERROR(cfg.hdd.Validate());
+  RC_RETURN_IF_ERROR(EnsureWritableDir(cfg.data_dir));
+  return cfg;
+}
+
+// The front ends' listeners, NBD TLS included; plaintext off loopback is refused as by the
+// daemons.
+absl::StatusOr<gateway::FrontendConfig> ResolveFrontends(const Flags& f, const LocalConfig& cfg) {
   gateway::FrontendConfig fc{cfg.nbd_listen, cfg.admin_listen, cfg.http_listen};
-  {
-    std::shared_ptr<const tls::Identity> identity;
-    if (!tls_dir.empty()) {
-      absl::StatusOr<std::shared_ptr<const tls::Identity>> id = tls::LoadIdentity(tls_dir);
-      if (!id.ok()) return Fail(2, id.status().ToString());
-      identity = *id;
-    }
-    if (absl::Status s = nbd_tls.Resolve(identity, &fc); !s.ok()) return Fail(2, s.ToString());
-    membership::DaemonFlags listeners;  // the same refusal rule as the daemons
-    listeners.insecure = insecure;
-    for (const auto& [what, address, encrypted] :
-         {std::tuple<std::string, std::string, bool>{"NBD", fc.nbd_listen,
-                                                     fc.nbd_tls == gateway::nbd::TlsMode::kRequire},
-          {"the admin API", fc.admin_listen, false},
-          {"/metrics", fc.http_listen, false}}) {
-      if (absl::Status s = listeners.CheckListener(what, address, encrypted); !s.ok()) {
-        return Fail(2, s.ToString());
-      }
-    }
+  std::shared_ptr<const tls::Identity> identity;
+  if (!f.tls_dir.empty()) {
+    RC_ASSIGN_OR_RETURN(identity, tls::LoadIdentity(f.tls_dir));
   }
+  RC_RETURN_IF_ERROR(f.nbd_tls.Resolve(identity, &fc));
+  membership::DaemonFlags listeners;  // the same refusal rule as the daemons
+  listeners.insecure = f.insecure;
+  for (const auto& [what, address, encrypted] :
+       {std::tuple<std::string, std::string, bool>{"NBD", fc.nbd_listen,
+                                                   fc.nbd_tls == gateway::nbd::TlsMode::kRequire},
+        {"the admin API", fc.admin_listen, false},
+        {"/metrics", fc.http_listen, false}}) {
+    RC_RETURN_IF_ERROR(listeners.CheckListener(what, address, encrypted));
+  }
+  return fc;
+}
 
-  InitDaemonProcess();
+// The gateway, cache nodes and data nodes of one process, started in order and stopped in
+// reverse.
+class Local {
+ public:
+  Local(LocalConfig cfg, gateway::FrontendConfig fc, metrics::Registry* registry)
+      : cfg_(std::move(cfg)), fc_(std::move(fc)), registry_(registry) {}
+  absl::Status StartDataNodes();   // gRPC on 127.0.0.1, ephemeral ports; and the pool
+  absl::Status StartCacheNodes();  // in-process, called by the router directly
+  absl::Status Serve();            // catalog, router, front ends, ready file
+  void Stop();
 
-  metrics::Registry* registry = metrics::Registry::Default();
-  registry->GetGauge("ringcache_build_info", "Build information.",
-                     {{"version", Version()}, {"role", "local"}})
-      ->Set(1);
+ private:
+  const LocalConfig cfg_;
+  const gateway::FrontendConfig fc_;
+  metrics::Registry* const registry_;
+  std::vector<DataNodeProc> dns_;
+  std::vector<datanode::DataNodeEndpoint> endpoints_;
+  std::unique_ptr<datanode::DataNodePool> pool_;
+  std::vector<std::unique_ptr<cachenode::CacheNode>> cns_;
+  std::vector<gateway::CacheMember> members_;
+  std::vector<v1::NodeInfo> infos_;
+  std::unique_ptr<coordinator::Catalog> catalog_;
+  std::unique_ptr<gateway::Router> router_;
+  gateway::Frontends fe_;
+};
 
-  // Data nodes.
-  std::vector<DataNodeProc> dns(cfg.data_nodes);
-  std::vector<datanode::DataNodeEndpoint> endpoints;
-  for (uint32_t i = 0; i < cfg.data_nodes; ++i) {
-    DataNodeProc& d = dns[i];
-    auto store = datanode::BlockStore::Open(
-        {absl::StrCat(cfg.data_dir, "/datanode-", i + 1), 32ull << 20});
-    if (!store.ok()) return Fail(1, store.status().ToString());
-    d.store = std::move(*store);
-    d.hdd = std::make_unique<datanode::HddEmulator>(cfg.hdd, Clock::Real());
-    d.service = std::make_unique<datanode::DataNodeService>(i + 1, d.store.get(), d.hdd.get(),
-                                                            registry);
-    d.service->SetLogLimit(cfg.log_limit_bytes);
+absl::Status Local::StartDataNodes() {
+  dns_.resize(cfg_.data_nodes);
+  for (uint32_t i = 0; i < cfg_.data_nodes; ++i) {
+    DataNodeProc& d = dns_[i];
+    RC_ASSIGN_OR_RETURN(d.store,
+                        datanode::BlockStore::Open(
+                            {absl::StrCat(cfg_.data_dir, "/datanode-", i + 1), 32ull << 20}));
+    d.hdd = std::make_unique<datanode::HddEmulator>(cfg_.hdd, Clock::Real());
+    d.service =
+        std::make_unique<datanode::DataNodeService>(i + 1, d.store.get(), d.hdd.get(), registry_);
+    d.service->SetLogLimit(cfg_.log_limit_bytes);
     grpc::ServerBuilder b;
     ExclusivePort(&b);  // a port in use fails the start (common/grpc_channel.h)
     b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &d.port);
@@ -258,78 +272,72 @@ int main(int argc, char** argv) {
     b.SetMaxReceiveMessageSize(64 << 20);
     b.SetMaxSendMessageSize(64 << 20);
     d.server = b.BuildAndStart();
-    if (!d.server || d.port == 0) return Fail(1, "cannot start an embedded data node");
-    endpoints.push_back({i + 1, absl::StrCat("127.0.0.1:", d.port), 1.0, ""});
+    if (!d.server || d.port == 0) {
+      return absl::UnavailableError("cannot start an embedded data node");
+    }
+    endpoints_.push_back({i + 1, absl::StrCat("127.0.0.1:", d.port), 1.0, ""});
+    v1::NodeInfo n;
+    n.set_role("datanode");
+    n.set_id(i + 1);
+    n.set_address(endpoints_.back().address);
+    n.set_state("up");
+    infos_.push_back(n);
   }
-  auto pool = datanode::DataNodePool::Create(endpoints, registry);
-  if (!pool.ok()) return Fail(1, pool.status().ToString());
+  RC_ASSIGN_OR_RETURN(pool_, datanode::DataNodePool::Create(endpoints_, registry_));
+  return absl::OkStatus();
+}
 
-  // Cache nodes.
-  std::vector<std::unique_ptr<cachenode::CacheNode>> cns;
-  std::vector<gateway::CacheMember> members;
-  std::vector<v1::NodeInfo> infos;
-  for (uint32_t i = 0; i < cfg.cache_nodes; ++i) {
+absl::Status Local::StartCacheNodes() {
+  for (uint32_t i = 0; i < cfg_.cache_nodes; ++i) {
     cachenode::CacheNodeConfig cc;
     cc.node_id = i + 1;
-    const std::string dir = absl::StrCat(cfg.data_dir, "/cachenode-", i + 1);
-    if (absl::Status s = EnsureWritableDir(dir); !s.ok()) return Fail(2, s.ToString());
-    cc.ssd_path = dir + "/ssd.slots";
-    cc.ssd_bytes = cfg.ssd_bytes;
-    cc.ram_bytes = cfg.ram_bytes;
-    cc.block_size = cfg.block_size;
-    cc.policy = cfg.policy;
-    cc.placement = cfg.placement;
-    cc.idle_ops_per_s = cfg.idle_ops_per_s;
-    cc.dirty_high_watermark = cfg.dirty_high_watermark;
-    cc.dirty_low_watermark = std::min(cfg.dirty_low_watermark, cfg.dirty_high_watermark);
-    cc.forced_destage_mb_s = cfg.forced_destage_mb_s;
-    auto node = cachenode::CacheNode::Create(cc, pool->get(), Clock::Real(), registry);
-    if (!node.ok()) {
-      return Fail(node.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1,
-                  node.status().ToString());
+    const std::string dir = absl::StrCat(cfg_.data_dir, "/cachenode-", i + 1);
+    if (absl::Status s = EnsureWritableDir(dir); !s.ok()) {
+      return absl::InvalidArgumentError(s.ToString());
     }
-    members.push_back({i + 1, 1.0, local::MakeLocalCacheClient(node->get())});
-    cns.push_back(std::move(*node));
+    cc.ssd_path = dir + "/ssd.slots";
+    cc.ssd_bytes = cfg_.ssd_bytes;
+    cc.ram_bytes = cfg_.ram_bytes;
+    cc.block_size = cfg_.block_size;
+    cc.policy = cfg_.policy;
+    cc.placement = cfg_.placement;
+    cc.idle_ops_per_s = cfg_.idle_ops_per_s;
+    cc.dirty_high_watermark = cfg_.dirty_high_watermark;
+    cc.dirty_low_watermark = std::min(cfg_.dirty_low_watermark, cfg_.dirty_high_watermark);
+    cc.forced_destage_mb_s = cfg_.forced_destage_mb_s;
+    RC_ASSIGN_OR_RETURN(std::unique_ptr<cachenode::CacheNode> node,
+                        cachenode::CacheNode::Create(cc, pool_.get(), Clock::Real(), registry_));
+    members_.push_back({i + 1, 1.0, local::MakeLocalCacheClient(node.get())});
+    cns_.push_back(std::move(node));
     v1::NodeInfo n;
     n.set_role("cachenode");
     n.set_id(i + 1);
     n.set_address("in-process");
-    n.set_capacity_bytes(cfg.ssd_bytes);
+    n.set_capacity_bytes(cfg_.ssd_bytes);
     n.set_state("up");
-    infos.push_back(n);
+    infos_.insert(infos_.begin() + i, n);  // cache nodes first, as `node list` shows them
   }
-  for (const auto& e : endpoints) {
-    v1::NodeInfo n;
-    n.set_role("datanode");
-    n.set_id(e.id);
-    n.set_address(e.address);
-    n.set_state("up");
-    infos.push_back(n);
-  }
+  return absl::OkStatus();
+}
 
-  gateway::VdiDefaults defaults;
-  defaults.block_size = cfg.block_size;
-  defaults.replication = cfg.replication;
-  auto catalog = gateway::Catalog::Open(cfg.data_dir + "/catalog.txt", defaults);
-  if (!catalog.ok()) return Fail(1, catalog.status().ToString());
-  auto router = gateway::Router::Create(catalog->get(), std::move(members), pool->get());
-  if (!router.ok()) return Fail(1, router.status().ToString());
-  if (absl::Status s = (*router)->LoadRemoved(cfg.data_dir + "/removed_cache_nodes"); !s.ok()) {
-    return Fail(1, s.ToString());
+absl::Status Local::Serve() {
+  coordinator::VdiDefaults defaults;
+  defaults.block_size = cfg_.block_size;
+  defaults.replication = cfg_.replication;
+  RC_ASSIGN_OR_RETURN(catalog_,
+                      coordinator::Catalog::Open(cfg_.data_dir + "/catalog.txt", defaults));
+  RC_ASSIGN_OR_RETURN(router_,
+                      gateway::Router::Create(catalog_.get(), std::move(members_), pool_.get()));
+  RC_RETURN_IF_ERROR(router_->LoadRemoved(cfg_.data_dir + "/removed_cache_nodes"));
+  RC_RETURN_IF_ERROR(router_->RegisterAll());
+  if (absl::Status s = gateway::CreateVdisFromSpecs(router_.get(), cfg_.create_vdis); !s.ok()) {
+    return absl::InvalidArgumentError(s.ToString());
   }
-  if (absl::Status s = (*router)->RegisterAll(); !s.ok()) return Fail(1, s.ToString());
-  if (absl::Status s = gateway::CreateVdisFromSpecs(router->get(), cfg.create_vdis); !s.ok()) {
-    return Fail(2, s.ToString());
-  }
-
-  gateway::Frontends fe;
-  if (absl::Status s = fe.Start(fc, router->get(), infos, registry);
-      !s.ok()) {
-    return Fail(1, s.ToString());
-  }
+  RC_RETURN_IF_ERROR(fe_.Start(fc_, router_.get(), infos_, registry_));
   // Single-process mode has a static data ring: nothing is ever rebalanced.
-  fe.admin()->SetDataRingSource(
-      [p = pool->get()] {
+  datanode::DataNodePool* p = pool_.get();
+  fe_.admin()->SetDataRingSource(
+      [p] {
         v1::DataRebalance r;
         r.set_state("idle");
         const datanode::DataRing ring = p->ring();
@@ -337,30 +345,67 @@ int main(int argc, char** argv) {
         for (uint32_t id : ring.members) r.add_members(id);
         return r;
       },
-      [p = pool->get()] { return p->ring(); });
+      [p] { return p->ring(); });
   std::string nbd_host;
   int ignored = 0;
-  (void)SplitHostPort(cfg.nbd_listen, &nbd_host, &ignored);
-  spdlog::info("ringcache-local ready: NBD nbd://{}:{}/<vdi>, admin port {}, metrics port {} "
-               "({} cache nodes, {} data nodes, data in {})",
-               nbd_host, fe.nbd_port(), fe.admin_port(), fe.http_port(), cfg.cache_nodes,
-               cfg.data_nodes, cfg.data_dir);
-  if (absl::Status s = WriteReadyFile(cfg.ready_file, {{"nbd_port", fe.nbd_port()},
-                                                       {"admin_port", fe.admin_port()},
-                                                       {"http_port", fe.http_port()}});
-      !s.ok()) {
-    return Fail(1, s.ToString());
-  }
+  (void)SplitHostPort(cfg_.nbd_listen, &nbd_host, &ignored);
+  spdlog::info(
+      "ringcache-local ready: NBD nbd://{}:{}/<vdi>, admin port {}, metrics port {} "
+      "({} cache nodes, {} data nodes, data in {})",
+      nbd_host, fe_.nbd_port(), fe_.admin_port(), fe_.http_port(), cfg_.cache_nodes,
+      cfg_.data_nodes, cfg_.data_dir);
+  return WriteReadyFile(cfg_.ready_file, {{"nbd_port", fe_.nbd_port()},
+                                          {"admin_port", fe_.admin_port()},
+                                          {"http_port", fe_.http_port()}});
+}
 
-  spdlog::info("signal {}: shutting down", WaitForTerminationSignal());
-  fe.Stop();
-  router->reset();
-  cns.clear();  // stops destage threads; dirty blocks stay on the SSD tier
-  for (auto& d : dns) {
+void Local::Stop() {
+  fe_.Stop();
+  router_.reset();
+  cns_.clear();  // stops destage threads; dirty blocks stay on the SSD tier
+  for (auto& d : dns_) {
+    if (d.server == nullptr) continue;
     d.service->SetDraining();
     d.server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
     (void)d.store->FlushAll();
   }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "ringcache-local: gateway, cache nodes and data nodes in one process (static ring, no "
+      "etcd).\nServes VDIs over NBD at nbd://HOST:PORT/NAME; --config FILE.yaml, flags override."};
+  app.set_version_flag("--version", VersionLine("ringcache-local"));
+  Flags flags;
+  AddFlags(&app, &flags);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  absl::StatusOr<LocalConfig> cfg = ResolveConfig(flags);
+  if (!cfg.ok()) return Fail(2, cfg.status().ToString());
+  absl::StatusOr<gateway::FrontendConfig> fc = ResolveFrontends(flags, *cfg);
+  if (!fc.ok()) return Fail(2, fc.status().ToString());
+
+  InitDaemonProcess();
+  metrics::Registry* registry = metrics::Registry::Default();
+  registry
+      ->GetGauge("ringcache_build_info", "Build information.",
+                 {{"version", Version()}, {"role", "local"}})
+      ->Set(1);
+  Local local(*std::move(cfg), *std::move(fc), registry);
+  absl::Status s = local.StartDataNodes();
+  if (s.ok()) s = local.StartCacheNodes();
+  if (s.ok()) s = local.Serve();
+  if (!s.ok()) {
+    local.Stop();
+    return Fail(absl::IsInvalidArgument(s) ? 2 : 1, s.ToString());
+  }
+  spdlog::info("signal {}: shutting down", WaitForTerminationSignal());
+  local.Stop();
   spdlog::info("stopped");
   return 0;
 }

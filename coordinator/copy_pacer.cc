@@ -1,8 +1,8 @@
-#include "gateway/copy_pacer.h"
+#include "coordinator/copy_pacer.h"
 
 #include <algorithm>
 
-namespace ringcache::gateway {
+namespace ringcache::coordinator {
 
 void CopyPacer::Sample(absl::Time now) {
   // Without a busy rate the count changes nothing: no need to ask the data nodes for it.
@@ -15,8 +15,7 @@ void CopyPacer::Sample(absl::Time now) {
 }
 
 double CopyPacer::limit_bytes_per_s() const {
-  const double mb_s =
-      busy_ && options_.busy_mb_s > 0 ? options_.busy_mb_s : options_.idle_mb_s;
+  const double mb_s = busy_ && options_.busy_mb_s > 0 ? options_.busy_mb_s : options_.idle_mb_s;
   return mb_s * 1e6;
 }
 
@@ -25,9 +24,9 @@ absl::Duration CopyPacer::After(uint64_t bytes, absl::Time now) {
   const double rate = limit_bytes_per_s();
   if (rate <= 0) return absl::ZeroDuration();
   // A copy that waited for its source (or started after a pause) earns no burst beyond the slack.
-  next_free_ = std::max(next_free_, now - options_.slack) +
-               absl::Seconds(static_cast<double>(bytes) / rate);
+  next_free_ =
+      std::max(next_free_, now - options_.slack) + absl::Seconds(static_cast<double>(bytes) / rate);
   return std::max(absl::ZeroDuration(), next_free_ - now);
 }
 
-}  // namespace ringcache::gateway
+}  // namespace ringcache::coordinator

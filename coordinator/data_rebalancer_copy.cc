@@ -1,8 +1,6 @@
 // The data rebalancer's copies (data_rebalancer.h): replicas scanned on their holders and
 // written to their new homes in throttled runs, refills of a node back on an empty disk, heals of
 // blocks missing a replica, and the purge of replicas on former homes.
-#include "gateway/data_rebalancer.h"
-
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -14,15 +12,15 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
-#include "absl/strings/str_cat.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/atomic_file.h"
 #include "common/status_macros.h"
+#include "coordinator/data_rebalancer.h"
 
-
-namespace ringcache::gateway {
+namespace ringcache::coordinator {
 
 using datanode::DataNodeEndpoint;
 using datanode::DataRing;
@@ -103,12 +101,8 @@ absl::Status DataRebalancer::ScanNode(
   }
 }
 
-absl::Status DataRebalancer::Copy(const DataRing& ring) {
-  RC_ASSIGN_OR_RETURN(ring::Ring old_ring, datanode::BuildDataRing(ring.Endpoints(ring.members)));
-  RC_ASSIGN_OR_RETURN(ring::Ring new_ring, datanode::BuildDataRing(ring.Endpoints(ring.target)));
-  const absl::flat_hash_map<uint32_t, int> replication = Replications();
-  // A block is copied by the scan of its first reachable old home (all of them hold every
-  // acknowledged write: home writes succeed only on all of them).
+absl::StatusOr<DataRebalancer::CopySources> DataRebalancer::FindCopySources(const DataRing& ring) {
+  CopySources src;
   pool_->ProbeAll(2000);
   std::vector<uint32_t> down_list = pool_->DownFor(0);
   for (uint32_t id : ring.out) {
@@ -116,10 +110,10 @@ absl::Status DataRebalancer::Copy(const DataRing& ring) {
       down_list.push_back(id);  // out: holds nothing trusted, reachable or not
     }
   }
-  const absl::flat_hash_set<uint32_t> down(down_list.begin(), down_list.end());
+  src.down.insert(down_list.begin(), down_list.end());
   uint64_t estimate = 0;
   for (uint32_t id : ring.members) {
-    if (down.contains(id)) continue;
+    if (src.down.contains(id)) continue;
     auto n = pool_->BlockCount(id);
     if (n.ok()) estimate += *n;
   }
@@ -127,34 +121,56 @@ absl::Status DataRebalancer::Copy(const DataRing& ring) {
     absl::MutexLock l(&mu_);
     status_.set_blocks_estimated(estimate);
     status_.set_blocks_scanned(0);
-    status_.set_message(down.empty() ? ""
-                                     : absl::StrCat("copying from the other homes of data nodes ",
-                                                    absl::StrJoin(down_list, ","),
-                                                    " (down or out)"));
+    status_.set_message(src.down.empty()
+                            ? ""
+                            : absl::StrCat("copying from the other homes of data nodes ",
+                                           absl::StrJoin(down_list, ","), " (down or out)"));
     copy_started_ = absl::Now();
   }
-  // A member incomplete for a VDI (a new or wiped store, not refilled yet) is no source for it.
-  absl::flat_hash_map<uint32_t, absl::flat_hash_set<uint32_t>> incomplete;
   for (uint32_t id : ring.members) {
-    if (down.contains(id)) continue;
+    if (src.down.contains(id)) continue;
     RC_ASSIGN_OR_RETURN(datanode::NodeVdis nv, pool_->VdisOn(id));
-    incomplete[id] = std::move(nv.incomplete);
+    src.incomplete[id] = std::move(nv.incomplete);
   }
-  auto source_for = [&](uint32_t vdi, uint32_t id) {
-    return !down.contains(id) && !incomplete[id].contains(vdi);
+  return src;
+}
+
+void DataRebalancer::NoteCopied(size_t scanned, uint64_t copied) {
+  absl::MutexLock l(&mu_);
+  status_.set_blocks_scanned(status_.blocks_scanned() + scanned);
+  status_.set_blocks_copied(status_.blocks_copied() + copied);
+  // The time left at the speed so far (the estimate is RocksDB's: a guide, not a promise).
+  const double done = static_cast<double>(status_.blocks_scanned());
+  const double total = static_cast<double>(status_.blocks_estimated());
+  status_.set_eta_seconds(done > 0 && total > done
+                              ? absl::ToDoubleSeconds(absl::Now() - copy_started_) *
+                                    (total - done) / done
+                              : 0);
+}
+
+absl::Status DataRebalancer::Copy(const DataRing& ring) {
+  RC_ASSIGN_OR_RETURN(ring::Ring old_ring, datanode::BuildDataRing(ring.Endpoints(ring.members)));
+  RC_ASSIGN_OR_RETURN(ring::Ring new_ring, datanode::BuildDataRing(ring.Endpoints(ring.target)));
+  const absl::flat_hash_map<uint32_t, int> replication = Replications();
+  // A block is copied by the scan of its first reachable old home (all of them hold every
+  // acknowledged write: home writes succeed only on all of them). A member incomplete for a VDI
+  // (a new or wiped store, not refilled yet) is no source for it.
+  RC_ASSIGN_OR_RETURN(CopySources sources, FindCopySources(ring));
+  auto source_for = [&sources](uint32_t vdi, uint32_t id) {
+    return !sources.down.contains(id) && !sources.incomplete[id].contains(vdi);
   };
   const absl::Time start = absl::Now();
   uint64_t bytes = 0;
   for (uint32_t d : ring.members) {
-    if (down.contains(d)) continue;
+    if (sources.down.contains(d)) continue;
     Run run;
     uint64_t copied = 0;
     auto flush = [&]() -> absl::Status {
       if (run.count == 0) return absl::OkStatus();
       const datanode::HomeStamp stamp = run.Stamp();
       for (uint32_t to : run.to) {
-        RC_ASSIGN_OR_RETURN(uint32_t stored, pool_->CopyBlocks(to, run.vdi, run.object, run.first,
-                                                               run.data, stamp));
+        RC_ASSIGN_OR_RETURN(uint32_t stored,
+                            pool_->CopyBlocks(to, run.vdi, run.object, run.first, run.data, stamp));
         copied += stored;
         bytes += run.data.size();
       }
@@ -195,17 +211,8 @@ absl::Status DataRebalancer::Copy(const DataRing& ring) {
         run.Add(b);
       }
       RC_RETURN_IF_ERROR(flush());
-      absl::MutexLock l(&mu_);
-      status_.set_blocks_scanned(status_.blocks_scanned() + blocks.size());
-      status_.set_blocks_copied(status_.blocks_copied() + copied);
+      NoteCopied(blocks.size(), copied);
       copied = 0;
-      // The time left at the speed so far (the estimate is RocksDB's: a guide, not a promise).
-      const double done = static_cast<double>(status_.blocks_scanned());
-      const double total = static_cast<double>(status_.blocks_estimated());
-      status_.set_eta_seconds(done > 0 && total > done
-                                  ? absl::ToDoubleSeconds(absl::Now() - copy_started_) *
-                                        (total - done) / done
-                                  : 0);
       return absl::OkStatus();
     };
     RC_RETURN_IF_ERROR(ScanNode(d, options_.scan_page, /*with_data=*/true, on_page));
@@ -245,9 +252,10 @@ absl::Status DataRebalancer::Heal() {
     for (const VdiRecord& r : catalog) {
       const uint32_t id = r.geometry.vdi_id();
       if (have->known.contains(id)) continue;
-      spdlog::warn("data node {} does not know VDI {} ({}): a new or wiped store; registering "
-                   "the VDI there, incomplete until it is refilled",
-                   node, id, r.geometry.name());
+      spdlog::warn(
+          "data node {} does not know VDI {} ({}): a new or wiped store; registering "
+          "the VDI there, incomplete until it is refilled",
+          node, id, r.geometry.name());
       const absl::Status put = pool_->PutVdiOn(node, r.geometry, /*complete=*/false);
       note(put);
       if (!put.ok()) continue;
@@ -291,11 +299,11 @@ absl::Status DataRebalancer::Refill(const DataRing& ring, uint32_t node,
     if (d != node && !ring.IsOut(d) &&
         std::find(ring.members.begin(), ring.members.end(), d) != ring.members.end()) {
       return absl::UnavailableError(absl::StrCat("refilling data node ", node,
-                                                 " needs every other data node; ", d,
-                                                 " is down"));
+                                                 " needs every other data node; ", d, " is down"));
     }
   }
-  SetState("refilling", absl::StrCat("data node ", node, " (a new or wiped store) is refilled "
+  SetState("refilling", absl::StrCat("data node ", node,
+                                     " (a new or wiped store) is refilled "
                                      "from the other replicas"));
   spdlog::warn("data node {}: refilling VDIs {} from the other replicas", node,
                absl::StrJoin(vdis, ","));
@@ -387,5 +395,4 @@ absl::Status DataRebalancer::Purge(const DataRing& ring) {
   return absl::OkStatus();
 }
 
-
-}  // namespace ringcache::gateway
+}  // namespace ringcache::coordinator

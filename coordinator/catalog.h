@@ -25,7 +25,7 @@
 #include "ringcache/v1/cachenode.pb.h"
 #include "ringcache/v1/common.pb.h"
 
-namespace ringcache::gateway {
+namespace ringcache::coordinator {
 
 struct VdiRecord {
   v1::VdiGeometry geometry;
@@ -111,6 +111,6 @@ absl::Status ValidateVdiName(const std::string& name);
 // OK for an NBD client identity of an access list; kInvalidArgument naming it otherwise.
 absl::Status ValidateClientIdentity(const std::string& id);
 
-}  // namespace ringcache::gateway
+}  // namespace ringcache::coordinator
 
 #endif  // RINGCACHE_GATEWAY_CATALOG_H_

@@ -15,7 +15,10 @@
 #define RINGCACHE_GATEWAY_SCRUB_REPAIR_H_
 
 #include <cstdint>
+#include <set>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
@@ -24,12 +27,13 @@
 #include "gateway/router.h"
 #include "ringcache/v1/admin.pb.h"
 
-namespace ringcache::gateway {
+namespace ringcache::coordinator {
 
 class ScrubRepair {
  public:
   // `router` and `pool` are not owned and must outlive this.
-  ScrubRepair(Router* router, datanode::DataNodePool* pool) : router_(router), pool_(pool) {}
+  ScrubRepair(gateway::Router* router, datanode::DataNodePool* pool)
+      : router_(router), pool_(pool) {}
 
   // Asks every live data node for its scrub report (`start`: begin a pass now), repairs what
   // they list, and returns the cluster's scrub status.
@@ -38,7 +42,21 @@ class ScrubRepair {
   v1::ClusterScrubStatus Last() const;
 
  private:
-  Router* const router_;
+  // What one poll did.
+  struct Tally {
+    uint64_t repaired = 0, relogged = 0, unrepairable = 0;
+    std::set<std::string> damaged;  // VDIs with a block no replica holds a good copy of
+    std::string problem;            // the first error
+    void Note(const absl::Status& s);
+  };
+  // Rewrites a damaged block copy on data node `node` from a good replica.
+  void RepairBlock(uint32_t node, const v1::ScrubFinding& f, const VdiRecord& vdi, Tally* tally);
+  // Has cache node `cache_node` log again the blocks of its records `seqs`, damaged on `node`.
+  void RelogRecords(uint32_t node, uint32_t cache_node, const std::vector<uint64_t>& seqs,
+                    gateway::CacheClient* client, Tally* tally)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(poll_mu_);
+
+  gateway::Router* const router_;
   datanode::DataNodePool* const pool_;
   absl::Mutex poll_mu_;  // one poll at a time
   mutable absl::Mutex mu_;
@@ -50,6 +68,6 @@ class ScrubRepair {
   absl::flat_hash_set<std::pair<uint32_t, uint64_t>> handled_ ABSL_GUARDED_BY(poll_mu_);
 };
 
-}  // namespace ringcache::gateway
+}  // namespace ringcache::coordinator
 
 #endif  // RINGCACHE_GATEWAY_SCRUB_REPAIR_H_

@@ -1,7 +1,5 @@
 // The operator's data node actions (`datanode out|in|decommission`, data_rebalancer.h): their
 // text form, recorded before they are answered, tidied once the ring shows them done.
-#include "gateway/data_rebalancer.h"
-
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -13,15 +11,15 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
-#include "absl/strings/str_cat.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/atomic_file.h"
 #include "common/status_macros.h"
+#include "coordinator/data_rebalancer.h"
 
-
-namespace ringcache::gateway {
+namespace ringcache::coordinator {
 
 using datanode::DataNodeEndpoint;
 using datanode::DataRing;
@@ -65,7 +63,6 @@ absl::Status DecodeDataActions(const std::string& text, absl::flat_hash_set<uint
   }
   return absl::OkStatus();
 }
-
 
 void DataRebalancer::TidyActions(const DataRing& ring) {
   absl::MutexLock al(&actions_mu_);
@@ -135,14 +132,16 @@ absl::StatusOr<std::string> DataRebalancer::ActionLocked(uint32_t id, const std:
   const int replication = MaxReplication();
   if (action == "out") {
     if (ring.IsOut(id)) return absl::StrCat("data node ", id, " is out already");
-    if (!member) return absl::FailedPreconditionError(absl::StrCat(
-        "data node ", id, " is not a member of the data ring yet (it is joining)"));
+    if (!member)
+      return absl::FailedPreconditionError(
+          absl::StrCat("data node ", id, " is not a member of the data ring yet (it is joining)"));
     if (live <= 1) return absl::FailedPreconditionError("the last data node cannot go out");
     ask_out_.insert(id);
     idle_ = false;
-    std::string msg = absl::StrCat("data node ", id,
-                                   " goes out: no I/O goes there any more and its replicas are "
-                                   "made again on the other data nodes (see `ringcachectl status`)");
+    std::string msg =
+        absl::StrCat("data node ", id,
+                     " goes out: no I/O goes there any more and its replicas are "
+                     "made again on the other data nodes (see `ringcachectl status`)");
     if (static_cast<int>(live) - 1 < replication) {
       absl::StrAppend(&msg, "; only ", live - 1, " data nodes are left for VDIs of replication ",
                       replication, ": they keep ", live - 1, " copies until a node joins");
@@ -150,10 +149,11 @@ absl::StatusOr<std::string> DataRebalancer::ActionLocked(uint32_t id, const std:
     return msg;
   }
   if (action == "in") {
-    if (!ring.IsOut(id)) return absl::FailedPreconditionError(absl::StrCat(
-        "data node ", id, " is not out"));
-    if (member) return absl::FailedPreconditionError(absl::StrCat(
-        "data node ", id, " is still leaving the ring: put it in once the move ends"));
+    if (!ring.IsOut(id))
+      return absl::FailedPreconditionError(absl::StrCat("data node ", id, " is not out"));
+    if (member)
+      return absl::FailedPreconditionError(absl::StrCat(
+          "data node ", id, " is still leaving the ring: put it in once the move ends"));
     ask_in_.insert(id);
     idle_ = false;
     return absl::StrCat("data node ", id,
@@ -161,10 +161,12 @@ absl::StatusOr<std::string> DataRebalancer::ActionLocked(uint32_t id, const std:
                         "is registered and answers");
   }
   if (action == "decommission") {
-    if (ring.IsOut(id)) return absl::FailedPreconditionError(absl::StrCat(
-        "data node ", id, " is out: its replicas are made again from the others already"));
-    if (!member) return absl::FailedPreconditionError(absl::StrCat(
-        "data node ", id, " is not a member of the data ring"));
+    if (ring.IsOut(id))
+      return absl::FailedPreconditionError(absl::StrCat(
+          "data node ", id, " is out: its replicas are made again from the others already"));
+    if (!member)
+      return absl::FailedPreconditionError(
+          absl::StrCat("data node ", id, " is not a member of the data ring"));
     if (static_cast<int>(live) - 1 < replication) {
       return absl::FailedPreconditionError(absl::StrCat(
           "decommissioning data node ", id, " would leave ", live - 1,
@@ -176,8 +178,8 @@ absl::StatusOr<std::string> DataRebalancer::ActionLocked(uint32_t id, const std:
                         " is decommissioned: its replicas move to the other data nodes, then it "
                         "leaves the ring (see `ringcachectl status`); stop it afterwards");
   }
-  return absl::InvalidArgumentError(absl::StrCat("unknown data node action '", action,
-                                                 "' (out, in or decommission)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown data node action '", action, "' (out, in or decommission)"));
 }
 
-}  // namespace ringcache::gateway
+}  // namespace ringcache::coordinator

@@ -1,4 +1,4 @@
-#include "gateway/membership_sync.h"
+#include "coordinator/membership_sync.h"
 
 #include <spdlog/spdlog.h>
 
@@ -9,13 +9,13 @@
 #include "coordinator/member_decision.h"
 #include "gateway/admin_service.h"
 
-namespace ringcache::gateway {
+namespace ringcache::coordinator {
 
 using membership::MemberView;
 using membership::Role;
 
 std::unique_ptr<MembershipSync> MembershipSync::Start(membership::EtcdClient* client,
-                                                      Router* router, Options options,
+                                                      gateway::Router* router, Options options,
                                                       StateCallback on_state,
                                                       EpochCallback on_epoch) {
   std::unique_ptr<MembershipSync> s(
@@ -31,13 +31,13 @@ std::unique_ptr<MembershipSync> MembershipSync::Start(membership::EtcdClient* cl
   return s;
 }
 
-absl::Status MembershipSync::MarkDrained(membership::EtcdClient* client,
-                                         const std::string& prefix, uint32_t id) {
+absl::Status MembershipSync::MarkDrained(membership::EtcdClient* client, const std::string& prefix,
+                                         uint32_t id) {
   absl::StatusOr<int64_t> rev =
       client->Put(membership::DrainingKey(prefix, id), "ringcachectl node remove");
   if (!rev.ok()) {
-    return absl::UnavailableError(absl::StrCat("cannot mark cache node ", id,
-                                               " drained in etcd: ", rev.status().message()));
+    return absl::UnavailableError(
+        absl::StrCat("cannot mark cache node ", id, " drained in etcd: ", rev.status().message()));
   }
   return absl::OkStatus();
 }
@@ -47,8 +47,8 @@ bool MembershipSync::Drained(uint32_t id) {
   return kv.ok() && kv->has_value();
 }
 
-MembershipSync::MembershipSync(membership::EtcdClient* client, Router* router, Options options,
-                               StateCallback on_state, EpochCallback on_epoch)
+MembershipSync::MembershipSync(membership::EtcdClient* client, gateway::Router* router,
+                               Options options, StateCallback on_state, EpochCallback on_epoch)
     : client_(client),
       router_(router),
       options_(std::move(options)),
@@ -70,9 +70,8 @@ void MembershipSync::Loop() {
     MemberView view;
     {
       absl::MutexLock l(&mu_);
-      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stop_ || pending_.has_value();
-      };
+      auto ready = [this]()
+                       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || pending_.has_value(); };
       if (retry.has_value()) {
         mu_.AwaitWithTimeout(absl::Condition(&ready), options_.retry_interval);
       } else {
@@ -103,7 +102,7 @@ void MembershipSync::Loop() {
 bool MembershipSync::Remove(uint32_t id, const char* why) {
   spdlog::warn("cache node {}: {}; taking it out of the ring", id, why);
   absl::Status s = router_->RemoveCacheNode(
-      id, CacheNodeSettle(router_, id, /*register_first=*/true), nullptr, /*attempts=*/30);
+      id, gateway::CacheNodeSettle(router_, id, /*register_first=*/true), nullptr, /*attempts=*/30);
   if (!s.ok()) {
     spdlog::warn("cache node {}: removal not done yet: {}", id, s.ToString());
     return false;
@@ -120,15 +119,15 @@ bool MembershipSync::Learn(const MemberView& view) {
     if (std::find(known.begin(), known.end(), rec.id) != known.end()) continue;
     if (Drained(rec.id)) {
       if (said_drained_.insert(rec.id).second) {
-        spdlog::info("cache node {}: registered at {} but marked drained ({}): staying out",
-                     rec.id, rec.address, membership::DrainingKey(options_.prefix, rec.id));
+        spdlog::info("cache node {}: registered at {} but marked drained ({}): staying out", rec.id,
+                     rec.address, membership::DrainingKey(options_.prefix, rec.id));
       }
       continue;
     }
     absl::Status s = router_->LearnCacheNode(rec.id, rec.address, rec.weight);
     if (!s.ok()) {
-      spdlog::warn("cache node {} registered at {}: cannot take it in yet: {}", rec.id,
-                   rec.address, s.ToString());
+      spdlog::warn("cache node {} registered at {}: cannot take it in yet: {}", rec.id, rec.address,
+                   s.ToString());
       ok = false;
       continue;
     }
@@ -143,9 +142,10 @@ bool MembershipSync::SameAddress(const MemberView& view, uint32_t id) {
   for (const auto& rec : view.nodes(Role::kCache)) {
     if (rec.id != id || rec.address == known) continue;
     if (said_moved_.insert(id).second) {
-      spdlog::warn("cache node {}: registered at {}, but it joined at {} and the gateway keeps "
-                   "that address: staying out (restart it at {})",
-                   id, rec.address, known, known);
+      spdlog::warn(
+          "cache node {}: registered at {}, but it joined at {} and the gateway keeps "
+          "that address: staying out (restart it at {})",
+          id, rec.address, known, known);
     }
     return false;
   }
@@ -218,4 +218,4 @@ bool MembershipSync::Apply(const MemberView& view, coordinator::MemberFacts* f) 
   }
 }
 
-}  // namespace ringcache::gateway
+}  // namespace ringcache::coordinator

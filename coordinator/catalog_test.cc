@@ -1,4 +1,4 @@
-#include "gateway/catalog.h"
+#include "coordinator/catalog.h"
 
 #include <filesystem>
 #include <functional>
@@ -6,7 +6,7 @@
 
 #include "gtest/gtest.h"
 
-namespace ringcache::gateway {
+namespace ringcache::coordinator {
 namespace {
 
 TEST(CatalogLineTest, AccessRoundTripsAndOldLinesReadAsOpen) {
@@ -136,4 +136,4 @@ TEST(CatalogTest, ReloadNeverUndoesAChangeMadeWhileItRead) {
 }
 
 }  // namespace
-}  // namespace ringcache::gateway
+}  // namespace ringcache::coordinator

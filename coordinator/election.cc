@@ -1,4 +1,4 @@
-#include "membership/election.h"
+#include "coordinator/election.h"
 
 #include <spdlog/spdlog.h>
 
@@ -6,7 +6,15 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace ringcache::membership {
+namespace ringcache::coordinator {
+
+using membership::DecodeNodeRecord;
+using membership::EtcdCallOptions;
+using membership::EtcdClient;
+using membership::NodeRecord;
+using membership::NodeRegistration;
+using membership::TxnCompare;
+using membership::TxnOp;
 
 std::string CoordinatorKey(const std::string& prefix) {
   return absl::StrCat(prefix, "/coordinator");
@@ -145,4 +153,4 @@ void Election::Run() {
   }
 }
 
-}  // namespace ringcache::membership
+}  // namespace ringcache::coordinator

@@ -50,14 +50,15 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "coordinator/copy_pacer.h"
+#include "coordinator/data_ring_change.h"
+#include "coordinator/scrub_repair.h"
 #include "datanode/client/datanode_pool.h"
 #include "gateway/router.h"
-#include "gateway/copy_pacer.h"
-#include "gateway/scrub_repair.h"
 #include "membership/membership.h"
 #include "ringcache/v1/admin.pb.h"
 
-namespace ringcache::gateway {
+namespace ringcache::coordinator {
 
 // The operator actions not carried out yet, one "<action> <id>" line each, and back; sets
 // empty on "".
@@ -71,13 +72,13 @@ absl::Status DecodeDataActions(const std::string& text, absl::flat_hash_set<uint
 class DataRebalancer {
  public:
   struct Options {
-    std::string state_path;  // the saved data ring; "" keeps it in memory only (tests)
+    std::string state_path;   // the saved data ring; "" keeps it in memory only (tests)
     uint32_t scan_page = 64;  // blocks per scan page (with data)
     absl::Duration retry_interval = absl::Seconds(1);
     // Tests: runs after each page of the copy scan, before its blocks are copied (to write or
     // trim blocks in between, as a client may).
     std::function<void(const std::vector<v1::ScannedBlock>&)> after_scan_for_test;
-    // Cluster mode: also keeps each ring there (etcd, gateway/etcd_state.h), before any cache
+    // Cluster mode: also keeps each ring there (etcd, coordinator/etcd_state.h), before any cache
     // node is given it.
     std::function<absl::Status(const datanode::DataRing&)> save_ring;
     // Cluster mode: keeps the purge mark there too (set before the switch, cleared after the
@@ -95,22 +96,22 @@ class DataRebalancer {
     absl::Duration heal_interval = absl::Seconds(2);
     // Speed of copies (a join, an out node's replicas made again, a refill from the other
     // replicas): MB/s of block data written; 0: unthrottled. While the data nodes serve clients
-    // the copies go at busy_mb_s instead (gateway/copy_pacer.h; 0: refill_mb_s throughout).
+    // the copies go at busy_mb_s instead (coordinator/copy_pacer.h; 0: refill_mb_s throughout).
     double refill_mb_s = 64;
     double busy_mb_s = 16;
     // A member unreachable this long is taken out of the ring (like Ceph's down-out interval);
     // zero: only `datanode out` takes nodes out.
     absl::Duration down_out = absl::Minutes(10);
     // How often an idle rebalancer collects the data nodes' scrub findings and repairs them
-    // (gateway/scrub_repair.h).
+    // (coordinator/scrub_repair.h).
     absl::Duration scrub_poll = absl::Seconds(10);
   };
 
   // Starts the background thread. `router` and `pool` (the gateway's own data node pool, whose
   // ring is the saved one) are not owned and must outlive the rebalancer. Resumes a rebalance
   // that a restart interrupted, and gives every serving cache node the current ring.
-  static std::unique_ptr<DataRebalancer> Start(Router* router, datanode::DataNodePool* pool,
-                                               Options options);
+  static std::unique_ptr<DataRebalancer> Start(gateway::Router* router,
+                                               datanode::DataNodePool* pool, Options options);
   ~DataRebalancer();  // stops after the current page
   DataRebalancer(const DataRebalancer&) = delete;
   DataRebalancer& operator=(const DataRebalancer&) = delete;
@@ -120,8 +121,8 @@ class DataRebalancer {
   // Cluster mode: adds every data node that registers under `prefix` in etcd. `client` is not
   // owned and must outlive the rebalancer.
   void FollowEtcd(membership::EtcdClient* client, const std::string& prefix);
-  // Gives a joining cache node the current data ring (Router::SetJoinHook).
-  absl::Status OnJoin(uint32_t id, CacheClient* client);
+  // Gives a joining cache node the current data ring (gateway::Router::SetJoinHook).
+  absl::Status OnJoin(uint32_t id, gateway::CacheClient* client);
 
   // Operator actions (`ringcachectl datanode out|in|decommission`): "out", "in" or
   // "decommission" data node `id`. Checks the action against the current ring, records it
@@ -138,14 +139,32 @@ class DataRebalancer {
   bool WaitIdle(absl::Duration timeout) const;
 
  private:
-  DataRebalancer(Router* router, datanode::DataNodePool* pool, Options options);
+  DataRebalancer(gateway::Router* router, datanode::DataNodePool* pool, Options options);
   void Loop();
   // One pass: finishes an interrupted rebalance, then moves to the wanted members if they
   // differ from the ring's.
   absl::Status Step();
+  // Step's parts, in order (the rings come from coordinator/data_ring_change.h): take the nodes
+  // due out out of the ring; copy to the target and switch; purge the former homes; prepare the
+  // next move (or go idle).
+  absl::Status TakeOut(datanode::DataRing* cur);
+  absl::Status CopyAndSwitch(datanode::DataRing* cur);
+  absl::Status FinishPurge(const datanode::DataRing& cur);
+  absl::Status Prepare(const datanode::DataRing& cur);
+  void ResetCountsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SetIdleLocked(const datanode::DataRing& cur) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Switches the gateway's pool, saves the ring, and has every cache node confirm it.
   absl::Status Publish(const datanode::DataRing& ring);
   absl::Status Copy(const datanode::DataRing& ring);
+  // Copy's sources: the members down or out (no source), and for each other member the VDIs it
+  // is incomplete for (no source for those). Also starts the copy's status.
+  struct CopySources {
+    absl::flat_hash_set<uint32_t> down;
+    absl::flat_hash_map<uint32_t, absl::flat_hash_set<uint32_t>> incomplete;
+  };
+  absl::StatusOr<CopySources> FindCopySources(const datanode::DataRing& ring);
+  // One page of the copy scan done: `scanned` blocks, `copied` of them stored.
+  void NoteCopied(size_t scanned, uint64_t copied);
   absl::Status Purge(const datanode::DataRing& ring);
   absl::Status RegisterVdis();
   // Records the operator actions not carried out yet (ask_*). Called with actions_mu_ held,
@@ -176,12 +195,12 @@ class DataRebalancer {
       uint32_t node, uint32_t page_size, bool with_data,
       const std::function<absl::Status(const std::vector<v1::ScannedBlock>&)>& on_page);
   void SetState(const std::string& state, const std::string& message = "");
-  // Waits until `bytes` copied since `start` are within the pace (gateway/copy_pacer.h), or
+  // Waits until `bytes` copied since `start` are within the pace (coordinator/copy_pacer.h), or
   // the rebalancer stops. Called from the rebalancer's thread only.
   void Throttle(absl::Time start, uint64_t bytes);
   bool Stopping() const;
 
-  Router* const router_;
+  gateway::Router* const router_;
   datanode::DataNodePool* const pool_;
   const Options options_;
 
@@ -215,6 +234,6 @@ class DataRebalancer {
   std::unique_ptr<membership::MembershipWatcher> watcher_;
 };
 
-}  // namespace ringcache::gateway
+}  // namespace ringcache::coordinator
 
 #endif  // RINGCACHE_GATEWAY_DATA_REBALANCER_H_

@@ -4,8 +4,6 @@
 #ifndef RINGCACHE_GATEWAY_TESTING_REBALANCER_FIXTURE_H_
 #define RINGCACHE_GATEWAY_TESTING_REBALANCER_FIXTURE_H_
 
-#include "gateway/data_rebalancer.h"
-
 #include <algorithm>
 #include <atomic>
 #include <filesystem>
@@ -19,13 +17,14 @@
 
 #include "absl/time/clock.h"
 #include "cachenode/cache_node.h"
-#include "datanode/client/log_replay.h"
 #include "cachenode/testing/embedded_datanodes.h"
-#include "tools/local/local_cache_client.h"
+#include "coordinator/data_rebalancer.h"
+#include "datanode/client/log_replay.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tools/local/local_cache_client.h"
 
-namespace ringcache::gateway::testing {
+namespace ringcache::coordinator::testing {
 
 inline constexpr uint32_t kBs = 4096;
 inline constexpr uint32_t kObj = 16 * kBs;
@@ -45,7 +44,7 @@ class DataRebalancerTest : public ::testing::Test {
     initial_.nodes.assign(dns_->endpoints().begin(), dns_->endpoints().begin() + 3);
     for (const auto& e : initial_.nodes) initial_.members.push_back(e.id);
     gateway_pool_ = std::move(*datanode::DataNodePool::Create(initial_, &registry_));
-    std::vector<CacheMember> members;
+    std::vector<gateway::CacheMember> members;
     for (uint32_t id = 1; id <= 2; ++id) {
       auto pool = datanode::DataNodePool::Create(initial_, &registry_);
       ASSERT_TRUE(pool.ok()) << pool.status();
@@ -56,8 +55,8 @@ class DataRebalancerTest : public ::testing::Test {
       cc.ssd_bytes = 4096 * kBs;
       cc.ram_bytes = 16 * kBs;
       cc.idle_ops_per_s = 0;  // no destage but the tests' own: dirty blocks stay dirty
-      auto n = cachenode::CacheNode::Create(cc, cache_pools_.back().get(), Clock::Real(),
-                                            &registry_);
+      auto n =
+          cachenode::CacheNode::Create(cc, cache_pools_.back().get(), Clock::Real(), &registry_);
       ASSERT_TRUE(n.ok()) << n.status();
       nodes_.push_back(std::move(*n));
       members.push_back({id, 1.0, local::MakeLocalCacheClient(nodes_.back().get())});
@@ -67,7 +66,7 @@ class DataRebalancerTest : public ::testing::Test {
     auto catalog = Catalog::Open(dir_ + "/catalog.txt", defaults);
     ASSERT_TRUE(catalog.ok()) << catalog.status();
     catalog_ = std::move(*catalog);
-    auto router = Router::Create(catalog_.get(), std::move(members), gateway_pool_.get());
+    auto router = gateway::Router::Create(catalog_.get(), std::move(members), gateway_pool_.get());
     ASSERT_TRUE(router.ok()) << router.status();
     router_ = std::move(*router);
     ASSERT_TRUE(router_->CreateVdi("v", kObjects * kObj, kObj, kReplication).ok());
@@ -151,14 +150,13 @@ class DataRebalancerTest : public ::testing::Test {
   std::vector<std::unique_ptr<datanode::DataNodePool>> cache_pools_;
   std::vector<std::unique_ptr<cachenode::CacheNode>> nodes_;
   std::unique_ptr<Catalog> catalog_;
-  std::unique_ptr<Router> router_;
-  std::shared_ptr<BlockDevice> dev_;
+  std::unique_ptr<gateway::Router> router_;
+  std::shared_ptr<gateway::BlockDevice> dev_;
   std::unique_ptr<DataRebalancer> rebalancer_;
   // Pools of further rebalancers (another coordinator's); they outlive rebalancer_ (TearDown).
   std::vector<std::unique_ptr<datanode::DataNodePool>> extra_pools_;
   std::vector<std::string> expected_;
 };
-
 
 // Waits (up to a minute) until the rebalancer's status satisfies `done`.
 inline bool WaitFor(const DataRebalancer& r,
@@ -170,7 +168,6 @@ inline bool WaitFor(const DataRebalancer& r,
   return false;
 }
 
-
-}  // namespace ringcache::gateway::testing
+}  // namespace ringcache::coordinator::testing
 
 #endif  // RINGCACHE_GATEWAY_TESTING_REBALANCER_FIXTURE_H_

@@ -1,12 +1,13 @@
-// Data rebalancing in one process, continued (the fixture: gateway/testing/rebalancer_fixture.h):
-// operator actions recorded and carried out across terms, a node put back in, scrub repairs,
-// what data nodes count as client requests, and an older ring refused.
-#include "gateway/testing/rebalancer_fixture.h"
+// Data rebalancing in one process, continued (the fixture:
+// coordinator/testing/rebalancer_fixture.h): operator actions recorded and carried out across
+// terms, a node put back in, scrub repairs, what data nodes count as client requests, and an older
+// ring refused.
+#include "coordinator/testing/rebalancer_fixture.h"
 
-namespace ringcache::gateway {
+namespace ringcache::coordinator {
 namespace {
 
-using namespace ringcache::gateway::testing;  // NOLINT: the fixture and its constants
+using namespace ringcache::coordinator::testing;  // NOLINT: the fixture and its constants
 
 TEST(DataActionsTest, EncodeDecodeRoundTripAndRefuseGarbage) {
   absl::flat_hash_set<uint32_t> out{3, 1}, in{2}, decommission{7};
@@ -224,16 +225,15 @@ TEST_F(DataRebalancerTest, ScrubRepairsDamagedBlocksAndRelogsDamagedLogRecords) 
   // Every dirty block has a good log copy again: the cache nodes' SSDs lost, a replay from the
   // data nodes alone brings every block back.
   for (uint32_t id = 1; id <= 2; ++id) {
-    auto replay = datanode::ReplayCacheNodeLog(gateway_pool_.get(), id, [&](uint32_t v) {
-      return v == vdi ? kReplication : 0u;
-    });
+    auto replay = datanode::ReplayCacheNodeLog(
+        gateway_pool_.get(), id, [&](uint32_t v) { return v == vdi ? kReplication : 0u; });
     ASSERT_TRUE(replay.ok()) << replay.status();
     EXPECT_EQ(replay->records_lost, 0u) << "cache node " << id;
   }
   EXPECT_EQ(WrongBlocks(), 0);
 }
 
-// The pace of the copies follows the clients (gateway/copy_pacer.h): the data nodes count the
+// The pace of the copies follows the clients (coordinator/copy_pacer.h): the data nodes count the
 // requests the cache nodes send them, never the rebalancer's own scans and copies, or a copy
 // would always find the nodes busy.
 TEST_F(DataRebalancerTest, DataNodesCountClientRequestsNotCopies) {
@@ -276,6 +276,5 @@ TEST_F(DataRebalancerTest, OlderRingIsRefused) {
   EXPECT_EQ(cache_pools_[0]->SetRing(bad).code(), absl::StatusCode::kInvalidArgument);
 }
 
-
 }  // namespace
-}  // namespace ringcache::gateway
+}  // namespace ringcache::coordinator

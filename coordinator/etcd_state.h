@@ -1,7 +1,7 @@
 // The gateway's shared state in etcd (cluster mode, docs/design.md §7; key layout in
 // membership/README.md), under the configurable prefix P:
 //   P/vdis/<name>   one VDI catalog record: the catalog line "id name size_bytes object_size
-//                   block_size replication mode" (gateway/catalog.h)
+//                   block_size replication mode" (coordinator/catalog.h)
 //   P/rings/data    the data ring: epoch, data node addresses, members and (while a rebalance
 //                   moves replicas) target, as protobuf text (datanode::EncodeDataRing)
 //   P/rings/data-purge  present while replicas left on data nodes that are no longer their
@@ -9,9 +9,9 @@
 //                   yet): a coordinator taking over finishes that purge
 //   P/rings/data-actions  the operator's data node actions (`ringcachectl datanode
 //                   out|in|decommission`) accepted and not carried out yet, one "<action> <id>"
-//                   line each (gateway/data_rebalancer.h): a coordinator taking over carries
+//                   line each (coordinator/data_rebalancer.h): a coordinator taking over carries
 //                   them out
-// With an elected coordinator every write is guarded by its term (membership/election.h). The
+// With an elected coordinator every write is guarded by its term (coordinator/election.h). The
 // cache ring the coordinator publishes (P/rings/cache) is in membership/cache_ring_state.h and
 // gateway/cluster_follower.h.
 //
@@ -26,14 +26,14 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "coordinator/catalog.h"
 #include "datanode/client/datanode_pool.h"
-#include "gateway/catalog.h"
 #include "membership/cache_ring_state.h"
 #include "membership/etcd_client.h"
 
-namespace ringcache::gateway {
+namespace ringcache::coordinator {
 
-using membership::DataRingKey;                        // P/rings/data
+using membership::DataRingKey;                          // P/rings/data
 std::string DataPurgeKey(const std::string& prefix);    // P/rings/data-purge
 std::string DataActionsKey(const std::string& prefix);  // P/rings/data-actions
 
@@ -61,7 +61,7 @@ class EtcdCatalogStore final : public CatalogStore {
 // Reads the data ring kept in etcd (nullopt when none was written yet).
 absl::StatusOr<std::optional<datanode::DataRing>> LoadEtcdDataRing(membership::EtcdClient* client,
                                                                    const std::string& prefix);
-// Writes the data ring. With `guard` (the coordinator's term, membership/election.h) only while
+// Writes the data ring. With `guard` (the coordinator's term, coordinator/election.h) only while
 // it holds: FAILED_PRECONDITION when it does not (a deposed coordinator never overwrites its
 // successor's ring).
 absl::Status SaveEtcdDataRing(membership::EtcdClient* client, const std::string& prefix,
@@ -82,6 +82,17 @@ absl::Status SaveEtcdDataActions(membership::EtcdClient* client, const std::stri
 absl::StatusOr<std::string> LoadEtcdDataActions(membership::EtcdClient* client,
                                                 const std::string& prefix);
 
-}  // namespace ringcache::gateway
+// The cache ring the coordinator publishes at P/rings/cache (membership/cache_ring_state.h,
+// which also reads it), written only under the leader's guard (coordinator/election.h), so a
+// deposed leader cannot overwrite its successor's ring.
+// Writes `state` if `guard` holds; kFailedPrecondition if it does not (no longer the leader).
+absl::Status PublishEtcdCacheRing(membership::EtcdClient* client, const std::string& prefix,
+                                  const membership::TxnCompare& guard,
+                                  const membership::CacheRingState& state);
+// The lowest epoch a new coordinator may start above: the published ring's epoch and the etcd
+// store revision (epochs of gateways from before the ring was published were revisions).
+absl::StatusOr<uint64_t> TakeOverEpoch(membership::EtcdClient* client, const std::string& prefix);
+
+}  // namespace ringcache::coordinator
 
 #endif  // RINGCACHE_GATEWAY_ETCD_STATE_H_

@@ -1,4 +1,4 @@
-#include "gateway/catalog.h"
+#include "coordinator/catalog.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -18,24 +18,33 @@
 #include "common/atomic_file.h"
 #include "common/status_macros.h"
 
-namespace ringcache::gateway {
+namespace ringcache::coordinator {
 namespace {
 
 const char* ModeName(v1::CacheMode m) {
   switch (m) {
-    case v1::WRITETHROUGH: return "writethrough";
-    case v1::WRITEAROUND: return "writearound";
-    case v1::PASSTHROUGH: return "passthrough";
-    default: return "writeback";
+    case v1::WRITETHROUGH:
+      return "writethrough";
+    case v1::WRITEAROUND:
+      return "writearound";
+    case v1::PASSTHROUGH:
+      return "passthrough";
+    default:
+      return "writeback";
   }
 }
 
 bool ParseMode(const std::string& s, v1::CacheMode* m) {
-  if (s == "writeback") *m = v1::WRITEBACK;
-  else if (s == "writethrough") *m = v1::WRITETHROUGH;
-  else if (s == "writearound") *m = v1::WRITEAROUND;
-  else if (s == "passthrough") *m = v1::PASSTHROUGH;
-  else return false;
+  if (s == "writeback")
+    *m = v1::WRITEBACK;
+  else if (s == "writethrough")
+    *m = v1::WRITETHROUGH;
+  else if (s == "writearound")
+    *m = v1::WRITEAROUND;
+  else if (s == "passthrough")
+    *m = v1::PASSTHROUGH;
+  else
+    return false;
   return true;
 }
 
@@ -71,14 +80,13 @@ std::string EncodeVdiLine(const VdiRecord& r) {
 }
 
 absl::Status ValidateClientIdentity(const std::string& id) {
-  const bool ok = !id.empty() && id.size() <= 64 &&
-                  std::all_of(id.begin(), id.end(), [](char c) {
-                    return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '.' ||
-                           c == '_' || c == '-' || c == '@' || c == ':';
-                  });
+  const bool ok = !id.empty() && id.size() <= 64 && std::all_of(id.begin(), id.end(), [](char c) {
+    return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-' ||
+           c == '@' || c == ':';
+  });
   if (ok) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      "client identity '", id, "' is not 1-64 characters of [A-Za-z0-9._@:-]"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("client identity '", id, "' is not 1-64 characters of [A-Za-z0-9._@:-]"));
 }
 
 absl::StatusOr<VdiRecord> DecodeVdiLine(const std::string& line) {
@@ -176,8 +184,8 @@ absl::StatusOr<bool> Catalog::Reload() {
     absl::MutexLock l(&mu_);
     if (generation_ != generation) {
       if (attempt < kAttempts) continue;
-      return absl::UnavailableError(absl::StrCat(
-          "the VDI catalog changed during each of ", kAttempts, " reloads; try again"));
+      return absl::UnavailableError(absl::StrCat("the VDI catalog changed during each of ",
+                                                 kAttempts, " reloads; try again"));
     }
     return ApplyLoadedLocked(std::move(next), next_id);
   }
@@ -226,9 +234,9 @@ absl::StatusOr<VdiRecord> Catalog::Create(const std::string& name, uint64_t size
   if (replication == 0) replication = defaults_.replication;
   if (object_size % defaults_.block_size != 0 || object_size < defaults_.block_size ||
       object_size > (256u << 20)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "object size ", object_size, " must be a multiple of the ", defaults_.block_size,
-        "-byte block, at most 256 MiB"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("object size ", object_size, " must be a multiple of the ",
+                     defaults_.block_size, "-byte block, at most 256 MiB"));
   }
   absl::MutexLock l(&mu_);
   if (by_name_.contains(name)) {
@@ -320,4 +328,4 @@ std::vector<VdiRecord> Catalog::List() const {
   return out;
 }
 
-}  // namespace ringcache::gateway
+}  // namespace ringcache::coordinator

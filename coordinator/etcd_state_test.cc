@@ -1,7 +1,7 @@
 // The gateway's state in a real etcd (started by the test; skipped without etcd-server): the
 // VDI catalog's records under P/vdis/ (seeded from the local file, then the source of truth) and
 // the data ring under P/rings/data.
-#include "gateway/etcd_state.h"
+#include "coordinator/etcd_state.h"
 
 #include <filesystem>
 #include <memory>
@@ -11,7 +11,7 @@
 #include "membership/etcd_test_server.h"
 #include "membership/membership.h"
 
-namespace ringcache::gateway {
+namespace ringcache::coordinator {
 namespace {
 
 using membership::EtcdClient;
@@ -123,13 +123,12 @@ TEST_F(EtcdStateTest, DataRingRoundTrip) {
   EXPECT_EQ((*got)->nodes[1].zone, "b");
   EXPECT_EQ((*got)->target, (std::vector<uint32_t>{1, 2}));
   ASSERT_TRUE(client_->Put("/rc/rings/data", "epoch: 8 members: 3").ok());
-  EXPECT_EQ(LoadEtcdDataRing(client_.get(), "/rc").status().code(),
-            absl::StatusCode::kDataLoss)
+  EXPECT_EQ(LoadEtcdDataRing(client_.get(), "/rc").status().code(), absl::StatusCode::kDataLoss)
       << "a member without an address";
 }
 
 TEST_F(EtcdStateTest, DataRingAndPurgeMarkAreWrittenOnlyInTheCoordinatorsTerm) {
-  // The coordinator key's create revision is the term (membership/election.h).
+  // The coordinator key's create revision is the term (coordinator/election.h).
   auto created = client_->Put("/rc/coordinator", "{}");
   ASSERT_TRUE(created.ok()) << created.status();
   auto kv = client_->Get("/rc/coordinator");
@@ -176,8 +175,8 @@ TEST_F(EtcdStateTest, DataRingAndPurgeMarkAreWrittenOnlyInTheCoordinatorsTerm) {
   // The new term's guard: the mark is cleared.
   kv = client_->Get("/rc/coordinator");
   ASSERT_TRUE(kv.ok() && kv->has_value());
-  const auto now = membership::TxnCompare::CreateRevisionIs("/rc/coordinator",
-                                                            (*kv)->create_revision);
+  const auto now =
+      membership::TxnCompare::CreateRevisionIs("/rc/coordinator", (*kv)->create_revision);
   ASSERT_TRUE(SaveEtcdDataPurge(client_.get(), "/rc", false, now).ok());
   store.SetGuard(now);
   EXPECT_TRUE(catalog->Create("current", 1 << 20, 0, 2).ok());
@@ -190,4 +189,4 @@ TEST_F(EtcdStateTest, DataRingAndPurgeMarkAreWrittenOnlyInTheCoordinatorsTerm) {
 }
 
 }  // namespace
-}  // namespace ringcache::gateway
+}  // namespace ringcache::coordinator

@@ -1,5 +1,5 @@
 // Moving home replicas after the data ring changed: see data_rebalancer.h for the four steps.
-#include "gateway/data_rebalancer.h"
+#include "coordinator/data_rebalancer.h"
 
 #include <spdlog/spdlog.h>
 
@@ -12,14 +12,14 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
-#include "absl/strings/str_cat.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/atomic_file.h"
 #include "common/status_macros.h"
 
-namespace ringcache::gateway {
+namespace ringcache::coordinator {
 namespace {
 
 using datanode::DataNodeEndpoint;
@@ -30,7 +30,7 @@ std::string ActionsFile(const std::string& state_path) { return state_path + ".a
 
 }  // namespace
 
-std::unique_ptr<DataRebalancer> DataRebalancer::Start(Router* router,
+std::unique_ptr<DataRebalancer> DataRebalancer::Start(gateway::Router* router,
                                                       datanode::DataNodePool* pool,
                                                       Options options) {
   std::unique_ptr<DataRebalancer> r(new DataRebalancer(router, pool, std::move(options)));
@@ -38,7 +38,8 @@ std::unique_ptr<DataRebalancer> DataRebalancer::Start(Router* router,
   return r;
 }
 
-DataRebalancer::DataRebalancer(Router* router, datanode::DataNodePool* pool, Options options)
+DataRebalancer::DataRebalancer(gateway::Router* router, datanode::DataNodePool* pool,
+                               Options options)
     : router_(router),
       pool_(pool),
       options_(std::move(options)),
@@ -62,9 +63,10 @@ DataRebalancer::DataRebalancer(Router* router, datanode::DataNodePool* pool, Opt
   }
   if (absl::Status s = DecodeDataActions(actions, &ask_out_, &ask_in_, &ask_decommission_);
       !s.ok()) {
-    spdlog::error("data rebalance: the saved operator actions are unreadable ({}); they are "
-                  "dropped: ask again with `ringcachectl datanode out|in|decommission`",
-                  s.ToString());
+    spdlog::error(
+        "data rebalance: the saved operator actions are unreadable ({}); they are "
+        "dropped: ask again with `ringcachectl datanode out|in|decommission`",
+        s.ToString());
     ask_out_.clear();  // (the lines before the bad one were read)
     ask_in_.clear();
     ask_decommission_.clear();
@@ -107,8 +109,8 @@ void DataRebalancer::Add(const std::vector<DataNodeEndpoint>& nodes) {
 void DataRebalancer::FollowEtcd(membership::EtcdClient* client, const std::string& prefix) {
   membership::MembershipWatcher::Options o;
   o.prefix = prefix;
-  watcher_ = membership::MembershipWatcher::Start(
-      client, o, [this](const membership::MemberView& view) {
+  watcher_ =
+      membership::MembershipWatcher::Start(client, o, [this](const membership::MemberView& view) {
         std::vector<DataNodeEndpoint> nodes;
         for (const auto& r : view.nodes(membership::Role::kData)) {
           nodes.push_back({r.id, r.address, r.weight, r.zone});
@@ -117,7 +119,7 @@ void DataRebalancer::FollowEtcd(membership::EtcdClient* client, const std::strin
       });
 }
 
-absl::Status DataRebalancer::OnJoin(uint32_t id, CacheClient* client) {
+absl::Status DataRebalancer::OnJoin(uint32_t id, gateway::CacheClient* client) {
   absl::MutexLock pl(&publish_mu_);
   const DataRing ring = pool_->ring();
   absl::Status s = client->SetDataRing(ring);
@@ -201,180 +203,154 @@ absl::Status DataRebalancer::Step() {
   }
   DataRing cur = pool_->ring();
   TidyActions(cur);
-  // Nodes going out leave the I/O path at once, also in the middle of a move: writes and
-  // destage must not wait for a node that is gone.
-  if (const std::vector<uint32_t> outs = DueOut(cur); !outs.empty()) {
-    DataRing next = cur;
-    next.epoch = cur.epoch + 1;
-    next.target = cur.target.empty() ? cur.members : cur.target;
-    for (uint32_t id : outs) {
-      next.out.push_back(id);
-      std::erase(next.target, id);
-    }
-    if (next.target.empty()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "data nodes ", absl::StrJoin(outs, ","), " cannot go out: no data node would be left"));
-    }
-    spdlog::warn("data rebalance: data nodes {} go out of the ring of {}: their replicas are made "
-                 "again on {}",
-                 absl::StrJoin(outs, ","), absl::StrJoin(cur.members, ","),
-                 absl::StrJoin(next.target, ","));
-    {
-      absl::MutexLock al(&actions_mu_);
-      absl::MutexLock l(&mu_);
-      for (uint32_t id : outs) ask_out_.erase(id);
-      actions_dirty_ = true;
-      status_.set_reason("out");
-      status_.set_blocks_scanned(0);
-      status_.set_blocks_estimated(0);
-      status_.set_blocks_copied(0);
-      status_.set_blocks_deleted(0);
-    }
-    SetState("preparing", absl::StrCat("data nodes ", absl::StrJoin(outs, ","), " out"));
-    RC_RETURN_IF_ERROR(Publish(next));
-    cur = next;
-  }
-  if (!cur.target.empty()) {
-    SetState("copying");
-    RC_RETURN_IF_ERROR(Copy(cur));
-    DataRing next;
-    next.epoch = cur.epoch + 1;
-    next.nodes = cur.Endpoints(cur.target);
-    next.members = cur.target;
-    // Members that leave (out, or decommissioned and copied from) stay listed as out.
-    next.out = cur.out;
-    for (uint32_t id : cur.members) {
-      if (std::find(cur.target.begin(), cur.target.end(), id) == cur.target.end() &&
-          !cur.IsOut(id)) {
-        next.out.push_back(id);
-      }
-    }
-    SetState("switching");
-    if (!options_.state_path.empty()) {
-      RC_RETURN_IF_ERROR(WriteFileAtomically(PurgeMarker(options_.state_path), "purge\n"));
-    }
-    if (options_.save_purge) RC_RETURN_IF_ERROR(options_.save_purge(true));
-    {
-      absl::MutexLock l(&mu_);
-      purge_pending_ = true;
-    }
-    RC_RETURN_IF_ERROR(Publish(next));
-    cur = next;
-  }
-  bool purge;
-  {
-    absl::MutexLock l(&mu_);
-    purge = purge_pending_;
-  }
-  if (purge) {
-    SetState("deleting");
-    RC_RETURN_IF_ERROR(Purge(cur));
-    if (!options_.state_path.empty()) {
-      std::error_code ec;
-      std::filesystem::remove(PurgeMarker(options_.state_path), ec);
-      if (ec) return absl::UnavailableError(absl::StrCat("cannot remove the purge marker: ",
-                                                         ec.message()));
-    }
-    if (options_.save_purge) RC_RETURN_IF_ERROR(options_.save_purge(false));
-    absl::MutexLock l(&mu_);
-    purge_pending_ = false;
-  }
-  std::vector<DataNodeEndpoint> joining;
-  std::vector<uint32_t> leaving, back_in;
+  RC_RETURN_IF_ERROR(TakeOut(&cur));
+  if (!cur.target.empty()) RC_RETURN_IF_ERROR(CopyAndSwitch(&cur));
+  RC_RETURN_IF_ERROR(FinishPurge(cur));
+  return Prepare(cur);
+}
+
+// Nodes going out leave the I/O path at once, also in the middle of a move: writes and destage
+// must not wait for a node that is gone.
+absl::Status DataRebalancer::TakeOut(DataRing* cur) {
+  const std::vector<uint32_t> outs = DueOut(*cur);
+  if (outs.empty()) return absl::OkStatus();
+  RC_ASSIGN_OR_RETURN(DataRing next, RingWithNodesOut(*cur, outs));
+  spdlog::warn(
+      "data rebalance: data nodes {} go out of the ring of {}: their replicas are made again "
+      "on {}",
+      absl::StrJoin(outs, ","), absl::StrJoin(cur->members, ","), absl::StrJoin(next.target, ","));
   {
     absl::MutexLock al(&actions_mu_);
     absl::MutexLock l(&mu_);
-    // Kept until the ring without them is published (a joining node that does not answer yet
-    // is asked again at the next pass).
-    for (auto it = ask_in_.begin(); it != ask_in_.end();) {
-      if (cur.IsOut(*it)) {
-        back_in.push_back(*it);
-        ++it;
-      } else {
-        ask_in_.erase(it++);
-        actions_dirty_ = true;
-      }
+    for (uint32_t id : outs) ask_out_.erase(id);
+    actions_dirty_ = true;
+    status_.set_reason("out");
+    ResetCountsLocked();
+  }
+  SetState("preparing", absl::StrCat("data nodes ", absl::StrJoin(outs, ","), " out"));
+  RC_RETURN_IF_ERROR(Publish(next));
+  *cur = next;
+  return absl::OkStatus();
+}
+
+// Copies every replica to its home on the target ring, marks the purge (here and in etcd: a
+// coordinator taking over finishes it), then switches to the target.
+absl::Status DataRebalancer::CopyAndSwitch(DataRing* cur) {
+  SetState("copying");
+  RC_RETURN_IF_ERROR(Copy(*cur));
+  const DataRing next = RingAfterCopy(*cur);
+  SetState("switching");
+  if (!options_.state_path.empty()) {
+    RC_RETURN_IF_ERROR(WriteFileAtomically(PurgeMarker(options_.state_path), "purge\n"));
+  }
+  if (options_.save_purge) RC_RETURN_IF_ERROR(options_.save_purge(true));
+  {
+    absl::MutexLock l(&mu_);
+    purge_pending_ = true;
+  }
+  RC_RETURN_IF_ERROR(Publish(next));
+  *cur = next;
+  return absl::OkStatus();
+}
+
+// Deletes the replicas left on former homes, then the purge marks.
+absl::Status DataRebalancer::FinishPurge(const DataRing& cur) {
+  {
+    absl::MutexLock l(&mu_);
+    if (!purge_pending_) return absl::OkStatus();
+  }
+  SetState("deleting");
+  RC_RETURN_IF_ERROR(Purge(cur));
+  if (!options_.state_path.empty()) {
+    std::error_code ec;
+    std::filesystem::remove(PurgeMarker(options_.state_path), ec);
+    if (ec) {
+      return absl::UnavailableError(absl::StrCat("cannot remove the purge marker: ", ec.message()));
     }
-    for (const auto& w : wanted_) {
-      const bool out = cur.IsOut(w.id) && std::find(back_in.begin(), back_in.end(), w.id) ==
-                                              back_in.end();
-      if (!out && !ask_decommission_.contains(w.id) &&
-          std::find(cur.members.begin(), cur.members.end(), w.id) == cur.members.end()) {
-        joining.push_back(w);
-      }
-    }
-    for (uint32_t id : ask_decommission_) {
-      if (std::find(cur.members.begin(), cur.members.end(), id) != cur.members.end() &&
-          !cur.IsOut(id)) {
-        leaving.push_back(id);
-      }
-    }
-    if (joining.empty() && leaving.empty() && back_in.empty()) {
-      if (status_.state() != "idle" && status_.state() != "preparing") {
-        spdlog::info("data rebalance: done; data ring {} (epoch {}): {} blocks scanned, {} "
-                     "copied, {} deleted",
-                     absl::StrJoin(cur.members, ","), cur.epoch, status_.blocks_scanned(),
-                     status_.blocks_copied(), status_.blocks_deleted());
-      }
-      idle_ = true;
-      status_.set_state("idle");
-      status_.set_message("");
-      status_.set_eta_seconds(0);
-      status_.set_data_epoch(cur.epoch);
-      status_.clear_members();
-      status_.clear_target();
-      status_.clear_out();
-      for (uint32_t id : cur.members) status_.add_members(id);
-      for (uint32_t id : cur.out) status_.add_out(id);
+  }
+  if (options_.save_purge) RC_RETURN_IF_ERROR(options_.save_purge(false));
+  absl::MutexLock l(&mu_);
+  purge_pending_ = false;
+  return absl::OkStatus();
+}
+
+void DataRebalancer::ResetCountsLocked() {
+  status_.set_blocks_scanned(0);
+  status_.set_blocks_estimated(0);
+  status_.set_blocks_copied(0);
+  status_.set_blocks_deleted(0);
+}
+
+void DataRebalancer::SetIdleLocked(const DataRing& cur) {
+  if (status_.state() != "idle" && status_.state() != "preparing") {
+    spdlog::info(
+        "data rebalance: done; data ring {} (epoch {}): {} blocks scanned, {} copied, {} "
+        "deleted",
+        absl::StrJoin(cur.members, ","), cur.epoch, status_.blocks_scanned(),
+        status_.blocks_copied(), status_.blocks_deleted());
+  }
+  idle_ = true;
+  status_.set_state("idle");
+  status_.set_message("");
+  status_.set_eta_seconds(0);
+  status_.set_data_epoch(cur.epoch);
+  status_.clear_members();
+  status_.clear_target();
+  status_.clear_out();
+  for (uint32_t id : cur.members) status_.add_members(id);
+  for (uint32_t id : cur.out) status_.add_out(id);
+}
+
+// The next move (joins, decommissions, nodes put back in), or idle. Publishes the prepared ring;
+// the next pass copies.
+absl::Status DataRebalancer::Prepare(const DataRing& cur) {
+  DataRingPlan plan;
+  {
+    absl::MutexLock al(&actions_mu_);
+    absl::MutexLock l(&mu_);
+    DataRingAsks asks;
+    asks.in.assign(ask_in_.begin(), ask_in_.end());
+    asks.wanted = wanted_;
+    asks.decommission.assign(ask_decommission_.begin(), ask_decommission_.end());
+    plan = PlanDataRing(cur, asks);
+    for (uint32_t id : plan.in_done) ask_in_.erase(id);
+    if (!plan.in_done.empty()) actions_dirty_ = true;
+    if (plan.idle()) {
+      SetIdleLocked(cur);
       return absl::OkStatus();
     }
-    status_.set_blocks_scanned(0);
-    status_.set_blocks_estimated(0);
-    status_.set_blocks_copied(0);
-    status_.set_blocks_deleted(0);
-    std::vector<std::string> why;
-    if (!joining.empty()) why.push_back("join");
-    if (!leaving.empty()) why.push_back("decommission");
-    status_.set_reason(absl::StrJoin(why, ","));
-  }
-  DataRing prep = cur;
-  prep.epoch = cur.epoch + 1;
-  for (uint32_t id : back_in) std::erase(prep.out, id);
-  if (!joining.empty() || !leaving.empty()) {
-    prep.target = cur.members;
-    for (uint32_t id : leaving) std::erase(prep.target, id);
+    ResetCountsLocked();
+    status_.set_reason(plan.reason());
   }
   std::vector<uint32_t> ids;
-  for (const auto& j : joining) {
+  for (const auto& j : plan.joining) {
     // A node joins holding nothing: one that was out (or served another ring) keeps only stale
     // copies and log records. Cleared before any cache node may write there.
     RC_RETURN_IF_ERROR(pool_->ClearStore(
         j, absl::StrCat("joining the data ring of ", absl::StrJoin(cur.members, ","))));
-    std::erase_if(prep.nodes, [&j](const DataNodeEndpoint& e) { return e.id == j.id; });
-    prep.nodes.push_back(j);
-    prep.target.push_back(j.id);
     ids.push_back(j.id);
   }
   {
     absl::MutexLock al(&actions_mu_);
     absl::MutexLock l(&mu_);
-    for (uint32_t id : leaving) ask_decommission_.erase(id);
-    if (!leaving.empty()) actions_dirty_ = true;
+    for (uint32_t id : plan.leaving) ask_decommission_.erase(id);
+    if (!plan.leaving.empty()) actions_dirty_ = true;
   }
-  if (!back_in.empty()) {
-    spdlog::info("data rebalance: data nodes {} are in again", absl::StrJoin(back_in, ","));
+  if (!plan.back_in.empty()) {
+    spdlog::info("data rebalance: data nodes {} are in again", absl::StrJoin(plan.back_in, ","));
   }
   if (!ids.empty()) {
     spdlog::info("data rebalance: data nodes {} join the ring of {}", absl::StrJoin(ids, ","),
                  absl::StrJoin(cur.members, ","));
   }
-  if (!leaving.empty()) {
+  if (!plan.leaving.empty()) {
     spdlog::info("data rebalance: data nodes {} are decommissioned: their replicas move to {}",
-                 absl::StrJoin(leaving, ","), absl::StrJoin(prep.target, ","));
+                 absl::StrJoin(plan.leaving, ","), absl::StrJoin(plan.prep.target, ","));
   }
-  SetState("preparing", ids.empty() ? "" : absl::StrCat("registering VDIs on data nodes ",
-                                                        absl::StrJoin(ids, ",")));
-  return Publish(prep);  // the next Step copies; ask_in_ is emptied by the next pass
+  SetState(
+      "preparing",
+      ids.empty() ? "" : absl::StrCat("registering VDIs on data nodes ", absl::StrJoin(ids, ",")));
+  return Publish(plan.prep);  // the next Step copies; ask_in_ is emptied by the next pass
 }
 
 std::vector<uint32_t> DataRebalancer::DueOut(const DataRing& ring) {
@@ -390,7 +366,8 @@ std::vector<uint32_t> DataRebalancer::DueOut(const DataRing& ring) {
     }
   }
   if (options_.down_out > absl::ZeroDuration()) {
-    const std::vector<uint32_t> long_down = pool_->DownFor(absl::ToInt64Milliseconds(options_.down_out));
+    const std::vector<uint32_t> long_down =
+        pool_->DownFor(absl::ToInt64Milliseconds(options_.down_out));
     const std::vector<uint32_t> down_now = pool_->DownFor(0);
     size_t up = 0;
     for (uint32_t id : live) {
@@ -404,9 +381,10 @@ std::vector<uint32_t> DataRebalancer::DueOut(const DataRing& ring) {
       // Ceph keeps a share of its OSDs in for the same reason: a gateway that lost its own
       // network sees every node down and must not empty the ring.
       if (up * 2 <= live.size()) {
-        spdlog::warn("data node {} is down for more than {}, but only {} of {} data nodes "
-                     "answer: not taking it out",
-                     id, absl::FormatDuration(options_.down_out), up, live.size());
+        spdlog::warn(
+            "data node {} is down for more than {}, but only {} of {} data nodes "
+            "answer: not taking it out",
+            id, absl::FormatDuration(options_.down_out), up, live.size());
         continue;
       }
       spdlog::warn("data node {} is down for more than {} (down-out interval): taking it out", id,
@@ -508,4 +486,4 @@ absl::Status DataRebalancer::Publish(const DataRing& ring) {
   }
 }
 
-}  // namespace ringcache::gateway
+}  // namespace ringcache::coordinator

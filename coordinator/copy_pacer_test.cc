@@ -1,8 +1,8 @@
-#include "gateway/copy_pacer.h"
+#include "coordinator/copy_pacer.h"
 
 #include <gtest/gtest.h>
 
-namespace ringcache::gateway {
+namespace ringcache::coordinator {
 namespace {
 
 const absl::Time kT0 = absl::FromUnixSeconds(1000);
@@ -64,4 +64,4 @@ TEST(CopyPacerTest, APauseEarnsNoBurstBeyondTheSlack) {
 }
 
 }  // namespace
-}  // namespace ringcache::gateway
+}  // namespace ringcache::coordinator

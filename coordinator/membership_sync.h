@@ -2,10 +2,11 @@
 // follows the nodes registered in etcd; a reconciler thread makes the router's cache ring follow
 // the registered cache nodes:
 //  - a ring member whose registration disappeared (lease expired: killed, hung or cut off from
-//    etcd; or revoked at shutdown) is removed with Router::RemoveCacheNode: its requests wait
-//    while its dirty data is settled — destaged if it still answers (it is fenced: its lease is
-//    gone, so it serves no I/O), replayed from its write-back log if not;
-//  - a removed node that registers again rejoins with Router::AddCacheNode, unless it is marked
+//    etcd; or revoked at shutdown) is removed with gateway::Router::RemoveCacheNode: its requests
+//    wait while its dirty data is settled — destaged if it still answers (it is fenced: its lease
+//    is gone, so it serves no I/O), replayed from its write-back log if not;
+//  - a removed node that registers again rejoins with gateway::Router::AddCacheNode, unless it is
+//  marked
 //    drained (P/draining/<id>: `ringcachectl node remove|drain` in cluster mode writes it;
 //    deleting it lets the node rejoin at the next membership change);
 //  - a member that registered again under a new lease without any view lacking it (it
@@ -14,7 +15,7 @@
 // The epoch is the etcd revision of the last view the ring was brought in line with.
 //
 // A registered cache node that the cluster file does not list is learned from its NodeRecord
-// (address, weight: Router::LearnCacheNode, kept in the gateway's state) and joins like a
+// (address, weight: gateway::Router::LearnCacheNode, kept in the gateway's state) and joins like a
 // returning node; it keeps the address it joined at (a node of the file keeps the file's). Only
 // the elected coordinator runs it (gateway/main.cc, membership/README.md "Control plane").
 //
@@ -38,7 +39,7 @@
 #include "gateway/router.h"
 #include "membership/membership.h"
 
-namespace ringcache::gateway {
+namespace ringcache::coordinator {
 
 class MembershipSync {
  public:
@@ -59,9 +60,9 @@ class MembershipSync {
   static absl::Status MarkDrained(membership::EtcdClient* client, const std::string& prefix,
                                   uint32_t id);
 
-  static std::unique_ptr<MembershipSync> Start(membership::EtcdClient* client, Router* router,
-                                               Options options, StateCallback on_state,
-                                               EpochCallback on_epoch);
+  static std::unique_ptr<MembershipSync> Start(membership::EtcdClient* client,
+                                               gateway::Router* router, Options options,
+                                               StateCallback on_state, EpochCallback on_epoch);
   ~MembershipSync();  // stops the watcher, then the reconciler (after its current step)
   MembershipSync(const MembershipSync&) = delete;
   MembershipSync& operator=(const MembershipSync&) = delete;
@@ -69,7 +70,7 @@ class MembershipSync {
   uint64_t epoch() const { return epoch_.load(); }
 
  private:
-  MembershipSync(membership::EtcdClient* client, Router* router, Options options,
+  MembershipSync(membership::EtcdClient* client, gateway::Router* router, Options options,
                  StateCallback on_state, EpochCallback on_epoch);
   void Loop();
   // Brings the ring in line with `view`; false if some step failed (retried later).
@@ -89,7 +90,7 @@ class MembershipSync {
   bool Drained(uint32_t id);
 
   membership::EtcdClient* const client_;
-  Router* const router_;
+  gateway::Router* const router_;
   const Options options_;
   const StateCallback on_state_;
   const EpochCallback on_epoch_;
@@ -106,6 +107,6 @@ class MembershipSync {
   std::unique_ptr<membership::MembershipWatcher> watcher_;
 };
 
-}  // namespace ringcache::gateway
+}  // namespace ringcache::coordinator
 
 #endif  // RINGCACHE_GATEWAY_MEMBERSHIP_SYNC_H_

@@ -14,7 +14,7 @@
 
 #include "absl/time/time.h"
 
-namespace ringcache::gateway {
+namespace ringcache::coordinator {
 
 class CopyPacer {
  public:
@@ -50,6 +50,6 @@ class CopyPacer {
   bool busy_ = false;
 };
 
-}  // namespace ringcache::gateway
+}  // namespace ringcache::coordinator
 
 #endif  // RINGCACHE_GATEWAY_COPY_PACER_H_

@@ -3,12 +3,12 @@
 // node joins while a writer keeps writing and trimming through the router in write-through mode
 // (so every write goes home during the move); afterwards every block reads back as last written,
 // from the data nodes (the cache dropped), and each block is stored exactly on its new homes.
-#include "gateway/testing/rebalancer_fixture.h"
+#include "coordinator/testing/rebalancer_fixture.h"
 
-namespace ringcache::gateway {
+namespace ringcache::coordinator {
 namespace {
 
-using namespace ringcache::gateway::testing;  // NOLINT: the fixture and its constants
+using namespace ringcache::coordinator::testing;  // NOLINT: the fixture and its constants
 
 TEST_F(DataRebalancerTest, JoiningDataNodeGetsItsReplicasWhileWritesGoOn) {
   for (uint64_t b = 0; b < kBlocks; ++b) WriteBlock(b, 0);
@@ -83,8 +83,8 @@ TEST_F(DataRebalancerTest, JoiningDataNodeGetsItsReplicasWhileWritesGoOn) {
     }
   }
   for (const auto& [key, n] : copies) {
-    EXPECT_EQ(n, static_cast<int>(kReplication)) << "object " << key.first << " block "
-                                                 << key.second;
+    EXPECT_EQ(n, static_cast<int>(kReplication))
+        << "object " << key.first << " block " << key.second;
   }
 
   // The ring survives a restart of the gateway's state: a new pool from the saved file.
@@ -129,7 +129,7 @@ TEST_F(DataRebalancerTest, PurgeLeftByAnEndedTermIsFinishedByTheNext) {
   for (uint64_t b = 0; b < kBlocks; ++b) WriteBlock(b, 0);
   ASSERT_TRUE(router_->SetMode("v", v1::WRITETHROUGH).ok());  // destages what is dirty
   // The first coordinator copies and switches, but its term ends as it saves the switched ring
-  // (the guarded write is refused, gateway/etcd_state.h); the purge mark it set stays.
+  // (the guarded write is refused, coordinator/etcd_state.h); the purge mark it set stays.
   bool mark = false;
   std::atomic<bool> refused{false};
   DataRebalancer::Options o;
@@ -225,8 +225,7 @@ TEST_F(DataRebalancerTest, DecommissionMovesEverythingOffNeverBelowNCopies) {
 
   EXPECT_EQ(rebalancer_->Action(9, "out").status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(rebalancer_->Action(3, "in").status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(rebalancer_->Action(3, "sideways").status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(rebalancer_->Action(3, "sideways").status().code(), absl::StatusCode::kInvalidArgument);
   ASSERT_TRUE(rebalancer_->Action(3, "decommission").ok());
   ASSERT_TRUE(WaitFor(*rebalancer_, [](const v1::DataRebalance& st) {
     return st.state() == "idle" && st.out_size() == 1;
@@ -241,6 +240,5 @@ TEST_F(DataRebalancerTest, DecommissionMovesEverythingOffNeverBelowNCopies) {
   EXPECT_EQ(WrongBlocks(), 0);
 }
 
-
 }  // namespace
-}  // namespace ringcache::gateway
+}  // namespace ringcache::coordinator

@@ -14,8 +14,8 @@
 // another can be elected.
 //
 // Thread-safety: thread-safe. The callback runs on the election's thread, never two at once.
-#ifndef RINGCACHE_MEMBERSHIP_ELECTION_H_
-#define RINGCACHE_MEMBERSHIP_ELECTION_H_
+#ifndef RINGCACHE_COORDINATOR_ELECTION_H_
+#define RINGCACHE_COORDINATOR_ELECTION_H_
 
 #include <cstdint>
 #include <functional>
@@ -31,26 +31,27 @@
 #include "membership/etcd_client.h"
 #include "membership/membership.h"
 
-namespace ringcache::membership {
+namespace ringcache::coordinator {
 
 std::string CoordinatorKey(const std::string& prefix);  // P/coordinator
 // The compare that holds only while `term` lasts (P/coordinator keeps that create revision);
 // term 0 (no term) never holds. Every shared write of a coordinator is guarded by it.
-TxnCompare TermGuard(const std::string& prefix, int64_t term);
+membership::TxnCompare TermGuard(const std::string& prefix, int64_t term);
 
 // The current leader's record and term, as read from etcd.
 struct LeaderInfo {
-  NodeRecord record;
+  membership::NodeRecord record;
   int64_t term = 0;  // create revision of P/coordinator
 };
 
 // Reads the leader (nullopt: none elected now).
-absl::StatusOr<std::optional<LeaderInfo>> ReadLeader(EtcdClient* client, const std::string& prefix);
+absl::StatusOr<std::optional<LeaderInfo>> ReadLeader(membership::EtcdClient* client,
+                                                     const std::string& prefix);
 
 class Election {
  public:
   struct Options {
-    std::string prefix = std::string(kDefaultPrefix);
+    std::string prefix = std::string(membership::kDefaultPrefix);
     absl::Duration poll = absl::Milliseconds(250);  // how often a candidate looks
     // After a resignation (below): how long this candidate does not campaign.
     absl::Duration resign_backoff = absl::Seconds(10);
@@ -66,7 +67,8 @@ class Election {
 
   // Campaigns for `registration`'s node with its lease. `client` and `registration` are not
   // owned and must outlive the election.
-  static std::unique_ptr<Election> Start(EtcdClient* client, NodeRegistration* registration,
+  static std::unique_ptr<Election> Start(membership::EtcdClient* client,
+                                         membership::NodeRegistration* registration,
                                          Options options, Callback callback);
   // Stops campaigning; a leader steps down (callback false) and deletes the key if it still
   // holds it, so another candidate takes over at once.
@@ -77,10 +79,11 @@ class Election {
   bool leader() const;
   int64_t term() const;  // 0 when not leader
   // The compare that holds only while this candidate's term lasts (guarded writes).
-  TxnCompare LeaderGuard() const;
+  membership::TxnCompare LeaderGuard() const;
 
  private:
-  Election(EtcdClient* client, NodeRegistration* registration, Options options, Callback callback);
+  Election(membership::EtcdClient* client, membership::NodeRegistration* registration,
+           Options options, Callback callback);
   void Run();
   // One look at etcd: returns the term this candidate now leads (0: not leader).
   // `leading`: this candidate holds the current term; its look then ends (not leader) by the
@@ -91,8 +94,8 @@ class Election {
   // Ends `term` on this side: term_ = 0, then the callback (false).
   void StepDown(int64_t term);
 
-  EtcdClient* const client_;
-  NodeRegistration* const registration_;
+  membership::EtcdClient* const client_;
+  membership::NodeRegistration* const registration_;
   const Options options_;
   const Callback callback_;
   const std::string key_;
@@ -103,6 +106,6 @@ class Election {
   std::thread thread_;
 };
 
-}  // namespace ringcache::membership
+}  // namespace ringcache::coordinator
 
-#endif  // RINGCACHE_MEMBERSHIP_ELECTION_H_
+#endif  // RINGCACHE_COORDINATOR_ELECTION_H_

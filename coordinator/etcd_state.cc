@@ -1,11 +1,13 @@
 // The gateway's catalog and data ring in etcd: see etcd_state.h.
-#include "gateway/etcd_state.h"
+#include "coordinator/etcd_state.h"
+
+#include <algorithm>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "membership/membership.h"
 
-namespace ringcache::gateway {
+namespace ringcache::coordinator {
 
 std::string DataPurgeKey(const std::string& prefix) { return prefix + "/rings/data-purge"; }
 std::string DataActionsKey(const std::string& prefix) { return prefix + "/rings/data-actions"; }
@@ -124,4 +126,30 @@ absl::StatusOr<std::string> LoadEtcdDataActions(membership::EtcdClient* client,
   return kv.has_value() ? kv->value : std::string();
 }
 
-}  // namespace ringcache::gateway
+absl::Status PublishEtcdCacheRing(membership::EtcdClient* client, const std::string& prefix,
+                                  const membership::TxnCompare& guard,
+                                  const membership::CacheRingState& state) {
+  membership::EtcdCallOptions call;
+  call.timeout = absl::Seconds(3);
+  RC_ASSIGN_OR_RETURN(membership::TxnResult r,
+                      client->Txn({guard}, membership::CacheRingPuts(prefix, state), {}, call));
+  if (!r.succeeded) {
+    return absl::FailedPreconditionError(
+        "not the coordinator any more: its term ended, the cache ring was not published");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> TakeOverEpoch(membership::EtcdClient* client, const std::string& prefix) {
+  RC_ASSIGN_OR_RETURN(membership::RangeResult range,
+                      client->GetPrefix(membership::CacheRingKey(prefix)));
+  uint64_t epoch = static_cast<uint64_t>(std::max<int64_t>(range.revision, 0));
+  for (const auto& kv : range.kvs) {
+    if (kv.key != membership::CacheRingKey(prefix)) continue;
+    RC_ASSIGN_OR_RETURN(membership::CacheRingState st, membership::DecodeCacheRingState(kv.value));
+    epoch = std::max(epoch, st.epoch);
+  }
+  return epoch;
+}
+
+}  // namespace ringcache::coordinator
