@@ -324,6 +324,9 @@ void NbdServer::Connection::Execute(const Request& req, std::unique_ptr<char[]> 
   if (!status.ok()) {
     error = nbd::ErrnoFromStatus(status);
     message = std::string(status.message());
+    // The guest sees this as an I/O error: say which request and why.
+    spdlog::warn("nbd {}: {} at {}+{} answered {}: {}", peer_, nbd::CommandName(req.type),
+                 req.offset, req.length, nbd::ErrnoName(error), status.ToString());
   }
 
   AppendReply(req, error, message, descriptors, &msg);

@@ -58,6 +58,15 @@ Nemeses (--nemeses, comma list, or `all`):
                          is elected, then SIGCONT it. It wakes up in the middle of a change
                          under a term that ended: the nodes refuse its steps (control steps are
                          fenced by term) and the new coordinator finishes. Wait for the rejoin.
+  partition-coordinator  (cluster, --gateways 2 or more) a partial partition: the coordinator cut
+                         from one cache node, and that node from etcd, while the other gateways
+                         still reach it (loopback_cut.py: iptables rejects what the process's
+                         cgroup sends to the other's ports). Its lease lapses; the coordinator
+                         cannot destage it, so it seals its write-back log on every data node
+                         and replays it. A write the node accepted meanwhile through another
+                         gateway is refused by the seal (or by its own lease check), never
+                         acknowledged and missed. Heal after the removal; wait for the rejoin.
+                         Needs root, iptables and cgroup2; left out (with a note) without them.
   wipe-cache             kill -9 a cache node, remove its directory (a new, empty SSD: slot
                          file, sequence mark, VDI table, ownership state), restart it after
                          uniform(0.2, --max-down) s: a new store incarnation, which replays the
@@ -185,6 +194,8 @@ import time
 import traceback
 import urllib.request
 
+import loopback_cut
+
 BLOCK = 4096
 OBJECT = 4 << 20
 BLOCKS_PER_OBJECT = OBJECT // BLOCK
@@ -197,10 +208,14 @@ ETCD_PREFIX = "/ringcache"
 
 NEMESES = ("kill-cache", "kill-data", "remove", "rejoin", "pause", "data-during-join",
            "restart-during-replay", "kill-coordinator", "wipe-cache", "wipe-data", "lose-data",
-           "rot-data", "slow-data", "full-data", "slow-cache", "full-cache", "pause-coordinator")
+           "rot-data", "slow-data", "full-data", "slow-cache", "full-cache", "pause-coordinator",
+           "partition-coordinator")
 CLUSTER_ONLY = {"rejoin", "pause", "data-during-join", "restart-during-replay",
-                "kill-coordinator", "full-cache", "pause-coordinator"}
-MANY_GATEWAYS_ONLY = {"kill-coordinator", "pause-coordinator"}  # need --gateways 2 or more
+                "kill-coordinator", "full-cache", "pause-coordinator", "partition-coordinator"}
+# Need --gateways 2 or more.
+MANY_GATEWAYS_ONLY = {"kill-coordinator", "pause-coordinator", "partition-coordinator"}
+# Need root, iptables and cgroup2 (loopback_cut.py).
+CUTS = {"partition-coordinator"}
 # Left out of `all`: the disk faults. A refill copies every replica the node held and takes tens
 # of seconds per fault; FaultInjection.disks names both (tests/CMakeLists.txt), so that the runs
 # of `all` keep their time and their share of every process fault.
@@ -210,7 +225,7 @@ NOT_IN_ALL = {"wipe-data", "wipe-cache", "lose-data", "rot-data", "slow-data", "
 DISK_SEAMS = {"slow-data", "full-data", "slow-cache", "full-cache"}
 CACHE_NEMESES = {"kill-cache", "remove", "rejoin", "pause", "data-during-join",
                  "restart-during-replay", "kill-coordinator", "wipe-cache", "slow-cache",
-                 "full-cache", "pause-coordinator"}
+                 "full-cache", "pause-coordinator", "partition-coordinator"}
 
 nbd = None  # the libnbd module, imported after argument parsing so --help works anywhere
 
@@ -342,6 +357,10 @@ def parse_args(argv):
     # The kinds this run can inject: cluster mode's need --etcd, the coordinator's two gateways.
     possible = [n for n in NEMESES if (a.etcd or n not in CLUSTER_ONLY)
                 and (a.gateways > 1 or n not in MANY_GATEWAYS_ONLY) and n not in NOT_IN_ALL]
+    a.no_cuts = loopback_cut.unsupported() if CUTS.intersection(possible) else None
+    if a.no_cuts:
+        print(f"fault_test: {', '.join(sorted(CUTS))} left out: {a.no_cuts}", file=sys.stderr)
+        possible = [n for n in possible if n not in CUTS]
     a.deck = None  # None: the static mode's cache/data coin (--cache-fault-share)
     if a.nemeses is not None:
         names = [x.strip() for x in a.nemeses.split(",") if x.strip()]
@@ -357,6 +376,9 @@ def parse_args(argv):
         if a.gateways < 2 and MANY_GATEWAYS_ONLY.intersection(names):
             p.error(f"--nemeses: {','.join(sorted(MANY_GATEWAYS_ONLY.intersection(names)))} "
                     "needs --gateways 2 or more")
+        if CUTS.intersection(names) and (a.no_cuts or loopback_cut.unsupported()):
+            p.error(f"--nemeses: {','.join(sorted(CUTS.intersection(names)))} cannot run here: "
+                    f"{a.no_cuts or loopback_cut.unsupported()}")
         a.deck = list(dict.fromkeys(names))
     elif a.etcd:
         a.deck = possible
@@ -525,6 +547,11 @@ class Cluster:
     def pid(self, role, node_id):
         with open(os.path.join(self.dir, "pids", f"{role}-{node_id}.pid")) as f:
             return int(f.read().strip())
+
+    def ready(self, role, node_id):
+        """The ports a daemon bound, from the ready file cluster.sh had it write."""
+        with open(os.path.join(self.dir, "ready", f"{role}-{node_id}.json")) as f:
+            return json.load(f)
 
     def stop_process(self, role, node_id):
         pid = self.pid(role, node_id)
@@ -1863,6 +1890,49 @@ class Nemesis:
                 f"{phase} at '{trigger}' for {held:.1f}s; gateway {new} elected, finished it; "
                 f"rejoined {joined:.1f}s later"
                 f"{f'; {refused} step(s) of the ended term refused' if refused else ''}")
+
+
+    def partition_coordinator(self, node, _data, down):
+        """A partial partition: the coordinator cut from cache node `node`, the node cut from
+        etcd; the other gateways still reach it. Healed once the node was removed."""
+        leader = self.c.leader()
+        if leader is None:
+            self.ctx.problem("partition-coordinator: no coordinator is elected (P/coordinator)")
+            return None
+        since = self.ctx.gwlog.mark()
+        ready = self.c.ready("cachenode", node)
+        ports = [ready["grpc_port"], ready["data_port"]]
+        etcd_port = int(self.c.etcd_endpoint.rsplit(":", 1)[1])
+        cut = loopback_cut.LoopbackCut(f"rc-fault-{os.getpid()}")
+        self.step(f"cut gateway {leader} (the coordinator) from cachenode {node} (ports "
+                  f"{ports[0]}, {ports[1]}) and cachenode {node} from etcd")
+        try:
+            cut.cut([(self.c.pid("gateway", leader), ports),
+                     (self.c.pid("cachenode", node), [etcd_port])])
+            cut_at = time.monotonic()
+            replay = f"remove cache node {node}: node does not answer: replaying its write-back log"
+            if self.wait_log(replay, since, f"gateway {leader} to replay cache node {node}'s "
+                             "log") is None:
+                return None
+            if self.await_removed(node, since) is None:
+                return None
+            removed = time.monotonic() - cut_at
+            if not self.ctx.sleep(down):
+                return None
+        finally:
+            self.step(f"heal the partition around cachenode {node}")
+            cut.heal()
+        joined = self.await_rejoin(node, since)
+        if joined is None:
+            return None
+        if self.c.leader() != leader:
+            self.ctx.problem(f"partition-coordinator: the leader changed from gateway {leader} "
+                             f"to {self.c.leader()}; it never lost etcd")
+            return None
+        others = ", ".join(str(g) for g in range(1, self.a.gateways + 1) if g != leader)
+        return (f"gateway {leader} (coordinator) cut from cachenode {node}, the node from etcd, "
+                f"gateway(s) {others} still reaching it: its log sealed and replayed, removed "
+                f"{removed:.1f}s after the cut; healed {down:.1f}s later, rejoined {joined:.1f}s after the heal")
 
 
 def check_daemons(ctx):
