@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/socket.h"
 #include "common/status_macros.h"
+#include "common/stream_reader.h"
 
 namespace ringcache::cachenode {
 
@@ -59,53 +60,6 @@ void DataServer::Stop() {
 }
 
 namespace {
-
-// A connection's input, read in large pieces: one receive takes every request the gateway has
-// pipelined so far.
-class InBuffer {
- public:
-  InBuffer(int fd, tls::Session* session) : fd_(fd), session_(session), buf_(kCapacity) {}
-  size_t available() const { return end_ - begin_; }
-  const char* data() const { return buf_.data() + begin_; }
-  void Consume(size_t n) { begin_ += n; }
-  // Waits until at least `n` (<= kCapacity) bytes are buffered; false on EOF or error.
-  bool FillTo(size_t n) {
-    if (begin_ > 0 && buf_.size() - begin_ < n) {
-      std::memmove(buf_.data(), buf_.data() + begin_, available());
-      end_ -= begin_;
-      begin_ = 0;
-    }
-    while (available() < n) {
-      long got;
-      if (session_ != nullptr) {
-        got = session_->Read(buf_.data() + end_, buf_.size() - end_);
-        if (got == -EAGAIN) continue;
-      } else {
-        got = ::recv(fd_, buf_.data() + end_, buf_.size() - end_, 0);
-        if (got < 0 && errno == EINTR) continue;
-      }
-      if (got <= 0) return false;
-      end_ += static_cast<size_t>(got);
-    }
-    return true;
-  }
-  // Copies `len` bytes of the stream to `out`: what is buffered, then the rest straight from
-  // the socket.
-  bool ReadTo(char* out, size_t len) {
-    const size_t have = std::min(available(), len);
-    std::memcpy(out, data(), have);
-    Consume(have);
-    return have == len || tls::ReadFullOn(fd_, session_, out + have, len - have).ok();
-  }
-
-  static constexpr size_t kCapacity = 64 << 10;
-
- private:
-  const int fd_;
-  tls::Session* const session_;
-  std::vector<char> buf_;
-  size_t begin_ = 0, end_ = 0;
-};
 
 // The answers not sent yet: flushed with one writev when the connection has no complete
 // request left to run (or the batch is large), so pipelined requests share a send.
@@ -178,13 +132,13 @@ void DataServer::Serve(int fd) {
   // for input) — except a read flagged kMayReorder that needs the data nodes: it runs aside on
   // the pool and answers when done, so the cached reads behind it are not held up. (Not under
   // TLS, where one session must not see two senders and a receiver at once.)
-  InBuffer in(fd, session.get());
+  StreamReader in(fd, session.get());
   OutBatch out;
   auto conn = std::make_shared<Aside>();
   for (;;) {
     if (in.available() < wire::kRequestBytes) {
       if (!out.Flush(fd, session.get(), &conn->send_mu)) break;
-      if (!in.FillTo(wire::kRequestBytes)) break;
+      if (!in.FillTo(wire::kRequestBytes).ok()) break;
     }
     wire::Request r;
     if (absl::Status d = wire::DecodeRequest(in.data(), &r); !d.ok()) {
@@ -207,7 +161,7 @@ void DataServer::Serve(int fd) {
         in_place = true;
       } else {
         payload.resize(r.length);
-        if (!in.ReadTo(payload.data(), r.length)) break;
+        if (!in.ReadTo(payload.data(), r.length).ok()) break;
         body = payload.data();
       }
     }

@@ -16,6 +16,7 @@
 #include "common/grpc_tls.h"
 #include "common/socket.h"
 #include "common/status_macros.h"
+#include "common/stream_reader.h"
 
 namespace ringcache::gateway {
 namespace {
@@ -97,38 +98,31 @@ class DataChannel::Pipe {
 
   // Waits until `n` bytes are buffered. OK, or why the connection is done.
   absl::Status Fill(size_t n) {
-    if (buf_.size() - begin_ < n) {
-      std::memmove(buf_.data(), buf_.data() + begin_, end_ - begin_);
-      end_ -= begin_;
-      begin_ = 0;
-    }
-    while (end_ - begin_ < n) {
-      const ssize_t got = ::recv(fd_, buf_.data() + end_, buf_.size() - end_, 0);
-      if (got > 0) {
-        end_ += static_cast<size_t>(got);
-        continue;
+    // The socket's receive timeout (250 ms) wakes the reader to look at the deadlines.
+    auto on_timeout = [this]() -> absl::Status {
+      absl::MutexLock l(&mu_);
+      if (broken_) return why_;
+      if (!pending_.empty() && absl::Now() > pending_.begin()->second.deadline) {
+        return absl::DeadlineExceededError(
+            absl::StrCat("block data pipe to ", address_, ": no answer in time"));
       }
-      if (got < 0 && errno == EINTR) continue;
-      if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-        absl::MutexLock l(&mu_);
-        if (broken_) return why_;
-        if (!pending_.empty() && absl::Now() > pending_.begin()->second.deadline) {
-          return absl::DeadlineExceededError(
-              absl::StrCat("block data pipe to ", address_, ": no answer in time"));
-        }
-        continue;
-      }
-      return absl::UnavailableError(
-          absl::StrCat("block data pipe to ", address_, ": connection lost"));
+      return absl::OkStatus();
+    };
+    absl::Status s = in_.FillTo(n, on_timeout);
+    if (s.ok() || absl::IsDeadlineExceeded(s)) return s;
+    {
+      absl::MutexLock l(&mu_);
+      if (broken_) return why_;
     }
-    return absl::OkStatus();
+    return absl::UnavailableError(
+        absl::StrCat("block data pipe to ", address_, ": connection lost"));
   }
 
   absl::Status ReadOne() {
     RC_RETURN_IF_ERROR(Fill(wire::kResponseBytes));
     wire::Response resp;
-    RC_RETURN_IF_ERROR(wire::DecodeResponse(buf_.data() + begin_, &resp));
-    begin_ += wire::kResponseBytes;
+    RC_RETURN_IF_ERROR(wire::DecodeResponse(in_.data(), &resp));
+    in_.Consume(wire::kResponseBytes);
     Slot slot;
     {
       absl::MutexLock l(&mu_);
@@ -142,8 +136,8 @@ class DataChannel::Pipe {
     absl::Status transport = Fill(resp.message_len);
     std::string message;
     if (transport.ok()) {
-      message.assign(buf_.data() + begin_, resp.message_len);
-      begin_ += resp.message_len;
+      message.assign(in_.data(), resp.message_len);
+      in_.Consume(resp.message_len);
       const uint32_t expect = resp.code == absl::StatusCode::kOk ? slot.length : 0;
       if (resp.data_len != expect) {
         transport = absl::DataLossError(
@@ -151,12 +145,7 @@ class DataChannel::Pipe {
       }
     }
     if (transport.ok() && resp.data_len > 0) {
-      const size_t have = std::min<size_t>(end_ - begin_, resp.data_len);
-      std::memcpy(slot.out, buf_.data() + begin_, have);
-      begin_ += have;
-      if (have < resp.data_len) {
-        transport = ReadFull(fd_, slot.out + have, resp.data_len - have, slot.deadline);
-      }
+      transport = in_.ReadTo(slot.out, resp.data_len, slot.deadline);
     }
     if (!transport.ok()) {
       slot.done(transport);
@@ -167,7 +156,6 @@ class DataChannel::Pipe {
   }
 
   void ReaderLoop() {
-    buf_.resize(256 << 10);
     absl::Status end;
     do {
       end = ReadOne();
@@ -193,8 +181,7 @@ class DataChannel::Pipe {
   bool sending_ ABSL_GUARDED_BY(mu_) = false;
   bool broken_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status why_ ABSL_GUARDED_BY(mu_);
-  std::vector<char> buf_;  // the reader's
-  size_t begin_ = 0, end_ = 0;
+  StreamReader in_{fd_, nullptr, 256 << 10};  // the reader's (plaintext: see the TLS path)
   std::thread reader_;
 };
 

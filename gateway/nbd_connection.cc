@@ -6,22 +6,6 @@
 namespace ringcache::gateway {
 namespace {
 
-// Reads exactly `len` bytes. kEof: the peer closed before the first byte; kTruncated: after some.
-ReadResult ReadFull(int fd, char* buf, size_t len) {
-  size_t got = 0;
-  while (got < len) {
-    const ssize_t n = ::recv(fd, buf + got, len - got, 0);
-    if (n > 0) {
-      got += static_cast<size_t>(n);
-    } else if (n == 0) {
-      return got == 0 ? ReadResult::kEof : ReadResult::kTruncated;
-    } else if (errno != EINTR) {
-      return ReadResult::kError;
-    }
-  }
-  return ReadResult::kOk;
-}
-
 bool SendAll(int fd, const std::string& bytes) {
   if (bytes.empty()) return true;
   iovec iov{const_cast<char*>(bytes.data()), bytes.size()};
@@ -142,14 +126,10 @@ bool NbdServer::Connection::StartTls(nbd::ServerHandshake* hs, absl::Time deadli
 }
 
 ReadResult NbdServer::Connection::ReadExact(char* buf, size_t len) {
-  if (tls_ == nullptr) return ReadFull(fd_, buf, len);
   bool eof_at_start = false;
-  const absl::Status s = tls_->ReadFull(buf, len, &eof_at_start);
+  const absl::Status s = tls::ReadFullOn(fd_, tls_.get(), buf, len, &eof_at_start);
   if (s.ok()) return ReadResult::kOk;
-  if (eof_at_start) return ReadResult::kEof;
-  return absl::IsUnavailable(s) && s.message() == "connection closed by peer"
-             ? ReadResult::kTruncated
-             : ReadResult::kError;
+  return eof_at_start ? ReadResult::kEof : ReadResult::kError;
 }
 
 bool NbdServer::Connection::SendBytes(const std::string& bytes) {

@@ -38,7 +38,7 @@ namespace ringcache::gateway {
 
 using nbd::Request;
 
-enum class ReadResult { kOk, kEof, kTruncated, kError };
+enum class ReadResult { kOk, kEof, kError };  // kEof: the peer closed before the first byte
 
 // ---- Metrics ------------------------------------------------------------------------------------
 

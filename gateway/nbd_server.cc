@@ -69,7 +69,6 @@ absl::Status NbdServerConfig::Validate() const {
   return absl::OkStatus();
 }
 
-
 NbdServer::NbdServer(NbdServerConfig config, ExportProvider* exports, metrics::Registry* registry)
     : config_(std::move(config)),
       exports_(exports),
@@ -85,51 +84,15 @@ absl::StatusOr<int> NbdServer::Start() {
   if (absl::Status s = config_.Validate(); !s.ok()) return s;
   std::string host;
   int port = 0;
-  (void)SplitHostPort(config_.listen, &host, &port);
-
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-  addrinfo* res = nullptr;
-  const std::string port_str = absl::StrCat(port);
-  if (int rc = getaddrinfo(host.empty() ? nullptr : host.c_str(), port_str.c_str(), &hints, &res);
-      rc != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot resolve ", config_.listen, ": ", gai_strerror(rc)));
-  }
-  int fd = -1;
-  std::string last_error = "no address";
-  for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
-    fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
-    if (fd < 0) {
-      last_error = std::strerror(errno);
-      continue;
-    }
-    int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (::bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && ::listen(fd, 128) == 0) break;
-    last_error = std::strerror(errno);
-    ::close(fd);
-    fd = -1;
-  }
-  freeaddrinfo(res);
-  if (fd < 0) {
-    return absl::UnavailableError(absl::StrCat("cannot listen on ", config_.listen, ": ",
-                                               last_error));
-  }
-  sockaddr_storage bound{};
-  socklen_t bound_len = sizeof(bound);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &bound_len);
-  port_ = bound.ss_family == AF_INET6
-              ? ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port)
-              : ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  (void)SplitHostPort(config_.listen, &host, &port);  // Validate checked it
+  absl::StatusOr<int> fd = ListenTcp(host, port, &port_);
+  if (!fd.ok()) return fd.status();
   wake_fd_ = ::eventfd(0, EFD_CLOEXEC);
   if (wake_fd_ < 0) {
-    ::close(fd);
+    ::close(*fd);
     return absl::InternalError(absl::StrCat("eventfd: ", std::strerror(errno)));
   }
-  listen_fd_ = fd;
+  listen_fd_ = *fd;
   TaskPool::Options po;
   po.threads = config_.worker_threads;
   po.max_threads = config_.max_worker_threads;
@@ -168,8 +131,7 @@ void NbdServer::AcceptLoop() {
     active_.fetch_add(1);
     metrics_->accepted->Increment();
     auto conn = std::make_shared<Connection>(fd, PeerName(ss), &config_, exports_, metrics_.get(),
-                                             pool_.get(), &stopping_, &active_,
-                                             &admission_waits_);
+                                             pool_.get(), &stopping_, &active_, &admission_waits_);
     {
       absl::MutexLock l(&mu_);
       connections_.push_back(conn);
