@@ -5,14 +5,13 @@
 #include "absl/strings/str_cat.h"
 #include "common/errors.h"
 #include "common/grpc_status.h"
+#include "common/monotonic.h"
 
 namespace ringcache::cachenode {
 
 absl::Status RingEpochGuard::Admit(uint64_t epoch) {
   if (epoch == 0) return absl::OkStatus();
-  uint64_t seen = highest_.load();
-  while (epoch > seen && !highest_.compare_exchange_weak(seen, epoch)) {
-  }
+  const uint64_t seen = RaiseTo(&highest_, epoch);
   if (epoch < seen) {
     return TypedError(ErrorKind::kStaleEpoch,
                       absl::StrCat("stale ring epoch ", epoch, ": this node has seen ring epoch ",

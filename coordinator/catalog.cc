@@ -12,6 +12,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -20,6 +21,9 @@
 
 namespace ringcache::coordinator {
 namespace {
+
+// The file's line that keeps the next VDI id (a comment to readers that do not know it).
+constexpr absl::string_view kNextIdLine = "# next_id ";
 
 const char* ModeName(v1::CacheMode m) {
   switch (m) {
@@ -130,6 +134,11 @@ absl::StatusOr<std::unique_ptr<Catalog>> Catalog::Open(const std::string& path,
   absl::MutexLock l(&c->mu_);
   while (std::getline(in, line)) {
     ++lineno;
+    if (uint32_t n = 0; absl::StartsWith(line, kNextIdLine) &&
+                        absl::SimpleAtoi(line.substr(kNextIdLine.size()), &n)) {
+      c->next_id_ = std::max(c->next_id_, n);
+      continue;
+    }
     if (line.empty() || line[0] == '#') continue;
     auto r = DecodeVdiLine(line);
     if (!r.ok()) {
@@ -142,14 +151,15 @@ absl::StatusOr<std::unique_ptr<Catalog>> Catalog::Open(const std::string& path,
 }
 
 absl::Status Catalog::AttachStore(CatalogStore* store) {
-  RC_ASSIGN_OR_RETURN(std::vector<VdiRecord> remote, store->LoadAll());
+  RC_ASSIGN_OR_RETURN(CatalogStore::Contents remote, store->LoadAll());
   absl::MutexLock l(&mu_);
-  if (remote.empty()) {
-    for (const auto& [name, r] : by_name_) RC_RETURN_IF_ERROR(store->Put(r));
+  // Ids given before (here or in the store) stay given either way.
+  next_id_ = std::max(next_id_, remote.next_id);
+  if (remote.records.empty()) {
+    for (const auto& [name, r] : by_name_) RC_RETURN_IF_ERROR(store->Put(r, next_id_));
   } else {
     by_name_.clear();
-    next_id_ = 1;
-    for (VdiRecord& r : remote) {
+    for (VdiRecord& r : remote.records) {
       next_id_ = std::max(next_id_, r.geometry.vdi_id() + 1);
       by_name_[r.geometry.name()] = std::move(r);
     }
@@ -174,10 +184,10 @@ absl::StatusOr<bool> Catalog::Reload() {
       generation = generation_;
     }
     if (store == nullptr) return false;
-    RC_ASSIGN_OR_RETURN(std::vector<VdiRecord> remote, store->LoadAll());
+    RC_ASSIGN_OR_RETURN(CatalogStore::Contents remote, store->LoadAll());
     std::map<std::string, VdiRecord> next;
-    uint32_t next_id = 1;
-    for (VdiRecord& r : remote) {
+    uint32_t next_id = remote.next_id;
+    for (VdiRecord& r : remote.records) {
       next_id = std::max(next_id, r.geometry.vdi_id() + 1);
       next[r.geometry.name()] = std::move(r);
     }
@@ -193,13 +203,13 @@ absl::StatusOr<bool> Catalog::Reload() {
 
 absl::StatusOr<bool> Catalog::ApplyLoadedLocked(std::map<std::string, VdiRecord> next,
                                                 uint32_t next_id) {
+  next_id_ = std::max(next_id_, next_id);
   bool same = next.size() == by_name_.size();
   for (auto a = next.begin(), b = by_name_.begin(); same && a != next.end(); ++a, ++b) {
     same = a->first == b->first && EncodeVdiLine(a->second) == EncodeVdiLine(b->second);
   }
   if (same) return false;
   by_name_ = std::move(next);
-  next_id_ = std::max(next_id_, next_id);
   RC_RETURN_IF_ERROR(SaveFileLocked());
   return true;
 }
@@ -208,7 +218,8 @@ absl::Status Catalog::SaveLocked(const std::string& name) {
   ++generation_;  // even if the store refuses: it may have taken the change
   if (store_ != nullptr) {
     auto it = by_name_.find(name);
-    RC_RETURN_IF_ERROR(it == by_name_.end() ? store_->Remove(name) : store_->Put(it->second));
+    RC_RETURN_IF_ERROR(it == by_name_.end() ? store_->Remove(name)
+                                            : store_->Put(it->second, next_id_));
   }
   return SaveFileLocked();
 }
@@ -216,6 +227,7 @@ absl::Status Catalog::SaveLocked(const std::string& name) {
 absl::Status Catalog::SaveFileLocked() const {
   std::ostringstream out;
   out << "# ringcache catalog v1: id name size_bytes object_size block_size replication mode\n";
+  out << kNextIdLine << next_id_ << '\n';
   for (const auto& [name, r] : by_name_) out << EncodeVdiLine(r) << '\n';
   if (absl::Status st = WriteFileAtomically(path_, out.str()); !st.ok()) {
     return absl::UnavailableError(absl::StrCat("cannot save catalog ", path_, ": ", st.message()));
@@ -243,7 +255,7 @@ absl::StatusOr<VdiRecord> Catalog::Create(const std::string& name, uint64_t size
     return absl::AlreadyExistsError(absl::StrCat("VDI '", name, "' already exists"));
   }
   VdiRecord r;
-  r.geometry.set_vdi_id(next_id_++);
+  r.geometry.set_vdi_id(next_id_++);  // not given back if the save fails: ids are cheap
   r.geometry.set_name(name);
   r.geometry.set_size_bytes(size_bytes);
   r.geometry.set_object_size(object_size);

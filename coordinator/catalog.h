@@ -1,10 +1,15 @@
 // Catalog: the VDI catalog — names, ids, sizes, geometry and cache modes, kept in one text file
 // rewritten atomically (write temp, fsync, rename, fsync dir) on every change. In cluster mode a
-// CatalogStore (etcd, gateway/etcd_catalog.h) is the source of truth: attaching it replaces the
-// file's records with the store's (or seeds an empty store from the file), and every change is
-// written to the store first, then to the file.
+// CatalogStore (etcd, coordinator/etcd_state.h) is the source of truth: attaching it replaces
+// the file's records with the store's (or seeds an empty store from the file), and every change
+// is written to the store first, then to the file.
 //
-// File format: a header line "# ringcache catalog v1", then one line per VDI:
+// VDI ids are never given twice: the next id to give is kept with the records (the file's
+// "# next_id N" line, the store's own key) and only grows, so a VDI created after a delete never
+// takes the deleted one's id, and with it the blocks and log records the deleted VDI left.
+//
+// File format: a header line "# ringcache catalog v1", a line "# next_id N" (older files have
+// none: the next id is then one above the highest in use), then one line per VDI:
 //   id name size_bytes object_size block_size replication mode
 //
 // Thread-safety: thread-safe.
@@ -49,9 +54,16 @@ absl::StatusOr<VdiRecord> DecodeVdiLine(const std::string& line);
 // Where a catalog keeps its records besides its file (cluster mode: etcd).
 class CatalogStore {
  public:
+  // What a store holds: the records, and the next VDI id to give (at least one above every id
+  // in use).
+  struct Contents {
+    std::vector<VdiRecord> records;
+    uint32_t next_id = 1;
+  };
   virtual ~CatalogStore() = default;
-  virtual absl::StatusOr<std::vector<VdiRecord>> LoadAll() = 0;
-  virtual absl::Status Put(const VdiRecord& r) = 0;
+  virtual absl::StatusOr<Contents> LoadAll() = 0;
+  // Writes `r` and the next id to give, together.
+  virtual absl::Status Put(const VdiRecord& r, uint32_t next_id) = 0;
   virtual absl::Status Remove(const std::string& name) = 0;
 };
 

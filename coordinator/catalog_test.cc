@@ -1,5 +1,6 @@
 #include "coordinator/catalog.h"
 
+#include <cstdio>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -82,9 +83,10 @@ TEST(CatalogTest, SetAccessIsSavedAndValidated) {
 // were read: what another thread of the gateway does while a reload waits for etcd.
 class MemoryStore : public CatalogStore {
  public:
-  absl::StatusOr<std::vector<VdiRecord>> LoadAll() override {
-    std::vector<VdiRecord> out;
-    for (const auto& [name, r] : records_) out.push_back(r);
+  absl::StatusOr<Contents> LoadAll() override {
+    Contents out;
+    out.next_id = next_id_;
+    for (const auto& [name, r] : records_) out.records.push_back(r);
     if (during_load) {
       auto hook = std::move(during_load);
       during_load = nullptr;
@@ -92,8 +94,9 @@ class MemoryStore : public CatalogStore {
     }
     return out;
   }
-  absl::Status Put(const VdiRecord& r) override {
+  absl::Status Put(const VdiRecord& r, uint32_t next_id) override {
     records_[r.geometry.name()] = r;
+    next_id_ = next_id;
     return absl::OkStatus();
   }
   absl::Status Remove(const std::string& name) override {
@@ -104,6 +107,7 @@ class MemoryStore : public CatalogStore {
 
  private:
   std::map<std::string, VdiRecord> records_;
+  uint32_t next_id_ = 1;
 };
 
 TEST(CatalogTest, ReloadNeverUndoesAChangeMadeWhileItRead) {
@@ -128,11 +132,51 @@ TEST(CatalogTest, ReloadNeverUndoesAChangeMadeWhileItRead) {
   VdiRecord other = *(*c)->Find("new");
   other.geometry.set_name("elsewhere");
   other.geometry.set_vdi_id(9);
-  ASSERT_TRUE(store.Put(other).ok());
+  ASSERT_TRUE(store.Put(other, 10).ok());
   auto changed = (*c)->Reload();
   ASSERT_TRUE(changed.ok());
   EXPECT_TRUE(*changed);
   EXPECT_TRUE((*c)->Find("elsewhere").ok());
+}
+
+// A deleted VDI's id is never given again: its blocks and log records may still be on the
+// nodes, and a connection may still be open to it.
+TEST(CatalogTest, ADeletedVdisIdIsNeverGivenAgainAlsoAfterARestart) {
+  const std::string path = ::testing::TempDir() + "/catalog_ids.txt";
+  std::remove(path.c_str());
+  {
+    auto c = Catalog::Open(path, VdiDefaults{});
+    ASSERT_TRUE(c.ok());
+    ASSERT_TRUE((*c)->Create("a", 1 << 20, 0, 0).ok());
+    auto b = (*c)->Create("b", 1 << 20, 0, 0);
+    ASSERT_TRUE(b.ok());
+    EXPECT_EQ(b->geometry.vdi_id(), 2u);
+    ASSERT_TRUE((*c)->Delete("b").ok());
+    auto again = (*c)->Create("b2", 1 << 20, 0, 0);
+    ASSERT_TRUE(again.ok());
+    EXPECT_EQ(again->geometry.vdi_id(), 3u);
+    ASSERT_TRUE((*c)->Delete("b2").ok());
+  }
+  auto c = Catalog::Open(path, VdiDefaults{});  // the gateway restarted
+  ASSERT_TRUE(c.ok());
+  auto after = (*c)->Create("c", 1 << 20, 0, 0);
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->geometry.vdi_id(), 4u) << "ids 2 and 3 belonged to deleted VDIs";
+
+  // A store that kept a higher next id (another coordinator gave ids since) wins, and the
+  // store learns the ids given here.
+  MemoryStore store;
+  VdiRecord elsewhere = *(*c)->Find("c");
+  elsewhere.geometry.set_name("elsewhere");
+  elsewhere.geometry.set_vdi_id(7);
+  ASSERT_TRUE(store.Put(elsewhere, 9).ok());  // 8 was given and deleted
+  ASSERT_TRUE((*c)->AttachStore(&store).ok());
+  auto next = (*c)->Create("d", 1 << 20, 0, 0);
+  ASSERT_TRUE(next.ok());
+  EXPECT_EQ(next->geometry.vdi_id(), 9u);
+  auto contents = store.LoadAll();
+  ASSERT_TRUE(contents.ok());
+  EXPECT_EQ(contents->next_id, 10u);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "membership/membership.h"
@@ -11,6 +12,7 @@ namespace ringcache::coordinator {
 
 std::string DataPurgeKey(const std::string& prefix) { return prefix + "/rings/data-purge"; }
 std::string DataActionsKey(const std::string& prefix) { return prefix + "/rings/data-actions"; }
+std::string VdiNextIdKey(const std::string& prefix) { return prefix + "/vdi-next-id"; }
 
 namespace {
 
@@ -38,10 +40,16 @@ absl::Status GuardedWrite(membership::EtcdClient* client, std::vector<membership
 
 }  // namespace
 
-absl::StatusOr<std::vector<VdiRecord>> EtcdCatalogStore::LoadAll() {
+absl::StatusOr<CatalogStore::Contents> EtcdCatalogStore::LoadAll() {
+  Contents out;
+  RC_ASSIGN_OR_RETURN(std::optional<membership::KeyValue> next,
+                      client_->Get(VdiNextIdKey(prefix_)));
+  if (next.has_value() && !absl::SimpleAtoi(next->value, &out.next_id)) {
+    return absl::DataLossError(
+        absl::StrCat(VdiNextIdKey(prefix_), ": \"", next->value, "\" is no VDI id"));
+  }
   RC_ASSIGN_OR_RETURN(membership::RangeResult range,
                       client_->GetPrefix(membership::VdisPrefix(prefix_)));
-  std::vector<VdiRecord> out;
   for (const auto& kv : range.kvs) {
     auto r = DecodeVdiLine(kv.value);
     if (!r.ok()) return absl::DataLossError(absl::StrCat(kv.key, ": ", r.status().message()));
@@ -49,7 +57,8 @@ absl::StatusOr<std::vector<VdiRecord>> EtcdCatalogStore::LoadAll() {
       return absl::DataLossError(
           absl::StrCat(kv.key, ": holds VDI '", r->geometry.name(), "', not its own"));
     }
-    out.push_back(*std::move(r));
+    out.next_id = std::max(out.next_id, r->geometry.vdi_id() + 1);
+    out.records.push_back(*std::move(r));
   }
   return out;
 }
@@ -64,10 +73,11 @@ std::optional<membership::TxnCompare> EtcdCatalogStore::guard() const {
   return guard_;
 }
 
-absl::Status EtcdCatalogStore::Put(const VdiRecord& r) {
+absl::Status EtcdCatalogStore::Put(const VdiRecord& r, uint32_t next_id) {
   return GuardedWrite(
       client_,
-      {membership::TxnOp::Put(membership::VdiKey(prefix_, r.geometry.name()), EncodeVdiLine(r))},
+      {membership::TxnOp::Put(membership::VdiKey(prefix_, r.geometry.name()), EncodeVdiLine(r)),
+       membership::TxnOp::Put(VdiNextIdKey(prefix_), absl::StrCat(next_id))},
       guard());
 }
 

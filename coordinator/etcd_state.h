@@ -36,14 +36,15 @@ namespace ringcache::coordinator {
 using membership::DataRingKey;                          // P/rings/data
 std::string DataPurgeKey(const std::string& prefix);    // P/rings/data-purge
 std::string DataActionsKey(const std::string& prefix);  // P/rings/data-actions
+std::string VdiNextIdKey(const std::string& prefix);    // P/vdi-next-id
 
 // The VDI catalog's records in etcd. `client` is not owned.
 class EtcdCatalogStore final : public CatalogStore {
  public:
   EtcdCatalogStore(membership::EtcdClient* client, std::string prefix)
       : client_(client), prefix_(std::move(prefix)) {}
-  absl::StatusOr<std::vector<VdiRecord>> LoadAll() override;
-  absl::Status Put(const VdiRecord& r) override;
+  absl::StatusOr<Contents> LoadAll() override;
+  absl::Status Put(const VdiRecord& r, uint32_t next_id) override;
   absl::Status Remove(const std::string& name) override;
   // With an elected coordinator: writes only while `guard` holds (its term); FAILED_PRECONDITION
   // otherwise, so a deposed leader cannot change the catalog. nullopt: unguarded (the default).

@@ -84,9 +84,20 @@ TEST_F(EtcdStateTest, CatalogSeedsEtcdThenFollowsIt) {
   auto next = second->Create("disk4", 1 << 20, 0, 1);
   ASSERT_TRUE(next.ok());
   EXPECT_EQ(next->geometry.vdi_id(), 4u) << "ids continue after etcd's";
+  // A deleted VDI with the highest id leaves its id taken, in etcd too: another gateway (a new
+  // coordinator) gives the next one.
+  ASSERT_TRUE(second->Delete("disk4").ok());
+  auto third = Open("c.txt");
+  EtcdCatalogStore store3(client_.get(), "/rc");
+  ASSERT_TRUE(third->AttachStore(&store3).ok());
+  auto fresh = third->Create("disk4b", 1 << 20, 0, 1);
+  ASSERT_TRUE(fresh.ok());
+  EXPECT_EQ(fresh->geometry.vdi_id(), 5u) << "the deleted disk4's id 4 is not given again";
+  ASSERT_TRUE(third->Delete("disk4b").ok());
+  ASSERT_TRUE(second->Reload().ok());
   // The file follows too, so a restart without etcd would see the same catalog.
   auto reopened = Open("b.txt");
-  EXPECT_EQ(reopened->List().size(), 3u);
+  EXPECT_EQ(reopened->List().size(), 2u);
 
   // A change etcd refuses (it is down) changes nothing.
   server_->Kill();

@@ -13,6 +13,7 @@
 
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
+#include "common/monotonic.h"
 #include "datanode/client/datanode_pool.h"
 #include "ring/ring.h"
 #include "ringcache/v1/cachenode.grpc.pb.h"
@@ -25,21 +26,13 @@ class CacheClient {
   // The cache ring epoch the sender routes with; the gRPC client stamps it on every block
   // request (cachenode/service.h RingEpochGuard). 0: not stamped. Only grows: a request that
   // read the epoch before a ring change and stores it after must not lower it.
-  void SetRingEpoch(uint64_t epoch) {
-    uint64_t seen = ring_epoch_.load(std::memory_order_relaxed);
-    while (epoch > seen &&
-           !ring_epoch_.compare_exchange_weak(seen, epoch, std::memory_order_relaxed)) {
-    }
-  }
+  void SetRingEpoch(uint64_t epoch) { RaiseTo(&ring_epoch_, epoch, std::memory_order_relaxed); }
   uint64_t ring_epoch() const { return ring_epoch_.load(std::memory_order_relaxed); }
   // The coordinator's term its control steps carry (DropBlocks, FlushMoving, RelogRecords), with
   // the ring epoch, in a ControlFence: the node refuses a term older than one it has seen
   // (kStaleTerm). 0: none (static mode). Only grows.
   void SetControlTerm(uint64_t term) {
-    uint64_t seen = control_term_.load(std::memory_order_relaxed);
-    while (term > seen &&
-           !control_term_.compare_exchange_weak(seen, term, std::memory_order_relaxed)) {
-    }
+    RaiseTo(&control_term_, term, std::memory_order_relaxed);
   }
   uint64_t control_term() const { return control_term_.load(std::memory_order_relaxed); }
   v1::ControlFence fence() const {

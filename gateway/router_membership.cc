@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "absl/strings/ascii.h"
+#include "common/monotonic.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -131,9 +132,7 @@ std::unique_ptr<CacheClient> Router::NewClient(uint32_t id, const std::string& a
 }
 
 void Router::SetControlTerm(uint64_t term) {
-  uint64_t seen = control_term_.load();
-  while (term > seen && !control_term_.compare_exchange_weak(seen, term)) {
-  }
+  RaiseTo(&control_term_, term);
   if (data_nodes_ != nullptr) data_nodes_->SetControlTerm(term);
   absl::MutexLock l(&mu_);
   for (CacheMember& m : members_) {

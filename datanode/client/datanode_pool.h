@@ -28,6 +28,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "common/metrics.h"
+#include "common/monotonic.h"
 #include "ring/ring.h"
 #include "ringcache/v1/cachenode.pb.h"
 #include "ringcache/v1/datanode.grpc.pb.h"
@@ -220,11 +221,7 @@ class DataNodePool {
   // The coordinator's term, carried by its control steps (LogReclaim, SealLog) in a
   // ControlFence; data nodes refuse an older one (kStaleTerm). 0 (default): none — a cache
   // node's own pool, static mode. Only grows.
-  void SetControlTerm(uint64_t term) {
-    uint64_t seen = control_term_.load();
-    while (term > seen && !control_term_.compare_exchange_weak(seen, term)) {
-    }
-  }
+  void SetControlTerm(uint64_t term) { RaiseTo(&control_term_, term); }
   uint64_t control_term() const { return control_term_.load(); }
   // Calls fn(record) for every log record of `cache_node` held by data node `node` with sequence
   // >= from, in order, a page at a time. Records the node found damaged are skipped and their
