@@ -3,19 +3,18 @@
 #include "cachenode/cache_node.h"
 
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cstring>
 
-#include <unistd.h>
-
 #include "absl/strings/str_cat.h"
 #include "cachenode/policy/registry.h"
-#include "datanode/client/log_replay.h"
 #include "common/errors.h"
 #include "common/file.h"
 #include "common/status_macros.h"
+#include "datanode/client/log_replay.h"
 
 namespace ringcache::cachenode {
 
@@ -95,10 +94,10 @@ absl::Status CacheNode::Init() {
     RC_ASSIGN_OR_RETURN(file, config_.open_ssd_file(config_.ssd_path));
   }
   std::vector<RecoveredSlot> recovered;
-  RC_ASSIGN_OR_RETURN(
-      slots_, SlotStore::Open({config_.ssd_path, config_.ssd_bytes, config_.block_size,
-                               config_.node_id, config_.cluster_id},
-                              &recovered, &recovery_, std::move(file)));
+  RC_ASSIGN_OR_RETURN(slots_,
+                      SlotStore::Open({config_.ssd_path, config_.ssd_bytes, config_.block_size,
+                                       config_.node_id, config_.cluster_id},
+                                      &recovered, &recovery_, std::move(file)));
   const size_t reserve =
       std::max<size_t>(16, static_cast<size_t>(config_.slot_reserve * slots_->num_slots()));
   if (reserve >= slots_->num_slots()) {
@@ -159,8 +158,7 @@ absl::Status CacheNode::Init() {
     spdlog::warn("cache node {}: could not ask the data nodes for the current data ring: {}",
                  config_.node_id, newer.status().ToString());
   } else if (*newer) {
-    RC_RETURN_IF_ERROR(
-        datanode::SaveDataRing(DataRingPath(config_.StateBase()), pool_->ring()));
+    RC_RETURN_IF_ERROR(datanode::SaveDataRing(DataRingPath(config_.StateBase()), pool_->ring()));
   }
   const std::string seq_path = config_.StateBase() + ".logseq";
   uint64_t min_seq = 0;
@@ -168,11 +166,11 @@ absl::Status CacheNode::Init() {
   if (slots_->created() || ::access(seq_path.c_str(), F_OK) != 0) {
     RC_ASSIGN_OR_RETURN(min_seq, AdoptIncarnation(slots_->created()));
   }
-  registry_->AddCallbackGauge("ringcache_cachenode_store_info",
-                              "The SSD store's identity: its incarnation (made at creation).",
-                              {{"node", absl::StrCat(config_.node_id)},
-                               {"incarnation", slots_->incarnation()}},
-                              [] { return 1.0; });
+  registry_->AddCallbackGauge(
+      "ringcache_cachenode_store_info",
+      "The SSD store's identity: its incarnation (made at creation).",
+      {{"node", absl::StrCat(config_.node_id)}, {"incarnation", slots_->incarnation()}},
+      [] { return 1.0; });
   RC_ASSIGN_OR_RETURN(log_, WriteLog::Open({config_.node_id, seq_path, 200, min_seq}, pool_,
                                            registry_, [this] { return map_->LiveLogSeqs(); }));
   // The sequence mark is above the old incarnation's now: the takeover is complete.
@@ -199,11 +197,12 @@ absl::Status CacheNode::Init() {
 absl::StatusOr<uint64_t> CacheNode::AdoptIncarnation(bool new_store) {
   const absl::Time deadline = absl::Now() + absl::Milliseconds(config_.incarnation_wait_ms);
   absl::Time next_log = absl::InfinitePast();
-  spdlog::warn("cache node {}: new store incarnation {} ({}): asking the data nodes for the "
-               "node's sequence mark{}",
-               config_.node_id, slots_->incarnation(),
-               new_store ? "a new or wiped SSD" : "the sequence mark file is missing",
-               new_store ? " and replaying the old incarnation's log home before serving" : "");
+  spdlog::warn(
+      "cache node {}: new store incarnation {} ({}): asking the data nodes for the "
+      "node's sequence mark{}",
+      config_.node_id, slots_->incarnation(),
+      new_store ? "a new or wiped SSD" : "the sequence mark file is missing",
+      new_store ? " and replaying the old incarnation's log home before serving" : "");
   for (;;) {
     absl::Status failed;
     absl::StatusOr<datanode::WriterState> state = pool_->QueryWriter(config_.node_id);
@@ -217,10 +216,11 @@ absl::StatusOr<uint64_t> CacheNode::AdoptIncarnation(bool new_store) {
             return it == st.replication.end() ? 0u : it->second;
           });
       if (replay.ok()) {
-        spdlog::warn("cache node {}: the old incarnation's log is home: {} blocks written, {} "
-                     "already home, {} of deleted VDIs",
-                     config_.node_id, replay->blocks_written, replay->blocks_skipped,
-                     replay->blocks_orphaned);
+        spdlog::warn(
+            "cache node {}: the old incarnation's log is home: {} blocks written, {} "
+            "already home, {} of deleted VDIs",
+            config_.node_id, replay->blocks_written, replay->blocks_skipped,
+            replay->blocks_orphaned);
         // From now on this store is the node's current one: the old one, put back, is stale.
         failed = pool_->PutWriterIncarnation(config_.node_id, slots_->incarnation(), false);
       } else {
@@ -235,7 +235,8 @@ absl::StatusOr<uint64_t> CacheNode::AdoptIncarnation(bool new_store) {
     }
     if (absl::Now() >= deadline) {
       return absl::UnavailableError(absl::StrCat(
-          "cache node ", config_.node_id, " has a new store incarnation and needs every data "
+          "cache node ", config_.node_id,
+          " has a new store incarnation and needs every data "
           "node to answer before it serves (its old log must go home first); gave up after ",
           config_.incarnation_wait_ms / 1000, " s: ", failed.message()));
     }
@@ -265,12 +266,14 @@ absl::Status CacheNode::CheckStoreIsCurrent() {
         mine, ", but data node ", node, " records incarnation ", current,
         " as the node's current store: a newer SSD took this node over since (and sent the old "
         "one's dirty blocks home), so the blocks on this one are stale. Start the node on an "
-        "empty store (remove or replace ", config_.ssd_path, ") or on its current SSD"));
+        "empty store (remove or replace ",
+        config_.ssd_path, ") or on its current SSD"));
   }
   if (held.empty()) {
-    spdlog::warn("cache node {}: no data node answered: could not check that SSD store {} is "
-                 "the node's current one",
-                 config_.node_id, mine);
+    spdlog::warn(
+        "cache node {}: no data node answered: could not check that SSD store {} is "
+        "the node's current one",
+        config_.node_id, mine);
   }
   // A store started before incarnations were recorded (or a data node on a new disk) gets it.
   if (absl::Status s = pool_->PutWriterIncarnation(config_.node_id, mine, true); !s.ok()) {
@@ -529,6 +532,14 @@ bool CacheNode::IsStored(uint32_t vdi, uint64_t object, uint32_t offset, uint32_
   const uint32_t bs = config_.block_size;
   const uint32_t first = offset / bs, last = (offset + len - 1) / bs;
   return map_->AllStored(*v, object, first, last - first + 1);
+}
+
+absl::Status CacheNode::CheckRange(uint32_t vdi, uint32_t offset, uint32_t len) {
+  RC_ASSIGN_OR_RETURN(VdiInfo v, vdis_->Get(vdi));
+  if (uint64_t{offset} + len > v.geometry.object_size()) {
+    return absl::InvalidArgumentError("read beyond the object");
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CacheNode::Read(uint32_t vdi, uint64_t object, uint32_t offset, uint32_t len,

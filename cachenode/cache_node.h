@@ -129,6 +129,9 @@ class CacheNode {
   // node). A hint: the answer may change before the read runs. False for an unknown VDI or a
   // range beyond the object.
   bool IsStored(uint32_t vdi, uint64_t object, uint32_t offset, uint32_t len);
+  // The errors Read would answer for the range without reading (unknown VDI, beyond the
+  // object): lets a server refuse a request before it sets a buffer aside for the answer.
+  absl::Status CheckRange(uint32_t vdi, uint32_t offset, uint32_t len);
   // Byte ranges inside one object. REQUIRES: offset + len <= object size.
   absl::Status Read(uint32_t vdi, uint64_t object, uint32_t offset, uint32_t len, char* out);
   // `deadline` (wall time; the caller's RPC deadline less a margin): a write that cannot start

@@ -65,10 +65,13 @@ namespace {
 // request left to run (or the batch is large), so pipelined requests share a send.
 class OutBatch {
  public:
-  // A buffer for the data of the next answer (valid until Flush).
+  // A buffer for the data of the next answer (valid until Flush). It counts toward the batch's
+  // bytes whether the answer carries it or fails: a burst of large reads is flushed (and its
+  // buffers let go) one at a time.
   char* DataBuffer(size_t len) {
     if (data_.size() <= count_) data_.emplace_back();
     data_[count_].resize(std::max(data_[count_].size(), len));
+    reserved_ = len;
     return data_[count_].data();
   }
   void Add(const absl::Status& st, uint32_t data_len, uint64_t tag) {
@@ -81,7 +84,8 @@ class OutBatch {
     messages_[count_].assign(st.message().data(), resp.message_len);
     lens_.resize(std::max(lens_.size(), count_ + 1));
     lens_[count_] = resp.data_len;
-    bytes_ += wire::kResponseBytes + resp.message_len + resp.data_len;
+    bytes_ += wire::kResponseBytes + resp.message_len + std::max<size_t>(resp.data_len, reserved_);
+    reserved_ = 0;
     ++count_;
   }
   bool full() const { return count_ >= kMaxAnswers || bytes_ >= kMaxBytes; }
@@ -94,10 +98,19 @@ class OutBatch {
       if (!messages_[i].empty()) iov_.push_back({messages_[i].data(), messages_[i].size()});
       if (lens_[i] > 0) iov_.push_back({data_[i].data(), lens_[i]});
     }
+    const size_t sent = count_;
     count_ = 0;
     bytes_ = 0;
-    absl::MutexLock l(send_mu);
-    return tls::WriteFullVOn(fd, session, iov_.data(), static_cast<int>(iov_.size())).ok();
+    bool ok;
+    {
+      absl::MutexLock l(send_mu);
+      ok = tls::WriteFullVOn(fd, session, iov_.data(), static_cast<int>(iov_.size())).ok();
+    }
+    // A large answer's buffer is not kept for the next ones.
+    for (size_t i = 0; i < sent; ++i) {
+      if (data_[i].capacity() > kMaxBytes) std::vector<char>().swap(data_[i]);
+    }
+    return ok;
   }
 
  private:
@@ -110,6 +123,7 @@ class OutBatch {
   std::vector<iovec> iov_;
   size_t count_ = 0;
   size_t bytes_ = 0;
+  size_t reserved_ = 0;  // the data buffer set aside for the answer being made
 };
 
 }  // namespace
@@ -148,6 +162,13 @@ void DataServer::Serve(int fd) {
     }
     in.Consume(wire::kRequestBytes);
     requests_[static_cast<int>(r.op)]->Increment();
+    if (absl::Status c = r.op == wire::Op::kRead ? node_->CheckRange(r.vdi, r.offset, r.length)
+                                                 : absl::OkStatus();
+        !c.ok()) {  // refused before a buffer is set aside for its answer
+      out.Add(c, 0, r.tag);
+      if (out.full() && !out.Flush(fd, session.get(), &conn->send_mu)) break;
+      continue;
+    }
     if (r.op == wire::Op::kRead && (r.flags & wire::kMayReorder) != 0 && session == nullptr &&
         !node_->IsStored(r.vdi, r.object, r.offset, r.length)) {
       RunAside(fd, conn, r);
@@ -169,6 +190,7 @@ void DataServer::Serve(int fd) {
     char* data = read ? out.DataBuffer(r.length) : nullptr;
     const absl::Status st = Handle(r, body, data);
     if (in_place) in.Consume(r.length);
+    if (payload.capacity() > (1u << 20)) std::vector<char>().swap(payload);  // not kept
     out.Add(st, read ? r.length : 0, r.tag);
     if (out.full() && !out.Flush(fd, session.get(), &conn->send_mu)) break;
   }

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <fstream>
 #include <map>
 #include <string>
 #include <thread>
@@ -167,6 +168,49 @@ TEST_F(DataChannelTest, MalformedRequestClosesOnlyThatConnection) {
   std::string buf(4096, '\0');
   bool sent = false;
   EXPECT_TRUE(ch.Call(Req(wire::Op::kRead, 5, 0, 4096), nullptr, buf.data(), &sent).ok());
+}
+
+// Resident memory of this process, in bytes.
+uint64_t ResidentBytes() {
+  std::ifstream statm("/proc/self/statm");
+  uint64_t size = 0, resident = 0;
+  statm >> size >> resident;
+  return resident * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+}
+
+// A client that lies about lengths: 64 reads of 64 MiB each (an unknown VDI, or beyond the
+// object), pipelined in one send, some flagged to run aside. Each is refused before a buffer is
+// set aside for its answer, so the node's memory does not grow by their sum (4 GiB).
+TEST_F(DataChannelTest, LyingReadLengthsAreRefusedBeforeAnyBufferIsSetAside) {
+  auto fd = DialTcp("127.0.0.1", server_->port(), absl::Seconds(5));
+  ASSERT_TRUE(fd.ok());
+  const uint64_t before = ResidentBytes();
+  std::string burst;
+  for (int i = 0; i < 64; ++i) {
+    wire::Request r = Req(wire::Op::kRead, 3, 0, wire::kMaxLength);
+    r.vdi = i % 2 == 0 ? 1 : 999;
+    r.flags = i % 4 < 2 ? wire::kMayReorder : 0;
+    r.tag = i;
+    char head[wire::kRequestBytes];
+    wire::EncodeRequest(r, head);
+    burst.append(head, sizeof(head));
+  }
+  ASSERT_EQ(send(*fd, burst.data(), burst.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(burst.size()));
+  for (int i = 0; i < 64; ++i) {
+    char head[wire::kResponseBytes];
+    ASSERT_TRUE(ReadFull(*fd, head, sizeof(head), absl::Now() + absl::Seconds(30)).ok()) << i;
+    wire::Response resp;
+    ASSERT_TRUE(wire::DecodeResponse(head, &resp).ok());
+    EXPECT_NE(resp.code, absl::StatusCode::kOk) << i;
+    EXPECT_EQ(resp.data_len, 0u) << i;
+    std::string message(resp.message_len, '\0');
+    ASSERT_TRUE(
+        ReadFull(*fd, message.data(), message.size(), absl::Now() + absl::Seconds(30)).ok());
+  }
+  EXPECT_LT(ResidentBytes(), before + (256u << 20))
+      << "the refused reads' buffers were allocated anyway";
+  close(*fd);
 }
 
 // Completions of asynchronous reads, gathered for a test.
