@@ -130,6 +130,7 @@ absl::StatusOr<Settings> Resolve(const Flags& f) {
   s.etcd = f.daemon.Resolve({s.cluster.etcd_endpoints, s.cluster.etcd_prefix,
                              static_cast<int>(s.cluster.etcd_lease_ttl_s)});
   RC_RETURN_IF_ERROR(s.etcd.Validate());
+  RC_RETURN_IF_ERROR(f.daemon.CheckEtcd(s.etcd));
   s.ready_file = f.ready_file.value_or("");
   s.metrics_web_config = f.daemon.metrics_web_config;
   RC_RETURN_IF_ERROR(f.daemon.ApplyTls("cachenode"));

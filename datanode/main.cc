@@ -97,6 +97,7 @@ absl::StatusOr<DataNodeConfig> Resolve(const Flags& f) {
   const membership::EtcdSettings etcd = f.daemon.Resolve(
       {cfg.etcd_endpoints, cfg.etcd_prefix, static_cast<int>(cfg.etcd_lease_ttl_s)});
   RC_RETURN_IF_ERROR(etcd.Validate());
+  RC_RETURN_IF_ERROR(f.daemon.CheckEtcd(etcd));
   cfg.etcd_endpoints = etcd.endpoints;
   cfg.etcd_prefix = etcd.prefix;
   cfg.etcd_lease_ttl_s = etcd.lease_ttl_s;

@@ -118,6 +118,7 @@ absl::StatusOr<Settings> Resolve(const Flags& f) {
   s.etcd = f.daemon.Resolve({s.cluster.etcd_endpoints, s.cluster.etcd_prefix,
                              static_cast<int>(s.cluster.etcd_lease_ttl_s)});
   RC_RETURN_IF_ERROR(s.etcd.Validate());
+  RC_RETURN_IF_ERROR(f.daemon.CheckEtcd(s.etcd));
   for (const auto& n : s.cluster.nodes) {
     v1::NodeInfo i;
     i.set_role(n.role);

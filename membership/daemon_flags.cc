@@ -1,5 +1,6 @@
 #include "membership/daemon_flags.h"
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/grpc_tls.h"
 #include "common/socket.h"
@@ -8,8 +9,8 @@ namespace ringcache::membership {
 
 void DaemonFlags::AddTo(CLI::App* app, bool cluster_required, const std::string& cluster_help,
                         const std::string& etcd_help) {
-  auto* cluster = app->add_option("--cluster", cluster_path, cluster_help)
-                      ->check(CLI::ExistingFile);
+  auto* cluster =
+      app->add_option("--cluster", cluster_path, cluster_help)->check(CLI::ExistingFile);
   if (cluster_required) cluster->required();
   app->add_option("--etcd", etcd,
                   "Cluster mode: " + etcd_help +
@@ -37,10 +38,12 @@ absl::Status DaemonFlags::ApplyTls(const std::string& role) const {
   absl::StatusOr<std::shared_ptr<const tls::Identity>> id = tls::LoadIdentity(tls_dir);
   if (!id.ok()) return id.status();
   if ((*id)->name.role != role) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        tls_dir, "/", tls::kCertFile, " is the certificate of ", (*id)->name.ToString(),
-        ", but this daemon is a ", role, "; its peers would refuse it. Issue one with "
-        "`ringcachectl tls issue --role ", role, "`"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(tls_dir, "/", tls::kCertFile, " is the certificate of ",
+                     (*id)->name.ToString(), ", but this daemon is a ", role,
+                     "; its peers would refuse it. Issue one with "
+                     "`ringcachectl tls issue --role ",
+                     role, "`"));
   }
   tls::SetProcessIdentity(*id);
   return absl::OkStatus();
@@ -54,11 +57,28 @@ absl::Status DaemonFlags::CheckListener(const std::string& what, const std::stri
   if (!SplitHostPort(address, &host, &port).ok() || IsLoopbackHost(host)) {
     return absl::OkStatus();  // a malformed address fails where it is bound, with its own error
   }
-  return absl::FailedPreconditionError(absl::StrCat(
-      "refusing to serve ", what, " in plaintext on ", address,
-      ", which is not a loopback address: give --tls-dir", what == "/metrics"
-          ? " and --metrics-web-config" : "",
-      " to secure it, or --insecure to accept plaintext"));
+  return absl::FailedPreconditionError(
+      absl::StrCat("refusing to serve ", what, " in plaintext on ", address,
+                   ", which is not a loopback address: give --tls-dir",
+                   what == "/metrics" ? " and --metrics-web-config" : "",
+                   " to secure it, or --insecure to accept plaintext"));
+}
+
+absl::Status DaemonFlags::CheckEtcd(const EtcdSettings& etcd) const {
+  if (tls() || insecure) return absl::OkStatus();
+  for (std::string endpoint : SplitEndpoints(etcd.endpoints)) {
+    for (absl::string_view scheme : {"http://", "https://"}) {
+      if (absl::StartsWith(endpoint, scheme)) endpoint = endpoint.substr(scheme.size());
+    }
+    std::string host;
+    int port = 0;
+    if (!SplitHostPort(endpoint, &host, &port).ok() || IsLoopbackHost(host)) continue;
+    return absl::FailedPreconditionError(absl::StrCat(
+        "refusing to reach etcd in plaintext at ", endpoint,
+        ", which is not a loopback address (the cluster's membership and catalog travel "
+        "there): give --tls-dir to secure it, or --insecure to accept plaintext"));
+  }
+  return absl::OkStatus();
 }
 
 EtcdSettings DaemonFlags::Resolve(const EtcdSettings& file) const {

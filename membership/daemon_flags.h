@@ -8,7 +8,6 @@
 #define RINGCACHE_MEMBERSHIP_DAEMON_FLAGS_H_
 
 #include <CLI/CLI.hpp>
-
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -43,6 +42,9 @@ struct DaemonFlags {
   // --insecure was given: kFailedPrecondition saying how to fix it.
   absl::Status CheckListener(const std::string& what, const std::string& address,
                              bool encrypted) const;
+  // The same rule for reaching etcd: plaintext (no --tls-dir) to an endpoint that is not a
+  // loopback address is refused unless --insecure was given.
+  absl::Status CheckEtcd(const EtcdSettings& etcd) const;
 };
 
 }  // namespace ringcache::membership

@@ -11,6 +11,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "membership/daemon_flags.h"
 #include "membership/testing/etcd_fixture.h"
 
 namespace ringcache::membership {
@@ -106,6 +107,26 @@ TEST(RegistrationOptionsTest, Validate) {
 // ---- Against a real etcd ----
 
 // Records every view a MembershipWatcher delivers.
+// Plaintext to etcd off loopback is refused like a plaintext listener, unless --insecure.
+TEST(DaemonFlagsTest, PlaintextEtcdOffLoopbackIsRefused) {
+  DaemonFlags flags;
+  EtcdSettings local;
+  local.endpoints = "127.0.0.1:2379,localhost:2380,http://[::1]:2379";
+  EXPECT_TRUE(flags.CheckEtcd(local).ok());
+  EXPECT_TRUE(flags.CheckEtcd(EtcdSettings{}).ok()) << "static mode reaches no etcd";
+  EtcdSettings remote;
+  remote.endpoints = "127.0.0.1:2379,http://10.1.2.3:2379";
+  absl::Status s = flags.CheckEtcd(remote);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.message().find("10.1.2.3:2379"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("--insecure"), std::string::npos) << s;
+  flags.insecure = true;
+  EXPECT_TRUE(flags.CheckEtcd(remote).ok());
+  flags.insecure = false;
+  flags.tls_dir = "/etc/ringcache/tls";
+  EXPECT_TRUE(flags.CheckEtcd(remote).ok()) << "with TLS the endpoint may be anywhere";
+}
+
 class ViewLog {
  public:
   MembershipWatcher::Callback Callback() {
@@ -141,7 +162,6 @@ class MembershipTest : public EtcdFixture {
     auto kv = client_->Get(key);
     return kv.ok() && kv->has_value();
   }
-
 };
 
 TEST_F(MembershipTest, RegistrationStaysWhileRenewedAndExpiresWhenRenewalsStop) {
@@ -354,7 +374,6 @@ TEST_F(MembershipTest, EtcdRestartFencesThenRecovers) {
   EXPECT_EQ(Ids(v, Role::kCache), (std::vector<uint32_t>{1}));
   EXPECT_EQ(watcher->lists(), 1);  // resumed, no re-list needed
 }
-
 
 }  // namespace
 }  // namespace ringcache::membership
