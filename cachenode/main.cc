@@ -14,9 +14,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-
 #include "cachenode/cache_node.h"
 #include "cachenode/data_server.h"
+#include "cachenode/ring_follower.h"
 #include "cachenode/service.h"
 #include "common/cluster_file.h"
 #include "common/config.h"
@@ -27,18 +27,12 @@
 #include "common/grpc_tls.h"
 #include "common/socket.h"
 #include "common/status_macros.h"
-#include "membership/daemon_flags.h"
-#include "cachenode/ring_follower.h"
-#include "membership/presence.h"
 #include "common/version.h"
+#include "membership/daemon_flags.h"
+#include "membership/presence.h"
 
 namespace ringcache {
 namespace {
-
-int Fail(int code, const std::string& msg) {
-  std::fprintf(stderr, "ringcache-cachenode: %s\n", msg.c_str());
-  return code;
-}
 
 // What the flags and the cluster file say this node is.
 struct Settings {
@@ -72,8 +66,9 @@ void AddFlags(CLI::App* app, Flags* f) {
   app->add_option("--data-listen", f->data_listen,
                   "Block data protocol address host:port (default: the host of the gRPC "
                   "address, any free port; gateways learn the port from the node)");
-  app->add_option("--ssd-path", f->ssd_path, "SSD slot file or block device "
-                                              "(default <data_dir>/cachenode-<id>/ssd.slots)");
+  app->add_option("--ssd-path", f->ssd_path,
+                  "SSD slot file or block device "
+                  "(default <data_dir>/cachenode-<id>/ssd.slots)");
   app->add_option("--state-dir", f->state_dir,
                   "Directory of the node's state files (ownership, VDIs, log sequence, data "
                   "ring; default: beside a slot file, or <data_dir>/cachenode-<id> when "
@@ -83,8 +78,7 @@ void AddFlags(CLI::App* app, Flags* f) {
       "--placement", f->placement,
       "RAM/SSD placement: uarc|lru, optionally NAME(exclusive) (the RAM tier adds capacity) "
       "and/or NAME(sieve=N) (SE-UARC)");
-  app->add_option("--ready-file", f->ready_file,
-                  "Write the bound ports as JSON here once serving");
+  app->add_option("--ready-file", f->ready_file, "Write the bound ports as JSON here once serving");
   app->add_option("--relog-after-ms", f->relog_after_ms,
                   "A data node unreachable this long is taken for lost: the dirty blocks whose "
                   "log copies it held are logged again on the others (default 30000)")
@@ -141,8 +135,8 @@ absl::StatusOr<Settings> Resolve(const Flags& f) {
   }
   RC_RETURN_IF_ERROR(f.daemon.CheckListener("gRPC", s.self.listen, f.daemon.tls()));
   RC_RETURN_IF_ERROR(f.daemon.CheckListener("block data", s.data_listen, f.daemon.tls()));
-  RC_RETURN_IF_ERROR(f.daemon.CheckListener("/metrics", s.self.http_listen,
-                                            !s.metrics_web_config.empty()));
+  RC_RETURN_IF_ERROR(
+      f.daemon.CheckListener("/metrics", s.self.http_listen, !s.metrics_web_config.empty()));
   return s;
 }
 
@@ -150,14 +144,18 @@ absl::StatusOr<Settings> Resolve(const Flags& f) {
 // etcd presence, the fence that reads it, and the device watch that gives the lease up.
 class Daemon {
  public:
-  Daemon(Settings s, metrics::Registry* registry) : s_(std::move(s)), registry_(registry) {}
+  // `disk_faults` (fault tests; may be null) watches the file that slows or fills the SSD.
+  Daemon(Settings s, metrics::Registry* registry,
+         std::unique_ptr<DiskFaultsWatcher> disk_faults = nullptr)
+      : s_(std::move(s)), registry_(registry), disk_faults_(std::move(disk_faults)) {}
   ~Daemon() { Stop(); }
 
   // Opens the data-node pool and the node (quarantined if a previous run held a lease).
   absl::Status Open();
   // Starts the gRPC and HTTP servers.
   absl::Status Serve();
-  // Cluster mode: registers in etcd; then writes the ready file.
+  // Cluster mode: registers in etcd and watches the device (WatchDevice); then writes the ready
+  // file.
   absl::Status Register();
   // Cluster mode: a failed SSD (sticky) gives up the lease, so the gateway takes this node out
   // at once and recovers its dirty blocks from their log replicas.
@@ -171,6 +169,7 @@ class Daemon {
 
   const Settings s_;
   metrics::Registry* const registry_;
+  std::unique_ptr<DiskFaultsWatcher> disk_faults_;
   std::unique_ptr<datanode::DataNodePool> pool_;
   std::unique_ptr<cachenode::CacheNode> node_;
   std::unique_ptr<cachenode::Fence> fence_;
@@ -184,7 +183,7 @@ class Daemon {
   absl::Mutex reg_mu_;
   membership::NodeRegistration* registration_ ABSL_GUARDED_BY(reg_mu_) = nullptr;
   bool leaving_ ABSL_GUARDED_BY(reg_mu_) = false;  // lease given up
-  absl::Mutex presence_mu_;  // serialises the two ways the lease is given up
+  absl::Mutex presence_mu_;                        // serialises the two ways the lease is given up
   std::unique_ptr<membership::Presence> presence_;
   // Cluster mode: the rings the coordinator publishes, followed with a client of its own (the
   // presence's goes when the lease is given up; the rings are followed until the node stops).
@@ -255,11 +254,12 @@ absl::Status Daemon::Serve() {
                       cachenode::DataServer::Start({data_host, data_port, 4096, s_.data_tls},
                                                    node_.get(), service_->gate(), registry_));
   service_->set_data_port(data_server_->port());
-  RC_ASSIGN_OR_RETURN(http_port_, ServeMetrics(&http_, registry_, s_.self.http_listen,
-                                               s_.metrics_web_config));
-  spdlog::info("ringcache-cachenode {} serving gRPC on port {}, block data on port {}, metrics "
-               "on port {}, SSD {}",
-               s_.id, port_, data_server_->port(), http_port_, s_.cc.ssd_path);
+  RC_ASSIGN_OR_RETURN(http_port_,
+                      ServeMetrics(&http_, registry_, s_.self.http_listen, s_.metrics_web_config));
+  spdlog::info(
+      "ringcache-cachenode {} serving gRPC on port {}, block data on port {}, metrics "
+      "on port {}, SSD {}",
+      s_.id, port_, data_server_->port(), http_port_, s_.cc.ssd_path);
   return absl::OkStatus();
 }
 
@@ -281,12 +281,12 @@ absl::Status Daemon::Register() {
     // Noted before the record appears in etcd: a crash right after registering must still make
     // the next start quarantined (the real lease id follows once it is known).
     RC_RETURN_IF_ERROR(own->NoteLease(-1));
-    RC_ASSIGN_OR_RETURN(
-        presence_, membership::Presence::Start(s_.etcd, record, [own](int64_t lease, int64_t) {
-          // Runs before the new lease's validity window opens (membership.h).
-          own->NoteLease(lease).IgnoreError();
-          own->Quarantine("etcd lease was lost").IgnoreError();
-        }));
+    RC_ASSIGN_OR_RETURN(presence_,
+                        membership::Presence::Start(s_.etcd, record, [own](int64_t lease, int64_t) {
+                          // Runs before the new lease's validity window opens (membership.h).
+                          own->NoteLease(lease).IgnoreError();
+                          own->Quarantine("etcd lease was lost").IgnoreError();
+                        }));
     {
       absl::MutexLock l(&reg_mu_);
       registration_ = presence_->registration();
@@ -299,9 +299,10 @@ absl::Status Daemon::Register() {
     ro.prefix = s_.etcd.prefix;
     rings_ = cachenode::RingFollower::Start(rings_client_.get(), node_.get(), service_->gate(), ro);
   }
-  return WriteReadyFile(s_.ready_file, {{"grpc_port", port_},
-                                        {"http_port", http_port_},
-                                        {"data_port", data_server_->port()}});
+  WatchDevice();
+  return WriteReadyFile(
+      s_.ready_file,
+      {{"grpc_port", port_}, {"http_port", http_port_}, {"data_port", data_server_->port()}});
 }
 
 void Daemon::GiveUpLease() {
@@ -345,49 +346,36 @@ void Daemon::Stop() {
   node_.reset();
 }
 
+// Fault tests: the SSD file slowed or filled up as `file` says (common/disk_faults.h): the node
+// opens its SSD through the returned watcher's cell.
+std::unique_ptr<DiskFaultsWatcher> WatchDiskFaults(const std::string& file, Settings* s) {
+  if (file.empty()) return nullptr;
+  auto cell = std::make_shared<DiskFaultsCell>();
+  auto watcher =
+      std::make_unique<DiskFaultsWatcher>(file, [cell](const DiskFaults& f) { cell->Set(f); });
+  s->cc.open_ssd_file = [cell](const std::string& path) -> absl::StatusOr<std::unique_ptr<File>> {
+    RC_ASSIGN_OR_RETURN(std::unique_ptr<File> base, OpenPosixFile(path, /*create=*/true));
+    return std::unique_ptr<File>(std::make_unique<DiskFaultFile>(std::move(base), cell));
+  };
+  return watcher;
+}
+
 }  // namespace
 }  // namespace ringcache
 
 int main(int argc, char** argv) {
   using namespace ringcache;  // NOLINT: a main file
-  CLI::App app{"ringcache-cachenode: SSD cache node of ringcache.\n"
-               "Reads its settings and its data nodes from the static cluster file."};
+  CLI::App app{
+      "ringcache-cachenode: SSD cache node of ringcache.\n"
+      "Reads its settings and its data nodes from the static cluster file."};
   app.set_version_flag("--version", VersionLine("ringcache-cachenode"));
   Flags flags;
   AddFlags(&app, &flags);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
-  }
+  if (std::optional<int> done = membership::ParseCommandLine(&app, argc, argv)) return *done;
   absl::StatusOr<Settings> settings = Resolve(flags);
-  if (!settings.ok()) return Fail(2, settings.status().ToString());
-
-  InitDaemonProcess();
-  metrics::Registry* registry = metrics::Registry::Default();
-  registry->GetGauge("ringcache_build_info", "Build information.",
-                     {{"version", Version()}, {"role", "cachenode"}})
-      ->Set(1);
-  // Fault tests: the SSD file slowed or filled up as a file says (common/disk_faults.h).
-  std::unique_ptr<DiskFaultsWatcher> disk_faults;
-  if (!flags.disk_faults_file.empty()) {
-    auto cell = std::make_shared<DiskFaultsCell>();
-    disk_faults = std::make_unique<DiskFaultsWatcher>(
-        flags.disk_faults_file, [cell](const DiskFaults& f) { cell->Set(f); });
-    settings->cc.open_ssd_file =
-        [cell](const std::string& path) -> absl::StatusOr<std::unique_ptr<File>> {
-      RC_ASSIGN_OR_RETURN(std::unique_ptr<File> base, OpenPosixFile(path, /*create=*/true));
-      return std::unique_ptr<File>(std::make_unique<DiskFaultFile>(std::move(base), cell));
-    };
-  }
-  Daemon daemon(*std::move(settings), registry);
-  absl::Status s = daemon.Open();
-  if (s.ok()) s = daemon.Serve();
-  if (s.ok()) s = daemon.Register();
-  if (!s.ok()) return Fail(absl::IsInvalidArgument(s) ? 2 : 1, s.ToString());
-  daemon.WatchDevice();
-  spdlog::info("signal {}: shutting down", WaitForTerminationSignal());
-  daemon.Stop();
-  spdlog::info("stopped");
-  return 0;
+  if (!settings.ok()) return FailExit("ringcache-cachenode", 2, settings.status().ToString());
+  return RunDaemon("ringcache-cachenode", "cachenode", [&](metrics::Registry* registry) {
+    std::unique_ptr<DiskFaultsWatcher> faults = WatchDiskFaults(flags.disk_faults_file, &*settings);
+    return std::make_unique<Daemon>(*std::move(settings), registry, std::move(faults));
+  });
 }

@@ -30,6 +30,11 @@ sigset_t TermSignals() {
 
 }  // namespace
 
+int FailExit(const std::string& program, int code, const std::string& message) {
+  std::fprintf(stderr, "%s: %s\n", program.c_str(), message.c_str());
+  return code;
+}
+
 void InitDaemonProcess() {
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   BlockTerminationSignals();
@@ -89,8 +94,7 @@ absl::StatusOr<int> MetricsServer::Start(metrics::Registry* registry, const std:
                                  : absl::StrCat(host, ":", port);
     exposer_ = std::make_unique<prometheus::Exposer>(bind, /*num_threads=*/2);
   } catch (const std::exception& e) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot serve metrics on ", listen, ": ", e.what()));
+    return absl::UnavailableError(absl::StrCat("cannot serve metrics on ", listen, ": ", e.what()));
   }
   exposer_->RegisterCollectable(registry->collectable(), "/metrics");
   health_ = std::make_shared<HealthCollectable>();
@@ -148,8 +152,8 @@ absl::StatusOr<std::shared_ptr<const tls::ServerContext>> MetricsTlsContext(
     if (!top.second.IsMap()) return bad("tls_server_config must be a mapping");
     for (const auto& kv : top.second) {
       const std::string k = kv.first.as<std::string>();
-      if (k != "cert_file" && k != "key_file" && k != "client_ca_file" &&
-          k != "client_auth_type" && k != "min_version") {
+      if (k != "cert_file" && k != "key_file" && k != "client_ca_file" && k != "client_auth_type" &&
+          k != "min_version") {
         return bad("unknown key 'tls_server_config." + k + "'");
       }
       if (!kv.second.IsScalar()) return bad("tls_server_config." + k + " must be a string");
@@ -159,8 +163,7 @@ absl::StatusOr<std::shared_ptr<const tls::ServerContext>> MetricsTlsContext(
   if (tls["cert_file"].empty() || tls["key_file"].empty()) {
     return bad("tls_server_config needs cert_file and key_file");
   }
-  const std::string auth = tls.count("client_auth_type") ? tls["client_auth_type"]
-                                                         : "NoClientCert";
+  const std::string auth = tls.count("client_auth_type") ? tls["client_auth_type"] : "NoClientCert";
   std::string verify;
   if (auth == "NoClientCert") {
     verify = "no";
@@ -169,7 +172,8 @@ absl::StatusOr<std::shared_ptr<const tls::ServerContext>> MetricsTlsContext(
   } else if (auth == "VerifyClientCertIfGiven" || auth == "RequestClientCert") {
     verify = "optional";
   } else {
-    return bad("client_auth_type '" + auth + "' is not one of NoClientCert, RequestClientCert, "
+    return bad("client_auth_type '" + auth +
+               "' is not one of NoClientCert, RequestClientCert, "
                "RequireAnyClientCert, VerifyClientCertIfGiven, RequireAndVerifyClientCert");
   }
   if (verify != "no" && tls["client_ca_file"].empty()) {

@@ -16,6 +16,8 @@
 #include "common/metrics.h"
 #include "common/tls.h"
 #include "common/tls_front.h"
+#include "common/version.h"
+#include "spdlog/spdlog.h"
 
 namespace prometheus {
 class Exposer;
@@ -77,6 +79,37 @@ absl::StatusOr<int> ServeMetrics(MetricsServer* http, metrics::Registry* registr
 // Any other key is an error naming it, so a setting is never silently ignored.
 absl::StatusOr<std::shared_ptr<const tls::ServerContext>> MetricsTlsContext(
     const std::string& web_config);
+// Prints "<program>: <message>" to stderr and returns `code`, for main() to return.
+int FailExit(const std::string& program, int code, const std::string& message);
+
+// The rest of every daemon's main() once its flags are resolved: prepares the process
+// (InitDaemonProcess), publishes ringcache_build_info for `role`, builds the daemon with
+// `make(registry)` (a std::unique_ptr to a type with Open, Serve, Register and Stop), takes it
+// through Open, Serve and Register, waits for SIGINT or SIGTERM and stops it. Returns the exit
+// code: 0 after a signal; when a step fails, 2 for kInvalidArgument (bad configuration) and 1
+// otherwise, the error printed by FailExit.
+template <typename Make>
+int RunDaemon(const std::string& program, const std::string& role, Make make) {
+  InitDaemonProcess();
+  metrics::Registry* registry = metrics::Registry::Default();
+  registry
+      ->GetGauge("ringcache_build_info", "Build information.",
+                 {{"version", Version()}, {"role", role}})
+      ->Set(1);
+  auto daemon = make(registry);
+  absl::Status s = daemon->Open();
+  if (s.ok()) s = daemon->Serve();
+  if (s.ok()) s = daemon->Register();
+  if (!s.ok()) {
+    daemon->Stop();
+    return FailExit(program, absl::IsInvalidArgument(s) ? 2 : 1, s.ToString());
+  }
+  spdlog::info("signal {}: shutting down", WaitForTerminationSignal());
+  daemon->Stop();
+  spdlog::info("stopped");
+  return 0;
+}
+
 // Writes {"name":value,...,"pid":N} to `path` atomically. No-op for an empty path.
 absl::Status WriteReadyFile(const std::string& path, const std::map<std::string, int>& ports);
 

@@ -31,11 +31,6 @@
 namespace ringcache::datanode {
 namespace {
 
-int Fail(int code, const std::string& msg) {
-  std::fprintf(stderr, "ringcache-datanode: %s\n", msg.c_str());
-  return code;
-}
-
 // The flags as given (optional ones unset when absent).
 struct Flags {
   std::string config_path;
@@ -255,30 +250,10 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", VersionLine("ringcache-datanode"));
   datanode::Flags flags;
   datanode::AddFlags(&app, &flags);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
-  }
+  if (std::optional<int> done = membership::ParseCommandLine(&app, argc, argv)) return *done;
   absl::StatusOr<datanode::DataNodeConfig> cfg = datanode::Resolve(flags);
-  if (!cfg.ok()) return datanode::Fail(2, cfg.status().ToString());
-
-  InitDaemonProcess();
-  metrics::Registry* registry = metrics::Registry::Default();
-  registry
-      ->GetGauge("ringcache_build_info", "Build information.",
-                 {{"version", Version()}, {"role", "datanode"}})
-      ->Set(1);
-  datanode::Daemon daemon(*std::move(cfg), flags, registry);
-  absl::Status s = daemon.Open();
-  if (s.ok()) s = daemon.Serve();
-  if (s.ok()) s = daemon.Register();
-  if (!s.ok()) {
-    daemon.Stop();
-    return datanode::Fail(absl::IsInvalidArgument(s) ? 2 : 1, s.ToString());
-  }
-  spdlog::info("signal {}: shutting down", WaitForTerminationSignal());
-  daemon.Stop();
-  spdlog::info("stopped");
-  return 0;
+  if (!cfg.ok()) return FailExit("ringcache-datanode", 2, cfg.status().ToString());
+  return RunDaemon("ringcache-datanode", "datanode", [&](metrics::Registry* registry) {
+    return std::make_unique<datanode::Daemon>(*std::move(cfg), flags, registry);
+  });
 }

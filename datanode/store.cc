@@ -18,136 +18,8 @@
 #include "datanode/store_keys.h"
 
 namespace ringcache::datanode {
-namespace {
 
-constexpr char kBlocksCf[] = "blocks";
-constexpr char kLogCf[] = "log";
-constexpr size_t kLogHeader = 4 + 8 + 4 + 8;
-
-using store_keys::GetBe;
-using store_keys::PutBe32;
-using store_keys::PutBe64;
-
-std::string BlockKey(uint32_t vdi, uint64_t object, uint32_t block) {
-  std::string k;
-  k.reserve(16);
-  PutBe32(&k, vdi);
-  PutBe64(&k, object);
-  PutBe32(&k, block);
-  return k;
-}
-
-constexpr char kHighWaterPrefix[] = "seqhw/";
-constexpr char kIncompletePrefix[] = "incomplete/";
-constexpr char kIncarnationKey[] = "store/incarnation";
-constexpr char kClusterKey[] = "store/cluster";
-constexpr char kRingKey[] = "ring/data";
-// A writer's mark moves this far past the sequence that raised it.
-constexpr uint64_t kHighWaterStep = uint64_t{1} << 20;
-
-std::string HighWaterKey(uint32_t writer) { return store_keys::IdKey(kHighWaterPrefix, writer); }
-
-constexpr char kWriterIncarnationPrefix[] = "winc/";
-
-std::string WriterIncarnationKey(uint32_t writer) { return store_keys::IdKey(kWriterIncarnationPrefix, writer); }
-
-std::string IncompleteKey(uint32_t vdi) { return store_keys::IdKey(kIncompletePrefix, vdi); }
-
-std::string LogKey(uint32_t node, uint64_t seq) {
-  std::string k;
-  k.reserve(12);
-  PutBe32(&k, node);
-  PutBe64(&k, seq);
-  return k;
-}
-
-std::string VdiKey(uint32_t vdi) {
-  std::string k = "vdi/";
-  PutBe32(&k, vdi);
-  return k;
-}
-
-uint64_t BlocksPerObject(const v1::VdiGeometry& g) { return g.object_size() / g.block_size(); }
-
-// Version encodings: writer(4) seq(8), and since fencing tokens epoch(8) after them.
-constexpr size_t kOldVersionBytes = 4 + 8;
-constexpr size_t kVersionBytes = 4 + 8 + 8;
-constexpr size_t kOldTombstoneBytes = 1 + kOldVersionBytes;
-constexpr size_t kTombstoneBytes = 1 + kVersionBytes;
-
-void PutVersion(std::string* s, const BlockVersion& v) {
-  PutBe32(s, v.writer);
-  PutBe64(s, v.seq);
-  PutBe64(s, v.epoch);
-}
-BlockVersion GetVersion(const char* p, size_t len) {
-  BlockVersion v{static_cast<uint32_t>(GetBe(p, 4)), GetBe(p + 4, 8), 0};
-  if (len >= kVersionBytes) v.epoch = GetBe(p + 12, 8);
-  return v;
-}
-bool IsTombstone(const std::string& v) {
-  return (v.size() == kTombstoneBytes || v.size() == kOldTombstoneBytes) && v[0] == 'T';
-}
-bool PowerOfTwo(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
-
-// Decoded stored block value (see the key layout in store.h).
-struct StoredBlock {
-  bool present = false;     // false: tombstone
-  uint64_t checksum = 0;
-  const char* data = nullptr;
-  BlockVersion version;
-};
-
-// `verify`: check the data's checksum (a caller that needs only the version may skip it).
-absl::StatusOr<StoredBlock> DecodeBlock(const std::string& v, uint32_t bs, const std::string& what,
-                                        bool verify = true) {
-  StoredBlock b;
-  if (IsTombstone(v)) {
-    b.version = GetVersion(v.data() + 1, v.size() - 1);
-    return b;
-  }
-  if (v.size() != 8 + bs && v.size() != 8 + bs + kOldVersionBytes &&
-      v.size() != 8 + bs + kVersionBytes) {
-    return absl::DataLossError(absl::StrCat(what, " has ", v.size(), " stored bytes, expected ",
-                                            8 + bs, " or ", 8 + bs + kVersionBytes));
-  }
-  b.present = true;
-  b.checksum = GetBe(v.data(), 8);
-  b.data = v.data() + 8;
-  if (v.size() > 8 + bs) b.version = GetVersion(v.data() + 8 + bs, v.size() - 8 - bs);
-  if (verify && BlockChecksum(b.data, bs) != b.checksum) {
-    return absl::DataLossError(absl::StrCat("checksum mismatch: ", what));
-  }
-  return b;
-}
-
-// Parses log record value `v` of key `k` (12 bytes) into *e; false when the record is damaged
-// (too short, or its data fails its checksum).
-bool ParseLogRecord(const rocksdb::Slice& k, const rocksdb::Slice& v, bool include_data,
-                    LogEntry* e) {
-  e->cache_node_id = static_cast<uint32_t>(GetBe(k.data(), 4));
-  e->sequence = GetBe(k.data() + 4, 8);
-  if (v.size() < kLogHeader) return false;
-  e->vdi_id = static_cast<uint32_t>(GetBe(v.data(), 4));
-  e->object_index = GetBe(v.data() + 4, 8);
-  e->block_index = static_cast<uint32_t>(GetBe(v.data() + 12, 4));
-  e->checksum = GetBe(v.data() + 16, 8);
-  // A record with an epoch has a 32-byte header; older ones 24 (blocks are powers of two).
-  size_t header = kLogHeader;
-  if (v.size() >= kLogHeader + 8 && PowerOfTwo(v.size() - kLogHeader - 8)) {
-    header = kLogHeader + 8;
-    e->epoch = GetBe(v.data() + kLogHeader, 8);
-  }
-  if (BlockChecksum(v.data() + header, v.size() - header) != e->checksum) return false;
-  if (include_data) e->data.assign(v.data() + header, v.size() - header);
-  return true;
-}
-
-std::string VersionText(const BlockVersion& v) {
-  return absl::StrCat("(epoch ", v.epoch, ", seq ", v.seq, ", writer ", v.writer, ")");
-}
-
-}  // namespace
+using namespace store_keys;  // NOLINT: the store's own encodings
 
 int CompareVersions(const BlockVersion& a, const BlockVersion& b) {
   if (a.epoch != b.epoch) return a.epoch < b.epoch ? -1 : 1;
@@ -227,7 +99,8 @@ absl::StatusOr<std::unique_ptr<BlockStore>> BlockStore::Open(const StoreOptions&
   // (after a rebalance or refill wrote hundreds of MiB) must not take the CPU from the reads and
   // writes the clients wait for (docs/rebalancing.md, "What a recovery costs the clients").
   for (rocksdb::Env::Priority pool : {rocksdb::Env::LOW, rocksdb::Env::HIGH}) {
-    db_opts.env->LowerThreadPoolCPUPriority(pool, rocksdb::CpuPriority::kLow).PermitUncheckedError();
+    db_opts.env->LowerThreadPoolCPUPriority(pool, rocksdb::CpuPriority::kLow)
+        .PermitUncheckedError();
   }
 
   rocksdb::BlockBasedTableOptions table;
@@ -272,8 +145,8 @@ absl::StatusOr<std::unique_ptr<BlockStore>> BlockStore::Open(const StoreOptions&
   // The store's identity.
   {
     std::string id;
-    rocksdb::Status g = store->db_->Get(rocksdb::ReadOptions(), store->meta_cf_,
-                                        kIncarnationKey, &id);
+    rocksdb::Status g =
+        store->db_->Get(rocksdb::ReadOptions(), store->meta_cf_, kIncarnationKey, &id);
     if (g.IsNotFound()) {
       std::random_device rd;
       uint64_t w[2] = {0, 0};
@@ -372,8 +245,7 @@ absl::Status BlockStore::PutVdi(const v1::VdiGeometry& vdi, bool complete) {
     return absl::InvalidArgumentError(
         absl::StrCat("block_size ", bs, " must be a power of two in [512, 1 MiB]"));
   }
-  if (vdi.object_size() < bs || vdi.object_size() % bs != 0 ||
-      vdi.object_size() > (256u << 20)) {
+  if (vdi.object_size() < bs || vdi.object_size() % bs != 0 || vdi.object_size() > (256u << 20)) {
     return absl::InvalidArgumentError(absl::StrCat("object_size ", vdi.object_size(),
                                                    " must be a multiple of block_size ", bs,
                                                    " and at most 256 MiB"));
@@ -553,9 +425,9 @@ absl::StatusOr<uint32_t> BlockStore::WriteBlocks(uint32_t vdi_id, uint64_t objec
     const char* p = data.data() + i * bs;
     const uint64_t sum = BlockChecksum(p, bs);
     if (!checksums.empty() && checksums[i] != sum) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("checksum mismatch on block ", first_block + i, " of object ",
-                       object_index, ": the payload was damaged in transit"));
+      return absl::InvalidArgumentError(absl::StrCat("checksum mismatch on block ", first_block + i,
+                                                     " of object ", object_index,
+                                                     ": the payload was damaged in transit"));
     }
     const BlockVersion incoming = stamp.VersionOf(i);
     if (have[i].has_value()) {
@@ -689,8 +561,8 @@ absl::Status BlockStore::TrimBlocks(uint32_t vdi_id, uint64_t object_index, uint
 }
 
 absl::StatusOr<std::vector<ScannedBlock>> BlockStore::ScanBlocks(
-    uint32_t vdi_id, uint64_t object_index, uint32_t block_index, uint32_t limit,
-    bool include_data, ScannedBlock* next, bool* done) const {
+    uint32_t vdi_id, uint64_t object_index, uint32_t block_index, uint32_t limit, bool include_data,
+    ScannedBlock* next, bool* done) const {
   if (limit == 0) limit = 1024;
   std::vector<ScannedBlock> out;
   rocksdb::ReadOptions ro;
@@ -736,130 +608,6 @@ absl::StatusOr<std::vector<ScannedBlock>> BlockStore::ScanBlocks(
   return out;
 }
 
-absl::StatusOr<uint64_t> BlockStore::LogAppend(const std::vector<LogEntry>& records) {
-  if (records.empty()) return log_bytes_.load();
-  {
-    absl::flat_hash_map<uint32_t, uint64_t> top;
-    for (const LogEntry& r : records) {
-      top[r.cache_node_id] = std::max(top[r.cache_node_id], r.sequence);
-    }
-    for (const auto& [writer, seq] : top) RC_RETURN_IF_ERROR(NoteSequence(writer, seq));
-  }
-  absl::ReaderMutexLock seal(&seal_mu_);  // from the seal check to the commit
-  RC_RETURN_IF_ERROR(CheckSeals(records));
-  rocksdb::WriteBatch batch;
-  uint64_t added_records = 0, added_bytes = 0;
-  std::string value, existing;
-  for (const LogEntry& r : records) {
-    RC_ASSIGN_OR_RETURN(v1::VdiGeometry vdi, GetVdi(r.vdi_id));
-    RC_RETURN_IF_ERROR(CheckRange(vdi, r.object_index, r.block_index, 1));
-    if (r.data.size() != vdi.block_size()) {
-      return absl::InvalidArgumentError(absl::StrCat("log record ", r.sequence, " holds ",
-                                                     r.data.size(), " bytes, expected one ",
-                                                     vdi.block_size(), "-byte block"));
-    }
-    if (BlockChecksum(r.data) != r.checksum) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("log record ", r.sequence, ": checksum does not match its data"));
-    }
-    const std::string key = LogKey(r.cache_node_id, r.sequence);
-    value.clear();
-    PutBe32(&value, r.vdi_id);
-    PutBe64(&value, r.object_index);
-    PutBe32(&value, r.block_index);
-    PutBe64(&value, r.checksum);
-    PutBe64(&value, r.epoch);
-    value += r.data;
-    if (db_->Get(rocksdb::ReadOptions(), log_cf_, key, &existing).IsNotFound()) {
-      ++added_records;
-      added_bytes += key.size() + value.size();
-    }
-    batch.Put(log_cf_, key, value);
-  }
-  RC_RETURN_IF_ERROR(Commit(&batch, "append log records"));
-  log_records_ += added_records;
-  return log_bytes_ += added_bytes;
-}
-
-absl::StatusOr<std::vector<LogEntry>> BlockStore::LogScan(uint32_t cache_node_id, uint64_t from,
-                                                          uint32_t limit, bool include_data,
-                                                          uint64_t* next, bool* done,
-                                                          std::vector<uint64_t>* corrupt) const {
-  if (limit == 0) limit = 256;
-  std::vector<LogEntry> out;
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), log_cf_));
-  std::string prefix;
-  PutBe32(&prefix, cache_node_id);
-  *next = from;
-  *done = true;
-  uint32_t seen = 0;
-  for (it->Seek(LogKey(cache_node_id, from)); it->Valid() && it->key().starts_with(prefix);
-       it->Next()) {
-    if (seen == limit) {
-      *done = false;
-      break;
-    }
-    ++seen;
-    const rocksdb::Slice k = it->key(), v = it->value();
-    if (k.size() != 12) {
-      return absl::DataLossError(absl::StrCat("malformed log key of cache node ", cache_node_id,
-                                              " (", k.size(), " bytes)"));
-    }
-    // A damaged record is skipped and reported: the caller takes another copy (replay), and
-    // one bad record never stops a scan (docs/durability.md).
-    auto damaged = [&](uint64_t seq) {
-      if (corrupt != nullptr) corrupt->push_back(seq);
-      *next = seq + 1;
-    };
-    LogEntry e;
-    if (!ParseLogRecord(k, v, include_data, &e)) {
-      damaged(e.sequence);
-      continue;
-    }
-    *next = e.sequence + 1;
-    out.push_back(std::move(e));
-  }
-  RC_RETURN_IF_ERROR(FromRocks(it->status(), "scan log"));
-  return out;
-}
-
-absl::StatusOr<uint64_t> BlockStore::LogReclaim(uint32_t cache_node_id,
-                                                const std::vector<uint64_t>& sequences,
-                                                uint64_t below) {
-  rocksdb::WriteBatch batch;
-  uint64_t removed = 0, bytes = 0;
-  std::string value;
-  auto drop = [&](const std::string& key, size_t value_size) {
-    batch.Delete(log_cf_, key);
-    ++removed;
-    bytes += key.size() + value_size;
-  };
-  uint64_t scanned_below = 0;
-  if (below > 0) {
-    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), log_cf_));
-    const std::string end = LogKey(cache_node_id, below);
-    for (it->Seek(LogKey(cache_node_id, 0)); it->Valid() && it->key().compare(end) < 0;
-         it->Next()) {
-      drop(it->key().ToString(), it->value().size());
-    }
-    RC_RETURN_IF_ERROR(FromRocks(it->status(), "scan log for reclaim"));
-    scanned_below = below;
-  }
-  for (uint64_t seq : sequences) {
-    if (seq < scanned_below) continue;  // already dropped by the range
-    const std::string key = LogKey(cache_node_id, seq);
-    rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), log_cf_, key, &value);
-    if (s.IsNotFound()) continue;
-    RC_RETURN_IF_ERROR(FromRocks(s, "read log record for reclaim"));
-    drop(key, value.size());
-  }
-  if (removed == 0) return 0;
-  RC_RETURN_IF_ERROR(Commit(&batch, "reclaim log records"));
-  log_records_ -= std::min<uint64_t>(removed, log_records_.load());
-  log_bytes_ -= std::min<uint64_t>(bytes, log_bytes_.load());
-  return removed;
-}
-
 StoreStats BlockStore::Stats() const {
   StoreStats st = StatsWithoutErrors();
   st.older_version_refusals = older_refusals_.load();
@@ -868,164 +616,12 @@ StoreStats BlockStore::Stats() const {
   return st;
 }
 
-absl::StatusOr<uint64_t> BlockStore::Scrub(ScrubCursor* cursor, uint64_t budget,
-                                           std::vector<ScrubFinding>* bad) const {
-  uint64_t read = 0;
-  rocksdb::ReadOptions ro;
-  ro.verify_checksums = true;
-  ro.fill_cache = false;  // a pass over everything must not push the hot blocks out
-  if (!cursor->in_log) {
-    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, blocks_cf_));
-    uint32_t geometry_of = UINT32_MAX;
-    uint32_t bs = 0;
-    for (it->Seek(cursor->key); it->Valid(); it->Next()) {
-      const rocksdb::Slice k = it->key();
-      if (read >= budget) {
-        cursor->key = k.ToString();
-        return read;
-      }
-      read += k.size() + it->value().size();
-      ++cursor->blocks_checked;
-      if (k.size() != 16) continue;  // not a block key: nothing to compare with another copy
-      ScrubFinding f;
-      f.vdi_id = static_cast<uint32_t>(GetBe(k.data(), 4));
-      f.object_index = GetBe(k.data() + 4, 8);
-      f.block_index = static_cast<uint32_t>(GetBe(k.data() + 12, 4));
-      if (f.vdi_id != geometry_of) {
-        auto g = GetVdi(f.vdi_id);
-        bs = g.ok() ? g->block_size() : 0;  // a deleted VDI's blocks: about to be removed
-        geometry_of = f.vdi_id;
-      }
-      if (bs == 0) continue;
-      if (!DecodeBlock(it->value().ToString(), bs, "scrub").ok()) bad->push_back(f);
-    }
-    if (!it->status().ok()) {
-      // RocksDB's own checksums failed (a damaged SST block): report, and go on from the next
-      // key range a later pass can reach.
-      RC_RETURN_IF_ERROR(FromRocks(it->status(), "scrub blocks"));
-    }
-    cursor->in_log = true;
-    cursor->key.clear();
-  }
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, log_cf_));
-  for (it->Seek(cursor->key); it->Valid(); it->Next()) {
-    const rocksdb::Slice k = it->key();
-    if (read >= budget) {
-      cursor->key = k.ToString();
-      return read;
-    }
-    read += k.size() + it->value().size();
-    ++cursor->log_records_checked;
-    if (k.size() != 12) continue;
-    LogEntry e;
-    if (!ParseLogRecord(k, it->value(), false, &e)) {
-      ScrubFinding f;
-      f.log = true;
-      f.cache_node_id = e.cache_node_id;
-      f.sequence = e.sequence;
-      bad->push_back(f);
-    }
-  }
-  RC_RETURN_IF_ERROR(FromRocks(it->status(), "scrub log"));
-  cursor->done = true;
-  return read;
-}
-
-bool BlockStore::StillDamaged(const ScrubFinding& f) const {
-  std::string value;
-  if (f.log) {
-    const std::string key = LogKey(f.cache_node_id, f.sequence);
-    if (!db_->Get(rocksdb::ReadOptions(), log_cf_, key, &value).ok()) return false;  // gone
-    LogEntry e;
-    return !ParseLogRecord(key, value, false, &e);
-  }
-  auto g = GetVdi(f.vdi_id);
-  if (!g.ok()) return false;  // the VDI was deleted
-  if (!db_->Get(rocksdb::ReadOptions(), blocks_cf_,
-                BlockKey(f.vdi_id, f.object_index, f.block_index), &value)
-           .ok()) {
-    return false;  // purged or never there
-  }
-  return !DecodeBlock(value, g->block_size(), "scrub").ok();
-}
-
-absl::Status BlockStore::DamageLogRecordForTest(uint32_t cache_node, uint64_t seq) {
-  const std::string key = LogKey(cache_node, seq);
-  std::string value;
-  RC_RETURN_IF_ERROR(FromRocks(db_->Get(rocksdb::ReadOptions(), log_cf_, key, &value),
-                               "read the log record to damage"));
-  value.back() ^= 0x20;  // the last data byte
-  rocksdb::WriteBatch batch;
-  batch.Put(log_cf_, key, value);
-  return Commit(&batch, "damage a log record (test)");
-}
-
-absl::Status BlockStore::DamageBlockForTest(uint32_t vdi, uint64_t object, uint32_t block) {
-  const std::string key = BlockKey(vdi, object, block);
-  std::string value;
-  RC_RETURN_IF_ERROR(FromRocks(db_->Get(rocksdb::ReadOptions(), blocks_cf_, key, &value),
-                               "read the block to damage"));
-  // (A stored block starts with its checksum, whose first byte may be 'T' too.)
-  if (value.size() < 9 || IsTombstone(value)) {
-    return absl::FailedPreconditionError("no block data to damage (a tombstone)");
-  }
-  value[8] ^= 0x20;  // the first data byte, after the checksum
-  rocksdb::WriteBatch batch;
-  batch.Put(blocks_cf_, key, value);
-  return Commit(&batch, "damage a block (test)");
-}
-
 std::vector<v1::VdiGeometry> BlockStore::Vdis() const {
   absl::MutexLock l(&mu_);
   std::vector<v1::VdiGeometry> out;
   out.reserve(vdis_.size());
   for (const auto& [id, g] : vdis_) out.push_back(g);
   return out;
-}
-
-uint64_t BlockStore::WriterHighWater(uint32_t writer) const {
-  absl::MutexLock l(&hw_mu_);
-  auto it = high_water_.find(writer);
-  return it == high_water_.end() ? 0 : it->second;
-}
-
-absl::Status BlockStore::NoteSequence(uint32_t writer, uint64_t seq) {
-  if (writer == 0 || seq == 0) return absl::OkStatus();
-  absl::MutexLock l(&hw_mu_);
-  auto it = high_water_.find(writer);
-  if (it != high_water_.end() && seq < it->second) return absl::OkStatus();
-  const uint64_t mark = seq + kHighWaterStep;
-  std::string value;
-  PutBe64(&value, mark);
-  rocksdb::WriteBatch batch;
-  batch.Put(meta_cf_, HighWaterKey(writer), value);
-  RC_RETURN_IF_ERROR(Commit(&batch, "record a writer's sequence mark"));
-  high_water_[writer] = mark;
-  return absl::OkStatus();
-}
-
-std::string BlockStore::WriterIncarnation(uint32_t writer) const {
-  std::string value;
-  if (!db_->Get(rocksdb::ReadOptions(), meta_cf_, WriterIncarnationKey(writer), &value).ok()) {
-    return "";
-  }
-  return value;
-}
-
-absl::StatusOr<std::string> BlockStore::PutWriterIncarnation(uint32_t writer,
-                                                             const std::string& incarnation,
-                                                             bool only_if_none) {
-  if (writer == 0 || incarnation.empty() || incarnation.size() > 64) {
-    return absl::InvalidArgumentError("a writer incarnation needs a cache node id and an id of "
-                                      "1 to 64 characters");
-  }
-  absl::MutexLock l(&hw_mu_);
-  std::string held = WriterIncarnation(writer);
-  if (held == incarnation || (only_if_none && !held.empty())) return held;
-  rocksdb::WriteBatch batch;
-  batch.Put(meta_cf_, WriterIncarnationKey(writer), incarnation);
-  RC_RETURN_IF_ERROR(Commit(&batch, "record a cache node's store incarnation"));
-  return incarnation;
 }
 
 StoreStats BlockStore::StatsWithoutErrors() const {

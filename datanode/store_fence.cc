@@ -58,8 +58,10 @@ absl::Status BlockStore::ObserveControlTerm(uint64_t term) {
   const uint64_t held = control_term_.load();
   if (term < held) {
     return TypedError(ErrorKind::kStaleTerm,
-                      absl::StrCat("stale coordinator term ", term, ": this data node has seen "
-                                   "term ", held, " (a newer coordinator took over)"));
+                      absl::StrCat("stale coordinator term ", term,
+                                   ": this data node has seen "
+                                   "term ",
+                                   held, " (a newer coordinator took over)"));
   }
   if (term == held) return absl::OkStatus();
   rocksdb::WriteBatch batch;
@@ -92,11 +94,11 @@ absl::Status BlockStore::CheckSeals(const std::vector<LogEntry>& records) const 
   for (const LogEntry& r : records) {
     auto it = seals_.find(r.cache_node_id);
     if (it == seals_.end() || r.epoch >= it->second) continue;
-    return TypedError(ErrorKind::kLogSealed,
-                      absl::StrCat("the log of cache node ", r.cache_node_id,
-                                   " is sealed below ring epoch ", it->second, " (record ",
-                                   r.sequence, " is of epoch ", r.epoch,
-                                   "): the node lost its objects and its log was replayed"));
+    return TypedError(
+        ErrorKind::kLogSealed,
+        absl::StrCat("the log of cache node ", r.cache_node_id, " is sealed below ring epoch ",
+                     it->second, " (record ", r.sequence, " is of epoch ", r.epoch,
+                     "): the node lost its objects and its log was replayed"));
   }
   return absl::OkStatus();
 }

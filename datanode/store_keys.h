@@ -1,13 +1,22 @@
-// Big-endian key and value encoding of the data node's store (datanode/store.h): integers are
-// written most significant byte first, so RocksDB's bytewise order is numeric order. Internal to
-// the store's files.
+// The data node store's key and value encodings (datanode/store.h has the layout): big-endian
+// integers, written most significant byte first, so that RocksDB's bytewise order is numeric
+// order; the keys of blocks, log records, VDIs and the meta entries; the stored block and log
+// record values. Internal to the store's files (store.cc, store_log.cc, store_scrub.cc,
+// store_fence.cc).
 //
 // Thread-safety: stateless functions.
 #ifndef RINGCACHE_DATANODE_STORE_KEYS_H_
 #define RINGCACHE_DATANODE_STORE_KEYS_H_
 
+#include <rocksdb/slice.h>
+
 #include <cstdint>
 #include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "common/checksum.h"
+#include "datanode/store.h"
 
 namespace ringcache::datanode::store_keys {
 
@@ -27,6 +36,133 @@ inline uint64_t GetBe(const char* p, int n) {
   uint64_t v = 0;
   for (int i = 0; i < n; ++i) v = (v << 8) | static_cast<uint8_t>(p[i]);
   return v;
+}
+
+inline constexpr char kBlocksCf[] = "blocks";
+inline constexpr char kLogCf[] = "log";
+inline constexpr size_t kLogHeader = 4 + 8 + 4 + 8;
+
+inline std::string BlockKey(uint32_t vdi, uint64_t object, uint32_t block) {
+  std::string k;
+  k.reserve(16);
+  PutBe32(&k, vdi);
+  PutBe64(&k, object);
+  PutBe32(&k, block);
+  return k;
+}
+
+inline constexpr char kHighWaterPrefix[] = "seqhw/";
+inline constexpr char kIncompletePrefix[] = "incomplete/";
+inline constexpr char kIncarnationKey[] = "store/incarnation";
+inline constexpr char kClusterKey[] = "store/cluster";
+inline constexpr char kRingKey[] = "ring/data";
+// A writer's mark moves this far past the sequence that raised it.
+inline constexpr uint64_t kHighWaterStep = uint64_t{1} << 20;
+
+inline std::string HighWaterKey(uint32_t writer) { return IdKey(kHighWaterPrefix, writer); }
+
+inline constexpr char kWriterIncarnationPrefix[] = "winc/";
+
+inline std::string WriterIncarnationKey(uint32_t writer) {
+  return IdKey(kWriterIncarnationPrefix, writer);
+}
+
+inline std::string IncompleteKey(uint32_t vdi) { return IdKey(kIncompletePrefix, vdi); }
+
+inline std::string LogKey(uint32_t node, uint64_t seq) {
+  std::string k;
+  k.reserve(12);
+  PutBe32(&k, node);
+  PutBe64(&k, seq);
+  return k;
+}
+
+inline std::string VdiKey(uint32_t vdi) {
+  std::string k = "vdi/";
+  PutBe32(&k, vdi);
+  return k;
+}
+
+inline uint64_t BlocksPerObject(const v1::VdiGeometry& g) {
+  return g.object_size() / g.block_size();
+}
+
+// Version encodings: writer(4) seq(8), and since fencing tokens epoch(8) after them.
+inline constexpr size_t kOldVersionBytes = 4 + 8;
+inline constexpr size_t kVersionBytes = 4 + 8 + 8;
+inline constexpr size_t kOldTombstoneBytes = 1 + kOldVersionBytes;
+inline constexpr size_t kTombstoneBytes = 1 + kVersionBytes;
+
+inline void PutVersion(std::string* s, const BlockVersion& v) {
+  PutBe32(s, v.writer);
+  PutBe64(s, v.seq);
+  PutBe64(s, v.epoch);
+}
+inline BlockVersion GetVersion(const char* p, size_t len) {
+  BlockVersion v{static_cast<uint32_t>(GetBe(p, 4)), GetBe(p + 4, 8), 0};
+  if (len >= kVersionBytes) v.epoch = GetBe(p + 12, 8);
+  return v;
+}
+inline bool IsTombstone(const std::string& v) {
+  return (v.size() == kTombstoneBytes || v.size() == kOldTombstoneBytes) && v[0] == 'T';
+}
+inline bool PowerOfTwo(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
+
+// Decoded stored block value (see the key layout in store.h).
+struct StoredBlock {
+  bool present = false;  // false: tombstone
+  uint64_t checksum = 0;
+  const char* data = nullptr;
+  BlockVersion version;
+};
+
+// `verify`: check the data's checksum (a caller that needs only the version may skip it).
+inline absl::StatusOr<StoredBlock> DecodeBlock(const std::string& v, uint32_t bs,
+                                               const std::string& what, bool verify = true) {
+  StoredBlock b;
+  if (IsTombstone(v)) {
+    b.version = GetVersion(v.data() + 1, v.size() - 1);
+    return b;
+  }
+  if (v.size() != 8 + bs && v.size() != 8 + bs + kOldVersionBytes &&
+      v.size() != 8 + bs + kVersionBytes) {
+    return absl::DataLossError(absl::StrCat(what, " has ", v.size(), " stored bytes, expected ",
+                                            8 + bs, " or ", 8 + bs + kVersionBytes));
+  }
+  b.present = true;
+  b.checksum = GetBe(v.data(), 8);
+  b.data = v.data() + 8;
+  if (v.size() > 8 + bs) b.version = GetVersion(v.data() + 8 + bs, v.size() - 8 - bs);
+  if (verify && BlockChecksum(b.data, bs) != b.checksum) {
+    return absl::DataLossError(absl::StrCat("checksum mismatch: ", what));
+  }
+  return b;
+}
+
+// Parses log record value `v` of key `k` (12 bytes) into *e; false when the record is damaged
+// (too short, or its data fails its checksum).
+inline bool ParseLogRecord(const rocksdb::Slice& k, const rocksdb::Slice& v, bool include_data,
+                           LogEntry* e) {
+  e->cache_node_id = static_cast<uint32_t>(GetBe(k.data(), 4));
+  e->sequence = GetBe(k.data() + 4, 8);
+  if (v.size() < kLogHeader) return false;
+  e->vdi_id = static_cast<uint32_t>(GetBe(v.data(), 4));
+  e->object_index = GetBe(v.data() + 4, 8);
+  e->block_index = static_cast<uint32_t>(GetBe(v.data() + 12, 4));
+  e->checksum = GetBe(v.data() + 16, 8);
+  // A record with an epoch has a 32-byte header; older ones 24 (blocks are powers of two).
+  size_t header = kLogHeader;
+  if (v.size() >= kLogHeader + 8 && PowerOfTwo(v.size() - kLogHeader - 8)) {
+    header = kLogHeader + 8;
+    e->epoch = GetBe(v.data() + kLogHeader, 8);
+  }
+  if (BlockChecksum(v.data() + header, v.size() - header) != e->checksum) return false;
+  if (include_data) e->data.assign(v.data() + header, v.size() - header);
+  return true;
+}
+
+inline std::string VersionText(const BlockVersion& v) {
+  return absl::StrCat("(epoch ", v.epoch, ", seq ", v.seq, ", writer ", v.writer, ")");
 }
 
 }  // namespace ringcache::datanode::store_keys

@@ -1,10 +1,10 @@
 #include "datanode/store.h"
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
-#include <algorithm>
-#include <tuple>
 #include <random>
+#include <tuple>
 
 #include "common/checksum.h"
 #include "common/errors.h"
@@ -53,16 +53,16 @@ TEST_F(StoreTest, WriteReadRoundTripAndHoles) {
 
 TEST_F(StoreTest, VersionedWritesAndTombstonesGuardReplay) {
   // A destage stamps blocks with (writer 4, seq 10, 11).
-  ASSERT_TRUE(store_->WriteBlocks(7, 1, 0, Pattern('n') + Pattern('m'), {},
-                                  WriteStamp{4, {10, 11}, false})
-                  .ok());
+  ASSERT_TRUE(
+      store_->WriteBlocks(7, 1, 0, Pattern('n') + Pattern('m'), {}, WriteStamp{4, {10, 11}, false})
+          .ok());
   auto r = store_->ReadBlocks(7, 1, 0, 2);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->versions[0].writer, 4u);
   EXPECT_EQ(r->versions[1].seq, 11u);
   // Replaying older records of the same writer changes nothing; a newer one lands.
-  auto stored = store_->WriteBlocks(7, 1, 0, Pattern('o') + Pattern('p'), {},
-                                    WriteStamp{4, {9, 12}, true});
+  auto stored =
+      store_->WriteBlocks(7, 1, 0, Pattern('o') + Pattern('p'), {}, WriteStamp{4, {9, 12}, true});
   ASSERT_TRUE(stored.ok()) << stored.status();
   EXPECT_EQ(*stored, 1u);
   r = store_->ReadBlocks(7, 1, 0, 2);
@@ -85,14 +85,12 @@ TEST_F(StoreTest, VersionedWritesAndTombstonesGuardReplay) {
   r = store_->ReadBlocks(7, 1, 0, 1);
   EXPECT_EQ(r->data, Pattern('t'));
   // Malformed stamps are refused.
-  EXPECT_EQ(store_->WriteBlocks(7, 1, 0, Pattern('a'), {}, WriteStamp{4, {1, 2}, false})
-                .status()
-                .code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(store_->WriteBlocks(7, 1, 0, Pattern('a'), {}, WriteStamp{0, {1}, false})
-                .status()
-                .code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      store_->WriteBlocks(7, 1, 0, Pattern('a'), {}, WriteStamp{4, {1, 2}, false}).status().code(),
+      absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      store_->WriteBlocks(7, 1, 0, Pattern('a'), {}, WriteStamp{0, {1}, false}).status().code(),
+      absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(StoreTest, SurvivesReopen) {
@@ -119,8 +117,7 @@ TEST_F(StoreTest, RejectsBadRequests) {
             absl::StatusCode::kInvalidArgument);  // checksum mismatch
   EXPECT_TRUE(store_->WriteBlocks(7, 0, 0, Pattern('a'), {BlockChecksum(Pattern('a'))}).ok());
   EXPECT_EQ(store_->ReadBlocks(7, 0, 0, 0).status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(store_->ReadBlocks(7, 0, 200, 100).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->ReadBlocks(7, 0, 200, 100).status().code(), absl::StatusCode::kInvalidArgument);
   v1::VdiGeometry bad;
   bad.set_vdi_id(9);
   bad.set_block_size(3000);
@@ -170,9 +167,8 @@ TEST_F(StoreTest, RebalancingCopyNeverReplacesAWriteOrTrim) {
 }
 
 TEST_F(StoreTest, ScanBlocksPagesInKeyOrder) {
-  ASSERT_TRUE(store_->WriteBlocks(7, 9, 3, Pattern('a') + Pattern('b'), {},
-                                  WriteStamp{2, {7, 8}})
-                  .ok());
+  ASSERT_TRUE(
+      store_->WriteBlocks(7, 9, 3, Pattern('a') + Pattern('b'), {}, WriteStamp{2, {7, 8}}).ok());
   ASSERT_TRUE(store_->WriteBlocks(7, 1, 0, Pattern('z'), {}).ok());
   ASSERT_TRUE(store_->TrimBlocks(7, 4, 6, 1, WriteStamp{2, {9}}).ok());
   std::vector<ScannedBlock> all;
@@ -181,8 +177,8 @@ TEST_F(StoreTest, ScanBlocksPagesInKeyOrder) {
     ASSERT_LT(pages, 10);
     ScannedBlock next;
     bool done = false;
-    auto page = store_->ScanBlocks(from.vdi_id, from.object_index, from.block_index, 2, true,
-                                   &next, &done);
+    auto page =
+        store_->ScanBlocks(from.vdi_id, from.object_index, from.block_index, 2, true, &next, &done);
     ASSERT_TRUE(page.ok()) << page.status();
     EXPECT_LE(page->size(), 2u);
     for (auto& b : *page) all.push_back(std::move(b));
@@ -331,9 +327,9 @@ TEST_F(StoreTest, ControlTermOnlyRisesAndSurvivesReopen) {
 
 TEST_F(StoreTest, WriterHighWaterCoversEverySequenceAndSurvivesReopen) {
   EXPECT_EQ(store_->WriterHighWater(4), 0u);
-  ASSERT_TRUE(store_->WriteBlocks(7, 1, 0, Pattern('n') + Pattern('m'), {},
-                                  WriteStamp{4, {10, 11}, false})
-                  .ok());
+  ASSERT_TRUE(
+      store_->WriteBlocks(7, 1, 0, Pattern('n') + Pattern('m'), {}, WriteStamp{4, {10, 11}, false})
+          .ok());
   EXPECT_GT(store_->WriterHighWater(4), 11u);
   const uint64_t big = uint64_t{5} << 30;
   ASSERT_TRUE(store_->TrimBlocks(7, 2, 0, 1, WriteStamp{4, {big}, false}).ok());
@@ -397,8 +393,9 @@ TEST_F(StoreTest, BlockWhoseChecksumStartsLikeATombstoneIsDamagedAsData) {
 // and a copy rewritten (or reclaimed) is damaged no more.
 TEST_F(StoreTest, ScrubFindsDamagedBlocksAndLogRecordsUntilTheyAreRepaired) {
   for (uint32_t b = 0; b < 40; ++b) {
-    ASSERT_TRUE(store_->WriteBlocks(7, b % 5, b / 5, Pattern('a' + b % 20), {},
-                                    WriteStamp{4, {100 + b}, false})
+    ASSERT_TRUE(store_
+                    ->WriteBlocks(7, b % 5, b / 5, Pattern('a' + b % 20), {},
+                                  WriteStamp{4, {100 + b}, false})
                     .ok());
   }
   ASSERT_TRUE(store_->TrimBlocks(7, 6, 0, 1, WriteStamp{4, {200}, false}).ok());
@@ -534,7 +531,13 @@ TEST_F(StoreTest, VdiLearntWithoutAVoucherIsIncompleteUntilVouched) {
   ASSERT_TRUE(store_->PutVdi(*store_->GetVdi(7)).ok());  // known: an unvouched call changes nothing
   EXPECT_TRUE(store_->VdiComplete(7));
   ASSERT_TRUE(store_->DeleteVdi(8).ok());
-  ASSERT_TRUE(store_->PutVdi([&] { auto x = g; x.set_vdi_id(8); return x; }()).ok());
+  ASSERT_TRUE(store_
+                  ->PutVdi([&] {
+                    auto x = g;
+                    x.set_vdi_id(8);
+                    return x;
+                  }())
+                  .ok());
   EXPECT_FALSE(store_->VdiComplete(8));  // deleted, then learnt again without a voucher
 }
 
@@ -564,8 +567,8 @@ TEST_F(StoreTest, RefusesOlderVersionFromAnotherWriter) {
   ASSERT_TRUE(rs.ok()) << rs.status();
   EXPECT_EQ(*rs, 0u);
   // An unversioned write (a tool) is older than anything versioned.
-  EXPECT_TRUE(IsKind(store_->WriteBlocks(7, 4, 0, Pattern('U'), {}).status(),
-                     ErrorKind::kOlderVersion));
+  EXPECT_TRUE(
+      IsKind(store_->WriteBlocks(7, 4, 0, Pattern('U'), {}).status(), ErrorKind::kOlderVersion));
   auto r = store_->ReadBlocks(7, 4, 0, 2);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->data.substr(0, 4096), Pattern('N'));
@@ -619,9 +622,8 @@ TEST_F(StoreTest, FailedWriteIsSticky) {
   auto again = store_->WriteBlocks(7, 6, 0, Pattern('y'), {});
   EXPECT_TRUE(IsKind(again.status(), ErrorKind::kDeviceFailed)) << again.status();
   EXPECT_FALSE(store_->Stats().device_error.empty());
-  EXPECT_FALSE(store_->LogAppend({LogEntry{3, 1, 7, 6, 0, BlockChecksum(Pattern('z')),
-                                           Pattern('z')}})
-                   .ok());
+  EXPECT_FALSE(
+      store_->LogAppend({LogEntry{3, 1, 7, 6, 0, BlockChecksum(Pattern('z')), Pattern('z')}}).ok());
   Reopen();  // a restart (after the operator checked the device) clears it
   EXPECT_TRUE(store_->WriteBlocks(7, 6, 0, Pattern('y'), {}).ok());
   auto r = store_->ReadBlocks(7, 6, 1, 1);

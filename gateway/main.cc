@@ -31,11 +31,6 @@
 namespace ringcache {
 namespace {
 
-int Fail(int code, const std::string& msg) {
-  std::fprintf(stderr, "ringcache-gateway: %s\n", msg.c_str());
-  return code;
-}
-
 // The flags as given (optional ones unset when absent).
 struct Flags {
   membership::DaemonFlags daemon;
@@ -333,27 +328,10 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", VersionLine("ringcache-gateway"));
   Flags flags;
   AddFlags(&app, &flags);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
-  }
+  if (std::optional<int> done = membership::ParseCommandLine(&app, argc, argv)) return *done;
   absl::StatusOr<Settings> settings = Resolve(flags);
-  if (!settings.ok()) return Fail(2, settings.status().ToString());
-
-  InitDaemonProcess();
-  metrics::Registry* registry = metrics::Registry::Default();
-  registry
-      ->GetGauge("ringcache_build_info", "Build information.",
-                 {{"version", Version()}, {"role", "gateway"}})
-      ->Set(1);
-  Daemon daemon(*std::move(settings), registry);
-  absl::Status s = daemon.Open();
-  if (s.ok()) s = daemon.Serve();
-  if (s.ok()) s = daemon.Register();
-  if (!s.ok()) return Fail(absl::IsInvalidArgument(s) ? 2 : 1, s.ToString());
-  spdlog::info("signal {}: shutting down", WaitForTerminationSignal());
-  daemon.Stop();
-  spdlog::info("stopped");
-  return 0;
+  if (!settings.ok()) return FailExit("ringcache-gateway", 2, settings.status().ToString());
+  return RunDaemon("ringcache-gateway", "gateway", [&settings](metrics::Registry* registry) {
+    return std::make_unique<Daemon>(*std::move(settings), registry);
+  });
 }

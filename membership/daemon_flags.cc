@@ -64,6 +64,15 @@ absl::Status DaemonFlags::CheckListener(const std::string& what, const std::stri
                    " to secure it, or --insecure to accept plaintext"));
 }
 
+std::optional<int> ParseCommandLine(CLI::App* app, int argc, char** argv) {
+  try {
+    app->parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app->exit(e) == 0 ? 0 : 2;
+  }
+  return std::nullopt;
+}
+
 absl::Status DaemonFlags::CheckEtcd(const EtcdSettings& etcd) const {
   if (tls() || insecure) return absl::OkStatus();
   for (std::string endpoint : SplitEndpoints(etcd.endpoints)) {

@@ -17,6 +17,10 @@
 
 namespace ringcache::membership {
 
+// Parses the command line into `app`'s options: the exit code when the process ends here (0
+// after --help or --version, 2 for a bad flag, with CLI11's message), nullopt to go on.
+std::optional<int> ParseCommandLine(CLI::App* app, int argc, char** argv);
+
 struct DaemonFlags {
   std::string cluster_path;
   std::optional<std::string> etcd;

@@ -40,11 +40,6 @@ namespace {
 
 using namespace ringcache;  // NOLINT: a main file
 
-int Fail(int code, const std::string& msg) {
-  std::fprintf(stderr, "ringcache-local: %s\n", msg.c_str());
-  return code;
-}
-
 struct LocalConfig {
   std::string data_dir = "./ringcache-data";
   uint32_t cache_nodes = 2;
@@ -234,12 +229,17 @@ class Local {
  public:
   Local(LocalConfig cfg, gateway::FrontendConfig fc, metrics::Registry* registry)
       : cfg_(std::move(cfg)), fc_(std::move(fc)), registry_(registry) {}
-  absl::Status StartDataNodes();   // gRPC on 127.0.0.1, ephemeral ports; and the pool
-  absl::Status StartCacheNodes();  // in-process, called by the router directly
-  absl::Status Serve();            // catalog, router, front ends, ready file
+  // The data nodes (gRPC on 127.0.0.1, ephemeral ports) and their pool, then the cache nodes
+  // (in-process, called by the router directly).
+  absl::Status Open();
+  absl::Status Serve();     // catalog, router, front ends
+  absl::Status Register();  // the ready file
   void Stop();
 
  private:
+  absl::Status StartDataNodes();
+  absl::Status StartCacheNodes();
+
   const LocalConfig cfg_;
   const gateway::FrontendConfig fc_;
   metrics::Registry* const registry_;
@@ -253,6 +253,11 @@ class Local {
   std::unique_ptr<gateway::Router> router_;
   gateway::Frontends fe_;
 };
+
+absl::Status Local::Open() {
+  RC_RETURN_IF_ERROR(StartDataNodes());
+  return StartCacheNodes();
+}
 
 absl::Status Local::StartDataNodes() {
   dns_.resize(cfg_.data_nodes);
@@ -354,6 +359,10 @@ absl::Status Local::Serve() {
       "({} cache nodes, {} data nodes, data in {})",
       nbd_host, fe_.nbd_port(), fe_.admin_port(), fe_.http_port(), cfg_.cache_nodes,
       cfg_.data_nodes, cfg_.data_dir);
+  return absl::OkStatus();
+}
+
+absl::Status Local::Register() {
   return WriteReadyFile(cfg_.ready_file, {{"nbd_port", fe_.nbd_port()},
                                           {"admin_port", fe_.admin_port()},
                                           {"http_port", fe_.http_port()}});
@@ -380,32 +389,12 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", VersionLine("ringcache-local"));
   Flags flags;
   AddFlags(&app, &flags);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
-  }
+  if (std::optional<int> done = membership::ParseCommandLine(&app, argc, argv)) return *done;
   absl::StatusOr<LocalConfig> cfg = ResolveConfig(flags);
-  if (!cfg.ok()) return Fail(2, cfg.status().ToString());
+  if (!cfg.ok()) return FailExit("ringcache-local", 2, cfg.status().ToString());
   absl::StatusOr<gateway::FrontendConfig> fc = ResolveFrontends(flags, *cfg);
-  if (!fc.ok()) return Fail(2, fc.status().ToString());
-
-  InitDaemonProcess();
-  metrics::Registry* registry = metrics::Registry::Default();
-  registry
-      ->GetGauge("ringcache_build_info", "Build information.",
-                 {{"version", Version()}, {"role", "local"}})
-      ->Set(1);
-  Local local(*std::move(cfg), *std::move(fc), registry);
-  absl::Status s = local.StartDataNodes();
-  if (s.ok()) s = local.StartCacheNodes();
-  if (s.ok()) s = local.Serve();
-  if (!s.ok()) {
-    local.Stop();
-    return Fail(absl::IsInvalidArgument(s) ? 2 : 1, s.ToString());
-  }
-  spdlog::info("signal {}: shutting down", WaitForTerminationSignal());
-  local.Stop();
-  spdlog::info("stopped");
-  return 0;
+  if (!fc.ok()) return FailExit("ringcache-local", 2, fc.status().ToString());
+  return RunDaemon("ringcache-local", "local", [&](metrics::Registry* registry) {
+    return std::make_unique<Local>(*std::move(cfg), *std::move(fc), registry);
+  });
 }

@@ -1,0 +1,189 @@
+// The data node store's write-back log: appends, scans and reclaims of the cache nodes' log
+// records, and each writer's sequence mark and incarnation (datanode/store.h).
+#include <rocksdb/write_batch.h>
+
+#include <algorithm>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "common/checksum.h"
+#include "common/errors.h"
+#include "common/status_macros.h"
+#include "datanode/store.h"
+#include "datanode/store_keys.h"
+
+namespace ringcache::datanode {
+
+using namespace store_keys;  // NOLINT: the store's own encodings
+
+absl::StatusOr<uint64_t> BlockStore::LogAppend(const std::vector<LogEntry>& records) {
+  if (records.empty()) return log_bytes_.load();
+  {
+    absl::flat_hash_map<uint32_t, uint64_t> top;
+    for (const LogEntry& r : records) {
+      top[r.cache_node_id] = std::max(top[r.cache_node_id], r.sequence);
+    }
+    for (const auto& [writer, seq] : top) RC_RETURN_IF_ERROR(NoteSequence(writer, seq));
+  }
+  absl::ReaderMutexLock seal(&seal_mu_);  // from the seal check to the commit
+  RC_RETURN_IF_ERROR(CheckSeals(records));
+  rocksdb::WriteBatch batch;
+  uint64_t added_records = 0, added_bytes = 0;
+  std::string value, existing;
+  for (const LogEntry& r : records) {
+    RC_ASSIGN_OR_RETURN(v1::VdiGeometry vdi, GetVdi(r.vdi_id));
+    RC_RETURN_IF_ERROR(CheckRange(vdi, r.object_index, r.block_index, 1));
+    if (r.data.size() != vdi.block_size()) {
+      return absl::InvalidArgumentError(absl::StrCat("log record ", r.sequence, " holds ",
+                                                     r.data.size(), " bytes, expected one ",
+                                                     vdi.block_size(), "-byte block"));
+    }
+    if (BlockChecksum(r.data) != r.checksum) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("log record ", r.sequence, ": checksum does not match its data"));
+    }
+    const std::string key = LogKey(r.cache_node_id, r.sequence);
+    value.clear();
+    PutBe32(&value, r.vdi_id);
+    PutBe64(&value, r.object_index);
+    PutBe32(&value, r.block_index);
+    PutBe64(&value, r.checksum);
+    PutBe64(&value, r.epoch);
+    value += r.data;
+    if (db_->Get(rocksdb::ReadOptions(), log_cf_, key, &existing).IsNotFound()) {
+      ++added_records;
+      added_bytes += key.size() + value.size();
+    }
+    batch.Put(log_cf_, key, value);
+  }
+  RC_RETURN_IF_ERROR(Commit(&batch, "append log records"));
+  log_records_ += added_records;
+  return log_bytes_ += added_bytes;
+}
+
+absl::StatusOr<std::vector<LogEntry>> BlockStore::LogScan(uint32_t cache_node_id, uint64_t from,
+                                                          uint32_t limit, bool include_data,
+                                                          uint64_t* next, bool* done,
+                                                          std::vector<uint64_t>* corrupt) const {
+  if (limit == 0) limit = 256;
+  std::vector<LogEntry> out;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), log_cf_));
+  std::string prefix;
+  PutBe32(&prefix, cache_node_id);
+  *next = from;
+  *done = true;
+  uint32_t seen = 0;
+  for (it->Seek(LogKey(cache_node_id, from)); it->Valid() && it->key().starts_with(prefix);
+       it->Next()) {
+    if (seen == limit) {
+      *done = false;
+      break;
+    }
+    ++seen;
+    const rocksdb::Slice k = it->key(), v = it->value();
+    if (k.size() != 12) {
+      return absl::DataLossError(absl::StrCat("malformed log key of cache node ", cache_node_id,
+                                              " (", k.size(), " bytes)"));
+    }
+    // A damaged record is skipped and reported: the caller takes another copy (replay), and
+    // one bad record never stops a scan (docs/durability.md).
+    auto damaged = [&](uint64_t seq) {
+      if (corrupt != nullptr) corrupt->push_back(seq);
+      *next = seq + 1;
+    };
+    LogEntry e;
+    if (!ParseLogRecord(k, v, include_data, &e)) {
+      damaged(e.sequence);
+      continue;
+    }
+    *next = e.sequence + 1;
+    out.push_back(std::move(e));
+  }
+  RC_RETURN_IF_ERROR(FromRocks(it->status(), "scan log"));
+  return out;
+}
+
+absl::StatusOr<uint64_t> BlockStore::LogReclaim(uint32_t cache_node_id,
+                                                const std::vector<uint64_t>& sequences,
+                                                uint64_t below) {
+  rocksdb::WriteBatch batch;
+  uint64_t removed = 0, bytes = 0;
+  std::string value;
+  auto drop = [&](const std::string& key, size_t value_size) {
+    batch.Delete(log_cf_, key);
+    ++removed;
+    bytes += key.size() + value_size;
+  };
+  uint64_t scanned_below = 0;
+  if (below > 0) {
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), log_cf_));
+    const std::string end = LogKey(cache_node_id, below);
+    for (it->Seek(LogKey(cache_node_id, 0)); it->Valid() && it->key().compare(end) < 0;
+         it->Next()) {
+      drop(it->key().ToString(), it->value().size());
+    }
+    RC_RETURN_IF_ERROR(FromRocks(it->status(), "scan log for reclaim"));
+    scanned_below = below;
+  }
+  for (uint64_t seq : sequences) {
+    if (seq < scanned_below) continue;  // already dropped by the range
+    const std::string key = LogKey(cache_node_id, seq);
+    rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), log_cf_, key, &value);
+    if (s.IsNotFound()) continue;
+    RC_RETURN_IF_ERROR(FromRocks(s, "read log record for reclaim"));
+    drop(key, value.size());
+  }
+  if (removed == 0) return 0;
+  RC_RETURN_IF_ERROR(Commit(&batch, "reclaim log records"));
+  log_records_ -= std::min<uint64_t>(removed, log_records_.load());
+  log_bytes_ -= std::min<uint64_t>(bytes, log_bytes_.load());
+  return removed;
+}
+
+uint64_t BlockStore::WriterHighWater(uint32_t writer) const {
+  absl::MutexLock l(&hw_mu_);
+  auto it = high_water_.find(writer);
+  return it == high_water_.end() ? 0 : it->second;
+}
+
+absl::Status BlockStore::NoteSequence(uint32_t writer, uint64_t seq) {
+  if (writer == 0 || seq == 0) return absl::OkStatus();
+  absl::MutexLock l(&hw_mu_);
+  auto it = high_water_.find(writer);
+  if (it != high_water_.end() && seq < it->second) return absl::OkStatus();
+  const uint64_t mark = seq + kHighWaterStep;
+  std::string value;
+  PutBe64(&value, mark);
+  rocksdb::WriteBatch batch;
+  batch.Put(meta_cf_, HighWaterKey(writer), value);
+  RC_RETURN_IF_ERROR(Commit(&batch, "record a writer's sequence mark"));
+  high_water_[writer] = mark;
+  return absl::OkStatus();
+}
+
+std::string BlockStore::WriterIncarnation(uint32_t writer) const {
+  std::string value;
+  if (!db_->Get(rocksdb::ReadOptions(), meta_cf_, WriterIncarnationKey(writer), &value).ok()) {
+    return "";
+  }
+  return value;
+}
+
+absl::StatusOr<std::string> BlockStore::PutWriterIncarnation(uint32_t writer,
+                                                             const std::string& incarnation,
+                                                             bool only_if_none) {
+  if (writer == 0 || incarnation.empty() || incarnation.size() > 64) {
+    return absl::InvalidArgumentError(
+        "a writer incarnation needs a cache node id and an id of "
+        "1 to 64 characters");
+  }
+  absl::MutexLock l(&hw_mu_);
+  std::string held = WriterIncarnation(writer);
+  if (held == incarnation || (only_if_none && !held.empty())) return held;
+  rocksdb::WriteBatch batch;
+  batch.Put(meta_cf_, WriterIncarnationKey(writer), incarnation);
+  RC_RETURN_IF_ERROR(Commit(&batch, "record a cache node's store incarnation"));
+  return incarnation;
+}
+
+}  // namespace ringcache::datanode
