@@ -11,6 +11,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "membership/etcd_test_server.h"
+#include "membership/testing/etcd_fixture.h"
 
 namespace ringcache::membership {
 namespace {
@@ -61,19 +62,8 @@ class EventLog {
   int64_t compacted_at_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
-class EtcdClientTest : public ::testing::Test {
+class EtcdClientTest : public testing::EtcdFixture {
  protected:
-  void SetUp() override {
-    if (EtcdTestServer::FindBinary().empty()) {
-      GTEST_SKIP() << "etcd binary not found (install the Debian package etcd-server, or set "
-                      "RINGCACHE_ETCD); skipping tests against a real etcd";
-    }
-    auto server =
-        EtcdTestServer::Start(::testing::UnitTest::GetInstance()->current_test_info()->name());
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = *std::move(server);
-    client_ = NewClient({server_->endpoint()});
-  }
 
   static std::unique_ptr<EtcdClient> NewClient(std::vector<std::string> endpoints,
                                                absl::Duration call_timeout = absl::Seconds(10)) {
@@ -85,9 +75,6 @@ class EtcdClientTest : public ::testing::Test {
     EXPECT_TRUE(client.ok()) << client.status();
     return client.ok() ? *std::move(client) : nullptr;
   }
-
-  std::unique_ptr<EtcdTestServer> server_;
-  std::unique_ptr<EtcdClient> client_;
 };
 
 TEST(EtcdClientOptionsTest, ValidateNamesTheProblem) {
