@@ -75,6 +75,49 @@ int Copies(int replication, size_t members) {
   return std::min<int>(std::max(replication, 1), static_cast<int>(members));
 }
 
+// The runs of one scan page: blocks join the open run while they extend it.
+struct Runs {
+  std::vector<Run> done;
+  Run open;
+
+  // Adds scanned block `b` (with its data when `with_data`) bound for `dest`.
+  void Add(const v1::ScannedBlock& b, const std::vector<uint32_t>& dest, bool with_data) {
+    const uint32_t writer = with_data ? b.writer() : 0;
+    if (!open.Extends(b, writer, dest)) {
+      Close();
+      open.Start(b, dest);
+      open.writer = writer;
+    }
+    if (with_data) {
+      open.Add(b);
+    } else {
+      ++open.count;
+    }
+  }
+  void Close() {
+    if (open.count > 0) done.push_back(std::move(open));
+    open = Run();
+  }
+};
+
+// Copies each run of `runs` to its destinations, all at once (DataNodePool::CopyBlocksAll);
+// adds the blocks stored to *stored and the bytes sent to *bytes.
+absl::Status SendRuns(datanode::DataNodePool* pool, Runs* runs, uint64_t* stored, uint64_t* bytes) {
+  runs->Close();
+  std::vector<datanode::BlockCopy> copies;
+  for (const Run& run : runs->done) {
+    const datanode::HomeStamp stamp = run.Stamp();
+    for (uint32_t to : run.to) {
+      copies.push_back({to, run.vdi, run.object, run.first, &run.data, stamp});
+      *bytes += run.data.size();
+    }
+  }
+  RC_ASSIGN_OR_RETURN(uint64_t n, pool->CopyBlocksAll(copies));
+  *stored += n;
+  runs->done.clear();
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::flat_hash_map<uint32_t, int> DataRebalancer::Replications() const {
@@ -163,21 +206,7 @@ absl::Status DataRebalancer::Copy(const DataRing& ring) {
   uint64_t bytes = 0;
   for (uint32_t d : ring.members) {
     if (sources.down.contains(d)) continue;
-    Run run;
-    uint64_t copied = 0;
-    auto flush = [&]() -> absl::Status {
-      if (run.count == 0) return absl::OkStatus();
-      const datanode::HomeStamp stamp = run.Stamp();
-      for (uint32_t to : run.to) {
-        RC_ASSIGN_OR_RETURN(uint32_t stored,
-                            pool_->CopyBlocks(to, run.vdi, run.object, run.first, run.data, stamp));
-        copied += stored;
-        bytes += run.data.size();
-      }
-      run = Run();
-      Throttle(start, bytes);
-      return absl::OkStatus();
-    };
+    Runs runs;
     auto on_page = [&](const std::vector<v1::ScannedBlock>& blocks) -> absl::Status {
       if (options_.after_scan_for_test) options_.after_scan_for_test(blocks);
       for (const v1::ScannedBlock& b : blocks) {
@@ -204,15 +233,12 @@ absl::Status DataRebalancer::Copy(const DataRing& ring) {
           }
         }
         if (dest.empty()) continue;
-        if (!run.Extends(b, b.writer(), dest)) {
-          RC_RETURN_IF_ERROR(flush());
-          run.Start(b, dest);
-        }
-        run.Add(b);
+        runs.Add(b, dest, /*with_data=*/true);
       }
-      RC_RETURN_IF_ERROR(flush());
+      uint64_t copied = 0;
+      RC_RETURN_IF_ERROR(SendRuns(pool_, &runs, &copied, &bytes));
+      Throttle(start, bytes);
       NoteCopied(blocks.size(), copied);
-      copied = 0;
       return absl::OkStatus();
     };
     RC_RETURN_IF_ERROR(ScanNode(d, options_.scan_page, /*with_data=*/true, on_page));
@@ -311,18 +337,7 @@ absl::Status DataRebalancer::Refill(const DataRing& ring, uint32_t node,
   uint64_t copied = 0, bytes = 0;
   for (uint32_t d : ring.members) {
     if (d == node || ring.IsOut(d)) continue;
-    Run run;
-    auto flush = [&]() -> absl::Status {
-      if (run.count == 0) return absl::OkStatus();
-      const datanode::HomeStamp stamp = run.Stamp();
-      RC_ASSIGN_OR_RETURN(uint32_t stored,
-                          pool_->CopyBlocks(node, run.vdi, run.object, run.first, run.data, stamp));
-      copied += stored;
-      bytes += run.data.size();
-      run = Run();
-      Throttle(start, bytes);
-      return absl::OkStatus();
-    };
+    Runs runs;
     auto on_page = [&](const std::vector<v1::ScannedBlock>& blocks) -> absl::Status {
       for (const v1::ScannedBlock& b : blocks) {
         if (b.trimmed() || !vdis.contains(b.vdi_id())) continue;
@@ -332,14 +347,10 @@ absl::Status DataRebalancer::Refill(const DataRing& ring, uint32_t node,
                             homes_ring.Owners(ring::ObjectKey{b.vdi_id(), b.object_index()},
                                               Copies(rep->second, ring.members.size())));
         if (std::find(homes.begin(), homes.end(), node) == homes.end()) continue;
-        const std::vector<uint32_t> dest{node};
-        if (!run.Extends(b, b.writer(), dest)) {
-          RC_RETURN_IF_ERROR(flush());
-          run.Start(b, dest);
-        }
-        run.Add(b);
+        runs.Add(b, {node}, /*with_data=*/true);
       }
-      RC_RETURN_IF_ERROR(flush());
+      RC_RETURN_IF_ERROR(SendRuns(pool_, &runs, &copied, &bytes));
+      Throttle(start, bytes);
       absl::MutexLock l(&mu_);
       status_.set_message(absl::StrCat("refilling data node ", node, ": ", copied,
                                        " blocks copied from the other replicas"));
@@ -363,15 +374,7 @@ absl::Status DataRebalancer::Purge(const DataRing& ring) {
   RC_ASSIGN_OR_RETURN(ring::Ring homes_ring, datanode::BuildDataRing(ring.Endpoints(ring.members)));
   const absl::flat_hash_map<uint32_t, int> replication = Replications();
   for (uint32_t d : ring.members) {
-    Run run;
-    auto flush = [&]() -> absl::Status {
-      if (run.count == 0) return absl::OkStatus();
-      RC_RETURN_IF_ERROR(pool_->PurgeBlocks(d, run.vdi, run.object, run.first, run.count));
-      absl::MutexLock l(&mu_);
-      status_.set_blocks_deleted(status_.blocks_deleted() + run.count);
-      run = Run();
-      return absl::OkStatus();
-    };
+    Runs runs;
     auto on_page = [&](const std::vector<v1::ScannedBlock>& blocks) -> absl::Status {
       for (const v1::ScannedBlock& b : blocks) {
         auto rep = replication.find(b.vdi_id());
@@ -380,15 +383,20 @@ absl::Status DataRebalancer::Purge(const DataRing& ring) {
                             homes_ring.Owners(ring::ObjectKey{b.vdi_id(), b.object_index()},
                                               Copies(rep->second, ring.members.size())));
         if (std::find(homes.begin(), homes.end(), d) != homes.end()) continue;
-        if (!run.Extends(b, 0, run.to)) {
-          RC_RETURN_IF_ERROR(flush());
-          run.vdi = b.vdi_id();
-          run.object = b.object_index();
-          run.first = b.block_index();
-        }
-        ++run.count;
+        runs.Add(b, {}, /*with_data=*/false);
       }
-      return flush();
+      runs.Close();
+      std::vector<datanode::BlockSpan> spans;
+      uint64_t count = 0;
+      for (const Run& run : runs.done) {
+        spans.push_back({run.vdi, run.object, run.first, run.count});
+        count += run.count;
+      }
+      runs.done.clear();
+      RC_RETURN_IF_ERROR(pool_->PurgeBlocksAll(d, spans));
+      absl::MutexLock l(&mu_);
+      status_.set_blocks_deleted(status_.blocks_deleted() + count);
+      return absl::OkStatus();
     };
     RC_RETURN_IF_ERROR(ScanNode(d, 4096, /*with_data=*/false, on_page));
   }

@@ -4,8 +4,8 @@
 // input; here a "device" is a home data node).
 //
 // The data ring can change while requests run (rebalancing after a data node joined, see
-// coordinator/data_rebalancer.h): a DataRing names the `members` whose ring places reads, log copies
-// and — when no rebalance runs — writes; while a rebalance moves replicas it also names the
+// coordinator/data_rebalancer.h): a DataRing names the `members` whose ring places reads, log
+// copies and — when no rebalance runs — writes; while a rebalance moves replicas it also names the
 // `target` members, and writes and trims go to the homes on both rings, so that the new homes
 // miss no write made after the copy of a block started. Every request works on one snapshot of
 // the ring (a View); SetRing returns only once no request uses an older snapshot.
@@ -15,8 +15,8 @@
 #define RINGCACHE_DATANODE_CLIENT_DATANODE_POOL_H_
 
 #include <atomic>
-#include <functional>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -85,8 +85,8 @@ struct BlockScanPage {
 };
 
 struct BlockRun {
-  std::string data;                 // count × block_size bytes (zeros where absent)
-  std::vector<bool> present;        // per block
+  std::string data;           // count × block_size bytes (zeros where absent)
+  std::vector<bool> present;  // per block
 };
 
 // Version stamp of a write sent home (see datanode/store.h WriteStamp): the cache node's id and
@@ -99,6 +99,24 @@ struct HomeStamp {
   std::vector<uint64_t> seqs;
   bool only_if_newer = false;  // log replay: never overwrite a copy at least as new
   std::vector<uint64_t> epochs;
+};
+
+// Blocks first.. of one object, copied to data node `node` (DataNodePool::CopyBlocksAll).
+struct BlockCopy {
+  uint32_t node = 0;
+  uint32_t vdi = 0;
+  uint64_t object = 0;
+  uint32_t first = 0;
+  const std::string* data = nullptr;  // whole blocks; not owned, alive during the call
+  HomeStamp stamp;
+};
+
+// Blocks first..first+count-1 of one object (DataNodePool::PurgeBlocksAll).
+struct BlockSpan {
+  uint32_t vdi = 0;
+  uint64_t object = 0;
+  uint32_t first = 0;
+  uint32_t count = 0;
 };
 
 // The VDIs one data node knows (DataNodePool::VdisOn).
@@ -128,10 +146,9 @@ class DataNodePool {
   static absl::StatusOr<std::unique_ptr<DataNodePool>> Create(
       const std::vector<DataNodeEndpoint>& nodes, metrics::Registry* registry,
       int rpc_timeout_ms = 30000, const std::string& role = "cachenode");
-  static absl::StatusOr<std::unique_ptr<DataNodePool>> Create(const DataRing& ring,
-                                                              metrics::Registry* registry,
-                                                              int rpc_timeout_ms = 30000,
-                                                              const std::string& role = "cachenode");
+  static absl::StatusOr<std::unique_ptr<DataNodePool>> Create(
+      const DataRing& ring, metrics::Registry* registry, int rpc_timeout_ms = 30000,
+      const std::string& role = "cachenode");
 
   // Switches to `ring`, then waits until no request still uses the previous one. An epoch
   // below the current one is refused (kFailedPrecondition); the current epoch again changes
@@ -203,10 +220,10 @@ class DataNodePool {
   absl::Status TrimAll(uint32_t vdi, uint64_t object, uint32_t first, uint32_t count, int n,
                        const HomeStamp* stamp = nullptr);
 
-  // Appends the records of `req` (all of one object) durably on `copies` data nodes among the object's log
-  // candidates, in parallel, moving on to the next candidate when one fails. Fails (kUnavailable)
-  // only when fewer than `copies` candidates accepted them. `overlap` (may be empty) runs on the
-  // calling thread while the first round of appends is in flight.
+  // Appends the records of `req` (all of one object) durably on `copies` data nodes among the
+  // object's log candidates, in parallel, moving on to the next candidate when one fails. Fails
+  // (kUnavailable) only when fewer than `copies` candidates accepted them. `overlap` (may be empty)
+  // runs on the calling thread while the first round of appends is in flight.
   absl::StatusOr<LogAppendResult> LogAppend(uint32_t vdi, uint64_t object, int n, int copies,
                                             const v1::LogAppendRequest& req,
                                             const std::function<void()>& overlap = nullptr);
@@ -236,17 +253,24 @@ class DataNodePool {
 
   // Rebalancing (coordinator/data_rebalancer.h), one node at a time. Lists up to `limit` stored
   // blocks and tombstones of data node `node` from (from, from_block) on, in key order.
-  absl::StatusOr<BlockScanPage> ScanBlocks(uint32_t node, ring::ObjectKey from,
-                                           uint32_t from_block, uint32_t limit,
-                                           bool include_data);
+  absl::StatusOr<BlockScanPage> ScanBlocks(uint32_t node, ring::ObjectKey from, uint32_t from_block,
+                                           uint32_t limit, bool include_data);
   // Copies blocks to data node `node` unless it holds any copy of them already (a write or trim
   // that reached it first); returns how many it stored. The stamp keeps the source's versions.
-  absl::StatusOr<uint32_t> CopyBlocks(uint32_t node, uint32_t vdi, uint64_t object,
-                                      uint32_t first, const std::string& data,
-                                      const HomeStamp& stamp);
+  absl::StatusOr<uint32_t> CopyBlocks(uint32_t node, uint32_t vdi, uint64_t object, uint32_t first,
+                                      const std::string& data, const HomeStamp& stamp);
+  // CopyBlocks of each copy, kCopyWindow calls in flight at a time: a rebalancer's page of
+  // scattered runs costs a round trip or two, not one per run, and the data nodes commit the
+  // concurrent writes together. Returns the blocks stored in all, or (once every call ended)
+  // the first failure.
+  absl::StatusOr<uint64_t> CopyBlocksAll(const std::vector<BlockCopy>& copies);
   // Removes blocks (and tombstones) entirely from data node `node`, no longer one of their homes.
   absl::Status PurgeBlocks(uint32_t node, uint32_t vdi, uint64_t object, uint32_t first,
                            uint32_t count);
+  // PurgeBlocks of each span on `node`, kCopyWindow calls in flight at a time.
+  absl::Status PurgeBlocksAll(uint32_t node, const std::vector<BlockSpan>& spans);
+  // Calls of CopyBlocksAll and PurgeBlocksAll in flight at once.
+  static constexpr size_t kCopyWindow = 32;
   // Returns data node `node`'s stored block count (RocksDB's estimate).
   absl::StatusOr<uint64_t> BlockCount(uint32_t node);
   // Asks every data node of the ring what it knows of cache node `writer` (its sequence
@@ -307,8 +331,8 @@ class DataNodePool {
     std::unique_ptr<v1::DataNode::Stub> stub;
     std::atomic<int> inflight{0};
     std::atomic<double> ewma_latency_s{0.0};
-    std::atomic<int64_t> failed_at_ms{0};  // last RPC failure (steady clock), 0 = none
-    std::atomic<int64_t> down_since_ms{0}; // unreachable since (steady clock), 0 = reachable
+    std::atomic<int64_t> failed_at_ms{0};   // last RPC failure (steady clock), 0 = none
+    std::atomic<int64_t> down_since_ms{0};  // unreachable since (steady clock), 0 = reachable
     // The store incarnation the node last reported (Health), and how often it changed: a node
     // back on a new or wiped disk lost every log copy it held.
     absl::Mutex store_mu;
@@ -341,14 +365,13 @@ class DataNodePool {
   // Builds a view of `spec`, creating channels for nodes not seen before.
   absl::StatusOr<std::shared_ptr<const View>> MakeView(const DataRing& spec);
   // Read homes (ring of the members) and write homes (both rings while rebalancing).
-  static absl::StatusOr<std::vector<uint32_t>> HomesIn(const View& v, uint32_t vdi,
-                                                       uint64_t object, int n);
+  static absl::StatusOr<std::vector<uint32_t>> HomesIn(const View& v, uint32_t vdi, uint64_t object,
+                                                       int n);
   static absl::StatusOr<std::vector<uint32_t>> WriteHomesIn(const View& v, uint32_t vdi,
                                                             uint64_t object, int n);
   // Where the log records of an object with n homes go, in preference order: the nodes after
   // its homes on the data ring, then (cluster too small) its homes from the last one.
-  static std::vector<uint32_t> LogCandidatesIn(const View& v, uint32_t vdi, uint64_t object,
-                                               int n);
+  static std::vector<uint32_t> LogCandidatesIn(const View& v, uint32_t vdi, uint64_t object, int n);
   Node* Find(uint32_t id) const;
   // Writes block i of `good` (a read answer of blocks first..) to data node `target` with the
   // good copy's version: a repair of a bad copy, or (`only_if_absent`) of a missing one.
@@ -359,9 +382,9 @@ class DataNodePool {
   // Asks the live nodes of `v`, one after another, for their Stats (`req`, a deadline of
   // `seconds` each) and notes each outcome; `each(node id, status, response)` returns false to
   // stop.
-  void StatsOfLive(const View& v, const v1::StatsRequest& req, int seconds,
-                   const std::function<bool(uint32_t, const grpc::Status&,
-                                            const v1::StatsResponse&)>& each);
+  void StatsOfLive(
+      const View& v, const v1::StatsRequest& req, int seconds,
+      const std::function<bool(uint32_t, const grpc::Status&, const v1::StatsResponse&)>& each);
   // Runs one RPC `call(stub, ctx)` on data node `node` of the current view and notes its
   // outcome; errors name `what` and the node ("copy to data node 4: ...").
   template <typename Call>
@@ -372,13 +395,14 @@ class DataNodePool {
   void Observe(Node* n, double seconds);
   // Records an RPC's outcome for the up/down view.
   void Note(Node* n, const grpc::Status& s);
-  // Starts one call on each of `nodes` at once (`start` issues it with the context given and
-  // calls the Done it got once it finished), waits for all, notes each node's health, and returns
-  // their statuses in the order of `nodes`.
+  // Starts one call on each of `nodes` at once (`start(i, nodes[i], context, done)` issues call i
+  // with the context given and calls `done` once it finished; a node may be listed more than
+  // once), waits for all, notes each node's health, and returns their statuses in the order of
+  // `nodes`.
   using Done = std::function<void(grpc::Status)>;
   std::vector<grpc::Status> CallEach(
       const std::vector<Node*>& nodes,
-      const std::function<void(Node*, grpc::ClientContext*, Done)>& start);
+      const std::function<void(size_t, Node*, grpc::ClientContext*, Done)>& start);
   std::unique_ptr<grpc::ClientContext> Context() const;
   // Appends `w`'s records on `node`: at once when no append is in flight there, else together
   // with every other waiting append in the next call (one RPC, one RocksDB write and WAL sync

@@ -1,11 +1,7 @@
 // The pool's per-node operations: health probes, the kept data ring, scrub reports and
 // repairs, block scans, copies and purges for rebalancing, VDIs, writer marks and incarnations.
-#include "datanode/client/datanode_pool.h"
-
-
-#include <grpcpp/grpcpp.h>
-
 #include <google/protobuf/text_format.h>
+#include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -25,6 +21,7 @@
 #include "common/grpc_channel.h"
 #include "common/grpc_status.h"
 #include "common/status_macros.h"
+#include "datanode/client/datanode_pool.h"
 #include "datanode/client/pool_internal.h"
 
 namespace ringcache::datanode {
@@ -48,11 +45,10 @@ void DataNodePool::ProbeAll(int timeout_ms) {
   for (size_t i = 0; i < nodes.size(); ++i) {
     calls[i].ctx.set_deadline(std::chrono::system_clock::now() +
                               std::chrono::milliseconds(timeout_ms));
-    nodes[i]->stub->async()->Health(&calls[i].ctx, &req, &calls[i].resp,
-                                     [&, i](grpc::Status st) {
-                                       calls[i].status = std::move(st);
-                                       pending.DecrementCount();
-                                     });
+    nodes[i]->stub->async()->Health(&calls[i].ctx, &req, &calls[i].resp, [&, i](grpc::Status st) {
+      calls[i].status = std::move(st);
+      pending.DecrementCount();
+    });
   }
   pending.Wait();
   for (size_t i = 0; i < nodes.size(); ++i) {
@@ -63,9 +59,10 @@ void DataNodePool::ProbeAll(int timeout_ms) {
     absl::MutexLock l(&n->store_mu);
     if (!n->store_incarnation.empty() && n->store_incarnation != inc) {
       n->store_changes.fetch_add(1);
-      spdlog::warn("data node {} came back with another store (incarnation {} -> {}): a new or "
-                   "wiped disk; the log copies and replicas it held are gone",
-                   n->endpoint.id, n->store_incarnation, inc);
+      spdlog::warn(
+          "data node {} came back with another store (incarnation {} -> {}): a new or "
+          "wiped disk; the log copies and replicas it held are gone",
+          n->endpoint.id, n->store_incarnation, inc);
     }
     n->store_incarnation = inc;
   }
@@ -176,8 +173,7 @@ absl::StatusOr<bool> DataNodePool::RepairBlockOn(uint32_t node, uint32_t vdi, ui
       }
       continue;
     }
-    if (resp.present_size() != 1 || !resp.present(0) ||
-        resp.data().size() != block_size) {
+    if (resp.present_size() != 1 || !resp.present(0) || resp.data().size() != block_size) {
       continue;
     }
     if (!best || VersionIn(resp, 0).Key() > VersionIn(*best, 0).Key()) best = std::move(resp);
@@ -192,8 +188,6 @@ absl::StatusOr<bool> DataNodePool::RepairBlockOn(uint32_t node, uint32_t vdi, ui
   }
   return true;
 }
-
-
 
 absl::StatusOr<BlockScanPage> DataNodePool::ScanBlocks(uint32_t node, ring::ObjectKey from,
                                                        uint32_t from_block, uint32_t limit,
@@ -220,34 +214,78 @@ absl::StatusOr<BlockScanPage> DataNodePool::ScanBlocks(uint32_t node, ring::Obje
 absl::StatusOr<uint32_t> DataNodePool::CopyBlocks(uint32_t node, uint32_t vdi, uint64_t object,
                                                   uint32_t first, const std::string& data,
                                                   const HomeStamp& stamp) {
-  v1::WriteBlocksRequest req;
-  req.mutable_range()->set_vdi_id(vdi);
-  req.mutable_range()->set_object_index(object);
-  req.mutable_range()->set_first_block(first);
-  req.set_data(data);
-  req.set_writer_node(stamp.writer);
-  for (uint64_t seq : stamp.seqs) req.add_versions(seq);
-  for (uint64_t e : stamp.epochs) req.add_epochs(e);
-  req.set_only_if_absent(true);
-  v1::WriteBlocksResponse resp;
-  RC_RETURN_IF_ERROR(OnNode(node, "copy to", [&](auto& stub, grpc::ClientContext* ctx) {
-    return stub.WriteBlocks(ctx, req, &resp);
-  }));
-  return resp.blocks_stored();
+  RC_ASSIGN_OR_RETURN(uint64_t stored, CopyBlocksAll({{node, vdi, object, first, &data, stamp}}));
+  return static_cast<uint32_t>(stored);
 }
 
-absl::Status DataNodePool::PurgeBlocks(uint32_t node, uint32_t vdi, uint64_t object,
-                                       uint32_t first, uint32_t count) {
-  v1::TrimBlocksRequest req;
-  req.mutable_range()->set_vdi_id(vdi);
-  req.mutable_range()->set_object_index(object);
-  req.mutable_range()->set_first_block(first);
-  req.mutable_range()->set_block_count(count);
-  req.set_purge(true);
-  v1::TrimBlocksResponse resp;
-  return OnNode(node, "purge on", [&](auto& stub, grpc::ClientContext* ctx) {
-    return stub.TrimBlocks(ctx, req, &resp);
-  });
+absl::StatusOr<uint64_t> DataNodePool::CopyBlocksAll(const std::vector<BlockCopy>& copies) {
+  const auto v = view();
+  uint64_t stored = 0;
+  for (size_t at = 0; at < copies.size(); at += kCopyWindow) {
+    const size_t n = std::min(kCopyWindow, copies.size() - at);
+    std::vector<Node*> nodes(n);
+    std::vector<v1::WriteBlocksRequest> reqs(n);
+    std::vector<v1::WriteBlocksResponse> resps(n);
+    for (size_t i = 0; i < n; ++i) {
+      const BlockCopy& c = copies[at + i];
+      nodes[i] = v->Find(c.node);
+      if (nodes[i] == nullptr) {
+        return absl::InvalidArgumentError(absl::StrCat("unknown data node ", c.node));
+      }
+      v1::WriteBlocksRequest& req = reqs[i];
+      req.mutable_range()->set_vdi_id(c.vdi);
+      req.mutable_range()->set_object_index(c.object);
+      req.mutable_range()->set_first_block(c.first);
+      req.set_data(*c.data);
+      req.set_writer_node(c.stamp.writer);
+      for (uint64_t seq : c.stamp.seqs) req.add_versions(seq);
+      for (uint64_t e : c.stamp.epochs) req.add_epochs(e);
+      req.set_only_if_absent(true);
+    }
+    const std::vector<grpc::Status> got =
+        CallEach(nodes, [&](size_t i, Node* node, grpc::ClientContext* ctx, Done done) {
+          node->stub->async()->WriteBlocks(ctx, &reqs[i], &resps[i], std::move(done));
+        });
+    for (size_t i = 0; i < n; ++i) {
+      RC_RETURN_IF_ERROR(FromGrpc(got[i], absl::StrCat("copy to data node ", copies[at + i].node)));
+      stored += resps[i].blocks_stored();
+    }
+  }
+  return stored;
+}
+
+absl::Status DataNodePool::PurgeBlocks(uint32_t node, uint32_t vdi, uint64_t object, uint32_t first,
+                                       uint32_t count) {
+  return PurgeBlocksAll(node, {{vdi, object, first, count}});
+}
+
+absl::Status DataNodePool::PurgeBlocksAll(uint32_t node, const std::vector<BlockSpan>& spans) {
+  const auto v = view();
+  Node* target = v->Find(node);
+  if (target == nullptr)
+    return absl::InvalidArgumentError(absl::StrCat("unknown data node ", node));
+  for (size_t at = 0; at < spans.size(); at += kCopyWindow) {
+    const size_t n = std::min(kCopyWindow, spans.size() - at);
+    std::vector<v1::TrimBlocksRequest> reqs(n);
+    std::vector<v1::TrimBlocksResponse> resps(n);
+    for (size_t i = 0; i < n; ++i) {
+      const BlockSpan& span = spans[at + i];
+      reqs[i].mutable_range()->set_vdi_id(span.vdi);
+      reqs[i].mutable_range()->set_object_index(span.object);
+      reqs[i].mutable_range()->set_first_block(span.first);
+      reqs[i].mutable_range()->set_block_count(span.count);
+      reqs[i].set_purge(true);
+    }
+    const std::vector<grpc::Status> got =
+        CallEach(std::vector<Node*>(n, target),
+                 [&](size_t i, Node* nd, grpc::ClientContext* ctx, Done done) {
+                   nd->stub->async()->TrimBlocks(ctx, &reqs[i], &resps[i], std::move(done));
+                 });
+    for (const grpc::Status& s : got) {
+      RC_RETURN_IF_ERROR(FromGrpc(s, absl::StrCat("purge on data node ", node)));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<uint64_t> DataNodePool::BlockCount(uint32_t node) {
@@ -264,9 +302,8 @@ absl::Status DataNodePool::PutVdiOn(uint32_t node, const v1::VdiGeometry& vdi, b
   *req.mutable_vdi() = vdi;
   req.set_complete(complete);
   v1::PutVdiResponse resp;
-  return OnNode(node, "register VDI on", [&](auto& stub, grpc::ClientContext* ctx) {
-    return stub.PutVdi(ctx, req, &resp);
-  });
+  return OnNode(node, "register VDI on",
+                [&](auto& stub, grpc::ClientContext* ctx) { return stub.PutVdi(ctx, req, &resp); });
 }
 
 absl::StatusOr<NodeVdis> DataNodePool::VdisOn(uint32_t node) {
@@ -358,6 +395,5 @@ absl::Status DataNodePool::PutWriterIncarnation(uint32_t writer, const std::stri
   }
   return absl::OkStatus();
 }
-
 
 }  // namespace ringcache::datanode

@@ -1,11 +1,7 @@
 // The pool's write-back log path: log copies placed on data nodes apart from the homes,
 // group-committed appends with retries, seals, reclaims, scans and fetches of records.
-#include "datanode/client/datanode_pool.h"
-
-
-#include <grpcpp/grpcpp.h>
-
 #include <google/protobuf/text_format.h>
+#include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -25,6 +21,7 @@
 #include "common/grpc_channel.h"
 #include "common/grpc_status.h"
 #include "common/status_macros.h"
+#include "datanode/client/datanode_pool.h"
 #include "datanode/client/pool_internal.h"
 
 namespace ringcache::datanode {
@@ -47,9 +44,9 @@ std::vector<uint32_t> DataNodePool::LogCandidatesIn(const View& v, uint32_t vdi,
   return out;
 }
 
-absl::StatusOr<LogAppendResult> DataNodePool::LogAppend(
-    uint32_t vdi, uint64_t object, int n, int copies, const v1::LogAppendRequest& req,
-    const std::function<void()>& overlap) {
+absl::StatusOr<LogAppendResult> DataNodePool::LogAppend(uint32_t vdi, uint64_t object, int n,
+                                                        int copies, const v1::LogAppendRequest& req,
+                                                        const std::function<void()>& overlap) {
   LogAppendResult result;
   if (copies <= 0 || req.records_size() == 0) {
     if (overlap) overlap();
@@ -233,7 +230,7 @@ std::vector<uint32_t> DataNodePool::LogReclaim(uint32_t cache_node,
   // Out nodes are skipped: they keep their stale records until they are cleared to rejoin.
   const std::vector<Node*>& nodes = v->live;
   const std::vector<grpc::Status> got =
-      CallEach(nodes, [&req](Node* node, grpc::ClientContext* ctx, Done done) {
+      CallEach(nodes, [&req](size_t, Node* node, grpc::ClientContext* ctx, Done done) {
         auto resp = std::make_shared<v1::LogReclaimResponse>();
         node->stub->async()->LogReclaim(ctx, &req, resp.get(),
                                         [resp, done](grpc::Status s) { done(std::move(s)); });
@@ -255,7 +252,7 @@ absl::Status DataNodePool::SealLog(uint32_t cache_node, uint64_t below_epoch) {
   // them); only the live ones, which the replay scans, must take it.
   const std::vector<Node*>& nodes = v->nodes;
   const std::vector<grpc::Status> got =
-      CallEach(nodes, [&req](Node* node, grpc::ClientContext* ctx, Done done) {
+      CallEach(nodes, [&req](size_t, Node* node, grpc::ClientContext* ctx, Done done) {
         auto resp = std::make_shared<v1::SealLogResponse>();
         node->stub->async()->SealLog(ctx, &req, resp.get(),
                                      [resp, done](grpc::Status s) { done(std::move(s)); });
@@ -270,13 +267,13 @@ absl::Status DataNodePool::SealLog(uint32_t cache_node, uint64_t below_epoch) {
 
 std::vector<grpc::Status> DataNodePool::CallEach(
     const std::vector<Node*>& nodes,
-    const std::function<void(Node*, grpc::ClientContext*, Done)>& start) {
+    const std::function<void(size_t, Node*, grpc::ClientContext*, Done)>& start) {
   std::vector<grpc::Status> statuses(nodes.size());
   std::vector<std::unique_ptr<grpc::ClientContext>> contexts(nodes.size());
   absl::BlockingCounter pending(static_cast<int>(nodes.size()));
   for (size_t i = 0; i < nodes.size(); ++i) {
     contexts[i] = Context();
-    start(nodes[i], contexts[i].get(), [&statuses, &pending, i](grpc::Status s) {
+    start(i, nodes[i], contexts[i].get(), [&statuses, &pending, i](grpc::Status s) {
       statuses[i] = std::move(s);
       pending.DecrementCount();
     });
@@ -287,8 +284,7 @@ std::vector<grpc::Status> DataNodePool::CallEach(
 }
 
 absl::Status DataNodePool::LogScan(uint32_t node, uint32_t cache_node, uint64_t from,
-                                   bool include_data,
-                                   const std::function<void(v1::LogRecord&)>& fn,
+                                   bool include_data, const std::function<void(v1::LogRecord&)>& fn,
                                    std::vector<uint64_t>* corrupt) {
   const auto v = view();
   Node* n = v->Find(node);
