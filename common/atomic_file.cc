@@ -2,12 +2,15 @@
 #include "common/atomic_file.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/status_macros.h"
 
 namespace ringcache {
 
@@ -47,17 +50,18 @@ absl::Status WriteFileAtomically(const std::string& path, absl::string_view cont
   return absl::OkStatus();
 }
 
-}  // namespace ringcache
+namespace {
 
-namespace ringcache {
-
-absl::StatusOr<std::string> ReadSmallFile(const std::string& path, size_t max_bytes) {
+absl::StatusOr<int> OpenForRead(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;
-    if (err == ENOENT) return absl::NotFoundError(absl::StrCat(path, " does not exist"));
-    return absl::UnavailableError(absl::StrCat("cannot open ", path, ": ", std::strerror(err)));
-  }
+  if (fd >= 0) return fd;
+  const int err = errno;
+  if (err == ENOENT) return absl::NotFoundError(absl::StrCat(path, " does not exist"));
+  return absl::UnavailableError(absl::StrCat("cannot open ", path, ": ", std::strerror(err)));
+}
+
+// Reads the rest of `fd` and closes it.
+absl::StatusOr<std::string> ReadAndClose(int fd, const std::string& path, size_t max_bytes) {
   std::string out;
   char buf[16384];
   while (true) {
@@ -78,6 +82,42 @@ absl::StatusOr<std::string> ReadSmallFile(const std::string& path, size_t max_by
   }
   ::close(fd);
   return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> ReadSmallFile(const std::string& path, size_t max_bytes) {
+  RC_ASSIGN_OR_RETURN(const int fd, OpenForRead(path));
+  return ReadAndClose(fd, path, max_bytes);
+}
+
+absl::StatusOr<std::string> ReadPrivateFile(const std::string& path, size_t max_bytes) {
+  RC_ASSIGN_OR_RETURN(const int fd, OpenForRead(path));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return absl::UnavailableError(absl::StrCat("cannot stat ", path, ": ", std::strerror(err)));
+  }
+  const uid_t me = ::geteuid();
+  std::string why;
+  if (!S_ISREG(st.st_mode)) {
+    why = "is not a regular file";
+  } else if (st.st_uid != me) {
+    why = absl::StrCat("is owned by uid ", st.st_uid, ", not by this process's user (uid ", me,
+                       "); chown it");
+  } else if ((st.st_mode & 077) != 0) {
+    why = absl::StrFormat("is open to group or others (mode %04o); chmod 600 %s",
+                          st.st_mode & 07777, path);
+  }
+  if (!why.empty()) {
+    ::close(fd);
+    return absl::PermissionDeniedError(
+        absl::StrCat(path, " holds a secret but ", why,
+                     " (a private key or PSK file must be "
+                     "0600 or 0400 and owned by the user that reads it)"));
+  }
+  return ReadAndClose(fd, path, max_bytes);
 }
 
 }  // namespace ringcache

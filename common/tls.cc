@@ -107,10 +107,15 @@ absl::StatusOr<std::shared_ptr<const Identity>> LoadIdentityFiles(const std::str
                                                                   const std::string& cert_file,
                                                                   const std::string& key_file) {
   auto id = std::make_shared<Identity>();
-  for (auto [path, out] : {std::pair{&ca_file, &id->ca_pem}, {&cert_file, &id->cert_pem},
-                           {&key_file, &id->key_pem}}) {
+  for (auto [path, out] :
+       {std::pair{&ca_file, &id->ca_pem}, {&cert_file, &id->cert_pem}, {&key_file, &id->key_pem}}) {
     if (path->empty()) continue;
-    absl::StatusOr<std::string> text = ReadSmallFile(*path);
+    absl::StatusOr<std::string> text =
+        out == &id->key_pem ? ReadPrivateFile(*path) : ReadSmallFile(*path);
+    if (absl::IsPermissionDenied(text.status())) {  // a key others can read: says the fix
+      return absl::PermissionDeniedError(
+          absl::StrCat("TLS credentials: ", text.status().message()));
+    }
     if (!text.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("TLS credentials: cannot read ", *path, ": ", text.status().message()));
@@ -130,9 +135,8 @@ absl::StatusOr<std::shared_ptr<const Identity>> LoadIdentityFiles(const std::str
   int rc = gnutls_certificate_set_x509_key_mem(cred, &c, &k, GNUTLS_X509_FMT_PEM);
   gnutls_certificate_free_credentials(cred);
   if (rc < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("TLS credentials: ", key_file,
-                                                   " does not go with ", cert_file, ": ",
-                                                   gnutls_strerror(rc)));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "TLS credentials: ", key_file, " does not go with ", cert_file, ": ", gnutls_strerror(rc)));
   }
   if (ca_file.empty()) return std::shared_ptr<const Identity>(std::move(id));
   gnutls_x509_crt_t crt, ca_crt;
@@ -153,8 +157,8 @@ absl::StatusOr<std::shared_ptr<const Identity>> LoadIdentityFiles(const std::str
     gnutls_certificate_verification_status_print(verify, GNUTLS_CRT_X509, &why, 0);
     std::string text(reinterpret_cast<char*>(why.data), why.size);
     gnutls_free(why.data);
-    return absl::InvalidArgumentError(absl::StrCat("TLS credentials: ", cert_file,
-                                                   " is not accepted by ", ca_file, ": ", text));
+    return absl::InvalidArgumentError(
+        absl::StrCat("TLS credentials: ", cert_file, " is not accepted by ", ca_file, ": ", text));
   }
   return std::shared_ptr<const Identity>(std::move(id));
 }
@@ -164,9 +168,9 @@ absl::StatusOr<std::shared_ptr<const Identity>> LoadIdentity(const std::string& 
       LoadIdentityFiles(dir + "/" + kCaFile, dir + "/" + kCertFile, dir + "/" + kKeyFile);
   if (!id.ok()) return id.status();
   if ((*id)->name.cluster.empty() || (*id)->name.role.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "TLS credentials: ", dir, "/", kCertFile,
-        " names no cluster (O) or role (OU); make it with `ringcachectl tls issue`"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("TLS credentials: ", dir, "/", kCertFile,
+                     " names no cluster (O) or role (OU); make it with `ringcachectl tls issue`"));
   }
   auto out = std::make_shared<Identity>(**id);
   out->dir = dir;
@@ -202,7 +206,7 @@ absl::StatusOr<std::shared_ptr<const ServerContext>> ServerContext::Create(
     if (rc < 0) return GnutlsError("TLS server credentials", rc);
   }
   if (!ctx->options_.psk_file.empty()) {
-    if (absl::StatusOr<std::string> f = ReadSmallFile(ctx->options_.psk_file); !f.ok()) {
+    if (absl::StatusOr<std::string> f = ReadPrivateFile(ctx->options_.psk_file); !f.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("PSK file: ", f.status().message()));
     }
     gnutls_psk_server_credentials_t psk;

@@ -232,7 +232,7 @@ absl::Status WriteIssued(const std::string& ca_dir, const CertRequest& req,
   Pem ca;
   absl::StatusOr<std::string> cert = ReadSmallFile(ca_dir + "/" + kCaFile);
   if (!cert.ok()) return cert.status();
-  absl::StatusOr<std::string> key = ReadSmallFile(ca_dir + "/" + kCaKeyFile);
+  absl::StatusOr<std::string> key = ReadPrivateFile(ca_dir + "/" + kCaKeyFile);
   if (!key.ok()) return key.status();
   ca.cert = *std::move(cert);
   ca.key = *std::move(key);

@@ -8,6 +8,7 @@
 #include <string>
 #include <thread>
 
+#include "common/atomic_file.h"
 #include "common/tls_certs.h"
 #include "gtest/gtest.h"
 
@@ -123,6 +124,31 @@ TEST_F(TlsTest, LoadIdentityRefusesACertificateOfAnotherCa) {
   absl::StatusOr<std::shared_ptr<const Identity>> id = LoadIdentity(mixed);
   EXPECT_TRUE(absl::IsInvalidArgument(id.status())) << id.status();
   EXPECT_TRUE(absl::IsInvalidArgument(LoadIdentity(dir_ + "/missing").status()));
+}
+
+TEST_F(TlsTest, PrivateKeysOthersCanReadAreRefused) {
+  auto id = Make(kRoleGateway, "g1");
+  ASSERT_NE(id, nullptr);
+  const std::string key = id->dir + "/key.pem";
+  namespace fs = std::filesystem;
+  fs::permissions(key, fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read);
+  absl::StatusOr<std::shared_ptr<const Identity>> got = LoadIdentity(id->dir);
+  EXPECT_TRUE(absl::IsPermissionDenied(got.status())) << got.status();
+  EXPECT_NE(got.status().message().find("chmod 600 " + key), std::string::npos) << got.status();
+  fs::permissions(key, fs::perms::owner_read);  // 0400 is private too
+  EXPECT_TRUE(LoadIdentity(id->dir).ok());
+  if (::geteuid() == 0) {  // a key owned by another user
+    ASSERT_EQ(::chown(key.c_str(), 65534, 65534), 0);
+    got = LoadIdentity(id->dir);
+    EXPECT_TRUE(absl::IsPermissionDenied(got.status())) << got.status();
+    EXPECT_NE(got.status().message().find("owned by uid 65534"), std::string::npos) << got.status();
+    ASSERT_EQ(::chown(key.c_str(), 0, 0), 0);
+  }
+  // Not a file at all; and the CA's key when a certificate is issued.
+  EXPECT_TRUE(absl::IsPermissionDenied(ReadPrivateFile(id->dir).status()));
+  fs::permissions(dir_ + "/ca/ca-key.pem", fs::perms::others_read, fs::perm_options::add);
+  CertRequest req{kRoleClient, "hv-1", {}, {}, 2};
+  EXPECT_TRUE(absl::IsPermissionDenied(WriteIssued(dir_ + "/ca", req, dir_ + "/client")));
 }
 
 TEST_F(TlsTest, MutualTlsBetweenAllowedRoles) {

@@ -3,6 +3,8 @@
 // that sends replies in batches.
 #include "gateway/nbd_connection.h"
 
+#include "common/stream_reader.h"
+
 namespace ringcache::gateway {
 namespace {
 
@@ -125,13 +127,6 @@ bool NbdServer::Connection::StartTls(nbd::ServerHandshake* hs, absl::Time deadli
   return true;
 }
 
-ReadResult NbdServer::Connection::ReadExact(char* buf, size_t len) {
-  bool eof_at_start = false;
-  const absl::Status s = tls::ReadFullOn(fd_, tls_.get(), buf, len, &eof_at_start);
-  if (s.ok()) return ReadResult::kOk;
-  return eof_at_start ? ReadResult::kEof : ReadResult::kError;
-}
-
 bool NbdServer::Connection::SendBytes(const std::string& bytes) {
   if (tls_ == nullptr) return SendAll(fd_, bytes);
   return bytes.empty() || tls_->Write(bytes).ok();
@@ -161,19 +156,21 @@ bool NbdServer::Connection::Admit(uint64_t charge) {
 
 void NbdServer::Connection::Transmit() {
   const nbd::RequestLimits limits = nbd::LimitsFor(session_, config_->max_payload);
-  char header[nbd::kRequestHeaderSize];
+  // Nothing is buffered past the handshake (it reads exactly what it needs), so the requests
+  // start here.
+  StreamReader in(fd_, tls_.get());
   while (true) {
-    const ReadResult rr = ReadExact(header, sizeof(header));
-    if (rr == ReadResult::kEof) break;
-    if (rr != ReadResult::kOk) {
-      if (!stopping_->load()) {
+    bool clean_end = false;
+    if (!in.FillTo(nbd::kRequestHeaderSize, nullptr, &clean_end).ok()) {
+      if (!clean_end && !stopping_->load()) {
         spdlog::info("nbd {}: connection lost inside a request header", peer_);
         metrics_->ProtocolError("truncated_header");
       }
       break;
     }
     const absl::Time start = absl::Now();
-    absl::StatusOr<Request> req = nbd::ParseRequestHeader(header, sizeof(header));
+    absl::StatusOr<Request> req = nbd::ParseRequestHeader(in.data(), nbd::kRequestHeaderSize);
+    in.Consume(nbd::kRequestHeaderSize);
     if (!req.ok()) {
       spdlog::info("nbd {}: closing: {}", peer_, req.status().ToString());
       metrics_->ProtocolError("bad_request_magic");
@@ -198,7 +195,7 @@ void NbdServer::Connection::Transmit() {
     std::unique_ptr<char[]> payload;
     if (check.payload > 0) {
       payload.reset(new char[check.payload]);
-      if (ReadExact(payload.get(), check.payload) != ReadResult::kOk) {
+      if (!in.ReadTo(payload.get(), check.payload).ok()) {
         if (!stopping_->load()) {
           spdlog::info("nbd {}: connection lost inside a WRITE payload", peer_);
           metrics_->ProtocolError("truncated_payload");

@@ -38,8 +38,6 @@ namespace ringcache::gateway {
 
 using nbd::Request;
 
-enum class ReadResult { kOk, kEof, kError };  // kEof: the peer closed before the first byte
-
 // ---- Metrics ------------------------------------------------------------------------------------
 
 struct NbdServer::Metrics {
@@ -249,8 +247,10 @@ class NbdServer::Connection : public std::enable_shared_from_this<Connection> {
                    const std::vector<nbd::BlockStatusDescriptor>& descriptors, OutMsg* msg);
   void QueueError(const Request& req, uint32_t error, const std::string& message, uint64_t charge);
   void Enqueue(OutMsg msg);
-  // The connection's byte stream: the socket, or its TLS session once STARTTLS succeeded.
-  ReadResult ReadExact(char* buf, size_t len);
+  // The connection's byte stream: the socket, or its TLS session once STARTTLS succeeded. The
+  // handshake reads exactly what each option needs (nothing of a TLS record may be read as
+  // plaintext); the transmission phase reads through a StreamReader (common/stream_reader.h):
+  // one receive takes every request the client pipelined.
   bool SendBytes(const std::string& bytes);
   bool SendV(iovec* iov, int count);
   // Runs the TLS handshake after NBD_OPT_STARTTLS was acknowledged.

@@ -237,6 +237,17 @@ log "wrong roles: a client-role cache node stops at start; ports refuse peers of
 # ---- ringcache-local: PSK clients, and plaintext off loopback ------------------------------------
 printf 'alice:%s\n' "$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')" > "$WORK/keys.psk"
 mkdir -p "$WORK/psk" && cp "$WORK/keys.psk" "$WORK/psk/keys.psk"
+# A secret others can read is refused, naming the file and the fix.
+chmod 644 "$WORK/keys.psk"
+set +e
+out=$(timeout 30 "$BUILD/tools/ringcache-local" --data-dir "$WORK/local0" --nbd-listen "127.0.0.1:$((BASE+1))" \
+  --admin-listen "127.0.0.1:$((BASE+2))" --http-listen "127.0.0.1:$((BASE+3))" \
+  --nbd-tls-psk "$WORK/keys.psk" 2>&1)
+rc=$?
+set -e
+[ $rc -ne 0 ] || fail "ringcache-local started with a PSK file of mode 0644"
+grep -q "chmod 600 $WORK/keys.psk" <<< "$out" || fail "no chmod advice for a 0644 PSK file: $out"
+chmod 600 "$WORK/keys.psk"
 "$BUILD/tools/ringcache-local" --data-dir "$WORK/local" --nbd-listen "127.0.0.1:$((BASE+1))" \
   --admin-listen "127.0.0.1:$((BASE+2))" --http-listen "127.0.0.1:$((BASE+3))" \
   --create-vdi d:16MiB --nbd-tls-psk "$WORK/keys.psk" --ready-file "$WORK/local.ready" \
@@ -253,7 +264,7 @@ printf 'alice:%s\n' "$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')" > "
 nbdinfo "nbds://alice@127.0.0.1:$((BASE+1))/d?tls-psk-file=$WORK/wrong.psk" > /dev/null 2>&1 &&
   fail "a wrong PSK was accepted"
 kill "$LOCAL_PID"; wait "$LOCAL_PID" 2> /dev/null || true; LOCAL_PID=""
-log "TLS-PSK: qemu-io and nbdinfo served, a wrong key refused"
+log "TLS-PSK: qemu-io and nbdinfo served, a wrong key refused, a PSK file of mode 0644 refused"
 
 set +e
 out=$("$BUILD/tools/ringcache-local" --data-dir "$WORK/local2" --nbd-listen "0.0.0.0:$((BASE+1))" \
