@@ -27,7 +27,8 @@ DataServer::DataServer(CacheNode* node, RequestGate* gate, metrics::Registry* re
   }
   refused_connections_ =
       registry->GetCounter("ringcache_cachenode_data_refused_connections_total",
-                           "Block data connections closed at once: over the connection limit.");
+                           "Block data connections closed at once: over the connection limit "
+                           "in total or from one address.");
   protocol_errors_ = registry->GetCounter("ringcache_cachenode_data_protocol_errors_total",
                                           "Block data connections closed on a malformed request.");
   aside_reads_ = registry->GetCounter(
@@ -47,9 +48,18 @@ absl::StatusOr<std::unique_ptr<DataServer>> DataServer::Start(const DataServerOp
   o.host = options.host;
   o.port = options.port;
   o.max_connections = options.max_connections;
+  o.max_connections_per_peer = options.max_connections_per_peer;
   RC_ASSIGN_OR_RETURN(s->server_, ConnectionServer::Start(
                                       o, [p = s.get()](int fd) { p->Serve(fd); },
-                                      [p = s.get()] { p->refused_connections_->Increment(); }));
+                                      [p = s.get()](const char* limit, const std::string& peer) {
+                                        p->refused_connections_->Increment();
+                                        const uint64_t n = ++p->refusals_;  // server's lock held
+                                        if ((n & (n - 1)) != 0) return;
+                                        spdlog::warn(
+                                            "block data connection from {} refused: the {} "
+                                            "connection limit is reached ({} refused so far)",
+                                            peer, limit, n);
+                                      }));
   return s;
 }
 

@@ -30,8 +30,9 @@ namespace ringcache::cachenode {
 
 struct DataServerOptions {
   std::string host = "127.0.0.1";
-  int port = 0;                // 0: any free port
-  int max_connections = 4096;  // one thread each; more are refused (closed at once)
+  int port = 0;                      // 0: any free port
+  int max_connections = 4096;        // one thread each; more are refused (closed at once)
+  int max_connections_per_peer = 0;  // from one address; 0: half of max_connections
   // TLS for every connection (gateways only); null: plaintext.
   std::shared_ptr<const tls::ServerContext> tls{};
 };
@@ -65,6 +66,7 @@ class DataServer {
   RequestGate* const gate_;
   metrics::Counter* requests_[5] = {};  // by wire::Op
   metrics::Counter* refused_connections_ = nullptr;
+  uint64_t refusals_ = 0;  // logged at the 1st, 2nd, 4th, 8th...: a flood writes few lines
   metrics::Counter* protocol_errors_ = nullptr;
   metrics::Counter* tls_refused_ = nullptr;
   metrics::Counter* aside_reads_ = nullptr;

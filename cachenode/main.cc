@@ -251,7 +251,7 @@ absl::Status Daemon::Serve() {
   int data_port = 0;
   RC_RETURN_IF_ERROR(SplitHostPort(s_.data_listen, &data_host, &data_port));
   RC_ASSIGN_OR_RETURN(data_server_,
-                      cachenode::DataServer::Start({data_host, data_port, 4096, s_.data_tls},
+                      cachenode::DataServer::Start({data_host, data_port, 4096, 0, s_.data_tls},
                                                    node_.get(), service_->gate(), registry_));
   service_->set_data_port(data_server_->port());
   RC_ASSIGN_OR_RETURN(http_port_,

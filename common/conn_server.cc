@@ -19,7 +19,8 @@ absl::StatusOr<std::unique_ptr<ConnectionServer>> ConnectionServer::Start(const 
   std::unique_ptr<ConnectionServer> s(new ConnectionServer());
   s->handler_ = std::move(handler);
   s->refused_ = std::move(refused);
-  s->max_connections_ = options.max_connections;
+  s->slots_ =
+      std::make_unique<ConnectionSlots>(options.max_connections, options.max_connections_per_peer);
   absl::StatusOr<int> fd = ListenTcp(options.host, options.port, &s->port_);
   if (!fd.ok()) return fd.status();
   s->listen_fd_ = *fd;
@@ -60,20 +61,24 @@ void ConnectionServer::AcceptLoop() {
     }
     const int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    std::string peer = PeerAddressOf(fd);
     absl::MutexLock l(&mu_);
-    if (stopping_ || static_cast<int>(conns_.size()) >= max_connections_) {
-      if (!stopping_ && refused_) refused_();
+    const ConnectionSlots::Refusal refusal =
+        stopping_ ? ConnectionSlots::Refusal::kTotal : slots_->Take(peer);
+    if (refusal != ConnectionSlots::Refusal::kNone) {
+      if (!stopping_ && refused_) refused_(ConnectionSlots::Name(refusal), peer);
       ::close(fd);
       continue;
     }
     conns_.insert(fd);
     ++threads_;
-    std::thread([this, fd] { Serve(fd); }).detach();
+    std::thread([this, fd, peer = std::move(peer)] { Serve(fd, peer); }).detach();
   }
 }
 
-void ConnectionServer::Serve(int fd) {
+void ConnectionServer::Serve(int fd, const std::string& peer) {
   handler_(fd);
+  slots_->Give(peer);
   absl::MutexLock l(&mu_);
   conns_.erase(fd);
   ::close(fd);

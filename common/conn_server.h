@@ -1,7 +1,7 @@
 // ConnectionServer: a TCP listener that serves each accepted connection on a thread of its own,
-// up to a connection limit. The cache node's block data port (cachenode/data_server.h) and the
-// HTTPS front of /metrics (common/tls_front.h) are built on it; they supply what a connection
-// does, it owns accepting, the limit, and an orderly stop.
+// up to a connection limit in total and per peer address. The cache node's block data port
+// (cachenode/data_server.h) and the HTTPS front of /metrics (common/tls_front.h) are built on it;
+// they supply what a connection does, it owns accepting, the limit, and an orderly stop.
 //
 // Thread-safety: Start/Stop from one thread; the handler runs on the connection's thread.
 #ifndef RINGCACHE_COMMON_CONN_SERVER_H_
@@ -16,6 +16,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "common/conn_slots.h"
 
 namespace ringcache {
 
@@ -25,11 +26,14 @@ class ConnectionServer {
     std::string host = "127.0.0.1";
     int port = 0;                // 0: any free port
     int max_connections = 4096;  // one thread each; more are closed at once
+    // From any one address (common/conn_slots.h); 0: half of max_connections.
+    int max_connections_per_peer = 0;
   };
   // Serves one connection until it ends; the server closes `fd` after it returns.
   using Handler = std::function<void(int fd)>;
-  // Called (under the server's lock: keep it short) for a connection closed over the limit.
-  using Refused = std::function<void()>;
+  // Called (under the server's lock: keep it short) for a connection closed over a limit, with
+  // the limit ("total" or "peer") and the peer's address.
+  using Refused = std::function<void(const char* limit, const std::string& peer)>;
 
   static absl::StatusOr<std::unique_ptr<ConnectionServer>> Start(const Options& options,
                                                                  Handler handler,
@@ -42,11 +46,11 @@ class ConnectionServer {
  private:
   ConnectionServer() = default;
   void AcceptLoop();
-  void Serve(int fd);
+  void Serve(int fd, const std::string& peer);
 
   Handler handler_;
   Refused refused_;
-  int max_connections_ = 0;
+  std::unique_ptr<ConnectionSlots> slots_;
   int listen_fd_ = -1;
   int port_ = 0;
   std::thread acceptor_;

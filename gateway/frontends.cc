@@ -1,11 +1,11 @@
 #include "gateway/frontends.h"
 
-#include "absl/strings/str_cat.h"
 #include <spdlog/spdlog.h>
 
+#include "absl/strings/str_cat.h"
 #include "common/config.h"
-#include "common/grpc_channel.h"
 #include "common/daemon.h"
+#include "common/grpc_channel.h"
 #include "common/status_macros.h"
 
 namespace ringcache::gateway {
@@ -16,14 +16,15 @@ absl::Status Frontends::Start(const FrontendConfig& config, Router* router,
   nc.listen = config.nbd_listen;
   nc.tls = config.nbd_tls;
   nc.tls_context = config.nbd_tls_context;
+  nc.max_connections = config.nbd_max_connections;
+  nc.max_connections_per_peer = config.nbd_max_connections_per_peer;
   RC_RETURN_IF_ERROR(nc.Validate());
   nbd_ = std::make_unique<NbdServer>(nc, router, registry);
   RC_ASSIGN_OR_RETURN(nbd_port_, nbd_->Start());
 
   admin_ = std::make_unique<AdminService>(router, std::move(nodes));
-  admin_->SetVdiDeletedHook([nbd = nbd_.get()](const std::string& name) {
-    nbd->ForgetExport(name);
-  });
+  admin_->SetVdiDeletedHook(
+      [nbd = nbd_.get()](const std::string& name) { nbd->ForgetExport(name); });
   router->ExportMetrics(registry);
   admin_->ExportMetrics(registry);
   admin_->StartHealthWatch(absl::Seconds(1));
@@ -37,12 +38,12 @@ absl::Status Frontends::Start(const FrontendConfig& config, Router* router,
   if (!admin_server_ || admin_port_ == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", config.admin_listen));
   }
-  RC_ASSIGN_OR_RETURN(http_port_, ServeMetrics(&http_, registry, config.http_listen,
-                                               config.metrics_web_config));
+  RC_ASSIGN_OR_RETURN(
+      http_port_, ServeMetrics(&http_, registry, config.http_listen, config.metrics_web_config));
   return absl::OkStatus();
 }
 
-void NbdTlsFlags::AddTo(CLI::App* app) {
+void NbdFlags::AddTo(CLI::App* app) {
   app->add_option("--nbd-tls", mode,
                   "NBD TLS (NBD_OPT_STARTTLS): off, on (the client chooses) or require (the "
                   "default when --tls-dir or --nbd-tls-psk is given; else off)")
@@ -54,17 +55,31 @@ void NbdTlsFlags::AddTo(CLI::App* app) {
                   "Also accept TLS-PSK clients with the keys of this file (identity:hex-key "
                   "lines, as psktool writes them)")
       ->check(CLI::ExistingFile);
+  app->add_option("--nbd-max-connections", max_connections,
+                  "NBD connections open at once; more are closed at once (default 256)")
+      ->check(CLI::Range(1, 65536));
+  app->add_option("--nbd-max-connections-per-peer", max_connections_per_peer,
+                  "NBD connections open at once from one client address, so that one host "
+                  "cannot hold every slot (default: half of --nbd-max-connections; a gateway "
+                  "serving a single hypervisor sets it to --nbd-max-connections)")
+      ->check(CLI::Range(0, 65536));
 }
 
-absl::Status NbdTlsFlags::Resolve(std::shared_ptr<const tls::Identity> identity,
-                                  FrontendConfig* config) const {
+absl::Status NbdFlags::Resolve(std::shared_ptr<const tls::Identity> identity,
+                               FrontendConfig* config) const {
+  config->nbd_max_connections = max_connections;
+  config->nbd_max_connections_per_peer = max_connections_per_peer;
+  if (max_connections_per_peer > max_connections) {
+    return absl::InvalidArgumentError(
+        "--nbd-max-connections-per-peer cannot be above --nbd-max-connections");
+  }
   const bool creds = identity != nullptr || !psk_file.empty();
   std::string m = mode.empty() ? (creds ? "require" : "off") : mode;
   RC_ASSIGN_OR_RETURN(config->nbd_tls, nbd::ParseTlsMode(m));
   if (config->nbd_tls == nbd::TlsMode::kOff) return absl::OkStatus();
   if (!creds) {
-    return absl::InvalidArgumentError(
-        "--nbd-tls " + m + " needs credentials: --tls-dir and/or --nbd-tls-psk");
+    return absl::InvalidArgumentError("--nbd-tls " + m +
+                                      " needs credentials: --tls-dir and/or --nbd-tls-psk");
   }
   if (verify_peer && identity == nullptr) {
     return absl::InvalidArgumentError("--nbd-tls-verify-peer needs --tls-dir (the CA to verify)");

@@ -8,7 +8,6 @@
 #include <grpcpp/grpcpp.h>
 
 #include <CLI/CLI.hpp>
-
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,21 +29,26 @@ struct FrontendConfig {
   // NBD TLS (NbdServerConfig::tls, tls_context) and HTTPS for /metrics (MetricsServer).
   nbd::TlsMode nbd_tls = nbd::TlsMode::kOff;
   std::shared_ptr<const tls::ServerContext> nbd_tls_context{};
+  // NbdServerConfig::max_connections, max_connections_per_peer.
+  int nbd_max_connections = 256;
+  int nbd_max_connections_per_peer = 0;
   std::string metrics_web_config{};
 };
 
-// The NBD TLS flags of ringcache-gateway and ringcache-local: --nbd-tls off|on|require,
-// --nbd-tls-verify-peer, --nbd-tls-psk FILE.
-struct NbdTlsFlags {
+// The NBD front's flags of ringcache-gateway and ringcache-local: --nbd-tls off|on|require,
+// --nbd-tls-verify-peer, --nbd-tls-psk FILE, --nbd-max-connections N,
+// --nbd-max-connections-per-peer N.
+struct NbdFlags {
   std::string mode;  // empty: require when credentials are given, else off
   bool verify_peer = false;
   std::string psk_file;
+  int max_connections = 256;
+  int max_connections_per_peer = 0;
 
   void AddTo(CLI::App* app);
-  // Fills config->nbd_tls and nbd_tls_context from the flags and `identity` (the --tls-dir
-  // certificate; may be null). kInvalidArgument when TLS is asked for without credentials.
-  absl::Status Resolve(std::shared_ptr<const tls::Identity> identity,
-                       FrontendConfig* config) const;
+  // Fills config's NBD fields from the flags and `identity` (the --tls-dir certificate; may be
+  // null). kInvalidArgument when TLS is asked for without credentials.
+  absl::Status Resolve(std::shared_ptr<const tls::Identity> identity, FrontendConfig* config) const;
 };
 
 // Creates each VDI given as "NAME:SIZE" (SIZE with units) unless one of that name exists.
@@ -53,8 +57,8 @@ absl::Status CreateVdisFromSpecs(Router* router, const std::vector<std::string>&
 class Frontends {
  public:
   // `router` and `registry` are not owned and must outlive Stop().
-  absl::Status Start(const FrontendConfig& config, Router* router,
-                     std::vector<v1::NodeInfo> nodes, metrics::Registry* registry);
+  absl::Status Start(const FrontendConfig& config, Router* router, std::vector<v1::NodeInfo> nodes,
+                     metrics::Registry* registry);
   void Stop();
   int nbd_port() const { return nbd_port_; }
   int admin_port() const { return admin_port_; }

@@ -41,7 +41,7 @@ struct Flags {
   double down_out_s = 600;
   double refill_mb_s = 64;
   double busy_mb_s = 16;
-  gateway::NbdTlsFlags nbd_tls;
+  gateway::NbdFlags nbd_tls;
 };
 
 void AddFlags(CLI::App* app, Flags* f) {

@@ -46,7 +46,7 @@ void NbdServer::Connection::Run() {
   ShutdownSocket(SHUT_RDWR);
   session_.device.reset();
   metrics_->connections->Decrement();
-  active_->fetch_sub(1);
+  slots_->Give(address_);
   finished_.store(true);
 }
 

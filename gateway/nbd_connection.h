@@ -70,9 +70,13 @@ struct NbdServer::Metrics {
     connections = registry->GetGauge("ringcache_nbd_connections", "Open NBD client connections.");
     accepted = registry->GetCounter("ringcache_nbd_connections_accepted_total",
                                     "NBD connections accepted.");
-    rejected = registry->GetCounter("ringcache_nbd_connections_rejected_total",
-                                    "NBD connections closed at once because max_connections "
-                                    "were open.");
+    const char* rejected_help =
+        "NBD connections closed at once: max_connections open in all (limit=total), or "
+        "max_connections_per_peer from the client's address (limit=peer).";
+    rejected_total = registry->GetCounter("ringcache_nbd_connections_rejected_total", rejected_help,
+                                          {{"limit", "total"}});
+    rejected_peer = registry->GetCounter("ringcache_nbd_connections_rejected_total", rejected_help,
+                                         {{"limit", "peer"}});
   }
 
   // Returns the series of export `name` for a new connection; Release() it when the connection
@@ -176,7 +180,8 @@ struct NbdServer::Metrics {
   metrics::Registry* const registry;
   metrics::Gauge* connections;
   metrics::Counter* accepted;
-  metrics::Counter* rejected;
+  metrics::Counter* rejected_total;
+  metrics::Counter* rejected_peer;
   absl::Mutex mu;
   std::map<std::string, std::unique_ptr<Vdi>> vdis ABSL_GUARDED_BY(mu);
 };
@@ -191,7 +196,7 @@ class NbdServer::Connection : public std::enable_shared_from_this<Connection> {
  public:
   Connection(int fd, std::string peer, const NbdServerConfig* config, ExportProvider* exports,
              Metrics* metrics, TaskPool* pool, const std::atomic<bool>* stopping,
-             std::atomic<int>* active, std::atomic<int>* admission_waits)
+             ConnectionSlots* slots, std::string address, std::atomic<int>* admission_waits)
       : fd_(fd),
         peer_(std::move(peer)),
         config_(config),
@@ -199,7 +204,8 @@ class NbdServer::Connection : public std::enable_shared_from_this<Connection> {
         metrics_(metrics),
         pool_(pool),
         stopping_(stopping),
-        active_(active),
+        slots_(slots),
+        address_(std::move(address)),
         admission_waits_(admission_waits) {}
 
   ~Connection() {
@@ -284,7 +290,8 @@ class NbdServer::Connection : public std::enable_shared_from_this<Connection> {
   Metrics* const metrics_;
   TaskPool* const pool_;
   const std::atomic<bool>* const stopping_;
-  std::atomic<int>* const active_;
+  ConnectionSlots* const slots_;
+  const std::string address_;  // the client's address, without the port: its slot
   std::atomic<int>* const admission_waits_;
   nbd::Session session_;  // written by the reader before any worker or the writer starts
   // The TLS session after STARTTLS; set by the reader in the handshake, before any worker or

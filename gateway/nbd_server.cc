@@ -35,6 +35,9 @@ absl::Status NbdServerConfig::Validate() const {
     return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
   };
   if (max_connections < 1) return bad("max_connections", "must be at least 1");
+  if (max_connections_per_peer < 0 || max_connections_per_peer > max_connections) {
+    return bad("max_connections_per_peer", "must be in 0..max_connections (0: half of it)");
+  }
   if (worker_threads < 1 || worker_threads > 1024) {
     return bad("worker_threads", "must be in 1..1024");
   }
@@ -72,8 +75,9 @@ absl::Status NbdServerConfig::Validate() const {
 NbdServer::NbdServer(NbdServerConfig config, ExportProvider* exports, metrics::Registry* registry)
     : config_(std::move(config)),
       exports_(exports),
-      metrics_(std::make_unique<Metrics>(registry != nullptr ? registry
-                                                             : metrics::Registry::Default())) {}
+      metrics_(
+          std::make_unique<Metrics>(registry != nullptr ? registry : metrics::Registry::Default())),
+      slots_(config_.max_connections, config_.max_connections_per_peer) {}
 
 NbdServer::~NbdServer() { Stop(); }
 
@@ -122,16 +126,26 @@ void NbdServer::AcceptLoop() {
       }
       continue;
     }
-    if (active_.load() >= config_.max_connections) {
-      metrics_->rejected->Increment();
-      spdlog::info("nbd {}: rejected, {} connections open", PeerName(ss), active_.load());
+    std::string address = PeerAddress(ss);
+    if (const ConnectionSlots::Refusal r = slots_.Take(address);
+        r != ConnectionSlots::Refusal::kNone) {
+      const bool peer = r == ConnectionSlots::Refusal::kPeer;
+      (peer ? metrics_->rejected_peer : metrics_->rejected_total)->Increment();
       ::close(fd);
+      const uint64_t n = ++rejections_;
+      if ((n & (n - 1)) != 0) continue;
+      spdlog::warn(
+          "nbd {}: rejected: {} ({} rejected so far)", PeerName(ss),
+          peer ? absl::StrCat(slots_.max_per_peer(), " connections from ", address,
+                              " are open (--nbd-max-connections-per-peer)")
+               : absl::StrCat(slots_.max_total(), " connections are open (--nbd-max-connections)"),
+          n);
       continue;
     }
-    active_.fetch_add(1);
     metrics_->accepted->Increment();
     auto conn = std::make_shared<Connection>(fd, PeerName(ss), &config_, exports_, metrics_.get(),
-                                             pool_.get(), &stopping_, &active_, &admission_waits_);
+                                             pool_.get(), &stopping_, &slots_, std::move(address),
+                                             &admission_waits_);
     {
       absl::MutexLock l(&mu_);
       connections_.push_back(conn);
@@ -167,7 +181,7 @@ void NbdServer::Stop() {
     for (auto& c : connections_) c->BeginStop();
   }
   const absl::Time deadline = absl::Now() + absl::Milliseconds(config_.stop_grace_ms);
-  while (active_.load() > 0 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(5));
+  while (slots_.total() > 0 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(5));
   {
     absl::MutexLock l(&mu_);
     for (auto& c : connections_) {

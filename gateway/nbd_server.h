@@ -28,6 +28,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "common/conn_slots.h"
 #include "common/metrics.h"
 #include "common/task_pool.h"
 #include "common/tls.h"
@@ -39,8 +40,12 @@ namespace ringcache::gateway {
 struct NbdServerConfig {
   // host:port to listen on; port 0 picks a free port (see NbdServer::Start()).
   std::string listen = "127.0.0.1:10809";
-  // Connections beyond this are closed right after accept().
+  // Connections beyond this in total, or beyond max_connections_per_peer from one address
+  // (0: half of max_connections), are closed right after accept(), counted in
+  // ringcache_nbd_connections_rejected_total{limit="total"|"peer"} and logged: one host cannot
+  // hold every slot.
   int max_connections = 256;
+  int max_connections_per_peer = 0;
   // Threads calling the BlockDevice, shared by all connections: worker_threads are kept, more
   // start on demand up to max_worker_threads. One export (VDI) runs at most vdi_worker_limit
   // requests at once, however many connections it has; its others wait their turn. So requests
@@ -104,11 +109,11 @@ class NbdServer {
 
   int port() const { return port_; }
   // Returns the number of open client connections.
-  int active_connections() const { return active_.load(); }
+  int active_connections() const { return slots_.total(); }
   // Returns how many connection readers are waiting for in-flight budget (back-pressure).
   int AdmissionWaitsForTest() const { return admission_waits_.load(); }
 
-  class Connection;   // one client connection (defined in nbd_server.cc)
+  class Connection;  // one client connection (defined in nbd_server.cc)
   struct Metrics;
 
  private:
@@ -124,7 +129,9 @@ class NbdServer {
   int wake_fd_ = -1;  // eventfd that wakes the acceptor on Stop()
   int port_ = 0;
   std::atomic<bool> stopping_{false};
-  std::atomic<int> active_{0};
+  ConnectionSlots slots_;
+  uint64_t rejections_ = 0;  // acceptor thread; logged at the 1st, 2nd, 4th...: a flood writes
+                             // few lines
   std::atomic<int> admission_waits_{0};
   bool started_ = false;
   bool stopped_ = false;

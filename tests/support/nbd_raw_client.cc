@@ -27,7 +27,7 @@ NbdRawClient::~NbdRawClient() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-bool NbdRawClient::Connect(int port, double timeout_s) {
+bool NbdRawClient::Connect(int port, double timeout_s, const char* from) {
   fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd_ < 0) return false;
   timeval tv{};
@@ -39,6 +39,12 @@ bool NbdRawClient::Connect(int port, double timeout_s) {
   setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
+  if (from != nullptr) {
+    if (inet_pton(AF_INET, from, &addr.sin_addr) != 1 ||
+        ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+      return false;
+    }
+  }
   addr.sin_port = htons(static_cast<uint16_t>(port));
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   return ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;

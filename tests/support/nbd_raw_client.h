@@ -20,10 +20,10 @@ class NbdRawClient {
   struct Reply {
     bool structured = false;
     uint64_t handle = 0;
-    uint32_t error = 0;          // simple reply error, or the error of an error chunk
-    uint16_t flags = 0;          // structured chunk flags
-    uint16_t type = 0;           // structured chunk type
-    std::string payload;         // simple READ data, or the structured chunk payload
+    uint32_t error = 0;   // simple reply error, or the error of an error chunk
+    uint16_t flags = 0;   // structured chunk flags
+    uint16_t type = 0;    // structured chunk type
+    std::string payload;  // simple READ data, or the structured chunk payload
   };
 
   NbdRawClient() = default;
@@ -31,8 +31,9 @@ class NbdRawClient {
   NbdRawClient(const NbdRawClient&) = delete;
   NbdRawClient& operator=(const NbdRawClient&) = delete;
 
-  // Connects to 127.0.0.1:port with receive timeout `timeout_s`. Returns false on failure.
-  bool Connect(int port, double timeout_s = 20);
+  // Connects to 127.0.0.1:port with receive timeout `timeout_s`, from address `from` (another
+  // loopback address, say) when given. Returns false on failure.
+  bool Connect(int port, double timeout_s = 20, const char* from = nullptr);
   // Reads the greeting and runs a fixed newstyle handshake ending in NBD_OPT_GO for `name`
   // (asking for NBD_INFO_BLOCK_SIZE); with `structured`, first negotiates structured replies and
   // base:allocation. Returns "" on success, else what went wrong.

@@ -113,7 +113,7 @@ struct Flags {
   std::vector<std::string> create;
   std::string tls_dir;
   bool insecure = false;
-  gateway::NbdTlsFlags nbd_tls;
+  gateway::NbdFlags nbd_tls;
 };
 
 void AddFlags(CLI::App* app, Flags* f) {

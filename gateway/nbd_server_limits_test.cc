@@ -1,0 +1,116 @@
+// NbdServer's limits and accounting: connections in total and per client address, the
+// handshake timeout, and the per-export metrics (the fixture: testing/nbd_server_fixture.h).
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+
+#include "absl/time/clock.h"
+#include "gateway/nbd_server.h"
+#include "gateway/testing/nbd_server_fixture.h"
+
+namespace ringcache::gateway::nbd_test {
+namespace {
+
+TEST_F(NbdServerTest, ConnectionLimitClosesExtraConnections) {
+  NbdServerConfig config;
+  config.max_connections = 1;
+  StartServer(config);
+  auto first = Client();
+  NbdRawClient second;
+  ASSERT_TRUE(second.Connect(port_));
+  EXPECT_TRUE(second.WaitClosed());
+  std::string data;
+  EXPECT_EQ(first->Read(0, 512, &data), 0);
+}
+
+TEST_F(NbdServerTest, OneHostCannotHoldEverySlot) {
+  NbdServerConfig config;
+  config.max_connections = 4;
+  config.max_connections_per_peer = 2;
+  StartServer(config);
+  auto first = Client();
+  auto second = Client();
+  NbdRawClient third;  // a third one from 127.0.0.1: closed at once
+  ASSERT_TRUE(third.Connect(port_));
+  EXPECT_TRUE(third.WaitClosed());
+  NbdRawClient other;  // another address still gets a slot
+  ASSERT_TRUE(other.Connect(port_, 20, "127.0.0.2"));
+  EXPECT_EQ(other.Handshake("disk"), "");
+  std::string data;
+  EXPECT_EQ(other.Read(0, 512, &data), 0);
+  first.reset();  // a slot given back is taken again
+  for (int i = 0; i < 500 && server_->active_connections() != 2; ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_EQ(Client()->Read(0, 512, &data), 0);
+  const std::string text = registry_.Render();
+  EXPECT_NE(text.find("ringcache_nbd_connections_rejected_total{limit=\"peer\"} 1"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("ringcache_nbd_connections_rejected_total{limit=\"total\"} 0"),
+            std::string::npos)
+      << text;
+  NbdServerConfig bad;
+  bad.max_connections_per_peer = bad.max_connections + 1;
+  EXPECT_TRUE(absl::IsInvalidArgument(bad.Validate()));
+}
+
+TEST_F(NbdServerTest, SilentClientIsDroppedAfterTheHandshakeTimeout) {
+  NbdServerConfig config;
+  config.handshake_timeout_ms = 100;
+  StartServer(config);
+  NbdRawClient c;
+  ASSERT_TRUE(c.Connect(port_));
+  EXPECT_TRUE(c.WaitClosed());  // greeting, then EOF
+}
+
+TEST_F(NbdServerTest, MetricsCountRequestsBytesAndConnections) {
+  StartServer();
+  {
+    auto c = Client();
+    ASSERT_EQ(c->Write(0, std::string(4096, 'm')), 0);
+    std::string data;
+    ASSERT_EQ(c->Read(0, 4096, &data), 0);
+    ASSERT_EQ(c->Read(4 << 20, 512, &data), static_cast<int>(nbd::kEinval));
+    ASSERT_TRUE(c->SendRequest(Req(nbd::kCmdDisc, 99, 0, 0)));
+    EXPECT_TRUE(c->WaitClosed());
+  }
+  server_->Stop();  // joins connection threads, so the gauge is final
+  const std::string text = registry_.Render();
+  EXPECT_NE(
+      text.find("ringcache_nbd_requests_total{command=\"read\",result=\"ok\",vdi=\"disk\"} 1"),
+      std::string::npos)
+      << text;
+  EXPECT_NE(text.find("ringcache_nbd_requests_total{command=\"read\",result=\"einval\","
+                      "vdi=\"disk\"} 1"),
+            std::string::npos);
+  EXPECT_NE(
+      text.find("ringcache_nbd_requests_total{command=\"write\",result=\"ok\",vdi=\"disk\"} 1"),
+      std::string::npos);
+  EXPECT_NE(text.find("ringcache_nbd_bytes_total{direction=\"read\",vdi=\"disk\"} 4096"),
+            std::string::npos);
+  EXPECT_NE(text.find("ringcache_nbd_bytes_total{direction=\"write\",vdi=\"disk\"} 4096"),
+            std::string::npos);
+  EXPECT_NE(text.find("ringcache_nbd_connections 0"), std::string::npos);
+  EXPECT_NE(
+      text.find("ringcache_nbd_request_duration_seconds_count{command=\"read\",vdi=\"disk\"} 1"),
+      std::string::npos);
+}
+
+TEST_F(NbdServerTest, SeriesOfADeletedExportLeaveWithItsLastConnection) {
+  StartServer();
+  auto c = Client();
+  ASSERT_EQ(c->Write(0, std::string(4096, 'm')), 0);
+  server_->ForgetExport("disk");  // deleted while a client still has it open: kept
+  EXPECT_NE(registry_.Render().find("vdi=\"disk\""), std::string::npos);
+  ASSERT_TRUE(c->SendRequest(Req(nbd::kCmdDisc, 99, 0, 0)));
+  EXPECT_TRUE(c->WaitClosed());
+  server_->Stop();  // joins the connection: its last user is gone
+  const std::string text = registry_.Render();
+  EXPECT_EQ(text.find("vdi=\"disk\""), std::string::npos) << text;
+  EXPECT_NE(text.find("ringcache_nbd_connections 0"), std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace ringcache::gateway::nbd_test
