@@ -29,11 +29,16 @@ Coordinator::Coordinator(gateway::Router* router, datanode::DataNodePool* pool, 
 
 Coordinator::~Coordinator() {
   StopCampaign();
+  StopRebalancer();
+}
+
+void Coordinator::StopRebalancer() {
   std::shared_ptr<DataRebalancer> old;
   {
     absl::MutexLock l(&mu_);
     old.swap(rebalancer_);
   }
+  old.reset();  // outside mu_: rebalancer() callers may hold the last reference meanwhile
 }
 
 std::shared_ptr<DataRebalancer> Coordinator::rebalancer() const {
@@ -239,12 +244,7 @@ void Coordinator::StepDown() {
   if (catalog_store_ != nullptr) catalog_store_->SetGuard(TermGuard(options_.prefix, 0));
   // The rebalancer before the membership sync (which may wait for a change to wind down): a
   // deposed leader copies and purges nothing more.
-  std::shared_ptr<DataRebalancer> old;
-  {
-    absl::MutexLock l(&mu_);
-    old.swap(rebalancer_);
-  }
-  old.reset();
+  StopRebalancer();
   sync_.reset();
   spdlog::info("coordinator: following the new leader");
 }

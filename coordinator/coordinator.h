@@ -82,6 +82,8 @@ class Coordinator {
  private:
   std::shared_ptr<DataRebalancer> rebalancer() const;
   void StartRebalancer();
+  // Ends the rebalancer, if one runs: its thread is joined once the last reference goes.
+  void StopRebalancer();
   // Lead's parts: follow the published ring and catalog, take over the cache ring, resume the
   // data rebalancer's records of the previous term.
   void CatchUp();
