@@ -17,6 +17,22 @@ namespace ringcache::datanode {
 
 using namespace store_keys;  // NOLINT: the store's own encodings
 
+namespace {
+
+// Counts the entry `it` is at against the pass's byte `budget`. Returns false, with the cursor
+// left at that entry for the next pass, once the budget is spent.
+bool WithinBudget(const rocksdb::Iterator& it, uint64_t budget, uint64_t* read,
+                  ScrubCursor* cursor) {
+  if (*read >= budget) {
+    cursor->key = it.key().ToString();
+    return false;
+  }
+  *read += it.key().size() + it.value().size();
+  return true;
+}
+
+}  // namespace
+
 absl::StatusOr<uint64_t> BlockStore::Scrub(ScrubCursor* cursor, uint64_t budget,
                                            std::vector<ScrubFinding>* bad) const {
   uint64_t read = 0;
@@ -28,12 +44,8 @@ absl::StatusOr<uint64_t> BlockStore::Scrub(ScrubCursor* cursor, uint64_t budget,
     uint32_t geometry_of = UINT32_MAX;
     uint32_t bs = 0;
     for (it->Seek(cursor->key); it->Valid(); it->Next()) {
+      if (!WithinBudget(*it, budget, &read, cursor)) return read;
       const rocksdb::Slice k = it->key();
-      if (read >= budget) {
-        cursor->key = k.ToString();
-        return read;
-      }
-      read += k.size() + it->value().size();
       ++cursor->blocks_checked;
       if (k.size() != 16) continue;  // not a block key: nothing to compare with another copy
       ScrubFinding f;
@@ -58,12 +70,8 @@ absl::StatusOr<uint64_t> BlockStore::Scrub(ScrubCursor* cursor, uint64_t budget,
   }
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, log_cf_));
   for (it->Seek(cursor->key); it->Valid(); it->Next()) {
+    if (!WithinBudget(*it, budget, &read, cursor)) return read;
     const rocksdb::Slice k = it->key();
-    if (read >= budget) {
-      cursor->key = k.ToString();
-      return read;
-    }
-    read += k.size() + it->value().size();
     ++cursor->log_records_checked;
     if (k.size() != 12) continue;
     LogEntry e;

@@ -8,19 +8,15 @@ namespace ringcache::gateway {
 
 namespace {
 
+// "address:port" of a client, for the logs (its slot is PeerAddress, common/conn_slots.h).
 std::string PeerName(const sockaddr_storage& ss) {
-  char host[INET6_ADDRSTRLEN] = "?";
   int port = 0;
   if (ss.ss_family == AF_INET) {
-    const auto* a = reinterpret_cast<const sockaddr_in*>(&ss);
-    inet_ntop(AF_INET, &a->sin_addr, host, sizeof(host));
-    port = ntohs(a->sin_port);
+    port = ntohs(reinterpret_cast<const sockaddr_in*>(&ss)->sin_port);
   } else if (ss.ss_family == AF_INET6) {
-    const auto* a = reinterpret_cast<const sockaddr_in6*>(&ss);
-    inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof(host));
-    port = ntohs(a->sin6_port);
+    port = ntohs(reinterpret_cast<const sockaddr_in6*>(&ss)->sin6_port);
   }
-  return absl::StrCat(host, ":", port);
+  return absl::StrCat(PeerAddress(ss), ":", port);
 }
 
 }  // namespace
