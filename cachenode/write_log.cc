@@ -209,10 +209,18 @@ absl::StatusOr<uint64_t> WriteLog::Collect(uint32_t id) {
     bound = inflight_.empty() ? next_ : *inflight_.begin();
   }
   const absl::flat_hash_set<uint64_t> live = live_();
-  std::vector<uint64_t> dead;
-  RC_RETURN_IF_ERROR(pool_->LogScan(id, config_.node_id, 0, false, [&](v1::LogRecord& r) {
-    if (r.sequence() < bound && !live.contains(r.sequence())) dead.push_back(r.sequence());
-  }));
+  std::vector<uint64_t> dead, damaged;
+  RC_RETURN_IF_ERROR(pool_->LogScan(
+      id, config_.node_id, 0, false,
+      [&](v1::LogRecord& r) {
+        if (r.sequence() < bound && !live.contains(r.sequence())) dead.push_back(r.sequence());
+      },
+      &damaged));
+  // A damaged copy (a scrub's finding) that no block needs is garbage like any other: left
+  // behind, it would stay open in the scrub's findings for good.
+  for (uint64_t seq : damaged) {
+    if (seq < bound && !live.contains(seq)) dead.push_back(seq);
+  }
   for (size_t i = 0; i < dead.size(); i += 4096) {
     std::vector<uint64_t> part(dead.begin() + i,
                                dead.begin() + std::min(dead.size(), i + 4096));

@@ -322,6 +322,59 @@ TEST_F(WriteLogTest, DamagedDirtySlotsAreRestoredFromTheLog) {
   for (uint64_t b = 0; b < 8; ++b) EXPECT_EQ(HomeBlock(b), Pattern(70 + b)) << b;
 }
 
+// A data node that is down misses the reclaim of the records its blocks' overwrites retired,
+// and some of those copies rot meanwhile (a scrub lists them). When it is back, the collector
+// drops the leftovers, the damaged ones too: left behind, they would stay listed for good.
+TEST_F(WriteLogTest, DamagedLeftoverRecordsAreCollected) {
+  Init(5, 2);
+  Start();
+  for (uint64_t b = 0; b < 32; ++b) ASSERT_TRUE(WriteBlock(b, Pattern(b)).ok());
+  auto logs = LogsByDataNode();
+  uint32_t down = 0;
+  for (auto& [id, recs] : logs) {
+    if (down == 0 || recs.size() > logs[down].size()) down = id;
+  }
+  ASSERT_GE(logs[down].size(), 2u);
+  dns_->StopForTest(static_cast<int>(down - 1));
+  // Every block written again: the old records are retired while `down` cannot hear it.
+  for (uint64_t b = 0; b < 32; ++b) ASSERT_TRUE(WriteBlock(b, Pattern(100 + b)).ok());
+  std::vector<datanode::ScrubFinding> rotten;
+  for (const datanode::LogEntry& e : logs[down]) {
+    if (rotten.size() == 2) break;
+    ASSERT_TRUE(dns_->store(static_cast<int>(down - 1))->DamageLogRecordForTest(9, e.sequence)
+                    .ok());
+    datanode::ScrubFinding f;
+    f.log = true;
+    f.cache_node_id = 9;
+    f.sequence = e.sequence;
+    rotten.push_back(f);
+  }
+  // Records of the first round still held by data node `id`.
+  auto leftovers_on = [&](uint32_t id) {
+    size_t n = 0;
+    for (const datanode::LogEntry& e : LogsByDataNode()[id]) {
+      for (const datanode::LogEntry& old : logs[id]) n += e.sequence == old.sequence;
+    }
+    return n;
+  };
+  // The reclaim went out (the live nodes dropped their copies) while `down` was down.
+  auto live_leftovers = [&] {
+    size_t n = 0;
+    for (const auto& [id, recs] : logs) n += id == down ? 0 : leftovers_on(id);
+    return n;
+  };
+  for (int i = 0; i < 300 && live_leftovers() > 0; ++i) usleep(50 * 1000);
+  ASSERT_EQ(live_leftovers(), 0u);
+  dns_->RestartForTest(static_cast<int>(down - 1));
+  auto leftovers = [&] { return leftovers_on(down); };
+  for (int i = 0; i < 300 && leftovers() > 0; ++i) usleep(50 * 1000);
+  EXPECT_EQ(leftovers(), 0u) << "records retired while data node " << down << " was down";
+  for (const auto& f : rotten) {
+    EXPECT_FALSE(dns_->store(static_cast<int>(down - 1))->StillDamaged(f)) << f.sequence;
+  }
+  for (uint64_t b = 0; b < 32; ++b) EXPECT_EQ(ReadBlock(b), Pattern(100 + b)) << b;
+}
+
 TEST_F(WriteLogTest, RestartKeepsTheHotSetWarm) {
   Init(3, 2);
   config_.ssd_bytes = 1024 * kBs;

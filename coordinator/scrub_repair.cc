@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 
 namespace ringcache::coordinator {
@@ -51,9 +52,11 @@ void ScrubRepair::RelogRecords(uint32_t node, uint32_t cache_node,
     return;
   }
   tally->relogged += seqs.size();
-  for (uint64_t seq : seqs) handled_.insert({cache_node, seq});
-  // What the node did not log again is no longer dirty under those records: obsolete.
-  if (*n < seqs.size()) pool_->LogReclaim(cache_node, seqs);
+  // What the node did not log again is no longer dirty under those records: obsolete. A data
+  // node that missed the reclaim keeps them listed: they are handed again next poll.
+  if (*n < seqs.size() && !pool_->LogReclaim(cache_node, seqs).empty()) return;
+  const absl::Time now = absl::Now();
+  for (uint64_t seq : seqs) handled_[{cache_node, seq}] = now;
   spdlog::warn(
       "scrub: {} log records of cache node {} damaged on data node {}: {} blocks logged again, "
       "the rest obsolete",
@@ -81,7 +84,10 @@ v1::ClusterScrubStatus ScrubRepair::Poll(bool start) {
       if (f.log()) {
         const std::pair<uint32_t, uint64_t> key{f.cache_node_id(), f.sequence()};
         listed.insert(key);
-        if (!handled_.contains(key)) records[f.cache_node_id()].push_back(f.sequence());
+        auto handed = handled_.find(key);
+        if (handed == handled_.end() || absl::Now() - handed->second > kRehandAfter) {
+          records[f.cache_node_id()].push_back(f.sequence());
+        }
         continue;
       }
       auto vdi = vdis.find(f.vdi_id());
@@ -96,7 +102,7 @@ v1::ClusterScrubStatus ScrubRepair::Poll(bool start) {
     *out.add_nodes() = *std::move(report);
   }
   // Retired everywhere by now: forget them (a listed one that is damaged again is new).
-  absl::erase_if(handled_, [&listed](const auto& key) { return !listed.contains(key); });
+  absl::erase_if(handled_, [&listed](const auto& entry) { return !listed.contains(entry.first); });
   absl::MutexLock l(&mu_);
   blocks_repaired_ += tally.repaired;
   log_records_relogged_ += tally.relogged;

@@ -21,7 +21,9 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/time/time.h"
 #include "absl/synchronization/mutex.h"
 #include "datanode/client/datanode_pool.h"
 #include "gateway/router.h"
@@ -63,9 +65,13 @@ class ScrubRepair {
   v1::ClusterScrubStatus last_ ABSL_GUARDED_BY(mu_);
   uint64_t blocks_repaired_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t log_records_relogged_ ABSL_GUARDED_BY(mu_) = 0;
-  // Damaged records already handed to their cache node, as (cache node, sequence): the old
-  // copy is retired in the background, so a later report may still list it. Kept while listed.
-  absl::flat_hash_set<std::pair<uint32_t, uint64_t>> handled_ ABSL_GUARDED_BY(poll_mu_);
+  // Damaged records already handed to their cache node, as (cache node, sequence), with when:
+  // the old copy is retired in the background, so a later report may still list it. Kept while
+  // listed; one still listed kRehandAfter later is handed again (a retire that missed the node:
+  // the cache node then finds it obsolete and it is reclaimed here).
+  static constexpr absl::Duration kRehandAfter = absl::Seconds(10);
+  absl::flat_hash_map<std::pair<uint32_t, uint64_t>, absl::Time> handled_
+      ABSL_GUARDED_BY(poll_mu_);
 };
 
 }  // namespace ringcache::coordinator

@@ -13,24 +13,33 @@ EmbeddedDataNodes::EmbeddedDataNodes(const std::string& dir, int count) {
     if (!store.ok()) std::abort();
     n->store = std::move(*store);
     n->hdd = std::make_unique<datanode::HddEmulator>(datanode::HddConfig{}, Clock::Real());
-    n->service = std::make_unique<datanode::DataNodeService>(i + 1, n->store.get(), n->hdd.get(),
-                                                             &registry_);
-    datanode::Scrubber::Options so;
-    so.interval = absl::ZeroDuration();
-    so.mb_s = 1000;
-    n->scrubber = std::make_unique<datanode::Scrubber>(i + 1, n->store.get(), so, nullptr);
-    n->service->SetScrubber(n->scrubber.get());
-    int port = 0;
-    grpc::ServerBuilder b;
-    b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-    b.RegisterService(n->service.get());
-    b.SetMaxReceiveMessageSize(64 << 20);
-    n->server = b.BuildAndStart();
-    if (!n->server || port == 0) std::abort();
-    endpoints_.push_back({static_cast<uint32_t>(i + 1), absl::StrCat("127.0.0.1:", port), 1.0, ""});
     nodes_.push_back(std::move(n));
+    const int port = Serve(i, "127.0.0.1:0");
+    endpoints_.push_back({static_cast<uint32_t>(i + 1), absl::StrCat("127.0.0.1:", port), 1.0, ""});
   }
 }
+
+int EmbeddedDataNodes::Serve(int i, const std::string& listen) {
+  Node* n = nodes_[i].get();
+  const auto id = static_cast<uint32_t>(i + 1);
+  n->service = std::make_unique<datanode::DataNodeService>(id, n->store.get(), n->hdd.get(),
+                                                           &registry_);
+  datanode::Scrubber::Options so;
+  so.interval = absl::ZeroDuration();
+  so.mb_s = 1000;
+  n->scrubber = std::make_unique<datanode::Scrubber>(id, n->store.get(), so, nullptr);
+  n->service->SetScrubber(n->scrubber.get());
+  int port = 0;
+  grpc::ServerBuilder b;
+  b.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
+  b.RegisterService(n->service.get());
+  b.SetMaxReceiveMessageSize(64 << 20);
+  n->server = b.BuildAndStart();
+  if (!n->server || port == 0) std::abort();
+  return port;
+}
+
+void EmbeddedDataNodes::RestartForTest(int i) { Serve(i, endpoints_[i].address); }
 
 EmbeddedDataNodes::~EmbeddedDataNodes() {
   for (auto& n : nodes_) {

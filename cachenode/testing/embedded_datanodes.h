@@ -25,10 +25,16 @@ class EmbeddedDataNodes {
   ~EmbeddedDataNodes();
   const std::vector<datanode::DataNodeEndpoint>& endpoints() const { return endpoints_; }
   datanode::BlockStore* store(int i) { return nodes_[i]->store.get(); }
-  // Stops node i's gRPC server for good (its store stays readable for checks).
+  // Stops node i's gRPC server (its store stays readable and writable for checks).
   void StopForTest(int i);
+  // Serves node i again, on its old address, with the store as it is now.
+  void RestartForTest(int i);
 
  private:
+  struct Node;
+  // Builds node i's service and gRPC server on `listen` ("127.0.0.1:0": any port); returns the
+  // port.
+  int Serve(int i, const std::string& listen);
   struct Node {
     std::unique_ptr<datanode::BlockStore> store;
     std::unique_ptr<datanode::HddEmulator> hdd;
