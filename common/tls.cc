@@ -80,6 +80,15 @@ int RunHandshake(gnutls_session_t s) {
   return rc;
 }
 
+// What a certificate verification status names.
+std::string StatusText(unsigned status) {
+  gnutls_datum_t why{};
+  gnutls_certificate_verification_status_print(status, GNUTLS_CRT_X509, &why, 0);
+  std::string text(reinterpret_cast<char*>(why.data), why.size);
+  gnutls_free(why.data);
+  return text;
+}
+
 // The peer's certificate subject after a verified handshake.
 absl::StatusOr<CertName> PeerCertName(gnutls_session_t s) {
   unsigned int n = 0;
@@ -252,8 +261,10 @@ absl::StatusOr<std::unique_ptr<Session>> ServerContext::Accept(int fd,
         gnutls_certificate_server_set_request(s, GNUTLS_CERT_REQUIRE);
         break;
     }
-    // A client certificate that is sent is verified against the CA during the handshake.
-    if (options_.client_certs != ClientCerts::kNone) gnutls_session_set_verify_cert(s, nullptr, 0);
+    // A required client certificate is verified against the CA during the handshake. GnuTLS
+    // would then fail a client that sends none even when one is only requested, so a requested
+    // certificate is verified after the handshake, when sent.
+    if (options_.client_certs == ClientCerts::kRequire) gnutls_session_set_verify_cert(s, nullptr, 0);
   }
   if (psk_ != nullptr) gnutls_credentials_set(s, GNUTLS_CRD_PSK, psk_);
   Attach(s, fd, timeout);
@@ -261,11 +272,7 @@ absl::StatusOr<std::unique_ptr<Session>> ServerContext::Accept(int fd,
   if (rc < 0) {
     if (rc == GNUTLS_E_CERTIFICATE_VERIFICATION_ERROR) {
       const unsigned status = gnutls_session_get_verify_cert_status(s);
-      gnutls_datum_t why{};
-      gnutls_certificate_verification_status_print(status, GNUTLS_CRT_X509, &why, 0);
-      std::string text(reinterpret_cast<char*>(why.data), why.size);
-      gnutls_free(why.data);
-      return absl::UnauthenticatedError("client certificate refused: " + text);
+      return absl::UnauthenticatedError("client certificate refused: " + StatusText(status));
     }
     return GnutlsError("TLS handshake", rc);
   }
@@ -279,6 +286,14 @@ absl::StatusOr<std::unique_ptr<Session>> ServerContext::Accept(int fd,
   if (!peer.ok()) {
     if (options_.client_certs == ClientCerts::kRequire) return peer.status();
     return out;  // no client certificate, and none needed
+  }
+  if (options_.client_certs == ClientCerts::kRequest) {
+    unsigned status = 0;
+    const int vrc = gnutls_certificate_verify_peers2(s, &status);
+    if (vrc < 0) return GnutlsError("verify the client certificate", vrc);
+    if (status != 0) {
+      return absl::UnauthenticatedError("client certificate refused: " + StatusText(status));
+    }
   }
   out->peer_ = *std::move(peer);
   out->authenticated_ = true;

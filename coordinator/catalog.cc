@@ -10,6 +10,7 @@
 #include <functional>
 #include <sstream>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -79,6 +80,10 @@ std::string EncodeVdiLine(const VdiRecord& r) {
   if (!r.allowed_clients.empty()) {
     absl::StrAppend(&line, " allow=", absl::StrJoin(r.allowed_clients, ","));
   }
+  if (!r.read_only_clients.empty()) {
+    absl::StrAppend(&line, " allow_ro=", absl::StrJoin(r.read_only_clients, ","));
+  }
+  if (r.public_export) line += " public";
   if (!r.policy.empty()) absl::StrAppend(&line, " policy=", r.policy);
   return line;
 }
@@ -108,6 +113,13 @@ absl::StatusOr<VdiRecord> DecodeVdiLine(const std::string& line) {
     } else if (absl::StartsWith(extra, "allow=") && r.allowed_clients.empty()) {
       r.allowed_clients = absl::StrSplit(extra.substr(6), ',');
       for (const std::string& c : r.allowed_clients) bad = bad || !ValidateClientIdentity(c).ok();
+    } else if (absl::StartsWith(extra, "allow_ro=") && r.read_only_clients.empty()) {
+      r.read_only_clients = absl::StrSplit(extra.substr(9), ',');
+      for (const std::string& c : r.read_only_clients) {
+        bad = bad || !ValidateClientIdentity(c).ok();
+      }
+    } else if (extra == "public" && !r.public_export) {
+      r.public_export = true;
     } else if (absl::StartsWith(extra, "policy=") && r.policy.empty() && extra.size() > 7) {
       r.policy = extra.substr(7);
     } else {
@@ -314,16 +326,51 @@ absl::Status Catalog::SetPolicy(const std::string& name, const std::string& poli
   return Update(name, [&](VdiRecord* r) { r->policy = policy; }).status();
 }
 
-absl::StatusOr<VdiRecord> Catalog::SetAccess(
-    const std::string& name, std::optional<bool> read_only,
-    std::optional<std::vector<std::string>> allowed_clients) {
-  if (allowed_clients) {
-    for (const std::string& c : *allowed_clients) RC_RETURN_IF_ERROR(ValidateClientIdentity(c));
+absl::StatusOr<VdiRecord> Catalog::SetAccess(const std::string& name, AccessChange change) {
+  if (change.allowed_clients) {
+    for (const std::string& c : *change.allowed_clients) {
+      RC_RETURN_IF_ERROR(ValidateClientIdentity(c));
+    }
   }
-  return Update(name, [&](VdiRecord* r) {
-    if (read_only) r->read_only = *read_only;
-    if (allowed_clients) r->allowed_clients = *std::move(allowed_clients);
+  if (!change.allow.empty()) RC_RETURN_IF_ERROR(ValidateClientIdentity(change.allow));
+  if (!change.deny.empty()) RC_RETURN_IF_ERROR(ValidateClientIdentity(change.deny));
+  bool last = false;  // the deny would empty the lists: that opens the VDI to every identity
+  absl::StatusOr<VdiRecord> saved = Update(name, [&](VdiRecord* r) {
+    const size_t listed = r->allowed_clients.size() + r->read_only_clients.size();
+    const bool holds = absl::c_linear_search(r->allowed_clients, change.deny) ||
+                       absl::c_linear_search(r->read_only_clients, change.deny);
+    if (!change.deny.empty() && holds && listed == 1 && change.allow.empty() &&
+        !change.allowed_clients) {
+      last = true;
+      return;
+    }
+    if (change.read_only) r->read_only = *change.read_only;
+    if (change.public_export) r->public_export = *change.public_export;
+    if (change.allowed_clients) {
+      r->allowed_clients = *std::move(change.allowed_clients);
+      r->read_only_clients.clear();
+    }
+    auto drop = [](std::vector<std::string>* list, const std::string& id) {
+      std::erase(*list, id);
+    };
+    if (!change.allow.empty()) {
+      drop(&r->allowed_clients, change.allow);
+      drop(&r->read_only_clients, change.allow);
+      (change.allow_read_only ? r->read_only_clients : r->allowed_clients)
+          .push_back(change.allow);
+    }
+    if (!change.deny.empty()) {
+      drop(&r->allowed_clients, change.deny);
+      drop(&r->read_only_clients, change.deny);
+    }
   });
+  if (saved.ok() && last) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "'", change.deny, "' is the last identity allowed to open VDI '", name,
+        "': without it any client with a certificate could; allow another one first, or give "
+        "`vdi access ", name, " --allow-any` if that is what you want"));
+  }
+  return saved;
 }
 
 absl::StatusOr<VdiRecord> Catalog::Find(const std::string& name) const {

@@ -36,9 +36,26 @@ struct VdiRecord {
   v1::VdiGeometry geometry;
   v1::CacheMode mode = v1::WRITEBACK;
   std::string policy;  // the VDI's own cache policy spec, no spaces; "" = the nodes' default
-  // NBD access: exported read-only; client identities that may open it (empty: any).
+  // NBD access (docs/security.md, "Who may open what"): exported read-only; client identities
+  // that may open it read-write and read-only (both empty: any client with an identity when the
+  // gateway serves TLS); public: any client at all, the lists do not apply.
   bool read_only = false;
   std::vector<std::string> allowed_clients;
+  std::vector<std::string> read_only_clients;
+  bool public_export = false;
+};
+
+// A change of a VDI's NBD access; what is unset stays as it is.
+struct AccessChange {
+  std::optional<bool> read_only;
+  // Replaces the read-write list and empties the read-only one (empty: any identity).
+  std::optional<std::vector<std::string>> allowed_clients;
+  std::optional<bool> public_export;
+  // Adds one identity, read-write or read-only, moving it from the other list.
+  std::string allow;
+  bool allow_read_only = false;
+  // Removes one identity from both lists.
+  std::string deny;
 };
 
 struct VdiDefaults {
@@ -83,10 +100,9 @@ class Catalog {
   absl::Status SetMode(const std::string& name, v1::CacheMode mode);
   // Records the VDI's cache policy spec ("" = the nodes' default).
   absl::Status SetPolicy(const std::string& name, const std::string& policy);
-  // Sets the NBD access of a VDI: `read_only` and `allowed_clients` when given (client
-  // identities: 1-64 characters of [A-Za-z0-9._@:-]). Returns the record as saved.
-  absl::StatusOr<VdiRecord> SetAccess(const std::string& name, std::optional<bool> read_only,
-                                      std::optional<std::vector<std::string>> allowed_clients);
+  // Changes the NBD access of a VDI (client identities: 1-64 characters of [A-Za-z0-9._@:-]).
+  // Returns the record as saved.
+  absl::StatusOr<VdiRecord> SetAccess(const std::string& name, AccessChange change);
   absl::StatusOr<VdiRecord> Find(const std::string& name) const;
   std::vector<VdiRecord> List() const;
 

@@ -42,6 +42,13 @@ TEST(CatalogLineTest, AccessRoundTripsAndOldLinesReadAsOpen) {
   EXPECT_EQ(back->policy, r.policy);
   EXPECT_FALSE(DecodeVdiLine(plain + " policy=").ok());
 
+  r.read_only_clients = {"carol"};
+  r.public_export = true;
+  back = DecodeVdiLine(EncodeVdiLine(r));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->read_only_clients, r.read_only_clients);
+  EXPECT_TRUE(back->public_export);
+  EXPECT_FALSE(back->read_only_clients.empty() || DecodeVdiLine(plain + " allow_ro=").ok());
   EXPECT_FALSE(DecodeVdiLine(plain + " rx").ok());
   EXPECT_FALSE(DecodeVdiLine(plain + " allow=a,,b").ok());
 }
@@ -53,15 +60,20 @@ TEST(CatalogTest, SetAccessIsSavedAndValidated) {
     auto c = Catalog::Open(path, VdiDefaults());
     ASSERT_TRUE(c.ok());
     ASSERT_TRUE((*c)->Create("d1", 1 << 20, 0, 0).ok());
-    EXPECT_TRUE(absl::IsInvalidArgument(
-        (*c)->SetAccess("d1", std::nullopt, std::vector<std::string>{"bad name"}).status()));
-    EXPECT_TRUE(absl::IsNotFound((*c)->SetAccess("nope", true, std::nullopt).status()));
-    auto r = (*c)->SetAccess("d1", true, std::vector<std::string>{"alice"});
+    AccessChange bad;
+    bad.allowed_clients = std::vector<std::string>{"bad name"};
+    EXPECT_TRUE(absl::IsInvalidArgument((*c)->SetAccess("d1", bad).status()));
+    AccessChange ro;
+    ro.read_only = true;
+    EXPECT_TRUE(absl::IsNotFound((*c)->SetAccess("nope", ro).status()));
+    ro.allowed_clients = std::vector<std::string>{"alice"};
+    auto r = (*c)->SetAccess("d1", ro);
     ASSERT_TRUE(r.ok()) << r.status();
     // Unset fields stay as they are.
-    r = (*c)->SetAccess("d1", std::nullopt, std::nullopt);
+    r = (*c)->SetAccess("d1", AccessChange());
     ASSERT_TRUE(r.ok());
     EXPECT_TRUE(r->read_only);
+    EXPECT_FALSE(r->public_export);
   }
   {
     auto c = Catalog::Open(path, VdiDefaults());
@@ -77,6 +89,48 @@ TEST(CatalogTest, SetAccessIsSavedAndValidated) {
   EXPECT_EQ(r->policy, "arc+sieve");
   EXPECT_TRUE(r->read_only);
   EXPECT_EQ(r->allowed_clients, std::vector<std::string>{"alice"});
+}
+
+// `vdi allow|deny` edit the lists one identity at a time; the last identity cannot be denied,
+// since empty lists let any client with a certificate in.
+TEST(CatalogTest, AllowAndDenyEditTheListsOneIdentityAtATime) {
+  const std::string path = ::testing::TempDir() + "/catalog_allow.txt";
+  std::filesystem::remove(path);
+  auto c = Catalog::Open(path, VdiDefaults());
+  ASSERT_TRUE(c.ok());
+  ASSERT_TRUE((*c)->Create("d1", 1 << 20, 0, 0).ok());
+  auto change = [&](const std::string& allow, bool ro, const std::string& deny) {
+    AccessChange a;
+    a.allow = allow;
+    a.allow_read_only = ro;
+    a.deny = deny;
+    return (*c)->SetAccess("d1", a);
+  };
+  ASSERT_TRUE(change("alice", false, "").ok());
+  auto r = change("bob", true, "");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->allowed_clients, std::vector<std::string>{"alice"});
+  EXPECT_EQ(r->read_only_clients, std::vector<std::string>{"bob"});
+  r = change("alice", true, "");  // alice moves to the read-only list
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->allowed_clients.empty());
+  EXPECT_EQ(r->read_only_clients, (std::vector<std::string>{"bob", "alice"}));
+  r = change("", false, "bob");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->read_only_clients, std::vector<std::string>{"alice"});
+  r = change("", false, "alice");
+  EXPECT_TRUE(absl::IsFailedPrecondition(r.status())) << r.status();
+  EXPECT_NE(r.status().message().find("--allow-any"), std::string::npos);
+  EXPECT_TRUE(absl::IsInvalidArgument(change("bad name", false, "").status()));
+  AccessChange pub;
+  pub.public_export = true;
+  ASSERT_TRUE((*c)->SetAccess("d1", pub).ok());
+  auto reopened = Catalog::Open(path, VdiDefaults());
+  ASSERT_TRUE(reopened.ok());
+  auto back = (*reopened)->Find("d1");
+  ASSERT_TRUE(back.ok());
+  EXPECT_TRUE(back->public_export);
+  EXPECT_EQ(back->read_only_clients, std::vector<std::string>{"alice"});
 }
 
 // The store's records in memory. `during_load`, when set, runs inside LoadAll after the records

@@ -25,14 +25,24 @@ grpc::Status AdminService::CreateVdi(grpc::ServerContext*, const v1::CreateVdiRe
   return grpc::Status::OK;
 }
 
+namespace {
+
+void FillAccess(const VdiRecord& r, v1::VdiAccess* a) {
+  a->set_name(r.geometry.name());
+  a->set_read_only(r.read_only);
+  for (const std::string& c : r.allowed_clients) a->add_allowed_clients(c);
+  for (const std::string& c : r.read_only_clients) a->add_read_only_clients(c);
+  a->set_public_export(r.public_export);
+}
+
+}  // namespace
+
 grpc::Status AdminService::ListVdis(grpc::ServerContext*, const v1::ListVdisRequest*,
                                     v1::ListVdisResponse* resp) {
   for (const auto& r : router_->catalog()->List()) {
     *resp->add_vdis() = r.geometry;
     v1::VdiAccess* a = resp->add_access();
-    a->set_name(r.geometry.name());
-    a->set_read_only(r.read_only);
-    for (const std::string& c : r.allowed_clients) a->add_allowed_clients(c);
+    FillAccess(r, a);
     a->set_policy(r.policy);
   }
   return grpc::Status::OK;
@@ -41,19 +51,19 @@ grpc::Status AdminService::ListVdis(grpc::ServerContext*, const v1::ListVdisRequ
 grpc::Status AdminService::SetVdiAccess(grpc::ServerContext*, const v1::SetVdiAccessRequest* req,
                                         v1::SetVdiAccessResponse* resp) {
   if (grpc::Status c = CheckCoordinator(); !c.ok()) return c;
-  std::optional<bool> read_only;
-  if (req->has_read_only()) read_only = req->read_only();
-  std::optional<std::vector<std::string>> allowed;
+  coordinator::AccessChange change;
+  if (req->has_read_only()) change.read_only = req->read_only();
+  if (req->has_public_export()) change.public_export = req->public_export();
   if (req->set_allowed_clients()) {
-    allowed.emplace(req->allowed_clients().begin(), req->allowed_clients().end());
+    change.allowed_clients.emplace(req->allowed_clients().begin(), req->allowed_clients().end());
   }
+  change.allow = req->allow_client();
+  change.allow_read_only = req->allow_read_only();
+  change.deny = req->deny_client();
   // New connections see the change; open ones keep what they negotiated.
-  absl::StatusOr<VdiRecord> r =
-      router_->catalog()->SetAccess(req->name(), read_only, std::move(allowed));
+  absl::StatusOr<VdiRecord> r = router_->catalog()->SetAccess(req->name(), std::move(change));
   if (!r.ok()) return ToGrpc(r.status());
-  resp->mutable_access()->set_name(r->geometry.name());
-  resp->mutable_access()->set_read_only(r->read_only);
-  for (const std::string& c : r->allowed_clients) resp->mutable_access()->add_allowed_clients(c);
+  FillAccess(*r, resp->mutable_access());
   return grpc::Status::OK;
 }
 

@@ -27,9 +27,13 @@ struct ExportInfo {
   uint32_t preferred_block = 4096;
   uint32_t max_block = 32u << 20;
   bool read_only = false;
-  // Client identities (TLS certificate CN or PSK identity) that may open the export; empty: any
-  // client. An export with a list is served over TLS only.
+  // Who may open the export (docs/security.md, "Who may open what"): client identities (TLS
+  // certificate CN or PSK identity) read-write and read-only. Both empty: any client with an
+  // identity when the server runs TLS, any client when it does not. An export with a list is
+  // served over TLS only. A public export is open to any client; the lists do not apply.
   std::vector<std::string> allowed_clients;
+  std::vector<std::string> read_only_clients;
+  bool public_export = false;
 };
 
 // One extent of NBD "base:allocation" block status.

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
 
 namespace ringcache::gateway::nbd {
@@ -111,20 +112,31 @@ void ServerHandshake::TlsStarted(const std::string& client) {
   need_ = kOptionHeaderSize;
 }
 
-bool ServerHandshake::Allowed(const ExportInfo& info, uint32_t* refusal, std::string* why) const {
-  if (info.allowed_clients.empty()) return true;
+bool ServerHandshake::Allowed(const ExportInfo& info, uint32_t* refusal, std::string* why,
+                              bool* read_only) const {
+  if (read_only != nullptr) *read_only = info.read_only;
+  if (info.public_export) return true;
+  const bool listed = !info.allowed_clients.empty() || !info.read_only_clients.empty();
+  // Without TLS on the server nobody has an identity: only exports without lists are served.
+  if (!listed && options_.tls == TlsMode::kOff) return true;
   if (!tls_active_) {
     *refusal = kRepErrTlsReqd;
     *why = absl::StrCat("export '", info.name, "' is served over TLS only");
     return false;
   }
-  for (const std::string& c : info.allowed_clients) {
-    if (!client_.empty() && c == client_) return true;
+  if (client_.empty()) {
+    *refusal = kRepErrPolicy;
+    *why = absl::StrCat("export '", info.name,
+                        "' needs a client certificate or PSK identity (it is not public)");
+    return false;
+  }
+  if (!listed || absl::c_linear_search(info.allowed_clients, client_)) return true;
+  if (absl::c_linear_search(info.read_only_clients, client_)) {
+    if (read_only != nullptr) *read_only = true;
+    return true;
   }
   *refusal = kRepErrPolicy;
-  *why = client_.empty()
-             ? absl::StrCat("export '", info.name, "' needs a client certificate or PSK identity")
-             : absl::StrCat("client '", client_, "' may not open export '", info.name, "'");
+  *why = absl::StrCat("client '", client_, "' may not open export '", info.name, "'");
   return false;
 }
 
@@ -312,7 +324,7 @@ absl::Status ServerHandshake::HandleExportName(std::string* out) {
   }
   uint32_t refusal = 0;
   std::string why;
-  if (!Allowed(*info, &refusal, &why)) {
+  if (!Allowed(*info, &refusal, &why, &info->read_only)) {
     return absl::PermissionDeniedError(absl::StrCat("NBD_OPT_EXPORT_NAME: ", why));
   }
   absl::StatusOr<std::shared_ptr<BlockDevice>> device = exports_->Open(name);
@@ -432,7 +444,7 @@ void ServerHandshake::HandleInfoOrGo(std::string* out) {
   ExportInfo info = *std::move(found);
   uint32_t refusal = 0;
   std::string why;
-  if (!Allowed(info, &refusal, &why)) {
+  if (!Allowed(info, &refusal, &why, &info.read_only)) {
     ReplyError(out, refusal, why);
     return;
   }

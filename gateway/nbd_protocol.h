@@ -249,9 +249,11 @@ class ServerHandshake {
   absl::Status HandleExportName(std::string* out);
   // NBD_OPT_STARTTLS. Returns an error when the session must end.
   void HandleStartTls(std::string* out);
-  // Whether this client may see `info` (its access list); kRepErrTlsReqd / kRepErrPolicy in
-  // *refusal with a message otherwise.
-  bool Allowed(const ExportInfo& info, uint32_t* refusal, std::string* why) const;
+  // Whether this client may see `info` (public, or its identity on its lists); kRepErrTlsReqd /
+  // kRepErrPolicy in *refusal with a message otherwise. *read_only (may be null): whether it
+  // opens read-only (the export is, or the identity is on the read-only list).
+  bool Allowed(const ExportInfo& info, uint32_t* refusal, std::string* why,
+               bool* read_only = nullptr) const;
   void HandleList(std::string* out);
   void HandleInfoOrGo(std::string* out);
   void ReplyInfo(std::string* out, const ExportInfo& info, uint16_t tx_flags, bool want_name,

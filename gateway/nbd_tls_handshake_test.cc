@@ -24,6 +24,7 @@ class NbdTlsHandshakeTest : public ::testing::Test {
     secret.name = "secret";
     secret.size_bytes = 1 << 20;
     secret.allowed_clients = {"alice"};
+    secret.read_only_clients = {"carol"};
     provider_.AddExport(secret);
   }
   ServerHandshake Make(TlsMode mode) {
@@ -99,7 +100,7 @@ TEST_F(NbdTlsHandshakeTest, StructuredRepliesNegotiatedBeforeTlsAreForgotten) {
   Feed(&hs, U32(kClientFlagFixedNewstyle | kClientFlagNoZeroes), &st);
   EXPECT_EQ(ReplyType(Feed(&hs, Option(kOptStructuredReply, ""), &st)), kRepAck);
   EXPECT_EQ(ReplyType(Feed(&hs, Option(kOptStartTls, ""), &st)), kRepAck);
-  hs.TlsStarted("");
+  hs.TlsStarted("alice");
   Feed(&hs, Option(kOptGo, GoPayload("disk", {})), &st);
   ASSERT_TRUE(hs.in_transmission());
   EXPECT_FALSE(hs.session().structured_replies);
@@ -114,31 +115,62 @@ TEST_F(NbdTlsHandshakeTest, OffAnswersStartTlsUnsupported) {
   EXPECT_EQ(ReplyType(Feed(&hs, Option(kOptStartTls, ""), &st)), kRepErrUnsup);
 }
 
+// With TLS on the server, every export but a public one needs a client identity; one with lists
+// needs an identity on them, and one on the read-only list opens it read-only.
 TEST_F(NbdTlsHandshakeTest, AccessListsNeedTlsAndTheRightClient) {
-  for (const char* client : {"", "bob", "alice"}) {
+  ExportInfo pub;
+  pub.name = "pub";
+  pub.size_bytes = 1 << 20;
+  pub.public_export = true;
+  provider_.AddExport(pub);
+  for (const char* client : {"", "bob", "alice", "carol"}) {
     ServerHandshake hs = Make(TlsMode::kOn);
     std::string greeting;
     hs.Start(&greeting);
     absl::Status st;
     Feed(&hs, U32(kClientFlagFixedNewstyle | kClientFlagNoZeroes), &st);
-    // Plaintext: the open export is served, the listed one needs TLS and is not listed.
-    EXPECT_EQ(ReplyType(Feed(&hs, Option(kOptInfo, GoPayload("secret", {})), &st)),
-              kRepErrTlsReqd);
+    // Plaintext: only the public export is served and listed.
+    for (const char* name : {"secret", "disk"}) {
+      EXPECT_EQ(ReplyType(Feed(&hs, Option(kOptInfo, GoPayload(name, {})), &st)),
+                kRepErrTlsReqd)
+          << name;
+    }
+    EXPECT_EQ(ReplyType(Feed(&hs, Option(kOptInfo, GoPayload("pub", {})), &st)), kRepInfo);
     std::string list = Feed(&hs, Option(kOptList, ""), &st);
     EXPECT_EQ(list.find("secret"), std::string::npos);
-    EXPECT_NE(list.find("disk"), std::string::npos);
+    EXPECT_EQ(list.find("disk"), std::string::npos);
+    EXPECT_NE(list.find("pub"), std::string::npos);
     Feed(&hs, Option(kOptStartTls, ""), &st);
     hs.TlsStarted(client);
-    const std::string out = Feed(&hs, Option(kOptInfo, GoPayload("secret", {})), &st);
-    if (std::string(client) == "alice") {
-      EXPECT_EQ(ReplyType(out), kRepInfo);
-      EXPECT_NE(Feed(&hs, Option(kOptList, ""), &st).find("secret"), std::string::npos);
+    const std::string any = Feed(&hs, Option(kOptInfo, GoPayload("disk", {})), &st);
+    EXPECT_EQ(ReplyType(any), *client == '\0' ? kRepErrPolicy : kRepInfo) << client;
+    if (*client == '\0') {
+      EXPECT_NE(any.find("needs a client certificate"), std::string::npos);
+    }
+    const std::string out = Feed(&hs, Option(kOptGo, GoPayload("secret", {})), &st);
+    const std::string who(client);
+    if (who == "alice" || who == "carol") {
+      ASSERT_TRUE(hs.in_transmission()) << client;
+      EXPECT_EQ((hs.session().transmission_flags & kTxReadOnly) != 0, who == "carol");
     } else {
       EXPECT_EQ(ReplyType(out), kRepErrPolicy) << client;
       Feed(&hs, Option(kOptExportName, "secret"), &st);
       EXPECT_TRUE(absl::IsPermissionDenied(st));
     }
   }
+}
+
+// Without TLS on the server nobody has an identity: exports without lists are open to all.
+TEST_F(NbdTlsHandshakeTest, WithoutTlsExportsWithoutListsAreOpen) {
+  ServerHandshake hs = Make(TlsMode::kOff);
+  std::string greeting;
+  hs.Start(&greeting);
+  absl::Status st;
+  Feed(&hs, U32(kClientFlagFixedNewstyle | kClientFlagNoZeroes), &st);
+  EXPECT_EQ(ReplyType(Feed(&hs, Option(kOptInfo, GoPayload("secret", {})), &st)),
+            kRepErrTlsReqd);
+  Feed(&hs, Option(kOptGo, GoPayload("disk", {})), &st);
+  EXPECT_TRUE(hs.in_transmission());
 }
 
 }  // namespace

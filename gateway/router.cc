@@ -161,6 +161,8 @@ ExportInfo InfoOf(const VdiRecord& r) {
   e.max_block = 32u << 20;
   e.read_only = r.read_only;
   e.allowed_clients = r.allowed_clients;
+  e.read_only_clients = r.read_only_clients;
+  e.public_export = r.public_export;
   return e;
 }
 

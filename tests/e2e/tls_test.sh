@@ -5,7 +5,8 @@
 #   - a plaintext client and a client of another CA are refused, with the reason;
 #   - a raw client: options before STARTTLS get NBD_REP_ERR_TLS_REQD, NBD_OPT_EXPORT_NAME before
 #     it ends the session, and plaintext injected after STARTTLS is never taken as an option;
-#   - per-VDI access lists by client identity and read-only exports (ringcachectl vdi access);
+#   - per-VDI access lists by client identity and read-only exports (ringcachectl vdi access,
+#     allow, deny); a client without a certificate opens public exports only;
 #   - the admin API refuses plaintext and non-admin certificates;
 #   - /metrics answers HTTPS with a client certificate only;
 #   - a cache node with a certificate of another CA cannot join, one with a certificate of another
@@ -149,6 +150,34 @@ echo "$out" | grep -q "may not open" || fail "the refusal does not say why: $out
 out=$(qio "$WORK/bob" disk "read -P 0x11 0 64k" 2>&1) || fail "bob cannot read the open export: $out"
 grep -q '"secret"' <<< "$(nbdinfo --list "nbds://$NBD/?tls-certificates=$WORK/bob" 2>&1)" &&
   fail "bob's export list shows secret"
+# A client without a certificate opens nothing but public exports.
+mkdir -p "$WORK/anon" && cp "$T/client/ca-cert.pem" "$WORK/anon/"
+if out=$(qio -r "$WORK/anon" disk "read 0 64k" 2>&1); then
+  fail "a client without a certificate opened disk: $out"
+fi
+echo "$out" | grep -q "needs a client certificate" || fail "the refusal does not say why: $out"
+"${CTL[@]}" vdi access disk --public on | grep -q "rw public" || fail "vdi access --public on"
+out=$(qio -r "$WORK/anon" disk "read -P 0x11 0 64k" 2>&1) ||
+  fail "a public export refused a client without a certificate: $out"
+# Public or not, a certificate that is sent must be of the cluster's CA: mallory's, offered by a
+# client that trusts the cluster CA, is refused.
+mkdir -p "$WORK/forged" && cp "$T/client/ca-cert.pem" "$WORK/forged/"
+cp "$WORK/mallory/client-cert.pem" "$WORK/mallory/client-key.pem" "$WORK/forged/"
+if out=$(qio -r "$WORK/forged" disk "read 0 64k" 2>&1); then
+  fail "a certificate of another CA opened a public export: $out"
+fi
+"${CTL[@]}" vdi access disk --public off > /dev/null
+# One identity at a time: bob read-only, then off the list again; the last one stays.
+"${CTL[@]}" vdi access secret --read-only off > /dev/null
+"${CTL[@]}" vdi allow secret bob --read-only | grep -q "client-0,bob(ro)" || fail "vdi allow"
+out=$(qio -r "$WORK/bob" secret "read 0 64k" 2>&1) || fail "bob (allowed ro) cannot read: $out"
+out=$(qio "$WORK/bob" secret "write -P 2 0 64k" 2>&1) && fail "bob (allowed ro) wrote: $out"
+out=$(qio "$T/client" secret "write -P 2 0 64k" "read -P 2 0 64k" 2>&1) ||
+  fail "client-0 (allowed rw) cannot write: $out"
+"${CTL[@]}" vdi deny secret bob > /dev/null || fail "vdi deny"
+qio -r "$WORK/bob" secret "read 0 64k" > /dev/null 2>&1 && fail "bob read secret after vdi deny"
+out=$("${CTL[@]}" vdi deny secret client-0 2>&1) && fail "the last identity was denied: $out"
+echo "$out" | grep -q "last identity" || fail "denying the last identity: $out"
 "${CTL[@]}" vdi access secret --allow-any --read-only off > /dev/null
 out=$(qio "$WORK/bob" secret "write -P 3 0 64k" "read -P 3 0 64k" 2>&1) ||
   fail "secret not writable after --allow-any --read-only off: $out"

@@ -44,6 +44,9 @@ struct Args {
   std::string read_only_text;
   std::vector<std::string> allow;
   bool allow_any = false;
+  std::string public_text;
+  std::string identity;
+  bool allow_read_only = false;
   // tls init-ca / issue
   std::string cluster;
   std::string ca_dir;
@@ -135,7 +138,12 @@ void AddVdiCommands(CLI::App* app, Args* a, Action* action) {
                      "Only these client identities (certificate CN or PSK identity; repeatable, "
                      "or comma-separated)")
       ->delimiter(',');
-  access->add_flag("--allow-any", a->allow_any, "Any client may open it (clears --allow)");
+  access->add_flag("--allow-any", a->allow_any,
+                   "Any client with an identity may open it (clears both lists)");
+  access->add_option("--public", a->public_text,
+                     "on: any client, with or without a certificate (the lists do not apply); "
+                     "off: only clients with an identity, as the lists say")
+      ->check(CLI::IsMember({"on", "off"}));
   access->callback([a, action] {
     *action = [a](const AdminSession& s) {
       if (a->allow_any && !a->allow.empty()) {
@@ -144,8 +152,38 @@ void AddVdiCommands(CLI::App* app, Args* a, Action* action) {
       VdiAccessArgs args;
       args.name = a->name;
       if (!a->read_only_text.empty()) args.read_only = a->read_only_text == "on";
+      if (!a->public_text.empty()) args.public_export = a->public_text == "on";
       if (a->allow_any) args.allowed_clients.emplace();
       if (!a->allow.empty()) args.allowed_clients = a->allow;
+      return SetVdiAccess(s, args);
+    };
+  });
+
+  CLI::App* allow = vdi->add_subcommand(
+      "allow", "Let one client identity (certificate CN or PSK identity) open a VDI over NBD, "
+               "read-write or with --read-only; the others on its list keep their access");
+  allow->add_option("NAME", a->name, "VDI name")->required();
+  allow->add_option("IDENTITY", a->identity, "Client identity")->required();
+  allow->add_flag("--read-only", a->allow_read_only, "Read-only for this client");
+  allow->callback([a, action] {
+    *action = [a](const AdminSession& s) {
+      VdiAccessArgs args;
+      args.name = a->name;
+      args.allow = a->identity;
+      args.allow_read_only = a->allow_read_only;
+      return SetVdiAccess(s, args);
+    };
+  });
+  CLI::App* deny = vdi->add_subcommand(
+      "deny", "Take one client identity off a VDI's lists (refused for the last one: empty "
+              "lists let any client with a certificate in)");
+  deny->add_option("NAME", a->name, "VDI name")->required();
+  deny->add_option("IDENTITY", a->identity, "Client identity")->required();
+  deny->callback([a, action] {
+    *action = [a](const AdminSession& s) {
+      VdiAccessArgs args;
+      args.name = a->name;
+      args.deny = a->identity;
       return SetVdiAccess(s, args);
     };
   });

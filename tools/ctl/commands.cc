@@ -228,10 +228,7 @@ absl::Status ListVdis(const AdminSession& s) {
       WriteGeometryJson(g, &j);
       j.Field("mode", mode_of(g.vdi_id()));
       j.Field("policy", a.policy());
-      j.Field("read_only", a.read_only());
-      j.Key("allowed_clients").BeginArray();
-      for (const std::string& c : a.allowed_clients()) j.String(c);
-      j.EndArray();
+      WriteAccessJson(a, &j);
       j.EndObject();
     }
     j.EndArray();
@@ -300,9 +297,23 @@ absl::Status ResizeVdi(const AdminSession& s, const std::string& name, uint64_t 
 }
 
 std::string FormatAccess(const v1::VdiAccess& a) {
-  std::string clients = "any";
-  if (!a.allowed_clients().empty()) clients = absl::StrJoin(a.allowed_clients(), ",");
+  if (a.public_export()) return absl::StrCat(a.read_only() ? "ro" : "rw", " public");
+  std::string clients = "any-identity";
+  if (!a.allowed_clients().empty() || !a.read_only_clients().empty()) {
+    std::vector<std::string> ids(a.allowed_clients().begin(), a.allowed_clients().end());
+    for (const std::string& c : a.read_only_clients()) ids.push_back(c + "(ro)");
+    clients = absl::StrJoin(ids, ",");
+  }
   return absl::StrCat(a.read_only() ? "ro" : "rw", " ", clients);
+}
+
+void WriteAccessJson(const v1::VdiAccess& a, JsonWriter* j) {
+  j->Field("read_only", a.read_only()).Field("public", a.public_export());
+  j->Key("allowed_clients").BeginArray();
+  for (const std::string& c : a.allowed_clients()) j->String(c);
+  j->EndArray().Key("read_only_clients").BeginArray();
+  for (const std::string& c : a.read_only_clients()) j->String(c);
+  j->EndArray();
 }
 
 absl::Status SetVdiAccess(const AdminSession& s, const VdiAccessArgs& args) {
@@ -313,6 +324,10 @@ absl::Status SetVdiAccess(const AdminSession& s, const VdiAccessArgs& args) {
     req.set_set_allowed_clients(true);
     for (const std::string& c : *args.allowed_clients) req.add_allowed_clients(c);
   }
+  if (args.public_export) req.set_public_export(*args.public_export);
+  req.set_allow_client(args.allow);
+  req.set_allow_read_only(args.allow_read_only);
+  req.set_deny_client(args.deny);
   v1::SetVdiAccessResponse resp;
   grpc::ClientContext ctx;
   SetDeadline(s, &ctx);
@@ -320,10 +335,9 @@ absl::Status SetVdiAccess(const AdminSession& s, const VdiAccessArgs& args) {
   const v1::VdiAccess& a = resp.access();
   if (s.json) {
     JsonWriter j;
-    j.BeginObject().Field("name", a.name()).Field("read_only", a.read_only());
-    j.Key("allowed_clients").BeginArray();
-    for (const std::string& c : a.allowed_clients()) j.String(c);
-    j.EndArray().EndObject();
+    j.BeginObject().Field("name", a.name());
+    WriteAccessJson(a, &j);
+    j.EndObject();
     *s.out << j.str() << '\n';
   } else {
     *s.out << "VDI " << a.name() << ": access " << FormatAccess(a) << '\n';

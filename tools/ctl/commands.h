@@ -23,6 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "ringcache/v1/admin.grpc.pb.h"
+#include "tools/ctl/format.h"
 
 namespace ringcache::ctl {
 
@@ -59,17 +60,23 @@ absl::Status CreateVdi(const AdminSession& s, const CreateVdiArgs& args);
 // vdi list: prints every VDI with its geometry and cache mode. If the cache nodes cannot report
 // the modes, the list is still printed (mode "?") and a warning goes to the session's `err`.
 absl::Status ListVdis(const AdminSession& s);
-// How `vdi list` and `vdi access` show a VDI's NBD access: "rw" or "ro", then "any" or the
-// client identities.
+// How `vdi list` and `vdi access` show a VDI's NBD access: "rw" or "ro", then "public",
+// "any-identity" or the client identities (read-only ones marked "(ro)").
 std::string FormatAccess(const v1::VdiAccess& a);
+// The access fields of `a` into the open JSON object of `j`.
+void WriteAccessJson(const v1::VdiAccess& a, JsonWriter* j);
 
 struct VdiAccessArgs {
   std::string name;
   std::optional<bool> read_only;
-  std::optional<std::vector<std::string>> allowed_clients;  // empty vector: any client
+  std::optional<std::vector<std::string>> allowed_clients;  // empty vector: any identity
+  std::optional<bool> public_export;
+  std::string allow;  // vdi allow: one identity, read-only with allow_read_only
+  bool allow_read_only = false;
+  std::string deny;  // vdi deny: one identity
 };
-// vdi access: changes (or with no change given, shows) who may open a VDI and whether it is
-// read-only; prints the access as it now is.
+// vdi access, allow, deny: changes (or with no change given, shows) who may open a VDI and
+// whether it is read-only; prints the access as it now is.
 absl::Status SetVdiAccess(const AdminSession& s, const VdiAccessArgs& args);
 
 // vdi delete: deletes the VDI and its data on every node. The caller has confirmed.

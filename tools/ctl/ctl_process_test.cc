@@ -116,7 +116,7 @@ TEST_F(CtlProcessTest, VdiLifecycle) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("NAME"));
   EXPECT_TRUE(std::regex_search(r.out, std::regex("\ndemo +1 +1\\.0 GiB +4\\.0 MiB +4\\.0 KiB +3 "
-                                                  "+writeback +rw any +default\n")))
+                                                  "+writeback +rw any-identity +default\n")))
       << r.out;
 
   r = Ctl("vdi create disk2 --size 10G --object-size 1MiB --replication 2");
@@ -131,7 +131,8 @@ TEST_F(CtlProcessTest, VdiLifecycle) {
   EXPECT_THAT(r.out, HasSubstr("{\"name\":\"disk2\",\"id\":2,\"size_bytes\":10737418240,"
                                "\"object_size\":1048576,\"block_size\":4096,\"replication\":2,"
                                "\"mode\":\"writeback\",\"policy\":\"\",\"read_only\":false,"
-                               "\"allowed_clients\":[]}"));
+                               "\"public\":false,\"allowed_clients\":[],"
+                               "\"read_only_clients\":[]}"));
   EXPECT_EQ(r.out.front(), '[');
 
   r = Ctl("vdi create disk2 --size 1G");
@@ -147,7 +148,7 @@ TEST_F(CtlProcessTest, VdiLifecycle) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out, "VDI disk2: cache mode writethrough\n");
   r = Ctl("vdi list");
-  EXPECT_TRUE(std::regex_search(r.out, std::regex("\ndisk2 +2 +20\\.0 GiB .* writethrough +rw any +default\n")))
+  EXPECT_TRUE(std::regex_search(r.out, std::regex("\ndisk2 +2 +20\\.0 GiB .* writethrough +rw any-identity +default\n")))
       << r.out;
 
   // NBD access: an access list and read-only, shown by vdi list, then undone.
@@ -180,7 +181,7 @@ TEST_F(CtlProcessTest, VdiLifecycle) {
   EXPECT_EQ(r.code, 1);
   r = Ctl("vdi access disk2 --allow-any --read-only off");
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_EQ(r.out, "VDI disk2: access rw any\n");
+  EXPECT_EQ(r.out, "VDI disk2: access rw any-identity\n");
   r = Ctl("--json stats --vdi disk2");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("\"vdi\":\"disk2\",\"mode\":\"writethrough\""));
