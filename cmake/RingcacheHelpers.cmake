@@ -43,3 +43,26 @@ function(rc_sanitizer_needs)
     set_property(GLOBAL APPEND PROPERTY RINGCACHE_SANITIZER_TARGETS ${ARGN})
   endif()
 endfunction()
+
+# rc_add_fuzz(NAME SOURCES a_fuzz.cc ... LIBS lib ... CORPUS dir [RUNS n])
+# A fuzz target (a file defining LLVMFuzzerTestOneInput) linked with the project's driver
+# (common/testing/fuzz_main.cc), registered as the test Fuzz.NAME: every seed of the checked-in
+# CORPUS, then RUNS (default 20000) mutated inputs of a fixed seed, so that a run is the same
+# every time. Label unit; in a RINGCACHE_SANITIZE build it runs in the sanitizer pass (ASan,
+# UBSan), which is where a fuzz target finds most. tests/fuzz/fuzz.sh runs them longer.
+function(rc_add_fuzz name)
+  cmake_parse_arguments(ARG "" "CORPUS;RUNS" "SOURCES;LIBS" ${ARGN})
+  if(NOT ARG_RUNS)
+    set(ARG_RUNS 20000)
+  endif()
+  set(label unit)
+  if(RINGCACHE_SANITIZE)
+    set(label sanitizer)
+    set_property(GLOBAL APPEND PROPERTY RINGCACHE_SANITIZER_TARGETS ${name})
+  endif()
+  add_executable(${name} ${ARG_SOURCES} ${CMAKE_SOURCE_DIR}/common/testing/fuzz_main.cc)
+  target_link_libraries(${name} PRIVATE ${ARG_LIBS})
+  add_test(NAME Fuzz.${name} COMMAND ${name} --runs ${ARG_RUNS} --seed 1 ${ARG_CORPUS})
+  set_tests_properties(Fuzz.${name} PROPERTIES TIMEOUT 300 LABELS ${label})
+  set_property(GLOBAL APPEND PROPERTY RINGCACHE_FUZZ_TARGETS ${name})
+endfunction()

@@ -81,7 +81,7 @@ absl::Status DecodeResponse(const char in[kResponseBytes], Response* r) {
   const auto code = Get<uint8_t>(in + 4);
   const auto kind = Get<uint8_t>(in + 5);
   if (code > static_cast<uint8_t>(absl::StatusCode::kUnauthenticated) ||
-      kind > static_cast<uint8_t>(ErrorKind::kDeviceFailed)) {
+      kind > static_cast<uint8_t>(kLastErrorKind)) {
     return absl::DataLossError("block response with an unknown status");
   }
   r->code = static_cast<absl::StatusCode>(code);

@@ -37,6 +37,8 @@ enum class ErrorKind {
   kStaleTerm,
   kLogSealed,
 };
+// The last kind: wire decoders accept kinds up to it (add new kinds before this line's kind).
+inline constexpr ErrorKind kLastErrorKind = ErrorKind::kLogSealed;
 
 // The payload's type URL (absl::Status::SetPayload).
 inline constexpr absl::string_view kErrorKindUrl = "type.ringcache.dev/ErrorKind";

@@ -143,6 +143,7 @@ inline absl::StatusOr<StoredBlock> DecodeBlock(const std::string& v, uint32_t bs
 // (too short, or its data fails its checksum).
 inline bool ParseLogRecord(const rocksdb::Slice& k, const rocksdb::Slice& v, bool include_data,
                            LogEntry* e) {
+  if (k.size() != 12) return false;  // not a log key (callers check; a rotted key must not read past)
   e->cache_node_id = static_cast<uint32_t>(GetBe(k.data(), 4));
   e->sequence = GetBe(k.data() + 4, 8);
   if (v.size() < kLogHeader) return false;
