@@ -24,7 +24,9 @@ absl::Status StreamReader::FillTo(size_t n, const std::function<absl::Status()>&
     long got;
     if (session_ != nullptr) {
       got = session_->Read(buf_.data() + end_, buf_.size() - end_);
-      if (got == -EAGAIN) continue;  // the session wants to be called again
+      // The socket's receive timeout, or the session wants to be called again: only a caller
+      // that set a timeout (and gave on_timeout) looks at the clock.
+      if (got == -EAGAIN && on_timeout == nullptr) continue;
       if (got < 0) errno = static_cast<int>(-got);
     } else {
       got = ::recv(fd_, buf_.data() + end_, buf_.size() - end_, 0);
@@ -54,7 +56,20 @@ absl::Status StreamReader::ReadTo(char* out, size_t len, absl::Time deadline) {
   Consume(have);
   if (have == len) return absl::OkStatus();
   if (session_ == nullptr) return ReadFull(fd_, out + have, len - have, deadline);
-  return tls::ReadFullOn(fd_, session_, out + have, len - have);
+  // A receive timeout (SO_RCVTIMEO) wakes the loop to look at the deadline.
+  for (size_t got = have; got < len;) {
+    const long n = session_->Read(out + got, len - got);
+    if (n > 0) {
+      got += static_cast<size_t>(n);
+    } else if (n == -EAGAIN) {
+      if (absl::Now() >= deadline) return absl::DeadlineExceededError("nothing received in time");
+    } else if (n == 0) {
+      return absl::UnavailableError("connection closed by the peer");
+    } else {
+      return absl::UnavailableError("TLS receive failed");
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace ringcache

@@ -41,7 +41,8 @@ class StreamReader {
                       bool* clean_end = nullptr);
 
   // Copies the next `len` bytes to `out`: what is buffered, then the rest straight from the
-  // stream (a plaintext read gives up at `deadline`).
+  // stream, giving up at `deadline` (a TLS read looks at it when the socket's receive timeout
+  // wakes it).
   absl::Status ReadTo(char* out, size_t len, absl::Time deadline = absl::InfiniteFuture());
 
  private:

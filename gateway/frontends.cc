@@ -18,6 +18,7 @@ absl::Status Frontends::Start(const FrontendConfig& config, Router* router,
   nc.tls_context = config.nbd_tls_context;
   nc.max_connections = config.nbd_max_connections;
   nc.max_connections_per_peer = config.nbd_max_connections_per_peer;
+  nc.idle_timeout_ms = config.nbd_idle_timeout_ms;
   RC_RETURN_IF_ERROR(nc.Validate());
   nbd_ = std::make_unique<NbdServer>(nc, router, registry);
   RC_ASSIGN_OR_RETURN(nbd_port_, nbd_->Start());
@@ -63,12 +64,18 @@ void NbdFlags::AddTo(CLI::App* app) {
                   "cannot hold every slot (default: half of --nbd-max-connections; a gateway "
                   "serving a single hypervisor sets it to --nbd-max-connections)")
       ->check(CLI::Range(0, 65536));
+  app->add_option("--nbd-idle-timeout", idle_timeout_s,
+                  "Close an NBD connection that sent no request for this many seconds (default "
+                  "0: never; an idle VM sends nothing for hours, so set it only for clients that "
+                  "reconnect, e.g. qemu with reconnect-delay)")
+      ->check(CLI::Range(0, 7 * 24 * 3600));
 }
 
 absl::Status NbdFlags::Resolve(std::shared_ptr<const tls::Identity> identity,
                                FrontendConfig* config) const {
   config->nbd_max_connections = max_connections;
   config->nbd_max_connections_per_peer = max_connections_per_peer;
+  config->nbd_idle_timeout_ms = idle_timeout_s * 1000;
   if (max_connections_per_peer > max_connections) {
     return absl::InvalidArgumentError(
         "--nbd-max-connections-per-peer cannot be above --nbd-max-connections");

@@ -32,18 +32,21 @@ struct FrontendConfig {
   // NbdServerConfig::max_connections, max_connections_per_peer.
   int nbd_max_connections = 256;
   int nbd_max_connections_per_peer = 0;
+  // NbdServerConfig::idle_timeout_ms (0: never).
+  int nbd_idle_timeout_ms = 0;
   std::string metrics_web_config{};
 };
 
 // The NBD front's flags of ringcache-gateway and ringcache-local: --nbd-tls off|on|require,
 // --nbd-tls-verify-peer, --nbd-tls-psk FILE, --nbd-max-connections N,
-// --nbd-max-connections-per-peer N.
+// --nbd-max-connections-per-peer N, --nbd-idle-timeout SECONDS.
 struct NbdFlags {
   std::string mode;  // empty: require when credentials are given, else off
   bool verify_peer = false;
   std::string psk_file;
   int max_connections = 256;
   int max_connections_per_peer = 0;
+  int idle_timeout_s = 0;
 
   void AddTo(CLI::App* app);
   // Fills config's NBD fields from the flags and `identity` (the --tls-dir certificate; may be

@@ -3,6 +3,7 @@
 // that sends replies in batches.
 #include "gateway/nbd_connection.h"
 
+#include "common/socket.h"
 #include "common/stream_reader.h"
 
 namespace ringcache::gateway {
@@ -159,10 +160,34 @@ void NbdServer::Connection::Transmit() {
   // Nothing is buffered past the handshake (it reads exactly what it needs), so the requests
   // start here.
   StreamReader in(fd_, tls_.get());
+  // The receive timeout wakes the reader once a second to look at the clock: a header begun
+  // and not finished in request_timeout_ms (slowloris), or no request for idle_timeout_ms,
+  // closes the connection.
+  SetReceiveTimeout(fd_, absl::Seconds(1));
+  const absl::Duration request_timeout = absl::Milliseconds(config_->request_timeout_ms);
   while (true) {
     bool clean_end = false;
-    if (!in.FillTo(nbd::kRequestHeaderSize, nullptr, &clean_end).ok()) {
-      if (!clean_end && !stopping_->load()) {
+    const absl::Time idle_since = absl::Now();
+    absl::Time partial_since = absl::InfiniteFuture();
+    const char* why = nullptr;
+    auto on_timeout = [&]() -> absl::Status {
+      const absl::Time now = absl::Now();
+      if (in.available() > 0 && partial_since == absl::InfiniteFuture()) partial_since = now;
+      if (now - partial_since > request_timeout) {
+        why = "slow_request";
+      } else if (in.available() == 0 && config_->idle_timeout_ms > 0 &&
+                 now - idle_since > absl::Milliseconds(config_->idle_timeout_ms)) {
+        why = "idle";
+      }
+      return why == nullptr ? absl::OkStatus() : absl::DeadlineExceededError(why);
+    };
+    if (!in.FillTo(nbd::kRequestHeaderSize, on_timeout, &clean_end).ok()) {
+      if (why != nullptr) {
+        spdlog::info("nbd {}: closing: {}", peer_,
+                     std::string(why) == "idle" ? "idle for too long"
+                                                : "a request header took too long to arrive");
+        metrics_->ProtocolError(why);
+      } else if (!clean_end && !stopping_->load()) {
         spdlog::info("nbd {}: connection lost inside a request header", peer_);
         metrics_->ProtocolError("truncated_header");
       }
@@ -195,8 +220,13 @@ void NbdServer::Connection::Transmit() {
     std::unique_ptr<char[]> payload;
     if (check.payload > 0) {
       payload.reset(new char[check.payload]);
-      if (!in.ReadTo(payload.get(), check.payload).ok()) {
-        if (!stopping_->load()) {
+      const absl::Status got =
+          in.ReadTo(payload.get(), check.payload, absl::Now() + request_timeout);
+      if (!got.ok()) {
+        if (absl::IsDeadlineExceeded(got)) {
+          spdlog::info("nbd {}: closing: a WRITE payload took too long to arrive", peer_);
+          metrics_->ProtocolError("slow_request");
+        } else if (!stopping_->load()) {
           spdlog::info("nbd {}: connection lost inside a WRITE payload", peer_);
           metrics_->ProtocolError("truncated_payload");
         }

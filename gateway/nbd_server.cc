@@ -56,6 +56,8 @@ absl::Status NbdServerConfig::Validate() const {
   }
   if (max_options < 1) return bad("max_options", "must be at least 1");
   if (handshake_timeout_ms < 1) return bad("handshake_timeout_ms", "must be positive");
+  if (request_timeout_ms < 1) return bad("request_timeout_ms", "must be positive");
+  if (idle_timeout_ms < 0) return bad("idle_timeout_ms", "must be 0 (never) or positive");
   if (send_timeout_ms < 1) return bad("send_timeout_ms", "must be positive");
   if (stop_grace_ms < 0) return bad("stop_grace_ms", "must not be negative");
   if (max_block_status_descriptors < 1) {

@@ -64,7 +64,14 @@ struct NbdServerConfig {
   uint32_t max_option_length = 64 * 1024;
   uint32_t max_options = 4096;
   // A client that has not finished the handshake by then is disconnected.
-  int handshake_timeout_ms = 30000;
+  int handshake_timeout_ms = 10000;
+  // A request header or WRITE payload that started arriving must be complete by then, or the
+  // connection is closed (a byte a second holds no slot for long: slowloris).
+  int request_timeout_ms = 30000;
+  // A connection with no request for this long is closed (0: never). Off by default: an idle
+  // VM's disk sends nothing for hours, and qemu does not reconnect unless told to
+  // (reconnect-delay); per-peer caps bound what idle connections can hold.
+  int idle_timeout_ms = 0;
   // A reply that cannot be sent for this long breaks the connection (SO_SNDTIMEO).
   int send_timeout_ms = 30000;
   // Stop() lets in-flight requests finish for this long before forcing connections closed.

@@ -1,5 +1,5 @@
 // NbdServer's limits and accounting: connections in total and per client address, the
-// handshake timeout, and the per-export metrics (the fixture: testing/nbd_server_fixture.h).
+// handshake, request and idle timeouts, and the per-export metrics (the fixture: testing/nbd_server_fixture.h).
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -63,6 +63,51 @@ TEST_F(NbdServerTest, SilentClientIsDroppedAfterTheHandshakeTimeout) {
   NbdRawClient c;
   ASSERT_TRUE(c.Connect(port_));
   EXPECT_TRUE(c.WaitClosed());  // greeting, then EOF
+}
+
+// Slowloris: a request header or WRITE payload begun and not finished in request_timeout_ms
+// closes the connection, counted by reason.
+TEST_F(NbdServerTest, RequestsThatTrickleInAreCut) {
+  NbdServerConfig config;
+  config.request_timeout_ms = 1500;
+  StartServer(config);
+  NbdRawClient header;
+  ASSERT_TRUE(header.Connect(port_));
+  ASSERT_EQ(header.Handshake("disk"), "");
+  ASSERT_TRUE(header.SendRaw(std::string(10, '\x25')));  // 10 of the header's 28 bytes
+  EXPECT_TRUE(header.WaitClosed());
+  NbdRawClient payload;
+  ASSERT_TRUE(payload.Connect(port_));
+  ASSERT_EQ(payload.Handshake("disk"), "");
+  nbd::Request w;
+  w.type = nbd::kCmdWrite;
+  w.length = 65536;
+  ASSERT_TRUE(payload.SendRequest(w, std::string(100, 'x')));  // 100 of 65,536 bytes
+  EXPECT_TRUE(payload.WaitClosed());
+  const std::string text = registry_.Render();
+  EXPECT_NE(text.find("reason=\"slow_request\"} 2"), std::string::npos) << text;
+  // A client that sends whole requests, however far apart, is served.
+  auto steady = Client();
+  std::string data;
+  EXPECT_EQ(steady->Read(0, 512, &data), 0);
+}
+
+// idle_timeout_ms closes a connection that sends nothing; by default (0) it stays.
+TEST_F(NbdServerTest, IdleConnectionsCloseOnlyWhenAskedTo) {
+  NbdServerConfig config;
+  config.idle_timeout_ms = 1500;
+  StartServer(config);
+  NbdRawClient idle;
+  ASSERT_TRUE(idle.Connect(port_));
+  ASSERT_EQ(idle.Handshake("disk"), "");
+  EXPECT_TRUE(idle.WaitClosed());
+  EXPECT_NE(registry_.Render().find("reason=\"idle\"} 1"), std::string::npos);
+  server_.reset();
+  StartServer(NbdServerConfig());
+  auto kept = Client();
+  absl::SleepFor(absl::Milliseconds(2500));  // past a few receive timeouts
+  std::string data;
+  EXPECT_EQ(kept->Read(0, 512, &data), 0);
 }
 
 TEST_F(NbdServerTest, MetricsCountRequestsBytesAndConnections) {
