@@ -10,16 +10,16 @@
 #include "absl/strings/str_split.h"
 #include "common/atomic_file.h"
 #include "common/errors.h"
+#include "common/status_macros.h"
 
 namespace ringcache::cachenode {
 
 absl::StatusOr<std::unique_ptr<Ownership>> Ownership::Load(const std::string& ssd_path) {
   std::unique_ptr<Ownership> o(new Ownership(PathFor(ssd_path)));
-  std::ifstream in(o->path_);
-  if (!in) return o;  // first start
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string text = ss.str();
+  absl::StatusOr<std::string> read = ReadStateFile(o->path_);
+  if (absl::IsNotFound(read.status())) return o;  // first start
+  RC_RETURN_IF_ERROR(read.status());
+  const std::string text = *std::move(read);
   auto bad = [&](const std::string& why) {
     return absl::DataLossError(absl::StrCat(o->path_, ": ", why,
                                             "; refusing to guess whether this node still owns "

@@ -167,13 +167,14 @@ absl::Status VdiTable::Save() {
 
 std::vector<uint32_t> VdiTable::Load() {
   std::vector<uint32_t> loaded;
-  FILE* f = std::fopen(path_.c_str(), "rb");
-  if (f == nullptr) return loaded;  // first start
-  std::string body;
-  char buf[65536];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) body.append(buf, n);
-  std::fclose(f);
+  absl::StatusOr<std::string> read = ReadStateFile(path_);
+  if (absl::IsNotFound(read.status())) return loaded;  // first start
+  if (!read.ok()) {
+    spdlog::warn("cache node {}: {}; VDIs are known again once the gateway registers them",
+                 node_id_, read.status().ToString());
+    return loaded;
+  }
+  const std::string body = *std::move(read);
   uint64_t sum = 0;
   if (body.size() >= 16) std::memcpy(&sum, body.data() + body.size() - 8, 8);
   const bool v1 = body.size() >= kMagicLen && body.compare(0, kMagicLen, kMagicV1) == 0;

@@ -81,7 +81,13 @@ WriteLog::~WriteLog() {
 
 absl::Status WriteLog::LoadMark() {
   absl::MutexLock l(&seq_mu_);
-  const int fd = ::open(config_.seq_path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = ::open(config_.seq_path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0 && errno == ELOOP) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(config_.seq_path,
+                     " is a symbolic link: ringcache does not follow links to its state "
+                     "files (one could point them at another file); put the file itself there"));
+  }
   uint64_t mark = 1;
   if (fd >= 0) {
     char buf[64] = {};

@@ -19,7 +19,12 @@ absl::Status WriteFileAtomically(const std::string& path, absl::string_view cont
   auto fail = [&](const std::string& what) {
     return absl::UnavailableError(absl::StrCat(what, ": ", std::strerror(errno)));
   };
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // A new file, never through a link: whatever sits at the ".tmp" name (a crash's leftover, or
+  // a link planted to make us write elsewhere) goes first.
+  if (::unlink(tmp.c_str()) != 0 && errno != ENOENT) {
+    return fail(absl::StrCat("cannot remove the leftover ", tmp));
+  }
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) return fail(absl::StrCat("cannot create ", tmp));
   size_t done = 0;
   while (done < content.size()) {
@@ -52,11 +57,17 @@ absl::Status WriteFileAtomically(const std::string& path, absl::string_view cont
 
 namespace {
 
-absl::StatusOr<int> OpenForRead(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+absl::StatusOr<int> OpenForRead(const std::string& path, bool follow_links = true) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | (follow_links ? 0 : O_NOFOLLOW));
   if (fd >= 0) return fd;
   const int err = errno;
   if (err == ENOENT) return absl::NotFoundError(absl::StrCat(path, " does not exist"));
+  if (err == ELOOP && !follow_links) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path,
+                     " is a symbolic link: ringcache does not follow links to its state files (one "
+                     "could point them at another file); put the file itself there"));
+  }
   return absl::UnavailableError(absl::StrCat("cannot open ", path, ": ", std::strerror(err)));
 }
 
@@ -88,6 +99,11 @@ absl::StatusOr<std::string> ReadAndClose(int fd, const std::string& path, size_t
 
 absl::StatusOr<std::string> ReadSmallFile(const std::string& path, size_t max_bytes) {
   RC_ASSIGN_OR_RETURN(const int fd, OpenForRead(path));
+  return ReadAndClose(fd, path, max_bytes);
+}
+
+absl::StatusOr<std::string> ReadStateFile(const std::string& path, size_t max_bytes) {
+  RC_ASSIGN_OR_RETURN(const int fd, OpenForRead(path, /*follow_links=*/false));
   return ReadAndClose(fd, path, max_bytes);
 }
 

@@ -1,8 +1,11 @@
 #include "common/file.h"
 
+#include "common/atomic_file.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 
 #include <sys/uio.h>
@@ -28,6 +31,30 @@ TEST(FileTest, PosixRoundTrip) {
   ASSERT_TRUE((*f)->PRead(buf, 5, 100).ok());
   EXPECT_EQ(std::string(buf, 5), "hello");
   EXPECT_TRUE(absl::IsOutOfRange((*f)->PRead(buf, 5, 8190)));
+}
+
+// State files are neither read nor written through a symbolic link: one planted at a state
+// file's name, or at its ".tmp" name, cannot point ringcache at another file. Credentials are
+// still read through links (secret volumes of container platforms are links).
+TEST(FileTest, StateFilesAreNotFollowedThroughLinks) {
+  namespace fs = std::filesystem;
+  const std::string victim = TempPath("victim"), state = TempPath("state");
+  for (const std::string& p : {victim, state, state + ".tmp"}) fs::remove(p);
+  ASSERT_TRUE(WriteFileAtomically(victim, "precious\n").ok());
+  fs::create_symlink(victim, state);
+  absl::StatusOr<std::string> read = ReadStateFile(state);
+  EXPECT_TRUE(absl::IsFailedPrecondition(read.status())) << read.status();
+  EXPECT_NE(read.status().message().find("symbolic link"), std::string::npos);
+  EXPECT_EQ(*ReadSmallFile(state), "precious\n");
+  EXPECT_TRUE(absl::IsNotFound(ReadStateFile(TempPath("none")).status()));
+  // A link planted at the temporary name is replaced, not written through; the state file's
+  // link is replaced by the file itself.
+  fs::create_symlink(victim, state + ".tmp");
+  ASSERT_TRUE(WriteFileAtomically(state, "new state\n").ok());
+  EXPECT_EQ(*ReadSmallFile(victim), "precious\n");
+  EXPECT_FALSE(fs::is_symlink(state));
+  EXPECT_EQ(*ReadStateFile(state), "new state\n");
+  for (const std::string& p : {victim, state}) fs::remove(p);
 }
 
 // A scatter read fills its buffers in order, from the posix file (preadv) and from a wrapper

@@ -139,8 +139,10 @@ absl::StatusOr<VdiRecord> DecodeVdiLine(const std::string& line) {
 absl::StatusOr<std::unique_ptr<Catalog>> Catalog::Open(const std::string& path,
                                                        VdiDefaults defaults) {
   std::unique_ptr<Catalog> c(new Catalog(path, defaults));
-  std::ifstream in(path);
-  if (!in) return c;  // empty catalog
+  absl::StatusOr<std::string> text = ReadStateFile(path);
+  if (absl::IsNotFound(text.status())) return c;  // empty catalog
+  RC_RETURN_IF_ERROR(text.status());
+  std::istringstream in(*text);
   std::string line;
   int lineno = 0;
   absl::MutexLock l(&c->mu_);

@@ -56,10 +56,13 @@ DataRebalancer::DataRebalancer(gateway::Router* router, datanode::DataNodePool* 
   // Cluster mode keeps them in etcd only: a file left from an earlier term of this gateway
   // may name actions another coordinator carried out since.
   if (!options_.save_actions && !options_.state_path.empty()) {
-    std::ifstream f(ActionsFile(options_.state_path));
-    std::stringstream text;
-    text << f.rdbuf();
-    absl::StrAppend(&actions, text.str());
+    absl::StatusOr<std::string> text = ReadStateFile(ActionsFile(options_.state_path));
+    if (text.ok()) {
+      absl::StrAppend(&actions, *text);
+    } else if (!absl::IsNotFound(text.status())) {
+      spdlog::error("data rebalance: {}; the saved operator actions are not read",
+                    text.status().ToString());
+    }
   }
   if (absl::Status s = DecodeDataActions(actions, &ask_out_, &ask_in_, &ask_decommission_);
       !s.ok()) {

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "absl/strings/ascii.h"
@@ -47,26 +48,27 @@ absl::Status Router::LoadRemoved(const std::string& path) {
   removed_path_ = path;
   RC_RETURN_IF_ERROR(
       LoadLearned((std::filesystem::path(path).parent_path() / "added_cache_nodes").string()));
-  FILE* f = std::fopen(path.c_str(), "r");
-  if (f == nullptr) {  // nothing removed yet; a learned node is out until it joins
+  absl::StatusOr<std::string> text = ReadStateFile(path);
+  // Nothing removed yet: a learned node is out until it joins.
+  if (absl::IsNotFound(text.status())) {
     for (const auto& [id, unused] : learned_) removed_.insert(id);
     return absl::OkStatus();
   }
-  char line[64];
+  RC_RETURN_IF_ERROR(text.status());
+  std::istringstream in(*text);
+  std::string line;
   uint64_t saved_epoch = 0;
-  while (std::fgets(line, sizeof(line), f) != nullptr) {
+  while (std::getline(in, line)) {
     if (absl::StartsWith(line, kEpochLine)) {
-      if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(line + strlen(kEpochLine)),
+      if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(line.substr(strlen(kEpochLine))),
                             &saved_epoch)) {
-        std::fclose(f);
         return absl::DataLossError(absl::StrCat(path, ": bad epoch line: ", line));
       }
       continue;
     }
-    if (line[0] == '#' || line[0] == '\n') continue;
+    if (line.empty() || line[0] == '#') continue;
     uint32_t id = 0;
     if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(line), &id)) {
-      std::fclose(f);
       return absl::DataLossError(absl::StrCat(path, ": not a node id: ", line));
     }
     // An id the router does not know was being learned when the gateway stopped (LearnCacheNode
@@ -75,7 +77,6 @@ absl::Status Router::LoadRemoved(const std::string& path) {
     for (const auto& m : members_) known = known || m.id == id;
     if (known) removed_.insert(id);
   }
-  std::fclose(f);
   // Files written before the epoch line: 1 + removals, as the epoch was then.
   epoch_ = std::max<uint64_t>({epoch_, saved_epoch, 1 + removed_.size()});
   if (removed_.size() >= members_.size()) {
@@ -158,8 +159,10 @@ absl::Status Router::SaveLearned() {
 
 absl::Status Router::LoadLearned(const std::string& path) {
   learned_path_ = path;
-  std::ifstream in(path);
-  if (!in) return absl::OkStatus();  // none learned yet
+  absl::StatusOr<std::string> text = ReadStateFile(path);
+  if (absl::IsNotFound(text.status())) return absl::OkStatus();  // none learned yet
+  RC_RETURN_IF_ERROR(text.status());
+  std::istringstream in(*text);
   std::string line;
   while (std::getline(in, line)) {
     if (line.empty() || line[0] == '#') continue;
@@ -494,9 +497,8 @@ absl::Status Router::FollowLocked(const CacheRingState& st,
     return absl::FailedPreconditionError(
         "a cache node change of this gateway's ended term is still winding down");
   }
-  auto known = [this](uint32_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return MemberLocked(id) != nullptr;
-  };
+  auto known = [this](uint32_t id)
+                   ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return MemberLocked(id) != nullptr; };
   for (const auto& n : st.learned) {
     if (known(n.id)) continue;
     members_.push_back({n.id, n.weight, NewClient(n.id, n.address)});
@@ -513,8 +515,8 @@ absl::Status Router::FollowLocked(const CacheRingState& st,
     }
   }
   if (st.joining != 0 && !known(st.joining)) {
-    return absl::DataLossError(absl::StrCat("the published cache ring joins unknown node ",
-                                            st.joining));
+    return absl::DataLossError(
+        absl::StrCat("the published cache ring joins unknown node ", st.joining));
   }
   for (const auto* ids : {&st.removed, &st.removing}) {
     for (uint32_t id : *ids) {

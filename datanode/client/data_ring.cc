@@ -121,14 +121,10 @@ absl::Status SaveDataRing(const std::string& path, const DataRing& ring) {
 }
 
 absl::StatusOr<std::optional<DataRing>> LoadDataRing(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) {
-    if (errno == ENOENT) return std::optional<DataRing>();
-    return absl::UnavailableError(absl::StrCat("cannot read ", path, ": ", std::strerror(errno)));
-  }
-  std::stringstream body;
-  body << in.rdbuf();
-  auto r = DecodeDataRing(body.str());
+  absl::StatusOr<std::string> body = ReadStateFile(path);
+  if (absl::IsNotFound(body.status())) return std::optional<DataRing>();
+  RC_RETURN_IF_ERROR(body.status());
+  auto r = DecodeDataRing(*body);
   if (!r.ok()) return absl::DataLossError(absl::StrCat(path, ": ", r.status().message()));
   return std::optional<DataRing>(*std::move(r));
 }
