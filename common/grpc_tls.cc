@@ -8,6 +8,8 @@
 
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 
 namespace ringcache::tls {
@@ -92,6 +94,32 @@ std::shared_ptr<grpc::ChannelCredentials> ChannelCredentialsFor(const std::strin
   options.set_certificate_verifier(gx::ExternalCertificateVerifier::Create<RoleVerifier>(
       id->name.cluster, std::vector<std::string>{server_role}));
   return gx::TlsCredentials(options);
+}
+
+std::string PeerRole(const grpc::ServerContext& ctx) {
+  const std::shared_ptr<const grpc::AuthContext> auth = ctx.auth_context();
+  if (auth == nullptr || !auth->IsPeerAuthenticated()) return "";
+  for (const grpc::string_ref& pem : auth->FindPropertyValues("x509_pem_cert")) {
+    absl::StatusOr<CertName> name = NameOfPem(absl::string_view(pem.data(), pem.size()));
+    if (name.ok()) return name->role;
+  }
+  return "";
+}
+
+grpc::Status RequirePeerRole(const grpc::ServerContext& ctx,
+                             const std::vector<std::string>& roles, const char* method) {
+  const std::shared_ptr<const grpc::AuthContext> auth = ctx.auth_context();
+  // A plaintext port authenticates nobody (loopback, --insecure); a TLS one (ServerCredentialsFor)
+  // requires a verified client certificate before any method runs.
+  if (auth == nullptr || !auth->IsPeerAuthenticated()) return grpc::Status::OK;
+  const std::string role = PeerRole(ctx);
+  for (const std::string& r : roles) {
+    if (r == role) return grpc::Status::OK;
+  }
+  return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                      absl::StrCat(method, " is for ", absl::StrJoin(roles, " or "),
+                                   " certificates; the caller's is a ",
+                                   role.empty() ? "certificate without a role" : role));
 }
 
 std::shared_ptr<grpc::ChannelCredentials> EtcdChannelCredentials() {

@@ -4,7 +4,7 @@
 // credentials, as before.
 //
 // Who may call whom (docs/security.md):
-//   data node      <- cache nodes, gateways
+//   data node      <- cache nodes, gateways (its control methods: gateways only, RequirePeerRole)
 //   cache node     <- gateways
 //   gateway admin  <- ringcachectl (admin)
 //
@@ -32,6 +32,14 @@ std::shared_ptr<grpc::ServerCredentials> ServerCredentialsFor(
     const std::vector<std::string>& roles);
 // Channel credentials for a server of `server_role`, or insecure ones.
 std::shared_ptr<grpc::ChannelCredentials> ChannelCredentialsFor(const std::string& server_role);
+// The role (certificate OU) of the client of a call served with ServerCredentialsFor; "" when
+// the server runs without TLS.
+std::string PeerRole(const grpc::ServerContext& ctx);
+// A port admits several roles (ServerCredentialsFor); some methods are one role's alone: OK when
+// the caller has one of `roles` or the server runs without TLS (loopback, --insecure), else
+// PERMISSION_DENIED naming `method` and the caller's role.
+grpc::Status RequirePeerRole(const grpc::ServerContext& ctx,
+                             const std::vector<std::string>& roles, const char* method);
 // Credentials for etcd: standard TLS with a client certificate (etcd checks the CA and, as Go
 // does, the address against the server certificate's subjectAltNames), or insecure ones.
 std::shared_ptr<grpc::ChannelCredentials> EtcdChannelCredentials();

@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "common/errors.h"
+#include "common/grpc_tls.h"
 #include "common/status_macros.h"
 
 namespace ringcache::datanode {
@@ -14,6 +15,14 @@ namespace {
 
 std::vector<uint64_t> Checksums(const google::protobuf::RepeatedField<uint64_t>& f) {
   return std::vector<uint64_t>(f.begin(), f.end());
+}
+
+// The port admits cache nodes and gateways; the control methods (VDIs, rings, seals, scans for
+// the rebalancer, scrubs, clearing the store) are the gateways' alone: a cache node's
+// certificate, which reads and writes blocks and its log, cannot seal another node's log or
+// clear a store (docs/security.md, "Who may call what").
+grpc::Status GatewaysOnly(const grpc::ServerContext& ctx, const char* method) {
+  return tls::RequirePeerRole(ctx, {tls::kRoleGateway}, method);
 }
 
 }  // namespace
@@ -108,13 +117,15 @@ grpc::Status DataNodeService::Timed(OpMetrics* op, Fn&& fn) {
   return ToGrpc(s);
 }
 
-grpc::Status DataNodeService::PutVdi(grpc::ServerContext*, const v1::PutVdiRequest* req,
+grpc::Status DataNodeService::PutVdi(grpc::ServerContext* ctx, const v1::PutVdiRequest* req,
                                      v1::PutVdiResponse*) {
+  if (grpc::Status who = GatewaysOnly(*ctx, "PutVdi"); !who.ok()) return who;
   return Timed(&put_vdi_, [&] { return store_->PutVdi(req->vdi(), req->complete()); });
 }
 
-grpc::Status DataNodeService::DeleteVdi(grpc::ServerContext*, const v1::DeleteVdiRequest* req,
+grpc::Status DataNodeService::DeleteVdi(grpc::ServerContext* ctx, const v1::DeleteVdiRequest* req,
                                         v1::DeleteVdiResponse* resp) {
+  if (grpc::Status who = GatewaysOnly(*ctx, "DeleteVdi"); !who.ok()) return who;
   return Timed(&delete_vdi_, [&]() -> absl::Status {
     auto n = store_->DeleteVdi(req->vdi_id());
     if (!n.ok()) return n.status();
@@ -185,8 +196,9 @@ grpc::Status DataNodeService::TrimBlocks(grpc::ServerContext*, const v1::TrimBlo
   });
 }
 
-grpc::Status DataNodeService::ScanBlocks(grpc::ServerContext*, const v1::ScanBlocksRequest* req,
+grpc::Status DataNodeService::ScanBlocks(grpc::ServerContext* ctx, const v1::ScanBlocksRequest* req,
                                          v1::ScanBlocksResponse* resp) {
+  if (grpc::Status who = GatewaysOnly(*ctx, "ScanBlocks"); !who.ok()) return who;
   return Timed(&scan_, [&]() -> absl::Status {
     ScannedBlock next;
     bool done = false;
@@ -302,8 +314,9 @@ absl::Status DataNodeService::CheckFence(const v1::ControlFence& fence, const ch
   return s;
 }
 
-grpc::Status DataNodeService::SealLog(grpc::ServerContext*, const v1::SealLogRequest* req,
+grpc::Status DataNodeService::SealLog(grpc::ServerContext* ctx, const v1::SealLogRequest* req,
                                       v1::SealLogResponse* resp) {
+  if (grpc::Status who = GatewaysOnly(*ctx, "SealLog"); !who.ok()) return who;
   absl::Status s = CheckFence(req->fence(), "log seal");
   if (!s.ok()) return ToGrpc(s);
   auto held = store_->SealLog(req->cache_node_id(), req->below_epoch());
@@ -324,15 +337,17 @@ grpc::Status DataNodeService::Health(grpc::ServerContext*, const v1::HealthReque
   return grpc::Status::OK;
 }
 
-grpc::Status DataNodeService::ClearStore(grpc::ServerContext*, const v1::ClearStoreRequest* req,
+grpc::Status DataNodeService::ClearStore(grpc::ServerContext* ctx, const v1::ClearStoreRequest* req,
                                          v1::ClearStoreResponse*) {
+  if (grpc::Status who = GatewaysOnly(*ctx, "ClearStore"); !who.ok()) return who;
   spdlog::warn("data node {}: clearing the store ({})", node_id_,
                req->reason().empty() ? "asked by a gateway" : req->reason());
   return ToGrpc(store_->Clear());
 }
 
-grpc::Status DataNodeService::Scrub(grpc::ServerContext*, const v1::DataNodeScrubRequest* req,
+grpc::Status DataNodeService::Scrub(grpc::ServerContext* ctx, const v1::DataNodeScrubRequest* req,
                                     v1::DataNodeScrubReport* resp) {
+  if (grpc::Status who = GatewaysOnly(*ctx, "Scrub"); !who.ok()) return who;
   if (scrubber_ == nullptr) {
     return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "this data node runs no scrub");
   }
@@ -341,8 +356,9 @@ grpc::Status DataNodeService::Scrub(grpc::ServerContext*, const v1::DataNodeScru
   return grpc::Status::OK;
 }
 
-grpc::Status DataNodeService::PutRing(grpc::ServerContext*, const v1::PutRingRequest* req,
+grpc::Status DataNodeService::PutRing(grpc::ServerContext* ctx, const v1::PutRingRequest* req,
                                       v1::PutRingResponse* resp) {
+  if (grpc::Status who = GatewaysOnly(*ctx, "PutRing"); !who.ok()) return who;
   absl::StatusOr<uint64_t> held = store_->PutRing(req->epoch(), req->ring());
   if (!held.ok()) return ToGrpc(held.status());
   resp->set_epoch(*held);

@@ -1,0 +1,113 @@
+// Who may call which data node method with TLS (docs/security.md, "Who may call what"): the port
+// admits cache node and gateway certificates, and its control methods are the gateways' alone.
+// A real gRPC server with mutual TLS in the process; the process identity is switched between
+// making the server's and each client's credentials (each keeps the one it was made with).
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "common/grpc_tls.h"
+#include "common/tls.h"
+#include "common/tls_certs.h"
+#include "datanode/hdd_emulator.h"
+#include "datanode/service.h"
+#include "datanode/store.h"
+#include "ringcache/v1/datanode.grpc.pb.h"
+
+namespace ringcache::datanode {
+namespace {
+
+class ServiceRolesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = ::testing::TempDir() + "/service_roles";
+    std::filesystem::remove_all(dir_);
+    ASSERT_TRUE(tls::WriteCa(dir_ + "/ca", "alpha", 2).ok());
+    auto store = BlockStore::Open({dir_ + "/store", 8 << 20});
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = std::move(*store);
+    hdd_ = std::make_unique<HddEmulator>(HddConfig{}, Clock::Real());
+    service_ = std::make_unique<DataNodeService>(1, store_.get(), hdd_.get(), &registry_);
+    tls::SetProcessIdentity(Identity(tls::kRoleDataNode, "datanode-1"));
+    grpc::ServerBuilder b;
+    b.AddListeningPort("127.0.0.1:0",
+                       tls::ServerCredentialsFor({tls::kRoleCacheNode, tls::kRoleGateway}),
+                       &port_);
+    b.RegisterService(service_.get());
+    server_ = b.BuildAndStart();
+    ASSERT_TRUE(server_ != nullptr && port_ != 0);
+  }
+  void TearDown() override {
+    if (server_) server_->Shutdown();
+    tls::SetProcessIdentity(nullptr);
+    std::filesystem::remove_all(dir_);
+  }
+  std::shared_ptr<const tls::Identity> Identity(const std::string& role, const std::string& name) {
+    tls::CertRequest req;
+    req.role = role;
+    req.name = name;
+    req.ips = {"127.0.0.1"};
+    const std::string out = dir_ + "/" + name;
+    EXPECT_TRUE(tls::WriteIssued(dir_ + "/ca", req, out).ok());
+    auto id = tls::LoadIdentity(out);
+    EXPECT_TRUE(id.ok()) << id.status();
+    return id.ok() ? *id : nullptr;
+  }
+  // A stub that presents a certificate of `role`.
+  std::unique_ptr<v1::DataNode::Stub> StubAs(const std::string& role, const std::string& name) {
+    tls::SetProcessIdentity(Identity(role, name));
+    auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", port_),
+                                       tls::ChannelCredentialsFor(tls::kRoleDataNode));
+    return v1::DataNode::NewStub(channel);
+  }
+
+  std::string dir_;
+  metrics::Registry registry_;
+  std::unique_ptr<BlockStore> store_;
+  std::unique_ptr<HddEmulator> hdd_;
+  std::unique_ptr<DataNodeService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+};
+
+TEST_F(ServiceRolesTest, ControlMethodsAreTheGatewaysAlone) {
+  auto cache = StubAs(tls::kRoleCacheNode, "cachenode-3");
+  auto gateway = StubAs(tls::kRoleGateway, "gateway-1");
+  auto call_seal = [](v1::DataNode::Stub* stub) {
+    grpc::ClientContext ctx;
+    v1::SealLogRequest req;
+    req.set_cache_node_id(2);
+    req.set_below_epoch(5);
+    v1::SealLogResponse resp;
+    return stub->SealLog(&ctx, req, &resp);
+  };
+  auto call_clear = [](v1::DataNode::Stub* stub) {
+    grpc::ClientContext ctx;
+    v1::ClearStoreRequest req;
+    v1::ClearStoreResponse resp;
+    return stub->ClearStore(&ctx, req, &resp);
+  };
+  auto call_stats = [](v1::DataNode::Stub* stub) {
+    grpc::ClientContext ctx;
+    v1::StatsRequest req;
+    v1::StatsResponse resp;
+    return stub->Stats(&ctx, req, &resp);
+  };
+  // A cache node reads, writes and asks for stats, but seals and clears nothing.
+  EXPECT_TRUE(call_stats(cache.get()).ok());
+  grpc::Status seal = call_seal(cache.get());
+  EXPECT_EQ(seal.error_code(), grpc::StatusCode::PERMISSION_DENIED) << seal.error_message();
+  EXPECT_NE(seal.error_message().find("SealLog is for gateway"), std::string::npos)
+      << seal.error_message();
+  EXPECT_EQ(call_clear(cache.get()).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  // A gateway may.
+  EXPECT_TRUE(call_stats(gateway.get()).ok());
+  grpc::Status by_gateway = call_seal(gateway.get());
+  EXPECT_TRUE(by_gateway.ok()) << by_gateway.error_message();
+}
+
+}  // namespace
+}  // namespace ringcache::datanode
