@@ -59,8 +59,12 @@ absl::Status StreamReader::ReadTo(char* out, size_t len, absl::Time deadline) {
   // A receive timeout (SO_RCVTIMEO) wakes the loop to look at the deadline.
   for (size_t got = have; got < len;) {
     const long n = session_->Read(out + got, len - got);
+    // The deadline holds whatever arrives: a sender of a byte now and then meets it too.
     if (n > 0) {
       got += static_cast<size_t>(n);
+      if (got < len && absl::Now() >= deadline) {
+        return absl::DeadlineExceededError("not received in time");
+      }
     } else if (n == -EAGAIN) {
       if (absl::Now() >= deadline) return absl::DeadlineExceededError("nothing received in time");
     } else if (n == 0) {

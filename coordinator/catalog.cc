@@ -336,35 +336,49 @@ absl::StatusOr<VdiRecord> Catalog::SetAccess(const std::string& name, AccessChan
   }
   if (!change.allow.empty()) RC_RETURN_IF_ERROR(ValidateClientIdentity(change.allow));
   if (!change.deny.empty()) RC_RETURN_IF_ERROR(ValidateClientIdentity(change.deny));
-  bool last = false;  // the deny would empty the lists: that opens the VDI to every identity
+  // The deny would empty the lists, which opens the VDI to every identity: refused unless the
+  // request empties them on purpose (allowed_clients set to none, `--allow-any`).
+  bool last = false;
   absl::StatusOr<VdiRecord> saved = Update(name, [&](VdiRecord* r) {
-    const size_t listed = r->allowed_clients.size() + r->read_only_clients.size();
-    const bool holds = absl::c_linear_search(r->allowed_clients, change.deny) ||
-                       absl::c_linear_search(r->read_only_clients, change.deny);
-    if (!change.deny.empty() && holds && listed == 1 && change.allow.empty() &&
-        !change.allowed_clients) {
-      last = true;
-      return;
-    }
-    if (change.read_only) r->read_only = *change.read_only;
-    if (change.public_export) r->public_export = *change.public_export;
+    VdiRecord next = *r;
+    if (change.read_only) next.read_only = *change.read_only;
+    if (change.public_export) next.public_export = *change.public_export;
     if (change.allowed_clients) {
-      r->allowed_clients = *std::move(change.allowed_clients);
-      r->read_only_clients.clear();
+      next.allowed_clients = *change.allowed_clients;
+      next.read_only_clients.clear();
     }
     auto drop = [](std::vector<std::string>* list, const std::string& id) {
       std::erase(*list, id);
     };
     if (!change.allow.empty()) {
-      drop(&r->allowed_clients, change.allow);
-      drop(&r->read_only_clients, change.allow);
-      (change.allow_read_only ? r->read_only_clients : r->allowed_clients)
+      drop(&next.allowed_clients, change.allow);
+      drop(&next.read_only_clients, change.allow);
+      (change.allow_read_only ? next.read_only_clients : next.allowed_clients)
           .push_back(change.allow);
     }
     if (!change.deny.empty()) {
-      drop(&r->allowed_clients, change.deny);
-      drop(&r->read_only_clients, change.deny);
+      drop(&next.allowed_clients, change.deny);
+      drop(&next.read_only_clients, change.deny);
     }
+    // One entry per identity; one on both lists is read-only.
+    auto dedupe = [](std::vector<std::string>* list) {
+      std::vector<std::string> seen;
+      for (std::string& id : *list) {
+        if (!absl::c_linear_search(seen, id)) seen.push_back(std::move(id));
+      }
+      *list = std::move(seen);
+    };
+    dedupe(&next.allowed_clients);
+    dedupe(&next.read_only_clients);
+    for (const std::string& id : next.read_only_clients) drop(&next.allowed_clients, id);
+    const bool had = !r->allowed_clients.empty() || !r->read_only_clients.empty();
+    const bool has = !next.allowed_clients.empty() || !next.read_only_clients.empty();
+    const bool emptied_on_purpose = change.allowed_clients && change.allowed_clients->empty();
+    if (had && !has && !emptied_on_purpose) {
+      last = true;
+      return;
+    }
+    *r = std::move(next);
   });
   if (saved.ok() && last) {
     return absl::FailedPreconditionError(absl::StrCat(

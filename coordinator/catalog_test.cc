@@ -122,6 +122,21 @@ TEST(CatalogTest, AllowAndDenyEditTheListsOneIdentityAtATime) {
   EXPECT_TRUE(absl::IsFailedPrecondition(r.status())) << r.status();
   EXPECT_NE(r.status().message().find("--allow-any"), std::string::npos);
   EXPECT_TRUE(absl::IsInvalidArgument(change("bad name", false, "").status()));
+  // Neither a duplicate entry nor allowing and denying at once empties the lists by the back
+  // door; emptying them on purpose (--allow-any) still works.
+  AccessChange twice;
+  twice.allowed_clients = std::vector<std::string>{"dave", "dave"};
+  r = (*c)->SetAccess("d1", twice);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->allowed_clients, std::vector<std::string>{"dave"});
+  EXPECT_TRUE(absl::IsFailedPrecondition(change("", false, "dave").status()));
+  EXPECT_TRUE(absl::IsFailedPrecondition(change("dave", false, "dave").status()));
+  AccessChange any;
+  any.allowed_clients = std::vector<std::string>{};
+  r = (*c)->SetAccess("d1", any);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->allowed_clients.empty() && r->read_only_clients.empty());
+  ASSERT_TRUE(change("alice", true, "").ok());
   AccessChange pub;
   pub.public_export = true;
   ASSERT_TRUE((*c)->SetAccess("d1", pub).ok());

@@ -51,10 +51,10 @@ void ScrubRepair::RelogRecords(uint32_t node, uint32_t cache_node,
     tally->Note(n.status());
     return;
   }
-  tally->relogged += seqs.size();
   // What the node did not log again is no longer dirty under those records: obsolete. A data
   // node that missed the reclaim keeps them listed: they are handed again next poll.
   if (*n < seqs.size() && !pool_->LogReclaim(cache_node, seqs).empty()) return;
+  tally->relogged += seqs.size();
   const absl::Time now = absl::Now();
   for (uint64_t seq : seqs) handled_[{cache_node, seq}] = now;
   spdlog::warn(

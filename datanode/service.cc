@@ -292,8 +292,16 @@ grpc::Status DataNodeService::LogScan(grpc::ServerContext*, const v1::LogScanReq
   });
 }
 
-grpc::Status DataNodeService::LogReclaim(grpc::ServerContext*, const v1::LogReclaimRequest* req,
+grpc::Status DataNodeService::LogReclaim(grpc::ServerContext* ctx,
+                                         const v1::LogReclaimRequest* req,
                                          v1::LogReclaimResponse* resp) {
+  // Cache nodes reclaim their own records with no fence; a coordinator's term is a gateway's to
+  // carry: a raised term would make every real coordinator's control step stale.
+  if (req->fence().term() != 0) {
+    if (grpc::Status who = GatewaysOnly(*ctx, "LogReclaim with a coordinator term"); !who.ok()) {
+      return who;
+    }
+  }
   return Timed(&log_reclaim_, [&]() -> absl::Status {
     RC_RETURN_IF_ERROR(CheckFence(req->fence(), "log reclaim"));
     std::vector<uint64_t> seqs(req->sequences().begin(), req->sequences().end());

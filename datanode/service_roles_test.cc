@@ -103,6 +103,20 @@ TEST_F(ServiceRolesTest, ControlMethodsAreTheGatewaysAlone) {
   EXPECT_NE(seal.error_message().find("SealLog is for gateway"), std::string::npos)
       << seal.error_message();
   EXPECT_EQ(call_clear(cache.get()).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  // It reclaims its own records, but carries no coordinator term: a raised term would make
+  // every real coordinator's control steps stale.
+  auto call_reclaim = [](v1::DataNode::Stub* stub, uint64_t term) {
+    grpc::ClientContext ctx;
+    v1::LogReclaimRequest req;
+    req.set_cache_node_id(3);
+    req.add_sequences(7);
+    req.mutable_fence()->set_term(term);
+    v1::LogReclaimResponse resp;
+    return stub->LogReclaim(&ctx, req, &resp);
+  };
+  EXPECT_TRUE(call_reclaim(cache.get(), 0).ok());
+  EXPECT_EQ(call_reclaim(cache.get(), ~0ull).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_TRUE(call_reclaim(gateway.get(), 4).ok());
   // A gateway may.
   EXPECT_TRUE(call_stats(gateway.get()).ok());
   grpc::Status by_gateway = call_seal(gateway.get());

@@ -95,6 +95,8 @@ absl::Status NbdFlags::Resolve(std::shared_ptr<const tls::Identity> identity,
   o.x509 = identity != nullptr;
   o.psk_file = psk_file;
   o.client_certs = verify_peer ? tls::ClientCerts::kRequire : tls::ClientCerts::kRequest;
+  // Only client certificates are NBD identities: a node's key (a cache node's, say) opens no VDI.
+  o.roles = {tls::kRoleClient};
   RC_ASSIGN_OR_RETURN(config->nbd_tls_context, tls::ServerContext::Create(identity, o));
   return absl::OkStatus();
 }

@@ -32,6 +32,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/socket.h"
+#include "common/stream_reader.h"
 #include "gateway/nbd_server.h"
 
 namespace ringcache::gateway {
@@ -236,9 +237,17 @@ class NbdServer::Connection : public std::enable_shared_from_this<Connection> {
     uint64_t charge = 0;  // bytes returned to the in-flight budget once sent
   };
 
+  // Whether no request is in flight (the idle timeout counts only then).
+  bool Idle() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock l(&mu_);
+    return inflight_requests_ == 0;
+  }
   void Run();
   bool Handshake();
   void Transmit();
+  // Waits for the next request header in `in`; false when the connection ends (the peer
+  // closed, or it was too slow or idle: logged and counted).
+  bool NextHeader(StreamReader* in);
   bool Admit(uint64_t charge);
   void Execute(const Request& req, std::unique_ptr<char[]> payload, uint64_t charge,
                absl::Time start);

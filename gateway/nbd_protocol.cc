@@ -130,11 +130,13 @@ bool ServerHandshake::Allowed(const ExportInfo& info, uint32_t* refusal, std::st
                         "' needs a client certificate or PSK identity (it is not public)");
     return false;
   }
-  if (!listed || absl::c_linear_search(info.allowed_clients, client_)) return true;
+  if (!listed) return true;
+  // On both lists (a hand-edited record): read-only wins.
   if (absl::c_linear_search(info.read_only_clients, client_)) {
     if (read_only != nullptr) *read_only = true;
     return true;
   }
+  if (absl::c_linear_search(info.allowed_clients, client_)) return true;
   *refusal = kRepErrPolicy;
   *why = absl::StrCat("client '", client_, "' may not open export '", info.name, "'");
   return false;

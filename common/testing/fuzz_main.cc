@@ -29,7 +29,14 @@
 #include <string>
 #include <vector>
 
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(__SANITIZE_ADDRESS__)  // gcc
+#define RC_FUZZ_ASAN 1
+#elif defined(__has_feature)  // clang
+#if __has_feature(address_sanitizer)
+#define RC_FUZZ_ASAN 1
+#endif
+#endif
+#if defined(RC_FUZZ_ASAN)
 #include <sanitizer/common_interface_defs.h>
 #endif
 
@@ -88,6 +95,10 @@ std::vector<std::string> ReadCorpus(const std::vector<std::string>& paths) {
     out.emplace_back(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   };
   for (const std::string& p : paths) {
+    if (!std::filesystem::exists(p)) {
+      std::fprintf(stderr, "fuzz: no corpus at %s\n", p.c_str());
+      std::exit(2);
+    }
     if (std::filesystem::is_directory(p)) {
       std::vector<std::filesystem::path> files;
       for (const auto& e : std::filesystem::directory_iterator(p)) {
@@ -225,7 +236,7 @@ int main(int argc, char** argv) {
     return Usage(argv[0]);
   }
   for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) std::signal(sig, OnSignal);
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(RC_FUZZ_ASAN)
   __sanitizer_set_death_callback(ReportCrash);
 #endif
   std::string input;

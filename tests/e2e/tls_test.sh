@@ -166,6 +166,13 @@ cp "$WORK/mallory/client-cert.pem" "$WORK/mallory/client-key.pem" "$WORK/forged/
 if out=$(qio -r "$WORK/forged" disk "read 0 64k" 2>&1); then
   fail "a certificate of another CA opened a public export: $out"
 fi
+# Only client certificates are NBD identities: a node's key opens nothing.
+mkdir -p "$WORK/nodekey" && cp "$T/client/ca-cert.pem" "$WORK/nodekey/"
+cp "$T/cachenode-1/cert.pem" "$WORK/nodekey/client-cert.pem"
+install -m 600 "$T/cachenode-1/key.pem" "$WORK/nodekey/client-key.pem"
+if out=$(qio -r "$WORK/nodekey" disk "read 0 64k" 2>&1); then
+  fail "a cache node's certificate opened an export: $out"
+fi
 "${CTL[@]}" vdi access disk --public off > /dev/null
 # One identity at a time: bob read-only, then off the list again; the last one stays.
 "${CTL[@]}" vdi access secret --read-only off > /dev/null
