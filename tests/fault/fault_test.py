@@ -1410,18 +1410,30 @@ class Nemesis:
         # Until every cache node finished logging again what the node held (until then a dirty
         # block may have no log copy at all with N = 2: losing its cache node as well would be
         # a second fault).
-        if not self.await_cache_logs(cache_logs, cache_since, "dirty blocks logged again",
-                                     f"every cache node to log again what data node {node} "
-                                     "held"):
+        if not self.await_relogs(cache_logs, cache_since,
+                                 f"data node {node} came back with another store",
+                                 f"every cache node to log again what data node {node} held"):
             return None
         return (f"kill -9 datanode {node}, its directory removed (new disk), down {down:.1f}s; "
                 f"refilled {took:.1f}s later, every cache node logged again")
 
-    def await_cache_logs(self, logs, since, text, what):
-        """Waits until every log of `logs` holds `text` after `since`; True, or False (a problem
-        is recorded) on timeout or abort."""
+    RELOG_START = re.compile(rb"logging \d+ dirty blocks again")
+    RELOG_DONE = b"dirty blocks logged again: every one has its log copies"
+
+    def await_relogs(self, logs, since, cause, what):
+        """Waits until every cache node of `logs` logged again, in a pass that began at or after
+        the first match of the regex `cause` (after `since`): a relog pass already running when
+        the fault began covers none of its blocks, and its end must not count. True, or False (a
+        problem is recorded) on timeout or abort."""
+        cause_re = re.compile(cause.encode())
+
+        def relogged(part):
+            seen = cause_re.search(part)
+            began = seen and self.RELOG_START.search(part, seen.start())
+            return bool(began) and part.find(self.RELOG_DONE, began.end()) >= 0
+
         start = time.monotonic()
-        while not all(text.encode() in part for part in logs.read_each(since)):
+        while not all(relogged(part) for part in logs.read_each(since)):
             if time.monotonic() - start > self.a.settle_timeout:
                 self.ctx.problem(f"timed out waiting for {what}")
                 return False
@@ -1461,9 +1473,8 @@ class Nemesis:
                          f"the replicas of data node {node} to be made again") is None:
             return None
         self.step(f"datanode {node} out: cache nodes logging again")
-        if not self.await_cache_logs(cache_logs, cache_since, "dirty blocks logged again",
-                                     f"every cache node to log again what data node {node} "
-                                     "held"):
+        if not self.await_relogs(cache_logs, cache_since, r"out of the data ring \([1-9]",
+                                 f"every cache node to log again what data node {node} held"):
             return None
         done = self.ctx.log.now()
         self.step(f"datanode {node} replaced: new disk, datanode in")
