@@ -235,6 +235,13 @@ etcd_endpoint() {
   sed -n 's/^etcd_endpoints: *//p' "$FILE" | cut -d, -f1 | tr -d ' "'
 }
 
+# The cluster file's etcd_prefix (default /ringcache).
+etcd_prefix() {
+  local p
+  p=$(sed -n 's/^etcd_prefix: *//p' "$FILE" | tr -d ' "')
+  echo "${p:-/ringcache}"
+}
+
 # Starts etcd for the cluster file's etcd_endpoints (adding 127.0.0.1:P-1 to the file first if it
 # names none) unless it runs already, and waits until it answers.
 start_etcd() {
@@ -266,6 +273,13 @@ start_etcd() {
   for _ in $(seq 1 300); do
     if ETCDCTL_API=3 etcdctl --endpoints "$scheme://$ep" --command-timeout=1s "${check[@]}" \
         endpoint health > /dev/null 2>&1; then
+      # With TLS, etcd knows callers by their certificate's CN: one role per component, the
+      # admin certificate as root, authentication on (docs/security.md, "etcd").
+      if [ -n "$TLS" ] && ! ctl --etcd "$ep" --etcd-prefix "$(etcd_prefix)" --tls-dir "$a" \
+          etcd enable-auth > /dev/null; then
+        echo "cluster.sh: could not turn on etcd's authentication" >&2
+        exit 1
+      fi
       return 0
     fi
     if ! alive etcd 0; then break; fi
@@ -296,6 +310,10 @@ start_one() {  # role id
     local t
     t=$(tls_dir "$role" "$id")
     extra+=(--tls-dir "$t" --metrics-web-config "$t/web.yml")
+    if [ -n "$(etcd_endpoint)" ] && [ ! -f "$t/etcd-user" ]; then  # its user in etcd, once
+      ctl --etcd "$(etcd_endpoint)" --etcd-prefix "$(etcd_prefix)" --tls-dir "$(tls_dir admin 0)" \
+        etcd add-user --role "$role" "$role-$id" && touch "$t/etcd-user"
+    fi
   fi
   rm -f "$DIR/ready/$role-$id.json"
   "$(bin "ringcache-$role")" --cluster "$file" --id "$id" --ready-file "$DIR/ready/$role-$id.json" \

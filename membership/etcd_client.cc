@@ -15,25 +15,11 @@
 #include "common/grpc_status.h"
 #include "common/grpc_tls.h"
 #include "common/status_macros.h"
-#include "etcd/etcdserver/etcdserverpb/rpc.grpc.pb.h"
+#include "membership/etcd_client_internal.h"
 
 namespace ringcache::membership {
 
 namespace pb = ::etcdserverpb;
-
-struct EtcdClient::Endpoint {
-  std::string target;  // host:port
-  std::shared_ptr<grpc::Channel> channel;
-  std::unique_ptr<pb::KV::Stub> kv;
-  std::unique_ptr<pb::Lease::Stub> lease;
-  std::unique_ptr<pb::Watch::Stub> watch;
-};
-
-// One attempt of a unary call: its context (deadline set by Call) and a label for errors.
-struct EtcdClient::Attempt {
-  grpc::ClientContext ctx;
-  std::string what;  // "<operation> at <endpoint>"
-};
 
 // The state a Watch shares with its thread. Fields without a guard are set before the thread
 // starts and then only read.
@@ -210,6 +196,7 @@ EtcdClient::EtcdClient(Options options) : options_(std::move(options)) {
     ep->kv = pb::KV::NewStub(ep->channel);
     ep->lease = pb::Lease::NewStub(ep->channel);
     ep->watch = pb::Watch::NewStub(ep->channel);
+    ep->auth = pb::Auth::NewStub(ep->channel);
     endpoints_.push_back(std::move(ep));
   }
 }

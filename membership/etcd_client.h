@@ -1,5 +1,5 @@
-// EtcdClient: a small synchronous client for the etcd v3 gRPC API (KV, Lease, Watch) as much as
-// cluster membership needs: put/get/range/delete, a compare-and-swap transaction helper, leases,
+// EtcdClient: a small synchronous client for the etcd v3 gRPC API (KV, Lease, Watch, Auth) as much
+// as cluster membership needs: put/get/range/delete, a compare-and-swap transaction helper, leases,
 // and prefix watches. Stubs are generated from Debian's etcd 3.4 protos; no generated type
 // appears in this header.
 //
@@ -122,6 +122,13 @@ class Watch {
   std::unique_ptr<State> state_;
 };
 
+// A permission of an etcd role: what it may do with the keys that start with `prefix`.
+struct EtcdGrant {
+  enum class Access { kRead, kWrite, kReadWrite };
+  std::string prefix;
+  Access access = Access::kRead;
+};
+
 // Per-call overrides of EtcdClient::Options. (At namespace scope so that `= {}` default arguments
 // of EtcdClient's methods can use its member initializers.)
 struct EtcdCallOptions {
@@ -185,6 +192,20 @@ class EtcdClient {
   // Renews the lease once and returns its TTL in seconds (the full granted TTL, counted from when
   // the server received the request). kNotFound if the lease has expired or never existed.
   absl::StatusOr<int64_t> LeaseKeepAliveOnce(int64_t lease_id, const CallOptions& call = {});
+
+  // ---- Auth (etcd_auth.cc). Once authentication is on, only a user with etcd's `root` role may
+  // call these. Users made here have no password: etcd knows them by the CN of their TLS client
+  // certificate (it runs with --client-cert-auth).
+
+  // Creates role `role` unless it exists and grants it `grants` (granting again is harmless).
+  absl::Status EnsureRole(const std::string& role, const std::vector<EtcdGrant>& grants,
+                          const CallOptions& call = {});
+  // Creates user `name` (no password) unless it exists and grants it `role`.
+  absl::Status EnsureUser(const std::string& name, const std::string& role,
+                          const CallOptions& call = {});
+  // Turns authentication on; OK when it is on already. etcd refuses unless a user `root` with the
+  // role `root` exists.
+  absl::Status AuthEnable(const CallOptions& call = {});
 
   // Watches every key starting with `prefix` from `start_revision` on a new thread. 0 means
   // "from now": the watch first reads the current revision R and then watches from R + 1, so a

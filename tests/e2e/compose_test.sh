@@ -32,7 +32,8 @@
 #  4. `docker-compose down -v`: no container, volume or network of the project is left.
 #  5. The same cluster under TLS (-f docker-compose.tls.yml, a second project): tls-init makes
 #     the CA and certificates (into a directory of this run; gateway1 and gateway2 each their
-#     own), every container becomes healthy with its HTTPS health check; a coordinator is
+#     own), etcd-auth turns on etcd's authentication (the NBD client certificate is refused
+#     there), every container becomes healthy with its HTTPS health check; a coordinator is
 #     elected (etcdctl over TLS in the etcd container) and both gateways name it; qemu-io with
 #     tls-creds-x509 and the client certificate writes through gateway1 and reads back through
 #     gateway2, a plaintext client is refused with the reason by both; ringcachectl works with
@@ -208,7 +209,7 @@ sys.exit(0 if len(t) >= 10 and all(x["health"] == "up" for x in t)
 etcd_get() {  # KEY: its value, read with etcdctl in the etcd container
   if [ -n "$TLS" ]; then
     dc exec -T etcd etcdctl --endpoints=https://127.0.0.1:2379 --command-timeout=3s \
-      --cacert=/tls/etcd/ca-cert.pem --cert=/tls/etcd/cert.pem --key=/tls/etcd/key.pem \
+      --cacert=/tls/admin/ca-cert.pem --cert=/tls/admin/cert.pem --key=/tls/admin/key.pem \
       get --print-value-only "$1"
   else
     dc exec -T etcd etcdctl --endpoints=http://127.0.0.1:2379 --command-timeout=3s \
@@ -486,6 +487,13 @@ for g in 1 2; do
   [ -f "$TLS_DIR/gateway$g/cert.pem" ] || fail "TLS: tls-init issued no certificate for gateway$g"
 done
 TLS=1
+# etcd-auth turned on etcd's authentication: the NBD client certificate reads nothing there.
+if out=$(dc exec -T etcd etcdctl --endpoints=https://127.0.0.1:2379 --command-timeout=3s \
+    --cacert=/tls/client/ca-cert.pem --cert=/tls/client/cert.pem --key=/tls/client/key.pem \
+    get /ringcache/coordinator 2>&1); then
+  fail "TLS: etcd answered the NBD client certificate: $out"
+fi
+grep -q "permission denied" <<< "$out" || fail "TLS: etcd refused the client certificate, but: $out"
 elect
 log "TLS: gateway $L is the coordinator (P/coordinator over TLS; status through both names it)"
 for i in 1 2 3; do wait_for 60 "TLS: cache node $i up in node list" state_is "$i" up; done

@@ -8,6 +8,8 @@
 #   - per-VDI access lists by client identity and read-only exports (ringcachectl vdi access,
 #     allow, deny); a client without a certificate opens public exports only;
 #   - the admin API refuses plaintext and non-admin certificates;
+#   - etcd runs with a role per component: an NBD client's certificate reads and writes nothing,
+#     a cache node's reads but writes only cache node registrations;
 #   - /metrics answers HTTPS with a client certificate only;
 #   - a cache node with a certificate of another CA cannot join, one with a certificate of another
 #     role stops at start, and the gRPC and block data ports refuse raw TLS peers of a role they
@@ -208,6 +210,28 @@ curl -sf --cacert "$A/ca-cert.pem" "https://127.0.0.1:$((BASE+11))/metrics" > /d
   fail "/metrics answered without a client certificate"
 curl -sf "http://127.0.0.1:$((BASE+11))/metrics" > /dev/null && fail "/metrics answered plaintext"
 log "admin API and /metrics refuse what they must"
+
+# ---- etcd: one role per component; an NBD client's certificate may do nothing ------------------
+ETCD_EP=127.0.0.1:$((BASE-1))
+etcd_as() {  # HOLDER etcdctl-args...
+  local d=$T/$1
+  shift
+  ETCDCTL_API=3 etcdctl --endpoints "https://$ETCD_EP" --command-timeout=5s \
+    --cacert "$d/ca-cert.pem" --cert "$d/cert.pem" --key "$d/key.pem" "$@" 2>&1
+}
+out=$(etcd_as client get --prefix /ringcache/vdis) && fail "etcd: a client certificate read the catalog: $out"
+grep -q "permission denied" <<< "$out" || fail "etcd refused a client certificate, but not for permission: $out"
+out=$(etcd_as client put /ringcache/vdis/evil x) && fail "etcd: a client certificate wrote the catalog: $out"
+out=$(etcd_as cachenode-1 get --prefix --keys-only /ringcache/vdis/) || fail "etcd: a cache node cannot read: $out"
+grep -q "^/ringcache/vdis/disk" <<< "$out" || fail "etcd: a cache node does not see the catalog: $out"
+out=$(etcd_as cachenode-1 put /ringcache/vdis/evil x) && fail "etcd: a cache node wrote the catalog: $out"
+out=$(etcd_as datanode-1 put /ringcache/nodes/cache/9 x) && fail "etcd: a data node registered a cache node: $out"
+out=$("$CTL_BIN" --etcd "$ETCD_EP" --tls-dir "$T/client" etcd enable-auth 2>&1) &&
+  fail "etcd: a client certificate changed etcd's users: $out"
+rc=0
+"$CTL_BIN" --etcd "$ETCD_EP" --tls-dir "$T/admin" etcd add-user --role client hv-1 > /dev/null 2>&1 || rc=$?
+[ "$rc" = 2 ] || fail "etcd add-user --role client: want a usage error (2), got $rc"
+log "etcd: client certificates refused, cache and data nodes write only their registrations"
 
 # ---- A cache node with a certificate of another CA cannot join ---------------------------------
 "$CTL_BIN" tls issue --ca "$WORK/other-ca" --role cachenode --name cachenode-4 \

@@ -10,8 +10,10 @@
 
 #include "common/config.h"
 #include "common/grpc_tls.h"
+#include "common/status_macros.h"
 #include "common/tls_certs.h"
 #include "coordinator/election.h"
+#include "membership/etcd_auth.h"
 #include "membership/presence.h"
 #include "tools/ctl/commands.h"
 #include "common/version.h"
@@ -54,6 +56,8 @@ struct Args {
   std::vector<std::string> ips;
   std::vector<std::string> dns;
   int days = 365;
+  // etcd add-user
+  std::vector<std::string> users;
 };
 
 // A command that needs no gateway (tls ...).
@@ -338,6 +342,63 @@ void AddTlsCommands(CLI::App* app, Args* a, LocalAction* local) {
   });
 }
 
+// The etcd client of `etcd ...` commands: --etcd's endpoints, spoken to with --tls-dir's
+// certificate (etcd knows users by its CN).
+absl::StatusOr<std::unique_ptr<membership::EtcdClient>> AdminEtcd(const Args& a) {
+  if (a.etcd.empty()) {
+    return absl::InvalidArgumentError("etcd commands need --etcd HOST:PORT,... (or RINGCACHE_ETCD)");
+  }
+  if (tls::ProcessIdentity() == nullptr) {
+    return absl::InvalidArgumentError(
+        "etcd commands need --tls-dir with an admin certificate: etcd knows its users by the CN "
+        "of their TLS certificate, and this one becomes its root user");
+  }
+  membership::EtcdSettings settings;
+  settings.endpoints = a.etcd;
+  settings.prefix = a.etcd_prefix;
+  RC_RETURN_IF_ERROR(settings.Validate());
+  return membership::ConnectEtcd(settings);
+}
+
+void AddEtcdCommands(CLI::App* app, Args* a, LocalAction* local, std::ostream* out) {
+  CLI::App* e = app->add_subcommand(
+      "etcd", "etcd's users and roles, one role per component (needs --etcd and --tls-dir with "
+              "an admin certificate; docs/security.md, \"etcd\")");
+  e->require_subcommand(1);
+  CLI::App* enable = e->add_subcommand(
+      "enable-auth",
+      "Create the roles of the gateway, cache nodes and data nodes, make this certificate's CN "
+      "etcd's root user, and turn etcd's authentication on (idempotent)");
+  enable->callback([a, local, out] {
+    *local = [a, out]() -> absl::Status {
+      RC_ASSIGN_OR_RETURN(auto etcd, AdminEtcd(*a));
+      const std::string& admin = tls::ProcessIdentity()->name.name;
+      RC_RETURN_IF_ERROR(membership::EnableEtcdAuth(*etcd, a->etcd_prefix, admin));
+      *out << "etcd authentication on at " << a->etcd << "; root user '" << admin
+                << "'; roles for gateway, cachenode, datanode under " << a->etcd_prefix << "\n";
+      return absl::OkStatus();
+    };
+  });
+  CLI::App* add = e->add_subcommand(
+      "add-user", "Give certificate holders (by CN) the etcd role of their component "
+                  "(idempotent; run for every node whose certificate you issue)");
+  add->add_option("--role", a->role, "gateway, cachenode, datanode or admin")
+      ->required()
+      ->check(CLI::IsMember(
+          {tls::kRoleGateway, tls::kRoleCacheNode, tls::kRoleDataNode, tls::kRoleAdmin}));
+  add->add_option("names", a->users, "The holders' CNs (the --name of `tls issue`)")
+      ->required();
+  add->callback([a, local] {
+    *local = [a]() -> absl::Status {
+      RC_ASSIGN_OR_RETURN(auto etcd, AdminEtcd(*a));
+      for (const std::string& name : a->users) {
+        RC_RETURN_IF_ERROR(membership::AddEtcdUser(*etcd, a->etcd_prefix, a->role, name));
+      }
+      return absl::OkStatus();
+    };
+  });
+}
+
 // Asks on `io.err` whether to delete VDI `name`; returns true on "y" or "yes".
 bool ConfirmDelete(const std::string& name, const CtlIo& io) {
   *io.err << "Delete VDI '" << name << "' and all its data? [y/N] " << std::flush;
@@ -401,6 +462,7 @@ int RunCtl(int argc, const char* const* argv, const CtlIo& io) {
   AddClusterCommands(&app, &a, &action);
   LocalAction local;
   AddTlsCommands(&app, &a, &local);
+  AddEtcdCommands(&app, &a, &local, io.out);
 
   try {
     app.parse(argc, argv);
@@ -410,14 +472,6 @@ int RunCtl(int argc, const char* const* argv, const CtlIo& io) {
     }
     return UsageError(app, e.what(), io);
   }
-  if (local) {
-    if (absl::Status s = local(); !s.ok()) {
-      *io.err << "ringcachectl: " << s.message() << '\n';
-      return kExitFailed;
-    }
-    return kExitOk;
-  }
-  if (!action) return UsageError(app, "no command given", io);
   if (!a.tls_dir.empty()) {
     absl::StatusOr<std::shared_ptr<const tls::Identity>> id = tls::LoadIdentity(a.tls_dir);
     if (!id.ok()) {
@@ -426,6 +480,14 @@ int RunCtl(int argc, const char* const* argv, const CtlIo& io) {
     }
     tls::SetProcessIdentity(*id);
   }
+  if (local) {
+    if (absl::Status s = local(); !s.ok()) {
+      *io.err << "ringcachectl: " << s.message() << '\n';
+      return absl::IsInvalidArgument(s) && app.got_subcommand("etcd") ? kExitUsage : kExitFailed;
+    }
+    return kExitOk;
+  }
+  if (!action) return UsageError(app, "no command given", io);
 
   if (app.get_subcommand("vdi")->got_subcommand("delete") && !a.yes) {
     if (!io.in_is_terminal) {

@@ -122,5 +122,19 @@ TEST(CtlCliTest, DeleteDeclinedAtThePromptDoesNothing) {
   EXPECT_EQ(RunCli({"vdi", "delete", "demo"}, "", true).code, kExitFailed);  // end of input
 }
 
+TEST(CtlCliTest, EtcdCommandsNeedEndpointsAndAnAdminCertificate) {
+  EXPECT_THAT(RunCli({"etcd", "--help"}).out, HasSubstr("enable-auth"));
+  EXPECT_THAT(RunCli({"etcd", "add-user", "--help"}).out, HasSubstr("--role"));
+  Result no_etcd = RunCli({"etcd", "enable-auth"});
+  EXPECT_EQ(no_etcd.code, kExitUsage);
+  EXPECT_THAT(no_etcd.err, HasSubstr("--etcd"));
+  Result no_cert = RunCli({"--etcd", "127.0.0.1:1", "etcd", "add-user", "--role", "gateway", "g"});
+  EXPECT_EQ(no_cert.code, kExitUsage);
+  EXPECT_THAT(no_cert.err, HasSubstr("--tls-dir"));
+  // NBD clients get no etcd role at all.
+  EXPECT_EQ(RunCli({"--etcd", "127.0.0.1:1", "etcd", "add-user", "--role", "client", "hv"}).code,
+            kExitUsage);
+}
+
 }  // namespace
 }  // namespace ringcache::ctl
