@@ -49,6 +49,13 @@ bool Retryable(const absl::Status& s) {
   return absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s);
 }
 
+// With authentication on, etcd checks a request's permissions against the auth store's revision
+// of the moment and refuses it unapplied ("revision of auth store is old") when a user or role
+// changed before it was applied. Any request may be sent again: nothing of it happened.
+bool AuthStoreMoved(const absl::Status& s) {
+  return absl::IsInvalidArgument(s) && absl::StrContains(s.message(), "auth store is old");
+}
+
 std::string StripScheme(absl::string_view endpoint) {
   for (absl::string_view scheme : {"http://", "https://"}) {
     if (absl::StartsWith(endpoint, scheme)) endpoint.remove_prefix(scheme.size());
@@ -232,8 +239,8 @@ absl::Status EtcdClient::Call(absl::string_view what, const CallOptions& call, b
       attempt.ctx.set_deadline(
           absl::ToChronoTime(std::min(deadline, absl::Now() + options_.rpc_timeout)));
       last = rpc(ep, attempt);
-      if (last.ok() || !Retryable(last)) return last;
-      if (!idempotent) {
+      if (last.ok() || (!Retryable(last) && !AuthStoreMoved(last))) return last;
+      if (!idempotent && !AuthStoreMoved(last)) {
         return absl::UnavailableError(
             absl::StrCat(last.message(), " (outcome unknown: the request may have been applied)"));
       }

@@ -11,7 +11,9 @@
 // exponential backoff (backoff_min doubling up to backoff_max) and tries again until the call
 // deadline passes; then the call returns kUnavailable naming the last error. So a call made while
 // etcd is down (or restarting) blocks until etcd is back or the deadline passes. Other errors
-// (kNotFound, kInvalidArgument, kOutOfRange "compacted", ...) return at once.
+// (kNotFound, kInvalidArgument, kOutOfRange "compacted", ...) return at once, except etcd's
+// "revision of auth store is old" (a user or role changed while the request was in flight; it
+// was not applied), which is retried like kUnavailable, Txn included.
 //
 // A request that may have reached the server is retried only when repeating it is harmless (Put,
 // Delete, Get, leases). Txn is not: if an attempt fails after the request was sent, Txn returns
