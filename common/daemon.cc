@@ -15,6 +15,7 @@
 #include "common/config.h"
 #include "common/socket.h"
 #include "common/status_macros.h"
+#include "common/tls.h"
 #include "prometheus/exposer.h"
 
 namespace ringcache {
@@ -25,6 +26,7 @@ sigset_t TermSignals() {
   sigemptyset(&s);
   sigaddset(&s, SIGINT);
   sigaddset(&s, SIGTERM);
+  sigaddset(&s, SIGHUP);  // reload the TLS credentials (WaitForTerminationSignal)
   return s;
 }
 
@@ -48,9 +50,21 @@ void BlockTerminationSignals() {
 
 int WaitForTerminationSignal() {
   sigset_t s = TermSignals();
-  int sig = 0;
-  sigwait(&s, &sig);
-  return sig;
+  for (;;) {
+    int sig = 0;
+    sigwait(&s, &sig);
+    if (sig != SIGHUP) return sig;
+    // SIGHUP: a renewed certificate, a new CA bundle or revocation list in --tls-dir. New
+    // handshakes use them; open connections keep theirs.
+    absl::StatusOr<std::string> reloaded = tls::ReloadProcessIdentity();
+    if (!reloaded.ok()) {
+      spdlog::error("SIGHUP: {}", reloaded.status().ToString());
+    } else if (reloaded->empty()) {
+      spdlog::info("SIGHUP: no TLS credentials to reload (no --tls-dir)");
+    } else {
+      spdlog::info("SIGHUP: {}", *reloaded);
+    }
+  }
 }
 
 namespace {

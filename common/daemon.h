@@ -34,7 +34,8 @@ namespace ringcache {
 void InitDaemonProcess();
 // Blocks SIGINT and SIGTERM (inherited by threads started later) and ignores SIGPIPE.
 void BlockTerminationSignals();
-// Waits for SIGINT or SIGTERM; returns the signal number.
+// Waits for SIGINT or SIGTERM; returns the signal number. A SIGHUP meanwhile reloads the TLS
+// credentials (tls::ReloadProcessIdentity) and is logged.
 int WaitForTerminationSignal();
 // The HTTP endpoint of a daemon: prometheus-cpp's pull exposer serving GET /metrics (the
 // registry, plus the process_* metrics) and GET /healthz (200 with one sample,

@@ -17,16 +17,6 @@ namespace {
 
 namespace gx = grpc::experimental;
 
-struct ProcessState {
-  absl::Mutex mu;
-  std::shared_ptr<const Identity> identity ABSL_GUARDED_BY(mu);
-};
-
-ProcessState& State() {
-  static ProcessState* state = new ProcessState();  // never destroyed: used until exit
-  return *state;
-}
-
 // Runs after gRPC verified the peer's chain against the CA: the certificate must name our
 // cluster and one of `roles_`.
 class RoleVerifier : public gx::ExternalCertificateVerifier {
@@ -39,6 +29,11 @@ class RoleVerifier : public gx::ExternalCertificateVerifier {
     const grpc::string_ref pem = request->peer_cert();
     absl::StatusOr<CertName> peer = NameOfPem(absl::string_view(pem.data(), pem.size()));
     absl::Status s = peer.ok() ? CheckPeer(*peer, cluster_, roles_) : peer.status();
+    if (s.ok()) {  // the revocation list of the moment (reloaded with SIGHUP)
+      if (std::shared_ptr<const Identity> id = ProcessIdentity(); id != nullptr) {
+        s = CheckNotRevoked(*id, absl::string_view(pem.data(), pem.size()));
+      }
+    }
     *sync_status = s.ok() ? grpc::Status::OK
                           : grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
                                          std::string(s.message()));
@@ -51,22 +46,23 @@ class RoleVerifier : public gx::ExternalCertificateVerifier {
   const std::vector<std::string> roles_;
 };
 
-std::shared_ptr<gx::StaticDataCertificateProvider> Provider(const Identity& id) {
-  return std::make_shared<gx::StaticDataCertificateProvider>(
-      id.ca_pem, std::vector<gx::IdentityKeyCertPair>{{id.key_pem, id.cert_pem}});
+// gRPC cannot swap the certificates of a running server or channel; it can watch files. So its
+// ports read the identity's directory themselves, every few seconds, and a renewed certificate
+// (or CA bundle) there serves new connections without a restart. (The process checked the files
+// at start: a key others can read was refused then.)
+constexpr unsigned kWatchSeconds = 5;
+
+std::shared_ptr<gx::CertificateProviderInterface> Provider(const Identity& id) {
+  if (id.dir.empty()) {
+    return std::make_shared<gx::StaticDataCertificateProvider>(
+        id.ca_pem, std::vector<gx::IdentityKeyCertPair>{{id.key_pem, id.cert_pem}});
+  }
+  return std::make_shared<gx::FileWatcherCertificateProvider>(
+      absl::StrCat(id.dir, "/", kKeyFile), absl::StrCat(id.dir, "/", kCertFile),
+      absl::StrCat(id.dir, "/", kCaFile), kWatchSeconds);
 }
 
 }  // namespace
-
-void SetProcessIdentity(std::shared_ptr<const Identity> identity) {
-  absl::MutexLock l(&State().mu);
-  State().identity = std::move(identity);
-}
-
-std::shared_ptr<const Identity> ProcessIdentity() {
-  absl::MutexLock l(&State().mu);
-  return State().identity;
-}
 
 std::shared_ptr<grpc::ServerCredentials> ServerCredentialsFor(
     const std::vector<std::string>& roles) {

@@ -8,8 +8,10 @@
 //   cache node     <- gateways
 //   gateway admin  <- ringcachectl (admin)
 //
-// Thread-safety: SetProcessIdentity() once in main() before any credentials are made; the rest
-// is thread-safe.
+// Certificates: gRPC watches the identity's files itself (a renewed certificate serves new
+// connections within seconds); the revocation list is the process identity's of the moment.
+//
+// Thread-safety: thread-safe.
 #ifndef RINGCACHE_COMMON_GRPC_TLS_H_
 #define RINGCACHE_COMMON_GRPC_TLS_H_
 
@@ -23,9 +25,7 @@
 
 namespace ringcache::tls {
 
-// The identity this process presents and trusts peers by (null: plaintext).
-void SetProcessIdentity(std::shared_ptr<const Identity> identity);
-std::shared_ptr<const Identity> ProcessIdentity();
+// SetProcessIdentity, ProcessIdentity and ReloadProcessIdentity: common/tls.h.
 
 // Server credentials admitting clients of `roles` (mutual TLS), or insecure ones.
 std::shared_ptr<grpc::ServerCredentials> ServerCredentialsFor(

@@ -3,6 +3,7 @@
 #include <gnutls/gnutls.h>
 #include <gnutls/x509.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <utility>
@@ -12,6 +13,7 @@
 #include "common/atomic_file.h"
 #include "common/socket.h"
 #include "common/status_macros.h"
+#include "spdlog/spdlog.h"
 
 namespace ringcache::tls {
 namespace {
@@ -63,7 +65,39 @@ int NewCredentials(const Identity& id, void** out) {
   if (rc >= 0 && a.size > 0) {
     rc = gnutls_certificate_set_x509_trust_mem(cred, &a, GNUTLS_X509_FMT_PEM);
   }
+  if (rc >= 0 && !id.crl_pem.empty()) {  // revoked certificates then fail verification
+    const gnutls_datum_t crl = Datum(id.crl_pem);
+    rc = gnutls_certificate_set_x509_crl_mem(cred, &crl, GNUTLS_X509_FMT_PEM);
+  }
   return rc;
+}
+
+// Checks that `crl_pem` parses and is signed by the CA of `ca_pem`.
+absl::Status CheckCrl(const std::string& crl_pem, const std::string& ca_pem) {
+  gnutls_x509_crl_t crl;
+  gnutls_x509_crt_t ca;
+  gnutls_x509_crl_init(&crl);
+  gnutls_x509_crt_init(&ca);
+  const gnutls_datum_t c = Datum(crl_pem), a = Datum(ca_pem);
+  unsigned int verify = 0;
+  int rc = gnutls_x509_crl_import(crl, &c, GNUTLS_X509_FMT_PEM);
+  if (rc == 0) rc = gnutls_x509_crt_import(ca, &a, GNUTLS_X509_FMT_PEM);
+  if (rc == 0) rc = gnutls_x509_crl_verify(crl, &ca, 1, 0, &verify);
+  gnutls_x509_crl_deinit(crl);
+  gnutls_x509_crt_deinit(ca);
+  if (rc < 0) return absl::InvalidArgumentError(gnutls_strerror(rc));
+  if (verify != 0) return absl::InvalidArgumentError("not signed by the CA of ca-cert.pem");
+  return absl::OkStatus();
+}
+
+struct ProcessState {
+  absl::Mutex mu;
+  std::shared_ptr<const Identity> identity ABSL_GUARDED_BY(mu);
+};
+
+ProcessState& State() {
+  static ProcessState* state = new ProcessState();  // never destroyed: used until exit
+  return *state;
 }
 
 // Sets up `s` for a socket with the handshake timeout.
@@ -183,7 +217,117 @@ absl::StatusOr<std::shared_ptr<const Identity>> LoadIdentity(const std::string& 
   }
   auto out = std::make_shared<Identity>(**id);
   out->dir = dir;
+  const std::string crl_file = absl::StrCat(dir, "/", kCrlFile);
+  if (access(crl_file.c_str(), F_OK) == 0) {
+    absl::StatusOr<std::string> crl = ReadSmallFile(crl_file);
+    if (!crl.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("TLS credentials: cannot read ", crl_file, ": ", crl.status().message()));
+    }
+    if (absl::Status c = CheckCrl(*crl, out->ca_pem); !c.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("TLS credentials: ", crl_file, ": ", c.message()));
+    }
+    out->crl_pem = *std::move(crl);
+  }
   return std::shared_ptr<const Identity>(std::move(out));
+}
+
+void SetProcessIdentity(std::shared_ptr<const Identity> identity) {
+  absl::MutexLock l(&State().mu);
+  State().identity = std::move(identity);
+}
+
+std::shared_ptr<const Identity> ProcessIdentity() {
+  absl::MutexLock l(&State().mu);
+  return State().identity;
+}
+
+absl::StatusOr<std::string> ReloadProcessIdentity() {
+  const std::shared_ptr<const Identity> old = ProcessIdentity();
+  if (old == nullptr) return std::string();
+  RC_ASSIGN_OR_RETURN(std::shared_ptr<const Identity> fresh, LoadIdentity(old->dir));
+  if (fresh->name.cluster != old->name.cluster || fresh->name.role != old->name.role) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "TLS credentials in ", old->dir, " now name ", fresh->name.ToString(), ", not a ",
+        old->name.role, " of cluster '", old->name.cluster, "': kept the old ones"));
+  }
+  SetProcessIdentity(fresh);
+  return absl::StrCat("TLS credentials reloaded from ", old->dir, ": ", fresh->name.ToString(),
+                      fresh->cert_pem == old->cert_pem ? " (same certificate)" : " (new certificate)",
+                      fresh->crl_pem.empty() ? ", no revocation list"
+                                             : ", with the revocation list of crl.pem");
+}
+
+absl::Status CheckNotRevoked(const Identity& id, absl::string_view peer_pem) {
+  if (id.crl_pem.empty()) return absl::OkStatus();
+  gnutls_x509_crt_t crt;
+  gnutls_x509_crl_t crl;
+  gnutls_x509_crt_init(&crt);
+  gnutls_x509_crl_init(&crl);
+  const gnutls_datum_t c = Datum(peer_pem), l = Datum(id.crl_pem);
+  int rc = gnutls_x509_crt_import(crt, &c, GNUTLS_X509_FMT_PEM);
+  if (rc == 0) rc = gnutls_x509_crl_import(crl, &l, GNUTLS_X509_FMT_PEM);
+  // 1: revoked, 0: not, < 0: an error (a certificate we cannot read is not let in either).
+  if (rc == 0) rc = gnutls_x509_crt_check_revocation(crt, &crl, 1);
+  gnutls_x509_crt_deinit(crt);
+  gnutls_x509_crl_deinit(crl);
+  if (rc == 0) return absl::OkStatus();
+  return absl::PermissionDeniedError(rc == 1 ? "the certificate is revoked (crl.pem)"
+                                             : absl::StrCat("revocation check: ", gnutls_strerror(rc)));
+}
+
+// ---- X509Source ------------------------------------------------------------------------------
+
+struct X509Source::Creds {
+  std::shared_ptr<const Identity> identity;
+  gnutls_certificate_credentials_t cred = nullptr;
+  ~Creds() {
+    if (cred != nullptr) gnutls_certificate_free_credentials(cred);
+  }
+};
+
+namespace {
+
+absl::StatusOr<std::shared_ptr<const X509Source::Creds>> BuildCreds(
+    std::shared_ptr<const Identity> identity) {
+  auto creds = std::make_shared<X509Source::Creds>();
+  creds->identity = std::move(identity);
+  void* raw = nullptr;
+  const int rc = NewCredentials(*creds->identity, &raw);
+  creds->cred = static_cast<gnutls_certificate_credentials_t>(raw);
+  if (rc < 0) return GnutlsError("TLS credentials", rc);
+  return std::shared_ptr<const X509Source::Creds>(std::move(creds));
+}
+
+}  // namespace
+
+absl::Status X509Source::Init(std::shared_ptr<const Identity> identity) {
+  follows_process_ = identity != nullptr && identity == ProcessIdentity();
+  RC_ASSIGN_OR_RETURN(std::shared_ptr<const Creds> creds, BuildCreds(std::move(identity)));
+  absl::MutexLock l(&mu_);
+  creds_ = std::move(creds);
+  return absl::OkStatus();
+}
+
+bool X509Source::empty() const {
+  absl::MutexLock l(&mu_);
+  return creds_ == nullptr;
+}
+
+std::shared_ptr<const X509Source::Creds> X509Source::Current() const {
+  absl::MutexLock l(&mu_);
+  if (!follows_process_ || creds_ == nullptr) return creds_;
+  std::shared_ptr<const Identity> now = ProcessIdentity();
+  if (now == nullptr || now == creds_->identity) return creds_;
+  absl::StatusOr<std::shared_ptr<const Creds>> fresh = BuildCreds(now);
+  if (!fresh.ok()) {
+    spdlog::error("TLS: new credentials of {} refused ({}); the old ones serve",
+                  now->name.ToString(), fresh.status().ToString());
+    return creds_;
+  }
+  creds_ = *std::move(fresh);
+  return creds_;
 }
 
 absl::Status CheckPeer(const CertName& peer, const std::string& cluster,
@@ -211,8 +355,7 @@ absl::StatusOr<std::shared_ptr<const ServerContext>> ServerContext::Create(
     if (ctx->identity_ == nullptr) {
       return absl::InvalidArgumentError("a TLS server needs a certificate (--tls-dir)");
     }
-    const int rc = NewCredentials(*ctx->identity_, &ctx->x509_);
-    if (rc < 0) return GnutlsError("TLS server credentials", rc);
+    RC_RETURN_IF_ERROR(ctx->x509_.Init(ctx->identity_));
   }
   if (!ctx->options_.psk_file.empty()) {
     if (absl::StatusOr<std::string> f = ReadPrivateFile(ctx->options_.psk_file); !f.ok()) {
@@ -224,16 +367,13 @@ absl::StatusOr<std::shared_ptr<const ServerContext>> ServerContext::Create(
     const int rc = gnutls_psk_set_server_credentials_file(psk, ctx->options_.psk_file.c_str());
     if (rc < 0) return GnutlsError("PSK file " + ctx->options_.psk_file, rc);
   }
-  if (ctx->x509_ == nullptr && ctx->psk_ == nullptr) {
+  if (ctx->x509_.empty() && ctx->psk_ == nullptr) {
     return absl::InvalidArgumentError("a TLS server needs a certificate or a PSK file");
   }
   return std::shared_ptr<const ServerContext>(std::move(ctx));
 }
 
 ServerContext::~ServerContext() {
-  if (x509_ != nullptr) {
-    gnutls_certificate_free_credentials(static_cast<gnutls_certificate_credentials_t>(x509_));
-  }
   if (psk_ != nullptr) {
     gnutls_psk_free_server_credentials(static_cast<gnutls_psk_server_credentials_t>(psk_));
   }
@@ -248,8 +388,9 @@ absl::StatusOr<std::unique_ptr<Session>> ServerContext::Accept(int fd,
   std::string priority = psk_ != nullptr ? kPriorityPsk : kPriority;
   if (options_.tls13_only) priority += ":-VERS-TLS1.2";
   gnutls_priority_set_direct(s, priority.c_str(), nullptr);
-  if (x509_ != nullptr) {
-    gnutls_credentials_set(s, GNUTLS_CRD_CERTIFICATE, x509_);
+  out->creds_ = x509_.Current();
+  if (out->creds_ != nullptr) {
+    gnutls_credentials_set(s, GNUTLS_CRD_CERTIFICATE, out->creds_->cred);
     switch (options_.client_certs) {
       case ClientCerts::kNone:
         gnutls_certificate_server_set_request(s, GNUTLS_CERT_IGNORE);
@@ -298,7 +439,7 @@ absl::StatusOr<std::unique_ptr<Session>> ServerContext::Accept(int fd,
   out->peer_ = *std::move(peer);
   out->authenticated_ = true;
   if (options_.check_cluster) {
-    absl::Status c = CheckPeer(out->peer_, identity_->name.cluster, options_.roles);
+    absl::Status c = CheckPeer(out->peer_, out->creds_->identity->name.cluster, options_.roles);
     if (!c.ok()) return c;
   }
   return out;
@@ -310,18 +451,12 @@ absl::StatusOr<std::shared_ptr<const ClientContext>> ClientContext::Create(
     std::shared_ptr<const Identity> identity, std::string server_role) {
   if (identity == nullptr) return absl::InvalidArgumentError("a TLS client needs --tls-dir");
   std::shared_ptr<ClientContext> ctx(new ClientContext());
-  ctx->identity_ = std::move(identity);
   ctx->server_role_ = std::move(server_role);
-  const int rc = NewCredentials(*ctx->identity_, &ctx->x509_);
-  if (rc < 0) return GnutlsError("TLS client credentials", rc);
+  RC_RETURN_IF_ERROR(ctx->x509_.Init(std::move(identity)));
   return std::shared_ptr<const ClientContext>(std::move(ctx));
 }
 
-ClientContext::~ClientContext() {
-  if (x509_ != nullptr) {
-    gnutls_certificate_free_credentials(static_cast<gnutls_certificate_credentials_t>(x509_));
-  }
-}
+ClientContext::~ClientContext() = default;
 
 absl::StatusOr<std::unique_ptr<Session>> ClientContext::Connect(int fd,
                                                                 absl::Duration timeout) const {
@@ -330,7 +465,8 @@ absl::StatusOr<std::unique_ptr<Session>> ClientContext::Connect(int fd,
   gnutls_init(&s, GNUTLS_CLIENT | GNUTLS_NO_SIGNAL);
   out->session_ = s;
   gnutls_priority_set_direct(s, kPriority, nullptr);
-  gnutls_credentials_set(s, GNUTLS_CRD_CERTIFICATE, x509_);
+  out->creds_ = x509_.Current();
+  gnutls_credentials_set(s, GNUTLS_CRD_CERTIFICATE, out->creds_->cred);
   gnutls_session_set_verify_cert(s, nullptr, 0);  // the chain; the role is checked below
   Attach(s, fd, timeout);
   const int rc = RunHandshake(s);
@@ -339,7 +475,8 @@ absl::StatusOr<std::unique_ptr<Session>> ClientContext::Connect(int fd,
   if (!peer.ok()) return peer.status();
   out->peer_ = *std::move(peer);
   out->authenticated_ = true;
-  if (absl::Status c = CheckPeer(out->peer_, identity_->name.cluster, {server_role_}); !c.ok()) {
+  if (absl::Status c = CheckPeer(out->peer_, out->creds_->identity->name.cluster, {server_role_});
+      !c.ok()) {
     return c;
   }
   return out;

@@ -22,8 +22,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
@@ -41,6 +43,7 @@ inline constexpr char kRoleEtcd[] = "etcd";
 inline constexpr char kCaFile[] = "ca-cert.pem";
 inline constexpr char kCertFile[] = "cert.pem";
 inline constexpr char kKeyFile[] = "key.pem";
+inline constexpr char kCrlFile[] = "crl.pem";  // optional: the CA's revocation list
 
 // Who a certificate names.
 struct CertName {
@@ -60,6 +63,7 @@ struct Identity {
   std::string ca_pem;
   std::string cert_pem;
   std::string key_pem;
+  std::string crl_pem;  // dir/crl.pem when present: certificates the CA revoked
   CertName name;  // of cert_pem
 };
 
@@ -71,6 +75,20 @@ absl::StatusOr<std::shared_ptr<const Identity>> LoadIdentity(const std::string& 
 absl::StatusOr<std::shared_ptr<const Identity>> LoadIdentityFiles(const std::string& ca_file,
                                                                   const std::string& cert_file,
                                                                   const std::string& key_file);
+
+// The identity this process presents and trusts peers by (null: plaintext). Contexts made from
+// it (ServerContext, ClientContext, gRPC credentials) follow a later SetProcessIdentity: the
+// next handshake uses the new certificate and revocation list; sessions already open keep theirs.
+void SetProcessIdentity(std::shared_ptr<const Identity> identity);
+std::shared_ptr<const Identity> ProcessIdentity();
+// Loads the process identity's directory again (SIGHUP): a renewed certificate and key, a new CA
+// bundle or revocation list. The new certificate must name the same cluster and role; otherwise,
+// or when a file is bad, the old identity stays and the error says why. Returns a line for the
+// log; "" when the process runs without TLS.
+absl::StatusOr<std::string> ReloadProcessIdentity();
+
+// kPermissionDenied when the first certificate of `peer_pem` is on `id`'s revocation list.
+absl::Status CheckNotRevoked(const Identity& id, absl::string_view peer_pem);
 
 // OK when `peer` belongs to `cluster` and has one of `roles`; kPermissionDenied saying why.
 absl::Status CheckPeer(const CertName& peer, const std::string& cluster,
@@ -100,6 +118,25 @@ struct ServerOptions {
 
 class Session;
 
+// The GnuTLS certificate credentials of a context: built from its identity, or, when that was the
+// process identity, rebuilt from the process identity after it changed (a reload). Sessions hold
+// the credentials they were made with.
+class X509Source {
+ public:
+  struct Creds;  // in tls.cc: the gnutls credentials and the identity they came from
+  // Builds from `identity`; follows the process identity if `identity` is it.
+  absl::Status Init(std::shared_ptr<const Identity> identity);
+  bool empty() const;
+  // The credentials for a new session (rebuilt first if the process identity changed; a rebuild
+  // that fails keeps the old ones and is logged).
+  std::shared_ptr<const Creds> Current() const;
+
+ private:
+  mutable absl::Mutex mu_;
+  mutable std::shared_ptr<const Creds> creds_ ABSL_GUARDED_BY(mu_);
+  bool follows_process_ = false;
+};
+
 class ServerContext {
  public:
   // `identity` may be null only for a PSK-only server.
@@ -114,8 +151,8 @@ class ServerContext {
   ServerContext() = default;
   std::shared_ptr<const Identity> identity_;
   ServerOptions options_;
-  void* x509_ = nullptr;  // gnutls_certificate_credentials_t
-  void* psk_ = nullptr;   // gnutls_psk_server_credentials_t
+  X509Source x509_;
+  void* psk_ = nullptr;  // gnutls_psk_server_credentials_t
 };
 
 class ClientContext {
@@ -128,9 +165,8 @@ class ClientContext {
 
  private:
   ClientContext() = default;
-  std::shared_ptr<const Identity> identity_;
   std::string server_role_;
-  void* x509_ = nullptr;  // gnutls_certificate_credentials_t
+  X509Source x509_;
 };
 
 // One TLS connection over a socket the caller owns (and closes after the session is gone).
@@ -165,6 +201,7 @@ class Session {
   friend class ServerContext;
   friend class ClientContext;
   Session() = default;
+  std::shared_ptr<const X509Source::Creds> creds_;  // outlive the session (GnuTLS needs them)
   void* session_ = nullptr;  // gnutls_session_t
   CertName peer_;
   bool authenticated_ = false;

@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/atomic_file.h"
+#include "common/status_macros.h"
 #include "common/tls.h"
 
 namespace ringcache::tls {
@@ -251,6 +252,103 @@ absl::Status WriteIssued(const std::string& ca_dir, const CertRequest& req,
     return WriteFile(out_dir + "/client-cert.pem", issued->cert, 0644);
   }
   return absl::OkStatus();
+}
+
+namespace {
+
+// Owns the GnuTLS objects of one revocation list.
+struct CrlObjects {
+  gnutls_x509_crl_t crl = nullptr;
+  gnutls_x509_crl_t old = nullptr;
+  gnutls_x509_crt_t ca_crt = nullptr;
+  gnutls_x509_privkey_t ca_key = nullptr;
+  std::vector<gnutls_x509_crt_t> revoked;
+  ~CrlObjects() {
+    if (crl != nullptr) gnutls_x509_crl_deinit(crl);
+    if (old != nullptr) gnutls_x509_crl_deinit(old);
+    if (ca_crt != nullptr) gnutls_x509_crt_deinit(ca_crt);
+    if (ca_key != nullptr) gnutls_x509_privkey_deinit(ca_key);
+    for (gnutls_x509_crt_t c : revoked) gnutls_x509_crt_deinit(c);
+  }
+};
+
+}  // namespace
+
+absl::StatusOr<std::string> Revoke(const Pem& ca, const std::string& old_crl,
+                                   const std::vector<std::string>& certs, int days) {
+  if (days <= 0) return absl::InvalidArgumentError("validity must be at least one day");
+  CrlObjects o;
+  gnutls_x509_crt_init(&o.ca_crt);
+  gnutls_x509_privkey_init(&o.ca_key);
+  gnutls_x509_crl_init(&o.crl);
+  const gnutls_datum_t ca_cert = Datum(ca.cert), ca_key = Datum(ca.key);
+  RC_RETURN_IF_ERROR(
+      Check(gnutls_x509_crt_import(o.ca_crt, &ca_cert, GNUTLS_X509_FMT_PEM), "CA certificate"));
+  RC_RETURN_IF_ERROR(
+      Check(gnutls_x509_privkey_import(o.ca_key, &ca_key, GNUTLS_X509_FMT_PEM), "CA key"));
+  const time_t now = time(nullptr);
+  gnutls_x509_crl_set_version(o.crl, 2);
+  gnutls_x509_crl_set_this_update(o.crl, now);
+  gnutls_x509_crl_set_next_update(o.crl, now + static_cast<time_t>(days) * 86400);
+  if (!old_crl.empty()) {  // the entries of the list so far stay on it
+    gnutls_x509_crl_init(&o.old);
+    const gnutls_datum_t d = Datum(old_crl);
+    RC_RETURN_IF_ERROR(
+        Check(gnutls_x509_crl_import(o.old, &d, GNUTLS_X509_FMT_PEM), "the old revocation list"));
+    const int n = gnutls_x509_crl_get_crt_count(o.old);
+    for (int i = 0; i < n; ++i) {
+      unsigned char serial[64];
+      size_t size = sizeof(serial);
+      time_t when = 0;
+      RC_RETURN_IF_ERROR(Check(gnutls_x509_crl_get_crt_serial(o.old, i, serial, &size, &when),
+                               "the old revocation list"));
+      gnutls_x509_crl_set_crt_serial(o.crl, serial, size, when);
+    }
+  }
+  for (const std::string& pem : certs) {
+    gnutls_x509_crt_t crt;
+    gnutls_x509_crt_init(&crt);
+    o.revoked.push_back(crt);
+    const gnutls_datum_t d = Datum(pem);
+    RC_RETURN_IF_ERROR(Check(gnutls_x509_crt_import(crt, &d, GNUTLS_X509_FMT_PEM), "certificate"));
+    unsigned int verify = 0;
+    gnutls_x509_crt_verify(crt, &o.ca_crt, 1, GNUTLS_VERIFY_DISABLE_TIME_CHECKS, &verify);
+    if (verify != 0) {
+      return absl::InvalidArgumentError("a certificate to revoke was not issued by this CA");
+    }
+    RC_RETURN_IF_ERROR(Check(gnutls_x509_crl_set_crt(o.crl, crt, now), "revoke"));
+  }
+  unsigned char id[64];
+  size_t id_len = sizeof(id);
+  if (gnutls_x509_crt_get_subject_key_id(o.ca_crt, id, &id_len, nullptr) == 0) {
+    gnutls_x509_crl_set_authority_key_id(o.crl, id, id_len);
+  }
+  RC_RETURN_IF_ERROR(
+      Check(gnutls_x509_crl_sign2(o.crl, o.ca_crt, o.ca_key, GNUTLS_DIG_SHA256, 0), "sign"));
+  gnutls_datum_t out{};
+  RC_RETURN_IF_ERROR(Check(gnutls_x509_crl_export2(o.crl, GNUTLS_X509_FMT_PEM, &out), "export"));
+  std::string text(reinterpret_cast<char*>(out.data), out.size);
+  gnutls_free(out.data);
+  return text;
+}
+
+absl::Status WriteRevoked(const std::string& ca_dir, const std::vector<std::string>& cert_files,
+                          int days) {
+  Pem ca;
+  RC_ASSIGN_OR_RETURN(ca.cert, ReadSmallFile(ca_dir + "/" + kCaFile));
+  RC_ASSIGN_OR_RETURN(ca.key, ReadPrivateFile(ca_dir + "/" + kCaKeyFile));
+  const std::string crl_path = ca_dir + "/" + kCrlFile;
+  std::string old;
+  if (std::filesystem::exists(crl_path)) {
+    RC_ASSIGN_OR_RETURN(old, ReadSmallFile(crl_path));
+  }
+  std::vector<std::string> certs;
+  for (const std::string& f : cert_files) {
+    RC_ASSIGN_OR_RETURN(std::string pem, ReadSmallFile(f));
+    certs.push_back(std::move(pem));
+  }
+  RC_ASSIGN_OR_RETURN(std::string crl, Revoke(ca, old, certs, days));
+  return WriteFile(crl_path, crl, 0644);
 }
 
 }  // namespace ringcache::tls

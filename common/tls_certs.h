@@ -46,6 +46,15 @@ absl::Status WriteCa(const std::string& dir, const std::string& cluster, int day
 absl::Status WriteIssued(const std::string& ca_dir, const CertRequest& req,
                          const std::string& out_dir);
 
+// A revocation list of the CA `ca`, valid for `days`: the entries of `old_crl` (a PEM CRL of the
+// same CA, or "") and the certificates `certs` (PEM, each issued by `ca`).
+absl::StatusOr<std::string> Revoke(const Pem& ca, const std::string& old_crl,
+                                   const std::vector<std::string>& certs, int days);
+// Adds the certificates of `cert_files` to `ca_dir`/crl.pem (made if missing), signed by the CA
+// of `ca_dir`. Copy it into each daemon's --tls-dir and send them SIGHUP (docs/security.md).
+absl::Status WriteRevoked(const std::string& ca_dir, const std::vector<std::string>& cert_files,
+                          int days);
+
 }  // namespace ringcache::tls
 
 #endif  // RINGCACHE_COMMON_TLS_CERTS_H_

@@ -46,15 +46,25 @@ class TlsTest : public ::testing::Test {
                                                   std::vector<std::string> roles,
                                                   std::shared_ptr<const Identity> client,
                                                   const std::string& server_role) {
-    int sv[2];
-    EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
     ServerOptions so;
     so.roles = std::move(roles);
     auto sctx = ServerContext::Create(server, so);
+    EXPECT_TRUE(sctx.ok());
+    if (!sctx.ok()) return {sctx.status(), sctx.status()};
+    return HandshakeWith(**sctx, client, server_role);
+  }
+
+  // The same against a server context made beforehand.
+  std::pair<absl::Status, absl::Status> HandshakeWith(const ServerContext& server,
+                                                      std::shared_ptr<const Identity> client,
+                                                      const std::string& server_role) {
+    int sv[2];
+    EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    const ServerContext* sctx = &server;
     auto cctx = ClientContext::Create(client, server_role);
-    EXPECT_TRUE(sctx.ok() && cctx.ok());
+    EXPECT_TRUE(cctx.ok());
     auto server_side = std::async(std::launch::async, [&] {
-      auto s = (*sctx)->Accept(sv[0], absl::Seconds(5));
+      auto s = sctx->Accept(sv[0], absl::Seconds(5));
       absl::Status st = s.status();
       if (s.ok()) {
         char buf[5];
@@ -177,6 +187,79 @@ TEST_F(TlsTest, CertificatesOfAnotherCaAreRefusedBothWays) {
                                     Make(kRoleGateway, "g1", "other-ca"), kRoleCacheNode);
   EXPECT_FALSE(server.ok());
   EXPECT_FALSE(client.ok());
+}
+
+// SIGHUP's reload: a revocation list (or a renewed certificate) put into the process identity's
+// directory serves the next handshake of a context made before; a session already open stays.
+TEST_F(TlsTest, ReloadBringsTheRevocationListToTheNextHandshake) {
+  std::shared_ptr<const Identity> node = Make(kRoleCacheNode, "c1");
+  std::shared_ptr<const Identity> g1 = Make(kRoleGateway, "g1"), g2 = Make(kRoleGateway, "g2");
+  SetProcessIdentity(node);
+  ServerOptions so;
+  so.roles = {kRoleGateway};
+  auto sctx = ServerContext::Create(ProcessIdentity(), so);
+  ASSERT_TRUE(sctx.ok()) << sctx.status();
+  EXPECT_TRUE(HandshakeWith(**sctx, g1, kRoleCacheNode).first.ok());
+  // A session of g1 open across the reload.
+  int sv[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  auto open_server = std::async(std::launch::async,
+                                [&] { return (*sctx)->Accept(sv[0], absl::Seconds(5)); });
+  auto open_client = (*ClientContext::Create(g1, kRoleCacheNode))->Connect(sv[1], absl::Seconds(5));
+  auto open_server_session = open_server.get();
+  ASSERT_TRUE(open_client.ok() && open_server_session.ok());
+
+  ASSERT_TRUE(WriteRevoked(dir_ + "/ca", {g1->dir + "/" + kCertFile}, 1).ok());
+  std::filesystem::copy_file(dir_ + "/ca/" + kCrlFile, node->dir + "/" + kCrlFile);
+  absl::StatusOr<std::string> reloaded = ReloadProcessIdentity();
+  ASSERT_TRUE(reloaded.ok()) << reloaded.status();
+  EXPECT_NE(reloaded->find("revocation list"), std::string::npos) << *reloaded;
+  EXPECT_TRUE(absl::IsPermissionDenied(CheckNotRevoked(*ProcessIdentity(), g1->cert_pem)));
+  EXPECT_TRUE(CheckNotRevoked(*ProcessIdentity(), g2->cert_pem).ok());
+
+  auto [revoked, revoked_client] = HandshakeWith(**sctx, g1, kRoleCacheNode);
+  EXPECT_FALSE(revoked.ok()) << "a revoked certificate was let in";
+  EXPECT_NE(std::string(revoked.message()).find("revoked"), std::string::npos) << revoked;
+  EXPECT_TRUE(HandshakeWith(**sctx, g2, kRoleCacheNode).first.ok());
+  // The session opened before the reload still carries bytes both ways.
+  ASSERT_TRUE((*open_client)->Write("ping!").ok());
+  char buf[5];
+  ASSERT_TRUE((*open_server_session)->ReadFull(buf, 5).ok());
+  EXPECT_EQ(std::string(buf, 5), "ping!");
+  open_client->reset();
+  open_server_session->reset();
+  close(sv[0]);
+  close(sv[1]);
+
+  // A certificate of another role in the directory is not taken: the old identity stays.
+  std::shared_ptr<const Identity> before = ProcessIdentity();
+  std::shared_ptr<const Identity> data = Make(kRoleDataNode, "d1");
+  std::filesystem::copy_file(data->dir + "/" + kCertFile, node->dir + "/" + kCertFile,
+                             std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::copy_file(data->dir + "/" + kKeyFile, node->dir + "/" + kKeyFile,
+                             std::filesystem::copy_options::overwrite_existing);
+  EXPECT_FALSE(ReloadProcessIdentity().ok());
+  EXPECT_EQ(ProcessIdentity(), before);
+  SetProcessIdentity(nullptr);
+}
+
+TEST_F(TlsTest, RevocationListsAccumulateAndMustComeFromTheCa) {
+  std::shared_ptr<const Identity> a = Make(kRoleClient, "a"), b = Make(kRoleClient, "b");
+  ASSERT_TRUE(WriteRevoked(dir_ + "/ca", {a->dir + "/" + kCertFile}, 1).ok());
+  ASSERT_TRUE(WriteRevoked(dir_ + "/ca", {b->dir + "/" + kCertFile}, 1).ok());
+  auto id = std::make_shared<Identity>(*a);
+  id->crl_pem = *ReadSmallFile(dir_ + "/ca/" + kCrlFile);
+  EXPECT_TRUE(absl::IsPermissionDenied(CheckNotRevoked(*id, a->cert_pem)));
+  EXPECT_TRUE(absl::IsPermissionDenied(CheckNotRevoked(*id, b->cert_pem)));
+  EXPECT_TRUE(CheckNotRevoked(*id, Make(kRoleClient, "c")->cert_pem).ok());
+  // Another CA cannot revoke ours, and a list it signed is not loaded.
+  EXPECT_FALSE(WriteRevoked(dir_ + "/other-ca", {a->dir + "/" + kCertFile}, 1).ok());
+  ASSERT_TRUE(
+      WriteRevoked(dir_ + "/other-ca", {Make(kRoleClient, "x", "other-ca")->dir + "/cert.pem"}, 1)
+          .ok());
+  std::filesystem::copy_file(dir_ + "/other-ca/" + kCrlFile, a->dir + "/" + kCrlFile);
+  absl::StatusOr<std::shared_ptr<const Identity>> loaded = LoadIdentity(a->dir);
+  EXPECT_TRUE(absl::IsInvalidArgument(loaded.status())) << loaded.status();
 }
 
 // WriteV corks small buffers into one record and sends the rest of a large one uncorked: every

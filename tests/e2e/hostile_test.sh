@@ -111,6 +111,54 @@ python3 "$ROOT/tests/e2e/hostile_clients.py" --tls "$T" --ctl "$CTL_BIN" \
 grep -q "^security: tried=" "$WORK/attacks.log" || fail "the suite printed no summary"
 [ "$status" = 0 ] || fail "an attempt was not refused (above)"
 
+# Revocation without a restart: carol (NBD) and admin-2 (admin API) work, are revoked (crl.pem
+# into the gateway's --tls-dir, SIGHUP), and are refused from then on, while an NBD connection
+# of client-0 opened before the SIGHUP goes on serving and client-0 and admin connect anew.
+"$CTL_BIN" tls issue --ca "$T/ca" --role client --name carol --out "$T/carol" > /dev/null
+"$CTL_BIN" tls issue --ca "$T/ca" --role admin --name admin-2 --out "$T/admin-2" > /dev/null
+"${CTL[@]}" vdi allow disk carol > /dev/null || fail "vdi allow disk carol"
+as_carol() {
+  qemu-io --object "tls-creds-x509,id=tls0,dir=$T/carol,endpoint=client" \
+    --image-opts "driver=nbd,host=127.0.0.1,port=$((BASE+9)),export=disk,tls-creds=tls0" \
+    -c "read -P 0x33 0 64k" 2>&1
+}
+out=$(as_carol) || fail "carol before her revocation: $out"
+"$CTL_BIN" --gateway "127.0.0.1:$((BASE+10))" --tls-dir "$T/admin-2" --timeout 10 vdi list \
+  > /dev/null 2>&1 || fail "admin-2 before its revocation"
+GW_PID=$(cat "$WORK/cluster/pids/gateway-1.pid")
+python3 - "$ROOT/tests/e2e" "$T" $((BASE+9)) "$GW_PID" "$T/gateway-1" "$CTL_BIN" \
+  "$T/carol/cert.pem" "$T/admin-2/cert.pem" << 'PY' || fail "revocation on SIGHUP (above)"
+import os, shutil, signal, subprocess, sys, time
+sys.path.insert(0, sys.argv[1])
+import hostile_clients as h
+tls, port, pid, gw_dir, ctl = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], sys.argv[6]
+c = h.Nbd(port)
+c.starttls(h.tls_context("client", tls))
+c.go("disk")
+subprocess.run([ctl, "tls", "revoke", "--ca", os.path.join(tls, "ca"), *sys.argv[7:]], check=True)
+shutil.copy(os.path.join(tls, "ca", "crl.pem"), os.path.join(gw_dir, "crl.pem"))
+os.kill(pid, signal.SIGHUP)
+time.sleep(1)
+c.request(h.CMD_READ, 0, 4096)
+error, _ = c.simple_reply()
+data = h.recv_exact(c.sock, 4096)
+c.close()
+if error or data != b"\x33" * 4096:
+    sys.exit(f"the connection opened before SIGHUP read error {error} or other bytes")
+print("[hostile] an NBD connection opened before the SIGHUP still reads its data")
+PY
+grep -q "SIGHUP: TLS credentials reloaded" "$WORK/cluster/logs/gateway-1.log" ||
+  fail "the gateway did not log the reload"
+out=$(as_carol) && fail "carol was served after her revocation: $out"
+grep -q "client certificate refused: .*revoked" "$WORK/cluster/logs/gateway-1.log" ||
+  fail "carol refused, but the gateway logged no revoked certificate: $out"
+if out=$("$CTL_BIN" --gateway "127.0.0.1:$((BASE+10))" --tls-dir "$T/admin-2" --timeout 5 vdi list 2>&1); then
+  fail "admin-2 was served after its revocation: $out"
+fi
+"${CTL[@]}" vdi list > /dev/null || fail "the admin certificate after the SIGHUP"
+qio_ok "client-0 after the SIGHUP" "read -P 0x33 0 64k"
+log "revocation: carol (NBD) and admin-2 (admin API) refused after crl.pem and SIGHUP; an open connection kept"
+
 # After: every daemon still up, and the well-behaved client finds its data and writes anew.
 out=$("${CTL[@]}" status 2>&1) || fail "ringcachectl status after the attack: $out"
 grep -q "5 up" <<< "$out" || fail "not every daemon is up after the attack: $out"

@@ -340,6 +340,18 @@ void AddTlsCommands(CLI::App* app, Args* a, LocalAction* local) {
       return tls::WriteIssued(a->ca_dir, req, a->out_dir);
     };
   });
+  CLI::App* revoke = t->add_subcommand(
+      "revoke", "Revoke certificates: add them to CA/crl.pem (made if missing), signed by the "
+                "CA; copy it into each daemon's --tls-dir as crl.pem and send SIGHUP");
+  revoke->add_option("--ca", a->ca_dir, "The CA's directory (from tls init-ca)")->required();
+  revoke->add_option("certs", a->users, "Certificate files (PEM) to revoke")
+      ->required()
+      ->check(CLI::ExistingFile);
+  revoke->add_option("--days", a->days, "Until the list's next update, in days (default 365)")
+      ->check(CLI::PositiveNumber);
+  revoke->callback([a, local] {
+    *local = [a] { return tls::WriteRevoked(a->ca_dir, a->users, a->days); };
+  });
 }
 
 // The etcd client of `etcd ...` commands: --etcd's endpoints, spoken to with --tls-dir's
