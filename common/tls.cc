@@ -537,8 +537,41 @@ absl::Status Session::Write(absl::string_view bytes) {
   return WriteV(&iov, 1);
 }
 
+namespace {
+
+// When the Read running on this thread gives up (SetReadSlice); infinite outside such a Read.
+thread_local absl::Time read_give_up = absl::InfiniteFuture();
+
+// GnuTLS's pull function once a read slice is set: recv() on the socket (the transport pointer is
+// the descriptor, as GnuTLS's own), but "would block" once the slice of the Read is over.
+ssize_t PullWithinSlice(gnutls_transport_ptr_t ptr, void* buf, size_t size) {
+  if (absl::Now() >= read_give_up) {
+    errno = EAGAIN;
+    return -1;
+  }
+  const int fd = static_cast<int>(reinterpret_cast<intptr_t>(ptr));
+  ssize_t n;
+  do {
+    n = ::recv(fd, buf, size, 0);
+  } while (n < 0 && errno == EINTR);
+  return n;
+}
+
+}  // namespace
+
+void Session::SetReadSlice(absl::Duration slice) {
+  read_slice_ = slice;
+  gnutls_transport_set_pull_function(static_cast<gnutls_session_t>(session_), PullWithinSlice);
+}
+
 long Session::Read(char* buf, size_t len) {
   auto s = static_cast<gnutls_session_t>(session_);
+  struct SliceScope {  // the slice of this Read, for PullWithinSlice on this thread
+    explicit SliceScope(absl::Duration slice) {
+      if (slice != absl::InfiniteDuration()) read_give_up = absl::Now() + slice;
+    }
+    ~SliceScope() { read_give_up = absl::InfiniteFuture(); }
+  } scope(read_slice_);
   while (true) {
     const ssize_t rc = gnutls_record_recv(s, buf, len);
     if (rc >= 0) return rc;

@@ -185,6 +185,12 @@ class Session {
   // Reads exactly `len` bytes; kUnavailable on EOF/error (*eof_at_start as in socket.h),
   // kDeadlineExceeded on the socket's receive timeout.
   absl::Status ReadFull(char* buf, size_t len, bool* eof_at_start = nullptr);
+  // Bounds each Read to about `slice` even while a TLS record trickles in: a record's bytes
+  // are received one recv() after another inside GnuTLS, each within the socket's receive
+  // timeout, so a peer sending a byte a second would otherwise hold one Read for as long as the
+  // record takes. Past the slice Read returns -EAGAIN like a receive timeout (the partial record
+  // stays buffered; the next Read goes on with it), and the caller's deadline decides.
+  void SetReadSlice(absl::Duration slice);
   // Bytes already decrypted and waiting to be read (a poll() on the socket does not see them).
   size_t Pending() const;
   // Sends the TLS close notification (best effort).
@@ -203,6 +209,7 @@ class Session {
   Session() = default;
   std::shared_ptr<const X509Source::Creds> creds_;  // outlive the session (GnuTLS needs them)
   void* session_ = nullptr;  // gnutls_session_t
+  absl::Duration read_slice_ = absl::InfiniteDuration();
   CertName peer_;
   bool authenticated_ = false;
 };

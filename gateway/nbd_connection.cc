@@ -27,8 +27,7 @@ void NbdServer::Connection::Run() {
   socklen_t len = sizeof(sndbuf_);
   if (getsockopt(fd_, SOL_SOCKET, SO_SNDBUF, &sndbuf_, &len) != 0) sndbuf_ = 0;
   // Every receive wakes within a second to look at the clock (the handshake's deadline, then
-  // the request and idle timeouts). Not yet over TLS: GnuTLS reads a record whole inside one
-  // call, so a record trickled a byte a second holds the reader (docs/security.md).
+  // the request and idle timeouts); over TLS too, however slowly a record comes (StartTls).
   SetReceiveTimeout(fd_, absl::Seconds(1));
 
   if (Handshake()) {
@@ -127,6 +126,9 @@ bool NbdServer::Connection::StartTls(nbd::ServerHandshake* hs, absl::Time deadli
     return false;
   }
   tls_ = *std::move(session);
+  // A TLS record trickled a byte a second must not hold a read past the receive timeout: the
+  // request deadlines (slow_request, idle) are checked between reads.
+  tls_->SetReadSlice(absl::Seconds(1));
   hs->TlsStarted(tls_->peer().name);
   spdlog::debug("nbd {}: TLS up ({}), client '{}'", peer_, tls_->Description(), tls_->peer().name);
   return true;
