@@ -35,6 +35,35 @@ int ConnectionSlots::total() const {
   return total_;
 }
 
+bool ConnectionSlots::ReserveBytes(const std::string& peer, uint64_t charge, uint64_t max_bytes,
+                                   absl::Duration wait) {
+  absl::MutexLock l(&mu_);
+  auto room = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    auto it = peer_bytes_.find(peer);
+    const uint64_t held = it == peer_bytes_.end() ? 0 : it->second;
+    return held == 0 || held + charge <= max_bytes;
+  };
+  if (!mu_.AwaitWithTimeout(absl::Condition(&room), wait)) return false;
+  peer_bytes_[peer] += charge;
+  bytes_ += charge;
+  return true;
+}
+
+void ConnectionSlots::ReleaseBytes(const std::string& peer, uint64_t charge) {
+  absl::MutexLock l(&mu_);
+  auto it = peer_bytes_.find(peer);
+  if (it == peer_bytes_.end()) return;
+  const uint64_t back = std::min(charge, it->second);
+  it->second -= back;
+  bytes_ -= back;
+  if (it->second == 0) peer_bytes_.erase(it);
+}
+
+uint64_t ConnectionSlots::bytes() const {
+  absl::MutexLock l(&mu_);
+  return bytes_;
+}
+
 std::string PeerAddress(const sockaddr_storage& ss) {
   char host[INET6_ADDRSTRLEN] = "?";
   if (ss.ss_family == AF_INET) {

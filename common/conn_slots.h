@@ -31,6 +31,16 @@ class ConnectionSlots {
   void Give(const std::string& peer);
 
   int total() const;
+
+  // Memory of requests in flight, per peer (the bytes a server holds for them: payloads read,
+  // answers not yet sent). Reserves `charge` bytes of `peer`'s `max_bytes`, waiting up to `wait`
+  // for room; false when there was none by then (the caller retries or gives up). A peer that
+  // holds nothing is always admitted, so one request larger than the budget still runs.
+  bool ReserveBytes(const std::string& peer, uint64_t charge, uint64_t max_bytes,
+                    absl::Duration wait);
+  void ReleaseBytes(const std::string& peer, uint64_t charge);
+  // Bytes reserved by every peer together.
+  uint64_t bytes() const;
   int max_total() const { return max_total_; }
   int max_per_peer() const { return max_per_peer_; }
   // "total" or "peer": the label of a refusal in the metrics.
@@ -42,6 +52,8 @@ class ConnectionSlots {
   mutable absl::Mutex mu_;
   int total_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<std::string, int> per_peer_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, uint64_t> peer_bytes_ ABSL_GUARDED_BY(mu_);
+  uint64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // The address of a socket address, without its port ("127.0.0.1", "::1"); "?" when unknown.

@@ -144,21 +144,48 @@ bool NbdServer::Connection::SendV(iovec* iov, int count) {
 }
 
 bool NbdServer::Connection::Admit(uint64_t charge) {
-  absl::MutexLock l(&mu_);
-  auto room = [this, charge]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return broken_ ||
-           (inflight_requests_ < config_->max_inflight_requests &&
-            (inflight_bytes_ == 0 || inflight_bytes_ + charge <= config_->max_inflight_bytes));
-  };
-  if (!room()) {
-    admission_waits_->fetch_add(1);
-    mu_.Await(absl::Condition(&room));
-    admission_waits_->fetch_sub(1);
+  {
+    absl::MutexLock l(&mu_);
+    auto room = [this, charge]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return broken_ ||
+             (inflight_requests_ < config_->max_inflight_requests &&
+              (inflight_bytes_ == 0 || inflight_bytes_ + charge <= config_->max_inflight_bytes));
+    };
+    if (!room()) {
+      admission_waits_->fetch_add(1);
+      mu_.Await(absl::Condition(&room));
+      admission_waits_->fetch_sub(1);
+    }
+    if (broken_) return false;
+    ++inflight_requests_;
+    inflight_bytes_ += charge;
   }
-  if (broken_) return false;
-  ++inflight_requests_;
-  inflight_bytes_ += charge;
+  // The address's share: every connection from one host together (a host cannot multiply the
+  // connection's budget by opening connections).
+  bool waited = false;
+  while (!slots_->ReserveBytes(address_, charge, config_->max_inflight_bytes_per_peer,
+                               absl::Milliseconds(100))) {
+    if (!waited) {
+      waited = true;
+      metrics_->peer_memory_waits->Increment();
+      admission_waits_->fetch_add(1);
+    }
+    absl::MutexLock relock(&mu_);
+    if (broken_ || stopping_->load()) {
+      --inflight_requests_;
+      inflight_bytes_ -= charge;
+      admission_waits_->fetch_sub(1);
+      return false;
+    }
+  }
+  if (waited) admission_waits_->fetch_sub(1);
+  metrics_->inflight_bytes->Increment(static_cast<double>(charge));
   return true;
+}
+
+void NbdServer::Connection::ReleasePeerBytes(uint64_t charge) {
+  slots_->ReleaseBytes(address_, charge);
+  metrics_->inflight_bytes->Decrement(static_cast<double>(charge));
 }
 
 bool NbdServer::Connection::NextHeader(StreamReader* in) {
@@ -240,6 +267,7 @@ void NbdServer::Connection::Transmit() {
           spdlog::info("nbd {}: connection lost inside a WRITE payload", peer_);
           metrics_->ProtocolError("truncated_payload");
         }
+        ReleasePeerBytes(charge);
         absl::MutexLock l(&mu_);
         --inflight_requests_;
         inflight_bytes_ -= charge;
@@ -445,6 +473,7 @@ void NbdServer::Connection::SendBatch(std::vector<OutMsg>* batch, bool broken) {
   for (const OutMsg& m : *batch) charge += m.charge;
   const auto count = static_cast<uint32_t>(batch->size());
   batch->clear();  // free read buffers before the budget is returned
+  ReleasePeerBytes(charge);
   absl::MutexLock l(&mu_);
   if (!ok && !broken_) {
     broken_ = true;

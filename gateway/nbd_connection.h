@@ -78,6 +78,13 @@ struct NbdServer::Metrics {
                                           {{"limit", "total"}});
     rejected_peer = registry->GetCounter("ringcache_nbd_connections_rejected_total", rejected_help,
                                          {{"limit", "peer"}});
+    inflight_bytes = registry->GetGauge(
+        "ringcache_nbd_inflight_bytes",
+        "Bytes the gateway holds for NBD requests in flight (payloads read, answers not sent).");
+    peer_memory_waits = registry->GetCounter(
+        "ringcache_nbd_peer_memory_waits_total",
+        "NBD requests whose reading waited because the connections of their client's address "
+        "held max_inflight_bytes_per_peer.");
   }
 
   // Returns the series of export `name` for a new connection; Release() it when the connection
@@ -183,6 +190,8 @@ struct NbdServer::Metrics {
   metrics::Counter* accepted;
   metrics::Counter* rejected_total;
   metrics::Counter* rejected_peer;
+  metrics::Gauge* inflight_bytes;
+  metrics::Counter* peer_memory_waits;
   absl::Mutex mu;
   std::map<std::string, std::unique_ptr<Vdi>> vdis ABSL_GUARDED_BY(mu);
 };
@@ -249,6 +258,8 @@ class NbdServer::Connection : public std::enable_shared_from_this<Connection> {
   // closed, or it was too slow or idle: logged and counted).
   bool NextHeader(StreamReader* in);
   bool Admit(uint64_t charge);
+  // Gives `charge` bytes back to the address's share (Admit took them).
+  void ReleasePeerBytes(uint64_t charge);
   void Execute(const Request& req, std::unique_ptr<char[]> payload, uint64_t charge,
                absl::Time start);
   // Starts a READ on the device's asynchronous path (BlockDevice::ReadAsync), which answers it

@@ -47,6 +47,9 @@ absl::Status NbdServerConfig::Validate() const {
   if (max_payload < 4096 || max_payload > nbd::kMaxPayloadLength) {
     return bad("max_payload", absl::StrCat("must be in 4096..", nbd::kMaxPayloadLength));
   }
+  if (max_inflight_bytes_per_peer < max_inflight_bytes) {
+    return bad("max_inflight_bytes_per_peer", "must be at least max_inflight_bytes");
+  }
   if (max_inflight_bytes < max_payload) {
     return bad("max_inflight_bytes", "must be at least max_payload");
   }

@@ -10,8 +10,9 @@
 // slow or hostile client's socket); one shared worker pool that calls the BlockDevice, with a
 // lane per export (common/task_pool.h) so that one stuck VDI cannot take every worker.
 // Back-pressure: a connection may hold at most max_inflight_requests requests and
-// max_inflight_bytes bytes (WRITE payloads read, READ data not yet sent); beyond that its reader
-// stops reading the socket, so the client's TCP window fills and it alone waits.
+// max_inflight_bytes bytes (WRITE payloads read, READ data not yet sent), and the connections of
+// one address together max_inflight_bytes_per_peer; beyond that a reader stops reading the
+// socket, so the client's TCP window fills and it alone waits.
 //
 // Thread-safety: Start/Stop are called from one owner thread; everything else is internal.
 #ifndef RINGCACHE_GATEWAY_NBD_SERVER_H_
@@ -57,6 +58,10 @@ struct NbdServerConfig {
   // Per-connection back-pressure limits.
   uint32_t max_inflight_requests = 64;
   uint64_t max_inflight_bytes = 128ull << 20;
+  // The same bytes summed over every connection from one address: many connections from one
+  // host share this (beyond it their readers wait), so one host cannot make the gateway hold
+  // max_connections_per_peer times max_inflight_bytes. At least max_inflight_bytes.
+  uint64_t max_inflight_bytes_per_peer = 512ull << 20;
   // Largest READ/WRITE/CACHE length accepted (NBD_EINVAL beyond; a WRITE beyond it also closes the
   // connection, since its payload is never read). At most nbd::kMaxPayloadLength (32 MiB).
   uint32_t max_payload = nbd::kMaxPayloadLength;

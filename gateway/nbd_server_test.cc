@@ -189,6 +189,49 @@ TEST_F(NbdServerTest, InflightRequestCountIsBounded) {
   EXPECT_EQ(provider_.device()->peak(), 2);
 }
 
+// The connections of one address share max_inflight_bytes_per_peer: a host cannot multiply a
+// connection's budget by opening more; another address is not held up.
+TEST_F(NbdServerTest, ConnectionsOfOneAddressShareTheirMemoryBudget) {
+  NbdServerConfig config;
+  config.worker_threads = 8;
+  config.max_payload = 64 << 10;
+  config.max_inflight_bytes = 128 << 10;
+  config.max_inflight_bytes_per_peer = 128 << 10;
+  StartServer(config);
+  auto a = Client();
+  auto b = Client();
+  ASSERT_TRUE(a->SendRequest(Req(nbd::kCmdRead, 1, kGateOffset, 60 << 10)));
+  ASSERT_TRUE(a->SendRequest(Req(nbd::kCmdRead, 2, kGateOffset, 60 << 10)));
+  provider_.device()->AwaitWaiting(2);
+  // b's read fits its connection's budget but not the address's: its reader waits.
+  ASSERT_TRUE(b->SendRequest(Req(nbd::kCmdRead, 3, kGateOffset, 60 << 10)));
+  ASSERT_TRUE(AwaitAdmissionWait(server_.get()));  // (a sent two requests: b's is the one waiting)
+  EXPECT_EQ(provider_.device()->waiting(), 2);
+  // Another address reads at once.
+  NbdRawClient other;
+  ASSERT_TRUE(other.Connect(port_, 20, "127.0.0.2"));
+  ASSERT_EQ(other.Handshake("disk"), "");
+  std::string data;
+  EXPECT_EQ(other.Read(0, 4096, &data), 0);
+  provider_.device()->Open();
+  for (auto* c : {a.get(), a.get(), b.get()}) {
+    std::vector<NbdRawClient::Reply> chunks;
+    ASSERT_TRUE(c->ReadStructuredReply(&chunks));
+    EXPECT_EQ(chunks[0].error, 0u);
+  }
+  const std::string text = registry_.Render();
+  EXPECT_NE(text.find("ringcache_nbd_peer_memory_waits_total 1"), std::string::npos) << text;
+  for (int i = 0;
+       i < 500 && registry_.Render().find("ringcache_nbd_inflight_bytes 0") == std::string::npos;
+       ++i) {
+    absl::SleepFor(absl::Milliseconds(10));  // the last reply's budget comes back after it left
+  }
+  EXPECT_NE(registry_.Render().find("ringcache_nbd_inflight_bytes 0"), std::string::npos);
+  NbdServerConfig bad;
+  bad.max_inflight_bytes_per_peer = bad.max_inflight_bytes - 1;
+  EXPECT_TRUE(absl::IsInvalidArgument(bad.Validate()));
+}
+
 // A hung VDI (reads stuck behind a stopped cache node) holds at most vdi_worker_limit workers;
 // another VDI is still served by the threads the pool starts for it (issue 31: with one shared
 // pool of 32 workers a QD32 load on a stuck VDI stopped every other one).
