@@ -120,11 +120,16 @@ grpc::Status RequirePeerRole(const grpc::ServerContext& ctx,
 std::shared_ptr<grpc::ChannelCredentials> EtcdChannelCredentials() {
   std::shared_ptr<const Identity> id = ProcessIdentity();
   if (id == nullptr) return grpc::InsecureChannelCredentials();
-  grpc::SslCredentialsOptions options;
-  options.pem_root_certs = id->ca_pem;
-  options.pem_private_key = id->key_pem;
-  options.pem_cert_chain = id->cert_pem;
-  return grpc::SslCredentials(options);
+  // etcd is no ringcache peer (its certificate's role is etcd's): the chain to the CA and the
+  // host name are checked, as grpc::SslCredentials would; the files are watched like the other
+  // ports', so a renewed certificate reaches etcd too.
+  gx::TlsChannelCredentialsOptions options;
+  options.set_certificate_provider(Provider(*id));
+  options.watch_root_certs();
+  options.watch_identity_key_cert_pairs();
+  options.set_verify_server_certs(true);
+  options.set_certificate_verifier(std::make_shared<gx::HostNameCertificateVerifier>());
+  return gx::TlsCredentials(options);
 }
 
 }  // namespace ringcache::tls
