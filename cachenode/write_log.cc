@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "common/atomic_file.h"
@@ -22,10 +23,6 @@ namespace {
 
 // Sequences handed out per durable move of the high-water mark.
 constexpr uint64_t kMarkStep = 1 << 20;
-
-absl::Status Errno(const std::string& what) {
-  return absl::UnavailableError(absl::StrCat(what, ": ", std::strerror(errno)));
-}
 
 }  // namespace
 
@@ -81,28 +78,16 @@ WriteLog::~WriteLog() {
 
 absl::Status WriteLog::LoadMark() {
   absl::MutexLock l(&seq_mu_);
-  const int fd = ::open(config_.seq_path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0 && errno == ELOOP) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(config_.seq_path,
-                     " is a symbolic link: ringcache does not follow links to its state "
-                     "files (one could point them at another file); put the file itself there"));
-  }
   uint64_t mark = 1;
-  if (fd >= 0) {
-    char buf[64] = {};
-    const ssize_t n = ::read(fd, buf, sizeof(buf) - 1);
-    ::close(fd);
-    if (n < 0) return Errno(absl::StrCat("read ", config_.seq_path));
-    absl::string_view text(buf, static_cast<size_t>(n));
-    while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.remove_suffix(1);
-    if (!absl::SimpleAtoi(text, &mark) || mark == 0) {
+  absl::StatusOr<std::string> file = ReadStateFile(config_.seq_path, 64);
+  if (file.ok()) {
+    if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(*file), &mark) || mark == 0) {
       return absl::DataLossError(absl::StrCat(
           config_.seq_path, " does not hold a log sequence mark; if the SSD file was wiped too, "
                             "remove it (sequences must never repeat while log records exist)"));
     }
-  } else if (errno != ENOENT) {
-    return Errno(absl::StrCat("open ", config_.seq_path));
+  } else if (!absl::IsNotFound(file.status())) {
+    return file.status();  // a link in its place, or unreadable
   }
   // Everything below the stored mark may have been used before the restart.
   mark = std::max(mark, config_.min_seq);
