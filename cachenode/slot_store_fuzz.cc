@@ -22,13 +22,9 @@
 #include "cachenode/slot_store.h"
 #include "common/checksum.h"
 #include "common/file.h"
+#include "common/testing/fuzz_check.h"
 
 namespace {
-
-#define FUZZ_CHECK(cond)  \
-  do {                    \
-    if (!(cond)) abort(); \
-  } while (0)
 
 constexpr uint32_t kBlock = 4096;
 constexpr uint32_t kSlots = 16;

@@ -13,13 +13,9 @@
 #include <string>
 
 #include "common/block_wire.h"
+#include "common/testing/fuzz_check.h"
 
 namespace {
-
-#define FUZZ_CHECK(cond)  \
-  do {                    \
-    if (!(cond)) abort(); \
-  } while (0)
 
 using namespace ringcache::wire;  // NOLINT: fuzzer-local brevity
 

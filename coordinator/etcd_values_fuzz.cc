@@ -16,13 +16,9 @@
 #include "datanode/client/datanode_pool.h"
 #include "membership/cache_ring_state.h"
 #include "membership/membership.h"
+#include "common/testing/fuzz_check.h"
 
 namespace {
-
-#define FUZZ_CHECK(cond)  \
-  do {                    \
-    if (!(cond)) abort(); \
-  } while (0)
 
 using namespace ringcache;  // NOLINT: fuzzer-local brevity
 

@@ -12,13 +12,9 @@
 
 #include "common/checksum.h"
 #include "datanode/store_keys.h"
+#include "common/testing/fuzz_check.h"
 
 namespace {
-
-#define FUZZ_CHECK(cond)  \
-  do {                    \
-    if (!(cond)) abort(); \
-  } while (0)
 
 using namespace ringcache::datanode;              // NOLINT: fuzzer-local brevity
 using namespace ringcache::datanode::store_keys;  // NOLINT

@@ -14,15 +14,11 @@
 #include <vector>
 
 #include "gateway/nbd_protocol.h"
+#include "common/testing/fuzz_check.h"
 
 namespace {
 
 using namespace ringcache::gateway;  // NOLINT: fuzzer-local brevity
-
-#define FUZZ_CHECK(cond)  \
-  do {                    \
-    if (!(cond)) abort(); \
-  } while (0)
 
 class NullDevice : public BlockDevice {
  public:
