@@ -31,6 +31,10 @@ void NbdServer::Connection::Run() {
   SetReceiveTimeout(fd_, absl::Seconds(1));
 
   if (Handshake()) {
+    {
+      absl::MutexLock l(&mu_);
+      last_reply_ = absl::Now();  // idle from here until the first request
+    }
     spdlog::debug("nbd {}: serving export '{}' (structured replies {}, base:allocation {})", peer_,
                   session_.info.name, session_.structured_replies, session_.base_allocation);
     vdi_ = metrics_->Acquire(session_.info.name);
@@ -194,7 +198,6 @@ bool NbdServer::Connection::NextHeader(StreamReader* in) {
   // idle_timeout_ms while none is in flight, closes the connection.
   const absl::Duration request_timeout = absl::Milliseconds(config_->request_timeout_ms);
   bool clean_end = false;
-  const absl::Time idle_since = absl::Now();
   absl::Time partial_since = absl::InfiniteFuture();
   const char* why = nullptr;
   auto on_timeout = [&]() -> absl::Status {
@@ -203,7 +206,7 @@ bool NbdServer::Connection::NextHeader(StreamReader* in) {
     if (now - partial_since > request_timeout) {
       why = "slow_request";
     } else if (in->available() == 0 && config_->idle_timeout_ms > 0 &&
-               now - idle_since > absl::Milliseconds(config_->idle_timeout_ms) && Idle()) {
+               now - QuietSince() > absl::Milliseconds(config_->idle_timeout_ms)) {
       why = "idle";
     }
     return why == nullptr ? absl::OkStatus() : absl::DeadlineExceededError(why);
@@ -481,6 +484,7 @@ void NbdServer::Connection::SendBatch(std::vector<OutMsg>* batch, bool broken) {
     ShutdownSocket(SHUT_RDWR);
   }
   inflight_requests_ -= count;
+  last_reply_ = absl::Now();
   inflight_bytes_ -= charge;
 }
 

@@ -247,9 +247,12 @@ class NbdServer::Connection : public std::enable_shared_from_this<Connection> {
   };
 
   // Whether no request is in flight (the idle timeout counts only then).
-  bool Idle() ABSL_LOCKS_EXCLUDED(mu_) {
+  // Since when the connection has had nothing to do: its last reply left (or it started);
+  // InfiniteFuture while requests are in flight. The idle timeout counts from here, so a
+  // request that ran long does not count as idle time.
+  absl::Time QuietSince() ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock l(&mu_);
-    return inflight_requests_ == 0;
+    return inflight_requests_ == 0 ? last_reply_ : absl::InfiniteFuture();
   }
   void Run();
   bool Handshake();
@@ -326,6 +329,7 @@ class NbdServer::Connection : public std::enable_shared_from_this<Connection> {
   std::deque<OutMsg> queue_ ABSL_GUARDED_BY(mu_);
   uint32_t inflight_requests_ ABSL_GUARDED_BY(mu_) = 0;  // admitted, reply not yet sent
   uint64_t inflight_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time last_reply_ ABSL_GUARDED_BY(mu_) = absl::Now();  // or the handshake's end
   bool broken_ ABSL_GUARDED_BY(mu_) = false;  // a send failed; replies are dropped
   bool writer_stop_ ABSL_GUARDED_BY(mu_) = false;
   bool sending_ ABSL_GUARDED_BY(mu_) = false;  // a thread is writing replies to the socket

@@ -110,6 +110,25 @@ TEST_F(NbdServerTest, IdleConnectionsCloseOnlyWhenAskedTo) {
   EXPECT_EQ(kept->Read(0, 512, &data), 0);
 }
 
+// The idle timeout counts from the last reply: a request that ran longer than the timeout does
+// not make the connection idle the moment it is answered.
+TEST_F(NbdServerTest, IdleTimeCountsFromTheLastReply) {
+  NbdServerConfig config;
+  config.idle_timeout_ms = 2500;
+  StartServer(config);
+  auto c = Client();
+  ASSERT_TRUE(c->SendRequest(Req(nbd::kCmdRead, 1, kGateOffset, 4096)));
+  provider_.device()->AwaitWaiting(1);
+  absl::SleepFor(absl::Milliseconds(3500));  // in flight longer than the idle timeout
+  provider_.device()->Open();
+  std::vector<NbdRawClient::Reply> chunks;
+  ASSERT_TRUE(c->ReadStructuredReply(&chunks));
+  // Past the reader's next look at the clock (once a second), well within the timeout.
+  absl::SleepFor(absl::Milliseconds(1200));
+  std::string data;
+  EXPECT_EQ(c->Read(0, 512, &data), 0) << "closed as idle right after a long request";
+}
+
 TEST_F(NbdServerTest, MetricsCountRequestsBytesAndConnections) {
   StartServer();
   {
