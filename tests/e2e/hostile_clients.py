@@ -421,13 +421,14 @@ class Suite:
         print(f"[hostile] CONTROL FAILED: {what}: not answered ({why})", flush=True)
         self.control_failed = True
 
-    def grpc_oversized_frame(self):
-        s = socket.create_connection(("127.0.0.1", self.a.admin), timeout=10)
-        ctx = tls_context("admin", self.a.tls)
+    def grpc_oversized_frame(self, port, holder):
+        """A HEADERS frame claiming 16 MiB - 1 (HTTP/2's default limit is 16 KiB), from a peer
+        the port admits: the connection must end."""
+        s = socket.create_connection(("127.0.0.1", port), timeout=10)
+        ctx = tls_context(holder, self.a.tls, verify_server=False)
         ctx.set_alpn_protocols(["h2"])
         t = ctx.wrap_socket(s)
-        t.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\0\0\0\x04\0\0\0\0\0")
-        # A HEADERS frame that claims 16 MiB - 1 (the default limit is 16 KiB).
+        t.sendall(self.H2_PROBE)
         t.sendall(struct.pack(">I", 0xFFFFFF)[1:] + b"\x01\x04" + struct.pack(">I", 1)
                   + b"\0" * 4096)
         t.settimeout(10)
@@ -444,16 +445,16 @@ class Suite:
         t.close()
         return f"closed (after {len(got)} bytes of settings or GOAWAY)"
 
-    def grpc_truncated_frame(self):
-        s = socket.create_connection(("127.0.0.1", self.a.admin), timeout=10)
-        ctx = tls_context("admin", self.a.tls)
+    def grpc_truncated_frame(self, port, holder):
+        s = socket.create_connection(("127.0.0.1", port), timeout=10)
+        ctx = tls_context(holder, self.a.tls, verify_server=False)
         ctx.set_alpn_protocols(["h2"])
         t = ctx.wrap_socket(s)
         t.sendall(self.H2_PROBE + b"\0\x10\0\x01")  # half a HEADERS frame's header
         t.close()
-        data = self.probe(self.a.admin, "admin", self.H2_PROBE)
+        data = self.probe(port, holder, self.H2_PROBE)
         if not data:
-            raise Served("the admin port stopped answering after a truncated frame")
+            raise Served("the port stopped answering after a truncated frame")
         return "dropped with its connection; the port still answers"
 
     def etcd_as(self, holder, *argv):
@@ -565,9 +566,13 @@ class Suite:
         self.attempt("admin: no certificate", self.admin_as(None))
         self.attempt("admin: the NBD client certificate", self.admin_as("client"))
         self.attempt("admin: a certificate of another CA", self.admin_as("other"))
-        self.attempt("admin: a 16 MiB HTTP/2 frame (admin certificate)", self.grpc_oversized_frame)
-        self.attempt("admin: a truncated HTTP/2 frame (admin certificate)",
-                     self.grpc_truncated_frame)
+        for name, port, holder in (("admin", self.a.admin, "admin"),
+                                   ("cache node gRPC", self.a.cache_grpc, "gateway-1"),
+                                   ("data node gRPC", self.a.data_grpc, "cachenode-1")):
+            self.attempt(f"{name}: a 16 MiB HTTP/2 frame ({holder}'s certificate)",
+                         lambda p=port, h=holder: self.grpc_oversized_frame(p, h))
+            self.attempt(f"{name}: a truncated HTTP/2 frame ({holder}'s certificate)",
+                         lambda p=port, h=holder: self.grpc_truncated_frame(p, h))
         self.attempt("etcd: the NBD client certificate reads the catalog",
                      lambda: self.etcd_as("client", "get", "--prefix", "/ringcache/vdis/"))
         self.attempt("etcd: the NBD client certificate writes the catalog",
