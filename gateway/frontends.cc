@@ -19,6 +19,7 @@ absl::Status Frontends::Start(const FrontendConfig& config, Router* router,
   nc.max_connections = config.nbd_max_connections;
   nc.max_connections_per_peer = config.nbd_max_connections_per_peer;
   nc.idle_timeout_ms = config.nbd_idle_timeout_ms;
+  nc.max_inflight_bytes_per_peer = config.nbd_memory_per_peer;
   RC_RETURN_IF_ERROR(nc.Validate());
   nbd_ = std::make_unique<NbdServer>(nc, router, registry);
   RC_ASSIGN_OR_RETURN(nbd_port_, nbd_->Start());
@@ -69,6 +70,11 @@ void NbdFlags::AddTo(CLI::App* app) {
                   "0: never; an idle VM sends nothing for hours, so set it only for clients that "
                   "reconnect, e.g. qemu with reconnect-delay)")
       ->check(CLI::Range(0, 7 * 24 * 3600));
+  app->add_option("--nbd-memory-per-peer", memory_per_peer,
+                  "Memory the NBD connections of one client address may hold together for "
+                  "requests in flight (WRITE payloads read, answers not yet sent); beyond it "
+                  "their reading waits (default 512MiB; at least 128MiB, one connection's share)")
+      ->type_name("SIZE");
 }
 
 absl::Status NbdFlags::Resolve(std::shared_ptr<const tls::Identity> identity,
@@ -76,6 +82,13 @@ absl::Status NbdFlags::Resolve(std::shared_ptr<const tls::Identity> identity,
   config->nbd_max_connections = max_connections;
   config->nbd_max_connections_per_peer = max_connections_per_peer;
   config->nbd_idle_timeout_ms = idle_timeout_s * 1000;
+  absl::StatusOr<uint64_t> memory = ParseByteSize(memory_per_peer);
+  if (!memory.ok() || *memory < NbdServerConfig().max_inflight_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--nbd-memory-per-peer '", memory_per_peer, "': want a size of at least 128MiB (",
+        memory.ok() ? "one connection's share" : memory.status().message(), ")"));
+  }
+  config->nbd_memory_per_peer = *memory;
   if (max_connections_per_peer > max_connections) {
     return absl::InvalidArgumentError(
         "--nbd-max-connections-per-peer cannot be above --nbd-max-connections");

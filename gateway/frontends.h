@@ -34,12 +34,14 @@ struct FrontendConfig {
   int nbd_max_connections_per_peer = 0;
   // NbdServerConfig::idle_timeout_ms (0: never).
   int nbd_idle_timeout_ms = 0;
+  // NbdServerConfig::max_inflight_bytes_per_peer.
+  uint64_t nbd_memory_per_peer = 512ull << 20;
   std::string metrics_web_config{};
 };
 
 // The NBD front's flags of ringcache-gateway and ringcache-local: --nbd-tls off|on|require,
 // --nbd-tls-verify-peer, --nbd-tls-psk FILE, --nbd-max-connections N,
-// --nbd-max-connections-per-peer N, --nbd-idle-timeout SECONDS.
+// --nbd-max-connections-per-peer N, --nbd-idle-timeout SECONDS, --nbd-memory-per-peer SIZE.
 struct NbdFlags {
   std::string mode;  // empty: require when credentials are given, else off
   bool verify_peer = false;
@@ -47,6 +49,7 @@ struct NbdFlags {
   int max_connections = 256;
   int max_connections_per_peer = 0;
   int idle_timeout_s = 0;
+  std::string memory_per_peer = "512MiB";
 
   void AddTo(CLI::App* app);
   // Fills config's NBD fields from the flags and `identity` (the --tls-dir certificate; may be

@@ -41,6 +41,12 @@ for p in gateway/ringcache-gateway cachenode/ringcache-cachenode datanode/ringca
 done
 expect_rc 2 "ringcache-datanode with a bad --config" "$BIN/datanode/ringcache-datanode" \
   --config "$WORK/bad-yaml.yaml"
+# A per-address memory budget below one connection's share is refused, naming the flag.
+mkdir -p "$WORK/local" && cd "$WORK/local" || exit 1
+expect_rc 2 "ringcache-local --nbd-memory-per-peer 1MiB" "$BIN/tools/ringcache-local" \
+  --nbd-memory-per-peer 1MiB
+grep -q -- "--nbd-memory-per-peer '1MiB'" "$WORK/out" || fail "the refusal does not name the flag"
+cd "$ROOT" || exit 1
 
 # cluster.sh --help: exit 0, nothing created in the current directory.
 (cd "$WORK" && mkdir empty && cd empty && "$ROOT/deploy/cluster.sh" --help > ../help.txt 2>&1)
