@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/atomic_file.h"
+#include "common/gnutls_datum.h"
 #include "common/status_macros.h"
 #include "common/tls.h"
 
@@ -39,11 +40,6 @@ struct Objects {
 absl::Status Check(int rc, const char* what) {
   if (rc >= 0) return absl::OkStatus();
   return absl::InternalError(absl::StrCat(what, ": ", gnutls_strerror(rc)));
-}
-
-gnutls_datum_t Datum(const std::string& s) {
-  return gnutls_datum_t{reinterpret_cast<unsigned char*>(const_cast<char*>(s.data())),
-                        static_cast<unsigned int>(s.size())};
 }
 
 absl::Status SetDn(gnutls_x509_crt_t crt, const char* oid, const std::string& value) {
