@@ -11,6 +11,7 @@
 #include "common/atomic_file.h"
 #include "common/errors.h"
 #include "common/status_macros.h"
+#include "common/term_fence.h"
 
 namespace ringcache::cachenode {
 
@@ -105,17 +106,10 @@ absl::Status Ownership::ObserveEpoch(uint64_t epoch) {
 }
 
 absl::Status Ownership::ObserveTerm(uint64_t term) {
-  if (term == 0 || term == term_.load()) return absl::OkStatus();
-  absl::MutexLock l(&mu_);
-  const uint64_t held = term_.load();
-  if (term < held) {
-    return TypedError(ErrorKind::kStaleTerm,
-                      absl::StrCat("stale coordinator term ", term, ": this cache node has seen "
-                                   "term ", held, " (a newer coordinator took over)"));
-  }
-  if (term == held) return absl::OkStatus();
-  term_.store(term);
-  return SaveLocked();
+  return ringcache::ObserveTerm(term, "cache node", &mu_, &term_, [this](uint64_t t) {
+    term_.store(t);  // SaveLocked writes term_ (mu_ is held here)
+    return SaveLocked();
+  });
 }
 
 absl::Status Ownership::NoteLease(int64_t lease) {

@@ -20,6 +20,8 @@ class Clock {
   virtual ~Clock() = default;
   // Returns a monotonic time in microseconds (arbitrary epoch).
   virtual int64_t NowMicros() = 0;
+  // The same time as an absl::Time (for durations between two readings; not wall time).
+  absl::Time Now() { return absl::FromUnixMicros(NowMicros()); }
   // Blocks the calling thread for `d` of this clock's time.
   virtual void SleepFor(absl::Duration d) = 0;
 

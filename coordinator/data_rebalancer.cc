@@ -43,7 +43,8 @@ DataRebalancer::DataRebalancer(gateway::Router* router, datanode::DataNodePool* 
     : router_(router),
       pool_(pool),
       options_(std::move(options)),
-      scrub_(router, pool),
+      clock_(options_.clock != nullptr ? options_.clock : Clock::Real()),
+      scrub_(router, pool, clock_),
       pacer_({options_.refill_mb_s, options_.busy_mb_s, absl::Milliseconds(500)},
              [pool] { return pool->ClientOps(); }) {
   purge_pending_ = options_.purge_pending;
@@ -186,8 +187,8 @@ void DataRebalancer::Loop() {
       absl::MutexLock l(&mu_);
       idle = idle_;
     }
-    if (idle && absl::Now() - last_scrub_poll_ >= options_.scrub_poll) {
-      last_scrub_poll_ = absl::Now();
+    if (idle && clock_->Now() - last_scrub_poll_ >= options_.scrub_poll) {
+      last_scrub_poll_ = clock_->Now();
       scrub_.Poll(/*start=*/false);
     }
     if (idle) {
@@ -369,15 +370,21 @@ std::vector<uint32_t> DataRebalancer::DueOut(const DataRing& ring) {
     }
   }
   if (options_.down_out > absl::ZeroDuration()) {
-    const std::vector<uint32_t> long_down =
-        pool_->DownFor(absl::ToInt64Milliseconds(options_.down_out));
+    // Down since the first pass that saw it down (a pass runs at least every heal_interval),
+    // on the injected clock.
     const std::vector<uint32_t> down_now = pool_->DownFor(0);
+    const absl::Time now = clock_->Now();
+    absl::erase_if(down_since_, [&](const auto& d) {
+      return std::find(down_now.begin(), down_now.end(), d.first) == down_now.end();
+    });
+    for (uint32_t id : down_now) down_since_.try_emplace(id, now);
     size_t up = 0;
     for (uint32_t id : live) {
       if (std::find(down_now.begin(), down_now.end(), id) == down_now.end()) ++up;
     }
     for (uint32_t id : live) {
-      if (std::find(long_down.begin(), long_down.end(), id) == long_down.end() ||
+      auto since = down_since_.find(id);
+      if (since == down_since_.end() || now - since->second < options_.down_out ||
           std::find(due.begin(), due.end(), id) != due.end()) {
         continue;
       }
@@ -435,6 +442,7 @@ absl::Status DataRebalancer::RegisterVdis() {
   const std::vector<VdiRecord> catalog = router_->catalog()->List();
   for (const DataNodeEndpoint& e : ring.nodes) {
     if (ring.IsOut(e.id)) continue;
+    if (joining.contains(e.id)) RC_RETURN_IF_ERROR(CarrySeals(ring, e.id));
     for (const VdiRecord& r : catalog) {
       absl::Status s = pool_->PutVdiOn(e.id, r.geometry, joining.contains(e.id));
       if (s.ok()) continue;
@@ -443,6 +451,24 @@ absl::Status DataRebalancer::RegisterVdis() {
       }
       break;
     }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DataRebalancer::CarrySeals(const DataRing& ring, uint32_t node) {
+  for (uint32_t writer : router_->member_ids()) {
+    uint64_t seal = 0;
+    for (uint32_t m : ring.members) {
+      if (m == node || ring.IsOut(m)) continue;
+      absl::StatusOr<uint64_t> held = pool_->SealLogOn(m, writer, 0);
+      if (held.ok()) seal = std::max(seal, *held);  // one that does not answer is sealed by
+                                                    // the takeover that raises its seal next
+    }
+    if (seal == 0) continue;
+    RC_ASSIGN_OR_RETURN(uint64_t now_held, pool_->SealLogOn(node, writer, seal));
+    spdlog::info("data node {}: the log of cache node {} sealed below ring epoch {}, as on the "
+                 "other data nodes",
+                 node, writer, now_held);
   }
   return absl::OkStatus();
 }

@@ -50,6 +50,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
 #include "coordinator/copy_pacer.h"
 #include "coordinator/data_ring_change.h"
 #include "coordinator/scrub_repair.h"
@@ -105,6 +106,10 @@ class DataRebalancer {
     // How often an idle rebalancer collects the data nodes' scrub findings and repairs them
     // (coordinator/scrub_repair.h).
     absl::Duration scrub_poll = absl::Seconds(10);
+    // The time of the down-out interval, the scrub polls, the copies' pace and the scrub's
+    // re-handing of damaged records; null: the real clock. Tests pass a SimulatedClock and
+    // drive minutes of down-out in milliseconds (the loop's own waits stay short real waits).
+    Clock* clock = nullptr;
   };
 
   // Starts the background thread. `router` and `pool` (the gateway's own data node pool, whose
@@ -167,6 +172,11 @@ class DataRebalancer {
   void NoteCopied(size_t scanned, uint64_t copied);
   absl::Status Purge(const datanode::DataRing& ring);
   absl::Status RegisterVdis();
+  // Gives data node `node` (new, or back with a wiped store) the log seals the other members
+  // of `ring` hold, for every cache node the router knows, before it is given any VDI: it takes
+  // no log record before (LogAppend needs the VDI), so a cache node cut off at an older epoch
+  // can never log a write there that its sealed peers would refuse (docs/durability.md).
+  absl::Status CarrySeals(const datanode::DataRing& ring, uint32_t node);
   // Records the operator actions not carried out yet (ask_*). Called with actions_mu_ held,
   // after ask_* changed.
   absl::Status SaveActions() ABSL_EXCLUSIVE_LOCKS_REQUIRED(actions_mu_);
@@ -221,6 +231,10 @@ class DataRebalancer {
 
   // Held while a ring is given to cache nodes, so a joining node and a change never cross.
   absl::Mutex publish_mu_;
+
+  Clock* const clock_;  // options_.clock, or the real one
+  // When each member was first seen down in this term (DueOut; rebalancer thread only).
+  absl::flat_hash_map<uint32_t, absl::Time> down_since_;
 
   ScrubRepair scrub_;
   absl::Time last_scrub_poll_ = absl::InfinitePast();  // rebalancer thread only

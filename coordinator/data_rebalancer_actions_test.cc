@@ -1,7 +1,9 @@
 // Data rebalancing in one process, continued (the fixture:
 // coordinator/testing/rebalancer_fixture.h): operator actions recorded and carried out across
-// terms, a node put back in, scrub repairs, what data nodes count as client requests, and an older
-// ring refused.
+// terms, a node put back in, scrub repairs, what data nodes count as client requests, an older
+// ring refused, and the log seals a wiped node takes from its peers.
+#include "common/checksum.h"
+#include "common/errors.h"
 #include "coordinator/testing/rebalancer_fixture.h"
 
 namespace ringcache::coordinator {
@@ -274,6 +276,33 @@ TEST_F(DataRebalancerTest, OlderRingIsRefused) {
   bad.epoch = 6;
   bad.members.push_back(99);
   EXPECT_EQ(cache_pools_[0]->SetRing(bad).code(), absl::StatusCode::kInvalidArgument);
+}
+
+// A data node back with an empty store takes its peers' log seals before it is given any VDI,
+// and so before it takes any log record (LogAppend needs the VDI): a cache node cut off at an
+// older ownership epoch cannot log a write there that its sealed peers refuse.
+TEST_F(DataRebalancerTest, WipedDataNodeTakesItsPeersLogSealsBeforeAnyVdi) {
+  ASSERT_NO_FATAL_FAILURE(StartOverInitialNodes());
+  // Cache node 2's objects were taken from it at ring epoch 7.
+  ASSERT_TRUE(gateway_pool_->SealLog(2, 7).ok());
+  dns_->WipeForTest(0);
+  auto v = catalog_->Find("v");
+  ASSERT_TRUE(v.ok()) << v.status();
+  const uint32_t vdi = v->geometry.vdi_id();
+  bool known = false;
+  for (int i = 0; i < 1200 && !known; ++i) {
+    known = dns_->store(0)->GetVdi(vdi).ok();
+    if (!known) absl::SleepFor(absl::Milliseconds(50));
+  }
+  ASSERT_TRUE(known) << "the wiped node is given the VDI again";
+  EXPECT_EQ(dns_->store(0)->LogSeal(2), 7u);
+  EXPECT_EQ(dns_->store(0)->LogSeal(1), 0u) << "cache node 1 was never sealed";
+  const std::string data(kBs, 'z');
+  datanode::LogEntry old_epoch{2, 1'000'000, vdi, 0, 0, BlockChecksum(data), data, 6};
+  auto refused = dns_->store(0)->LogAppend({old_epoch});
+  EXPECT_TRUE(IsKind(refused.status(), ErrorKind::kLogSealed)) << refused.status();
+  datanode::LogEntry current{2, 1'000'001, vdi, 0, 0, BlockChecksum(data), data, 7};
+  EXPECT_TRUE(dns_->store(0)->LogAppend({current}).ok());
 }
 
 }  // namespace

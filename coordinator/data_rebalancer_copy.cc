@@ -168,7 +168,7 @@ absl::StatusOr<DataRebalancer::CopySources> DataRebalancer::FindCopySources(cons
                             ? ""
                             : absl::StrCat("copying from the other homes of data nodes ",
                                            absl::StrJoin(down_list, ","), " (down or out)"));
-    copy_started_ = absl::Now();
+    copy_started_ = clock_->Now();
   }
   for (uint32_t id : ring.members) {
     if (src.down.contains(id)) continue;
@@ -186,7 +186,7 @@ void DataRebalancer::NoteCopied(size_t scanned, uint64_t copied) {
   const double done = static_cast<double>(status_.blocks_scanned());
   const double total = static_cast<double>(status_.blocks_estimated());
   status_.set_eta_seconds(done > 0 && total > done
-                              ? absl::ToDoubleSeconds(absl::Now() - copy_started_) *
+                              ? absl::ToDoubleSeconds(clock_->Now() - copy_started_) *
                                     (total - done) / done
                               : 0);
 }
@@ -202,7 +202,7 @@ absl::Status DataRebalancer::Copy(const DataRing& ring) {
   auto source_for = [&sources](uint32_t vdi, uint32_t id) {
     return !sources.down.contains(id) && !sources.incomplete[id].contains(vdi);
   };
-  const absl::Time start = absl::Now();
+  const absl::Time start = clock_->Now();
   uint64_t bytes = 0;
   for (uint32_t d : ring.members) {
     if (sources.down.contains(d)) continue;
@@ -251,7 +251,7 @@ void DataRebalancer::Throttle(absl::Time start, uint64_t bytes) {
     paced_start_ = start;
     paced_bytes_ = 0;
   }
-  const absl::Duration wait = pacer_.After(bytes - paced_bytes_, absl::Now());
+  const absl::Duration wait = pacer_.After(bytes - paced_bytes_, clock_->Now());
   paced_bytes_ = bytes;
   absl::MutexLock l(&mu_);
   status_.set_limit_mb_s(pacer_.limit_bytes_per_s() / 1e6);
@@ -275,9 +275,16 @@ absl::Status DataRebalancer::Heal() {
     if (ring.IsOut(node)) continue;  // its replicas are made again by the move
     absl::StatusOr<datanode::NodeVdis> have = pool_->VdisOn(node);
     if (!have.ok()) continue;  // down: looked at again once it answers
+    bool sealed = false;
     for (const VdiRecord& r : catalog) {
       const uint32_t id = r.geometry.vdi_id();
       if (have->known.contains(id)) continue;
+      if (!sealed) {
+        const absl::Status seals = CarrySeals(ring, node);
+        note(seals);
+        if (!seals.ok()) break;  // no VDI before the seals: tried again next pass
+        sealed = true;
+      }
       spdlog::warn(
           "data node {} does not know VDI {} ({}): a new or wiped store; registering "
           "the VDI there, incomplete until it is refilled",
@@ -333,7 +340,7 @@ absl::Status DataRebalancer::Refill(const DataRing& ring, uint32_t node,
                                      "from the other replicas"));
   spdlog::warn("data node {}: refilling VDIs {} from the other replicas", node,
                absl::StrJoin(vdis, ","));
-  const absl::Time start = absl::Now();
+  const absl::Time start = clock_->Now();
   uint64_t copied = 0, bytes = 0;
   for (uint32_t d : ring.members) {
     if (d == node || ring.IsOut(d)) continue;
@@ -365,7 +372,7 @@ absl::Status DataRebalancer::Refill(const DataRing& ring, uint32_t node,
     RC_RETURN_IF_ERROR(pool_->PutVdiOn(node, r.geometry, /*complete=*/true));
   }
   spdlog::warn("data node {}: refilled, {} blocks copied in {}; complete again", node, copied,
-               absl::FormatDuration(absl::Now() - start));
+               absl::FormatDuration(clock_->Now() - start));
   SetState("idle", absl::StrCat("data node ", node, " refilled: ", copied, " blocks"));
   return absl::OkStatus();
 }

@@ -3,6 +3,7 @@
 // node joins while a writer keeps writing and trimming through the router in write-through mode
 // (so every write goes home during the move); afterwards every block reads back as last written,
 // from the data nodes (the cache dropped), and each block is stored exactly on its new homes.
+#include "common/clock.h"
 #include "coordinator/testing/rebalancer_fixture.h"
 
 namespace ringcache::coordinator {
@@ -173,13 +174,26 @@ TEST_F(DataRebalancerTest, DataNodeDownPastTheGracePeriodIsTakenOutAndItsReplica
   ASSERT_TRUE(router_->Flush("", nullptr).ok());
   dns_->StopForTest(0);  // data node 1 never comes back
 
+  // The default down-out interval of ten minutes, on a simulated clock moved by half a minute
+  // every 20 ms: the node goes out once ten simulated minutes passed since it was seen down.
+  SimulatedClock clock;
   DataRebalancer::Options o;
   o.scan_page = 16;
   o.retry_interval = absl::Milliseconds(50);
-  o.heal_interval = absl::Milliseconds(100);
-  o.down_out = absl::Seconds(1);
+  o.heal_interval = absl::Milliseconds(10);
+  o.clock = &clock;
+  ASSERT_EQ(o.down_out, absl::Minutes(10));
   rebalancer_ = DataRebalancer::Start(router_.get(), gateway_pool_.get(), o);
   rebalancer_->Add(initial_.nodes);
+  const absl::Time stopped = clock.Now();
+  absl::Time out_at = absl::InfinitePast();
+  for (int i = 0; i < 3000 && out_at == absl::InfinitePast(); ++i) {
+    absl::SleepFor(absl::Milliseconds(20));
+    if (rebalancer_->Status().out_size() > 0) out_at = clock.Now();
+    clock.Advance(absl::Seconds(30));
+  }
+  ASSERT_NE(out_at, absl::InfinitePast()) << rebalancer_->Status().ShortDebugString();
+  EXPECT_GE(out_at - stopped, absl::Minutes(10)) << "taken out before the down-out interval";
   ASSERT_TRUE(WaitFor(*rebalancer_, [](const v1::DataRebalance& st) {
     return st.state() == "idle" && st.out_size() == 1;
   })) << rebalancer_->Status().ShortDebugString();

@@ -55,7 +55,7 @@ void ScrubRepair::RelogRecords(uint32_t node, uint32_t cache_node,
   // node that missed the reclaim keeps them listed: they are handed again next poll.
   if (*n < seqs.size() && !pool_->LogReclaim(cache_node, seqs).empty()) return;
   tally->relogged += seqs.size();
-  const absl::Time now = absl::Now();
+  const absl::Time now = clock_->Now();
   for (uint64_t seq : seqs) handled_[{cache_node, seq}] = now;
   spdlog::warn(
       "scrub: {} log records of cache node {} damaged on data node {}: {} blocks logged again, "
@@ -85,7 +85,7 @@ v1::ClusterScrubStatus ScrubRepair::Poll(bool start) {
         const std::pair<uint32_t, uint64_t> key{f.cache_node_id(), f.sequence()};
         listed.insert(key);
         auto handed = handled_.find(key);
-        if (handed == handled_.end() || absl::Now() - handed->second > kRehandAfter) {
+        if (handed == handled_.end() || clock_->Now() - handed->second > kRehandAfter) {
           records[f.cache_node_id()].push_back(f.sequence());
         }
         continue;

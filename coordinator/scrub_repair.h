@@ -25,6 +25,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/time/time.h"
 #include "absl/synchronization/mutex.h"
+#include "common/clock.h"
 #include "datanode/client/datanode_pool.h"
 #include "gateway/router.h"
 #include "ringcache/v1/admin.pb.h"
@@ -33,9 +34,9 @@ namespace ringcache::coordinator {
 
 class ScrubRepair {
  public:
-  // `router` and `pool` are not owned and must outlive this.
-  ScrubRepair(gateway::Router* router, datanode::DataNodePool* pool)
-      : router_(router), pool_(pool) {}
+  // `router`, `pool` and `clock` are not owned and must outlive this.
+  ScrubRepair(gateway::Router* router, datanode::DataNodePool* pool, Clock* clock)
+      : router_(router), pool_(pool), clock_(clock) {}
 
   // Asks every live data node for its scrub report (`start`: begin a pass now), repairs what
   // they list, and returns the cluster's scrub status.
@@ -60,6 +61,7 @@ class ScrubRepair {
 
   gateway::Router* const router_;
   datanode::DataNodePool* const pool_;
+  Clock* const clock_;
   absl::Mutex poll_mu_;  // one poll at a time
   mutable absl::Mutex mu_;
   v1::ClusterScrubStatus last_ ABSL_GUARDED_BY(mu_);

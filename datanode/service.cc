@@ -329,8 +329,10 @@ grpc::Status DataNodeService::SealLog(grpc::ServerContext* ctx, const v1::SealLo
   if (!s.ok()) return ToGrpc(s);
   auto held = store_->SealLog(req->cache_node_id(), req->below_epoch());
   if (!held.ok()) return ToGrpc(held.status());
-  spdlog::info("data node {}: log of cache node {} sealed below ring epoch {} (term {})",
-               node_id_, req->cache_node_id(), *held, req->fence().term());
+  if (req->below_epoch() > 0) {  // 0 only reads the seal
+    spdlog::info("data node {}: log of cache node {} sealed below ring epoch {} (term {})",
+                 node_id_, req->cache_node_id(), *held, req->fence().term());
+  }
   resp->set_below_epoch(*held);
   return grpc::Status::OK;
 }

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/errors.h"
 #include "common/status_macros.h"
+#include "common/term_fence.h"
 #include "datanode/store.h"
 #include "datanode/store_keys.h"
 
@@ -53,22 +54,11 @@ absl::Status BlockStore::LoadFences() {
 }
 
 absl::Status BlockStore::ObserveControlTerm(uint64_t term) {
-  if (term == 0 || term == control_term_.load()) return absl::OkStatus();
-  absl::MutexLock l(&term_mu_);
-  const uint64_t held = control_term_.load();
-  if (term < held) {
-    return TypedError(ErrorKind::kStaleTerm,
-                      absl::StrCat("stale coordinator term ", term,
-                                   ": this data node has seen "
-                                   "term ",
-                                   held, " (a newer coordinator took over)"));
-  }
-  if (term == held) return absl::OkStatus();
-  rocksdb::WriteBatch batch;
-  batch.Put(meta_cf_, kControlTermKey, Be64(term));
-  RC_RETURN_IF_ERROR(Commit(&batch, "record the coordinator term"));
-  control_term_ = term;
-  return absl::OkStatus();
+  return ObserveTerm(term, "data node", &term_mu_, &control_term_, [this](uint64_t t) {
+    rocksdb::WriteBatch batch;
+    batch.Put(meta_cf_, kControlTermKey, Be64(t));
+    return Commit(&batch, "record the coordinator term");
+  });
 }
 
 absl::StatusOr<uint64_t> BlockStore::SealLog(uint32_t writer, uint64_t below_epoch) {

@@ -183,8 +183,6 @@ absl::StatusOr<NodeRecord> DecodeNodeRecord(absl::string_view json) {
   return r;
 }
 
-absl::Time ClockNow(Clock* clock) { return absl::FromUnixMicros(clock->NowMicros()); }
-
 // ---- NodeRegistration ----
 
 absl::Status NodeRegistration::Options::Validate() const {
@@ -253,7 +251,7 @@ bool NodeRegistration::LeaseValid(absl::Time now) const {
   return now < valid_until_;
 }
 
-bool NodeRegistration::LeaseValid() const { return LeaseValid(ClockNow(clock_)); }
+bool NodeRegistration::LeaseValid() const { return LeaseValid(clock_->Now()); }
 
 absl::Time NodeRegistration::ValidUntil() const {
   absl::MutexLock l(&mu_);
@@ -261,7 +259,7 @@ absl::Time NodeRegistration::ValidUntil() const {
 }
 
 absl::Duration NodeRegistration::ValidFor() const {
-  return std::max(ValidUntil() - ClockNow(clock_), absl::ZeroDuration());
+  return std::max(ValidUntil() - clock_->Now(), absl::ZeroDuration());
 }
 
 int64_t NodeRegistration::lease_id() const {
@@ -272,7 +270,7 @@ int64_t NodeRegistration::lease_id() const {
 absl::StatusOr<NodeRegistration::Registered> NodeRegistration::Register() {
   const EtcdClient::CallOptions call{options_.ttl / 3};
   // Taken before the grant is sent: the server's TTL starts later than this.
-  const absl::Time sent = ClockNow(clock_);
+  const absl::Time sent = clock_->Now();
   RC_ASSIGN_OR_RETURN(const int64_t lease,
                       client_->LeaseGrant(absl::ToInt64Seconds(options_.ttl), call));
   absl::StatusOr<int64_t> revision = client_->Put(key_, value_, lease, call);
@@ -293,7 +291,7 @@ void NodeRegistration::OpenWindow(absl::Time valid_until) {
 
 NodeRegistration::Renewal NodeRegistration::RenewOnce() {
   const int64_t lease = lease_id();
-  const absl::Time sent = ClockNow(clock_);
+  const absl::Time sent = clock_->Now();
   absl::StatusOr<int64_t> ttl = client_->LeaseKeepAliveOnce(lease, {options_.ttl / 3});
   absl::MutexLock l(&mu_);
   if (ttl.ok()) {

@@ -148,7 +148,7 @@ class NodeRegistration {
   NodeRegistration& operator=(const NodeRegistration&) = delete;
 
   // Returns true if the lease is certainly still alive at the server at `now`, a time on the
-  // injected clock's timeline (see ClockNow). False once it may have expired: stop serving as
+  // injected clock's timeline (Clock::Now). False once it may have expired: stop serving as
   // owner.
   bool LeaseValid(absl::Time now) const;
   bool LeaseValid() const;  // at the injected clock's now
@@ -198,9 +198,6 @@ class NodeRegistration {
   absl::Time valid_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   std::thread thread_;
 };
-
-// Returns `clock`'s now as an absl::Time, the timeline NodeRegistration's fencing times use.
-absl::Time ClockNow(Clock* clock);
 
 // Follows the members under P/nodes/: lists them, then watches the prefix, and calls back with
 // the full member set after every change. After a compaction of the watch's resume revision it

@@ -308,7 +308,7 @@ TEST_F(MembershipTest, WatchersSeeAddsAndRemovesAndAgreeOnEpochs) {
 
 TEST_F(MembershipTest, FencingWindowFollowsSendTimesOnTheInjectedClock) {
   SimulatedClock clock(1'000'000'000);
-  const absl::Time t0 = ClockNow(&clock);
+  const absl::Time t0 = clock.Now();
   auto reg = Register(Node(Role::kCache, 1), &clock);
   ASSERT_TRUE(reg.ok()) << reg.status();
   // Every request so far was sent at t0: valid until t0 + TTL - margin, not a moment longer.
@@ -340,7 +340,7 @@ TEST_F(MembershipTest, EtcdRestartFencesThenRecovers) {
   ASSERT_TRUE((*reg)->LeaseValid());
 
   server_->Kill();
-  const absl::Time killed = ClockNow(Clock::Real());
+  const absl::Time killed = Clock::Real()->Now();
   // No keepalive can succeed from here on, so the window ends at most TTL - margin after the
   // kill, and the node sees it close while the server-side lease (>= TTL after the last
   // renewal reached the server) could still be alive.

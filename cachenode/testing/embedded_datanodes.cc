@@ -1,22 +1,38 @@
 #include "cachenode/testing/embedded_datanodes.h"
 
 #include <cstdlib>
+#include <filesystem>
 
 #include "absl/strings/str_cat.h"
 
 namespace ringcache::cachenode::testing {
 
-EmbeddedDataNodes::EmbeddedDataNodes(const std::string& dir, int count) {
+EmbeddedDataNodes::EmbeddedDataNodes(const std::string& dir, int count) : dir_(dir) {
   for (int i = 0; i < count; ++i) {
     auto n = std::make_unique<Node>();
-    auto store = datanode::BlockStore::Open({absl::StrCat(dir, "/dn", i + 1), 8 << 20});
-    if (!store.ok()) std::abort();
-    n->store = std::move(*store);
     n->hdd = std::make_unique<datanode::HddEmulator>(datanode::HddConfig{}, Clock::Real());
     nodes_.push_back(std::move(n));
+    OpenStore(i);
     const int port = Serve(i, "127.0.0.1:0");
     endpoints_.push_back({static_cast<uint32_t>(i + 1), absl::StrCat("127.0.0.1:", port), 1.0, ""});
   }
+}
+
+void EmbeddedDataNodes::OpenStore(int i) {
+  auto store = datanode::BlockStore::Open({absl::StrCat(dir_, "/dn", i + 1), 8 << 20});
+  if (!store.ok()) std::abort();
+  nodes_[i]->store = std::move(*store);
+}
+
+void EmbeddedDataNodes::WipeForTest(int i) {
+  Node* n = nodes_[i].get();
+  if (n->server) StopForTest(i);
+  n->scrubber.reset();
+  n->service.reset();
+  n->store.reset();
+  std::filesystem::remove_all(absl::StrCat(dir_, "/dn", i + 1));
+  OpenStore(i);
+  Serve(i, endpoints_[i].address);
 }
 
 int EmbeddedDataNodes::Serve(int i, const std::string& listen) {

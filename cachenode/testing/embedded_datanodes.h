@@ -29,6 +29,9 @@ class EmbeddedDataNodes {
   void StopForTest(int i);
   // Serves node i again, on its old address, with the store as it is now.
   void RestartForTest(int i);
+  // Stops node i and serves it again on its old address with a new, empty store (a wiped or
+  // replaced disk).
+  void WipeForTest(int i);
 
  private:
   struct Node;
@@ -42,6 +45,10 @@ class EmbeddedDataNodes {
     std::unique_ptr<datanode::DataNodeService> service;
     std::unique_ptr<grpc::Server> server;
   };
+  // Opens node i's store (new and empty if its directory is).
+  void OpenStore(int i);
+
+  const std::string dir_;
   metrics::Registry registry_;
   std::vector<std::unique_ptr<Node>> nodes_;
   std::vector<datanode::DataNodeEndpoint> endpoints_;

@@ -235,6 +235,9 @@ class DataNodePool {
   // RPC): afterwards no append of its records of an older epoch lands anywhere. Fails unless
   // every live data node took the seal (a replay must not scan before).
   absl::Status SealLog(uint32_t cache_node, uint64_t below_epoch);
+  // Raises the seal of `cache_node`'s log on data node `node` alone to `below_epoch` (0: only
+  // reads it) and returns the seal the node holds afterwards.
+  absl::StatusOr<uint64_t> SealLogOn(uint32_t node, uint32_t cache_node, uint64_t below_epoch);
   // The coordinator's term, carried by its control steps (LogReclaim, SealLog) in a
   // ControlFence; data nodes refuse an older one (kStaleTerm). 0 (default): none — a cache
   // node's own pool, static mode. Only grows.

@@ -265,6 +265,20 @@ absl::Status DataNodePool::SealLog(uint32_t cache_node, uint64_t below_epoch) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<uint64_t> DataNodePool::SealLogOn(uint32_t node, uint32_t cache_node,
+                                                 uint64_t below_epoch) {
+  v1::SealLogRequest req;
+  req.set_cache_node_id(cache_node);
+  req.set_below_epoch(below_epoch);
+  req.mutable_fence()->set_term(control_term());
+  req.mutable_fence()->set_epoch(below_epoch);
+  v1::SealLogResponse resp;
+  RC_RETURN_IF_ERROR(OnNode(node, "log seal on", [&](auto& stub, grpc::ClientContext* ctx) {
+    return stub.SealLog(ctx, req, &resp);
+  }));
+  return resp.below_epoch();
+}
+
 std::vector<grpc::Status> DataNodePool::CallEach(
     const std::vector<Node*>& nodes,
     const std::function<void(size_t, Node*, grpc::ClientContext*, Done)>& start) {
