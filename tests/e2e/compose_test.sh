@@ -66,9 +66,12 @@ skip() { echo "[compose] SKIP: $*"; exit 77; }
 fail() {
   echo "[compose] FAIL: $*${VIA:-}" >&2
   if [ -n "${UP:-}" ]; then
-    for s in gateway1 gateway2 cachenode2; do
+    # Every daemon's last lines: a failure in one shows in another (a data node that refuses
+    # handshakes stalls the cache nodes and the gateways' health).
+    for s in etcd datanode1 datanode2 datanode3 cachenode1 cachenode2 cachenode3 gateway1 \
+             gateway2; do
       echo "--- $s (last lines of its log)" >&2
-      dc logs --no-color --tail 25 "$s" >&2 2> /dev/null || true
+      dc logs --no-color --tail 15 "$s" >&2 2> /dev/null || true
     done
   fi
   exit 1
