@@ -10,8 +10,8 @@ cd "$(dirname "$0")/.."
 
 bash deploy/install-deps.sh
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo > /dev/null
-cmake --build build -j "$(nproc)" --target ringcache-local ringcachectl 2>/dev/null ||
-  cmake --build build -j "$(nproc)" --target ringcache-local
+# Every daemon and the tools, not the tests: deploy/compose/build-image.sh can pack this build.
+cmake --build build -j "$(nproc)" --target daemons
 
 DATA_DIR=${DATA_DIR:-./ringcache-data}
 NBD_PORT=${NBD_PORT:-10809}

@@ -147,7 +147,10 @@ fi
 export TEST_TMPDIR
 echo "deploy/test.sh: test directories under $TEST_TMPDIR"
 
-stage deps bash deploy/install-deps.sh
+# The compose test (label e2e) needs Docker: install-deps adds it, or uses the engine there is.
+DEPS_ARGS=()
+if wants e2e; then DEPS_ARGS+=(--with-compose); fi
+stage deps bash deploy/install-deps.sh "${DEPS_ARGS[@]}"
 
 # The sanitizer pass's build: only the target it runs (sanitizer-tests), in $ASAN_DIR.
 asan_pass_build() {

@@ -8,12 +8,15 @@
 #   deploy/compose/build-image.sh [BUILD_DIR]     # default ./build; tags ringcache:local
 #   RINGCACHE_IMAGE=ringcache:test BASE_IMAGE=debian:bookworm-slim deploy/compose/build-image.sh
 #
-# Build the binaries first (cmake --build build). The host must run the Debian release of the
-# base image (bookworm): the binaries are linked against its libraries.
+# Build the binaries first (cmake --build build --target daemons, as deploy/run.sh does). The
+# host must run the Debian release of the base image (bookworm): the binaries are linked against
+# its libraries. --print-packages BUILD_DIR prints those packages and builds nothing.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
+PRINT_PACKAGES=0
+if [ "${1:-}" = --print-packages ]; then PRINT_PACKAGES=1; shift; fi
 BUILD=${1:-$ROOT/build}
 IMAGE=${RINGCACHE_IMAGE:-ringcache:local}
 BASE=${BASE_IMAGE:-debian:bookworm-slim}
@@ -21,12 +24,29 @@ BINARIES=(datanode/ringcache-datanode cachenode/ringcache-cachenode gateway/ring
           tools/ctl/ringcachectl)
 
 log() { echo "[build-image] $*"; }
-case "$BUILD" in -h|--help) sed -n '2,12p' "$0"; exit 0 ;; esac
+case "$BUILD" in -h|--help) sed -n '2,13p' "$0"; exit 0 ;; esac
 [ -d "$BUILD" ] || { echo "build-image.sh: no build directory $BUILD" >&2; exit 2; }
 BUILD=$(cd "$BUILD" && pwd)
 for b in "${BINARIES[@]}"; do
   [ -x "$BUILD/$b" ] || { echo "build-image.sh: $BUILD/$b is missing: build it first" >&2; exit 2; }
 done
+# The packages that own the binaries' shared libraries here (what the image must install).
+packages=""
+if command -v dpkg > /dev/null; then
+  packages=$(for b in "${BINARIES[@]}"; do ldd "$BUILD/$b"; done |
+    awk '$2 == "=>" && $3 ~ /^\// { print $3 }' | sort -u |
+    while read -r lib; do
+      real=$(readlink -f "$lib")
+      # usr-merged Debian: a library is owned under /lib or /usr/lib, whichever dpkg recorded.
+      dpkg -S "$real" 2> /dev/null || dpkg -S "${real#/usr}" 2> /dev/null ||
+        dpkg -S "/usr$real" 2> /dev/null || echo "?:$lib" >&2
+    done | cut -d: -f1 | sed 's/,.*//' | sort -u | tr '\n' ' ')
+fi
+if [ $PRINT_PACKAGES = 1 ]; then
+  echo "$packages"
+  exit 0
+fi
+
 docker info > /dev/null 2>&1 || { echo "build-image.sh: the Docker engine is not running" >&2; exit 1; }
 
 if ! docker image inspect "$BASE" > /dev/null 2>&1; then
@@ -47,18 +67,6 @@ for b in "${BINARIES[@]}"; do
 done
 cp "$HERE/Dockerfile" "$CTX/Dockerfile"
 
-# The packages that own the binaries' shared libraries here (what the image must install).
-packages=""
-if command -v dpkg > /dev/null; then
-  packages=$(for b in "${BINARIES[@]}"; do ldd "$BUILD/$b"; done |
-    awk '$2 == "=>" && $3 ~ /^\// { print $3 }' | sort -u |
-    while read -r lib; do
-      real=$(readlink -f "$lib")
-      # usr-merged Debian: a library is owned under /lib or /usr/lib, whichever dpkg recorded.
-      dpkg -S "$real" 2> /dev/null || dpkg -S "${real#/usr}" 2> /dev/null ||
-        dpkg -S "/usr$real" 2> /dev/null || echo "?:$lib" >&2
-    done | cut -d: -f1 | sed 's/,.*//' | sort -u | tr '\n' ' ')
-fi
 args=(--build-arg "BASE_IMAGE=$BASE")
 if [ -n "$packages" ]; then
   args+=(--build-arg "RUNTIME_PACKAGES=${packages% }")

@@ -132,7 +132,7 @@ if ! docker info > /dev/null 2>&1; then
 fi
 for tool in docker-compose qemu-img qemu-io curl python3; do
   command -v "$tool" > /dev/null ||
-    fail "$tool is not installed (deploy/install-deps.sh installs it)"
+    fail "$tool is not installed (deploy/install-deps.sh --with-compose installs it)"
 done
 log "Docker engine $(docker version -f '{{.Server.Version}}' 2> /dev/null), $(docker-compose version --short 2> /dev/null | head -1 | sed 's/^/docker-compose /')"
 
