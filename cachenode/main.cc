@@ -127,6 +127,7 @@ absl::StatusOr<Settings> Resolve(const Flags& f) {
   RC_RETURN_IF_ERROR(f.daemon.CheckEtcd(s.etcd));
   s.ready_file = f.ready_file.value_or("");
   s.metrics_web_config = f.daemon.metrics_web_config;
+  RC_RETURN_IF_ERROR(f.daemon.ApplyLogLevel());
   RC_RETURN_IF_ERROR(f.daemon.ApplyTls("cachenode"));
   if (f.daemon.tls()) {
     tls::ServerOptions o;
@@ -192,6 +193,8 @@ class Daemon {
   std::atomic<bool> stop_watch_{false};
   std::thread device_watch_;
   bool stopped_ = false;
+  // /readyz: not while the node must not act as owner (quarantined, a failed SSD, no lease).
+  std::unique_ptr<http_admin::ReadinessCheck> ready_;
 };
 
 absl::Status Daemon::Open() {
@@ -211,6 +214,10 @@ absl::Status Daemon::Open() {
   }
   RC_ASSIGN_OR_RETURN(node_,
                       cachenode::CacheNode::Create(s_.cc, pool_.get(), Clock::Real(), registry_));
+  ready_ = std::make_unique<http_admin::ReadinessCheck>("cache node", [n = node_.get()] {
+    const absl::Status s = n->CheckOwner();
+    return s.ok() ? std::string() : std::string(s.message());
+  });
   if (!s_.etcd.enabled()) return absl::OkStatus();
   // Cluster mode: the fence is open until the registration exists, then as long as its lease.
   fence_ = std::make_unique<cachenode::Fence>([this] { return FenceOpen(); });
@@ -331,6 +338,7 @@ void Daemon::WatchDevice() {
 }
 
 void Daemon::Stop() {
+  ready_.reset();  // before what it looks at
   if (stopped_) return;
   stopped_ = true;
   stop_watch_.store(true);

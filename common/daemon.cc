@@ -1,18 +1,26 @@
 #include "common/daemon.h"
 
+#include <CivetServer.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cstddef>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <thread>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/atomic_file.h"
 #include "common/config.h"
+#include "common/http_admin.h"
 #include "common/socket.h"
 #include "common/status_macros.h"
 #include "common/tls.h"
@@ -67,6 +75,66 @@ int WaitForTerminationSignal() {
   }
 }
 
+bool NotifySystemd(const std::string& state) {
+  const char* path = std::getenv("NOTIFY_SOCKET");
+  if (path == nullptr || path[0] == '\0') return false;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  const size_t len = std::strlen(path);
+  if (len >= sizeof(addr.sun_path)) return false;
+  std::memcpy(addr.sun_path, path, len);
+  if (addr.sun_path[0] == '@') addr.sun_path[0] = '\0';  // an abstract socket
+  const int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  const ssize_t sent =
+      sendto(fd, state.data(), state.size(), MSG_NOSIGNAL, reinterpret_cast<sockaddr*>(&addr),
+             static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + len));
+  close(fd);
+  return sent == static_cast<ssize_t>(state.size());
+}
+
+struct SystemdNotifier::Watchdog {
+  absl::Mutex mu;
+  bool stop ABSL_GUARDED_BY(mu) = false;
+  std::thread thread;
+};
+
+SystemdNotifier::SystemdNotifier() {
+  if (!NotifySystemd("READY=1\nSTATUS=serving")) return;
+  spdlog::info("told systemd: ready");
+  const char* usec = std::getenv("WATCHDOG_USEC");
+  const char* pid = std::getenv("WATCHDOG_PID");
+  int64_t interval_us = 0;
+  if (usec == nullptr || !absl::SimpleAtoi(usec, &interval_us) || interval_us <= 0) return;
+  if (pid != nullptr && std::string(pid) != std::to_string(getpid())) return;  // another's
+  watchdog_ = std::make_unique<Watchdog>();
+  Watchdog* w = watchdog_.get();
+  const absl::Duration every = absl::Microseconds(interval_us / 2);
+  w->thread = std::thread([w, every] {
+    absl::MutexLock l(&w->mu);
+    auto stopped = [w]() ABSL_SHARED_LOCKS_REQUIRED(w->mu) { return w->stop; };
+    while (!w->stop) {
+      w->mu.Unlock();
+      const std::string why = http_admin::NotReady();  // hangs if the daemon's state does
+      NotifySystemd(why.empty() ? "WATCHDOG=1\nSTATUS=serving"
+                                : "WATCHDOG=1\nSTATUS=not ready: " + why);
+      w->mu.Lock();
+      w->mu.AwaitWithTimeout(absl::Condition(&stopped), every);
+    }
+  });
+}
+
+SystemdNotifier::~SystemdNotifier() {
+  if (watchdog_ != nullptr) {
+    {
+      absl::MutexLock l(&watchdog_->mu);
+      watchdog_->stop = true;
+    }
+    watchdog_->thread.join();
+  }
+  NotifySystemd("STOPPING=1");
+}
+
 namespace {
 
 // What /healthz serves: one gauge, 1 while the process answers.
@@ -106,7 +174,13 @@ absl::StatusOr<int> MetricsServer::Start(metrics::Registry* registry, const std:
     const std::string bind = host.find(':') != std::string::npos
                                  ? absl::StrCat("[", host, "]:", port)
                                  : absl::StrCat(host, ":", port);
-    exposer_ = std::make_unique<prometheus::Exposer>(bind, /*num_threads=*/2);
+    // civetweb asks http_admin first: /readyz and /loglevel are answered there.
+    static const CivetCallbacks* const callbacks = [] {
+      auto* c = new CivetCallbacks();
+      c->begin_request = &http_admin::BeginRequest;
+      return c;
+    }();
+    exposer_ = std::make_unique<prometheus::Exposer>(bind, /*num_threads=*/2, callbacks);
   } catch (const std::exception& e) {
     return absl::UnavailableError(absl::StrCat("cannot serve metrics on ", listen, ": ", e.what()));
   }

@@ -13,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/http_admin.h"
 #include "common/metrics.h"
 #include "common/tls.h"
 #include "common/tls_front.h"
@@ -39,7 +40,8 @@ void BlockTerminationSignals();
 int WaitForTerminationSignal();
 // The HTTP endpoint of a daemon: prometheus-cpp's pull exposer serving GET /metrics (the
 // registry, plus the process_* metrics) and GET /healthz (200 with one sample,
-// `ringcache_healthy 1`, while the process serves). Stops when destroyed.
+// `ringcache_healthy 1`, while the process answers), and GET /readyz, GET and PUT /loglevel
+// (common/http_admin.h). Stops when destroyed.
 class MetricsServer {
  public:
   MetricsServer();
@@ -83,10 +85,31 @@ absl::StatusOr<std::shared_ptr<const tls::ServerContext>> MetricsTlsContext(
 // Prints "<program>: <message>" to stderr and returns `code`, for main() to return.
 int FailExit(const std::string& program, int code, const std::string& message);
 
+// systemd's notification protocol (sd_notify(3), Type=notify units): while it lives, systemd
+// knows the daemon is ready ("READY=1" when made) and, when the unit sets WatchdogSec, gets
+// "WATCHDOG=1" every half interval from a thread that first asks the process's readiness
+// checks (common/http_admin.h): a daemon whose own state hangs stops feeding it and systemd
+// restarts it. "STOPPING=1" when destroyed. Does nothing without $NOTIFY_SOCKET.
+class SystemdNotifier {
+ public:
+  SystemdNotifier();
+  ~SystemdNotifier();
+  SystemdNotifier(const SystemdNotifier&) = delete;
+  SystemdNotifier& operator=(const SystemdNotifier&) = delete;
+
+ private:
+  struct Watchdog;
+  std::unique_ptr<Watchdog> watchdog_;
+};
+// Sends one notification ("READY=1", "STATUS=...") to $NOTIFY_SOCKET; false without one or when
+// it cannot be sent.
+bool NotifySystemd(const std::string& state);
+
 // The rest of every daemon's main() once its flags are resolved: prepares the process
 // (InitDaemonProcess), publishes ringcache_build_info for `role`, builds the daemon with
 // `make(registry)` (a std::unique_ptr to a type with Open, Serve, Register and Stop), takes it
-// through Open, Serve and Register, waits for SIGINT or SIGTERM and stops it. Returns the exit
+// through Open, Serve and Register, waits for SIGINT or SIGTERM and stops it; /readyz can say
+// ready, and systemd hears READY=1 (SystemdNotifier), between Register and the signal. Returns the exit
 // code: 0 after a signal; when a step fails, 2 for kInvalidArgument (bad configuration) and 1
 // otherwise, the error printed by FailExit.
 template <typename Make>
@@ -105,7 +128,11 @@ int RunDaemon(const std::string& program, const std::string& role, Make make) {
     daemon->Stop();
     return FailExit(program, absl::IsInvalidArgument(s) ? 2 : 1, s.ToString());
   }
+  http_admin::SetServing(true);
+  auto systemd = std::make_unique<SystemdNotifier>();
   spdlog::info("signal {}: shutting down", WaitForTerminationSignal());
+  http_admin::SetServing(false);
+  systemd.reset();
   daemon->Stop();
   spdlog::info("stopped");
   return 0;

@@ -110,6 +110,7 @@ absl::StatusOr<DataNodeConfig> Resolve(const Flags& f) {
   if (absl::Status s = cfg.Validate(); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("bad configuration: ", s.ToString()));
   }
+  RC_RETURN_IF_ERROR(f.daemon.ApplyLogLevel());
   RC_RETURN_IF_ERROR(f.daemon.ApplyTls("datanode"));
   RC_RETURN_IF_ERROR(f.daemon.CheckListener("gRPC", cfg.listen, f.daemon.tls()));
   RC_RETURN_IF_ERROR(
@@ -144,6 +145,8 @@ class Daemon {
   int grpc_port_ = 0;
   int http_port_ = 0;
   std::unique_ptr<membership::Presence> presence_;
+  // /readyz: not once the store's disk failed a write or a sync.
+  std::unique_ptr<http_admin::ReadinessCheck> ready_;
 };
 
 absl::Status Daemon::Open() {
@@ -161,6 +164,10 @@ absl::Status Daemon::Open() {
   auto store = BlockStore::Open(store_options);
   if (!store.ok()) return absl::UnavailableError(store.status().ToString());
   store_ = *std::move(store);
+  ready_ = std::make_unique<http_admin::ReadinessCheck>("data node", [st = store_.get()] {
+    const std::string err = st->Stats().device_error;
+    return err.empty() ? std::string() : "device failed: " + err;
+  });
   return absl::OkStatus();
 }
 
@@ -226,6 +233,7 @@ absl::Status Daemon::Register() {
 }
 
 void Daemon::Stop() {
+  ready_.reset();  // before what it looks at
   presence_.reset();  // revoke the lease: leave the membership at once
   if (service_ != nullptr) service_->SetDraining();
   if (server_ != nullptr) {

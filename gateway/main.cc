@@ -99,6 +99,7 @@ absl::StatusOr<Settings> Resolve(const Flags& f) {
   if (f.admin_listen) s.fc.admin_listen = *f.admin_listen;
   if (f.http_listen) s.fc.http_listen = *f.http_listen;
   s.fc.metrics_web_config = f.daemon.metrics_web_config;
+  RC_RETURN_IF_ERROR(f.daemon.ApplyLogLevel());
   RC_RETURN_IF_ERROR(f.daemon.ApplyTls("gateway"));
   RC_RETURN_IF_ERROR(f.nbd_tls.Resolve(tls::ProcessIdentity(), &s.fc));
   for (const auto& [what, address, encrypted] :
@@ -158,6 +159,8 @@ class Daemon {
   std::unique_ptr<gateway::ClusterFollower> follower_;
   gateway::Frontends fe_;
   std::unique_ptr<membership::Presence> presence_;
+  // /readyz: not while no cache node is in the ring (nothing to route to).
+  std::unique_ptr<http_admin::ReadinessCheck> ready_;
 };
 
 // The data ring as the last rebalance left it (data nodes joined at run time) wins over the
@@ -216,6 +219,9 @@ absl::Status Daemon::Open() {
   if (absl::Status st = router_->LoadRemoved(s_.dir + "/removed_cache_nodes"); !st.ok()) {
     return absl::UnavailableError(st.ToString());
   }
+  ready_ = std::make_unique<http_admin::ReadinessCheck>("gateway", [r = router_.get()] {
+    return r->RingMembers().empty() ? std::string("no cache node in the ring") : std::string();
+  });
   coordinator::Coordinator::Options co;
   co.rebalancer.state_path = s_.dir + "/data_ring";  // cluster mode: plus etcd, each term
   co.rebalancer.down_out = absl::Seconds(s_.flags.down_out_s);
@@ -310,6 +316,7 @@ absl::Status Daemon::Register() {
 }
 
 void Daemon::Stop() {
+  ready_.reset();  // before what it looks at
   if (coordinator_ != nullptr) coordinator_->StopCampaign();  // hands over at once
   follower_.reset();
   fe_.Stop();

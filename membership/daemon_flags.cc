@@ -3,6 +3,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/grpc_tls.h"
+#include "common/http_admin.h"
 #include "common/socket.h"
 
 namespace ringcache::membership {
@@ -31,6 +32,17 @@ void DaemonFlags::AddTo(CLI::App* app, bool cluster_required, const std::string&
       ->check(CLI::ExistingFile);
   app->add_flag("--insecure", insecure,
                 "Allow plaintext listeners on addresses other than loopback (refused by default)");
+  AddLogLevelFlag(app, &log_level);
+}
+
+void AddLogLevelFlag(CLI::App* app, std::optional<std::string>* level) {
+  app->add_option("--log-level", *level,
+                  "trace, debug, info, warn, error, critical or off (default: SPDLOG_LEVEL, else "
+                  "info); PUT /loglevel on the HTTP port changes it while the daemon runs");
+}
+
+absl::Status DaemonFlags::ApplyLogLevel() const {
+  return http_admin::ApplyStartLogLevel(log_level);
 }
 
 absl::Status DaemonFlags::ApplyTls(const std::string& role) const {

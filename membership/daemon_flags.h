@@ -1,6 +1,6 @@
 // DaemonFlags: the flags every ringcache daemon shares — where the static cluster file is and how
 // to reach etcd (--cluster, --etcd, --etcd-prefix, --lease-ttl), and how its ports are secured
-// (--tls-dir, --metrics-web-config, --insecure) — declared once, with one wording and one rule: a
+// (--tls-dir, --metrics-web-config, --insecure), and its log level (--log-level) — declared once, with one wording and one rule: a
 // flag overrides the cluster file, which overrides the built-in default.
 //
 // Thread-safety: call from main() only.
@@ -21,6 +21,9 @@ namespace ringcache::membership {
 // after --help or --version, 2 for a bad flag, with CLI11's message), nullopt to go on.
 std::optional<int> ParseCommandLine(CLI::App* app, int argc, char** argv);
 
+// The --log-level flag (every daemon, ringcache-local included) into `level`.
+void AddLogLevelFlag(CLI::App* app, std::optional<std::string>* level);
+
 struct DaemonFlags {
   std::string cluster_path;
   std::optional<std::string> etcd;
@@ -29,6 +32,7 @@ struct DaemonFlags {
   std::string tls_dir;             // mutual TLS on every gRPC and data port, and to etcd
   std::string metrics_web_config;  // HTTPS for /metrics (Prometheus web config file)
   bool insecure = false;           // allow plaintext listeners on non-loopback addresses
+  std::optional<std::string> log_level;  // --log-level; else SPDLOG_LEVEL; else info
 
   // Adds the four flags to `app`. `cluster_help` and `etcd_help` say what this daemon takes from
   // the cluster file and does in cluster mode.
@@ -37,6 +41,9 @@ struct DaemonFlags {
   // The etcd settings: each flag given wins over `file` (the cluster file's, or the config
   // file's, settings).
   EtcdSettings Resolve(const EtcdSettings& file) const;
+  // Sets the log level at start (--log-level, else SPDLOG_LEVEL, else info; changed later with
+  // PUT /loglevel on the HTTP port, common/http_admin.h). kInvalidArgument for an unknown level.
+  absl::Status ApplyLogLevel() const;
   // Loads --tls-dir (if given) as the process's TLS identity (common/grpc_tls.h). Errors name the
   // file at fault. The certificate must carry `role` (OU): a daemon started with another role's
   // certificate would be refused by every peer, so it stops here and says which to issue.

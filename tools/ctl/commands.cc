@@ -195,25 +195,32 @@ absl::Status ListVdis(const AdminSession& s) {
     absl::Status st = FromRpc(s, s.stub->ListVdis(&ctx, v1::ListVdisRequest(), &list));
     if (!st.ok()) return st;
   }
-  // The cache mode lives with the cache nodes' statistics, not in the geometry. The list comes
-  // from the catalog alone, so it is still printed (mode "?") when the statistics are not.
-  std::map<uint32_t, std::string> modes;
+  // The cache mode, dirty bytes and hit ratio live with the cache nodes' statistics, not in the
+  // geometry. The list comes from the catalog alone, so it is still printed ("?") when the
+  // statistics are not.
+  std::map<uint32_t, v1::VdiStatsEntry> stats_of;
+  bool have_stats = false;
   {
     v1::VdiStatsResponse stats;
     grpc::ClientContext ctx;
     SetDeadline(s, &ctx);
     absl::Status st = FromRpc(s, s.stub->VdiStats(&ctx, v1::VdiStatsRequest(), &stats));
     if (st.ok()) {
-      for (const auto& e : stats.vdis())
-        modes[e.stats().vdi_id()] = CacheModeName(e.stats().mode());
-    } else {
-      for (const auto& g : list.vdis()) modes.try_emplace(g.vdi_id(), "?");
-      if (s.err != nullptr) *s.err << "ringcachectl: cache modes unknown: " << st.message() << '\n';
+      have_stats = true;
+      for (const auto& e : stats.vdis()) stats_of[e.stats().vdi_id()] = e;
+    } else if (s.err != nullptr) {
+      *s.err << "ringcachectl: cache modes, dirty bytes and hit ratios unknown: " << st.message()
+             << '\n';
     }
   }
+  const v1::VdiStatsEntry* none = nullptr;
+  auto stats_for = [&](uint32_t id) {
+    auto it = stats_of.find(id);
+    return it == stats_of.end() ? none : &it->second;
+  };
   auto mode_of = [&](uint32_t id) {
-    auto it = modes.find(id);
-    return it == modes.end() ? std::string("-") : it->second;
+    const v1::VdiStatsEntry* e = stats_for(id);
+    return e != nullptr ? CacheModeName(e->stats().mode()) : have_stats ? "-" : "?";
   };
   auto access_of = [&](int i) {
     return i < list.access_size() ? list.access(i) : v1::VdiAccess();
@@ -228,6 +235,10 @@ absl::Status ListVdis(const AdminSession& s) {
       WriteGeometryJson(g, &j);
       j.Field("mode", mode_of(g.vdi_id()));
       j.Field("policy", a.policy());
+      if (const v1::VdiStatsEntry* e = stats_for(g.vdi_id()); e != nullptr) {
+        j.Field("dirty_bytes", e->stats().dirty_bytes());
+        j.Field("hit_ratio", e->hit_ratio());
+      }
       WriteAccessJson(a, &j);
       j.EndObject();
     }
@@ -247,13 +258,20 @@ absl::Status ListVdis(const AdminSession& s) {
            {"BLOCK", A::kRight},
            {"REPLICAS", A::kRight},
            {"MODE"},
+           {"DIRTY", A::kRight},
+           {"HITS", A::kRight},
            {"ACCESS"},
            {"POLICY"}});
   for (int i = 0; i < list.vdis_size(); ++i) {
     const v1::VdiGeometry& g = list.vdis(i);
+    const v1::VdiStatsEntry* e = stats_for(g.vdi_id());
+    const std::string unknown = have_stats ? "-" : "?";
     t.AddRow({g.name(), std::to_string(g.vdi_id()), FormatBytes(g.size_bytes()),
               FormatBytes(g.object_size()), FormatBytes(g.block_size()),
-              std::to_string(g.replication()), mode_of(g.vdi_id()), FormatAccess(access_of(i)),
+              std::to_string(g.replication()), mode_of(g.vdi_id()),
+              e != nullptr ? FormatBytes(e->stats().dirty_bytes()) : unknown,
+              e != nullptr ? absl::StrFormat("%.1f%%", 100 * e->hit_ratio()) : unknown,
+              FormatAccess(access_of(i)),
               access_of(i).policy().empty() ? "default" : access_of(i).policy()});
   }
   t.Render(*s.out);

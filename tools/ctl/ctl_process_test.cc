@@ -116,7 +116,8 @@ TEST_F(CtlProcessTest, VdiLifecycle) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("NAME"));
   EXPECT_TRUE(std::regex_search(r.out, std::regex("\ndemo +1 +1\\.0 GiB +4\\.0 MiB +4\\.0 KiB +3 "
-                                                  "+writeback +rw any-identity +default\n")))
+                                                  "+writeback +0 B +0\\.0% +rw any-identity "
+                                                  "+default\n")))
       << r.out;
 
   r = Ctl("vdi create disk2 --size 10G --object-size 1MiB --replication 2");
@@ -130,7 +131,8 @@ TEST_F(CtlProcessTest, VdiLifecycle) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("{\"name\":\"disk2\",\"id\":2,\"size_bytes\":10737418240,"
                                "\"object_size\":1048576,\"block_size\":4096,\"replication\":2,"
-                               "\"mode\":\"writeback\",\"policy\":\"\",\"read_only\":false,"
+                               "\"mode\":\"writeback\",\"policy\":\"\",\"dirty_bytes\":0,"
+                               "\"hit_ratio\":0,\"read_only\":false,"
                                "\"public\":false,\"allowed_clients\":[],"
                                "\"read_only_clients\":[]}"));
   EXPECT_EQ(r.out.front(), '[');
@@ -148,7 +150,8 @@ TEST_F(CtlProcessTest, VdiLifecycle) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out, "VDI disk2: cache mode writethrough\n");
   r = Ctl("vdi list");
-  EXPECT_TRUE(std::regex_search(r.out, std::regex("\ndisk2 +2 +20\\.0 GiB .* writethrough +rw any-identity +default\n")))
+  EXPECT_TRUE(std::regex_search(r.out, std::regex("\ndisk2 +2 +20\\.0 GiB .* writethrough +0 B +0\\.0% +rw any-identity "
+                                "+default\n")))
       << r.out;
 
   // NBD access: an access list and read-only, shown by vdi list, then undone.
@@ -311,6 +314,13 @@ TEST_F(CtlProcessTest, StatsAndFlushAfterNbdWrites) {
                         "+D_i +DIRTY +POLICY\n")))
       << r.out;
   EXPECT_TRUE(std::regex_search(r.out, std::regex("\ndemo +writeback +[0-9.]+% "))) << r.out;
+  // vdi list shows the dirty bytes (1 MiB written back, not destaged yet: at most that much)
+  // and the hit ratio (the read hit every block).
+  r = Ctl("vdi list");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(std::regex_search(
+      r.out, std::regex("\ndemo +1 .* writeback +[0-9.]+ [KM]?i?B +[1-9][0-9.]*% +rw")))
+      << r.out;
 
   r = Ctl("--json stats");
   ASSERT_EQ(r.code, 0) << r.err;

@@ -114,6 +114,7 @@ struct Flags {
   std::string tls_dir;
   bool insecure = false;
   gateway::NbdFlags nbd_tls;
+  std::optional<std::string> log_level;
 };
 
 void AddFlags(CLI::App* app, Flags* f) {
@@ -157,10 +158,12 @@ void AddFlags(CLI::App* app, Flags* f) {
   app->add_flag("--insecure", f->insecure,
                 "Allow plaintext listeners on addresses other than loopback (refused by default)");
   f->nbd_tls.AddTo(app);
+  membership::AddLogLevelFlag(app, &f->log_level);
 }
 
 // The YAML file, then the flags over it.
 absl::StatusOr<LocalConfig> ResolveConfig(const Flags& f) {
+  RC_RETURN_IF_ERROR(http_admin::ApplyStartLogLevel(f.log_level));
   LocalConfig cfg;
   if (!f.config_path.empty()) RC_RETURN_IF_ERROR(cfg.LoadYaml(f.config_path));
   if (f.high_wm) cfg.dirty_high_watermark = *f.high_wm;
