@@ -6,7 +6,12 @@
 # the package's cluster file, with this test's ports and state directory) under a
 # NOTIFY_SOCKET of the test's, which must hear READY=1 from each (Type=notify); a VDI created
 # with the packaged ringcachectl takes writes and reads them back over NBD; the daemons stop
-# with STOPPING=1, start again, and the data is still there.
+# with STOPPING=1, start again, and the data is still there. Last, in a clean container (the
+# compose tests' Debian base image, on the host's network): the package installs with its
+# dependencies, adds the ringcache user and /var/lib/ringcache, a cluster started from the
+# units' ExecStart lines as that user serves a VDI, `apt-get remove` keeps the state and the
+# user, `apt-get purge` deletes both. That part is skipped, with a message, where Docker cannot
+# run.
 #
 #   tests/deploy/package_test.sh BUILD_DIR
 set -euo pipefail
@@ -15,8 +20,10 @@ BUILD=$(cd "${1:?usage: package_test.sh BUILD_DIR}" && pwd)
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 WORK=$(mktemp -d "${TEST_TMPDIR:-/tmp}/rc-package.XXXXXX")
 source "$ROOT/tests/e2e/ports.sh"
+source "$ROOT/tests/e2e/docker_engine.sh"  # ensure_docker, stop_dockerd
 
 log() { echo "[package] $(date +%T) $*"; }
+skip() { echo "[package] SKIP: $*"; exit 77; }
 fail() {
   echo "[package] FAIL: $*" >&2
   for f in "$WORK"/logs/*.log; do
@@ -32,6 +39,8 @@ cleanup() {
   for p in "${PIDS[@]}"; do kill "$p" 2> /dev/null; done
   for p in "${PIDS[@]}"; do wait "$p" 2> /dev/null; done
   [ -n "${LISTENER:-}" ] && kill "$LISTENER" 2> /dev/null
+  [ -n "${CONTAINER:-}" ] && docker rm -f "$CONTAINER" > /dev/null 2>&1
+  stop_dockerd
   if [ "${KEEP:-0}" = 1 ]; then echo "kept $WORK"; else rm -rf "$WORK"; fi
 }
 trap cleanup EXIT
@@ -170,4 +179,93 @@ up
 qemu-io -f raw -c "read -P 0x6b 0 4M" "nbd://127.0.0.1:$NBD/disk1" > "$WORK/r2.log" 2>&1 ||
   { cat "$WORK/r2.log"; fail "read back after a restart"; }
 log "restarted: the 4 MiB read back"
+for p in "${PIDS[@]}"; do kill -TERM "$p" 2> /dev/null; wait "$p" 2> /dev/null || true; done
+PIDS=()
+
+# 3. In a clean container. Docker missing or unable to start: the package's own checks above
+# stand, and this part says why it did not run.
+if ! command -v docker > /dev/null; then
+  log "container part skipped: docker is not installed (deploy/install-deps.sh --with-compose)"
+  log "PASS"
+  exit 0
+fi
+skip() {
+  log "container part skipped: $*"
+  log "PASS"
+  exit 0
+}
+ensure_docker
+BASE_IMG=${BASE_IMAGE:-debian:bookworm-slim}
+if ! docker image inspect "$BASE_IMG" > /dev/null 2>&1; then
+  log "base image $BASE_IMG missing: making it (deploy/compose/make-base-image.sh)"
+  BASE_IMAGE=$BASE_IMG bash "$ROOT/deploy/compose/make-base-image.sh" > "$WORK/base.log" 2>&1 ||
+    { tail -20 "$WORK/base.log"; skip "the base image cannot be made here (no Debian mirror?)"; }
+fi
+# The package's dependencies in an image of their own (Docker's build cache keeps it while the
+# list stays the same), so that the run itself needs no mirror; dpkg -i then installs the
+# package as apt would, maintainer scripts and all.
+deps=$(echo "$depends" | tr ',' '\n' | sed 's/(.*)//; s/|.*//; s/^ *//; s/ *$//' | grep -v '^$' |
+  sort -u | tr '\n' ' ')
+mkdir -p "$WORK/depsctx"
+cat > "$WORK/depsctx/Dockerfile" << DOCKERFILE
+FROM $BASE_IMG
+RUN printf '#!/bin/sh\\nexit 101\\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d && \
+    apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+      $deps procps && apt-get clean && rm -rf /var/lib/apt/lists/*
+DOCKERFILE
+DEPS_IMG=ringcache-package-test:deps
+DOCKER_BUILDKIT=0 docker build -q -t "$DEPS_IMG" "$WORK/depsctx" > "$WORK/deps-build.log" 2>&1 ||
+  { tail -20 "$WORK/deps-build.log"; skip "the dependencies' image cannot be built here (no Debian mirror?)"; }
+cp "$DEB" "$WORK/ringcache.deb"
+# --init: a PID 1 that reaps, so that a stopped daemon does not linger as a zombie
+CONTAINER=$(docker run -d --init --network host -v "$WORK:/pkg" "$DEPS_IMG" sleep infinity)
+in_c() { docker exec "$CONTAINER" bash -c "$1"; }
+in_c "dpkg -i /pkg/ringcache.deb" > "$WORK/dpkg-i.log" 2>&1 ||
+  { cat "$WORK/dpkg-i.log"; fail "dpkg -i in a clean container"; }
+in_c "id ringcache && [ \"\$(stat -c %U:%a /var/lib/ringcache)\" = ringcache:750 ]" \
+  > /dev/null 2>&1 || fail "the package did not add the ringcache user and /var/lib/ringcache"
+log "installed in a clean $BASE_IMG container: the ringcache user and /var/lib/ringcache"
+# The test's ports, the package's state directory.
+sed "s|data_dir: $R/var/lib/ringcache|data_dir: /var/lib/ringcache|" "$WORK/cluster.yaml" \
+  > "$WORK/cluster-container.yaml"
+in_c "cp /pkg/cluster-container.yaml /etc/ringcache/cluster.yaml"
+cstart() {  # ROLE ID: the unit's ExecStart line, as the unit's user, inside the container
+  docker exec -d -u ringcache "$CONTAINER" bash -c \
+    "\$(sed -n 's/^ExecStart=//p' /lib/systemd/system/ringcache-$1@.service | sed 's/%i/$2/; s/\\\$RINGCACHE_ARGS//') > /tmp/$1-$2.log 2>&1"
+}
+ready() {  # PORT: /readyz says ready
+  local t=$SECONDS
+  until [ "$(curl -s "http://127.0.0.1:$1/readyz" 2> /dev/null)" = ready ]; do
+    [ $((SECONDS - t)) -lt 120 ] || return 1
+    sleep 0.2
+  done
+}
+for i in 1 2 3; do
+  cstart datanode "$i"
+  ready "$(port_of datanode "$i" http_listen)" || fail "container: data node $i not ready"
+done
+cstart cachenode 1
+ready "$(port_of cachenode 1 http_listen)" || fail "container: cache node 1 not ready"
+cstart gateway 1
+ready "$(port_of gateway 1 http_listen)" || fail "container: gateway 1 not ready"
+in_c "ringcachectl --gateway 127.0.0.1:$ADMIN vdi create disk2 --size 64MiB" > /dev/null ||
+  fail "container: vdi create"
+qemu-io -f raw -c "write -P 0x2c 0 4M" "nbd://127.0.0.1:$NBD/disk2" > "$WORK/cw.log" 2>&1 &&
+  qemu-io -f raw -c "read -P 0x2c 0 4M" "nbd://127.0.0.1:$NBD/disk2" > "$WORK/cr.log" 2>&1 ||
+  { cat "$WORK/cw.log" "$WORK/cr.log"; fail "container: write and read over NBD"; }
+in_c "ps -o user= -C ringcache-gateway,ringcache-cachenode,ringcache-datanode | sort -u" \
+  > "$WORK/users"
+[ "$(cat "$WORK/users")" = ringcache ] || fail "the daemons do not run as ringcache: $(cat "$WORK/users")"
+log "container: a cluster from the units' ExecStart lines, as user ringcache, served a VDI"
+in_c "pkill -TERM -u ringcache; for i in \$(seq 1 100); do pgrep -u ringcache > /dev/null || exit 0; sleep 0.1; done; exit 1" ||
+  fail "container: the daemons did not stop on SIGTERM"
+in_c "apt-get remove -y ringcache" > "$WORK/remove.log" 2>&1 ||
+  { cat "$WORK/remove.log"; fail "apt-get remove"; }
+in_c "[ ! -e /usr/bin/ringcache-gateway ] && [ -s /var/lib/ringcache/cachenode-1/ssd.slots ] && id ringcache && [ -f /etc/ringcache/cluster.yaml ]" \
+  > /dev/null 2>&1 || fail "apt-get remove did not keep the state, the user and the configuration"
+log "apt-get remove: programs gone; /var/lib/ringcache, the user and /etc/ringcache kept"
+in_c "apt-get purge -y ringcache" > "$WORK/purge.log" 2>&1 || { cat "$WORK/purge.log"; fail "apt-get purge"; }
+in_c "[ ! -e /var/lib/ringcache ] && ! id ringcache && [ ! -e /etc/ringcache/cluster.yaml ]" \
+  > /dev/null 2>&1 || fail "apt-get purge left the state, the user or the configuration"
+log "apt-get purge: state, user and configuration gone"
 log "PASS"

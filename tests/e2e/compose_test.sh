@@ -77,24 +77,7 @@ fail() {
   exit 1
 }
 
-STARTED_DOCKERD=""
-FORWARD_POLICY=""
-stop_dockerd() {
-  [ -n "$STARTED_DOCKERD" ] || return 0
-  kill -TERM "$STARTED_DOCKERD" 2> /dev/null || true
-  for _ in $(seq 1 150); do
-    kill -0 "$STARTED_DOCKERD" 2> /dev/null || break
-    sleep 0.2
-  done
-  kill -0 "$STARTED_DOCKERD" 2> /dev/null && kill -KILL "$STARTED_DOCKERD" 2> /dev/null
-  wait "$STARTED_DOCKERD" 2> /dev/null || true
-  STARTED_DOCKERD=""
-  # dockerd set the FORWARD policy to DROP and leaves it so: put back what was there before.
-  if [ -n "$FORWARD_POLICY" ] && command -v iptables > /dev/null; then
-    iptables -w 5 -P FORWARD "$FORWARD_POLICY" 2> /dev/null || true
-  fi
-  log "stopped the dockerd this test started (FORWARD policy ${FORWARD_POLICY:-unchanged})"
-}
+source "$(dirname "$0")/docker_engine.sh"  # ensure_docker, stop_dockerd
 cleanup() {
   set +e
   [ -n "${LOOP_PID:-}" ] && kill "$LOOP_PID" 2> /dev/null
@@ -108,28 +91,7 @@ cleanup() {
 trap cleanup EXIT
 
 # 0. A Docker engine: the one running, or one started here.
-command -v docker > /dev/null || skip "docker is not installed (Debian: docker.io)"
-if ! docker info > /dev/null 2>&1; then
-  command -v dockerd > /dev/null || skip "docker info fails and dockerd is not installed"
-  [ "$(id -u)" = 0 ] || skip "docker info fails and starting dockerd needs root (uid $(id -u))"
-  if command -v iptables > /dev/null; then
-    FORWARD_POLICY=$(iptables -w 5 -S FORWARD 2> /dev/null | sed -n 's/^-P FORWARD //p')
-  fi
-  DOCKERD_LOG=$(mktemp /tmp/rc-compose-dockerd.XXXXXX.log)
-  dockerd > "$DOCKERD_LOG" 2>&1 &
-  STARTED_DOCKERD=$!
-  log "docker info failed: started dockerd (pid $STARTED_DOCKERD, log $DOCKERD_LOG)"
-  for _ in $(seq 1 120); do
-    docker info > /dev/null 2>&1 && break
-    kill -0 "$STARTED_DOCKERD" 2> /dev/null || break
-    sleep 0.5
-  done
-  if ! docker info > /dev/null 2>&1; then
-    tail -n 15 "$DOCKERD_LOG" >&2
-    stop_dockerd
-    skip "the Docker engine cannot start here (dockerd log above: $DOCKERD_LOG)"
-  fi
-fi
+ensure_docker
 for tool in docker-compose qemu-img qemu-io curl python3; do
   command -v "$tool" > /dev/null ||
     fail "$tool is not installed (deploy/install-deps.sh --with-compose installs it)"
