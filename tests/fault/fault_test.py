@@ -155,7 +155,9 @@ schedule can be replayed; the interleaving of writers and faults is timing-depen
 A request the gateway holds while a cache node restarts is simply waited for (--io-timeout); one
 that errors counts as unacknowledged. A request that times out on the client side is abandoned
 with its connection, counted as unacknowledged, and its blocks are not written again (the server
-may still apply it at any later time).
+may still apply it at any later time). Requests lost with a broken connection (the writer's
+gateway killed) are sent again on the next connection, with the same data, as QEMU's NBD client
+does after a reconnect: they are not errors the client sees.
 
 Needs the `nbd` module of Debian's python3-libnbd; when the running interpreter lacks it, the
 script re-executes itself with /usr/bin/python3. Standard library otherwise.
@@ -1090,6 +1092,11 @@ class Writer(threading.Thread):
         ctx = self.ctx
         h = self.connect()
         inflight = self.inflight
+        # Requests lost with a broken connection (its gateway killed, say), not answered: sent
+        # again once reconnected, with the same data and versions, as QEMU's NBD client does
+        # after a reconnect (reconnect-delay). A timed-out request is abandoned instead: the
+        # server may still apply it.
+        resend = []
         while True:
             stopping = ctx.stop_writers.is_set()
             if stopping and not inflight:
@@ -1102,7 +1109,7 @@ class Writer(threading.Thread):
                 try:
                     inflight[self.issue(h, op)] = op
                 except nbd.Error:
-                    self.finish(op, False)
+                    resend.append(op)  # never sent: the connection is gone
                     broken = True
                     break
             if not inflight and not broken:
@@ -1119,17 +1126,33 @@ class Writer(threading.Thread):
                         continue
                     self.finish(inflight.pop(cookie), True)
                 except nbd.Error:
-                    self.finish(inflight.pop(cookie), False)
+                    op = inflight.pop(cookie)
+                    if h.aio_is_dead() or h.aio_is_closed():
+                        resend.append(op)  # failed with the connection, not by an answer
+                    else:
+                        self.finish(op, False)
             now = time.monotonic()
             timed_out = any(now - op.t > ctx.args.io_timeout for op in inflight.values())
             if broken or timed_out or h.aio_is_dead() or h.aio_is_closed():
-                for op in inflight.values():
-                    self.finish(op, False, abandoned=True)
+                if timed_out:
+                    resend.extend(inflight.values())
+                    for op in resend:
+                        self.finish(op, False, abandoned=True)
+                    resend = []
+                else:
+                    resend.extend(inflight.values())
                 inflight.clear()
                 self.reconnects += 1
-                ctx.log(f"{self.name}: connection reset ({'timeout' if timed_out else 'error'})")
+                ctx.log(f"{self.name}: connection reset ({'timeout' if timed_out else 'error'})"
+                        + (f"; {len(resend)} requests to send again" if resend else ""))
                 del h
                 h = self.connect()
+                for op in resend:
+                    try:
+                        inflight[self.issue(h, op)] = op
+                    except nbd.Error:
+                        self.finish(op, False, abandoned=True)
+                resend = []
         try:
             h.shutdown()
         except nbd.Error:
