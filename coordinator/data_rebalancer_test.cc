@@ -3,7 +3,6 @@
 // node joins while a writer keeps writing and trimming through the router in write-through mode
 // (so every write goes home during the move); afterwards every block reads back as last written,
 // from the data nodes (the cache dropped), and each block is stored exactly on its new homes.
-#include "common/clock.h"
 #include "coordinator/testing/rebalancer_fixture.h"
 
 namespace ringcache::coordinator {
@@ -176,7 +175,7 @@ TEST_F(DataRebalancerTest, DataNodeDownPastTheGracePeriodIsTakenOutAndItsReplica
 
   // The default down-out interval of ten minutes, on a simulated clock moved by half a minute
   // every 20 ms: the node goes out once ten simulated minutes passed since it was seen down.
-  SimulatedClock clock;
+  SimulatedClock& clock = sim_clock_;
   DataRebalancer::Options o;
   o.scan_page = 16;
   o.retry_interval = absl::Milliseconds(50);

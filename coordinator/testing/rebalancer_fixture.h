@@ -17,6 +17,7 @@
 
 #include "absl/time/clock.h"
 #include "cachenode/cache_node.h"
+#include "common/clock.h"
 #include "cachenode/testing/embedded_datanodes.h"
 #include "coordinator/data_rebalancer.h"
 #include "datanode/client/log_replay.h"
@@ -152,6 +153,9 @@ class DataRebalancerTest : public ::testing::Test {
   std::unique_ptr<Catalog> catalog_;
   std::unique_ptr<gateway::Router> router_;
   std::shared_ptr<gateway::BlockDevice> dev_;
+  // A clock the rebalancer may be given (Options::clock): declared before it, so it outlives
+  // the rebalancer's thread (TearDown stops the rebalancer after the test body's locals are gone).
+  SimulatedClock sim_clock_;
   std::unique_ptr<DataRebalancer> rebalancer_;
   // Pools of further rebalancers (another coordinator's); they outlive rebalancer_ (TearDown).
   std::vector<std::unique_ptr<datanode::DataNodePool>> extra_pools_;
