@@ -278,7 +278,10 @@ TEST_F(WriteLogTest, ReplayAfterLossRestoresLatestAcknowledgedData) {
   auto stats = datanode::ReplayCacheNodeLog(pool_.get(), 9, [](uint32_t vdi) { return vdi == 1 ? 3 : 0; });
   ASSERT_TRUE(stats.ok()) << stats.status();
   EXPECT_GE(stats->blocks_written, 18u);
-  EXPECT_GE(stats->blocks_skipped, 1u);  // the stale record of block 3
+  // The stale record of block 3 is skipped by the replay, or was reclaimed in the background
+  // before the node was lost (the trim retires its block's records): either way block 3 stays
+  // trimmed below, which is what matters. (Counting it as skipped raced with the reclaim under
+  // a loaded sanitizer run.)
   EXPECT_EQ(HomeBlock(1), Pattern(12));
   EXPECT_EQ(HomeBlock(2), Pattern(22));
   EXPECT_EQ(HomeBlock(3), std::string(kBs, '\0'));
