@@ -449,16 +449,19 @@ case "$cmd" in
     done
     for id in "${POS[@]:1}"; do
       pid=$(cat "$(pidfile "${POS[0]}" "$id")" 2> /dev/null || true)
-      for _ in $(seq 1 100); do
-        # Dead once ps shows no live leader and no other thread is left: a leader thread can
-        # be a zombie while the others still exit, holding the process's ports (a restart at
-        # once then fails with "Address already in use").
-        if ! alive "${POS[0]}" "$id" &&
-           [ "$(ls "/proc/$pid/task" 2> /dev/null | wc -l)" -le 1 ]; then break; fi
+      # Dead once ps shows no live leader and no other thread is left: a leader thread can
+      # be a zombie while the others still exit, holding the process's ports and files (a
+      # restart at once then fails with "Address already in use" or on RocksDB's LOCK). A
+      # big process (a sanitizer build on a loaded machine) can take many seconds to unmap.
+      gone() {
+        ! alive "${POS[0]}" "$id" && [ "$(ls "/proc/$pid/task" 2> /dev/null | wc -l)" -le 1 ]
+      }
+      for _ in $(seq 1 1200); do
+        if gone; then break; fi
         sleep 0.05
       done
-      if alive "${POS[0]}" "$id"; then
-        echo "cluster.sh: ${POS[0]} $id still alive after kill -9" >&2
+      if ! gone; then
+        echo "cluster.sh: ${POS[0]} $id still alive 60 s after kill -9" >&2
         exit 1
       fi
       echo "${POS[0]} $id: killed"
