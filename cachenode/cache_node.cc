@@ -800,6 +800,42 @@ absl::StatusOr<CacheNode::DropResult> CacheNode::DropBlocks(bool drop_dirty,
   return r;
 }
 
+absl::StatusOr<CacheNode::DropResult> CacheNode::InvalidateVdi(uint32_t vdi) {
+  RC_ASSIGN_OR_RETURN(VdiInfo v, vdis_->Get(vdi));
+  const uint64_t blocks_per_object = v.geometry.object_size() / config_.block_size;
+  std::vector<BlockKey> keys;
+  map_->ForEach([&](const BlockKey& k, const BlockEntry&) {
+    if (k.vdi == vdi) keys.push_back(k);
+  });
+  DropResult r;
+  for (const BlockKey& k : keys) {
+    absl::MutexLock stripe(&stripes_.Of(vdi, k.block / blocks_per_object));
+    // Dirtied since the scan (writes take the stripe lock): the only copy, keep it.
+    if (map_->DirtyBlock(k).has_value()) {
+      ++r.dirty_kept;
+      continue;
+    }
+    RC_RETURN_IF_ERROR(writer_->Invalidate(k));
+    ++r.dropped;
+  }
+  RC_RETURN_IF_ERROR(slots_->Sync());
+  spdlog::info("cache node {}: VDI {} invalidated: dropped {} clean blocks, kept {} dirty",
+               config_.node_id, v.geometry.name(), r.dropped, r.dirty_kept);
+  return r;
+}
+
+CacheNode::Usage CacheNode::usage() const {
+  Usage u;
+  u.ssd_bytes = uint64_t{slots_->num_slots()} * config_.block_size;
+  u.ssd_used_bytes = uint64_t{slots_->num_slots() - slots_->free_slots()} * config_.block_size;
+  u.dirty_bytes = map_->dirty_blocks() * config_.block_size;
+  for (const VdiInfo& v : vdis_->All()) {
+    u.hits += v.counters->hits_ram + v.counters->hits_ssd;
+    u.misses += v.counters->misses;
+  }
+  return u;
+}
+
 uint64_t CacheNode::dirty_blocks() const { return map_->dirty_blocks(); }
 
 uint64_t CacheNode::cached_blocks() const { return map_->cached_blocks(); }

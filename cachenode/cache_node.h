@@ -198,6 +198,20 @@ class CacheNode {
   // REQUIRES: dirty blocks dropped were settled elsewhere (destaged, or the log replayed), and no
   // request for the dropped objects is being served (the gateway holds them).
   absl::StatusOr<DropResult> DropBlocks(bool drop_dirty, const ring::Ring* ring);
+  // Drops the clean cached blocks of VDI `vdi` (`ringcachectl vdi invalidate`), while it is
+  // served: each block is checked under its object's stripe lock, so a block a write made dirty
+  // meanwhile is kept (and counted), never dropped. kFailedPrecondition for a VDI the node does
+  // not know (as for every block request).
+  absl::StatusOr<DropResult> InvalidateVdi(uint32_t vdi);
+  // The node as a whole, for the gateway's node list.
+  struct Usage {
+    uint64_t ssd_bytes = 0;       // the slots' capacity
+    uint64_t ssd_used_bytes = 0;  // slots holding a block
+    uint64_t dirty_bytes = 0;
+    uint64_t hits = 0;            // RAM and SSD hits, every VDI, since the node started
+    uint64_t misses = 0;
+  };
+  Usage usage() const;
   // Ownership (cachenode/ownership.h, docs/durability.md). OK, or kFenced naming why this node
   // must not act as owner now: its SSD failed a write or fdatasync (sticky), it is quarantined
   // (persisted), or its gate (the etcd lease, SetDestageGate) is closed. Asked by the service

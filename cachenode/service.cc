@@ -210,6 +210,12 @@ grpc::Status CacheNodeService::Stats(grpc::ServerContext*, const v1::CacheStatsR
   resp->set_device_error(std::string(dev.message()));
   resp->set_epoch(node_->epoch());
   resp->set_data_port(static_cast<uint32_t>(data_port_.load()));
+  const CacheNode::Usage u = node_->usage();
+  resp->set_ssd_bytes(u.ssd_bytes);
+  resp->set_ssd_used_bytes(u.ssd_used_bytes);
+  resp->set_dirty_bytes(u.dirty_bytes);
+  resp->set_hits(u.hits);
+  resp->set_misses(u.misses);
   return grpc::Status::OK;
 }
 
@@ -235,6 +241,16 @@ grpc::Status CacheNodeService::RegisterVdi(grpc::ServerContext*,
 grpc::Status CacheNodeService::SetPolicy(grpc::ServerContext*, const v1::SetPolicyRequest* req,
                                          v1::SetPolicyResponse*) {
   return ToGrpc(node_->SetPolicy(req->vdi_id(), req->policy()));
+}
+
+grpc::Status CacheNodeService::InvalidateVdi(grpc::ServerContext*,
+                                             const v1::InvalidateVdiRequest* req,
+                                             v1::InvalidateVdiResponse* resp) {
+  absl::StatusOr<CacheNode::DropResult> r = node_->InvalidateVdi(req->vdi_id());
+  if (!r.ok()) return ToGrpc(r.status());
+  resp->set_dropped_blocks(r->dropped);
+  resp->set_dirty_blocks_kept(r->dirty_kept);
+  return grpc::Status::OK;
 }
 
 grpc::Status CacheNodeService::DropVdi(grpc::ServerContext*, const v1::DropVdiRequest* req,

@@ -151,6 +151,8 @@ class CacheNodeService final : public v1::CacheNode::Service {
                            v1::RegisterVdiResponse*) override;
   grpc::Status DropVdi(grpc::ServerContext*, const v1::DropVdiRequest*,
                        v1::DropVdiResponse*) override;
+  grpc::Status InvalidateVdi(grpc::ServerContext*, const v1::InvalidateVdiRequest*,
+                             v1::InvalidateVdiResponse*) override;
   grpc::Status Prefetch(grpc::ServerContext*, const v1::CacheReadRequest*,
                         v1::PrefetchResponse*) override;
   grpc::Status Allocation(grpc::ServerContext*, const v1::CacheReadRequest*,

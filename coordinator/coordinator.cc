@@ -105,6 +105,29 @@ void Coordinator::FollowEtcd(membership::EtcdClient* client) {
   admin_->SetBeforeRemove([client, prefix](uint32_t node) {
     return MembershipSync::MarkDrained(client, prefix, node);
   });
+  admin_->SetUndrain([this, client, prefix](uint32_t node) -> absl::StatusOr<bool> {
+    membership::EtcdCallOptions call;
+    call.timeout = absl::Seconds(5);
+    absl::StatusOr<membership::DeleteResult> del =
+        client->Delete(membership::DrainingKey(prefix, node), call);
+    if (!del.ok()) {
+      return absl::UnavailableError(absl::StrCat("cannot clear cache node ", node,
+                                                 "'s drained mark in etcd: ",
+                                                 del.status().message()));
+    }
+    auto reg = client->Get(membership::NodeKey(prefix, membership::Role::kCache, node), call);
+    if (!reg.ok()) {
+      return absl::UnavailableError(absl::StrCat("drained mark cleared, but etcd did not say "
+                                                 "whether cache node ", node, " is registered: ",
+                                                 reg.status().message()));
+    }
+    if (del->deleted == 0 && !reg->has_value()) {
+      return absl::NotFoundError(
+          absl::StrCat("cache node ", node, " is neither registered nor marked drained"));
+    }
+    NudgeMembership();  // the mark is not in the watched view: look at the members again
+    return reg->has_value();
+  });
   admin_->SetCoordinator([this] { return leading(); },
                          [client, prefix] {
                            auto l = ReadLeader(client, prefix);
@@ -133,7 +156,21 @@ void Coordinator::Campaign(membership::NodeRegistration* registration, uint32_t 
 
 void Coordinator::StopCampaign() {
   election_.reset();  // a leader steps down (stops its work) and hands over at once
-  sync_.reset();
+  StopSync();
+}
+
+void Coordinator::StopSync() {
+  std::unique_ptr<MembershipSync> old;
+  {
+    absl::MutexLock l(&mu_);
+    old.swap(sync_);
+  }
+  old.reset();  // outside mu_: its reconciler may wait for a change to wind down
+}
+
+void Coordinator::NudgeMembership() {
+  absl::MutexLock l(&mu_);
+  if (sync_ != nullptr) sync_->Nudge();
 }
 
 // Starts from the latest published ring and catalog: this gateway followed them, but its last
@@ -224,13 +261,17 @@ bool Coordinator::Lead(int64_t term) {
   MembershipSync::Options so;
   so.prefix = options_.prefix;
   gateway::AdminService* admin = admin_;
-  sync_ = MembershipSync::Start(
+  std::unique_ptr<MembershipSync> sync = MembershipSync::Start(
       etcd_, router_, so,
       [admin](uint32_t node, const std::string& state) {
         admin->SetNodeState("cachenode", node, state);
       },
       // Epochs come from the published ring only (Router::Publish), not from revisions.
       nullptr);
+  {
+    absl::MutexLock l(&mu_);
+    sync_ = std::move(sync);
+  }
   if (absl::Status cs = gateway::CreateVdisFromSpecs(router_, options_.create_vdis); !cs.ok()) {
     spdlog::error("--create-vdi: {}", cs.ToString());
   }
@@ -245,7 +286,7 @@ void Coordinator::StepDown() {
   // The rebalancer before the membership sync (which may wait for a change to wind down): a
   // deposed leader copies and purges nothing more.
   StopRebalancer();
-  sync_.reset();
+  StopSync();
   spdlog::info("coordinator: following the new leader");
 }
 

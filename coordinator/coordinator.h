@@ -84,6 +84,9 @@ class Coordinator {
   void StartRebalancer();
   // Ends the rebalancer, if one runs: its thread is joined once the last reference goes.
   void StopRebalancer();
+  void StopSync();
+  // Has the membership sync (while leading) reconcile its last view again now.
+  void NudgeMembership();
   // Lead's parts: follow the published ring and catalog, take over the cache ring, resume the
   // data rebalancer's records of the previous term.
   void CatchUp();
@@ -102,7 +105,8 @@ class Coordinator {
 
   mutable absl::Mutex mu_;
   std::shared_ptr<DataRebalancer> rebalancer_ ABSL_GUARDED_BY(mu_);
-  std::unique_ptr<MembershipSync> sync_;  // the election's thread only
+  // Set and reset by the election's thread; nudged by `node undrain`.
+  std::unique_ptr<MembershipSync> sync_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<Election> election_;
 };
 

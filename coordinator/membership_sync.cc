@@ -64,27 +64,41 @@ MembershipSync::~MembershipSync() {
   if (thread_.joinable()) thread_.join();
 }
 
+void MembershipSync::Nudge() {
+  absl::MutexLock l(&mu_);
+  nudged_ = true;
+}
+
 void MembershipSync::Loop() {
   std::optional<MemberView> retry;  // a view not fully applied yet
+  std::optional<MemberView> last;   // the last view taken (a nudge reconciles it again)
   for (;;) {
     MemberView view;
     {
       absl::MutexLock l(&mu_);
-      auto ready = [this]()
-                       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || pending_.has_value(); };
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stop_ || pending_.has_value() || nudged_;
+      };
       if (retry.has_value()) {
         mu_.AwaitWithTimeout(absl::Condition(&ready), options_.retry_interval);
       } else {
         mu_.Await(absl::Condition(&ready));
       }
       if (stop_) return;
+      const bool nudged = nudged_;
+      nudged_ = false;
       if (pending_.has_value()) {
         view = *std::move(pending_);
         pending_.reset();
-      } else {
+      } else if (retry.has_value()) {
         view = *retry;
+      } else if (nudged && last.has_value()) {
+        view = *last;
+      } else {
+        continue;
       }
     }
+    last = view;
     retry.reset();
     if (!Reconcile(view)) {
       retry = view;

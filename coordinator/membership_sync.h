@@ -8,7 +8,8 @@
 //  - a removed node that registers again rejoins with gateway::Router::AddCacheNode, unless it is
 //  marked
 //    drained (P/draining/<id>: `ringcachectl node remove|drain` in cluster mode writes it;
-//    deleting it lets the node rejoin at the next membership change);
+//    `ringcachectl node undrain` deletes it and nudges the reconciler, so the node rejoins;
+//    deleting it by hand lets the node rejoin at the next membership change);
 //  - a member that registered again under a new lease without any view lacking it (it
 //    restarted, or lost and re-granted its lease, between two views) is removed and re-added,
 //    since a node that lost its lease may have been replaced meanwhile.
@@ -68,6 +69,9 @@ class MembershipSync {
   MembershipSync& operator=(const MembershipSync&) = delete;
 
   uint64_t epoch() const { return epoch_.load(); }
+  // Reconciles the last view again soon (something outside the watched members changed: an
+  // operator cleared a drained mark). No-op before the first view.
+  void Nudge();
 
  private:
   MembershipSync(membership::EtcdClient* client, gateway::Router* router, Options options,
@@ -102,6 +106,7 @@ class MembershipSync {
   absl::Mutex mu_;
   std::optional<membership::MemberView> pending_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  bool nudged_ ABSL_GUARDED_BY(mu_) = false;
 
   std::thread thread_;
   std::unique_ptr<membership::MembershipWatcher> watcher_;

@@ -44,6 +44,10 @@ void AdminService::WatchOnce() {
   for (uint32_t id : router_->member_ids()) {
     if (std::find(removed.begin(), removed.end(), id) != removed.end()) continue;
     auto h = router_->NodeHealth(id, 1000);
+    if (h.ok()) {
+      absl::MutexLock l(&mu_);
+      cache_usage_[id] = *h;
+    }
     std::string state = "up", why;
     if (!h.ok()) {
       state = "down";
@@ -137,6 +141,20 @@ std::vector<v1::NodeInfo> AdminService::Nodes() const {
       }
     }
   }
+  {
+    absl::MutexLock l(&mu_);
+    for (auto& n : out) {
+      auto it = n.role() == "cachenode" ? cache_usage_.find(n.id()) : cache_usage_.end();
+      if (it == cache_usage_.end()) continue;
+      const CacheClient::NodeHealth& u = it->second;
+      n.set_usage_known(true);
+      if (n.capacity_bytes() == 0) n.set_capacity_bytes(u.ssd_bytes);
+      n.set_ssd_used_bytes(u.ssd_used_bytes);
+      n.set_dirty_bytes(u.dirty_bytes);
+      const uint64_t asked = u.hits + u.misses;
+      n.set_hit_ratio(asked > 0 ? static_cast<double>(u.hits) / static_cast<double>(asked) : 0);
+    }
+  }
   if (!ring_of) return out;
   const datanode::DataRing ring = ring_of();
   for (const auto& e : ring.nodes) {
@@ -201,6 +219,82 @@ grpc::Status AdminService::RemoveNode(grpc::ServerContext*, const v1::RemoveNode
   SetNodeState("cachenode", id, s.ok() ? "removed" : "up");
   SetDrainProgress(id, "", 0, 0);
   return ToGrpc(s);
+}
+
+grpc::Status AdminService::UndrainNode(grpc::ServerContext*, const v1::UndrainNodeRequest* req,
+                                       v1::UndrainNodeResponse* resp) {
+  if (grpc::Status c = CheckCoordinator(); !c.ok()) return c;
+  const std::string role = req->role().empty() ? "cachenode" : req->role();
+  if (role == "datanode") {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        "a data node taken out comes back with `ringcachectl datanode in`");
+  }
+  if (role != "cachenode") {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "only cache nodes are drained");
+  }
+  const uint32_t id = req->id();
+  const std::vector<uint32_t> known = router_->member_ids();
+  const std::vector<uint32_t> removed = router_->removed();
+  const bool is_known = std::find(known.begin(), known.end(), id) != known.end();
+  const bool out = std::find(removed.begin(), removed.end(), id) != removed.end();
+  std::function<absl::StatusOr<bool>(uint32_t)> undrain;
+  {
+    absl::MutexLock l(&mu_);
+    undrain = undrain_;
+    for (const auto& n : nodes_) {
+      if (n.role() == "cachenode" && n.id() == id && n.state() == "draining") {
+        return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                            absl::StrCat("cache node ", id, " is being drained: undrain it once "
+                                         "`node drain` finished"));
+      }
+    }
+  }
+  if (is_known && !out) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        absl::StrCat("cache node ", id, " is in the ring: nothing to undrain"));
+  }
+  if (undrain) {  // cluster mode: the coordinator's membership joins it once registered
+    absl::StatusOr<bool> registered = undrain(id);
+    if (!registered.ok()) return ToGrpc(registered.status());
+    if (!*registered) {
+      resp->set_state("removed");
+      resp->set_message(absl::StrCat("cache node ", id, ": drained mark cleared; it is not "
+                                      "registered now and joins the ring once it starts"));
+      return grpc::Status::OK;
+    }
+    return AwaitJoined(id, resp);
+  }
+  if (!is_known) {
+    return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                        absl::StrCat("no cache node ", id, " in the cluster file"));
+  }
+  SetNodeState("cachenode", id, "joining");
+  absl::Status s = router_->AddCacheNode(id, nullptr);
+  SetNodeState("cachenode", id, s.ok() ? "up" : "removed");
+  if (!s.ok()) return ToGrpc(s);
+  resp->set_state("up");
+  resp->set_message(absl::StrCat("cache node ", id, ": back in the ring"));
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminService::AwaitJoined(uint32_t id, v1::UndrainNodeResponse* resp) {
+  const absl::Time deadline = absl::Now() + absl::Minutes(2);
+  for (;;) {
+    const auto members = router_->RingMembers();
+    const std::vector<uint32_t> removed = router_->removed();
+    const bool in_ring =
+        std::any_of(members.begin(), members.end(), [id](const auto& m) { return m.first == id; });
+    if (in_ring && std::find(removed.begin(), removed.end(), id) == removed.end()) break;
+    if (absl::Now() > deadline) {
+      return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                          absl::StrCat("cache node ", id, ": drained mark cleared, but it has not "
+                                       "joined the ring within 2 minutes (see the gateway's log)"));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  resp->set_state("up");
+  resp->set_message(absl::StrCat("cache node ", id, ": drained mark cleared; back in the ring"));
+  return grpc::Status::OK;
 }
 
 // Samples the dirty bytes of a cache node being drained, once a second, into its NodeInfo (what

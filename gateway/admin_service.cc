@@ -104,6 +104,21 @@ grpc::Status AdminService::SetVdiPolicy(grpc::ServerContext*, const v1::SetVdiPo
   return ToGrpc(router_->SetPolicy(req->name(), req->policy()));
 }
 
+grpc::Status AdminService::InvalidateVdi(grpc::ServerContext*,
+                                         const v1::InvalidateCacheRequest* req,
+                                         v1::InvalidateCacheResponse* resp) {
+  if (grpc::Status c = CheckCoordinator(); !c.ok()) return c;
+  absl::StatusOr<Router::Invalidated> r = router_->InvalidateVdi(req->vdi_name(), req->flush());
+  if (!r.ok()) return ToGrpc(r.status());
+  spdlog::info("VDI {}: cache invalidated{}: {} clean blocks dropped on {} cache nodes, {} dirty "
+               "kept", req->vdi_name(), req->flush() ? " after a destage" : "", r->dropped,
+               r->nodes, r->dirty_kept);
+  resp->set_dropped_blocks(r->dropped);
+  resp->set_dirty_blocks_kept(r->dirty_kept);
+  resp->set_cache_nodes(r->nodes);
+  return grpc::Status::OK;
+}
+
 AdminService::~AdminService() { StopHealthWatch(); }
 
 void AdminService::ExportMetrics(metrics::Registry* registry) {

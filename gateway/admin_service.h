@@ -56,6 +56,10 @@ class AdminService final : public v1::Admin::Service {
                             v1::SetVdiPolicyResponse*) override;
   grpc::Status SetVdiAccess(grpc::ServerContext*, const v1::SetVdiAccessRequest*,
                             v1::SetVdiAccessResponse*) override;
+  grpc::Status InvalidateVdi(grpc::ServerContext*, const v1::InvalidateCacheRequest*,
+                             v1::InvalidateCacheResponse*) override;
+  grpc::Status UndrainNode(grpc::ServerContext*, const v1::UndrainNodeRequest*,
+                           v1::UndrainNodeResponse*) override;
   grpc::Status ListNodes(grpc::ServerContext*, const v1::ListNodesRequest*,
                          v1::ListNodesResponse*) override;
   grpc::Status RemoveNode(grpc::ServerContext*, const v1::RemoveNodeRequest*,
@@ -106,9 +110,9 @@ class AdminService final : public v1::Admin::Service {
                 std::function<v1::ClusterScrubStatus()> last);
   // Cluster mode with an elected coordinator: `leading` says whether this gateway leads now and
   // `leader` names the leader. A gateway that does not lead refuses the calls that change the
-  // cluster (VDI create/delete/resize/mode/access, node remove) with FAILED_PRECONDITION naming
-  // the leader: the coordinator makes every catalog write and membership decision. Set before
-  // serving; without it (static mode) this gateway decides.
+  // cluster (VDI create/delete/resize/mode/access/invalidate, node remove/undrain) with
+  // FAILED_PRECONDITION naming the leader: the coordinator makes every catalog write and
+  // membership decision. Set before serving; without it (static mode) this gateway decides.
   void SetCoordinator(std::function<bool()> leading, std::function<std::string()> leader) {
     absl::MutexLock l(&mu_);
     leading_ = std::move(leading);
@@ -126,14 +130,25 @@ class AdminService final : public v1::Admin::Service {
     absl::MutexLock l(&mu_);
     before_remove_ = std::move(hook);
   }
+  // Cluster mode: `ringcachectl node undrain` of cache node `id`: clears its drained mark in
+  // etcd and has the membership look again; returns whether the node is registered now (it then
+  // joins), kNotFound when it is neither registered nor marked drained. Set before serving;
+  // without it (static mode) the gateway joins the node itself.
+  void SetUndrain(std::function<absl::StatusOr<bool>(uint32_t id)> hook) {
+    absl::MutexLock l(&mu_);
+    undrain_ = std::move(hook);
+  }
 
  private:
   void ExportRebalanceMetrics(metrics::Registry* registry);
+  // Cluster mode: waits until cache node `id` serves in the ring again (the membership joins it).
+  grpc::Status AwaitJoined(uint32_t id, v1::UndrainNodeResponse* resp);
   void ExportScrubMetrics(metrics::Registry* registry);
   Router* const router_;
   mutable absl::Mutex mu_;
   std::vector<v1::NodeInfo> nodes_ ABSL_GUARDED_BY(mu_);
   std::function<absl::Status(uint32_t)> before_remove_ ABSL_GUARDED_BY(mu_);
+  std::function<absl::StatusOr<bool>(uint32_t)> undrain_ ABSL_GUARDED_BY(mu_);
   std::function<v1::DataRebalance()> rebalance_status_ ABSL_GUARDED_BY(mu_);
   // Samples a draining node's dirty bytes into nodes_ while RemoveNode runs.
   class DrainWatch {
@@ -166,6 +181,8 @@ class AdminService final : public v1::Admin::Service {
   void WatchOnce();
   std::vector<uint32_t> DownCacheNodes() const;
   absl::flat_hash_map<uint32_t, std::string> cache_health_ ABSL_GUARDED_BY(mu_);
+  // What each cache node reported of itself at its last answer (SSD use, dirty, hits).
+  absl::flat_hash_map<uint32_t, CacheClient::NodeHealth> cache_usage_ ABSL_GUARDED_BY(mu_);
   std::vector<uint32_t> data_down_ ABSL_GUARDED_BY(mu_);
   bool stop_watch_ ABSL_GUARDED_BY(mu_) = false;
   bool watched_ ABSL_GUARDED_BY(mu_) = false;  // one round done: cache_health_ is current

@@ -129,6 +129,15 @@ class GrpcCacheClient : public CacheClient {
     auto ctx = Ctx();
     return FromGrpc(stub_->DropVdi(ctx.get(), req, &resp), What("drop VDI"));
   }
+  absl::StatusOr<Invalidated> InvalidateVdi(uint32_t vdi) override {
+    v1::InvalidateVdiRequest req;
+    req.set_vdi_id(vdi);
+    v1::InvalidateVdiResponse resp;
+    auto ctx = Ctx();
+    RC_RETURN_IF_ERROR(
+        FromGrpc(stub_->InvalidateVdi(ctx.get(), req, &resp), What("invalidate VDI")));
+    return Invalidated{resp.dropped_blocks(), resp.dirty_blocks_kept()};
+  }
   absl::Status SetMode(uint32_t vdi, v1::CacheMode mode) override {
     v1::SetModeRequest req;
     req.set_vdi_id(vdi);
@@ -187,6 +196,11 @@ class GrpcCacheClient : public CacheClient {
     h.device_failed = resp.device_failed();
     h.device_error = resp.device_error();
     h.epoch = resp.epoch();
+    h.ssd_bytes = resp.ssd_bytes();
+    h.ssd_used_bytes = resp.ssd_used_bytes();
+    h.dirty_bytes = resp.dirty_bytes();
+    h.hits = resp.hits();
+    h.misses = resp.misses();
     return h;
   }
   absl::Status Probe(int timeout_ms) override { return NodeState(timeout_ms, "probe").status(); }

@@ -62,6 +62,12 @@ class CacheClient {
   virtual absl::Status RegisterVdi(const v1::VdiGeometry& vdi, v1::CacheMode mode,
                                    const std::string& policy) = 0;
   virtual absl::Status DropVdi(uint32_t vdi) = 0;
+  // Drops the VDI's clean cached blocks (the InvalidateVdi RPC); dirty ones stay.
+  struct Invalidated {
+    uint64_t dropped = 0;     // clean blocks dropped
+    uint64_t dirty_kept = 0;  // dirty blocks kept
+  };
+  virtual absl::StatusOr<Invalidated> InvalidateVdi(uint32_t vdi) = 0;
   virtual absl::Status SetMode(uint32_t vdi, v1::CacheMode mode) = 0;
   // Switches the VDI's cache policy on this node ("" = the node's).
   virtual absl::Status SetPolicy(uint32_t vdi, const std::string& policy) = 0;
@@ -79,6 +85,13 @@ class CacheClient {
     bool device_failed = false;  // its SSD failed a write or fdatasync (sticky)
     std::string device_error;
     uint64_t epoch = 0;  // highest cache ring epoch it has seen
+    // The node as a whole (CacheStatsResponse): SSD capacity and use, dirty bytes, hits and
+    // misses since it started.
+    uint64_t ssd_bytes = 0;
+    uint64_t ssd_used_bytes = 0;
+    uint64_t dirty_bytes = 0;
+    uint64_t hits = 0;
+    uint64_t misses = 0;
   };
   // Asks the node for its state, waiting at most `timeout_ms`.
   virtual absl::StatusOr<NodeHealth> Health(int timeout_ms) = 0;

@@ -89,6 +89,15 @@ class Router : public ExportProvider {
   // empty) is called after each node with the dirty bytes still left on the nodes done so far.
   absl::Status Flush(const std::string& name,
                      const std::function<void(size_t nodes_done, uint64_t dirty_left)>& progress);
+  // Drops VDI `name`'s clean cached blocks on every serving cache node. With `flush` its dirty
+  // blocks are destaged first; without, kFailedPrecondition while any node holds some (they are
+  // the only copy). Blocks a write dirties meanwhile are kept and counted.
+  struct Invalidated {
+    uint64_t dropped = 0;
+    uint64_t dirty_kept = 0;
+    uint32_t nodes = 0;
+  };
+  absl::StatusOr<Invalidated> InvalidateVdi(const std::string& name, bool flush);
   // Per-VDI statistics summed over cache nodes, except those in `skip` (known to be down).
   absl::Status Stats(const std::string& name, std::vector<v1::VdiCacheStats>* out,
                      const std::vector<uint32_t>& skip = {});

@@ -61,6 +61,9 @@ class GuardedClient : public CacheClient {
     return inner_->SetPolicy(vdi, policy);
   }
   absl::Status DropVdi(uint32_t vdi) override { return inner_->DropVdi(vdi); }
+  absl::StatusOr<Invalidated> InvalidateVdi(uint32_t vdi) override {
+    return inner_->InvalidateVdi(vdi);
+  }
   absl::Status SetMode(uint32_t vdi, v1::CacheMode mode) override {
     return inner_->SetMode(vdi, mode);
   }

@@ -125,6 +125,40 @@ absl::Status Router::Flush(const std::string& name,
   return absl::OkStatus();
 }
 
+absl::StatusOr<Router::Invalidated> Router::InvalidateVdi(const std::string& name, bool flush) {
+  RC_ASSIGN_OR_RETURN(VdiRecord r, catalog_->Find(name));
+  const uint32_t vdi = r.geometry.vdi_id();
+  const std::vector<CacheMember*> live = Live();
+  auto on = [](const CacheMember* m, const absl::Status& s) {
+    return absl::Status(s.code(), absl::StrCat("cache node ", m->id, ": ", s.message()));
+  };
+  uint64_t dirty = 0;
+  for (CacheMember* m : live) {
+    if (flush) {
+      if (absl::Status s = m->client->Flush(vdi).status(); !s.ok()) return on(m, s);
+      continue;
+    }
+    std::vector<v1::VdiCacheStats> stats;
+    if (absl::Status s = m->client->Stats(vdi, &stats); !s.ok()) return on(m, s);
+    for (const auto& x : stats) dirty += x.dirty_bytes();
+  }
+  if (dirty > 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "VDI ", name, " has ", dirty, " dirty bytes in the cache nodes, the only copy of that "
+        "data: destage them first (`ringcachectl flush --vdi ", name,
+        "`) or invalidate with --flush"));
+  }
+  Invalidated out;
+  for (CacheMember* m : live) {
+    absl::StatusOr<CacheClient::Invalidated> i = m->client->InvalidateVdi(vdi);
+    if (!i.ok()) return on(m, i.status());
+    out.dropped += i->dropped;
+    out.dirty_kept += i->dirty_kept;
+    ++out.nodes;
+  }
+  return out;
+}
+
 absl::Status Router::Stats(const std::string& name, std::vector<v1::VdiCacheStats>* out,
                            const std::vector<uint32_t>& skip) {
   uint32_t vdi = 0;

@@ -41,6 +41,7 @@ struct Args {
   std::string vdi;
   bool yes = false;
   bool wait = true;
+  bool flush_first = false;  // vdi invalidate --flush
   std::string tls_dir;
   // vdi access
   std::string read_only_text;
@@ -120,6 +121,17 @@ void AddVdiCommands(CLI::App* app, Args* a, Action* action) {
   del->add_flag("-y,--yes", a->yes, "Do not ask for confirmation (required without a terminal)");
   del->callback(
       [a, action] { *action = [a](const AdminSession& s) { return DeleteVdi(s, a->name); }; });
+
+  CLI::App* inval = vdi->add_subcommand(
+      "invalidate", "Drop a VDI's clean cached blocks on every cache node (its data stays on "
+                    "the data nodes; reads refill the cache). Refused while it has dirty data, "
+                    "unless --flush");
+  inval->add_option("NAME", a->name, "VDI name")->required();
+  inval->add_flag("--flush", a->flush_first,
+                  "Destage the VDI's dirty data first instead of refusing");
+  inval->callback([a, action] {
+    *action = [a](const AdminSession& s) { return InvalidateVdi(s, a->name, a->flush_first); };
+  });
 
   CLI::App* resize =
       vdi->add_subcommand("resize", "Change a VDI's size (shrinking destages first)");
@@ -221,8 +233,20 @@ void AddVdiCommands(CLI::App* app, Args* a, Action* action) {
   });
 }
 
+void AddUndrainCommand(CLI::App* node, Args* a, Action* action) {
+  CLI::App* sub = node->add_subcommand(
+      "undrain", "Bring a drained or removed cache node back into the ring (cluster mode: clear "
+                 "its drained mark; it joins once registered)");
+  sub->add_option("ID", a->node_id, "Node id, as in `node list`")->required();
+  sub->add_option("--role", a->role, "Node role (default cachenode)")
+      ->check(CLI::IsMember({"cachenode", "datanode", "gateway"}));
+  sub->callback([a, action] {
+    *action = [a](const AdminSession& s) { return UndrainNode(s, a->role, a->node_id); };
+  });
+}
+
 void AddNodeCommands(CLI::App* app, Args* a, Action* action) {
-  CLI::App* node = app->add_subcommand("node", "List, drain and remove cluster nodes");
+  CLI::App* node = app->add_subcommand("node", "List, drain, undrain and remove cluster nodes");
   node->require_subcommand(1);
   node->add_subcommand("list", "List nodes: role, id, address, capacity, zone, state")
       ->callback([action] { *action = [](const AdminSession& s) { return ListNodes(s); }; });
@@ -242,6 +266,7 @@ void AddNodeCommands(CLI::App* app, Args* a, Action* action) {
       *action = [a, v](const AdminSession& s) { return RemoveNode(s, v, a->role, a->node_id); };
     });
   }
+  AddUndrainCommand(node, a, action);
 }
 
 void AddDataNodeCommands(CLI::App* app, Args* a, Action* action) {

@@ -90,12 +90,20 @@ absl::Status SetVdiPolicy(const AdminSession& s, const std::string& name,
 // vdi set-mode: switches the VDI's cache mode; leaving writeback destages it first.
 absl::Status SetVdiMode(const AdminSession& s, const std::string& name, v1::CacheMode mode);
 
-// node list: prints every node (role, id, address, capacity, zone, state).
+// vdi invalidate: drops the VDI's clean cached blocks on every cache node; refused while it has
+// dirty data unless `flush` (destage first). Prints the blocks dropped.
+absl::Status InvalidateVdi(const AdminSession& s, const std::string& name, bool flush);
+
+// The node commands (node_commands.cc).
+// node list: prints every node (role, id, address, capacity, zone, state; cache nodes also SSD
+// used, dirty bytes and hit ratio).
 absl::Status ListNodes(const AdminSession& s);
 // node drain / node remove: asks the gateway to take node `role`/`id` out of the ring. `verb`
 // ("drain" or "remove") only changes the message printed on success.
 absl::Status RemoveNode(const AdminSession& s, const std::string& verb, const std::string& role,
                         uint32_t id);
+// node undrain: brings a drained or removed cache node back into the ring; prints what happened.
+absl::Status UndrainNode(const AdminSession& s, const std::string& role, uint32_t id);
 
 // datanode out|in|decommission ID: asks the coordinator to take data node `id` out of the data
 // ring, put it back in, or decommission it; prints what happens next.

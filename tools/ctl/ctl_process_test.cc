@@ -9,9 +9,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <regex>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -64,12 +67,12 @@ class CtlProcessTest : public ::testing::Test {
     dir_ = testing::FreshDir(std::string("ctl-") +
                              ::testing::UnitTest::GetInstance()->current_test_info()->name());
     const std::string ready = dir_ + "/ready.json";
-    ASSERT_TRUE(
-        local_.Start(RINGCACHE_LOCAL_BIN,
-                     {"--data-dir", dir_ + "/data", "--create-vdi", "demo:1G", "--nbd-listen",
-                      "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--http-listen",
-                      "127.0.0.1:0", "--ready-file", ready, "--ssd-size", "256M"},
-                     dir_ + "/local.log"));
+    std::vector<std::string> flags = {"--data-dir", dir_ + "/data", "--create-vdi", "demo:1G",
+                                      "--nbd-listen", "127.0.0.1:0", "--admin-listen",
+                                      "127.0.0.1:0", "--http-listen", "127.0.0.1:0",
+                                      "--ready-file", ready, "--ssd-size", "256M"};
+    flags.insert(flags.end(), extra_flags_.begin(), extra_flags_.end());
+    ASSERT_TRUE(local_.Start(RINGCACHE_LOCAL_BIN, flags, dir_ + "/local.log"));
     ASSERT_TRUE(local_.WaitReady(ready)) << testing::ReadFile(dir_ + "/local.log");
     gateway_ = "127.0.0.1:" + std::to_string(local_.port("admin_port"));
   }
@@ -109,6 +112,13 @@ class CtlProcessTest : public ::testing::Test {
   std::string dir_;
   std::string gateway_;
   DaemonProcess local_;
+  std::vector<std::string> extra_flags_;  // more ringcache-local flags (set by a fixture)
+};
+
+// Dirty data stays dirty until flushed: no destage when idle.
+class CtlProcessNoIdleDestageTest : public CtlProcessTest {
+ protected:
+  CtlProcessNoIdleDestageTest() { extra_flags_ = {"--idle-ops-per-s", "0"}; }
 };
 
 TEST_F(CtlProcessTest, VdiLifecycle) {
@@ -257,19 +267,22 @@ TEST_F(CtlProcessTest, UnreachableGatewayExitsOne) {
 TEST_F(CtlProcessTest, NodesAndStatus) {
   CtlResult r = Ctl("node list");
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_TRUE(std::regex_search(r.out, std::regex("^ROLE +ID +ADDRESS +CAPACITY +ZONE +STATE\n")))
+  EXPECT_TRUE(std::regex_search(
+      r.out, std::regex("^ROLE +ID +ADDRESS +CAPACITY +SSD_USED +DIRTY +HIT% +ZONE +STATE\n")))
       << r.out;
-  EXPECT_TRUE(
-      std::regex_search(r.out, std::regex("\ncachenode +2 +in-process +256\\.0 MiB +- +up\n")))
+  // SSD used, dirty and hit ratio come from the health watch's first round ("-" before it).
+  EXPECT_TRUE(std::regex_search(
+      r.out, std::regex("\ncachenode +2 +in-process +256\\.0 MiB +(-|[0-9.]+ [KMG]?i?B) "
+                        "+(-|[0-9.]+ [KMG]?i?B) +(-|[0-9.]+%) +- +up\n")))
       << r.out;
-  EXPECT_TRUE(
-      std::regex_search(r.out, std::regex("\ndatanode +3 +127\\.0\\.0\\.1:[0-9]+ +- +- +up")))
+  EXPECT_TRUE(std::regex_search(
+      r.out, std::regex("\ndatanode +3 +127\\.0\\.0\\.1:[0-9]+ +- +- +- +- +- +up")))
       << r.out;
 
   r = Ctl("node list --json");  // global options also after the command
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("{\"role\":\"cachenode\",\"id\":1,\"address\":\"in-process\","
-                               "\"capacity_bytes\":268435456,\"zone\":\"\",\"state\":\"up\"}"));
+                               "\"capacity_bytes\":268435456,\"zone\":\"\",\"state\":\"up\""));
 
   r = Ctl("status");
   ASSERT_EQ(r.code, 0) << r.err;
@@ -354,6 +367,77 @@ TEST_F(CtlProcessTest, StatsAndFlushAfterNbdWrites) {
   EXPECT_THAT(r.out, HasSubstr("dirty:      0 B\n"));
   r = Ctl("--json stats --vdi demo");
   EXPECT_EQ(JsonNumber(r.out, "dirty_bytes"), 0) << r.out;
+}
+
+TEST_F(CtlProcessNoIdleDestageTest, InvalidateDrainUndrainAndNodeUsage) {
+  if (!HaveQemuIo()) GTEST_SKIP() << "qemu-io not installed";
+  ASSERT_NO_FATAL_FAILURE(QemuIo("demo", "write -P 0x6b 0 1M"));
+
+  // node list: the cache nodes' SSD use, dirty bytes and hit ratio, once the gateway's health
+  // watch (every second) heard from them after the write.
+  CtlResult r;
+  uint64_t used = 0, dirty = 0;
+  for (int i = 0; i < 100 && dirty < (1u << 20); ++i) {
+    r = Ctl("--json node list");
+    ASSERT_EQ(r.code, 0) << r.err;
+    used = dirty = 0;
+    std::smatch m;
+    std::string rest = r.out;
+    while (std::regex_search(rest, m, std::regex("\"ssd_used_bytes\":([0-9]+),\"dirty_bytes\":"
+                                                 "([0-9]+),\"hit_ratio\":"))) {
+      used += std::stoull(m[1].str());
+      dirty += std::stoull(m[2].str());
+      rest = m.suffix();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(dirty, 1u << 20) << r.out;
+  EXPECT_GE(used, 1u << 20) << r.out;
+
+  // Dirty data is the only copy: invalidate refuses it unless asked to destage first.
+  r = Ctl("vdi invalidate demo");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.err, HasSubstr("dirty bytes in the cache nodes, the only copy of that data"));
+  EXPECT_THAT(r.err, HasSubstr("--flush"));
+  r = Ctl("vdi invalidate demo --flush");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "VDI demo: 256 clean cached blocks dropped on 2 cache nodes\n");
+  r = Ctl("--json vdi invalidate demo");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "{\"vdi\":\"demo\",\"dropped_blocks\":0,\"dirty_blocks_kept\":0,"
+                   "\"cache_nodes\":2}\n");
+  ASSERT_NO_FATAL_FAILURE(QemuIo("demo", "read -P 0x6b 0 1M"));  // from the data nodes
+  r = Ctl("vdi invalidate nosuch");
+  EXPECT_EQ(r.code, 1);
+
+  // Undrain: refused for a node in the ring, an unknown one, a data node; a drained node comes
+  // back and serves (the data written before reads back through it).
+  r = Ctl("node undrain 1");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.err, HasSubstr("cache node 1 is in the ring: nothing to undrain"));
+  r = Ctl("node undrain 99");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.err, HasSubstr("no cache node 99"));
+  r = Ctl("node undrain 2 --role datanode");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.err, HasSubstr("ringcachectl datanode in"));
+  ASSERT_NO_FATAL_FAILURE(QemuIo("demo", "write -P 0x7c 1M 1M"));
+  r = Ctl("node drain 2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = Ctl("--json node list");
+  EXPECT_THAT(r.out, HasSubstr("\"id\":2,\"address\":\"in-process\",\"capacity_bytes\":"
+                               "268435456,\"zone\":\"\",\"state\":\"removed\""));
+  ASSERT_NO_FATAL_FAILURE(QemuIo("demo", "read -P 0x7c 1M 1M"));
+  r = Ctl("node undrain 2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "cache node 2: back in the ring\n");
+  r = Ctl("--json node list");
+  EXPECT_THAT(r.out, HasSubstr("\"id\":2,\"address\":\"in-process\",\"capacity_bytes\":"
+                               "268435456,\"zone\":\"\",\"state\":\"up\""));
+  ASSERT_NO_FATAL_FAILURE(QemuIo("demo", "read -P 0x6b 0 1M"));
+  ASSERT_NO_FATAL_FAILURE(QemuIo("demo", "read -P 0x7c 1M 1M"));
+  ASSERT_NO_FATAL_FAILURE(QemuIo("demo", "write -P 0x8d 0 2M"));
+  ASSERT_NO_FATAL_FAILURE(QemuIo("demo", "read -P 0x8d 0 2M"));
 }
 
 }  // namespace

@@ -58,6 +58,11 @@ class LocalCacheClient : public CacheClient {
     absl::Status s = node_->DropVdi(vdi);
     return s.code() == absl::StatusCode::kFailedPrecondition ? absl::OkStatus() : s;
   }
+  absl::StatusOr<Invalidated> InvalidateVdi(uint32_t vdi) override {
+    auto r = node_->InvalidateVdi(vdi);
+    if (!r.ok()) return r.status();
+    return Invalidated{r->dropped, r->dirty_kept};
+  }
   absl::Status SetMode(uint32_t vdi, v1::CacheMode mode) override {
     return node_->SetMode(vdi, cachenode::FromProto(mode));
   }
@@ -78,6 +83,12 @@ class LocalCacheClient : public CacheClient {
     h.device_failed = !dev.ok();
     h.device_error = std::string(dev.message());
     h.epoch = node_->epoch();
+    const cachenode::CacheNode::Usage u = node_->usage();
+    h.ssd_bytes = u.ssd_bytes;
+    h.ssd_used_bytes = u.ssd_used_bytes;
+    h.dirty_bytes = u.dirty_bytes;
+    h.hits = u.hits;
+    h.misses = u.misses;
     return h;
   }
   absl::Status FlushMoving(const std::vector<ring::Member>& next) override {
