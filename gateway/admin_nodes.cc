@@ -110,6 +110,9 @@ std::vector<v1::NodeInfo> AdminService::Nodes() const {
     absl::MutexLock l(&mu_);
     gateways_registered = gateways_registered_;
   }
+  // Out of the ring (drained, removed; kept across gateway restarts): "removed" whatever the
+  // list held (a restarted gateway starts from the configured list).
+  const std::vector<uint32_t> removed = router_->removed();
   // Asked outside mu_ (an etcd read); unknown (no hook, or etcd did not answer): shown up.
   std::optional<std::vector<uint32_t>> gateways_up;
   if (gateways_registered) {
@@ -132,7 +135,10 @@ std::vector<v1::NodeInfo> AdminService::Nodes() const {
         n.set_state(up ? "up" : "down");
         continue;
       }
-      if (n.role() == "cachenode" && watched_) {
+      if (n.role() == "cachenode" &&
+          std::find(removed.begin(), removed.end(), n.id()) != removed.end()) {
+        n.set_state("removed");
+      } else if (n.role() == "cachenode" && watched_) {
         auto it = cache_health_.find(n.id());
         n.set_state(it != cache_health_.end() ? it->second : "up");
       } else if (n.role() == "datanode" &&
