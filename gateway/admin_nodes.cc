@@ -147,20 +147,7 @@ std::vector<v1::NodeInfo> AdminService::Nodes() const {
       }
     }
   }
-  {
-    absl::MutexLock l(&mu_);
-    for (auto& n : out) {
-      auto it = n.role() == "cachenode" ? cache_usage_.find(n.id()) : cache_usage_.end();
-      if (it == cache_usage_.end()) continue;
-      const CacheClient::NodeHealth& u = it->second;
-      n.set_usage_known(true);
-      if (n.capacity_bytes() == 0) n.set_capacity_bytes(u.ssd_bytes);
-      n.set_ssd_used_bytes(u.ssd_used_bytes);
-      n.set_dirty_bytes(u.dirty_bytes);
-      const uint64_t asked = u.hits + u.misses;
-      n.set_hit_ratio(asked > 0 ? static_cast<double>(u.hits) / static_cast<double>(asked) : 0);
-    }
-  }
+  FillCacheUsage(&out);
   if (!ring_of) return out;
   const datanode::DataRing ring = ring_of();
   for (const auto& e : ring.nodes) {
@@ -185,6 +172,21 @@ std::vector<v1::NodeInfo> AdminService::Nodes() const {
     if (n.role() == "datanode" && ring.IsOut(n.id())) n.set_state("out");
   }
   return out;
+}
+
+void AdminService::FillCacheUsage(std::vector<v1::NodeInfo>* nodes) const {
+  absl::MutexLock l(&mu_);
+  for (auto& n : *nodes) {
+    auto it = n.role() == "cachenode" ? cache_usage_.find(n.id()) : cache_usage_.end();
+    if (it == cache_usage_.end()) continue;
+    const CacheClient::NodeHealth& u = it->second;
+    n.set_usage_known(true);
+    if (n.capacity_bytes() == 0) n.set_capacity_bytes(u.ssd_bytes);
+    n.set_ssd_used_bytes(u.ssd_used_bytes);
+    n.set_dirty_bytes(u.dirty_bytes);
+    const uint64_t asked = u.hits + u.misses;
+    n.set_hit_ratio(asked > 0 ? static_cast<double>(u.hits) / static_cast<double>(asked) : 0);
+  }
 }
 
 grpc::Status AdminService::ListNodes(grpc::ServerContext*, const v1::ListNodesRequest*,

@@ -189,6 +189,8 @@ class AdminService final : public v1::Admin::Service {
   std::thread watch_;
   // The node list: the static one, with the data nodes of the current data ring merged in.
   std::vector<v1::NodeInfo> Nodes() const;
+  // Adds to the cache nodes of `nodes` what their last health answer said (SSD use, dirty, hits).
+  void FillCacheUsage(std::vector<v1::NodeInfo>* nodes) const;
 };
 
 }  // namespace ringcache::gateway
