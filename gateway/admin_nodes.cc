@@ -300,6 +300,7 @@ grpc::Status AdminService::AwaitJoined(uint32_t id, v1::UndrainNodeResponse* res
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
+  SetNodeState("cachenode", id, "up");  // the membership says so too, a moment later
   resp->set_state("up");
   resp->set_message(absl::StrCat("cache node ", id, ": drained mark cleared; back in the ring"));
   return grpc::Status::OK;
