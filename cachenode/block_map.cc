@@ -32,12 +32,22 @@ void BlockMap::MarkDirty(const BlockKey& key, BlockEntry* e) {
   const bool was = e->dirty;
   e->dirty = true;
   if (dirty_set_.insert(key).second) dirty_order_[key.vdi].push_back(key);
-  if (!was) CountDirty(key.vdi, +1);
+  if (!was) {
+    CountDirty(key.vdi, +1);
+    e->dirty_since_us = clock_->NowMicros();
+    ++dirty_since_[key.vdi][e->dirty_since_us];
+  }
 }
 
 void BlockMap::MarkClean(const BlockKey& key, BlockEntry* e) {
   if (!e->dirty) return;
   e->dirty = false;
+  if (auto v = dirty_since_.find(key.vdi); v != dirty_since_.end()) {
+    if (auto t = v->second.find(e->dirty_since_us); t != v->second.end() && --t->second == 0) {
+      v->second.erase(t);
+      if (v->second.empty()) dirty_since_.erase(v);
+    }
+  }
   // Its log record (if any) is retired by the caller, once whatever replaced the block is
   // durable (at its homes, or in a newer record).
   e->log_seq = 0;
@@ -458,6 +468,14 @@ std::optional<BlockKey> BlockMap::NextDirty() {
   const BlockKey key = q.front();
   q.pop_front();
   return key;
+}
+
+absl::Duration BlockMap::OldestDirtyAge(uint32_t vdi) const {
+  const int64_t now = clock_->NowMicros();
+  absl::MutexLock l(&mu_);
+  auto v = dirty_since_.find(vdi);
+  if (v == dirty_since_.end() || v->second.empty()) return absl::ZeroDuration();
+  return absl::Microseconds(std::max<int64_t>(0, now - v->second.begin()->first));
 }
 
 void BlockMap::RequeueDirty(const BlockKey& key, bool front) {

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/btree_map.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/container/inlined_vector.h"
@@ -58,6 +59,7 @@ struct BlockEntry {
   BlockState state = BlockState::kCached;
   uint64_t log_seq = 0;                    // dirty: its write-back log record (0 = none)
   uint64_t epoch = 0;                      // dirty: ownership epoch it was accepted at
+  int64_t dirty_since_us = 0;              // dirty: when it became dirty (clock microseconds)
   // Dirty: the data nodes its log record landed on (empty: unknown, as after a restart).
   absl::InlinedVector<uint32_t, 2> log_nodes;
 };
@@ -177,6 +179,9 @@ class BlockMap {
                      const std::vector<uint32_t>& landed);
   // Takes the block to destage next (coldest VDI, oldest dirty; destage_planner.h).
   std::optional<BlockKey> NextDirty();
+  // How long the VDI's oldest dirty block has been dirty (0 with none), whatever the destage
+  // order did with it (a block whose destage failed waits behind newer ones).
+  absl::Duration OldestDirtyAge(uint32_t vdi) const;
   // Puts a block NextDirty gave back at the end (front: where it was) of its VDI's queue.
   void RequeueDirty(const BlockKey& key, bool front = false);
   // Dirty blocks `keep` selects; those whose log record sits (or may sit) on a node in `lost`.
@@ -265,6 +270,9 @@ class BlockMap {
   std::unique_ptr<policy::Placement> placement_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<BlockKey, BlockEntry> map_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<BlockKey> dirty_set_ ABSL_GUARDED_BY(mu_);
+  // Per VDI, the times its dirty blocks became dirty (BlockEntry::dirty_since_us), with counts.
+  absl::flat_hash_map<uint32_t, absl::btree_map<int64_t, uint32_t>> dirty_since_
+      ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint32_t, std::deque<BlockKey>> dirty_order_ ABSL_GUARDED_BY(mu_);
   std::deque<ReclaimWork> work_ ABSL_GUARDED_BY(mu_);
   // Exclusive tiers: blocks that became shadows, oldest first (stale entries skipped).

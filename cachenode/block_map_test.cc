@@ -110,6 +110,41 @@ TEST_F(BlockMapTest, WriteBackMakesOneDirtyTruthAndDestageCleansIt) {
   EXPECT_FALSE(map_->NextDirty().has_value());
 }
 
+TEST_F(BlockMapTest, OldestDirtyAgeFollowsTheOldestBlockWhateverTheDestageOrder) {
+  std::vector<uint32_t> landed = {2};
+  std::string data(4096, 'a');
+  Leftovers left;
+  EXPECT_EQ(map_->OldestDirtyAge(1), absl::ZeroDuration());
+  uint32_t s0 = 30, s1 = 31, s2 = 32, s3 = 33;
+  map_->CommitWrite({&v_, 0, 0, 1, &s0, false, 1, 1, &landed, data.data()}, &left);
+  clock_.Advance(absl::Seconds(5));
+  map_->CommitWrite({&v_, 0, 1, 1, &s1, false, 2, 1, &landed, data.data()}, &left);
+  clock_.Advance(absl::Seconds(2));
+  EXPECT_EQ(map_->OldestDirtyAge(1), absl::Seconds(7));
+  // A rewrite of a dirty block keeps its age: it has not been home since.
+  map_->CommitWrite({&v_, 0, 0, 1, &s2, false, 3, 1, &landed, data.data()}, &left);
+  EXPECT_EQ(map_->OldestDirtyAge(1), absl::Seconds(7));
+  // The destage takes block 0 and fails: it waits behind block 1, still the oldest.
+  const std::optional<BlockKey> first = map_->NextDirty();
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->block, 0u);
+  map_->RequeueDirty(*first);
+  EXPECT_EQ(map_->OldestDirtyAge(1), absl::Seconds(7));
+  EXPECT_EQ(map_->OldestDirtyAge(2), absl::ZeroDuration());
+  // Home at last: block 1 (2 s old) is the oldest.
+  std::vector<uint32_t> clean;
+  map_->MarkDestaged(1, 0, 1, &clean, &left);
+  EXPECT_EQ(map_->OldestDirtyAge(1), absl::Seconds(2));
+  // Write-through of block 1 (clean at once) and a fresh dirty block 3.
+  clock_.Advance(absl::Seconds(1));
+  map_->CommitWrite({&v_, 0, 1, 1, &s3, true, 0, 0, &landed, data.data()}, &left);
+  EXPECT_EQ(map_->OldestDirtyAge(1), absl::ZeroDuration());
+  uint32_t s4 = 34;
+  map_->CommitWrite({&v_, 0, 3, 1, &s4, false, 4, 1, &landed, data.data()}, &left);
+  clock_.Advance(absl::Seconds(4));
+  EXPECT_EQ(map_->OldestDirtyAge(1), absl::Seconds(4));
+}
+
 TEST_F(BlockMapTest, RewriteSupersedesTheOldSlotAndRecord) {
   std::vector<uint32_t> landed = {2};
   std::string data(4096, 'a');

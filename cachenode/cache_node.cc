@@ -339,6 +339,12 @@ void CacheNode::AddVdiGauges(const v1::VdiGeometry& vdi) {
                               vbq(&policy::VdiStats::lower));
   registry_->AddCallbackGauge("ringcache_vdi_queue_blocks", "Blocks in the VDI's queue.", lb,
                               vbq(&policy::VdiStats::blocks));
+  registry_->AddCallbackGauge(
+      "ringcache_vdi_oldest_dirty_seconds",
+      "How long the VDI's oldest dirty block on this node has waited for its destage.", lb,
+      [this, id = vdi.vdi_id()] {
+        return absl::ToDoubleSeconds(map_->OldestDirtyAge(id));
+      });
 }
 
 CacheNode::~CacheNode() {
@@ -858,6 +864,8 @@ void CacheNode::Stats(uint32_t vdi, std::vector<v1::VdiCacheStats>* out) const {
     s.set_ssd_writes(v.counters->ssd_writes);
     s.set_reads(v.counters->reads);
     s.set_writes(v.counters->writes);
+    s.set_oldest_dirty_ms(
+        static_cast<uint64_t>(absl::ToInt64Milliseconds(map_->OldestDirtyAge(id))));
     for (const auto& p : ps) {
       if (p.vdi != id) continue;
       s.set_queue_length(p.blocks);

@@ -188,6 +188,7 @@ absl::Status Router::Stats(const std::string& name, std::vector<v1::VdiCacheStat
       t.set_upper_bound(t.upper_bound() + x.upper_bound());
       t.set_lower_bound(t.lower_bound() + x.lower_bound());
       t.set_dirty_bytes(t.dirty_bytes() + x.dirty_bytes());
+      t.set_oldest_dirty_ms(std::max(t.oldest_dirty_ms(), x.oldest_dirty_ms()));
       t.set_mode(x.mode());
       // Nodes agree unless one could not run the VDI's own policy (it keeps the node's).
       if (n[x.vdi_id()] == 0) {

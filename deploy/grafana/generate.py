@@ -354,6 +354,10 @@ VDI = [
     ts("Dirty bytes", [q(f"vdi:ringcache_vdi_dirty_bytes:sum{{{V}}}", "{{vdi}}"),
                        q(f"ringcache_vdi_dirty_bytes{{{V}}}", "{{vdi}} node {{node}}")],
        unit="bytes"),
+    ts("Oldest dirty block", [q(f"max by (vdi) (ringcache_vdi_oldest_dirty_seconds{{{V}}})",
+                                "{{vdi}}")],
+       unit="s", desc="How long the VDI's oldest dirty block has waited for its destage (the "
+       "oldest over the cache nodes); it grows while the data nodes do not take destages."),
     ts("Destage rate", [q(f"vdi:ringcache_vdi_destage_bytes:rate1m{{{V}}}", "{{vdi}}")],
        unit="Bps"),
     ts("Queue (VBQ) length", [q(f"ringcache_vdi_queue_blocks{{{V}}}", "{{vdi}} node {{node}}"),

@@ -309,7 +309,8 @@ void AddClusterCommands(CLI::App* app, Args* a, Action* action) {
       ->callback([action] { *action = [](const AdminSession& s) { return ClusterStatus(s); }; });
 
   CLI::App* stats = app->add_subcommand(
-      "stats", "Per-VDI cache statistics: hit ratio, hits, misses, queue, L_m, U_i, D_i, dirty");
+      "stats", "Per-VDI cache statistics: hit ratio, hits, misses, queue, L_m, U_i, D_i, "
+               "dirty bytes and the age of the oldest dirty block");
   stats->add_option("--vdi", a->vdi, "Only this VDI (default: all)");
   stats->callback(
       [a, action] { *action = [a](const AdminSession& s) { return VdiStats(s, a->vdi); }; });

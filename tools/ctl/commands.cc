@@ -103,6 +103,7 @@ void PrintStatsJson(const v1::VdiStatsResponse& resp, std::ostream& out) {
         .Field("upper_bound", x.upper_bound())
         .Field("lower_bound", x.lower_bound())
         .Field("dirty_bytes", x.dirty_bytes())
+        .Field("oldest_dirty_ms", x.oldest_dirty_ms())
         .EndObject();
   }
   j.EndArray();
@@ -125,6 +126,7 @@ void PrintStatsTable(const v1::VdiStatsResponse& resp, std::ostream& out) {
            {"U_i", A::kRight},
            {"D_i", A::kRight},
            {"DIRTY", A::kRight},
+           {"DIRTY_AGE", A::kRight},
            {"POLICY"}});
   for (const auto& e : resp.vdis()) {
     const v1::VdiCacheStats& x = e.stats();
@@ -133,7 +135,9 @@ void PrintStatsTable(const v1::VdiStatsResponse& resp, std::ostream& out) {
               std::to_string(x.misses()), std::to_string(x.bypassed()),
               std::to_string(x.queue_length()), FormatFixed(x.max_length(), 1),
               FormatFixed(x.upper_bound(), 3), FormatFixed(x.lower_bound(), 3),
-              FormatBytes(x.dirty_bytes()), OrDash(x.policy())});
+              FormatBytes(x.dirty_bytes()),
+              x.oldest_dirty_ms() > 0 ? FormatFixed(x.oldest_dirty_ms() / 1000.0, 1) + " s" : "-",
+              OrDash(x.policy())});
   }
   t.Render(out);
 }

@@ -324,7 +324,7 @@ TEST_F(CtlProcessTest, StatsAndFlushAfterNbdWrites) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(std::regex_search(
       r.out, std::regex("^VDI +MODE +HIT% +RAM_HITS +SSD_HITS +MISSES +BYPASSED +QUEUE +L_m +U_i "
-                        "+D_i +DIRTY +POLICY\n")))
+                        "+D_i +DIRTY +DIRTY_AGE +POLICY\n")))
       << r.out;
   EXPECT_TRUE(std::regex_search(r.out, std::regex("\ndemo +writeback +[0-9.]+% "))) << r.out;
   // vdi list shows the dirty bytes (1 MiB written back, not destaged yet: at most that much)
@@ -393,6 +393,13 @@ TEST_F(CtlProcessNoIdleDestageTest, InvalidateDrainUndrainAndNodeUsage) {
   }
   EXPECT_EQ(dirty, 1u << 20) << r.out;
   EXPECT_GE(used, 1u << 20) << r.out;
+  // stats: how long the oldest dirty block has waited (at least as long as we waited here).
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  r = Ctl("--json stats --vdi demo");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_GE(JsonNumber(r.out, "oldest_dirty_ms"), 300) << r.out;
+  r = Ctl("stats --vdi demo");
+  EXPECT_TRUE(std::regex_search(r.out, std::regex(" [0-9]+\\.[0-9] s +vbq"))) << r.out;
 
   // Dirty data is the only copy: invalidate refuses it unless asked to destage first.
   r = Ctl("vdi invalidate demo");
@@ -407,6 +414,8 @@ TEST_F(CtlProcessNoIdleDestageTest, InvalidateDrainUndrainAndNodeUsage) {
   EXPECT_EQ(r.out, "{\"vdi\":\"demo\",\"dropped_blocks\":0,\"dirty_blocks_kept\":0,"
                    "\"cache_nodes\":2}\n");
   ASSERT_NO_FATAL_FAILURE(QemuIo("demo", "read -P 0x6b 0 1M"));  // from the data nodes
+  r = Ctl("--json stats --vdi demo");
+  EXPECT_EQ(JsonNumber(r.out, "oldest_dirty_ms"), 0) << r.out;
   r = Ctl("vdi invalidate nosuch");
   EXPECT_EQ(r.code, 1);
 
