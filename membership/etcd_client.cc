@@ -247,12 +247,14 @@ absl::Status EtcdClient::Call(absl::string_view what, const CallOptions& call, b
     }
     RotateFrom(index);
     const absl::Duration left = deadline - absl::Now();
-    if (left <= absl::ZeroDuration()) {
+    // Sleeping through to the deadline leaves no time for another attempt either.
+    if (left <= backoff) {
+      absl::SleepFor(std::max(left, absl::ZeroDuration()));
       return absl::UnavailableError(absl::StrCat(what, ": etcd unreachable for ",
                                                  absl::FormatDuration(timeout),
                                                  "; last error: ", last.message()));
     }
-    absl::SleepFor(std::min(backoff, left));
+    absl::SleepFor(backoff);
     backoff = std::min(backoff * 2, options_.backoff_max);
   }
 }

@@ -197,6 +197,9 @@ absl::Status NodeRegistration::Options::Validate() const {
   if (retry_interval <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("registration retry_interval must be positive");
   }
+  if (start_timeout < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("registration start_timeout must not be negative");
+  }
   return absl::OkStatus();
 }
 
@@ -207,8 +210,22 @@ absl::StatusOr<std::unique_ptr<NodeRegistration>> NodeRegistration::Start(
   RC_RETURN_IF_ERROR(record.Validate());
   std::unique_ptr<NodeRegistration> reg(new NodeRegistration(
       client, clock, std::move(options), std::move(record), std::move(on_reregistered)));
-  RC_ASSIGN_OR_RETURN(const Registered first, reg->Register());
-  reg->OpenWindow(first.valid_until);
+  // Real time, like the etcd client's own deadlines: `clock` may be a simulated one.
+  const absl::Time give_up = absl::Now() + reg->options_.start_timeout;
+  absl::StatusOr<Registered> first = reg->Register();
+  for (int attempt = 1; !first.ok(); ++attempt) {
+    const bool unreachable = absl::IsUnavailable(first.status()) ||
+                             absl::IsDeadlineExceeded(first.status());
+    if (!unreachable || absl::Now() + reg->options_.retry_interval >= give_up) {
+      return first.status();
+    }
+    spdlog::warn("registration as {}: attempt {} failed ({}); retrying for up to {} more",
+                 reg->key_, attempt, std::string(first.status().message()),
+                 absl::FormatDuration(give_up - absl::Now()));
+    absl::SleepFor(reg->options_.retry_interval);
+    first = reg->Register();
+  }
+  reg->OpenWindow(first->valid_until);
   reg->thread_ = std::thread([r = reg.get()] { r->Run(); });
   return reg;
 }

@@ -127,6 +127,10 @@ class NodeRegistration {
     absl::Duration safety_margin = absl::Milliseconds(500);
     // Delay before the next renewal or re-registration after a failed one.
     absl::Duration retry_interval = absl::Milliseconds(200);
+    // How long Start() keeps trying the first registration while etcd is unreachable (not yet
+    // up, a TLS handshake slow under load, a leader election): a daemon started beside its etcd
+    // waits for it instead of exiting. Errors other than unavailability fail at once.
+    absl::Duration start_timeout = absl::Seconds(60);
 
     // Returns OK, or kInvalidArgument naming the bad field.
     absl::Status Validate() const;
@@ -137,7 +141,8 @@ class NodeRegistration {
   using ReregisteredCallback = std::function<void(int64_t new_lease_id, int64_t revision)>;
 
   // Grants a lease, writes `record` under it and starts renewing it. Returns the Validate()
-  // errors, or the etcd error if the first registration failed. `client` and `clock` are not
+  // errors, or the etcd error if the first registration failed (for an unreachable etcd: once
+  // options.start_timeout has passed, real time). `client` and `clock` are not
   // owned and must outlive the registration. `clock` times the fencing computation only.
   static absl::StatusOr<std::unique_ptr<NodeRegistration>> Start(
       EtcdClient* client, Clock* clock, Options options, NodeRecord record,

@@ -195,6 +195,28 @@ TEST_F(MembershipTest, DestroyingARegistrationRemovesItAtOnce) {
   EXPECT_FALSE(KeyExists(key));
 }
 
+// A daemon started before its etcd answers (compose starts them side by side; a TLS handshake
+// can be slow on a loaded host) waits for it rather than exiting.
+TEST_F(MembershipTest, FirstRegistrationWaitsForAnEtcdThatIsNotUpYet) {
+  server_->Kill();
+  // Nothing to wait for within the start timeout: the start fails, naming etcd's unavailability.
+  auto refused = Register(Node(Role::kCache, 3), Clock::Real(), nullptr, absl::Seconds(1));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(absl::IsUnavailable(refused.status())) << refused.status();
+
+  // The registering daemon in a thread; etcd comes up from this one (a forked etcd dies with
+  // the thread that started it: PR_SET_PDEATHSIG).
+  absl::StatusOr<std::unique_ptr<NodeRegistration>> reg = absl::UnknownError("not run");
+  std::thread daemon([&] { reg = Register(Node(Role::kCache, 3)); });
+  absl::SleepFor(absl::Seconds(2));
+  const absl::Status restarted = server_->Restart();
+  daemon.join();
+  ASSERT_TRUE(restarted.ok()) << restarted;
+  ASSERT_TRUE(reg.ok()) << reg.status();
+  EXPECT_TRUE(KeyExists((*reg)->key()));
+  EXPECT_TRUE((*reg)->LeaseValid());
+}
+
 TEST_F(MembershipTest, LostLeaseIsReregisteredAndReported) {
   absl::Mutex mu;
   std::vector<int64_t> reported;

@@ -60,11 +60,13 @@ class EtcdFixture : public ::testing::Test {
   // Registers `record` under /rc with a 2 s lease.
   absl::StatusOr<std::unique_ptr<NodeRegistration>> Register(
       NodeRecord record, Clock* clock = Clock::Real(),
-      NodeRegistration::ReregisteredCallback cb = nullptr) {
+      NodeRegistration::ReregisteredCallback cb = nullptr,
+      absl::Duration start_timeout = absl::Seconds(60)) {
     NodeRegistration::Options o;
     o.prefix = "/rc";
     o.ttl = absl::Seconds(2);
     o.safety_margin = absl::Milliseconds(500);
+    o.start_timeout = start_timeout;
     return NodeRegistration::Start(client_.get(), clock, o, std::move(record), std::move(cb));
   }
 
