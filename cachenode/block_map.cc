@@ -442,8 +442,28 @@ void BlockMap::MoveLogRecord(const BlockKey& key, uint64_t old_seq, uint64_t new
   it->second.log_nodes.assign(landed.begin(), landed.end());
 }
 
-std::optional<BlockKey> BlockMap::NextDirty() {
+std::optional<BlockKey> BlockMap::NextDirty(bool oldest_vdi_first) {
   absl::MutexLock l(&mu_);
+  if (oldest_vdi_first) {
+    std::optional<uint32_t> oldest;
+    int64_t since = 0;
+    for (const auto& [vdi, times] : dirty_since_) {
+      if (times.empty() || !dirty_order_.contains(vdi)) continue;
+      if (!oldest || times.begin()->first < since) {
+        oldest = vdi;
+        since = times.begin()->first;
+      }
+    }
+    if (oldest) {
+      std::deque<BlockKey>& q = dirty_order_[*oldest];
+      while (!q.empty() && !dirty_set_.contains(q.front())) q.pop_front();
+      if (!q.empty()) {
+        const BlockKey key = q.front();
+        q.pop_front();
+        return key;
+      }
+    }
+  }
   // The coldest VBQ queue first, and inside it the block dirtied longest ago (the queue's tail
   // end; exact LRU position is the policy's and not exposed).
   std::vector<policy::VdiStats> stats;
@@ -476,6 +496,17 @@ absl::Duration BlockMap::OldestDirtyAge(uint32_t vdi) const {
   auto v = dirty_since_.find(vdi);
   if (v == dirty_since_.end() || v->second.empty()) return absl::ZeroDuration();
   return absl::Microseconds(std::max<int64_t>(0, now - v->second.begin()->first));
+}
+
+absl::Duration BlockMap::OldestDirtyAge() const {
+  const int64_t now = clock_->NowMicros();
+  absl::MutexLock l(&mu_);
+  std::optional<int64_t> since;
+  for (const auto& [vdi, times] : dirty_since_) {
+    if (!times.empty()) since = std::min(since.value_or(times.begin()->first), times.begin()->first);
+  }
+  if (!since) return absl::ZeroDuration();
+  return absl::Microseconds(std::max<int64_t>(0, now - *since));
 }
 
 void BlockMap::RequeueDirty(const BlockKey& key, bool front) {

@@ -177,11 +177,14 @@ class BlockMap {
   // The block was logged again as `new_seq` on `landed` (if it still names `old_seq`).
   void MoveLogRecord(const BlockKey& key, uint64_t old_seq, uint64_t new_seq,
                      const std::vector<uint32_t>& landed);
-  // Takes the block to destage next (coldest VDI, oldest dirty; destage_planner.h).
-  std::optional<BlockKey> NextDirty();
+  // Takes the block to destage next (coldest VDI, oldest dirty; destage_planner.h); with
+  // `oldest_vdi_first` (aging destage) from the VDI whose oldest dirty block is the oldest.
+  std::optional<BlockKey> NextDirty(bool oldest_vdi_first = false);
   // How long the VDI's oldest dirty block has been dirty (0 with none), whatever the destage
   // order did with it (a block whose destage failed waits behind newer ones).
   absl::Duration OldestDirtyAge(uint32_t vdi) const;
+  // The same over every VDI of the node.
+  absl::Duration OldestDirtyAge() const;
   // Puts a block NextDirty gave back at the end (front: where it was) of its VDI's queue.
   void RequeueDirty(const BlockKey& key, bool front = false);
   // Dirty blocks `keep` selects; those whose log record sits (or may sit) on a node in `lost`.

@@ -34,6 +34,11 @@ class CacheNode::PoolLoad : public policy::LoadView {
   const VdiTable* const vdis_;
 };
 
+double CacheNodeConfig::DirtyCap() const {
+  if (dirty_cap != 0) return dirty_cap;
+  return std::max(0.9, (dirty_high_watermark + 1) / 2);
+}
+
 absl::Status CacheNodeConfig::Validate() const {
   if (node_id == 0) return absl::InvalidArgumentError("cache node id must be non-zero");
   RC_RETURN_IF_ERROR((SlotStoreOptions{ssd_path, ssd_bytes, block_size}).Validate());
@@ -49,6 +54,14 @@ absl::Status CacheNodeConfig::Validate() const {
   if (!(dirty_low_watermark >= 0 && dirty_low_watermark < dirty_high_watermark &&
         dirty_high_watermark <= 1)) {
     return absl::InvalidArgumentError("need 0 <= dirty_low_watermark < dirty_high_watermark <= 1");
+  }
+  if (dirty_cap != 0 && !(dirty_cap > dirty_high_watermark && dirty_cap <= 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("dirty_cap ", dirty_cap, ": need dirty_high_watermark (",
+                     dirty_high_watermark, ") < dirty_cap <= 1, or 0 for the default"));
+  }
+  if (dirty_age_target_ms < 0) {
+    return absl::InvalidArgumentError("dirty_age_target_ms must be >= 0 (0: no aging destage)");
   }
   if (forced_destage_duty <= 0 || forced_destage_duty > 1) {
     return absl::InvalidArgumentError("forced_destage_duty must be in (0, 1]");
@@ -183,7 +196,8 @@ absl::Status CacheNode::Init() {
   dopt.planner = {config_.idle_ops_per_s,       config_.idle_window_ms,
                   config_.dirty_high_watermark, config_.dirty_low_watermark,
                   config_.forced_destage_mb_s,  config_.forced_destage_duty,
-                  slots_->num_slots()};
+                  slots_->num_slots(),          config_.dirty_age_target_ms,
+                  config_.DirtyCap()};
   DestagerContext dctx{
       map_.get(), vdis_.get(), slots_.get(), repair_.get(), log_.get(),
       pool_,      &stripes_,   owner_.get(), clock_,        [this] { return CheckOwner(); }};
@@ -630,6 +644,8 @@ absl::Status CacheNode::WriteChunk(const VdiInfo& v, uint64_t object, uint32_t c
                                    absl::Time deadline) {
   const uint32_t bs = config_.block_size;
   std::vector<uint32_t> slots;
+  // A write-back write is held back while the node is near its dirty cap (never refused).
+  if (v.mode == CacheMode::kWriteBack) destager_->ThrottleWrite(deadline);
   if (v.mode == CacheMode::kWriteBack || v.mode == CacheMode::kWriteThrough) {
     RC_RETURN_IF_ERROR(AllocateSlots(count, &slots, deadline));
   }

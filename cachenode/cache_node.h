@@ -95,6 +95,15 @@ struct CacheNodeConfig {
   double dirty_low_watermark = 0.4;
   double forced_destage_mb_s = 64;
   double forced_destage_duty = 0.25;    // forced destage's share of wall time, (0, 1]
+  // Aging destage keeps the age of the oldest dirty block near this under load (0: off;
+  // destage_planner.h).
+  int64_t dirty_age_target_ms = 30000;
+  // Dirty share of the SSD slots writers are held under: writes of write-back VDIs slow down
+  // smoothly from the high watermark to it, and wait (at most 1 s each) at it. 0: 0.9, or
+  // halfway from the high watermark to 1 when that is higher.
+  double dirty_cap = 0;
+  // The effective cap (dirty_cap, or its default for 0).
+  double DirtyCap() const;
   uint32_t destage_max_blocks = 256;    // largest coalesced destage write (blocks)
   // A data node unreachable this long is taken for lost: the dirty blocks whose log copies may
   // sit on it are logged again on the remaining nodes (docs/design.md §7).

@@ -488,6 +488,56 @@ TEST_F(CacheNodeTest, DirtyHighWatermarkForcesDestageUnderLoad) {
   EXPECT_EQ(HomeBlock(3), Pattern(303, kBs)) << "destaged blocks reached their home replicas";
 }
 
+TEST_F(CacheNodeTest, AgingDestagesOldDirtyBlocksUnderLoadBelowTheWatermarks) {
+  // Never idle and far below the watermarks (20 of 256 slots): only the age target can start
+  // destage. Blocks dirty for more than half of 400 ms go home while the foreground keeps
+  // writing one other block.
+  config_.dirty_age_target_ms = 400;
+  Start();
+  for (int b = 0; b < 20; ++b) ASSERT_TRUE(Write(static_cast<uint64_t>(b) * kBs, Pattern(500 + b, kBs)).ok());
+  bool home = false;
+  for (int i = 0; i < 400 && !home; ++i) {
+    ASSERT_TRUE(Write(100 * kBs, Pattern(i, kBs)).ok());  // keep the node busy
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    home = HomeBlock(19) == Pattern(519, kBs);
+  }
+  EXPECT_TRUE(home) << "the oldest dirty blocks reached their home replicas under load";
+  EXPECT_EQ(HomeBlock(0), Pattern(500, kBs));
+  EXPECT_LT(node_->dirty_blocks(), 20u);
+}
+
+TEST_F(CacheNodeTest, WritersAreHeldBeforeTheDirtyCapNeverFailed) {
+  // 256 slots: writers slow down above 10% dirty and are held at 20%; destage is forced from
+  // 10% and runs unpaced at the cap. Four writers of 120 distinct blocks each (more than the
+  // cap) all succeed, and the throttle shows in the metrics.
+  config_.dirty_high_watermark = 0.1;
+  config_.dirty_low_watermark = 0.05;
+  config_.dirty_cap = 0.2;
+  config_.dirty_age_target_ms = 0;
+  Start();
+  constexpr int kThreads = 4, kBlocks = 30;
+  std::atomic<int> errors{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int b = 0; b < kBlocks; ++b) {
+        const uint64_t block = static_cast<uint64_t>(t) * kBlocks + b;
+        if (!Write(block * kBs, Pattern(700 + block, kBs)).ok()) ++errors;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(errors.load(), 0);
+  for (uint64_t b = 0; b < kThreads * kBlocks; ++b) {
+    ASSERT_EQ(Read(b * kBs, kBs), Pattern(700 + b, kBs)) << b;
+  }
+  const std::string text = registry_.Render();
+  const size_t at = text.find("ringcache_cachenode_writes_throttled_total{");
+  ASSERT_NE(at, std::string::npos) << text;
+  const double throttled = std::stod(text.substr(text.find('}', at) + 1));
+  EXPECT_GT(throttled, 0) << "writes above the high watermark were held back";
+}
+
 TEST_F(CacheNodeTest, ConcurrentWritersAndReadersSeeTheirData) {
   config_.idle_ops_per_s = 1;
   config_.idle_window_ms = 50;  // destage runs concurrently too

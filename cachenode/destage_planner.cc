@@ -9,7 +9,8 @@ DestagePlanner::DestagePlanner(const DestagePlannerOptions& options, int64_t now
     : options_(options), last_count_(foreground_ops), last_time_(now_us), quiet_since_(now_us) {}
 
 DestagePlanner::Decision DestagePlanner::Tick(int64_t now_us, uint64_t foreground_ops,
-                                              uint64_t dirty_blocks, bool log_over_limit) {
+                                              uint64_t dirty_blocks, bool log_over_limit,
+                                              int64_t oldest_dirty_us) {
   const double rate = static_cast<double>(foreground_ops - last_count_) * 1e6 /
                       static_cast<double>(std::max<int64_t>(1, now_us - last_time_));
   last_count_ = foreground_ops;
@@ -23,15 +24,44 @@ DestagePlanner::Decision DestagePlanner::Tick(int64_t now_us, uint64_t foregroun
   // Pushback: a data node's log area is over its limit; destage so records can be reclaimed.
   if (log_over_limit && dirty_blocks > 0) forcing_ = true;
   d.forcing = forcing_;
+  // Aging (bcache's writeback delay, docs/cache-node.md "Destage"): start at half the target so
+  // that a paced destage keeps the oldest block near the target, not past it.
+  const double target_us = static_cast<double>(options_.dirty_age_target_ms) * 1000.0;
+  const double age = static_cast<double>(oldest_dirty_us);
+  d.aging = target_us > 0 && dirty_blocks > 0 && age >= target_us / 2;
+  // The pace: faster the dirtier the node (1x at the low watermark, 4x at the high one) and the
+  // older its oldest block (1x at the target, 4x at 2.5x the target); unpaced at the cap.
+  const double f = slots > 0 ? static_cast<double>(dirty_blocks) / slots : 0;
+  const double span = options_.dirty_high_watermark - options_.dirty_low_watermark;
+  const double by_dirt = 1 + 3 * std::clamp((f - options_.dirty_low_watermark) / span, 0.0, 1.0);
+  const double by_age = target_us > 0 ? std::clamp(2 * age / target_us - 1, 1.0, 4.0) : 1.0;
+  d.speed = AtCap(dirty_blocks) ? 0 : std::max(by_dirt, by_age);
   return d;
 }
 
-int64_t DestagePlanner::PauseMicros(uint64_t batch_bytes, int64_t batch_us,
-                                    int64_t one_us) const {
-  const double allowed_us =
-      static_cast<double>(batch_bytes) / (options_.forced_destage_mb_s * 1048576.0) * 1e6;
+bool DestagePlanner::AtCap(uint64_t dirty_blocks) const {
+  return options_.slots > 0 &&
+         static_cast<double>(dirty_blocks) >= options_.dirty_cap * static_cast<double>(options_.slots);
+}
+
+int64_t DestagePlanner::WriteDelayMicros(uint64_t dirty_blocks) const {
+  if (options_.slots == 0) return 0;
+  if (AtCap(dirty_blocks)) return -1;
+  const double f = static_cast<double>(dirty_blocks) / static_cast<double>(options_.slots);
+  const double x = (f - options_.dirty_high_watermark) /
+                   (options_.dirty_cap - options_.dirty_high_watermark);
+  if (x <= 0) return 0;
+  return static_cast<int64_t>(static_cast<double>(options_.max_write_delay_us) * x * x);
+}
+
+int64_t DestagePlanner::PauseMicros(uint64_t batch_bytes, int64_t batch_us, int64_t one_us,
+                                    double speed) const {
+  if (speed <= 0) return 0;
+  const double allowed_us = static_cast<double>(batch_bytes) /
+                            (options_.forced_destage_mb_s * speed * 1048576.0) * 1e6;
   double pause = std::max(0.0, allowed_us - static_cast<double>(batch_us));
-  pause = std::max(pause, static_cast<double>(one_us) * (1.0 / options_.forced_destage_duty - 1.0));
+  const double duty = std::min(1.0, options_.forced_destage_duty * speed);
+  pause = std::max(pause, static_cast<double>(one_us) * (1.0 / duty - 1.0));
   return static_cast<int64_t>(pause);
 }
 

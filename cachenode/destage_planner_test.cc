@@ -83,6 +83,73 @@ TEST(DestagePlannerTest, PacingHoldsTheByteRateAndTheDutyCycle) {
   EXPECT_EQ(p.PauseMicros(4096, 100 * kMs, 10 * kMs), 30 * kMs);
 }
 
+TEST(DestagePlannerTest, AgingStartsAtHalfTheTargetWhateverTheLoad) {
+  DestagePlannerOptions o = Options();
+  o.dirty_age_target_ms = 30000;
+  DestagePlanner p(o, 0, 0);
+  uint64_t ops = 0;
+  int64_t now = 0;
+  auto tick = [&](uint64_t dirty, int64_t age_ms) {
+    now += 50 * kMs;
+    ops += 100;  // always busy: never idle
+    return p.Tick(now, ops, dirty, false, age_ms * kMs);
+  };
+  EXPECT_FALSE(tick(10, 14999).destage());
+  EXPECT_TRUE(tick(10, 15000).aging);
+  EXPECT_TRUE(tick(10, 15000).destage());
+  EXPECT_FALSE(tick(0, 20000).aging) << "nothing dirty";
+  EXPECT_FALSE(tick(10, 14000).aging) << "back under half the target";
+  o.dirty_age_target_ms = 0;
+  DestagePlanner off(o, 0, 0);
+  EXPECT_FALSE(off.Tick(50 * kMs, 100, 10, false, 3600000 * kMs).aging) << "0: no aging";
+}
+
+TEST(DestagePlannerTest, DestageSpeedsUpWithDirtAndAgeAndIsUnpacedAtTheCap) {
+  DestagePlannerOptions o = Options();  // 1000 slots, low 0.4, high 0.6
+  o.dirty_age_target_ms = 30000;
+  o.dirty_cap = 0.9;
+  DestagePlanner p(o, 0, 0);
+  int64_t now = 0;
+  auto speed = [&](uint64_t dirty, int64_t age_ms) {
+    now += 50 * kMs;
+    return p.Tick(now, 0, dirty, false, age_ms * kMs).speed;
+  };
+  EXPECT_DOUBLE_EQ(speed(100, 0), 1);
+  EXPECT_DOUBLE_EQ(speed(400, 0), 1);    // at the low watermark
+  EXPECT_DOUBLE_EQ(speed(500, 0), 2.5);  // halfway to the high one
+  EXPECT_DOUBLE_EQ(speed(600, 0), 4);    // at the high one
+  EXPECT_DOUBLE_EQ(speed(800, 0), 4);
+  EXPECT_DOUBLE_EQ(speed(10, 30000), 1);   // at the age target
+  EXPECT_DOUBLE_EQ(speed(10, 45000), 2);   // 1.5x the target
+  EXPECT_DOUBLE_EQ(speed(10, 600000), 4);  // capped
+  EXPECT_DOUBLE_EQ(speed(900, 0), 0) << "at the cap: not paced";
+  // The pace follows the speed: 4x the byte rate, the duty cycle 4 x 25% = 100%.
+  EXPECT_EQ(p.PauseMicros(1 << 20, 100 * kMs, 10 * kMs, 4), 150 * kMs);
+  EXPECT_EQ(p.PauseMicros(4096, 100 * kMs, 10 * kMs, 4), 0);
+  EXPECT_EQ(p.PauseMicros(1 << 20, 0, 10 * kMs, 0), 0);
+}
+
+TEST(DestagePlannerTest, WritersSlowDownSmoothlyUpToTheCap) {
+  DestagePlannerOptions o = Options();  // 1000 slots, high 0.6
+  o.dirty_cap = 0.9;
+  o.max_write_delay_us = 10000;
+  DestagePlanner p(o, 0, 0);
+  EXPECT_EQ(p.WriteDelayMicros(0), 0);
+  EXPECT_EQ(p.WriteDelayMicros(600), 0);  // at the high watermark
+  int64_t last = 0;
+  for (uint64_t dirty = 610; dirty < 900; dirty += 10) {
+    const int64_t d = p.WriteDelayMicros(dirty);
+    EXPECT_GE(d, last) << dirty;  // never less for more dirt
+    EXPECT_LE(d - last, 1000) << dirty << ": no step of more than 1 ms per 1% of dirt";
+    last = d;
+  }
+  EXPECT_EQ(p.WriteDelayMicros(750), 2500);  // halfway: a quarter of the most
+  EXPECT_GT(last, 9000);
+  EXPECT_FALSE(p.AtCap(899));
+  EXPECT_TRUE(p.AtCap(900));
+  EXPECT_EQ(p.WriteDelayMicros(900), -1) << "at the cap: wait for destage";
+}
+
 TEST(DestagePlannerTest, ColdestVdiFirstTiesToTheLowestId) {
   EXPECT_FALSE(DestagePlanner::ColdestVdi({}).has_value());
   EXPECT_EQ(DestagePlanner::ColdestVdi({{7, 50}, {3, 10}, {9, 10}}), 3u);

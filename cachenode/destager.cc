@@ -24,6 +24,16 @@ Destager::Destager(const DestagerOptions& options, const DestagerContext& contex
                                         "Dirty bytes written home by destage.", node);
   destage_errors_ = registry->GetCounter("ringcache_cachenode_destage_errors_total",
                                          "Destage attempts that failed (retried later).", node);
+  write_throttle_seconds_ = registry->GetCounter(
+      "ringcache_cachenode_write_throttle_seconds_total",
+      "Time writes of write-back VDIs were held back because the node's dirty share was above "
+      "its high watermark (slowed smoothly up to the dirty cap, at most 1 s each at the cap).",
+      node);
+  write_throttled_ = registry->GetCounter(
+      "ringcache_cachenode_writes_throttled_total",
+      "Writes of write-back VDIs held back before the dirty cap (see "
+      "ringcache_cachenode_write_throttle_seconds_total).",
+      node);
   obsolete_discarded_ = registry->GetCounter(
       "ringcache_cachenode_obsolete_blocks_discarded_total",
       "Dirty blocks a data node refused as older than its copy (another owner wrote a newer "
@@ -165,7 +175,8 @@ void Destager::DestageTick() {
   const int64_t now = ctx_.clock->NowMicros();
   const uint64_t fg = fg_blocks_.load();
   const DestagePlanner::Decision d =
-      planner_.Tick(now, fg, ctx_.map->dirty_blocks(), ctx_.log->over_limit());
+      planner_.Tick(now, fg, ctx_.map->dirty_blocks(), ctx_.log->over_limit(),
+                    absl::ToInt64Microseconds(ctx_.map->OldestDirtyAge()));
   // Fenced: the objects may have a new owner already, and the gateway may have replayed this
   // node's log and dropped it. Neither destage nor log again: a record written after that
   // replay would outlive it, and a later replay of this node would put it over the newer data
@@ -176,17 +187,19 @@ void Destager::DestageTick() {
     last_relog_check_us_ = now;
     RelogFromLostDataNodes();
   }
-  if (d.destage()) DestageBatch(d.idle, fg);
+  if (d.destage()) DestageBatch(d, fg);
 }
 
-void Destager::DestageBatch(bool idle, uint64_t fg_at_tick) {
+void Destager::DestageBatch(const DestagePlanner::Decision& d, uint64_t fg_at_tick) {
   // Oldest dirty blocks first, until load returns (idle) or the planner's pace says pause
-  // (forced under load).
+  // (forced or aging under load). Aging alone takes the VDI with the oldest dirty block first.
+  const bool idle = d.idle;
+  const bool by_age = d.aging && !d.forcing && !d.idle;
   const int64_t batch_start = ctx_.clock->NowMicros();
   uint64_t bytes = 0;
   for (int n = 0; n < 64 && !stop_.load(); ++n) {
     if (n > 0 && !ctx_.check_owner().ok()) break;  // fenced during the batch
-    const std::optional<BlockKey> key = ctx_.map->NextDirty();
+    const std::optional<BlockKey> key = ctx_.map->NextDirty(by_age);
     if (!key) break;
     auto v = ctx_.vdis->Get(key->vdi);
     if (!v.ok()) {
@@ -209,11 +222,32 @@ void Destager::DestageBatch(bool idle, uint64_t fg_at_tick) {
     if (!idle && load && !ctx_.log->over_limit()) {
       // Forced under load (not log pushback, which destages at full speed).
       const int64_t now = ctx_.clock->NowMicros();
-      const int64_t pause = planner_.PauseMicros(bytes, now - batch_start, now - one_start);
+      const int64_t pause =
+          planner_.PauseMicros(bytes, now - batch_start, now - one_start, d.speed);
       if (pause > 0) ctx_.clock->SleepFor(absl::Microseconds(pause));
     }
     if (idle && load) break;  // load returned
   }
+}
+
+absl::Duration Destager::ThrottleWrite(absl::Time deadline) {
+  const int64_t delay = planner_.WriteDelayMicros(ctx_.map->dirty_blocks());
+  if (delay == 0) return absl::ZeroDuration();
+  const int64_t start = ctx_.clock->NowMicros();
+  if (delay > 0) {
+    ctx_.clock->SleepFor(std::min(absl::Microseconds(delay), deadline - absl::Now()));
+  } else {
+    // At the cap: destage runs unpaced; wait for it to bring the node under, at most a second
+    // (then the write goes on: slots are there, the cap is where writers are held, not refused).
+    for (int i = 0; i < 200 && planner_.AtCap(ctx_.map->dirty_blocks()) && absl::Now() < deadline;
+         ++i) {
+      ctx_.clock->SleepFor(absl::Milliseconds(5));
+    }
+  }
+  const int64_t waited = std::max<int64_t>(0, ctx_.clock->NowMicros() - start);
+  write_throttle_seconds_->Increment(static_cast<double>(waited) / 1e6);
+  write_throttled_->Increment();
+  return absl::Microseconds(waited);
 }
 
 absl::Status Destager::Flush(uint32_t vdi, const ring::Ring* moving_under) {

@@ -72,6 +72,11 @@ class Destager {
   // Stops the threads (dirty blocks stay on SSD). Idempotent.
   void Stop();
 
+  // Holds a write of a write-back VDI back before the dirty cap (destage_planner.h): sleeps the
+  // planner's delay, or at the cap waits (at most 1 s, never past `deadline`) for destage to
+  // bring the node under it. Returns the time held. Any thread; no lock held.
+  absl::Duration ThrottleWrite(absl::Time deadline);
+
   // Counts foreground block operations (idle detection).
   void NoteForeground(uint64_t blocks) { fg_blocks_.fetch_add(blocks, std::memory_order_relaxed); }
 
@@ -103,8 +108,8 @@ class Destager {
   // Writes a RAM block the placement moved out to a fresh slot. With no slot free, an exclusive
   // node relieves slot pressure and tries once more (`retried`); then the clean block leaves.
   absl::Status Demote(const BlockKey& key, bool retried);
-  // Destages the batch the planner asked for; `idle`: stop when load returns.
-  void DestageBatch(bool idle, uint64_t fg_at_tick);
+  // Destages the batch the planner asked for (idle: stop when load returns; else paced).
+  void DestageBatch(const DestagePlanner::Decision& d, uint64_t fg_at_tick);
   // Reads the blocks of `run` into `data` (repairing damaged dirty slots).
   absl::Status ReadRun(const BlockKey& key, uint64_t object, uint64_t base,
                        const DestageRun& run, std::string* data);
@@ -118,7 +123,8 @@ class Destager {
   const DestagerContext ctx_;
   std::atomic<uint64_t> fg_blocks_{0};
   std::atomic<bool> stop_{false};
-  DestagePlanner planner_;                     // destager thread only
+  // Tick and PauseMicros on the destager thread only; the const write delay from any thread.
+  DestagePlanner planner_;
   std::vector<ReclaimWork> retry_;             // reclaimer thread only
   absl::flat_hash_set<uint32_t> relogged_;     // lost data nodes already handled (destager only)
   // Per data node, the store changes (DataNodePool::StoreChanges) already relogged for.
@@ -133,6 +139,8 @@ class Destager {
   metrics::Counter* destage_bytes_;
   metrics::Counter* destage_errors_;
   metrics::Counter* obsolete_discarded_;
+  metrics::Counter* write_throttle_seconds_;
+  metrics::Counter* write_throttled_;
 };
 
 }  // namespace ringcache::cachenode

@@ -53,7 +53,8 @@ struct Flags {
   uint32_t id = 0;
   std::optional<std::string> listen, http_listen, data_listen, ssd_path, state_dir, ready_file,
       policy, placement;
-  std::optional<int64_t> relog_after_ms;
+  std::optional<int64_t> relog_after_ms, dirty_age_target_ms;
+  std::optional<double> dirty_cap;
   std::string disk_faults_file;
 };
 
@@ -83,6 +84,16 @@ void AddFlags(CLI::App* app, Flags* f) {
                   "A data node unreachable this long is taken for lost: the dirty blocks whose "
                   "log copies it held are logged again on the others (default 30000)")
       ->check(CLI::Range(int64_t{1000}, int64_t{86400000}));
+  app->add_option("--dirty-age-target-ms", f->dirty_age_target_ms,
+                  "Under load, destage keeps the oldest dirty block younger than about this "
+                  "(it starts at half of it; 0: destage only when idle or above the high "
+                  "watermark; default 30000)")
+      ->check(CLI::Range(int64_t{0}, int64_t{86400000}));
+  app->add_option("--dirty-cap", f->dirty_cap,
+                  "Dirty share of the SSD slots that writers are held under: writes slow down "
+                  "smoothly above the high watermark (0.6) and wait, at most 1 s each, at the "
+                  "cap (default 0.9)")
+      ->check(CLI::Range(0.0, 1.0));
   app->add_option("--disk-faults-file", f->disk_faults_file,
                   "Fault tests only: a file whose lines `sync_delay_ms=N` and `full=1` make the "
                   "SSD's syncs slow or its writes fail with ENOSPC (a slow or full disk), "
@@ -120,6 +131,8 @@ absl::StatusOr<Settings> Resolve(const Flags& f) {
   s.cc.policy = f.policy.value_or(s.cluster.policy);
   s.cc.placement = f.placement.value_or(s.cluster.placement);
   if (f.relog_after_ms) s.cc.relog_after_ms = *f.relog_after_ms;
+  if (f.dirty_age_target_ms) s.cc.dirty_age_target_ms = *f.dirty_age_target_ms;
+  if (f.dirty_cap) s.cc.dirty_cap = *f.dirty_cap;
   RC_RETURN_IF_ERROR(s.cc.Validate());
   s.etcd = f.daemon.Resolve({s.cluster.etcd_endpoints, s.cluster.etcd_prefix,
                              static_cast<int>(s.cluster.etcd_lease_ttl_s)});

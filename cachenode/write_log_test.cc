@@ -334,6 +334,7 @@ TEST_F(WriteLogTest, DamagedLeftoverRecordsAreCollected) {
   // goes down, and the test would damage records already gone.
   config_.idle_ops_per_s = 1e9;
   config_.idle_window_ms = 1000000;
+  config_.dirty_age_target_ms = 0;
   Start();
   for (uint64_t b = 0; b < 32; ++b) ASSERT_TRUE(WriteBlock(b, Pattern(b)).ok());
   auto logs = LogsByDataNode();

@@ -45,6 +45,7 @@ class RouterMembershipTest : public ::testing::Test {
       cc.ssd_bytes = 1024 * kBs;
       cc.ram_bytes = 16 * kBs;
       cc.idle_ops_per_s = 1e9;  // no background destage: the test decides
+      cc.dirty_age_target_ms = 0;
       cc.idle_window_ms = 1000000;
       auto n = cachenode::CacheNode::Create(cc, pool_.get(), Clock::Real(), &registry_);
       ASSERT_TRUE(n.ok()) << n.status();

@@ -44,6 +44,7 @@ class CacheNodeHarness : public ::testing::Test {
     config_.ram_bytes = 16 * kHarnessBlock;
     config_.slot_reserve = 0.1;
     config_.idle_ops_per_s = 1e9;  // never idle: destage only when a test says so
+    config_.dirty_age_target_ms = 0;  // nor by age
     config_.idle_window_ms = 1000000;
   }
   void TearDown() override {

@@ -56,6 +56,7 @@ class DataRebalancerTest : public ::testing::Test {
       cc.ssd_bytes = 4096 * kBs;
       cc.ram_bytes = 16 * kBs;
       cc.idle_ops_per_s = 0;  // no destage but the tests' own: dirty blocks stay dirty
+      cc.dirty_age_target_ms = 0;
       auto n =
           cachenode::CacheNode::Create(cc, cache_pools_.back().get(), Clock::Real(), &registry_);
       ASSERT_TRUE(n.ok()) << n.status();

@@ -42,7 +42,7 @@ start() {  # name, extra flags...
   local name=$1; shift
   rm -rf "$WORK/$name"
   "$LOCAL" --data-dir "$WORK/$name" --cache-nodes 2 --data-nodes 3 --ssd-size 64MiB \
-    --ram-size 8MiB --hdd-emulation --hdd-seek-ms 2 --idle-ops-per-s 0 \
+    --ram-size 8MiB --hdd-emulation --hdd-seek-ms 2 --idle-ops-per-s 0 --dirty-age-target-ms 0 \
     --nbd-listen "127.0.0.1:$((BASE+1))" --admin-listen "127.0.0.1:$((BASE+2))" \
     --http-listen "127.0.0.1:$((BASE+3))" --create-vdi disk:512MiB \
     --ready-file "$WORK/$name.ready" "$@" > "$WORK/$name.log" 2>&1 &

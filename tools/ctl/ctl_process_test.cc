@@ -118,7 +118,9 @@ class CtlProcessTest : public ::testing::Test {
 // Dirty data stays dirty until flushed: no destage when idle.
 class CtlProcessNoIdleDestageTest : public CtlProcessTest {
  protected:
-  CtlProcessNoIdleDestageTest() { extra_flags_ = {"--idle-ops-per-s", "0"}; }
+  CtlProcessNoIdleDestageTest() {
+    extra_flags_ = {"--idle-ops-per-s", "0", "--dirty-age-target-ms", "0"};
+  }
 };
 
 TEST_F(CtlProcessTest, VdiLifecycle) {

@@ -174,6 +174,8 @@ KEY_DOCS = {
     "dirty_high_watermark": "dirty share of the SSD slots that forces destage under load",
     "dirty_low_watermark": "dirty share at which forced destage stops",
     "forced_destage_mb_s": "rate limit of forced destage, MiB/s",
+    "dirty_age_target_ms": "age of the oldest dirty block that destage under load keeps (0: off)",
+    "dirty_cap": "dirty share of the SSD slots writers are held under (0: default 0.9)",
 }
 
 

@@ -61,6 +61,8 @@ struct LocalConfig {
   double dirty_high_watermark = 0.6;
   double dirty_low_watermark = 0.4;
   double forced_destage_mb_s = 64;
+  int64_t dirty_age_target_ms = 30000;
+  double dirty_cap = 0;  // 0: the cache node's default
   uint64_t log_limit_bytes = 4ull << 30;  // per data node
 
   absl::Status LoadYaml(const std::string& path) {
@@ -87,6 +89,8 @@ struct LocalConfig {
       d.Read("dirty_high_watermark", &dirty_high_watermark);
       d.Read("dirty_low_watermark", &dirty_low_watermark);
       d.Read("forced_destage_mb_s", &forced_destage_mb_s);
+      d.Read("dirty_age_target_ms", &dirty_age_target_ms);
+      d.Read("dirty_cap", &dirty_cap);
       RC_RETURN_IF_ERROR(d.Finish());
     }
     f.ReadSize("log_limit_bytes", &log_limit_bytes);
@@ -109,6 +113,7 @@ struct Flags {
       placement, ssd_size, ram_size, log_limit;
   std::optional<uint32_t> cache_nodes, data_nodes, replication, block_size;
   std::optional<double> seek_ms, high_wm, forced_mb_s, idle_ops;
+  std::optional<int64_t> dirty_age_ms;
   bool hdd = false;
   std::vector<std::string> create;
   std::string tls_dir;
@@ -148,6 +153,10 @@ void AddFlags(CLI::App* app, Flags* f) {
   app->add_option("--idle-ops-per-s", f->idle_ops,
                   "Block ops/s under which a cache node counts as idle and destages (default "
                   "100)");
+  app->add_option("--dirty-age-target-ms", f->dirty_age_ms,
+                  "Under load, destage keeps the oldest dirty block younger than about this "
+                  "(0: destage only when idle or above the high watermark; default 30000)")
+      ->check(CLI::Range(int64_t{0}, int64_t{86400000}));
   app->add_option("--log-limit", f->log_limit,
                   "Write-back log area per data node above which cache nodes are pushed to "
                   "destage (default 4GiB)");
@@ -169,6 +178,7 @@ absl::StatusOr<LocalConfig> ResolveConfig(const Flags& f) {
   if (f.high_wm) cfg.dirty_high_watermark = *f.high_wm;
   if (f.forced_mb_s) cfg.forced_destage_mb_s = *f.forced_mb_s;
   if (f.idle_ops) cfg.idle_ops_per_s = *f.idle_ops;
+  if (f.dirty_age_ms) cfg.dirty_age_target_ms = *f.dirty_age_ms;
   if (f.data_dir) cfg.data_dir = *f.data_dir;
   if (f.cache_nodes) cfg.cache_nodes = *f.cache_nodes;
   if (f.data_nodes) cfg.data_nodes = *f.data_nodes;
@@ -313,6 +323,8 @@ absl::Status Local::StartCacheNodes() {
     cc.dirty_high_watermark = cfg_.dirty_high_watermark;
     cc.dirty_low_watermark = std::min(cfg_.dirty_low_watermark, cfg_.dirty_high_watermark);
     cc.forced_destage_mb_s = cfg_.forced_destage_mb_s;
+    cc.dirty_age_target_ms = cfg_.dirty_age_target_ms;
+    cc.dirty_cap = cfg_.dirty_cap;
     RC_ASSIGN_OR_RETURN(std::unique_ptr<cachenode::CacheNode> node,
                         cachenode::CacheNode::Create(cc, pool_.get(), Clock::Real(), registry_));
     members_.push_back({i + 1, 1.0, local::MakeLocalCacheClient(node.get())});
