@@ -277,6 +277,10 @@ OVERVIEW = [
        unit="Bps"),
     ts("Evictions", [q("instance:ringcache_cachenode_evictions:rate1m", "node {{node}}")],
        unit="ops"),
+    ts("Write throttle", [q(f"sum by (node) (rate(ringcache_cachenode_write_throttle_seconds_total"
+                            f"[{RI}]))", "node {{node}}")],
+       unit="s", desc="Seconds per second that writes waited before the dirty cap: writes slow "
+       "down above the high watermark and wait at most 1 s each at the cap (0.9 by default)."),
     row("Write-back log"),
     ts("Data node log area", [q("instance:ringcache_datanode_log_bytes:sum", "{{instance}}"),
                               q("cluster:ringcache_datanode_log_bytes:sum", "cluster")],
