@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "common/checksum.h"
+#include "common/formats.h"
 #include "common/errors.h"
 #include "common/status_macros.h"
 
@@ -17,7 +18,8 @@ namespace ringcache::cachenode {
 namespace {
 
 constexpr char kMagic[8] = {'R', 'C', 'S', 'L', 'O', 'T', 'S', '1'};
-constexpr uint32_t kVersion = 2;
+constexpr uint32_t kVersion = kSlotFileFormat.writes;
+static_assert(kSlotFileFormat.reads_from == 1, "Open reads version 1 and kVersion");
 constexpr uint32_t kEntryMagic = 0x58494352;  // "RCIX"
 constexpr uint64_t kSuperSize = 4096;
 constexpr uint64_t kEntrySize = 64;
@@ -145,6 +147,11 @@ absl::StatusOr<std::unique_ptr<SlotStore>> SlotStore::Open(const SlotStoreOption
     sup.flags = kAdoptPending;
     write_super = true;
   } else {
+    // A slot file of another format version (a newer release's, after a downgrade) is refused
+    // naming the versions, before its checksum is looked at: its layout may differ.
+    if (std::memcmp(sup.magic, kMagic, sizeof(kMagic)) == 0) {
+      RC_RETURN_IF_ERROR(CheckFormat(kSlotFileFormat, sup.version, options.path));
+    }
     const bool v1 = std::memcmp(sup.magic, kMagic, sizeof(kMagic)) == 0 && sup.version == 1;
     const size_t sum_at = v1 ? kV1ChecksumOffset : offsetof(DiskSuper, checksum);
     uint64_t sum = 0;

@@ -238,6 +238,33 @@ TEST_F(SlotStoreTest, StoreOfAnotherClusterIsRefused) {
   EXPECT_EQ(recovered_.size(), 1u);
 }
 
+// A slot file of a newer release (after a downgrade) is refused naming the versions, and left
+// as it is: the newer release opens it again.
+TEST_F(SlotStoreTest, SlotFileOfANewerFormatIsRefusedNamingTheVersions) {
+  { auto s = Open(); }
+  char before[64];
+  {
+    int fd = ::open(path_.c_str(), O_RDWR);
+    ASSERT_EQ(::pread(fd, before, sizeof(before), 0), 64);
+    const uint32_t v3 = 3;
+    ASSERT_EQ(::pwrite(fd, &v3, 4, 8), 4);
+    ::close(fd);
+  }
+  auto s = SlotStore::Open({path_, 64 * 4096, 4096}, &recovered_, &stats_);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.status().message().find(
+                "format version 3; this release reads slot-file versions 1-2. It was written by "
+                "a newer release"),
+            absl::string_view::npos)
+      << s.status();
+  char after[64];
+  int fd = ::open(path_.c_str(), O_RDONLY);
+  ASSERT_EQ(::pread(fd, after, sizeof(after), 0), 64);
+  ::close(fd);
+  EXPECT_EQ(std::memcmp(before + 12, after + 12, 52), 0) << "the superblock was not rewritten";
+}
+
 // A version 1 superblock (no identity) is upgraded in place: same blocks, an incarnation made
 // once and kept from then on.
 TEST_F(SlotStoreTest, VersionOneStoreGetsAnIdentityAndKeepsItsBlocks) {

@@ -1,16 +1,22 @@
 // The version every ringcache program reports with --version: the CMake project version, which
-// the top-level CMakeLists.txt passes to every compile as RINGCACHE_VERSION.
+// the top-level CMakeLists.txt passes to every compile as RINGCACHE_VERSION, and the versions of
+// the formats it writes and reads.
 #ifndef RINGCACHE_COMMON_VERSION_H_
 #define RINGCACHE_COMMON_VERSION_H_
 
 #include <string>
 
+#include "common/formats.h"
+
 namespace ringcache {
 
 // "0.1.0".
 inline const char* Version() { return RINGCACHE_VERSION; }
-// "<program> <version>", the line --version prints.
-inline std::string VersionLine(const std::string& program) { return program + " " + Version(); }
+// What --version prints: "<program> <version>", then the formats it writes and reads
+// (common/formats.h).
+inline std::string VersionLine(const std::string& program) {
+  return program + " " + Version() + "\n" + FormatsLine();
+}
 
 }  // namespace ringcache
 

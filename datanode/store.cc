@@ -10,10 +10,12 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "common/checksum.h"
 #include "common/config.h"
 #include "common/errors.h"
+#include "common/formats.h"
 #include "common/status_macros.h"
 #include "datanode/store_keys.h"
 
@@ -128,6 +130,27 @@ absl::StatusOr<std::unique_ptr<BlockStore>> BlockStore::Open(const StoreOptions&
   store->blocks_cf_ = handles[1];
   store->log_cf_ = handles[2];
 
+  // The format: refused before anything else is read if this release cannot read it.
+  {
+    std::string held;
+    rocksdb::Status g = store->db_->Get(rocksdb::ReadOptions(), store->meta_cf_, kFormatKey, &held);
+    uint32_t version = 1;  // no key: a new store, or one of v0.1.0 (version 1)
+    if (!g.IsNotFound()) {
+      RC_RETURN_IF_ERROR(FromRocks(g, "read the store's format"));
+      if (!absl::SimpleAtoi(held, &version)) {
+        return absl::DataLossError(
+            absl::StrCat("the store in ", options.dir, " has an unreadable format '", held, "'"));
+      }
+    }
+    RC_RETURN_IF_ERROR(CheckFormat(kDataStoreFormat, version, options.dir));
+    // Recorded once; a later release changes it only after the cluster's feature level allows
+    // (docs/upgrades.md), so a store it opened stays readable by this one until then.
+    if (g.IsNotFound()) {
+      rocksdb::WriteBatch batch;
+      batch.Put(store->meta_cf_, kFormatKey, absl::StrCat(kDataStoreFormat.writes));
+      RC_RETURN_IF_ERROR(store->Commit(&batch, "record the store's format"));
+    }
+  }
   // Load the VDI catalog.
   {
     std::unique_ptr<rocksdb::Iterator> it(

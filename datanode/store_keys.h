@@ -55,6 +55,9 @@ inline constexpr char kHighWaterPrefix[] = "seqhw/";
 inline constexpr char kIncompletePrefix[] = "incomplete/";
 inline constexpr char kIncarnationKey[] = "store/incarnation";
 inline constexpr char kClusterKey[] = "store/cluster";
+// The store's format version (common/formats.h kDataStoreFormat), decimal; absent in stores of
+// v0.1.0, which are version 1.
+inline constexpr char kFormatKey[] = "store/format";
 inline constexpr char kRingKey[] = "ring/data";
 // A writer's mark moves this far past the sequence that raised it.
 inline constexpr uint64_t kHighWaterStep = uint64_t{1} << 20;

@@ -1,5 +1,7 @@
 #include "datanode/store.h"
 
+#include <rocksdb/db.h>
+
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
@@ -258,6 +260,46 @@ TEST_F(StoreTest, StoreOfAnotherClusterIsRefused) {
   ASSERT_TRUE(BlockStore::Open(o).ok());
   o.cluster_id = "alpha";
   ASSERT_TRUE(BlockStore::Open(o).ok());
+  Reopen();
+}
+
+// Sets (or with an empty `value` deletes) the store's format key behind the store's back.
+void SetFormatKey(const std::string& dir, const std::string& value) {
+  rocksdb::Options opts;
+  std::vector<rocksdb::ColumnFamilyDescriptor> cfs = {
+      {rocksdb::kDefaultColumnFamilyName, {}}, {"blocks", {}}, {"log", {}}};
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::DB* raw = nullptr;
+  ASSERT_TRUE(rocksdb::DB::Open(opts, dir, cfs, &handles, &raw).ok());
+  std::unique_ptr<rocksdb::DB> db(raw);
+  if (value.empty()) {
+    ASSERT_TRUE(db->Delete({}, handles[0], "store/format").ok());
+  } else {
+    ASSERT_TRUE(db->Put({}, handles[0], "store/format", value).ok());
+  }
+  for (auto* h : handles) ASSERT_TRUE(db->DestroyColumnFamilyHandle(h).ok());
+}
+
+TEST_F(StoreTest, StoreOfAFormatThisReleaseCannotReadIsRefusedNamingTheVersions) {
+  store_.reset();  // it holds VDI 7 (SetUp)
+  // A newer release's store (after a downgrade): refused, nothing read or changed.
+  SetFormatKey(dir_, "7");
+  auto newer = BlockStore::Open({dir_, 8 << 20});
+  ASSERT_FALSE(newer.ok());
+  EXPECT_TRUE(absl::IsFailedPrecondition(newer.status())) << newer.status();
+  EXPECT_NE(newer.status().message().find("format version 7; this release reads datanode-store "
+                                          "versions 1"),
+            absl::string_view::npos)
+      << newer.status();
+  EXPECT_NE(newer.status().message().find("newer release"), absl::string_view::npos);
+  // A store of v0.1.0 has no format key: it is version 1, and gets the key.
+  SetFormatKey(dir_, "");
+  Reopen();
+  EXPECT_TRUE(store_->GetVdi(7).ok());
+  store_.reset();
+  SetFormatKey(dir_, "0");
+  EXPECT_TRUE(absl::IsFailedPrecondition(BlockStore::Open({dir_, 8 << 20}).status()));
+  SetFormatKey(dir_, "1");
   Reopen();
 }
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Every program's command line: --version prints "<program> <version>" and exits 0, --help exits
-# 0, an unknown flag, a missing cluster file and a bad one exit 2 (bad configuration), and
-# `deploy/cluster.sh --help` exits 0 without creating anything.
+# Every program's command line: --version prints "<program> <version>" and then the formats it
+# writes and reads, exits 0; --help exits 0; an unknown flag, a missing cluster file and a bad
+# one exit 2 (bad configuration); `deploy/cluster.sh --help` exits 0 without creating anything.
 # Usage: tests/e2e/cli_flags_test.sh BUILD_DIR
 set -uo pipefail
 BIN=$(cd "${1:?usage: cli_flags_test.sh BUILD_DIR}" && pwd)
@@ -26,7 +26,10 @@ for p in gateway/ringcache-gateway cachenode/ringcache-cachenode datanode/ringca
   out=$("$BIN/$p" --version 2>&1)
   rc=$?
   [ "$rc" = 0 ] || fail "$name --version exits $rc"
-  [ "$out" = "$name $VERSION" ] || fail "$name --version printed '$out', want '$name $VERSION'"
+  [ "$(head -1 <<< "$out")" = "$name $VERSION" ] ||
+    fail "$name --version printed '$out', want '$name $VERSION' first"
+  [[ "$(sed -n 2p <<< "$out")" == "formats: slot-file "* ]] ||
+    fail "$name --version printed '$out', want the formats on its second line"
   expect_rc 0 "$name --help" "$BIN/$p" --help
   expect_rc 2 "$name --no-such-flag" "$BIN/$p" --no-such-flag
 done

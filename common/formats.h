@@ -1,0 +1,63 @@
+// The formats ringcache keeps on disk and speaks on the wire, each with the version this release
+// writes and the oldest one it still reads (docs/upgrades.md). A reader meeting a version outside
+// that range refuses it with a message naming both, instead of misreading it: a downgrade past a
+// format change, or a disk from a newer release, fails loudly at start.
+//
+// Thread-safety: constants and pure functions.
+#ifndef RINGCACHE_COMMON_FORMATS_H_
+#define RINGCACHE_COMMON_FORMATS_H_
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+
+namespace ringcache {
+
+struct Format {
+  const char* name;     // as --version and the errors print it
+  uint32_t writes;      // the version this release writes
+  uint32_t reads_from;  // the oldest version this release reads (<= writes)
+  const char* what;
+};
+
+// The cache node's SSD slot file: superblock, slot headers (cachenode/slot_store.h). 1: no
+// store incarnation; 2: the incarnation and cluster stamps.
+inline constexpr Format kSlotFileFormat{"slot-file", 2, 1, "cache node SSD slot file"};
+// The cache node's VDI table (cachenode/vdi_table.h). 1: no policy per VDI; 2: with it.
+inline constexpr Format kVdiTableFormat{"vdi-table", 2, 1, "cache node VDI table"};
+// The data node's RocksDB store (datanode/store_keys.h): the key layout and value encodings.
+// Stores of releases before the format was recorded (v0.1.0) are version 1.
+inline constexpr Format kDataStoreFormat{"datanode-store", 1, 1, "data node store"};
+// The block data port's frames (common/block_wire.h), told apart by their magic ("CRD2").
+inline constexpr Format kBlockWireFormat{"block-wire", 2, 2, "block data port frames"};
+
+inline constexpr std::array<Format, 4> kFormats = {kSlotFileFormat, kVdiTableFormat,
+                                                   kDataStoreFormat, kBlockWireFormat};
+
+// OK when `found` is one `format`'s readers accept; otherwise kFailedPrecondition naming `where`,
+// the version found and the versions this release reads, and which release can read it.
+absl::Status CheckFormat(const Format& format, uint32_t found, absl::string_view where);
+
+// "1-2", or "2" when a format reads only the version it writes.
+inline std::string ReadableVersions(const Format& f) {
+  return f.reads_from == f.writes ? std::to_string(f.writes)
+                                  : std::to_string(f.reads_from) + "-" + std::to_string(f.writes);
+}
+
+// "formats: slot-file 2 (reads 1-2), vdi-table 2 (reads 1-2), ...": the second line of
+// --version.
+inline std::string FormatsLine() {
+  std::string out = "formats:";
+  for (const Format& f : kFormats) {
+    out += (out.size() > 8 ? ", " : " ") + std::string(f.name) + " " + std::to_string(f.writes) +
+           " (reads " + ReadableVersions(f) + ")";
+  }
+  return out;
+}
+
+}  // namespace ringcache
+
+#endif  // RINGCACHE_COMMON_FORMATS_H_
