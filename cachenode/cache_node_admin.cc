@@ -1,0 +1,260 @@
+// The cache node's administration: per-VDI registration, policy and mode, flush, drops and
+// invalidation, usage and statistics, and the metrics they publish. The data path (reads,
+// writes, trims) is in cache_node.cc; cache_node.h has the locking order.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "cachenode/cache_node.h"
+#include "cachenode/policy/registry.h"
+#include "common/errors.h"
+#include "common/status_macros.h"
+
+namespace ringcache::cachenode {
+
+// ---------------------------------------------------------------------------------------------
+// VDI registration, policy and metrics
+
+void CacheNode::AddNodeGauges() {
+  const metrics::Labels node{{"node", absl::StrCat(config_.node_id)}};
+  registry_->AddCallbackGauge("ringcache_cachenode_cached_blocks", "Blocks held by the cache.",
+                              node, [this] { return static_cast<double>(cached_blocks()); });
+  registry_->AddCallbackGauge(
+      "ringcache_cachenode_dirty_bytes", "Dirty bytes not yet destaged.", node,
+      [this] { return static_cast<double>(dirty_blocks() * config_.block_size); });
+  registry_->AddCallbackGauge("ringcache_cachenode_free_slots", "Free SSD slots.", node,
+                              [this] { return static_cast<double>(slots_->free_slots()); });
+  registry_->AddCallbackGauge(
+      "ringcache_cachenode_device_failed",
+      "1 after the SSD file failed a write or fdatasync (sticky: the node is fenced).", node,
+      [this] { return slots_->failed().ok() ? 0.0 : 1.0; });
+  registry_->AddCallbackGauge(
+      "ringcache_cachenode_quarantined",
+      "1 while the node lost ownership and waits to be re-admitted (persisted).", node,
+      [this] { return owner_->quarantined() ? 1.0 : 0.0; });
+  registry_->AddCallbackGauge("ringcache_cachenode_ring_epoch",
+                              "Highest cache ring epoch seen (fencing token of new writes).", node,
+                              [this] { return static_cast<double>(owner_->epoch()); });
+}
+
+void CacheNode::AddVdiGauges(const v1::VdiGeometry& vdi) {
+  const metrics::Labels lb{{"vdi", vdi.name()}, {"node", absl::StrCat(config_.node_id)}};
+  // VBQ state (paper 002 eq. 1-5): queue length, L_m, U_i, D_i of this VDI's queue.
+  auto vbq = [this, id = vdi.vdi_id()](auto field) {
+    return [this, id, field] {
+      for (const auto& p : map_->VdiStats()) {
+        if (p.vdi == id) return static_cast<double>(p.*field);
+      }
+      return 0.0;
+    };
+  };
+  registry_->AddCallbackGauge("ringcache_vdi_queue_max_blocks",
+                              "VBQ maximum queue length L_m in blocks (paper 002 eq. 2).", lb,
+                              vbq(&policy::VdiStats::max_blocks));
+  registry_->AddCallbackGauge("ringcache_vdi_queue_upper_bound",
+                              "VBQ upper bound U_i as a fraction of L_m (eq. 4).", lb,
+                              vbq(&policy::VdiStats::upper));
+  registry_->AddCallbackGauge("ringcache_vdi_queue_lower_bound",
+                              "VBQ lower bound D_i as a fraction of L_m (eq. 5).", lb,
+                              vbq(&policy::VdiStats::lower));
+  registry_->AddCallbackGauge("ringcache_vdi_queue_blocks", "Blocks in the VDI's queue.", lb,
+                              vbq(&policy::VdiStats::blocks));
+  registry_->AddCallbackGauge(
+      "ringcache_vdi_oldest_dirty_seconds",
+      "How long the VDI's oldest dirty block on this node has waited for its destage.", lb,
+      [this, id = vdi.vdi_id()] {
+        return absl::ToDoubleSeconds(map_->OldestDirtyAge(id));
+      });
+}
+
+absl::Status CacheNode::RegisterVdi(const v1::VdiGeometry& vdi) {
+  RC_ASSIGN_OR_RETURN(const bool fresh, vdis_->Register(vdi));
+  if (fresh) {
+    AddVdiGauges(vdi);
+    SetPolicyGauge(vdi, "", map_->VdiPolicy(vdi.vdi_id()));
+  }
+  return vdis_->Save();
+}
+
+void CacheNode::SetPolicyGauge(const v1::VdiGeometry& vdi, const std::string& old,
+                               const std::string& policy) {
+  const std::string node = absl::StrCat(config_.node_id);
+  if (!old.empty()) {
+    registry_->RemoveSeries({{"vdi", vdi.name()}, {"node", node}, {"policy", old}});
+  }
+  registry_->AddCallbackGauge(
+      "ringcache_vdi_policy_info", "The cache policy a VDI runs under (value 1; label policy).",
+      {{"vdi", vdi.name()}, {"node", node}, {"policy", policy}}, [] { return 1.0; });
+}
+
+absl::Status CacheNode::SetPolicy(uint32_t vdi, const std::string& spec_in) {
+  const std::string spec = policy::CanonicalVdiPolicy(spec_in);
+  absl::MutexLock l(&policy_mu_);
+  RC_ASSIGN_OR_RETURN(const VdiInfo v, vdis_->Get(vdi));
+  if (v.policy == spec) return absl::OkStatus();
+  const std::string before = map_->VdiPolicy(vdi);
+  RC_RETURN_IF_ERROR(map_->SetVdiPolicy(vdi, spec, policy_ctx_));
+  RC_RETURN_IF_ERROR(vdis_->SetPolicy(vdi, spec));
+  RC_RETURN_IF_ERROR(vdis_->Save());
+  const std::string after = map_->VdiPolicy(vdi);
+  SetPolicyGauge(v.geometry, before, after);
+  policy_switches_->Increment();
+  spdlog::info("cache node {}: VDI {} policy {} -> {}", config_.node_id, v.geometry.name(), before,
+               after);
+  return absl::OkStatus();
+}
+
+std::string CacheNode::PolicyOf(uint32_t vdi) const { return map_->VdiPolicy(vdi); }
+
+// ---------------------------------------------------------------------------------------------
+// Modes, flush, membership changes
+
+std::optional<SlotKey> CacheNode::NextDestageForTest() {
+  const std::optional<BlockKey> key = map_->NextDirty();
+  if (key) map_->RequeueDirty(*key, /*front=*/true);
+  return key;
+}
+
+absl::Status CacheNode::Flush(uint32_t vdi) { return destager_->Flush(vdi, nullptr); }
+
+absl::Status CacheNode::FlushMoving(const ring::Ring& ring) { return destager_->Flush(0, &ring); }
+
+absl::Status CacheNode::SetMode(uint32_t vdi, CacheMode mode) {
+  RC_RETURN_IF_ERROR(vdis_->SetMode(vdi, mode));
+  RC_RETURN_IF_ERROR(vdis_->Save());
+  // Leaving write-back: no new dirty blocks appear from now on; destage the existing ones.
+  if (mode != CacheMode::kWriteBack) RC_RETURN_IF_ERROR(Flush(vdi));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<CacheMode> CacheNode::GetMode(uint32_t vdi) const {
+  RC_ASSIGN_OR_RETURN(VdiInfo v, vdis_->Get(vdi));
+  return v.mode;
+}
+
+absl::Status CacheNode::DropVdi(uint32_t vdi_id) {
+  RC_ASSIGN_OR_RETURN(VdiInfo info, vdis_->Get(vdi_id));
+  std::vector<BlockKey> keys;
+  map_->ForEach([&](const BlockKey& k, const BlockEntry&) {
+    if (k.vdi == vdi_id) keys.push_back(k);
+  });
+  for (const BlockKey& k : keys) RC_RETURN_IF_ERROR(InvalidateUnderStripe(k));
+  RC_RETURN_IF_ERROR(slots_->Sync());
+  {
+    // Its own policy goes with it: a VDI registered again starts on the node's.
+    absl::MutexLock l(&policy_mu_);
+    RC_RETURN_IF_ERROR(map_->SetVdiPolicy(vdi_id, "", policy_ctx_));
+  }
+  vdis_->Erase(vdi_id);
+  // Its ringcache_vdi_* series leave /metrics (they come back if the VDI is registered again).
+  registry_->RemoveSeries({{"vdi", info.geometry.name()}, {"node", absl::StrCat(config_.node_id)}});
+  return vdis_->Save();
+}
+
+void CacheNode::SetDestagePlannedHookForTest(std::function<void()> hook) {
+  destager_->SetPlannedHookForTest(std::move(hook));
+}
+
+void CacheNode::SetDestageGate(std::function<bool()> gate) {
+  absl::MutexLock l(&gate_mu_);
+  destage_gate_ = std::move(gate);
+}
+
+absl::StatusOr<CacheNode::DropResult> CacheNode::DropBlocks(bool drop_dirty,
+                                                            const ring::Ring* ring) {
+  DropResult r;
+  std::vector<BlockKey> keys;
+  map_->ForEach([&](const BlockKey& k, const BlockEntry& e) {
+    if (ring != nullptr) {
+      if (const auto l = vdis_->Layout(k.vdi)) {
+        const uint64_t object = k.block / l->blocks_per_object;
+        if (ring->Owner(ring::ObjectKey{k.vdi, object}) == config_.node_id) return;
+      }
+    }
+    if (e.dirty && !drop_dirty) {
+      ++r.dirty_kept;
+      return;
+    }
+    keys.push_back(k);
+  });
+  for (const BlockKey& k : keys) RC_RETURN_IF_ERROR(InvalidateUnderStripe(k));
+  RC_RETURN_IF_ERROR(slots_->Sync());
+  r.dropped = keys.size();
+  spdlog::info("cache node {}: dropped {} cached blocks ({}), kept {} dirty", config_.node_id,
+               r.dropped, ring == nullptr ? "all" : "objects owned elsewhere", r.dirty_kept);
+  return r;
+}
+
+absl::StatusOr<CacheNode::DropResult> CacheNode::InvalidateVdi(uint32_t vdi) {
+  RC_ASSIGN_OR_RETURN(VdiInfo v, vdis_->Get(vdi));
+  const uint64_t blocks_per_object = v.geometry.object_size() / config_.block_size;
+  std::vector<BlockKey> keys;
+  map_->ForEach([&](const BlockKey& k, const BlockEntry&) {
+    if (k.vdi == vdi) keys.push_back(k);
+  });
+  DropResult r;
+  for (const BlockKey& k : keys) {
+    absl::MutexLock stripe(&stripes_.Of(vdi, k.block / blocks_per_object));
+    // Dirtied since the scan (writes take the stripe lock): the only copy, keep it.
+    if (map_->DirtyBlock(k).has_value()) {
+      ++r.dirty_kept;
+      continue;
+    }
+    RC_RETURN_IF_ERROR(writer_->Invalidate(k));
+    ++r.dropped;
+  }
+  RC_RETURN_IF_ERROR(slots_->Sync());
+  spdlog::info("cache node {}: VDI {} invalidated: dropped {} clean blocks, kept {} dirty",
+               config_.node_id, v.geometry.name(), r.dropped, r.dirty_kept);
+  return r;
+}
+
+CacheNode::Usage CacheNode::usage() const {
+  Usage u;
+  u.ssd_bytes = uint64_t{slots_->num_slots()} * config_.block_size;
+  u.ssd_used_bytes = uint64_t{slots_->num_slots() - slots_->free_slots()} * config_.block_size;
+  u.dirty_bytes = map_->dirty_blocks() * config_.block_size;
+  for (const VdiInfo& v : vdis_->All()) {
+    u.hits += v.counters->hits_ram + v.counters->hits_ssd;
+    u.misses += v.counters->misses;
+  }
+  return u;
+}
+
+uint64_t CacheNode::dirty_blocks() const { return map_->dirty_blocks(); }
+
+uint64_t CacheNode::cached_blocks() const { return map_->cached_blocks(); }
+
+void CacheNode::Stats(uint32_t vdi, std::vector<v1::VdiCacheStats>* out) const {
+  const std::vector<policy::VdiStats> ps = map_->VdiStats();
+  for (const VdiInfo& v : vdis_->All()) {
+    const uint32_t id = v.id();
+    if (vdi != 0 && id != vdi) continue;
+    v1::VdiCacheStats s;
+    s.set_vdi_id(id);
+    s.set_hits_ram(v.counters->hits_ram);
+    s.set_hits_ssd(v.counters->hits_ssd);
+    s.set_misses(v.counters->misses);
+    s.set_bypassed(v.counters->bypassed);
+    s.set_dirty_bytes(static_cast<uint64_t>(std::max<int64_t>(0, v.counters->dirty_blocks)) *
+                      config_.block_size);
+    s.set_mode(static_cast<v1::CacheMode>(static_cast<int>(v.mode) + 1));
+    s.set_policy(map_->VdiPolicy(id));
+    s.set_ssd_writes(v.counters->ssd_writes);
+    s.set_reads(v.counters->reads);
+    s.set_writes(v.counters->writes);
+    s.set_oldest_dirty_ms(
+        static_cast<uint64_t>(absl::ToInt64Milliseconds(map_->OldestDirtyAge(id))));
+    for (const auto& p : ps) {
+      if (p.vdi != id) continue;
+      s.set_queue_length(p.blocks);
+      s.set_max_length(p.max_blocks);
+      s.set_upper_bound(p.upper);
+      s.set_lower_bound(p.lower);
+    }
+    out->push_back(s);
+  }
+}
+
+}  // namespace ringcache::cachenode
