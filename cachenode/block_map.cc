@@ -455,13 +455,7 @@ std::optional<BlockKey> BlockMap::NextDirty(bool oldest_vdi_first) {
       }
     }
     if (oldest) {
-      std::deque<BlockKey>& q = dirty_order_[*oldest];
-      while (!q.empty() && !dirty_set_.contains(q.front())) q.pop_front();
-      if (!q.empty()) {
-        const BlockKey key = q.front();
-        q.pop_front();
-        return key;
-      }
+      if (std::optional<BlockKey> key = PopDirtyLocked(*oldest)) return key;
     }
   }
   // The coldest VBQ queue first, and inside it the block dirtied longest ago (the queue's tail
@@ -496,6 +490,22 @@ absl::Duration BlockMap::OldestDirtyAge(uint32_t vdi) const {
   auto v = dirty_since_.find(vdi);
   if (v == dirty_since_.end() || v->second.empty()) return absl::ZeroDuration();
   return absl::Microseconds(std::max<int64_t>(0, now - v->second.begin()->first));
+}
+
+std::optional<BlockKey> BlockMap::NextDirtyOf(uint32_t vdi) {
+  absl::MutexLock l(&mu_);
+  return PopDirtyLocked(vdi);
+}
+
+std::optional<BlockKey> BlockMap::PopDirtyLocked(uint32_t vdi) {
+  auto it = dirty_order_.find(vdi);
+  if (it == dirty_order_.end()) return std::nullopt;
+  std::deque<BlockKey>& q = it->second;
+  while (!q.empty() && !dirty_set_.contains(q.front())) q.pop_front();  // cleaned meanwhile
+  if (q.empty()) return std::nullopt;
+  const BlockKey key = q.front();
+  q.pop_front();
+  return key;
 }
 
 absl::Duration BlockMap::OldestDirtyAge() const {

@@ -180,6 +180,8 @@ class BlockMap {
   // Takes the block to destage next (coldest VDI, oldest dirty; destage_planner.h); with
   // `oldest_vdi_first` (aging destage) from the VDI whose oldest dirty block is the oldest.
   std::optional<BlockKey> NextDirty(bool oldest_vdi_first = false);
+  // Takes `vdi`'s block to destage next (the one dirtied longest ago), nullopt with none.
+  std::optional<BlockKey> NextDirtyOf(uint32_t vdi);
   // How long the VDI's oldest dirty block has been dirty (0 with none), whatever the destage
   // order did with it (a block whose destage failed waits behind newer ones).
   absl::Duration OldestDirtyAge(uint32_t vdi) const;
@@ -272,6 +274,8 @@ class BlockMap {
   std::unique_ptr<policy::CachePolicy> policy_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<policy::Placement> placement_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<BlockKey, BlockEntry> map_ ABSL_GUARDED_BY(mu_);
+  // Pops the front of `vdi`'s dirty queue (skipping blocks cleaned meanwhile).
+  std::optional<BlockKey> PopDirtyLocked(uint32_t vdi) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::flat_hash_set<BlockKey> dirty_set_ ABSL_GUARDED_BY(mu_);
   // Per VDI, the times its dirty blocks became dirty (BlockEntry::dirty_since_us), with counts.
   absl::flat_hash_map<uint32_t, absl::btree_map<int64_t, uint32_t>> dirty_since_

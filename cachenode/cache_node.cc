@@ -60,6 +60,10 @@ absl::Status CacheNodeConfig::Validate() const {
         absl::StrCat("dirty_cap ", dirty_cap, ": need dirty_high_watermark (",
                      dirty_high_watermark, ") < dirty_cap <= 1, or 0 for the default"));
   }
+  if (vdi_dirty_cap < 0 || vdi_dirty_cap > 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("vdi_dirty_cap ", vdi_dirty_cap, ": need 0 (no per-VDI cap) to 1"));
+  }
   if (dirty_age_target_ms < 0) {
     return absl::InvalidArgumentError("dirty_age_target_ms must be >= 0 (0: no aging destage)");
   }
@@ -198,6 +202,7 @@ absl::Status CacheNode::Init() {
                   config_.forced_destage_mb_s,  config_.forced_destage_duty,
                   slots_->num_slots(),          config_.dirty_age_target_ms,
                   config_.DirtyCap()};
+  dopt.planner.vdi_dirty_cap = config_.vdi_dirty_cap;
   DestagerContext dctx{
       map_.get(), vdis_.get(), slots_.get(), repair_.get(), log_.get(),
       pool_,      &stripes_,   owner_.get(), clock_,        [this] { return CheckOwner(); }};
@@ -554,7 +559,7 @@ absl::Status CacheNode::WriteChunk(const VdiInfo& v, uint64_t object, uint32_t c
   const uint32_t bs = config_.block_size;
   std::vector<uint32_t> slots;
   // A write-back write is held back while the node is near its dirty cap (never refused).
-  if (v.mode == CacheMode::kWriteBack) destager_->ThrottleWrite(deadline);
+  if (v.mode == CacheMode::kWriteBack) destager_->ThrottleWrite(v, deadline);
   if (v.mode == CacheMode::kWriteBack || v.mode == CacheMode::kWriteThrough) {
     RC_RETURN_IF_ERROR(AllocateSlots(count, &slots, deadline));
   }

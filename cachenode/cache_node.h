@@ -104,6 +104,9 @@ struct CacheNodeConfig {
   double dirty_cap = 0;
   // The effective cap (dirty_cap, or its default for 0).
   double DirtyCap() const;
+  // Share of the SSD slots one VDI may hold dirty (0: none): its writers wait (at most 1 s a
+  // write) while destage takes its blocks first (destage_planner.h).
+  double vdi_dirty_cap = 0;
   uint32_t destage_max_blocks = 256;    // largest coalesced destage write (blocks)
   // A data node unreachable this long is taken for lost: the dirty blocks whose log copies may
   // sit on it are logged again on the remaining nodes (docs/design.md §7).

@@ -538,6 +538,33 @@ TEST_F(CacheNodeTest, WritersAreHeldBeforeTheDirtyCapNeverFailed) {
   EXPECT_GT(throttled, 0) << "writes above the high watermark were held back";
 }
 
+TEST_F(CacheNodeTest, AVdiAtItsDirtyCapIsDestagedFirstAndItsWritersHeld) {
+  // Never idle, no aging, far below the node's watermarks (60 of 256 slots): only the per-VDI
+  // cap (10% = 25 blocks) can start destage. Its writers are held while its blocks go home, and
+  // every write succeeds.
+  config_.vdi_dirty_cap = 0.1;
+  Start();
+  constexpr int kThreads = 2, kBlocks = 30;
+  std::atomic<int> errors{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int b = 0; b < kBlocks; ++b) {
+        const uint64_t block = static_cast<uint64_t>(t) * kBlocks + b;
+        if (!Write(block * kBs, Pattern(900 + block, kBs)).ok()) ++errors;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_LT(node_->dirty_blocks(), static_cast<uint64_t>(kThreads * kBlocks))
+      << "the VDI at its cap was destaged under load";
+  EXPECT_EQ(HomeBlock(0), Pattern(900, kBs)) << "its oldest blocks went home first";
+  for (uint64_t b = 0; b < kThreads * kBlocks; ++b) {
+    ASSERT_EQ(Read(b * kBs, kBs), Pattern(900 + b, kBs)) << b;
+  }
+}
+
 TEST_F(CacheNodeTest, ConcurrentWritersAndReadersSeeTheirData) {
   config_.idle_ops_per_s = 1;
   config_.idle_window_ms = 50;  // destage runs concurrently too

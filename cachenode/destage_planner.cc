@@ -44,6 +44,12 @@ bool DestagePlanner::AtCap(uint64_t dirty_blocks) const {
          static_cast<double>(dirty_blocks) >= options_.dirty_cap * static_cast<double>(options_.slots);
 }
 
+bool DestagePlanner::VdiAtCap(int64_t vdi_dirty_blocks) const {
+  return options_.vdi_dirty_cap > 0 && options_.slots > 0 &&
+         static_cast<double>(vdi_dirty_blocks) >=
+             options_.vdi_dirty_cap * static_cast<double>(options_.slots);
+}
+
 int64_t DestagePlanner::WriteDelayMicros(uint64_t dirty_blocks) const {
   if (options_.slots == 0) return 0;
   if (AtCap(dirty_blocks)) return -1;

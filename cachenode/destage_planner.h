@@ -46,6 +46,10 @@ struct DestagePlannerOptions {
   double dirty_cap = 0.9;
   // A write's delay just under the cap (the delay is 0 at the high watermark).
   int64_t max_write_delay_us = 10000;
+  // Share of the slots one VDI may hold dirty (0: no per-VDI cap): a VDI at it has its writers
+  // held (at most 1 s a write) while destage takes its blocks first, so one VDI's writes cannot
+  // fill the node's dirty capacity for its neighbours.
+  double vdi_dirty_cap = 0;
 };
 
 class DestagePlanner {
@@ -76,6 +80,8 @@ class DestagePlanner {
   int64_t WriteDelayMicros(uint64_t dirty_blocks) const;
   // Whether `dirty_blocks` is at or above the cap.
   bool AtCap(uint64_t dirty_blocks) const;
+  // Whether one VDI's `vdi_dirty_blocks` is at or above the per-VDI cap (never without one).
+  bool VdiAtCap(int64_t vdi_dirty_blocks) const;
 
   // The VDI to destage next among (vdi, accesses A_m) of the VDIs with dirty blocks.
   static std::optional<uint32_t> ColdestVdi(

@@ -150,6 +150,16 @@ TEST(DestagePlannerTest, WritersSlowDownSmoothlyUpToTheCap) {
   EXPECT_EQ(p.WriteDelayMicros(900), -1) << "at the cap: wait for destage";
 }
 
+TEST(DestagePlannerTest, PerVdiCapOnlyWhenSet) {
+  DestagePlannerOptions o = Options();  // 1000 slots
+  DestagePlanner none(o, 0, 0);
+  EXPECT_FALSE(none.VdiAtCap(1000)) << "0: no per-VDI cap";
+  o.vdi_dirty_cap = 0.25;
+  DestagePlanner p(o, 0, 0);
+  EXPECT_FALSE(p.VdiAtCap(249));
+  EXPECT_TRUE(p.VdiAtCap(250));
+}
+
 TEST(DestagePlannerTest, ColdestVdiFirstTiesToTheLowestId) {
   EXPECT_FALSE(DestagePlanner::ColdestVdi({}).has_value());
   EXPECT_EQ(DestagePlanner::ColdestVdi({{7, 50}, {3, 10}, {9, 10}}), 3u);

@@ -187,10 +187,19 @@ void Destager::DestageTick() {
     last_relog_check_us_ = now;
     RelogFromLostDataNodes();
   }
+  if (const uint32_t vdi = vdi_at_cap_.exchange(0); vdi != 0) {
+    // A VDI's writers wait at its cap: its blocks first, unpaced.
+    DestagePlanner::Decision capped = d;
+    capped.forcing = true;
+    capped.speed = 0;
+    DestageBatch(capped, fg, vdi);
+    return;
+  }
   if (d.destage()) DestageBatch(d, fg);
 }
 
-void Destager::DestageBatch(const DestagePlanner::Decision& d, uint64_t fg_at_tick) {
+void Destager::DestageBatch(const DestagePlanner::Decision& d, uint64_t fg_at_tick,
+                            uint32_t only_vdi) {
   // Oldest dirty blocks first, until load returns (idle) or the planner's pace says pause
   // (forced or aging under load). Aging alone takes the VDI with the oldest dirty block first.
   const bool idle = d.idle;
@@ -199,7 +208,8 @@ void Destager::DestageBatch(const DestagePlanner::Decision& d, uint64_t fg_at_ti
   uint64_t bytes = 0;
   for (int n = 0; n < 64 && !stop_.load(); ++n) {
     if (n > 0 && !ctx_.check_owner().ok()) break;  // fenced during the batch
-    const std::optional<BlockKey> key = ctx_.map->NextDirty(by_age);
+    const std::optional<BlockKey> key =
+        only_vdi != 0 ? ctx_.map->NextDirtyOf(only_vdi) : ctx_.map->NextDirty(by_age);
     if (!key) break;
     auto v = ctx_.vdis->Get(key->vdi);
     if (!v.ok()) {
@@ -230,17 +240,23 @@ void Destager::DestageBatch(const DestagePlanner::Decision& d, uint64_t fg_at_ti
   }
 }
 
-absl::Duration Destager::ThrottleWrite(absl::Time deadline) {
+absl::Duration Destager::ThrottleWrite(const VdiInfo& v, absl::Time deadline) {
   const int64_t delay = planner_.WriteDelayMicros(ctx_.map->dirty_blocks());
-  if (delay == 0) return absl::ZeroDuration();
+  const bool vdi_at_cap = planner_.VdiAtCap(v.counters->dirty_blocks.load());
+  if (delay == 0 && !vdi_at_cap) return absl::ZeroDuration();
   const int64_t start = ctx_.clock->NowMicros();
-  if (delay > 0) {
+  if (delay > 0 && !vdi_at_cap) {
     ctx_.clock->SleepFor(std::min(absl::Microseconds(delay), deadline - absl::Now()));
   } else {
-    // At the cap: destage runs unpaced; wait for it to bring the node under, at most a second
-    // (then the write goes on: slots are there, the cap is where writers are held, not refused).
-    for (int i = 0; i < 200 && planner_.AtCap(ctx_.map->dirty_blocks()) && absl::Now() < deadline;
-         ++i) {
+    // At a cap: destage runs unpaced (the VDI's blocks first at its own cap); wait for it to
+    // bring the node or the VDI under, at most a second (then the write goes on: slots are
+    // there, the cap is where writers are held, not refused).
+    if (vdi_at_cap) vdi_at_cap_.store(v.id());
+    auto held = [&] {
+      return planner_.AtCap(ctx_.map->dirty_blocks()) ||
+             planner_.VdiAtCap(v.counters->dirty_blocks.load());
+    };
+    for (int i = 0; i < 200 && held() && absl::Now() < deadline; ++i) {
       ctx_.clock->SleepFor(absl::Milliseconds(5));
     }
   }

@@ -75,7 +75,9 @@ class Destager {
   // Holds a write of a write-back VDI back before the dirty cap (destage_planner.h): sleeps the
   // planner's delay, or at the cap waits (at most 1 s, never past `deadline`) for destage to
   // bring the node under it. Returns the time held. Any thread; no lock held.
-  absl::Duration ThrottleWrite(absl::Time deadline);
+  // The same for `v` alone at the per-VDI cap: its writers wait while destage takes its blocks
+  // first.
+  absl::Duration ThrottleWrite(const VdiInfo& v, absl::Time deadline);
 
   // Counts foreground block operations (idle detection).
   void NoteForeground(uint64_t blocks) { fg_blocks_.fetch_add(blocks, std::memory_order_relaxed); }
@@ -109,7 +111,8 @@ class Destager {
   // node relieves slot pressure and tries once more (`retried`); then the clean block leaves.
   absl::Status Demote(const BlockKey& key, bool retried);
   // Destages the batch the planner asked for (idle: stop when load returns; else paced).
-  void DestageBatch(const DestagePlanner::Decision& d, uint64_t fg_at_tick);
+  // `only_vdi` (not 0): that VDI's blocks only (it is at its per-VDI cap).
+  void DestageBatch(const DestagePlanner::Decision& d, uint64_t fg_at_tick, uint32_t only_vdi = 0);
   // Reads the blocks of `run` into `data` (repairing damaged dirty slots).
   absl::Status ReadRun(const BlockKey& key, uint64_t object, uint64_t base,
                        const DestageRun& run, std::string* data);
@@ -122,6 +125,8 @@ class Destager {
   const DestagerOptions options_;
   const DestagerContext ctx_;
   std::atomic<uint64_t> fg_blocks_{0};
+  // A VDI whose writers wait at the per-VDI cap (0: none): destaged first, unpaced.
+  std::atomic<uint32_t> vdi_at_cap_{0};
   std::atomic<bool> stop_{false};
   // Tick and PauseMicros on the destager thread only; the const write delay from any thread.
   DestagePlanner planner_;

@@ -54,7 +54,7 @@ struct Flags {
   std::optional<std::string> listen, http_listen, data_listen, ssd_path, state_dir, ready_file,
       policy, placement;
   std::optional<int64_t> relog_after_ms, dirty_age_target_ms;
-  std::optional<double> dirty_cap;
+  std::optional<double> dirty_cap, vdi_dirty_cap;
   std::string disk_faults_file;
 };
 
@@ -93,6 +93,11 @@ void AddFlags(CLI::App* app, Flags* f) {
                   "Dirty share of the SSD slots that writers are held under: writes slow down "
                   "smoothly above the high watermark (0.6) and wait, at most 1 s each, at the "
                   "cap (default 0.9)")
+      ->check(CLI::Range(0.0, 1.0));
+  app->add_option("--vdi-dirty-cap", f->vdi_dirty_cap,
+                  "Share of the SSD slots one VDI may hold dirty: its writers wait (at most 1 s "
+                  "a write) while destage takes its blocks first, so one VDI cannot fill the "
+                  "node's dirty capacity (default 0: no per-VDI cap)")
       ->check(CLI::Range(0.0, 1.0));
   app->add_option("--disk-faults-file", f->disk_faults_file,
                   "Fault tests only: a file whose lines `sync_delay_ms=N` and `full=1` make the "
@@ -133,6 +138,7 @@ absl::StatusOr<Settings> Resolve(const Flags& f) {
   if (f.relog_after_ms) s.cc.relog_after_ms = *f.relog_after_ms;
   if (f.dirty_age_target_ms) s.cc.dirty_age_target_ms = *f.dirty_age_target_ms;
   if (f.dirty_cap) s.cc.dirty_cap = *f.dirty_cap;
+  if (f.vdi_dirty_cap) s.cc.vdi_dirty_cap = *f.vdi_dirty_cap;
   RC_RETURN_IF_ERROR(s.cc.Validate());
   s.etcd = f.daemon.Resolve({s.cluster.etcd_endpoints, s.cluster.etcd_prefix,
                              static_cast<int>(s.cluster.etcd_lease_ttl_s)});

@@ -176,6 +176,7 @@ KEY_DOCS = {
     "forced_destage_mb_s": "rate limit of forced destage, MiB/s",
     "dirty_age_target_ms": "age of the oldest dirty block that destage under load keeps (0: off)",
     "dirty_cap": "dirty share of the SSD slots writers are held under (0: default 0.9)",
+    "vdi_dirty_cap": "share of the SSD slots one VDI may hold dirty (0: no per-VDI cap)",
 }
 
 

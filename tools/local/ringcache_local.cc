@@ -62,7 +62,8 @@ struct LocalConfig {
   double dirty_low_watermark = 0.4;
   double forced_destage_mb_s = 64;
   int64_t dirty_age_target_ms = 30000;
-  double dirty_cap = 0;  // 0: the cache node's default
+  double dirty_cap = 0;      // 0: the cache node's default
+  double vdi_dirty_cap = 0;  // 0: no per-VDI cap
   uint64_t log_limit_bytes = 4ull << 30;  // per data node
 
   absl::Status LoadYaml(const std::string& path) {
@@ -91,6 +92,7 @@ struct LocalConfig {
       d.Read("forced_destage_mb_s", &forced_destage_mb_s);
       d.Read("dirty_age_target_ms", &dirty_age_target_ms);
       d.Read("dirty_cap", &dirty_cap);
+      d.Read("vdi_dirty_cap", &vdi_dirty_cap);
       RC_RETURN_IF_ERROR(d.Finish());
     }
     f.ReadSize("log_limit_bytes", &log_limit_bytes);
@@ -325,6 +327,7 @@ absl::Status Local::StartCacheNodes() {
     cc.forced_destage_mb_s = cfg_.forced_destage_mb_s;
     cc.dirty_age_target_ms = cfg_.dirty_age_target_ms;
     cc.dirty_cap = cfg_.dirty_cap;
+    cc.vdi_dirty_cap = cfg_.vdi_dirty_cap;
     RC_ASSIGN_OR_RETURN(std::unique_ptr<cachenode::CacheNode> node,
                         cachenode::CacheNode::Create(cc, pool_.get(), Clock::Real(), registry_));
     members_.push_back({i + 1, 1.0, local::MakeLocalCacheClient(node.get())});
