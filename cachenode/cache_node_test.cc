@@ -54,6 +54,22 @@ class CacheNodeTest : public testing::CacheNodeHarness {
     EXPECT_TRUE(run.ok()) << run.status();
     return run.ok() ? run->data : "";
   }
+  // `threads` writers, each of `blocks` distinct blocks (writer t: blocks t*blocks...), block b
+  // holding Pattern(seed + b); returns how many writes failed.
+  int WriteDistinctBlocks(int threads, int blocks, uint64_t seed) {
+    std::atomic<int> errors{0};
+    std::vector<std::thread> writers;
+    for (int t = 0; t < threads; ++t) {
+      writers.emplace_back([&, t] {
+        for (int b = 0; b < blocks; ++b) {
+          const uint64_t block = static_cast<uint64_t>(t) * blocks + b;
+          if (!Write(block * kBs, Pattern(seed + block, kBs)).ok()) ++errors;
+        }
+      });
+    }
+    for (auto& w : writers) w.join();
+    return errors.load();
+  }
   static std::string Pattern(uint64_t seed, size_t n) {
     std::string s(n, '\0');
     std::mt19937_64 r(seed);
@@ -515,22 +531,8 @@ TEST_F(CacheNodeTest, WritersAreHeldBeforeTheDirtyCapNeverFailed) {
   config_.dirty_cap = 0.2;
   config_.dirty_age_target_ms = 0;
   Start();
-  constexpr int kThreads = 4, kBlocks = 30;
-  std::atomic<int> errors{0};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&, t] {
-      for (int b = 0; b < kBlocks; ++b) {
-        const uint64_t block = static_cast<uint64_t>(t) * kBlocks + b;
-        if (!Write(block * kBs, Pattern(700 + block, kBs)).ok()) ++errors;
-      }
-    });
-  }
-  for (auto& th : threads) th.join();
-  EXPECT_EQ(errors.load(), 0);
-  for (uint64_t b = 0; b < kThreads * kBlocks; ++b) {
-    ASSERT_EQ(Read(b * kBs, kBs), Pattern(700 + b, kBs)) << b;
-  }
+  EXPECT_EQ(WriteDistinctBlocks(4, 30, 700), 0);
+  for (uint64_t b = 0; b < 4 * 30; ++b) ASSERT_EQ(Read(b * kBs, kBs), Pattern(700 + b, kBs)) << b;
   const std::string text = registry_.Render();
   const size_t at = text.find("ringcache_cachenode_writes_throttled_total{");
   ASSERT_NE(at, std::string::npos) << text;
@@ -544,25 +546,10 @@ TEST_F(CacheNodeTest, AVdiAtItsDirtyCapIsDestagedFirstAndItsWritersHeld) {
   // every write succeeds.
   config_.vdi_dirty_cap = 0.1;
   Start();
-  constexpr int kThreads = 2, kBlocks = 30;
-  std::atomic<int> errors{0};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&, t] {
-      for (int b = 0; b < kBlocks; ++b) {
-        const uint64_t block = static_cast<uint64_t>(t) * kBlocks + b;
-        if (!Write(block * kBs, Pattern(900 + block, kBs)).ok()) ++errors;
-      }
-    });
-  }
-  for (auto& th : threads) th.join();
-  EXPECT_EQ(errors.load(), 0);
-  EXPECT_LT(node_->dirty_blocks(), static_cast<uint64_t>(kThreads * kBlocks))
-      << "the VDI at its cap was destaged under load";
+  EXPECT_EQ(WriteDistinctBlocks(2, 30, 900), 0);
+  EXPECT_LT(node_->dirty_blocks(), 60u) << "the VDI at its cap was destaged under load";
   EXPECT_EQ(HomeBlock(0), Pattern(900, kBs)) << "its oldest blocks went home first";
-  for (uint64_t b = 0; b < kThreads * kBlocks; ++b) {
-    ASSERT_EQ(Read(b * kBs, kBs), Pattern(900 + b, kBs)) << b;
-  }
+  for (uint64_t b = 0; b < 60; ++b) ASSERT_EQ(Read(b * kBs, kBs), Pattern(900 + b, kBs)) << b;
 }
 
 TEST_F(CacheNodeTest, ConcurrentWritersAndReadersSeeTheirData) {
