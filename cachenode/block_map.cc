@@ -31,7 +31,10 @@ void BlockMap::CountDirty(uint32_t vdi, int delta) {
 void BlockMap::MarkDirty(const BlockKey& key, BlockEntry* e) {
   const bool was = e->dirty;
   e->dirty = true;
-  if (dirty_set_.insert(key).second) dirty_order_[key.vdi].push_back(key);
+  if (dirty_set_.insert(key).second) {
+    dirty_order_[key.vdi].push_back(key);
+    dirty_count_.fetch_add(1, std::memory_order_relaxed);
+  }
   if (!was) {
     CountDirty(key.vdi, +1);
     e->dirty_since_us = clock_->NowMicros();
@@ -52,7 +55,7 @@ void BlockMap::MarkClean(const BlockKey& key, BlockEntry* e) {
   // durable (at its homes, or in a newer record).
   e->log_seq = 0;
   e->log_nodes.clear();
-  dirty_set_.erase(key);
+  if (dirty_set_.erase(key) != 0) dirty_count_.fetch_sub(1, std::memory_order_relaxed);
   CountDirty(key.vdi, -1);
 }
 
@@ -652,8 +655,8 @@ void BlockMap::ForEach(const std::function<void(const BlockKey&, const BlockEntr
 }
 
 uint64_t BlockMap::dirty_blocks() const {
-  absl::MutexLock l(&mu_);
-  return dirty_set_.size();
+  // Without the map's lock: every write-back write asks (Destager::ThrottleWrite).
+  return dirty_count_.load(std::memory_order_relaxed);
 }
 
 uint64_t BlockMap::cached_blocks() const {

@@ -22,6 +22,7 @@
 #ifndef RINGCACHE_CACHENODE_BLOCK_MAP_H_
 #define RINGCACHE_CACHENODE_BLOCK_MAP_H_
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -277,6 +278,8 @@ class BlockMap {
   // Pops the front of `vdi`'s dirty queue (skipping blocks cleaned meanwhile).
   std::optional<BlockKey> PopDirtyLocked(uint32_t vdi) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::flat_hash_set<BlockKey> dirty_set_ ABSL_GUARDED_BY(mu_);
+  // dirty_set_.size(), changed under mu_ and read without it (dirty_blocks()).
+  std::atomic<uint64_t> dirty_count_{0};
   // Per VDI, the times its dirty blocks became dirty (BlockEntry::dirty_since_us), with counts.
   absl::flat_hash_map<uint32_t, absl::btree_map<int64_t, uint32_t>> dirty_since_
       ABSL_GUARDED_BY(mu_);
