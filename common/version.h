@@ -1,6 +1,6 @@
-// The version every ringcache program reports with --version: the CMake project version, which
-// the top-level CMakeLists.txt passes to every compile as RINGCACHE_VERSION, and the versions of
-// the formats it writes and reads.
+// The version every ringcache program reports with --version: the CMake project version (compiled
+// into version.cc alone, as RINGCACHE_VERSION), and the versions of the formats it writes and
+// reads.
 #ifndef RINGCACHE_COMMON_VERSION_H_
 #define RINGCACHE_COMMON_VERSION_H_
 
@@ -10,8 +10,8 @@
 
 namespace ringcache {
 
-// "0.1.0".
-inline const char* Version() { return RINGCACHE_VERSION; }
+// The release, e.g. "0.2.0".
+const char* Version();
 // What --version prints: "<program> <version>", then the formats it writes and reads
 // (common/formats.h).
 inline std::string VersionLine(const std::string& program) {

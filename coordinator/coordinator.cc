@@ -90,18 +90,23 @@ void Coordinator::ServeAdmin(gateway::AdminService* admin) {
 void Coordinator::FollowEtcd(membership::EtcdClient* client) {
   etcd_ = client;
   const std::string prefix = options_.prefix;
-  admin_->SetGatewaysRegistered([client, prefix]() -> absl::StatusOr<std::vector<uint32_t>> {
-    membership::EtcdCallOptions call;
-    call.timeout = absl::Seconds(1);
-    RC_ASSIGN_OR_RETURN(
-        membership::RangeResult range,
-        client->GetPrefix(membership::RolePrefix(prefix, membership::Role::kGateway), call));
-    std::vector<uint32_t> ids;
-    for (const auto& kv : range.kvs) {
-      if (auto r = membership::DecodeNodeRecord(kv.value); r.ok()) ids.push_back(r->id);
-    }
-    return ids;
-  });
+  admin_->SetRegistered(
+      [client, prefix]() -> absl::StatusOr<std::vector<gateway::AdminService::Registered>> {
+        membership::EtcdCallOptions call;
+        call.timeout = absl::Seconds(1);
+        RC_ASSIGN_OR_RETURN(membership::RangeResult range,
+                            client->GetPrefix(membership::NodesPrefix(prefix), call));
+        std::vector<gateway::AdminService::Registered> out;
+        for (const auto& kv : range.kvs) {
+          absl::StatusOr<membership::NodeRecord> r = membership::DecodeNodeRecord(kv.value);
+          if (!r.ok()) continue;
+          const char* role = r->role == membership::Role::kCache  ? "cachenode"
+                             : r->role == membership::Role::kData ? "datanode"
+                                                                  : "gateway";
+          out.push_back({role, r->id, r->release});
+        }
+        return out;
+      });
   admin_->SetBeforeRemove([client, prefix](uint32_t node) {
     return MembershipSync::MarkDrained(client, prefix, node);
   });

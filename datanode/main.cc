@@ -215,6 +215,7 @@ absl::Status Daemon::Register() {
     record.role = membership::Role::kData;
     record.id = cfg_.node_id;
     record.address = absl::StrCat(host, ":", grpc_port_);
+    record.release = Version();
     record.http_address = absl::StrCat(host, ":", http_port_);
     record.capacity_bytes = cfg_.capacity_bytes;
     record.zone = cfg_.zone;

@@ -10,6 +10,7 @@
 #   deploy/cluster.sh status [--dir DIR]
 #   deploy/cluster.sh down   [--dir DIR]
 #   deploy/cluster.sh kill   ROLE ID... [--dir DIR]   kill -9 daemons, wait until they are gone
+#   deploy/cluster.sh stop   ROLE ID... [--dir DIR]   stop daemons (SIGTERM), wait until gone
 #   deploy/cluster.sh start  ROLE ID... [--dir DIR]   (re)start daemons, wait until they are ready
 #   deploy/cluster.sh add    ROLE ID    [--dir DIR]   start a new cache or data node (cluster mode)
 #
@@ -42,15 +43,16 @@
 # clients use DIR/tls/client (qemu: tls-creds-x509 dir=DIR/tls/client; nbdinfo:
 # nbds://HOST:PORT/VDI?tls-certificates=DIR/tls/client), ringcachectl --tls-dir DIR/tls/admin.
 # State, logs and pids live under DIR (default ./ringcache-cluster).
-# Binaries come from $RINGCACHE_BIN (default ./build/<dir>).
+# Binaries come from $RINGCACHE_BIN (default ./build/<dir>), read by every command: `start` with
+# another RINGCACHE_BIN runs a daemon of another build (tests/upgrade: a rolling upgrade).
 set -euo pipefail
 
 cmd=${1:-}
 shift || true
 case "$cmd" in
-  -h|--help|help) sed -n '2,44p' "$0"; exit 0 ;;
-  up|status|down|kill|start|add) ;;
-  *) sed -n '2,44p' "$0" >&2; echo "cluster.sh: unknown command '$cmd'" >&2; exit 2 ;;
+  -h|--help|help) sed -n '2,47p' "$0"; exit 0 ;;
+  up|status|down|kill|stop|start|add) ;;
+  *) sed -n '2,47p' "$0" >&2; echo "cluster.sh: unknown command '$cmd'" >&2; exit 2 ;;
 esac
 DIR=./ringcache-cluster
 FILE=""
@@ -92,7 +94,7 @@ while [ $# -gt 0 ]; do
     --rebalance-busy-mb-s) BUSY_MBS=$2; SET+="BUSY_MBS "; shift 2 ;;
     --fault-seams) FAULT_SEAMS=1; SET+="FAULT_SEAMS "; shift ;;
     --create-vdi) CREATE+=(--create-vdi "$2"); shift 2 ;;
-    -h|--help) sed -n '2,44p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,47p' "$0"; exit 0 ;;
     -*) echo "cluster.sh: unknown argument $1" >&2; exit 2 ;;
     *) POS+=("$1"); shift ;;
   esac
@@ -442,10 +444,11 @@ case "$cmd" in
     fi
     exit $bad
     ;;
-  kill)
+  kill|stop)
     role_ids
+    sig=$([ "$cmd" = kill ] && echo -9 || echo -TERM)
     for id in "${POS[@]:1}"; do
-      if alive "${POS[0]}" "$id"; then kill -9 "$(cat "$(pidfile "${POS[0]}" "$id")")"; fi
+      if alive "${POS[0]}" "$id"; then kill "$sig" "$(cat "$(pidfile "${POS[0]}" "$id")")"; fi
     done
     for id in "${POS[@]:1}"; do
       pid=$(cat "$(pidfile "${POS[0]}" "$id")" 2> /dev/null || true)
@@ -461,10 +464,10 @@ case "$cmd" in
         sleep 0.05
       done
       if ! gone; then
-        echo "cluster.sh: ${POS[0]} $id still alive 60 s after kill -9" >&2
+        echo "cluster.sh: ${POS[0]} $id still alive 60 s after kill $sig" >&2
         exit 1
       fi
-      echo "${POS[0]} $id: killed"
+      echo "${POS[0]} $id: $([ "$cmd" = kill ] && echo killed || echo stopped)"
     done
     ;;
   start)

@@ -105,18 +105,25 @@ std::vector<v1::NodeInfo> AdminService::Nodes() const {
   std::vector<v1::NodeInfo> out;
   std::function<datanode::DataRing()> ring_of;
   std::vector<uint32_t> data_down;
-  std::function<absl::StatusOr<std::vector<uint32_t>>()> gateways_registered;
+  std::function<absl::StatusOr<std::vector<Registered>>()> registered_now;
   {
     absl::MutexLock l(&mu_);
-    gateways_registered = gateways_registered_;
+    registered_now = registered_;
   }
   // Out of the ring (drained, removed; kept across gateway restarts): "removed" whatever the
   // list held (a restarted gateway starts from the configured list).
   const std::vector<uint32_t> removed = router_->removed();
   // Asked outside mu_ (an etcd read); unknown (no hook, or etcd did not answer): shown up.
   std::optional<std::vector<uint32_t>> gateways_up;
-  if (gateways_registered) {
-    if (auto ids = gateways_registered(); ids.ok()) gateways_up = *std::move(ids);
+  std::vector<Registered> registered;
+  if (registered_now) {
+    if (auto r = registered_now(); r.ok()) {
+      registered = *std::move(r);
+      gateways_up.emplace();
+      for (const Registered& n : registered) {
+        if (n.role == "gateway") gateways_up->push_back(n.id);
+      }
+    }
   }
   {
     absl::MutexLock l(&mu_);
@@ -148,8 +155,20 @@ std::vector<v1::NodeInfo> AdminService::Nodes() const {
     }
   }
   FillCacheUsage(&out);
-  if (!ring_of) return out;
-  const datanode::DataRing ring = ring_of();
+  if (ring_of) AddDataRing(ring_of(), data_down, &out);
+  for (auto& n : out) {
+    for (const Registered& r : registered) {
+      if (r.role == n.role() && r.id == n.id()) n.set_release(r.release);
+    }
+  }
+  return out;
+}
+
+// The data nodes of the data ring into `out`: their addresses and ring state (joining, down,
+// up, out), and those the configured list lacks.
+void AdminService::AddDataRing(const datanode::DataRing& ring, const std::vector<uint32_t>& data_down,
+                               std::vector<v1::NodeInfo>* nodes) {
+  std::vector<v1::NodeInfo>& out = *nodes;
   for (const auto& e : ring.nodes) {
     const bool member =
         std::find(ring.members.begin(), ring.members.end(), e.id) != ring.members.end();
@@ -171,7 +190,6 @@ std::vector<v1::NodeInfo> AdminService::Nodes() const {
   for (auto& n : out) {
     if (n.role() == "datanode" && ring.IsOut(n.id())) n.set_state("out");
   }
-  return out;
 }
 
 void AdminService::FillCacheUsage(std::vector<v1::NodeInfo>* nodes) const {

@@ -118,11 +118,19 @@ class AdminService final : public v1::Admin::Service {
     leading_ = std::move(leading);
     leader_ = std::move(leader);
   }
-  // Cluster mode: the ids of the gateways registered in etcd now, so that node lists show the
-  // other gateways up or down (without it every gateway listed is shown up). Set before serving.
-  void SetGatewaysRegistered(std::function<absl::StatusOr<std::vector<uint32_t>>()> registered) {
+  // A node registered in etcd: its role as NodeInfo names it (gateway, cachenode, datanode), id
+  // and release (empty from releases before 0.2.0).
+  struct Registered {
+    std::string role;
+    uint32_t id = 0;
+    std::string release;
+  };
+  // Cluster mode: the nodes registered in etcd now, so that node lists show the other gateways
+  // up or down (without it every gateway listed is shown up) and every node's release. Set
+  // before serving.
+  void SetRegistered(std::function<absl::StatusOr<std::vector<Registered>>()> registered) {
     absl::MutexLock l(&mu_);
-    gateways_registered_ = std::move(registered);
+    registered_ = std::move(registered);
   }
   // Cluster mode: runs before an operator's RemoveNode of cache node `id` (the gateway marks the
   // node as drained in etcd, so that the membership does not bring it back). Set before serving.
@@ -174,7 +182,7 @@ class AdminService final : public v1::Admin::Service {
   std::function<v1::ClusterScrubStatus()> scrub_last_ ABSL_GUARDED_BY(mu_);
   std::function<bool()> leading_ ABSL_GUARDED_BY(mu_);
   std::function<std::string()> leader_ ABSL_GUARDED_BY(mu_);
-  std::function<absl::StatusOr<std::vector<uint32_t>>()> gateways_registered_ ABSL_GUARDED_BY(mu_);
+  std::function<absl::StatusOr<std::vector<Registered>>()> registered_ ABSL_GUARDED_BY(mu_);
   // OK, or the refusal of a change on a gateway that is not the coordinator.
   grpc::Status CheckCoordinator() const;
   // Health watch: state of each cache node that is not "up" (down, failed, quarantined).
@@ -189,6 +197,8 @@ class AdminService final : public v1::Admin::Service {
   std::thread watch_;
   // The node list: the static one, with the data nodes of the current data ring merged in.
   std::vector<v1::NodeInfo> Nodes() const;
+  static void AddDataRing(const datanode::DataRing& ring, const std::vector<uint32_t>& data_down,
+                          std::vector<v1::NodeInfo>* nodes);
   // Adds to the cache nodes of `nodes` what their last health answer said (SSD use, dirty, hits).
   void FillCacheUsage(std::vector<v1::NodeInfo>* nodes) const;
 };

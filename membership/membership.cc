@@ -135,6 +135,10 @@ std::string EncodeNodeRecord(const NodeRecord& r) {
     out.append(",\"incarnation\":");
     AppendJsonString(&out, r.incarnation);
   }
+  if (!r.release.empty()) {
+    out.append(",\"release\":");
+    AppendJsonString(&out, r.release);
+  }
   out.push_back('}');
   return out;
 }
@@ -174,6 +178,7 @@ absl::StatusOr<NodeRecord> DecodeNodeRecord(absl::string_view json) {
   if (auto v = scalar("http_address")) r.http_address = *v;
   if (auto v = scalar("zone")) r.zone = *v;
   if (auto v = scalar("incarnation")) r.incarnation = *v;
+  if (auto v = scalar("release")) r.release = *v;
   if (auto v = scalar("capacity_bytes"); v && !absl::SimpleAtoi(*v, &r.capacity_bytes)) {
     fail("capacity_bytes", *v);
   }

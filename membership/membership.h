@@ -72,6 +72,9 @@ struct NodeRecord {
   // the store was created; empty from nodes that predate it. A new value for the same id means
   // a new disk (docs/durability.md, "Incarnations").
   std::string incarnation;
+  // The release the node runs ("0.2.0"; common/version.h), set by NodeRegistration; empty from
+  // nodes of releases before 0.2.0, which did not publish it (docs/upgrades.md).
+  std::string release;
 
   // Returns OK, or kInvalidArgument naming the bad field (empty address, weight <= 0, ...).
   absl::Status Validate() const;

@@ -47,6 +47,20 @@ TEST(NodeRecordTest, RoundTripsThroughJson) {
   EXPECT_EQ(with->incarnation, r.incarnation);
 }
 
+TEST(NodeRecordTest, ReleaseIsCarriedAndAbsentFromOlderRecords) {
+  NodeRecord r = Node(Role::kCache, 7);
+  r.release = "0.2.0";
+  auto back = DecodeNodeRecord(EncodeNodeRecord(r));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->release, "0.2.0");
+  // A record of 0.1.0, which had no release: it decodes, with none.
+  auto old = DecodeNodeRecord(
+      R"({"role":"data","id":3,"address":"127.0.0.1:7","http_address":"","capacity_bytes":0,)"
+      R"("weight":1,"zone":""})");
+  ASSERT_TRUE(old.ok()) << old.status();
+  EXPECT_EQ(old->release, "");
+}
+
 TEST(NodeRecordTest, DecodeIsLenientAboutExtrasAndStrictAboutValues) {
   auto r = DecodeNodeRecord(R"({"role":"data","id":3,"address":"h:1","future_field":[1,2]})");
   ASSERT_TRUE(r.ok()) << r.status();

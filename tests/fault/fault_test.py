@@ -211,7 +211,7 @@ ETCD_PREFIX = "/ringcache"
 NEMESES = ("kill-cache", "kill-data", "remove", "rejoin", "pause", "data-during-join",
            "restart-during-replay", "kill-coordinator", "wipe-cache", "wipe-data", "lose-data",
            "rot-data", "slow-data", "full-data", "slow-cache", "full-cache", "pause-coordinator",
-           "partition-coordinator")
+           "partition-coordinator", "upgrade")
 CLUSTER_ONLY = {"rejoin", "pause", "data-during-join", "restart-during-replay",
                 "kill-coordinator", "full-cache", "pause-coordinator", "partition-coordinator"}
 # Need --gateways 2 or more.
@@ -222,7 +222,7 @@ CUTS = {"partition-coordinator"}
 # of seconds per fault; FaultInjection.disks names both (tests/CMakeLists.txt), so that the runs
 # of `all` keep their time and their share of every process fault.
 NOT_IN_ALL = {"wipe-data", "wipe-cache", "lose-data", "rot-data", "slow-data", "full-data",
-              "slow-cache", "full-cache"}
+              "slow-cache", "full-cache", "upgrade"}
 # Need the nodes' fault files (cluster.sh --fault-seams).
 DISK_SEAMS = {"slow-data", "full-data", "slow-cache", "full-cache"}
 CACHE_NEMESES = {"kill-cache", "remove", "rejoin", "pause", "data-during-join",
@@ -253,6 +253,11 @@ def parse_args(argv):
     p.add_argument("--bin", default=os.environ.get("RINGCACHE_BIN", os.path.join(ROOT, "build")),
                    help="build directory holding the daemons and ringcachectl (RINGCACHE_BIN); "
                    "e.g. build-asan for the sanitizer build")
+    p.add_argument("--old-bin", default=None,
+                   help="build directory of an earlier release (tests/upgrade/build_release.sh): "
+                   "the cluster starts with its daemons, and each 'upgrade' fault moves the next "
+                   "daemon to the other release: data nodes, cache nodes, then gateways to --bin, "
+                   "the same in reverse back to --old-bin, and so on")
     p.add_argument("--seed", type=int, default=None,
                    help="seed of every random choice (default: a fresh one, printed)")
     p.add_argument("--faults", type=int, default=24,
@@ -384,6 +389,8 @@ def parse_args(argv):
         a.deck = list(dict.fromkeys(names))
     elif a.etcd:
         a.deck = possible
+    if (a.old_bin is None) != ("upgrade" not in (a.deck or [])):
+        p.error("--old-bin and the nemesis 'upgrade' go together")
     if a.etcd and a.cache_nodes < 2:
         p.error("--etcd: want at least 2 cache nodes (the last one is never removed, so a "
                 "killed one could not rejoin)")
@@ -437,7 +444,10 @@ class Cluster:
     def __init__(self, args, work, base, log):
         self.args, self.dir, self.base, self.log = args, os.path.join(work, "cluster"), base, log
         self.bin = os.path.abspath(args.bin)
-        self.env = dict(os.environ, RINGCACHE_BIN=self.bin)
+        # The build each daemon runs from: --old-bin's until an upgrade step moves it.
+        self.start_bin = os.path.abspath(args.old_bin) if args.old_bin else self.bin
+        self.node_bin = {}  # (role, id) -> build directory, when not start_bin
+        self.env = dict(os.environ, RINGCACHE_BIN=self.start_bin)
         self.script = os.path.join(ROOT, "deploy", "cluster.sh")
         self.ctl_bin = os.path.join(self.bin, "tools", "ctl", "ringcachectl")
         self.admin = f"127.0.0.1:{base + 10}"
@@ -462,10 +472,14 @@ class Cluster:
         except (ValueError, KeyError, TypeError, subprocess.TimeoutExpired):
             return None
 
-    def sh(self, *argv, timeout=180):
-        return subprocess.run(["bash", self.script, *argv, "--dir", self.dir], env=self.env,
+    def sh(self, *argv, timeout=180, bin_dir=None):
+        env = dict(self.env, RINGCACHE_BIN=bin_dir) if bin_dir else self.env
+        return subprocess.run(["bash", self.script, *argv, "--dir", self.dir], env=env,
                               stdin=subprocess.DEVNULL, capture_output=True, text=True,
                               timeout=timeout)
+
+    def bin_of(self, role, node_id):
+        return self.node_bin.get((role, node_id), self.start_bin)
 
     def write_cluster_file(self):
         """Cluster mode: the cluster file of cluster.sh's port scheme plus etcd and the lease
@@ -524,17 +538,27 @@ class Cluster:
                            r"No such file or directory|cannot execute)|"
                            r"error while loading shared libraries")
 
+    def stop(self, role, ids):
+        """SIGTERM, as a service manager stops a daemon; waits until they are gone."""
+        r = self.sh("stop", role, *map(str, ids))
+        if r.returncode != 0:
+            raise DaemonError(f"cluster.sh stop {role} {ids} failed: {r.stdout}{r.stderr}")
+
     def start(self, role, ids):
         deadline = time.monotonic() + 180
+        bins = {self.bin_of(role, i) for i in ids}
+        if len(bins) != 1:
+            raise SetupError(f"start {role} {ids}: the daemons run from different builds")
+        bin_dir = bins.pop()
         while True:
-            r = self.sh("start", role, *map(str, ids))
+            r = self.sh("start", role, *map(str, ids), bin_dir=bin_dir)
             if r.returncode == 0:
                 return
             # A binary that a concurrent build is relinking cannot be executed for a moment: no
             # daemon failure; wait until it is whole (executable, unchanged for 3 s) and retry.
             if not self.RELINKING.search(r.stdout + r.stderr) or time.monotonic() > deadline:
                 raise DaemonError(f"cluster.sh start {role} {ids} failed: {r.stdout}{r.stderr}")
-            path = os.path.join(self.bin, role, f"ringcache-{role}")
+            path = os.path.join(self.bin_of(role, ids[0]), role, f"ringcache-{role}")
             self.log(f"cluster.sh start {role} {ids}: {path} could not be executed (being "
                      f"rebuilt?); retrying once it is whole")
             while time.monotonic() < deadline:
@@ -602,12 +626,14 @@ class Cluster:
             h.connect_uri(f"nbd://127.0.0.1:{port}/{vdi}")
         return h
 
-    def ctl(self, *argv, timeout=120):
-        """ringcachectl against the coordinator: gateway 1, or with several gateways the one
-        elected (gateway 1 while none is)."""
+    def ctl(self, *argv, timeout=120, gateway=None):
+        """ringcachectl against `gateway`, by default the coordinator: gateway 1, or with several
+        gateways the one elected (gateway 1 while none is)."""
         sec = ["--tls-dir", os.path.join(self.tls, "admin")] if self.tls else []
         admin = self.admin
-        if self.args.gateways > 1:
+        if gateway is not None:
+            admin = f"127.0.0.1:{self.gateway_ports(gateway)[1]}"
+        elif self.args.gateways > 1:
             admin = f"127.0.0.1:{self.gateway_ports(self.leader() or 1)[1]}"
         return subprocess.run([self.ctl_bin, "--gateway", admin, *sec, *argv],
                               stdin=subprocess.DEVNULL, capture_output=True, text=True,
@@ -1968,6 +1994,84 @@ class Nemesis:
                 f"gateway(s) {others} still reaching it: its log sealed and replayed, removed "
                 f"{removed:.1f}s after the cut; healed {down:.1f}s later, rejoined {joined:.1f}s after the heal")
 
+    def upgrade_plan(self):
+        """The rolling upgrade's order: data nodes, cache nodes, gateways (docs/upgrades.md)."""
+        a = self.a
+        return ([("datanode", i) for i in range(1, a.data_nodes + 1)]
+                + [("cachenode", i) for i in range(1, a.cache_nodes + 1)
+                   if i not in self.ctx.removed]
+                + [("gateway", g) for g in range(1, a.gateways + 1)])
+
+    def upgrade(self, _node, _data, _down):
+        """The next step of a rolling upgrade: one daemon stopped (SIGTERM) and started from the
+        other release's build. Steps go forward to --bin, then back in reverse to --old-bin (a
+        downgrade), and so on."""
+        plan = self.upgrade_plan()
+        step = getattr(self, "upgrade_steps", 0)
+        self.upgrade_steps = step + 1
+        forward = (step // len(plan)) % 2 == 0
+        role, nid = (plan if forward else plan[::-1])[step % len(plan)]
+        target = self.c.bin if forward else self.c.start_bin
+        verb = "upgrade" if forward else "downgrade"
+        since = self.ctx.gwlog.mark()
+        self.step(f"{verb} {role} {nid}: stop (SIGTERM)")
+        t = time.monotonic()
+        self.c.stop(role, [nid])
+        self.c.node_bin[(role, nid)] = target
+        self.step(f"{verb} {role} {nid}: start from {target}")
+        self.c.start(role, [nid])
+        took = time.monotonic() - t
+        exe = os.path.realpath(f"/proc/{self.c.pid(role, nid)}/exe")
+        if not exe.startswith(os.path.realpath(target) + os.sep):
+            self.ctx.problem(f"{verb} {role} {nid}: runs {exe}, not the build of {target}")
+            return None
+        what = f"{verb} {role} {nid} to {release_of(target)}: restarted in {took:.1f}s"
+        if role == "cachenode" and self.a.etcd:
+            joined = self.await_rejoin(nid, since)
+            if joined is None:
+                return None
+            what += f", rejoined {joined:.1f}s later"
+        elif role == "cachenode":
+            self.ctx.sweep_gen += 1
+        new_gateways = [g for g in range(1, self.a.gateways + 1)
+                        if self.c.bin_of("gateway", g) == self.c.bin]
+        if self.a.etcd and new_gateways:
+            # Asked of a gateway that runs this build, `cluster version` must list the node
+            # under the release it runs now (a release before 0.2.0 says none: "unknown").
+            want = release_of(target).split()[-1] if forward else None
+            seen = self.await_listed_release(new_gateways[0], role, nid, want)
+            if seen is None:
+                return None
+            what += f"; `cluster version` lists it under {want or 'unknown'} ({seen:.1f}s)"
+        return what
+
+    def await_listed_release(self, gateway, role, nid, want):
+        """Waits until `ringcachectl cluster version` through `gateway` lists `role nid` under
+        release `want` (None: unknown); returns the seconds it took, or None (a problem is
+        recorded)."""
+        start, last = time.monotonic(), ""
+        while time.monotonic() - start < 30:
+            r = self.c.ctl("--json", "cluster", "version", gateway=gateway)
+            if r.returncode == 0:
+                last = r.stdout.strip()
+                releases = json.loads(last)["releases"]
+                if f"{role} {nid}" in releases.get(want or "unknown", []):
+                    return time.monotonic() - start
+            else:
+                last = r.stderr.strip()
+            if not self.ctx.sleep(0.5):
+                return None
+        self.ctx.problem(f"`ringcachectl cluster version` does not list {role} {nid} under "
+                         f"{want or 'unknown'} 30 s after its restart: {last}")
+        return None
+
+
+def release_of(bin_dir):
+    """'ringcache-gateway 0.2.0': the first line of a build's gateway --version."""
+    r = subprocess.run([os.path.join(bin_dir, "gateway", "ringcache-gateway"), "--version"],
+                       capture_output=True, text=True, timeout=30)
+    return (r.stdout.splitlines() or ["(no --version)"])[0]
+
 
 def check_daemons(ctx):
     """Restarts daemons that died without being killed and records each as a problem."""
@@ -2209,8 +2313,9 @@ def run(args, seed, work, log):
     ctx = Context(args, seed, cluster, log)
     for name in ("datanode/ringcache-datanode", "cachenode/ringcache-cachenode",
                  "gateway/ringcache-gateway", "tools/ctl/ringcachectl"):
-        if not os.access(os.path.join(cluster.bin, name), os.X_OK):
-            raise SetupError(f"missing {os.path.join(cluster.bin, name)} (build it first)")
+        for d in {cluster.bin, cluster.start_bin}:
+            if not os.access(os.path.join(d, name), os.X_OK):
+                raise SetupError(f"missing {os.path.join(d, name)} (build it first)")
     mode = (f"cluster mode (etcd on {cluster.etcd_endpoint}, lease {args.lease_ttl}s)"
             if args.etcd else "static mode")
     nemeses = ",".join(args.deck) if args.deck else (
@@ -2218,6 +2323,9 @@ def run(args, seed, work, log):
     log(f"cluster: {mode}, {args.gateways} gateway(s), {args.cache_nodes} cache nodes, "
         f"{args.data_nodes} data nodes, base "
         f"port {base}, binaries {cluster.bin}, dir {cluster.dir}; nemeses {nemeses}")
+    if args.old_bin:
+        log(f"rolling upgrade: the cluster starts as {release_of(cluster.start_bin)} "
+            f"({cluster.start_bin}), upgrades go to {release_of(cluster.bin)}")
     side = None
     try:
         cluster.up()

@@ -305,6 +305,13 @@ void AddScrubCommands(CLI::App* app, Action* action) {
 }
 
 void AddClusterCommands(CLI::App* app, Args* a, Action* action) {
+  CLI::App* cluster = app->add_subcommand("cluster", "The cluster as a whole");
+  cluster->require_subcommand(1);
+  cluster
+      ->add_subcommand("version",
+                       "The releases the nodes run (mixed during an upgrade), and this "
+                       "ringcachectl's release and formats (docs/upgrades.md)")
+      ->callback([action] { *action = [](const AdminSession& s) { return ClusterVersion(s); }; });
   app->add_subcommand("status", "Cluster summary: epoch, nodes, VDIs, dirty bytes, data rebalance")
       ->callback([action] { *action = [](const AdminSession& s) { return ClusterStatus(s); }; });
 

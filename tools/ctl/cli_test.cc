@@ -64,7 +64,7 @@ TEST(CtlCliTest, HelpAtEveryLevel) {
 TEST(CtlCliTest, VersionFlag) {
   Result r = RunCli({"--version"});
   EXPECT_EQ(r.code, kExitOk);
-  EXPECT_THAT(r.out, HasSubstr("ringcachectl 0.1.0"));
+  EXPECT_THAT(r.out, HasSubstr("ringcachectl 0.2.0"));
 }
 
 TEST(CtlCliTest, MissingCommandIsAUsageError) {

@@ -68,7 +68,8 @@ void WriteNodeJson(const v1::NodeInfo& n, JsonWriter* j) {
       .Field("address", n.address())
       .Field("capacity_bytes", n.capacity_bytes())
       .Field("zone", n.zone())
-      .Field("state", n.state());
+      .Field("state", n.state())
+      .Field("release", n.release());
   if (n.usage_known()) {
     j->Field("ssd_used_bytes", n.ssd_used_bytes())
         .Field("dirty_bytes", n.dirty_bytes())

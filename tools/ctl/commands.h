@@ -98,6 +98,9 @@ absl::Status InvalidateVdi(const AdminSession& s, const std::string& name, bool 
 // node list: prints every node (role, id, address, capacity, zone, state; cache nodes also SSD
 // used, dirty bytes and hit ratio).
 absl::Status ListNodes(const AdminSession& s);
+// cluster version: the releases the registered nodes run (cluster mode: from their etcd records),
+// whether they are all the same, and this ringcachectl's release and formats.
+absl::Status ClusterVersion(const AdminSession& s);
 // node drain / node remove: asks the gateway to take node `role`/`id` out of the ring. `verb`
 // ("drain" or "remove") only changes the message printed on success.
 absl::Status RemoveNode(const AdminSession& s, const std::string& verb, const std::string& role,

@@ -270,21 +270,34 @@ TEST_F(CtlProcessTest, NodesAndStatus) {
   CtlResult r = Ctl("node list");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(std::regex_search(
-      r.out, std::regex("^ROLE +ID +ADDRESS +CAPACITY +SSD_USED +DIRTY +HIT% +ZONE +STATE\n")))
+      r.out, std::regex("^ROLE +ID +ADDRESS +CAPACITY +SSD_USED +DIRTY +HIT% +ZONE +RELEASE +STATE\n")))
       << r.out;
   // SSD used, dirty and hit ratio come from the health watch's first round ("-" before it).
   EXPECT_TRUE(std::regex_search(
       r.out, std::regex("\ncachenode +2 +in-process +256\\.0 MiB +(-|[0-9.]+ [KMG]?i?B) "
-                        "+(-|[0-9.]+ [KMG]?i?B) +(-|[0-9.]+%) +- +up\n")))
+                        "+(-|[0-9.]+ [KMG]?i?B) +(-|[0-9.]+%) +- +- +up\n")))
       << r.out;
   EXPECT_TRUE(std::regex_search(
-      r.out, std::regex("\ndatanode +3 +127\\.0\\.0\\.1:[0-9]+ +- +- +- +- +- +up")))
+      r.out, std::regex("\ndatanode +3 +127\\.0\\.0\\.1:[0-9]+ +- +- +- +- +- +- +up")))
       << r.out;
 
   r = Ctl("node list --json");  // global options also after the command
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("{\"role\":\"cachenode\",\"id\":1,\"address\":\"in-process\","
                                "\"capacity_bytes\":268435456,\"zone\":\"\",\"state\":\"up\""));
+
+  // Static mode: no node registers, so none says its release.
+  r = Ctl("cluster version");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(std::regex_search(
+      r.out, std::regex("^RELEASE +NODES +WHICH\nunknown \\(before 0\\.2\\.0, or static mode\\) +5 +"
+                        "cachenode 1, cachenode 2, datanode 1, datanode 2, datanode 3\n"
+                        "no node says its release .*\nringcachectl [0-9]+\\.[0-9]+\\.[0-9]+; formats: "
+                        "slot-file")))
+      << r.out;
+  r = Ctl("--json cluster version");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("\"uniform\":false,\"releases\":{\"unknown\":[\"cachenode 1\","));
 
   r = Ctl("status");
   ASSERT_EQ(r.code, 0) << r.err;
