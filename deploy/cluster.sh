@@ -386,7 +386,7 @@ add_args() {
   fi
 }
 
-if [ ${#POS[@]} -gt 0 ] && [ "$cmd" != kill ] && [ "$cmd" != start ] && [ "$cmd" != add ]; then
+if [ ${#POS[@]} -gt 0 ] && [ "$cmd" != kill ] && [ "$cmd" != stop ] && [ "$cmd" != start ] && [ "$cmd" != add ]; then
   echo "cluster.sh: unknown argument ${POS[0]}" >&2
   exit 2
 fi

@@ -2038,7 +2038,7 @@ class Nemesis:
         if self.a.etcd and new_gateways:
             # Asked of a gateway that runs this build, `cluster version` must list the node
             # under the release it runs now (a release before 0.2.0 says none: "unknown").
-            want = release_of(target).split()[-1] if forward else None
+            want = release_of(target) if forward else None
             seen = self.await_listed_release(new_gateways[0], role, nid, want)
             if seen is None:
                 return None
@@ -2067,10 +2067,10 @@ class Nemesis:
 
 
 def release_of(bin_dir):
-    """'ringcache-gateway 0.2.0': the first line of a build's gateway --version."""
+    """'0.2.0': the release of a build, from the first line of its gateway's --version."""
     r = subprocess.run([os.path.join(bin_dir, "gateway", "ringcache-gateway"), "--version"],
                        capture_output=True, text=True, timeout=30)
-    return (r.stdout.splitlines() or ["(no --version)"])[0]
+    return ((r.stdout.splitlines() or ["? (no --version)"])[0].split() or ["?"])[-1]
 
 
 def check_daemons(ctx):
@@ -2324,8 +2324,8 @@ def run(args, seed, work, log):
         f"{args.data_nodes} data nodes, base "
         f"port {base}, binaries {cluster.bin}, dir {cluster.dir}; nemeses {nemeses}")
     if args.old_bin:
-        log(f"rolling upgrade: the cluster starts as {release_of(cluster.start_bin)} "
-            f"({cluster.start_bin}), upgrades go to {release_of(cluster.bin)}")
+        log(f"rolling upgrade: the cluster starts with release {release_of(cluster.start_bin)} "
+            f"({cluster.start_bin}), upgrades go to {release_of(cluster.bin)} ({cluster.bin})")
     side = None
     try:
         cluster.up()
