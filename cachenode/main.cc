@@ -299,6 +299,7 @@ absl::Status Daemon::Register() {
     record.id = s_.id;
     record.address = absl::StrCat(host, ":", port_);
     record.release = Version();
+    record.feature_level = kFeatureLevel;
     record.http_address = absl::StrCat(host, ":", http_port_);
     record.capacity_bytes = s_.cc.ssd_bytes;
     record.weight = s_.self.weight;

@@ -33,9 +33,22 @@ inline constexpr Format kVdiTableFormat{"vdi-table", 2, 1, "cache node VDI table
 inline constexpr Format kDataStoreFormat{"datanode-store", 1, 1, "data node store"};
 // The block data port's frames (common/block_wire.h), told apart by their magic ("CRD2").
 inline constexpr Format kBlockWireFormat{"block-wire", 2, 2, "block data port frames"};
+// The VDI catalog's records (coordinator/catalog.h: the gateway's file, and etcd in cluster
+// mode). 1: up to 0.1.0; 2: a VDI's I/O limits (`qos=`), which 1's readers refuse. Version 2
+// is written only at feature level 2 (kFeatureLevel below).
+inline constexpr Format kVdiCatalogFormat{"vdi-catalog", 2, 1, "VDI catalog record"};
 
-inline constexpr std::array<Format, 4> kFormats = {kSlotFileFormat, kVdiTableFormat,
-                                                   kDataStoreFormat, kBlockWireFormat};
+inline constexpr std::array<Format, 5> kFormats = {kSlotFileFormat, kVdiTableFormat,
+                                                   kDataStoreFormat, kBlockWireFormat,
+                                                   kVdiCatalogFormat};
+
+// The cluster feature levels (docs/upgrades.md). A cluster runs at one level, kept in etcd and
+// raised by `ringcachectl cluster finalize` once every node supports the next one; until then
+// no node writes a format of the higher level, so the previous release can still be put back.
+//   1: the formats of 0.1.0 (a cluster that never finalized is at level 1);
+//   2: VDI I/O limits in the catalog (vdi-catalog 2).
+inline constexpr uint32_t kFeatureLevel = 2;  // the highest level this release supports
+inline constexpr uint32_t kBaseFeatureLevel = 1;
 
 // OK when `found` is one `format`'s readers accept; otherwise kFailedPrecondition naming `where`,
 // the version found and the versions this release reads, and which release can read it.

@@ -70,6 +70,56 @@ absl::Status ValidateVdiName(const std::string& name) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// The limits of a record's `qos=` token, by their short names.
+struct QosField {
+  const char* name;
+  uint64_t (v1::VdiQos::*get)() const;
+  void (v1::VdiQos::*set)(uint64_t);
+};
+constexpr QosField kQosFields[] = {
+    {"ri", &v1::VdiQos::read_iops, &v1::VdiQos::set_read_iops},
+    {"wi", &v1::VdiQos::write_iops, &v1::VdiQos::set_write_iops},
+    {"io", &v1::VdiQos::iops, &v1::VdiQos::set_iops},
+    {"rb", &v1::VdiQos::read_bytes_per_s, &v1::VdiQos::set_read_bytes_per_s},
+    {"wb", &v1::VdiQos::write_bytes_per_s, &v1::VdiQos::set_write_bytes_per_s},
+    {"b", &v1::VdiQos::bytes_per_s, &v1::VdiQos::set_bytes_per_s},
+};
+
+}  // namespace
+
+std::string EncodeQos(const v1::VdiQos& q) {
+  std::vector<std::string> parts;
+  for (const QosField& f : kQosFields) {
+    if (const uint64_t v = (q.*f.get)()) parts.push_back(absl::StrCat(f.name, ":", v));
+  }
+  if (parts.empty()) return "";
+  if (q.burst_ms()) parts.push_back(absl::StrCat("burst:", q.burst_ms()));
+  return absl::StrJoin(parts, ",");
+}
+
+bool DecodeQos(absl::string_view text, v1::VdiQos* q) {
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    std::pair<absl::string_view, absl::string_view> kv = absl::StrSplit(part, ':');
+    uint64_t v = 0;
+    if (!absl::SimpleAtoi(kv.second, &v) || v == 0) return false;
+    bool known = false;
+    for (const QosField& f : kQosFields) {
+      if (kv.first == f.name) {
+        (q->*f.set)(v);
+        known = true;
+      }
+    }
+    if (kv.first == "burst" && v <= UINT32_MAX) {
+      q->set_burst_ms(static_cast<uint32_t>(v));
+      known = true;
+    }
+    if (!known) return false;
+  }
+  return true;
+}
+
 std::string EncodeVdiLine(const VdiRecord& r) {
   const auto& g = r.geometry;
   std::string line =
@@ -85,6 +135,7 @@ std::string EncodeVdiLine(const VdiRecord& r) {
   }
   if (r.public_export) line += " public";
   if (!r.policy.empty()) absl::StrAppend(&line, " policy=", r.policy);
+  if (std::string qos = EncodeQos(r.qos); !qos.empty()) absl::StrAppend(&line, " qos=", qos);
   return line;
 }
 
@@ -122,6 +173,8 @@ absl::StatusOr<VdiRecord> DecodeVdiLine(const std::string& line) {
       r.public_export = true;
     } else if (absl::StartsWith(extra, "policy=") && r.policy.empty() && extra.size() > 7) {
       r.policy = extra.substr(7);
+    } else if (absl::StartsWith(extra, "qos=") && !r.qos.ByteSizeLong()) {
+      bad = !DecodeQos(absl::string_view(extra).substr(4), &r.qos);
     } else {
       bad = true;
     }
@@ -387,6 +440,12 @@ absl::StatusOr<VdiRecord> Catalog::SetAccess(const std::string& name, AccessChan
         "`vdi access ", name, " --allow-any` if that is what you want"));
   }
   return saved;
+}
+
+absl::StatusOr<VdiRecord> Catalog::SetQos(const std::string& name, const v1::VdiQos& qos) {
+  v1::VdiQos q = qos;
+  if (EncodeQos(q).empty()) q.Clear();  // no limit: no burst either
+  return Update(name, [&](VdiRecord* r) { r->qos = q; });
 }
 
 absl::StatusOr<VdiRecord> Catalog::Find(const std::string& name) const {

@@ -26,7 +26,9 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "ringcache/v1/admin.pb.h"
 #include "ringcache/v1/cachenode.pb.h"
 #include "ringcache/v1/common.pb.h"
 
@@ -43,6 +45,9 @@ struct VdiRecord {
   std::vector<std::string> allowed_clients;
   std::vector<std::string> read_only_clients;
   bool public_export = false;
+  // I/O limits the gateways enforce (gateway/qos.h); all 0: none. In the record as `qos=...`,
+  // which releases before 0.2.0 cannot read: written only at feature level 2 (docs/upgrades.md).
+  v1::VdiQos qos;
 };
 
 // A change of a VDI's NBD access; what is unset stays as it is.
@@ -67,6 +72,10 @@ struct VdiDefaults {
 // Encodes one record as a catalog line (without newline) and back; kDataLoss if malformed.
 std::string EncodeVdiLine(const VdiRecord& r);
 absl::StatusOr<VdiRecord> DecodeVdiLine(const std::string& line);
+// A record's limits as its `qos=` token holds them ("ri:1000,wb:1048576,burst:500"; "" when
+// none), and back (false on a malformed token).
+std::string EncodeQos(const v1::VdiQos& qos);
+bool DecodeQos(absl::string_view text, v1::VdiQos* qos);
 
 // Where a catalog keeps its records besides its file (cluster mode: etcd).
 class CatalogStore {
@@ -103,6 +112,8 @@ class Catalog {
   // Changes the NBD access of a VDI (client identities: 1-64 characters of [A-Za-z0-9._@:-]).
   // Returns the record as saved.
   absl::StatusOr<VdiRecord> SetAccess(const std::string& name, AccessChange change);
+  // Sets a VDI's I/O limits (all 0: none).
+  absl::StatusOr<VdiRecord> SetQos(const std::string& name, const v1::VdiQos& qos);
   absl::StatusOr<VdiRecord> Find(const std::string& name) const;
   std::vector<VdiRecord> List() const;
 

@@ -48,6 +48,20 @@ TEST(CatalogLineTest, AccessRoundTripsAndOldLinesReadAsOpen) {
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->read_only_clients, r.read_only_clients);
   EXPECT_TRUE(back->public_export);
+
+  // I/O limits (feature level 2): only when set, so that a record without them reads in 0.1.0.
+  EXPECT_EQ(EncodeVdiLine(r).find("qos="), std::string::npos);
+  r.qos.set_read_iops(1000);
+  r.qos.set_write_bytes_per_s(50 << 20);
+  r.qos.set_burst_ms(250);
+  const std::string limited = EncodeVdiLine(r);
+  EXPECT_NE(limited.find(" qos=ri:1000,wb:52428800,burst:250"), std::string::npos) << limited;
+  back = DecodeVdiLine(limited);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->qos.SerializeAsString(), r.qos.SerializeAsString());
+  for (const char* bad : {" qos=", " qos=ri:0", " qos=xx:5", " qos=ri:5,", " qos=ri"}) {
+    EXPECT_FALSE(DecodeVdiLine(plain + bad).ok()) << bad;
+  }
   EXPECT_FALSE(back->read_only_clients.empty() || DecodeVdiLine(plain + " allow_ro=").ok());
   EXPECT_FALSE(DecodeVdiLine(plain + " rx").ok());
   EXPECT_FALSE(DecodeVdiLine(plain + " allow=a,,b").ok());

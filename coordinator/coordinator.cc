@@ -3,10 +3,17 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <optional>
+#include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/formats.h"
 #include "common/status_macros.h"
 #include "gateway/frontends.h"
 
@@ -87,6 +94,79 @@ void Coordinator::ServeAdmin(gateway::AdminService* admin) {
       });
 }
 
+namespace {
+
+// The cluster's feature level (membership::FeatureLevelKey; absent: the base level) and the
+// key's mod revision (0: absent).
+absl::StatusOr<std::pair<uint32_t, int64_t>> ReadLevelKey(membership::EtcdClient* client,
+                                                          const std::string& prefix) {
+  membership::EtcdCallOptions call;
+  call.timeout = absl::Seconds(2);
+  RC_ASSIGN_OR_RETURN(std::optional<membership::KeyValue> kv,
+                      client->Get(membership::FeatureLevelKey(prefix), call));
+  if (!kv) return std::make_pair(kBaseFeatureLevel, int64_t{0});
+  uint32_t level = 0;
+  if (!absl::SimpleAtoi(kv->value, &level) || level < kBaseFeatureLevel) {
+    return absl::DataLossError(absl::StrCat("cluster feature level in etcd is '", kv->value,
+                                            "', not a level"));
+  }
+  return std::make_pair(level, kv->mod_revision);
+}
+
+}  // namespace
+
+absl::StatusOr<uint32_t> ReadFeatureLevel(membership::EtcdClient* client,
+                                          const std::string& prefix) {
+  RC_ASSIGN_OR_RETURN(auto level, ReadLevelKey(client, prefix));
+  return level.first;
+}
+
+absl::StatusOr<std::pair<uint32_t, std::string>> FinalizeFeatureLevel(
+    membership::EtcdClient* client, const std::string& prefix) {
+  RC_ASSIGN_OR_RETURN(auto current, ReadLevelKey(client, prefix));
+  membership::EtcdCallOptions call;
+  call.timeout = absl::Seconds(2);
+  RC_ASSIGN_OR_RETURN(membership::RangeResult range,
+                      client->GetPrefix(membership::NodesPrefix(prefix), call));
+  // The highest level every registered node supports (a node of a release before 0.2.0 does
+  // not say: level 1), this gateway's release included.
+  uint32_t target = kFeatureLevel;
+  std::vector<std::string> behind;
+  for (const auto& kv : range.kvs) {
+    absl::StatusOr<membership::NodeRecord> r = membership::DecodeNodeRecord(kv.value);
+    if (!r.ok()) continue;
+    const uint32_t level = r->feature_level ? r->feature_level : kBaseFeatureLevel;
+    target = std::min(target, level);
+    if (level < kFeatureLevel) {
+      behind.push_back(absl::StrCat(membership::RoleName(r->role), " ", r->id, " (",
+                                    r->release.empty() ? "before 0.2.0" : r->release, ")"));
+    }
+  }
+  const std::string waiting =
+      behind.empty() ? ""
+                     : absl::StrCat("; not yet on a release of level ", kFeatureLevel, ": ",
+                                    absl::StrJoin(behind, ", "));
+  if (target <= current.first) {
+    return std::make_pair(current.first,
+                          absl::StrCat("feature level stays ", current.first,
+                                       current.first >= kFeatureLevel
+                                           ? ", the highest this release knows"
+                                           : "",
+                                       waiting));
+  }
+  const std::string key = membership::FeatureLevelKey(prefix);
+  RC_ASSIGN_OR_RETURN(
+      membership::TxnResult txn,
+      client->Txn({current.second ? membership::TxnCompare::ModRevisionIs(key, current.second)
+                                  : membership::TxnCompare::KeyMissing(key)},
+                  {membership::TxnOp::Put(key, absl::StrCat(target))}, {}, call));
+  if (!txn.succeeded) {
+    return absl::AbortedError("the feature level changed while finalizing; run it again");
+  }
+  return std::make_pair(target, absl::StrCat("feature level raised from ", current.first, " to ",
+                                             target, waiting));
+}
+
 void Coordinator::FollowEtcd(membership::EtcdClient* client) {
   etcd_ = client;
   const std::string prefix = options_.prefix;
@@ -103,10 +183,12 @@ void Coordinator::FollowEtcd(membership::EtcdClient* client) {
           const char* role = r->role == membership::Role::kCache  ? "cachenode"
                              : r->role == membership::Role::kData ? "datanode"
                                                                   : "gateway";
-          out.push_back({role, r->id, r->release});
+          out.push_back({role, r->id, r->release, r->feature_level});
         }
         return out;
       });
+  admin_->SetFeatureLevel([client, prefix] { return ReadFeatureLevel(client, prefix); },
+                          [client, prefix] { return FinalizeFeatureLevel(client, prefix); });
   admin_->SetBeforeRemove([client, prefix](uint32_t node) {
     return MembershipSync::MarkDrained(client, prefix, node);
   });

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -109,6 +110,14 @@ class Coordinator {
   std::unique_ptr<MembershipSync> sync_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<Election> election_;
 };
+
+// Cluster mode (docs/upgrades.md): the cluster's feature level in etcd (absent: level 1), and
+// `ringcachectl cluster finalize`: raises it to the highest level every registered node's
+// release supports, this one's included, and says what it did and which nodes hold it back.
+absl::StatusOr<uint32_t> ReadFeatureLevel(membership::EtcdClient* client,
+                                          const std::string& prefix);
+absl::StatusOr<std::pair<uint32_t, std::string>> FinalizeFeatureLevel(
+    membership::EtcdClient* client, const std::string& prefix);
 
 }  // namespace ringcache::coordinator
 

@@ -216,6 +216,7 @@ absl::Status Daemon::Register() {
     record.id = cfg_.node_id;
     record.address = absl::StrCat(host, ":", grpc_port_);
     record.release = Version();
+    record.feature_level = kFeatureLevel;
     record.http_address = absl::StrCat(host, ":", http_port_);
     record.capacity_bytes = cfg_.capacity_bytes;
     record.zone = cfg_.zone;

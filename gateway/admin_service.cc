@@ -33,6 +33,7 @@ void FillAccess(const VdiRecord& r, v1::VdiAccess* a) {
   for (const std::string& c : r.allowed_clients) a->add_allowed_clients(c);
   for (const std::string& c : r.read_only_clients) a->add_read_only_clients(c);
   a->set_public_export(r.public_export);
+  *a->mutable_qos() = r.qos;
 }
 
 }  // namespace

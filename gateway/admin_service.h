@@ -74,6 +74,13 @@ class AdminService final : public v1::Admin::Service {
                               v1::DataNodeActionResponse*) override;
   grpc::Status Scrub(grpc::ServerContext*, const v1::ClusterScrubRequest*,
                      v1::ClusterScrubStatus*) override;
+  // admin_cluster.cc: the cluster's feature level, its finalize, and the VDI limits it gates.
+  grpc::Status SetVdiQos(grpc::ServerContext*, const v1::SetVdiQosRequest*,
+                         v1::SetVdiQosResponse*) override;
+  grpc::Status GetClusterVersion(grpc::ServerContext*, const v1::ClusterVersionRequest*,
+                                 v1::ClusterVersionResponse*) override;
+  grpc::Status FinalizeCluster(grpc::ServerContext*, const v1::FinalizeClusterRequest*,
+                               v1::FinalizeClusterResponse*) override;
 
   // Sets the state ListNodes shows for node (role, id) ("up", "removed", ...).
   void SetNodeState(const std::string& role, uint32_t id, const std::string& state);
@@ -124,7 +131,18 @@ class AdminService final : public v1::Admin::Service {
     std::string role;
     uint32_t id = 0;
     std::string release;
+    uint32_t feature_level = 0;  // the highest its release supports; 0 before 0.2.0 (level 1)
   };
+  // Cluster mode: the cluster's feature level as etcd holds it (`get`), and `finalize`, which
+  // raises it to the highest every registered node supports and returns the level then and
+  // what happened. Without them (static mode) the gateway runs at its release's highest level.
+  // Set before serving.
+  void SetFeatureLevel(std::function<absl::StatusOr<uint32_t>()> get,
+                       std::function<absl::StatusOr<std::pair<uint32_t, std::string>>()> finalize) {
+    absl::MutexLock l(&mu_);
+    feature_level_ = std::move(get);
+    finalize_ = std::move(finalize);
+  }
   // Cluster mode: the nodes registered in etcd now, so that node lists show the other gateways
   // up or down (without it every gateway listed is shown up) and every node's release. Set
   // before serving.
@@ -183,6 +201,8 @@ class AdminService final : public v1::Admin::Service {
   std::function<bool()> leading_ ABSL_GUARDED_BY(mu_);
   std::function<std::string()> leader_ ABSL_GUARDED_BY(mu_);
   std::function<absl::StatusOr<std::vector<Registered>>()> registered_ ABSL_GUARDED_BY(mu_);
+  std::function<absl::StatusOr<uint32_t>()> feature_level_ ABSL_GUARDED_BY(mu_);
+  std::function<absl::StatusOr<std::pair<uint32_t, std::string>>()> finalize_ ABSL_GUARDED_BY(mu_);
   // OK, or the refusal of a change on a gateway that is not the coordinator.
   grpc::Status CheckCoordinator() const;
   // Health watch: state of each cache node that is not "up" (down, failed, quarantined).

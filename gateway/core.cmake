@@ -5,10 +5,12 @@ add_library(rc_gateway STATIC
   ${CMAKE_CURRENT_LIST_DIR}/router_membership.cc
   ${CMAKE_CURRENT_LIST_DIR}/router_vdis.cc
   ${CMAKE_CURRENT_LIST_DIR}/piece_pool.cc
+  ${CMAKE_CURRENT_LIST_DIR}/qos.cc
   ${CMAKE_CURRENT_LIST_DIR}/cache_client.cc
   ${CMAKE_CURRENT_LIST_DIR}/data_channel.cc
   ${CMAKE_CURRENT_LIST_DIR}/admin_service.cc
   ${CMAKE_CURRENT_LIST_DIR}/admin_nodes.cc
+  ${CMAKE_CURRENT_LIST_DIR}/admin_cluster.cc
   ${CMAKE_CURRENT_LIST_DIR}/frontends.cc)
 target_link_libraries(rc_gateway PUBLIC rc_nbd rc_datanode_client rc_ring rc_proto rc_membership
                                          rc_coordinator rc_catalog
@@ -30,6 +32,8 @@ rc_add_gtest(router_epoch_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/router_epoch_te
 
 rc_add_gtest(piece_pool_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/piece_pool_test.cc LIBS rc_gateway
              SANITIZER)
+
+rc_add_gtest(qos_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/qos_test.cc LIBS rc_gateway SANITIZER)
 
 rc_add_gtest(data_channel_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/data_channel_test.cc
              LIBS rc_gateway rc_cachenode rc_embedded_datanodes SANITIZER)

@@ -292,6 +292,7 @@ absl::Status Daemon::Register() {
     record.id = s_.flags.id;
     record.address = absl::StrCat(host, ":", fe_.admin_port());
     record.release = Version();
+    record.feature_level = kFeatureLevel;
     record.http_address = absl::StrCat(host, ":", fe_.http_port());
     auto p = membership::Presence::Start(s_.etcd, record);
     if (!p.ok()) return absl::UnavailableError(p.status().ToString());

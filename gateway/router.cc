@@ -175,6 +175,11 @@ absl::StatusOr<std::unique_ptr<Router>> Router::Create(Catalog* catalog,
   std::unique_ptr<Router> r(new Router());
   r->catalog_ = catalog;
   r->data_nodes_ = data_nodes;
+  r->qos_ = std::make_unique<QosRegistry>(
+      Clock::Real(), [catalog](const std::string& vdi) -> absl::StatusOr<v1::VdiQos> {
+        RC_ASSIGN_OR_RETURN(VdiRecord rec, catalog->Find(vdi));
+        return rec.qos;
+      });
   std::vector<ring::Member> members;
   for (const auto& m : cache_nodes) members.push_back(ring::Member{m.id, m.weight, ""});
   RC_ASSIGN_OR_RETURN(ring::Ring ring, ring::Ring::BuildCacheRing(std::move(members)));
@@ -282,6 +287,7 @@ void Router::ExportMetrics(metrics::Registry* registry) {
     absl::MutexLock l(&mu_);
     registry_ = registry;
   }
+  qos_->ExportMetrics(registry);
   registry->AddCallbackGauge("ringcache_gateway_ring_epoch",
                              "Epoch of the cache ring requests are routed by (fencing token).", {},
                              [this] { return static_cast<double>(ring_epoch()); });
@@ -475,7 +481,10 @@ std::vector<ExportInfo> Router::List() {
 
 absl::StatusOr<std::shared_ptr<BlockDevice>> Router::Open(const std::string& name) {
   RC_ASSIGN_OR_RETURN(VdiRecord r, catalog_->Find(name));
-  return std::shared_ptr<BlockDevice>(std::make_shared<VdiDevice>(this, r.geometry));
+  // Every device waits for its VDI's limits (gateway/qos.h): limits set while a connection is
+  // open apply to it within a second.
+  return std::shared_ptr<BlockDevice>(std::make_shared<QosDevice>(
+      std::make_shared<VdiDevice>(this, r.geometry), qos_->For(name), Clock::Real()));
 }
 
 }  // namespace ringcache::gateway

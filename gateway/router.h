@@ -32,6 +32,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "common/metrics.h"
+#include "gateway/qos.h"
 #include "coordinator/catalog.h"
 #include "coordinator/ring_change.h"
 #include "datanode/client/datanode_pool.h"
@@ -123,6 +124,8 @@ class Router : public ExportProvider {
   void ExportMetrics(metrics::Registry* registry);
 
   Catalog* catalog() const { return catalog_; }
+  // The VDIs' I/O limiters (gateway/qos.h).
+  QosRegistry* qos() const { return qos_.get(); }
   // The cache ring epoch requests carry, and the fencing token of what they write. It grows
   // with every ownership change — each removal and join, in both modes, before any request is
   // routed on the new ring, so a new owner never writes at its predecessor's epoch — and in
@@ -268,6 +271,7 @@ class Router : public ExportProvider {
   bool PublishOutcome(const CacheRingState& state);
 
   Catalog* catalog_ = nullptr;
+  std::unique_ptr<QosRegistry> qos_;
   datanode::DataNodePool* data_nodes_ = nullptr;
   absl::Status SaveLearned() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status LoadLearned(const std::string& path) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -41,6 +41,9 @@ absl::StatusOr<Role> ParseRole(absl::string_view name) {
 }
 
 std::string NodesPrefix(absl::string_view prefix) { return absl::StrCat(prefix, "/nodes/"); }
+std::string FeatureLevelKey(absl::string_view prefix) {
+  return absl::StrCat(prefix, "/cluster/feature_level");
+}
 std::string RolePrefix(absl::string_view prefix, Role role) {
   return absl::StrCat(prefix, "/nodes/", RoleName(role), "/");
 }
@@ -139,6 +142,7 @@ std::string EncodeNodeRecord(const NodeRecord& r) {
     out.append(",\"release\":");
     AppendJsonString(&out, r.release);
   }
+  if (r.feature_level != 0) absl::StrAppend(&out, ",\"feature_level\":", r.feature_level);
   out.push_back('}');
   return out;
 }
@@ -179,6 +183,9 @@ absl::StatusOr<NodeRecord> DecodeNodeRecord(absl::string_view json) {
   if (auto v = scalar("zone")) r.zone = *v;
   if (auto v = scalar("incarnation")) r.incarnation = *v;
   if (auto v = scalar("release")) r.release = *v;
+  if (auto v = scalar("feature_level"); v && !absl::SimpleAtoi(*v, &r.feature_level)) {
+    fail("feature_level", *v);
+  }
   if (auto v = scalar("capacity_bytes"); v && !absl::SimpleAtoi(*v, &r.capacity_bytes)) {
     fail("capacity_bytes", *v);
   }

@@ -75,6 +75,9 @@ struct NodeRecord {
   // The release the node runs ("0.2.0"; common/version.h), set by NodeRegistration; empty from
   // nodes of releases before 0.2.0, which did not publish it (docs/upgrades.md).
   std::string release;
+  // The highest cluster feature level the node's release supports (common/formats.h); 0 from
+  // releases before 0.2.0, which support level 1 only.
+  uint32_t feature_level = 0;
 
   // Returns OK, or kInvalidArgument naming the bad field (empty address, weight <= 0, ...).
   absl::Status Validate() const;
@@ -87,6 +90,9 @@ absl::StatusOr<NodeRecord> DecodeNodeRecord(absl::string_view json);
 
 // The keys of the layout above. `prefix` has no trailing slash ("" is allowed: keys start "/").
 std::string NodesPrefix(absl::string_view prefix);            // P/nodes/
+// P/cluster/feature_level: the cluster's feature level, decimal (absent: level 1), raised by
+// `ringcachectl cluster finalize` (docs/upgrades.md).
+std::string FeatureLevelKey(absl::string_view prefix);
 std::string RolePrefix(absl::string_view prefix, Role role);  // P/nodes/<role>/
 std::string NodeKey(absl::string_view prefix, Role role, uint32_t id);
 std::string VdisPrefix(absl::string_view prefix);  // P/vdis/

@@ -53,12 +53,18 @@ TEST(NodeRecordTest, ReleaseIsCarriedAndAbsentFromOlderRecords) {
   auto back = DecodeNodeRecord(EncodeNodeRecord(r));
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->release, "0.2.0");
+  EXPECT_EQ(back->feature_level, 0u);  // not set: not written
+  r.feature_level = 2;
+  back = DecodeNodeRecord(EncodeNodeRecord(r));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->feature_level, 2u);
   // A record of 0.1.0, which had no release: it decodes, with none.
   auto old = DecodeNodeRecord(
       R"({"role":"data","id":3,"address":"127.0.0.1:7","http_address":"","capacity_bytes":0,)"
       R"("weight":1,"zone":""})");
   ASSERT_TRUE(old.ok()) << old.status();
   EXPECT_EQ(old->release, "");
+  EXPECT_EQ(old->feature_level, 0u);
 }
 
 TEST(NodeRecordTest, DecodeIsLenientAboutExtrasAndStrictAboutValues) {

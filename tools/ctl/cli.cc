@@ -6,6 +6,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "common/config.h"
@@ -59,6 +60,11 @@ struct Args {
   int days = 365;
   // etcd add-user
   std::vector<std::string> users;
+  // vdi set-qos
+  uint64_t read_iops = 0, write_iops = 0, iops = 0;
+  std::string read_bps, write_bps, bps;
+  uint32_t burst_ms = 0;
+  bool no_limits = false;
 };
 
 // A command that needs no gateway (tls ...).
@@ -82,6 +88,8 @@ CLI::Validator ByteSizeCheck(uint64_t max, const std::string& max_text) {
       },
       "SIZE", "byte size");
 }
+
+void AddQosCommand(CLI::App* vdi, Args* a, Action* action);
 
 void AddVdiCommands(CLI::App* app, Args* a, Action* action) {
   CLI::App* vdi = app->add_subcommand("vdi", "Create, list, delete, resize VDIs; set cache modes");
@@ -231,6 +239,53 @@ void AddVdiCommands(CLI::App* app, Args* a, Action* action) {
   pol->callback([a, action] {
     *action = [a](const AdminSession& s) { return SetVdiPolicy(s, a->name, a->policy); };
   });
+  AddQosCommand(vdi, a, action);
+}
+
+void AddQosCommand(CLI::App* vdi, Args* a, Action* action) {
+  CLI::App* qos = vdi->add_subcommand(
+      "set-qos",
+      "Set a VDI's I/O limits, enforced by the gateways cluster-wide: requests over them are "
+      "delayed, never failed. Replaces every limit the VDI had; --none removes them "
+      "(docs/qos.md). Needs cluster feature level 2 (`cluster finalize`)");
+  qos->add_option("NAME", a->name, "VDI name")->required();
+  qos->add_option("--read-iops", a->read_iops, "Reads per second")->type_name("N");
+  qos->add_option("--write-iops", a->write_iops, "Writes per second (trims and zero writes too)")
+      ->type_name("N");
+  qos->add_option("--iops", a->iops, "Reads and writes per second together")->type_name("N");
+  for (auto [flag, field, what] : {std::tuple{"--read-bps", &a->read_bps, "read"},
+                                   std::tuple{"--write-bps", &a->write_bps, "written"},
+                                   std::tuple{"--bps", &a->bps, "read and written together"}}) {
+    qos->add_option(flag, *field, std::string("Bytes per second ") + what + ", e.g. 100M")
+        ->type_name("SIZE")
+        ->check(ByteSizeCheck(uint64_t{1} << 50, "1 PiB"));
+  }
+  qos->add_option("--burst-ms", a->burst_ms,
+                  "How much of each rate may go at once after a quiet spell (default 1000 ms)")
+      ->type_name("MS")
+      ->check(CLI::Range(1, 60000));
+  qos->add_flag("--none", a->no_limits, "Remove every limit");
+  qos->callback([a, action] {
+    *action = [a](const AdminSession& s) {
+      v1::VdiQos q;
+      q.set_read_iops(a->read_iops);
+      q.set_write_iops(a->write_iops);
+      q.set_iops(a->iops);
+      q.set_read_bytes_per_s(a->read_bps.empty() ? 0 : SizeOf(a->read_bps));
+      q.set_write_bytes_per_s(a->write_bps.empty() ? 0 : SizeOf(a->write_bps));
+      q.set_bytes_per_s(a->bps.empty() ? 0 : SizeOf(a->bps));
+      q.set_burst_ms(a->burst_ms);
+      const bool any = q.read_iops() || q.write_iops() || q.iops() || q.read_bytes_per_s() ||
+                       q.write_bytes_per_s() || q.bytes_per_s();
+      if (any == a->no_limits) {
+        return absl::InvalidArgumentError(
+            any ? "give limits or --none, not both"
+                : "give at least one limit (--read-iops, --write-iops, --iops, --read-bps, "
+                  "--write-bps, --bps), or --none to remove them");
+      }
+      return SetVdiQos(s, a->name, q);
+    };
+  });
 }
 
 void AddUndrainCommand(CLI::App* node, Args* a, Action* action) {
@@ -309,9 +364,16 @@ void AddClusterCommands(CLI::App* app, Args* a, Action* action) {
   cluster->require_subcommand(1);
   cluster
       ->add_subcommand("version",
-                       "The releases the nodes run (mixed during an upgrade), and this "
-                       "ringcachectl's release and formats (docs/upgrades.md)")
+                       "The releases the nodes run (mixed during an upgrade), the cluster's "
+                       "feature level, and this ringcachectl's release and formats "
+                       "(docs/upgrades.md)")
       ->callback([action] { *action = [](const AdminSession& s) { return ClusterVersion(s); }; });
+  cluster
+      ->add_subcommand("finalize",
+                       "Raise the cluster's feature level to the highest every registered node "
+                       "supports, which lets new formats be written; after it the previous "
+                       "release can no longer be put back (docs/upgrades.md)")
+      ->callback([action] { *action = [](const AdminSession& s) { return FinalizeCluster(s); }; });
   app->add_subcommand("status", "Cluster summary: epoch, nodes, VDIs, dirty bytes, data rebalance")
       ->callback([action] { *action = [](const AdminSession& s) { return ClusterStatus(s); }; });
 

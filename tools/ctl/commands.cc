@@ -251,6 +251,8 @@ absl::Status ListVdis(const AdminSession& s) {
         j.Field("hit_ratio", e->hit_ratio());
       }
       WriteAccessJson(a, &j);
+      j.Key("qos");
+      WriteQosJson(a.qos(), &j);
       j.EndObject();
     }
     j.EndArray();

@@ -98,9 +98,16 @@ absl::Status InvalidateVdi(const AdminSession& s, const std::string& name, bool 
 // node list: prints every node (role, id, address, capacity, zone, state; cache nodes also SSD
 // used, dirty bytes and hit ratio).
 absl::Status ListNodes(const AdminSession& s);
-// cluster version: the releases the registered nodes run (cluster mode: from their etcd records),
-// whether they are all the same, and this ringcachectl's release and formats.
+// cluster version (cluster_commands.cc): the releases the registered nodes run (cluster mode:
+// from their etcd records), whether they are all the same, the cluster's feature level, and
+// this ringcachectl's release and formats.
 absl::Status ClusterVersion(const AdminSession& s);
+// cluster finalize: raises the feature level as far as every registered node supports.
+absl::Status FinalizeCluster(const AdminSession& s);
+// vdi set-qos: replaces a VDI's I/O limits (all 0: none) and prints them.
+absl::Status SetVdiQos(const AdminSession& s, const std::string& name, const v1::VdiQos& qos);
+// A VDI's limits as a JSON object (vdi list --json, vdi set-qos --json).
+void WriteQosJson(const v1::VdiQos& qos, JsonWriter* j);
 // node drain / node remove: asks the gateway to take node `role`/`id` out of the ring. `verb`
 // ("drain" or "remove") only changes the message printed on success.
 absl::Status RemoveNode(const AdminSession& s, const std::string& verb, const std::string& role,

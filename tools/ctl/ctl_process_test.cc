@@ -146,8 +146,28 @@ TEST_F(CtlProcessTest, VdiLifecycle) {
                                "\"mode\":\"writeback\",\"policy\":\"\",\"dirty_bytes\":0,"
                                "\"hit_ratio\":0,\"read_only\":false,"
                                "\"public\":false,\"allowed_clients\":[],"
-                               "\"read_only_clients\":[]}"));
+                               "\"read_only_clients\":[],\"qos\":{\"read_iops\":0,"
+                               "\"write_iops\":0,\"iops\":0,\"read_bytes_per_s\":0,"
+                               "\"write_bytes_per_s\":0,\"bytes_per_s\":0,\"burst_ms\":0}}"));
   EXPECT_EQ(r.out.front(), '[');
+
+  // I/O limits (static mode: the gateway's own feature level, 2, allows them).
+  r = Ctl("vdi set-qos disk2 --write-iops 500 --read-bps 10M --burst-ms 200");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "VDI disk2: I/O limits 500 IOPS write, 10.0 MiB/s read, burst 200 ms\n");
+  r = Ctl("--json vdi list");
+  EXPECT_THAT(r.out, HasSubstr("\"qos\":{\"read_iops\":0,\"write_iops\":500,\"iops\":0,"
+                               "\"read_bytes_per_s\":10485760,\"write_bytes_per_s\":0,"
+                               "\"bytes_per_s\":0,\"burst_ms\":200}"));
+  r = Ctl("vdi set-qos disk2");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.err, HasSubstr("give at least one limit"));
+  r = Ctl("vdi set-qos nosuch --iops 5");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.err, HasSubstr("no VDI named 'nosuch'"));
+  r = Ctl("vdi set-qos disk2 --none");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "VDI disk2: I/O limits none\n");
 
   r = Ctl("vdi create disk2 --size 1G");
   EXPECT_EQ(r.code, 1);
@@ -292,12 +312,17 @@ TEST_F(CtlProcessTest, NodesAndStatus) {
   EXPECT_TRUE(std::regex_search(
       r.out, std::regex("^RELEASE +NODES +WHICH\nunknown \\(before 0\\.2\\.0, or static mode\\) +5 +"
                         "cachenode 1, cachenode 2, datanode 1, datanode 2, datanode 3\n"
-                        "no node says its release .*\nringcachectl [0-9]+\\.[0-9]+\\.[0-9]+; formats: "
+                        "no node says its release .*\nfeature level 2 \\(static mode: this "
+                        "gateway's release\\)\nringcachectl [0-9]+\\.[0-9]+\\.[0-9]+; formats: "
                         "slot-file")))
       << r.out;
   r = Ctl("--json cluster version");
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_THAT(r.out, HasSubstr("\"uniform\":false,\"releases\":{\"unknown\":[\"cachenode 1\","));
+  EXPECT_THAT(r.out, HasSubstr("\"uniform\":false,\"feature_level\":2,\"max_feature_level\":2,"
+                               "\"cluster_mode\":false,\"releases\":{\"unknown\":[\"cachenode 1\","));
+  r = Ctl("cluster finalize");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("static mode: no cluster-wide level to raise"));
 
   r = Ctl("status");
   ASSERT_EQ(r.code, 0) << r.err;

@@ -2,7 +2,6 @@
 // nodes' out / in / decommission, and the scrub.
 #include <algorithm>
 #include <chrono>
-#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -12,7 +11,6 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/status_macros.h"
-#include "common/version.h"
 #include "tools/ctl/commands.h"
 #include "tools/ctl/format.h"
 #include "tools/ctl/rpc.h"
@@ -55,49 +53,6 @@ absl::Status ListNodes(const AdminSession& s) {
               OrDash(n.state())});
   }
   t.Render(*s.out);
-  return absl::OkStatus();
-}
-
-absl::Status ClusterVersion(const AdminSession& s) {
-  v1::ListNodesResponse resp;
-  grpc::ClientContext ctx;
-  SetDeadline(s, &ctx);
-  RC_RETURN_IF_ERROR(FromRpc(s, s.stub->ListNodes(&ctx, v1::ListNodesRequest(), &resp)));
-  // The releases the registered nodes run, each with its nodes ("role id"); nodes that are not
-  // registered (down, removed, static mode) say nothing and are left out.
-  std::map<std::string, std::vector<std::string>> releases;
-  for (const v1::NodeInfo& n : resp.nodes()) {
-    if (n.release().empty() && n.state() != "up") continue;
-    releases[n.release()].push_back(absl::StrCat(n.role(), " ", n.id()));
-  }
-  const bool one = releases.size() == 1 && !releases.begin()->first.empty();
-  if (s.json) {
-    JsonWriter j;
-    j.BeginObject().Field("ringcachectl", Version()).Field("uniform", one);
-    j.Key("releases").BeginObject();
-    for (const auto& [release, nodes] : releases) {
-      j.Key(release.empty() ? "unknown" : release).BeginArray();
-      for (const std::string& n : nodes) j.String(n);
-      j.EndArray();
-    }
-    j.EndObject().EndObject();
-    *s.out << j.str() << '\n';
-    return absl::OkStatus();
-  }
-  Table t({{"RELEASE"}, {"NODES", Table::Align::kRight}, {"WHICH"}});
-  for (const auto& [release, nodes] : releases) {
-    t.AddRow({release.empty() ? "unknown (before 0.2.0, or static mode)" : release,
-              std::to_string(nodes.size()), absl::StrJoin(nodes, ", ")});
-  }
-  t.Render(*s.out);
-  const bool none_say = releases.size() == 1 && releases.begin()->first.empty();
-  *s.out << (releases.empty() ? "no node is up"
-             : one            ? "every node runs " + releases.begin()->first
-             : none_say ? std::string("no node says its release (static mode, or nodes of a release "
-                                      "before 0.2.0)")
-                        : std::string("mixed releases: an upgrade or a rollback is under way "
-                                      "(docs/upgrades.md)"))
-         << "\nringcachectl " << Version() << "; " << FormatsLine() << '\n';
   return absl::OkStatus();
 }
 

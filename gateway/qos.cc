@@ -1,0 +1,237 @@
+#include "gateway/qos.h"
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace ringcache::gateway {
+
+bool QosLimited(const v1::VdiQos& q) {
+  return q.read_iops() || q.write_iops() || q.iops() || q.read_bytes_per_s() ||
+         q.write_bytes_per_s() || q.bytes_per_s();
+}
+
+std::string DescribeQos(const v1::VdiQos& q) {
+  if (!QosLimited(q)) return "none";
+  std::vector<std::string> parts;
+  auto iops = [&](const char* what, uint64_t v) {
+    if (v) parts.push_back(absl::StrCat(what, v, " IOPS"));
+  };
+  auto bps = [&](const char* what, uint64_t v) {
+    if (v) parts.push_back(absl::StrFormat("%s%.1f MiB/s", what, v / 1048576.0));
+  };
+  iops("read ", q.read_iops());
+  iops("write ", q.write_iops());
+  iops("", q.iops());
+  bps("read ", q.read_bytes_per_s());
+  bps("write ", q.write_bytes_per_s());
+  bps("", q.bytes_per_s());
+  parts.push_back(absl::StrCat("burst ", q.burst_ms() ? q.burst_ms() : kDefaultBurstMs, " ms"));
+  return absl::StrJoin(parts, ", ");
+}
+
+// ---- TokenBucket ----
+
+void TokenBucket::Set(double rate, double burst, absl::Time now) {
+  Refill(now);
+  const bool was_unlimited = unlimited();
+  rate_ = rate;
+  burst_ = std::max(burst, 1.0);
+  // A bucket that starts limiting starts full: the limit holds from now on, not backwards.
+  tokens_ = was_unlimited ? burst_ : std::min(tokens_, burst_);
+  last_ = now;
+}
+
+void TokenBucket::Refill(absl::Time now) {
+  if (unlimited()) return;
+  if (now > last_) {
+    tokens_ = std::min(burst_, tokens_ + rate_ * absl::ToDoubleSeconds(now - last_));
+    last_ = now;
+  }
+}
+
+absl::Duration TokenBucket::Take(double n, absl::Time now) {
+  if (unlimited()) return absl::ZeroDuration();
+  Refill(now);
+  tokens_ -= n;
+  if (tokens_ >= 0) return absl::ZeroDuration();
+  return absl::Seconds(-tokens_ / rate_);
+}
+
+bool TokenBucket::Has(double n, absl::Time now) {
+  if (unlimited()) return true;
+  Refill(now);
+  return tokens_ >= n;
+}
+
+void TokenBucket::Give(double n) {
+  if (!unlimited()) tokens_ = std::min(burst_, tokens_ + n);
+}
+
+// ---- VdiLimiter ----
+
+VdiLimiter::VdiLimiter(std::string vdi, Clock* clock,
+                       std::function<absl::StatusOr<v1::VdiQos>()> lookup,
+                       metrics::Registry* registry)
+    : vdi_(std::move(vdi)), clock_(clock), lookup_(std::move(lookup)) {
+  if (registry != nullptr) {
+    delayed_ = registry->GetCounter(
+        "ringcache_gateway_qos_delayed_requests_total",
+        "Requests of a VDI held back by its I/O limits (ringcachectl vdi set-qos).",
+        {{"vdi", vdi_}});
+    delay_seconds_ = registry->GetCounter(
+        "ringcache_gateway_qos_delay_seconds_total",
+        "Time the requests of a VDI waited for its I/O limits, summed.", {{"vdi", vdi_}});
+  }
+}
+
+void VdiLimiter::RefreshLocked(absl::Time now) {
+  if (now - refreshed_ < absl::Seconds(1)) return;
+  refreshed_ = now;
+  absl::StatusOr<v1::VdiQos> q = lookup_();
+  if (!q.ok()) return;  // deleted, or the catalog cannot say: keep what there is
+  if (q->SerializeAsString() == qos_.SerializeAsString()) return;
+  qos_ = *std::move(q);
+  ApplyLocked(now);
+}
+
+void VdiLimiter::ApplyLocked(absl::Time now) {
+  const double burst_s = (qos_.burst_ms() ? qos_.burst_ms() : kDefaultBurstMs) / 1000.0;
+  auto set = [&](TokenBucket* b, uint64_t limit) {
+    const double rate = static_cast<double>(limit) * share_;
+    b->Set(rate, rate * burst_s, now);
+  };
+  set(&ops_[0], qos_.read_iops());
+  set(&ops_[1], qos_.write_iops());
+  set(&ops_[2], qos_.iops());
+  set(&bytes_[0], qos_.read_bytes_per_s());
+  set(&bytes_[1], qos_.write_bytes_per_s());
+  set(&bytes_[2], qos_.bytes_per_s());
+}
+
+void VdiLimiter::SetShare(double share) {
+  absl::MutexLock l(&mu_);
+  share = std::clamp(share, 0.01, 1.0);
+  if (share == share_) return;
+  share_ = share;
+  ApplyLocked(clock_->Now());
+}
+
+v1::VdiQos VdiLimiter::limits() {
+  absl::MutexLock l(&mu_);
+  RefreshLocked(clock_->Now());
+  return qos_;
+}
+
+absl::Duration VdiLimiter::Admit(bool write, uint64_t bytes) {
+  absl::Duration wait;
+  {
+    absl::MutexLock l(&mu_);
+    const absl::Time now = clock_->Now();
+    RefreshLocked(now);
+    const int kind = write ? 1 : 0;
+    wait = std::max({ops_[kind].Take(1, now), ops_[2].Take(1, now),
+                     bytes_[kind].Take(static_cast<double>(bytes), now),
+                     bytes_[2].Take(static_cast<double>(bytes), now)});
+  }
+  if (wait > absl::ZeroDuration() && delayed_ != nullptr) {
+    delayed_->Increment();
+    delay_seconds_->Increment(absl::ToDoubleSeconds(wait));
+  }
+  return wait;
+}
+
+bool VdiLimiter::TryAdmitNow(bool write, uint64_t bytes) {
+  absl::MutexLock l(&mu_);
+  const absl::Time now = clock_->Now();
+  RefreshLocked(now);
+  const int kind = write ? 1 : 0;
+  const double b = static_cast<double>(bytes);
+  if (!ops_[kind].Has(1, now) || !ops_[2].Has(1, now) || !bytes_[kind].Has(b, now) ||
+      !bytes_[2].Has(b, now)) {
+    return false;
+  }
+  ops_[kind].Take(1, now);
+  ops_[2].Take(1, now);
+  bytes_[kind].Take(b, now);
+  bytes_[2].Take(b, now);
+  return true;
+}
+
+void VdiLimiter::Refund(bool write, uint64_t bytes) {
+  absl::MutexLock l(&mu_);
+  const int kind = write ? 1 : 0;
+  ops_[kind].Give(1);
+  ops_[2].Give(1);
+  bytes_[kind].Give(static_cast<double>(bytes));
+  bytes_[2].Give(static_cast<double>(bytes));
+}
+
+// ---- QosRegistry ----
+
+QosRegistry::QosRegistry(Clock* clock,
+                         std::function<absl::StatusOr<v1::VdiQos>(const std::string&)> lookup)
+    : clock_(clock), lookup_(std::move(lookup)) {}
+
+void QosRegistry::ExportMetrics(metrics::Registry* registry) {
+  absl::MutexLock l(&mu_);
+  registry_ = registry;
+}
+
+std::shared_ptr<VdiLimiter> QosRegistry::For(const std::string& vdi) {
+  absl::MutexLock l(&mu_);
+  std::shared_ptr<VdiLimiter>& l_ = limiters_[vdi];
+  if (!l_) {
+    l_ = std::make_shared<VdiLimiter>(
+        vdi, clock_, [lookup = lookup_, vdi] { return lookup(vdi); }, registry_);
+  }
+  return l_;
+}
+
+std::vector<std::pair<std::string, std::shared_ptr<VdiLimiter>>> QosRegistry::All() {
+  absl::MutexLock l(&mu_);
+  return {limiters_.begin(), limiters_.end()};
+}
+
+// ---- QosDevice ----
+
+void QosDevice::Wait(bool write, uint64_t bytes) {
+  const absl::Duration wait = limiter_->Admit(write, bytes);
+  if (wait > absl::ZeroDuration()) clock_->SleepFor(wait);
+}
+
+absl::Status QosDevice::Read(uint64_t offset, uint32_t len, char* buf) {
+  Wait(false, len);
+  return inner_->Read(offset, len, buf);
+}
+
+bool QosDevice::ReadAsync(uint64_t offset, uint32_t len, char* buf,
+                          absl::AnyInvocable<void(absl::Status)> done) {
+  // The asynchronous path cannot wait: it takes a read only when its tokens are there now, and
+  // gives them back when the inner device declines it (the caller's Read then admits it).
+  if (!limiter_->TryAdmitNow(false, len)) return false;
+  if (inner_->ReadAsync(offset, len, buf, std::move(done))) return true;
+  limiter_->Refund(false, len);
+  return false;
+}
+
+absl::Status QosDevice::Write(uint64_t offset, uint32_t len, const char* buf, bool fua) {
+  Wait(true, len);
+  return inner_->Write(offset, len, buf, fua);
+}
+
+absl::Status QosDevice::Trim(uint64_t offset, uint32_t len) {
+  Wait(true, 0);
+  return inner_->Trim(offset, len);
+}
+
+absl::Status QosDevice::WriteZeroes(uint64_t offset, uint32_t len, bool may_trim, bool fua) {
+  Wait(true, 0);
+  return inner_->WriteZeroes(offset, len, may_trim, fua);
+}
+
+}  // namespace ringcache::gateway

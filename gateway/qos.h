@@ -1,0 +1,150 @@
+// Per-VDI I/O limits at the gateway (docs/qos.md): IOPS and bytes per second for reads, writes
+// and both, each a token bucket that holds `burst_ms` of its rate. A request over a limit is
+// delayed, never failed: its worker waits before it goes to the cache nodes.
+//
+// The limits live in the VDI catalog (`ringcachectl vdi set-qos`); a VDI's limiter reads them
+// again at most once a second, so a change reaches requests in flight within a second on every
+// gateway. Cluster-wide: each gateway applies `share` of every limit (QosSessions: 1 / the
+// number of gateways with the VDI open), so that the limit holds with any number of them.
+//
+// Thread-safety: TokenBucket is thread-compatible; VdiLimiter, QosRegistry and QosDevice are
+// thread-safe.
+#ifndef RINGCACHE_GATEWAY_QOS_H_
+#define RINGCACHE_GATEWAY_QOS_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "common/metrics.h"
+#include "gateway/block_device.h"
+#include "ringcache/v1/admin.pb.h"
+
+namespace ringcache::gateway {
+
+inline constexpr uint32_t kDefaultBurstMs = 1000;
+
+// True when `qos` limits anything.
+bool QosLimited(const v1::VdiQos& qos);
+// "read 1000 IOPS, write 50.0 MiB/s, burst 1000 ms", or "none".
+std::string DescribeQos(const v1::VdiQos& qos);
+
+// Tokens flow in at `rate` per second up to `burst`. Take() reserves tokens and says how long the
+// caller must wait before its request may go: the bucket may go into debt (a request larger than
+// the burst waits for its whole cost), and the callers after it wait behind the debt, so the
+// long-run rate never exceeds `rate` and the first `burst` tokens go at once.
+class TokenBucket {
+ public:
+  // rate <= 0: unlimited. A new limit keeps the tokens there are, up to the new burst.
+  void Set(double rate, double burst, absl::Time now);
+  // Reserves `n` tokens at `now`; returns the wait (zero when they were there).
+  absl::Duration Take(double n, absl::Time now);
+  // Whether `n` tokens are there at `now` (nothing taken).
+  bool Has(double n, absl::Time now);
+  // Gives `n` tokens back (up to the burst).
+  void Give(double n);
+  bool unlimited() const { return rate_ <= 0; }
+
+ private:
+  void Refill(absl::Time now);
+
+  double rate_ = 0;
+  double burst_ = 0;
+  double tokens_ = 0;
+  absl::Time last_;
+};
+
+// One VDI's limits on one gateway.
+class VdiLimiter {
+ public:
+  // `lookup` returns the VDI's limits from the catalog; `registry` (may be null) gets the VDI's
+  // delay counters.
+  VdiLimiter(std::string vdi, Clock* clock,
+             std::function<absl::StatusOr<v1::VdiQos>()> lookup, metrics::Registry* registry);
+
+  // Reserves one request of `bytes` (reads or writes); returns how long it must wait, and
+  // counts the wait. Trims and zero writes count as writes of 0 bytes.
+  absl::Duration Admit(bool write, uint64_t bytes);
+  // Takes one request's tokens only when they are all there now; false (nothing taken)
+  // otherwise. The asynchronous read path, which cannot wait, takes only those; the others go
+  // through Admit on a worker.
+  bool TryAdmitNow(bool write, uint64_t bytes);
+  // Gives back what TryAdmitNow took for a request that did not go.
+  void Refund(bool write, uint64_t bytes);
+  // This gateway's part of each limit, in (0, 1] (QosSessions).
+  void SetShare(double share);
+  v1::VdiQos limits();
+
+ private:
+  void RefreshLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ApplyLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const std::string vdi_;
+  Clock* const clock_;
+  const std::function<absl::StatusOr<v1::VdiQos>()> lookup_;
+  metrics::Counter* delayed_ = nullptr;
+  metrics::Counter* delay_seconds_ = nullptr;
+  absl::Mutex mu_;
+  v1::VdiQos qos_ ABSL_GUARDED_BY(mu_);
+  double share_ ABSL_GUARDED_BY(mu_) = 1.0;
+  absl::Time refreshed_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  // [0] reads, [1] writes, [2] both.
+  TokenBucket ops_[3] ABSL_GUARDED_BY(mu_);
+  TokenBucket bytes_[3] ABSL_GUARDED_BY(mu_);
+};
+
+// The limiters of the gateway's VDIs, made on first use.
+class QosRegistry {
+ public:
+  // `lookup(vdi)`: the VDI's limits from the catalog.
+  QosRegistry(Clock* clock, std::function<absl::StatusOr<v1::VdiQos>(const std::string&)> lookup);
+  void ExportMetrics(metrics::Registry* registry);
+  std::shared_ptr<VdiLimiter> For(const std::string& vdi);
+  // Every limiter made so far, by VDI name.
+  std::vector<std::pair<std::string, std::shared_ptr<VdiLimiter>>> All();
+
+ private:
+  Clock* const clock_;
+  const std::function<absl::StatusOr<v1::VdiQos>(const std::string&)> lookup_;
+  absl::Mutex mu_;
+  metrics::Registry* registry_ ABSL_GUARDED_BY(mu_) = nullptr;
+  absl::flat_hash_map<std::string, std::shared_ptr<VdiLimiter>> limiters_ ABSL_GUARDED_BY(mu_);
+};
+
+// A BlockDevice that waits for its VDI's limiter before each read, write, trim and zero write
+// (flushes, cache hints and block status are not limited).
+class QosDevice : public BlockDevice {
+ public:
+  QosDevice(std::shared_ptr<BlockDevice> inner, std::shared_ptr<VdiLimiter> limiter, Clock* clock)
+      : inner_(std::move(inner)), limiter_(std::move(limiter)), clock_(clock) {}
+
+  absl::Status Read(uint64_t offset, uint32_t len, char* buf) override;
+  bool ReadAsync(uint64_t offset, uint32_t len, char* buf,
+                 absl::AnyInvocable<void(absl::Status)> done) override;
+  absl::Status Write(uint64_t offset, uint32_t len, const char* buf, bool fua) override;
+  absl::Status Trim(uint64_t offset, uint32_t len) override;
+  absl::Status WriteZeroes(uint64_t offset, uint32_t len, bool may_trim, bool fua) override;
+  absl::Status Flush() override { return inner_->Flush(); }
+  absl::Status Cache(uint64_t offset, uint32_t len) override { return inner_->Cache(offset, len); }
+  absl::Status BlockStatus(uint64_t offset, uint32_t len, std::vector<Extent>* out) override {
+    return inner_->BlockStatus(offset, len, out);
+  }
+
+ private:
+  void Wait(bool write, uint64_t bytes);
+
+  const std::shared_ptr<BlockDevice> inner_;
+  const std::shared_ptr<VdiLimiter> limiter_;
+  Clock* const clock_;
+};
+
+}  // namespace ringcache::gateway
+
+#endif  // RINGCACHE_GATEWAY_QOS_H_
