@@ -7,6 +7,8 @@
 #include <memory>
 #include <string>
 
+#include "common/formats.h"
+#include "coordinator/coordinator.h"
 #include "gtest/gtest.h"
 #include "membership/etcd_test_server.h"
 #include "membership/membership.h"
@@ -104,6 +106,46 @@ TEST_F(EtcdStateTest, CatalogSeedsEtcdThenFollowsIt) {
   EXPECT_FALSE(second->Create("disk5", 1 << 20, 0, 1).ok());
   EXPECT_FALSE(second->Find("disk5").ok());
   ASSERT_TRUE(server_->Restart().ok());
+}
+
+// The cluster feature level (docs/upgrades.md): absent, it is 1; finalize raises it only as far
+// as every registered node supports, naming the nodes that hold it back.
+TEST_F(EtcdStateTest, FinalizeRaisesTheFeatureLevelOnlyAsFarAsEveryNodeSupports) {
+  absl::StatusOr<uint32_t> level = ReadFeatureLevel(client_.get(), "/rc");
+  ASSERT_TRUE(level.ok()) << level.status();
+  EXPECT_EQ(*level, 1u);
+  auto put = [&](membership::Role role, uint32_t id, const std::string& release,
+                 uint32_t feature_level) {
+    membership::NodeRecord r;
+    r.role = role;
+    r.id = id;
+    r.address = "127.0.0.1:1";
+    r.release = release;
+    r.feature_level = feature_level;
+    ASSERT_TRUE(client_->Put(membership::NodeKey("/rc", role, id), EncodeNodeRecord(r)).ok());
+  };
+  put(membership::Role::kCache, 1, "0.2.0", kFeatureLevel);
+  put(membership::Role::kData, 3, "", 0);  // a node of 0.1.0: level 1 only
+  absl::StatusOr<std::pair<uint32_t, std::string>> r = FinalizeFeatureLevel(client_.get(), "/rc");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->first, 1u);
+  EXPECT_NE(r->second.find("stays 1"), std::string::npos) << r->second;
+  EXPECT_NE(r->second.find("data 3 (before 0.2.0)"), std::string::npos) << r->second;
+  EXPECT_EQ(*ReadFeatureLevel(client_.get(), "/rc"), 1u);
+
+  put(membership::Role::kData, 3, "0.2.0", kFeatureLevel);  // upgraded
+  r = FinalizeFeatureLevel(client_.get(), "/rc");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->first, kFeatureLevel);
+  EXPECT_NE(r->second.find("raised from 1 to 2"), std::string::npos) << r->second;
+  EXPECT_EQ(*ReadFeatureLevel(client_.get(), "/rc"), kFeatureLevel);
+  r = FinalizeFeatureLevel(client_.get(), "/rc");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_NE(r->second.find("stays 2, the highest this release knows"), std::string::npos)
+      << r->second;
+
+  ASSERT_TRUE(client_->Put(membership::FeatureLevelKey("/rc"), "two").ok());
+  EXPECT_TRUE(absl::IsDataLoss(ReadFeatureLevel(client_.get(), "/rc").status()));
 }
 
 TEST_F(EtcdStateTest, MalformedRecordIsReported) {

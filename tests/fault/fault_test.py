@@ -2066,6 +2066,41 @@ class Nemesis:
         return None
 
 
+def finalize_upgrade(ctx, vdi):
+    """After a rolling upgrade that ended on this build everywhere: what the feature level gates
+    (a VDI's I/O limits) is refused until `cluster finalize` raises the level, then accepted
+    (docs/upgrades.md). A high limit: the checker's own writes go through it, unslowed."""
+    c, a = ctx.cluster, ctx.args
+    daemons = ([("datanode", i) for i in range(1, a.data_nodes + 1)]
+               + [("cachenode", i) for i in range(1, a.cache_nodes + 1)]
+               + [("gateway", g) for g in range(1, a.gateways + 1)])
+    if any(c.bin_of(*d) != c.bin for d in daemons) or not a.etcd:
+        ctx.log("rolling upgrade: not every daemon runs this build (or static mode): no finalize")
+        return
+    limit = ("vdi", "set-qos", vdi, "--write-iops", "1000000")
+    r = c.ctl(*limit)
+    if r.returncode == 0 or "feature level" not in r.stderr:
+        ctx.problem(f"`ringcachectl vdi set-qos` before finalize: want a refusal naming the "
+                    f"feature level, got exit {r.returncode}: {(r.stderr or r.stdout).strip()}")
+        return
+    r = c.ctl("cluster", "finalize")
+    if r.returncode != 0 or "raised from 1 to 2" not in r.stdout:
+        ctx.problem(f"`ringcachectl cluster finalize`: exit {r.returncode}: "
+                    f"{(r.stderr or r.stdout).strip()}")
+        return
+    ctx.log(f"rolling upgrade: {r.stdout.strip()}")
+    r = c.ctl("--json", "cluster", "version")
+    v = json.loads(r.stdout) if r.returncode == 0 else {}
+    if v.get("feature_level") != 2 or not v.get("uniform"):
+        ctx.problem(f"`ringcachectl cluster version` after finalize: {r.stdout or r.stderr}")
+        return
+    r = c.ctl(*limit)
+    if r.returncode != 0:
+        ctx.problem(f"`ringcachectl vdi set-qos` after finalize: {(r.stderr or r.stdout).strip()}")
+        return
+    ctx.log(f"rolling upgrade: feature level 2; {r.stdout.strip()}")
+
+
 def release_of(bin_dir):
     """'0.2.0': the release of a build, from the first line of its gateway's --version."""
     r = subprocess.run([os.path.join(bin_dir, "gateway", "ringcache-gateway"), "--version"],
@@ -2367,6 +2402,8 @@ def run(args, seed, work, log):
                     verified.add(done.name)
                 if ctx.abort.is_set():
                     break
+            if args.old_bin and not ctx.abort.is_set():
+                finalize_upgrade(ctx, states[0].name)
             if not ctx.abort.is_set() and not args.no_flush:
                 log("ringcachectl flush (destage every dirty block), then verify again")
                 t = time.monotonic()
