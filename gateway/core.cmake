@@ -21,7 +21,8 @@ target_link_libraries(ringcache-gateway PRIVATE rc_gateway rc_gateway_cluster CL
 
 # Cluster mode (etcd): the gateway follows the cache ring and the VDI catalog that the coordinator
 # publishes, and stands for election as the coordinator (coordinator/).
-add_library(rc_gateway_cluster STATIC ${CMAKE_CURRENT_LIST_DIR}/cluster_follower.cc)
+add_library(rc_gateway_cluster STATIC ${CMAKE_CURRENT_LIST_DIR}/cluster_follower.cc
+            ${CMAKE_CURRENT_LIST_DIR}/qos_sessions.cc)
 target_link_libraries(rc_gateway_cluster PUBLIC rc_gateway rc_coordinator_role rc_membership)
 
 rc_add_gtest(router_membership_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/router_membership_test.cc
@@ -34,6 +35,10 @@ rc_add_gtest(piece_pool_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/piece_pool_test.c
              SANITIZER)
 
 rc_add_gtest(qos_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/qos_test.cc LIBS rc_gateway SANITIZER)
+rc_add_gtest(qos_sessions_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/qos_sessions_test.cc
+                                       ${CMAKE_SOURCE_DIR}/membership/etcd_test_server.cc
+             LIBS rc_gateway_cluster LABEL cluster)
+target_compile_definitions(qos_sessions_test PRIVATE RINGCACHE_ETCD_BIN="${ETCD_BINARY}")
 
 rc_add_gtest(data_channel_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/data_channel_test.cc
              LIBS rc_gateway rc_cachenode rc_embedded_datanodes SANITIZER)

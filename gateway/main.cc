@@ -25,6 +25,7 @@
 #include "datanode/client/datanode_pool.h"
 #include "gateway/cluster_follower.h"
 #include "gateway/frontends.h"
+#include "gateway/qos_sessions.h"
 #include "membership/daemon_flags.h"
 #include "membership/presence.h"
 
@@ -159,6 +160,7 @@ class Daemon {
   std::unique_ptr<gateway::ClusterFollower> follower_;
   gateway::Frontends fe_;
   std::unique_ptr<membership::Presence> presence_;
+  std::unique_ptr<gateway::QosSessions> qos_sessions_;  // cluster mode: limits shared
   // /readyz: not while no cache node is in the ring (nothing to route to).
   std::unique_ptr<http_admin::ReadinessCheck> ready_;
 };
@@ -298,6 +300,10 @@ absl::Status Daemon::Register() {
     if (!p.ok()) return absl::UnavailableError(p.status().ToString());
     presence_ = *std::move(p);
     coordinator_->FollowEtcd(presence_->client());
+    qos_sessions_ = std::make_unique<gateway::QosSessions>(
+        presence_->client(), presence_->registration(), s_.etcd.prefix, s_.flags.id,
+        router_->qos());
+    qos_sessions_->Start();
     if (s_.flags.coordinator) {
       // Ready once a coordinator is known (this one or another), so that administration works.
       coordinator_->Campaign(presence_->registration(), s_.flags.id,
@@ -323,6 +329,7 @@ void Daemon::Stop() {
   follower_.reset();
   fe_.Stop();
   coordinator_.reset();  // after the admin service (it reports the rebalancer's status)
+  qos_sessions_.reset();  // its keys deleted while the client is there
   presence_.reset();
 }
 

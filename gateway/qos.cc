@@ -121,6 +121,11 @@ void VdiLimiter::SetShare(double share) {
   ApplyLocked(clock_->Now());
 }
 
+double VdiLimiter::share() {
+  absl::MutexLock l(&mu_);
+  return share_;
+}
+
 v1::VdiQos VdiLimiter::limits() {
   absl::MutexLock l(&mu_);
   RefreshLocked(clock_->Now());

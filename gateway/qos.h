@@ -12,10 +12,13 @@
 #ifndef RINGCACHE_GATEWAY_QOS_H_
 #define RINGCACHE_GATEWAY_QOS_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -80,7 +83,12 @@ class VdiLimiter {
   void Refund(bool write, uint64_t bytes);
   // This gateway's part of each limit, in (0, 1] (QosSessions).
   void SetShare(double share);
+  double share();
   v1::VdiQos limits();
+  // Connections (devices) open on the VDI here: QosDevice counts itself.
+  void Opened() { users_.fetch_add(1); }
+  void Closed() { users_.fetch_sub(1); }
+  int users() const { return users_.load(); }
 
  private:
   void RefreshLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -89,6 +97,7 @@ class VdiLimiter {
   const std::string vdi_;
   Clock* const clock_;
   const std::function<absl::StatusOr<v1::VdiQos>()> lookup_;
+  std::atomic<int> users_{0};
   metrics::Counter* delayed_ = nullptr;
   metrics::Counter* delay_seconds_ = nullptr;
   absl::Mutex mu_;
@@ -123,7 +132,10 @@ class QosRegistry {
 class QosDevice : public BlockDevice {
  public:
   QosDevice(std::shared_ptr<BlockDevice> inner, std::shared_ptr<VdiLimiter> limiter, Clock* clock)
-      : inner_(std::move(inner)), limiter_(std::move(limiter)), clock_(clock) {}
+      : inner_(std::move(inner)), limiter_(std::move(limiter)), clock_(clock) {
+    limiter_->Opened();
+  }
+  ~QosDevice() override { limiter_->Closed(); }
 
   absl::Status Read(uint64_t offset, uint32_t len, char* buf) override;
   bool ReadAsync(uint64_t offset, uint32_t len, char* buf,

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Per-VDI I/O limits (docs/qos.md), measured: two VDIs of one ringcache-local (gateway, 2 cache
+# nodes, 3 data nodes in one process). First the free VDI alone; then both at once, the limited
+# one held to --limit IOPS by `ringcachectl vdi set-qos`. Prints the limited VDI's IOPS as
+# a share of its limit (goal: within 10%) and the free VDI's IOPS as a share of its solo run
+# (goal: at least 0.9x), and the gateway's delay counters.
+#
+#   tests/bench/qos_bench.sh [--runtime S] [--limit IOPS] [--rw RW] [--depth QD] [--out DIR]
+#
+# --runtime S   seconds per fio run (default 20)
+# --limit IOPS  the limited VDI's IOPS (`set-qos --iops`, default 1000)
+# --rw RW       the limited VDI's fio workload (default randread, as the free one's; randwrite
+#               shows what its writes cost the other VDI on a machine of few cores)
+# --depth QD    queue depth of each fio (default 16)
+# --out DIR     where fio's JSON and the server log go (default a temporary directory, kept)
+# Environment: RINGCACHE_BIN (default <repo>/build). Needs fio with its nbd engine, curl.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+BIN=${RINGCACHE_BIN:-$ROOT/build}
+RUNTIME=20
+LIMIT=1000
+RW=randread
+DEPTH=16
+OUT=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --runtime) RUNTIME=$2; shift 2 ;;
+    --limit) LIMIT=$2; shift 2 ;;
+    --rw) RW=$2; shift 2 ;;
+    --depth) DEPTH=$2; shift 2 ;;
+    --out) OUT=$2; shift 2 ;;
+    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "qos_bench.sh: unknown argument '$1' (--help)" >&2; exit 2 ;;
+  esac
+done
+for t in fio curl python3; do
+  command -v "$t" > /dev/null || { echo "qos_bench.sh: needs $t" >&2; exit 1; }
+done
+LOCAL=$BIN/tools/ringcache-local
+CTL=$BIN/tools/ctl/ringcachectl
+[ -x "$LOCAL" ] && [ -x "$CTL" ] || { echo "qos_bench.sh: build $BIN first" >&2; exit 1; }
+OUT=${OUT:-$(mktemp -d /tmp/qos-bench.XXXXXX)}
+mkdir -p "$OUT"
+# shellcheck source=../e2e/ports.sh
+. "$ROOT/tests/e2e/ports.sh"
+pick_base_port
+NBD=$((BASE + 20)) ADMIN=$((BASE + 21)) HTTP=$((BASE + 22))
+"$LOCAL" --data-dir "$OUT/data" --create-vdi free:1GiB --create-vdi limited:1GiB \
+  --cache-nodes 2 --data-nodes 3 --ssd-size 2GiB --nbd-listen 127.0.0.1:$NBD \
+  --admin-listen 127.0.0.1:$ADMIN --http-listen 127.0.0.1:$HTTP \
+  --ready-file "$OUT/ready.json" > "$OUT/ringcache-local.log" 2>&1 &
+SERVER=$!
+trap 'kill $SERVER 2> /dev/null; wait $SERVER 2> /dev/null || true' EXIT
+for _ in $(seq 1 300); do [ -s "$OUT/ready.json" ] && break; sleep 0.1; done
+[ -s "$OUT/ready.json" ] || { echo "qos_bench.sh: ringcache-local did not start" >&2; exit 1; }
+ctl() { "$CTL" --gateway 127.0.0.1:$ADMIN "$@"; }
+
+# fio NAME VDI RW: a time-based run at DEPTH, 4K random, its JSON in $OUT/NAME.json.
+fio_job() {
+  fio --name="$1" --ioengine=nbd --uri="nbd://127.0.0.1:$NBD/$2" --rw="$3" --bs=4k \
+    --iodepth="$DEPTH" --size=256m --time_based --runtime="$RUNTIME" --ramp_time=2 \
+    --output-format=json --output="$OUT/$1.json" > /dev/null
+}
+iops() {
+  python3 -c 'import json,sys; j=json.load(open(sys.argv[1]))["jobs"][0]; print(round(j["read"]["iops"]+j["write"]["iops"]))' "$1"
+}
+
+# Both working sets written (and so cached) first, so that every run reads the same way.
+for v in free limited; do
+  fio --name=warm --ioengine=nbd --uri="nbd://127.0.0.1:$NBD/$v" --rw=write --bs=1m \
+    --size=256m --iodepth=4 > /dev/null
+done
+echo "qos_bench.sh: free VDI alone (4K random read QD$DEPTH, ${RUNTIME}s)"
+fio_job solo free randread
+SOLO=$(iops "$OUT/solo.json")
+
+ctl vdi set-qos limited --iops "$LIMIT" --burst-ms 200
+echo "qos_bench.sh: both at once; limited VDI: 4K $RW QD$DEPTH, $LIMIT IOPS"
+fio_job shared-free free randread &
+F1=$!
+fio_job shared-limited limited "$RW"
+wait $F1
+FREE=$(iops "$OUT/shared-free.json")
+LIMITED=$(iops "$OUT/shared-limited.json")
+delayed=$(curl -s "http://127.0.0.1:$HTTP/metrics" |
+  awk '/^ringcache_gateway_qos_delayed_requests_total\{vdi="limited"\}/ {print $2}')
+
+python3 - "$SOLO" "$FREE" "$LIMITED" "$LIMIT" "${delayed:-0}" << 'PY'
+import sys
+solo, free, limited, limit, delayed = (float(x) for x in sys.argv[1:])
+print(f"{'':28s}{'IOPS':>10s}  ratio")
+print(f"{'free VDI alone':28s}{solo:10.0f}")
+print(f"{'free VDI beside the limited':28s}{free:10.0f}  {free / solo:.2f}x of alone (goal >= 0.90x)")
+print(f"{'limited VDI':28s}{limited:10.0f}  {limited / limit:.2f}x of its limit {limit:.0f} "
+      f"(goal 0.90-1.10x)")
+print(f"requests of the limited VDI held back by the gateway: {delayed:.0f}")
+PY
+echo "qos_bench.sh: fio JSON and the server log in $OUT"
