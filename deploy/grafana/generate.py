@@ -281,6 +281,10 @@ OVERVIEW = [
                             f"[{RI}]))", "node {{node}}")],
        unit="s", desc="Seconds per second that writes waited before the dirty cap: writes slow "
        "down above the high watermark and wait at most 1 s each at the cap (0.9 by default)."),
+    ts("VDI I/O limits", [q(f"sum by (vdi) (rate(ringcache_gateway_qos_delay_seconds_total"
+                            f"[{RI}]))", "{{vdi}}")],
+       unit="s", desc="Seconds per second that a VDI's requests waited for its I/O limits "
+       "(ringcachectl vdi set-qos, docs/qos.md), over every gateway."),
     row("Write-back log"),
     ts("Data node log area", [q("instance:ringcache_datanode_log_bytes:sum", "{{instance}}"),
                               q("cluster:ringcache_datanode_log_bytes:sum", "cluster")],
