@@ -8,13 +8,10 @@
 #include <memory>
 #include <string>
 
-#include "membership/etcd_test_server.h"
+#include "membership/testing/etcd_fixture.h"
 
 namespace ringcache::gateway {
 namespace {
-
-using membership::EtcdClient;
-using membership::EtcdTestServer;
 
 // One gateway: its registration (the lease), its limiters, its sessions.
 struct Gateway {
@@ -23,34 +20,16 @@ struct Gateway {
   std::unique_ptr<QosSessions> sessions;
 };
 
-class QosSessionsTest : public ::testing::Test {
+class QosSessionsTest : public membership::testing::EtcdFixture {
  protected:
   void SetUp() override {
-    if (EtcdTestServer::FindBinary().empty()) {
-      GTEST_SKIP() << "etcd binary not found (install the Debian package etcd-server); skipping";
-    }
-    auto server = EtcdTestServer::Start("qos_sessions");
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = *std::move(server);
-    EtcdClient::Options options;
-    options.endpoints = {server_->endpoint()};
-    options.call_timeout = absl::Seconds(2);
-    auto client = EtcdClient::Create(options);
-    ASSERT_TRUE(client.ok()) << client.status();
-    client_ = *std::move(client);
+    EtcdFixture::SetUp();
     limits_.set_write_iops(1000);
   }
 
   Gateway Start(uint32_t id) {
     Gateway g;
-    membership::NodeRegistration::Options o;
-    o.prefix = "/rc";
-    o.ttl = absl::Seconds(5);
-    membership::NodeRecord r;
-    r.role = membership::Role::kGateway;
-    r.id = id;
-    r.address = "127.0.0.1:1";
-    auto reg = membership::NodeRegistration::Start(client_.get(), Clock::Real(), o, r);
+    auto reg = Register(membership::testing::Node(membership::Role::kGateway, id));
     EXPECT_TRUE(reg.ok()) << reg.status();
     if (!reg.ok()) return g;
     g.registration = *std::move(reg);
@@ -66,8 +45,6 @@ class QosSessionsTest : public ::testing::Test {
     return r.ok() ? r->kvs.size() : 0;
   }
 
-  std::unique_ptr<EtcdTestServer> server_;
-  std::unique_ptr<EtcdClient> client_;
   v1::VdiQos limits_;
   SimulatedClock clock_;  // the limiters' (they read their limits again after a second of it)
 };
