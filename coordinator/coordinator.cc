@@ -121,6 +121,16 @@ absl::StatusOr<uint32_t> ReadFeatureLevel(membership::EtcdClient* client,
   return level.first;
 }
 
+absl::Status CheckFeatureLevel(membership::EtcdClient* client, const std::string& prefix) {
+  RC_ASSIGN_OR_RETURN(uint32_t level, ReadFeatureLevel(client, prefix));
+  if (level <= kFeatureLevel) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "the cluster runs at feature level ", level, " (etcd ", membership::FeatureLevelKey(prefix),
+      "); this release supports levels up to ", kFeatureLevel,
+      " and could not read what the cluster writes: run a release that supports level ", level,
+      " (docs/upgrades.md)"));
+}
+
 absl::StatusOr<std::pair<uint32_t, std::string>> FinalizeFeatureLevel(
     membership::EtcdClient* client, const std::string& prefix) {
   RC_ASSIGN_OR_RETURN(auto current, ReadLevelKey(client, prefix));

@@ -118,6 +118,9 @@ absl::StatusOr<uint32_t> ReadFeatureLevel(membership::EtcdClient* client,
                                           const std::string& prefix);
 absl::StatusOr<std::pair<uint32_t, std::string>> FinalizeFeatureLevel(
     membership::EtcdClient* client, const std::string& prefix);
+// OK when this release supports the cluster's feature level; kFailedPrecondition naming both
+// otherwise (a gateway of an older release in a cluster finalized past it refuses to start).
+absl::Status CheckFeatureLevel(membership::EtcdClient* client, const std::string& prefix);
 
 }  // namespace ringcache::coordinator
 

@@ -144,6 +144,15 @@ TEST_F(EtcdStateTest, FinalizeRaisesTheFeatureLevelOnlyAsFarAsEveryNodeSupports)
   EXPECT_NE(r->second.find("stays 2, the highest this release knows"), std::string::npos)
       << r->second;
 
+  EXPECT_TRUE(CheckFeatureLevel(client_.get(), "/rc").ok());
+
+  // A cluster finalized past this release (by a newer one): its gateways refuse to start.
+  ASSERT_TRUE(client_->Put(membership::FeatureLevelKey("/rc"), "3").ok());
+  absl::Status beyond = CheckFeatureLevel(client_.get(), "/rc");
+  EXPECT_TRUE(absl::IsFailedPrecondition(beyond)) << beyond;
+  EXPECT_NE(beyond.message().find("feature level 3"), absl::string_view::npos) << beyond;
+  EXPECT_NE(beyond.message().find("levels up to 2"), absl::string_view::npos) << beyond;
+
   ASSERT_TRUE(client_->Put(membership::FeatureLevelKey("/rc"), "two").ok());
   EXPECT_TRUE(absl::IsDataLoss(ReadFeatureLevel(client_.get(), "/rc").status()));
 }

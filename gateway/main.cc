@@ -195,6 +195,9 @@ absl::Status Daemon::Open() {
     RC_ASSIGN_OR_RETURN(etcd_state_, membership::ConnectEtcd(s_.etcd));
   }
   RC_ASSIGN_OR_RETURN(std::optional<datanode::DataRing> ring, NewestDataRing());
+  if (etcd_state_ != nullptr) {
+    RC_RETURN_IF_ERROR(coordinator::CheckFeatureLevel(etcd_state_.get(), s_.etcd.prefix));
+  }
   RC_ASSIGN_OR_RETURN(
       pool_, ring.has_value()
                  ? datanode::DataNodePool::Create(*ring, registry_, 30000, "gateway")

@@ -5,9 +5,12 @@
 # a share of its limit (goal: within 10%) and the free VDI's IOPS as a share of its solo run
 # (goal: at least 0.9x), and the gateway's delay counters.
 #
-#   tests/bench/qos_bench.sh [--runtime S] [--limit IOPS] [--rw RW] [--depth QD] [--out DIR]
+#   tests/bench/qos_bench.sh [--runtime S] [--rounds N] [--limit IOPS] [--rw RW] [--depth QD]
+#                            [--out DIR]
 #
 # --runtime S   seconds per fio run (default 20)
+# --rounds N    solo and shared runs, alternated N times; the medians are compared (default 3:
+#               a shared machine's speed drifts between runs)
 # --limit IOPS  the limited VDI's IOPS (`set-qos --iops`, default 1000)
 # --rw RW       the limited VDI's fio workload (default randread, as the free one's; randwrite
 #               shows what its writes cost the other VDI on a machine of few cores)
@@ -18,6 +21,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BIN=${RINGCACHE_BIN:-$ROOT/build}
 RUNTIME=20
+ROUNDS=3
 LIMIT=1000
 RW=randread
 DEPTH=16
@@ -25,11 +29,12 @@ OUT=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --runtime) RUNTIME=$2; shift 2 ;;
+    --rounds) ROUNDS=$2; shift 2 ;;
     --limit) LIMIT=$2; shift 2 ;;
     --rw) RW=$2; shift 2 ;;
     --depth) DEPTH=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
-    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "qos_bench.sh: unknown argument '$1' (--help)" >&2; exit 2 ;;
   esac
 done
@@ -70,25 +75,31 @@ for v in free limited; do
   fio --name=warm --ioengine=nbd --uri="nbd://127.0.0.1:$NBD/$v" --rw=write --bs=1m \
     --size=256m --iodepth=4 > /dev/null
 done
-echo "qos_bench.sh: free VDI alone (4K random read QD$DEPTH, ${RUNTIME}s)"
-fio_job solo free randread
-SOLO=$(iops "$OUT/solo.json")
-
 ctl vdi set-qos limited --iops "$LIMIT" --burst-ms 200
-echo "qos_bench.sh: both at once; limited VDI: 4K $RW QD$DEPTH, $LIMIT IOPS"
-fio_job shared-free free randread &
-F1=$!
-fio_job shared-limited limited "$RW"
-wait $F1
-FREE=$(iops "$OUT/shared-free.json")
-LIMITED=$(iops "$OUT/shared-limited.json")
+SOLO="" FREE="" LIMITED=""
+for r in $(seq 1 "$ROUNDS"); do
+  echo "qos_bench.sh: round $r/$ROUNDS: the free VDI alone (4K random read QD$DEPTH, ${RUNTIME}s)"
+  fio_job "solo-$r" free randread
+  echo "qos_bench.sh: round $r/$ROUNDS: both at once; limited VDI: 4K $RW QD$DEPTH, $LIMIT IOPS"
+  fio_job "shared-free-$r" free randread &
+  F1=$!
+  fio_job "shared-limited-$r" limited "$RW"
+  wait $F1
+  SOLO+="$(iops "$OUT/solo-$r.json") "
+  FREE+="$(iops "$OUT/shared-free-$r.json") "
+  LIMITED+="$(iops "$OUT/shared-limited-$r.json") "
+done
 delayed=$(curl -s "http://127.0.0.1:$HTTP/metrics" |
   awk '/^ringcache_gateway_qos_delayed_requests_total\{vdi="limited"\}/ {print $2}')
 
 python3 - "$SOLO" "$FREE" "$LIMITED" "$LIMIT" "${delayed:-0}" << 'PY'
-import sys
-solo, free, limited, limit, delayed = (float(x) for x in sys.argv[1:])
-print(f"{'':28s}{'IOPS':>10s}  ratio")
+import statistics, sys
+runs = [[float(x) for x in a.split()] for a in sys.argv[1:4]]
+for name, v in zip(("free VDI alone", "free VDI beside", "limited VDI"), runs):
+    print(f"{name:16s} runs: {' '.join(f'{x:.0f}' for x in v)}")
+solo, free, limited = (statistics.median(v) for v in runs)
+limit, delayed = float(sys.argv[4]), float(sys.argv[5])
+print(f"{'medians':28s}{'IOPS':>10s}  ratio")
 print(f"{'free VDI alone':28s}{solo:10.0f}")
 print(f"{'free VDI beside the limited':28s}{free:10.0f}  {free / solo:.2f}x of alone (goal >= 0.90x)")
 print(f"{'limited VDI':28s}{limited:10.0f}  {limited / limit:.2f}x of its limit {limit:.0f} "
