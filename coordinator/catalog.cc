@@ -89,6 +89,13 @@ constexpr QosField kQosFields[] = {
 
 }  // namespace
 
+bool QosLimited(const v1::VdiQos& q) {
+  for (const QosField& f : kQosFields) {
+    if ((q.*f.get)() != 0) return true;
+  }
+  return false;
+}
+
 std::string EncodeQos(const v1::VdiQos& q) {
   std::vector<std::string> parts;
   for (const QosField& f : kQosFields) {
@@ -444,7 +451,7 @@ absl::StatusOr<VdiRecord> Catalog::SetAccess(const std::string& name, AccessChan
 
 absl::StatusOr<VdiRecord> Catalog::SetQos(const std::string& name, const v1::VdiQos& qos) {
   v1::VdiQos q = qos;
-  if (EncodeQos(q).empty()) q.Clear();  // no limit: no burst either
+  if (!QosLimited(q)) q.Clear();  // no limit: no burst either
   return Update(name, [&](VdiRecord* r) { r->qos = q; });
 }
 

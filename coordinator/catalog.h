@@ -75,6 +75,8 @@ absl::StatusOr<VdiRecord> DecodeVdiLine(const std::string& line);
 // A record's limits as its `qos=` token holds them ("ri:1000,wb:1048576,burst:500"; "" when
 // none), and back (false on a malformed token).
 std::string EncodeQos(const v1::VdiQos& qos);
+// True when `qos` limits anything (a burst alone limits nothing).
+bool QosLimited(const v1::VdiQos& qos);
 bool DecodeQos(absl::string_view text, v1::VdiQos* qos);
 
 // Where a catalog keeps its records besides its file (cluster mode: etcd).

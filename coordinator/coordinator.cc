@@ -94,6 +94,19 @@ void Coordinator::ServeAdmin(gateway::AdminService* admin) {
       });
 }
 
+absl::StatusOr<std::vector<membership::NodeRecord>> RegisteredNodes(
+    membership::EtcdClient* client, const std::string& prefix, absl::Duration timeout) {
+  membership::EtcdCallOptions call;
+  call.timeout = timeout;
+  RC_ASSIGN_OR_RETURN(membership::RangeResult range,
+                      client->GetPrefix(membership::NodesPrefix(prefix), call));
+  std::vector<membership::NodeRecord> out;
+  for (const auto& kv : range.kvs) {
+    if (auto r = membership::DecodeNodeRecord(kv.value); r.ok()) out.push_back(*std::move(r));
+  }
+  return out;
+}
+
 namespace {
 
 // The cluster's feature level (membership::FeatureLevelKey; absent: the base level) and the
@@ -136,20 +149,18 @@ absl::StatusOr<std::pair<uint32_t, std::string>> FinalizeFeatureLevel(
   RC_ASSIGN_OR_RETURN(auto current, ReadLevelKey(client, prefix));
   membership::EtcdCallOptions call;
   call.timeout = absl::Seconds(2);
-  RC_ASSIGN_OR_RETURN(membership::RangeResult range,
-                      client->GetPrefix(membership::NodesPrefix(prefix), call));
+  RC_ASSIGN_OR_RETURN(std::vector<membership::NodeRecord> nodes,
+                      RegisteredNodes(client, prefix, call.timeout));
   // The highest level every registered node supports (a node of a release before 0.2.0 does
   // not say: level 1), this gateway's release included.
   uint32_t target = kFeatureLevel;
   std::vector<std::string> behind;
-  for (const auto& kv : range.kvs) {
-    absl::StatusOr<membership::NodeRecord> r = membership::DecodeNodeRecord(kv.value);
-    if (!r.ok()) continue;
-    const uint32_t level = r->feature_level ? r->feature_level : kBaseFeatureLevel;
+  for (const membership::NodeRecord& r : nodes) {
+    const uint32_t level = r.feature_level ? r.feature_level : kBaseFeatureLevel;
     target = std::min(target, level);
     if (level < kFeatureLevel) {
-      behind.push_back(absl::StrCat(membership::RoleName(r->role), " ", r->id, " (",
-                                    r->release.empty() ? "before 0.2.0" : r->release, ")"));
+      behind.push_back(absl::StrCat(membership::RoleName(r.role), " ", r.id, " (",
+                                    r.release.empty() ? "before 0.2.0" : r.release, ")"));
     }
   }
   const std::string waiting =
@@ -181,22 +192,7 @@ void Coordinator::FollowEtcd(membership::EtcdClient* client) {
   etcd_ = client;
   const std::string prefix = options_.prefix;
   admin_->SetRegistered(
-      [client, prefix]() -> absl::StatusOr<std::vector<gateway::AdminService::Registered>> {
-        membership::EtcdCallOptions call;
-        call.timeout = absl::Seconds(1);
-        RC_ASSIGN_OR_RETURN(membership::RangeResult range,
-                            client->GetPrefix(membership::NodesPrefix(prefix), call));
-        std::vector<gateway::AdminService::Registered> out;
-        for (const auto& kv : range.kvs) {
-          absl::StatusOr<membership::NodeRecord> r = membership::DecodeNodeRecord(kv.value);
-          if (!r.ok()) continue;
-          const char* role = r->role == membership::Role::kCache  ? "cachenode"
-                             : r->role == membership::Role::kData ? "datanode"
-                                                                  : "gateway";
-          out.push_back({role, r->id, r->release, r->feature_level});
-        }
-        return out;
-      });
+      [client, prefix] { return RegisteredNodes(client, prefix, absl::Seconds(1)); });
   admin_->SetFeatureLevel([client, prefix] { return ReadFeatureLevel(client, prefix); },
                           [client, prefix] { return FinalizeFeatureLevel(client, prefix); });
   admin_->SetBeforeRemove([client, prefix](uint32_t node) {

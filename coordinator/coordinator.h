@@ -111,6 +111,10 @@ class Coordinator {
   std::unique_ptr<Election> election_;
 };
 
+// The nodes registered in etcd now (records that do not decode are left out).
+absl::StatusOr<std::vector<membership::NodeRecord>> RegisteredNodes(
+    membership::EtcdClient* client, const std::string& prefix, absl::Duration timeout);
+
 // Cluster mode (docs/upgrades.md): the cluster's feature level in etcd (absent: level 1), and
 // `ringcachectl cluster finalize`: raises it to the highest level every registered node's
 // release supports, this one's included, and says what it did and which nodes hold it back.

@@ -18,22 +18,24 @@ constexpr uint64_t kMaxLimit = uint64_t{1} << 50;
 
 }  // namespace
 
-grpc::Status AdminService::GetClusterVersion(grpc::ServerContext*, const v1::ClusterVersionRequest*,
-                                             v1::ClusterVersionResponse* resp) {
+absl::StatusOr<uint32_t> AdminService::FeatureLevel(bool* cluster_mode) const {
   std::function<absl::StatusOr<uint32_t>()> get;
   {
     absl::MutexLock l(&mu_);
     get = feature_level_;
   }
-  resp->set_max_feature_level(kFeatureLevel);
-  resp->set_cluster_mode(static_cast<bool>(get));
-  if (!get) {
-    resp->set_feature_level(kFeatureLevel);
-    return grpc::Status::OK;
-  }
-  absl::StatusOr<uint32_t> level = get();
+  *cluster_mode = static_cast<bool>(get);
+  return get ? get() : absl::StatusOr<uint32_t>(kFeatureLevel);
+}
+
+grpc::Status AdminService::GetClusterVersion(grpc::ServerContext*, const v1::ClusterVersionRequest*,
+                                             v1::ClusterVersionResponse* resp) {
+  bool cluster_mode = false;
+  absl::StatusOr<uint32_t> level = FeatureLevel(&cluster_mode);
   if (!level.ok()) return ToGrpc(level.status());
   resp->set_feature_level(*level);
+  resp->set_max_feature_level(kFeatureLevel);
+  resp->set_cluster_mode(cluster_mode);
   return grpc::Status::OK;
 }
 
@@ -60,7 +62,7 @@ grpc::Status AdminService::FinalizeCluster(grpc::ServerContext*, const v1::Final
   return grpc::Status::OK;
 }
 
-grpc::Status AdminService::SetVdiQos(grpc::ServerContext* ctx, const v1::SetVdiQosRequest* req,
+grpc::Status AdminService::SetVdiQos(grpc::ServerContext*, const v1::SetVdiQosRequest* req,
                                      v1::SetVdiQosResponse* resp) {
   if (grpc::Status c = CheckCoordinator(); !c.ok()) return c;
   const v1::VdiQos& q = req->qos();
@@ -78,20 +80,22 @@ grpc::Status AdminService::SetVdiQos(grpc::ServerContext* ctx, const v1::SetVdiQ
   }
   // A record with limits is a catalog format (vdi-catalog 2) that releases before 0.2.0 cannot
   // read: written only once the cluster's feature level says every node reads it.
-  v1::ClusterVersionResponse version;
-  if (grpc::Status s = GetClusterVersion(ctx, nullptr, &version); !s.ok()) return s;
-  if (version.feature_level() < kQosFeatureLevel) {
+  bool cluster_mode = false;
+  absl::StatusOr<uint32_t> level = FeatureLevel(&cluster_mode);
+  if (!level.ok()) return ToGrpc(level.status());
+  if (*level < kQosFeatureLevel) {
     return grpc::Status(
         grpc::StatusCode::FAILED_PRECONDITION,
         absl::StrCat("VDI I/O limits need cluster feature level ", kQosFeatureLevel,
                      " (releases before 0.2.0 cannot read them); the cluster is at level ",
-                     version.feature_level(),
+                     *level,
                      ". Once every node runs 0.2.0 or later (`ringcachectl cluster version`), "
                      "`ringcachectl cluster finalize` raises it"));
   }
   absl::StatusOr<VdiRecord> r = router_->catalog()->SetQos(req->name(), q);
   if (!r.ok()) return ToGrpc(r.status());
-  spdlog::info("VDI {}: I/O limits {}", req->name(), DescribeQos(r->qos));
+  spdlog::info("VDI {}: I/O limits {}", req->name(),
+               coordinator::QosLimited(r->qos) ? coordinator::EncodeQos(r->qos) : "none");
   *resp->mutable_qos() = r->qos;
   return grpc::Status::OK;
 }

@@ -101,11 +101,28 @@ std::vector<uint32_t> AdminService::DownCacheNodes() const {
   return out;
 }
 
+namespace {
+
+// The role as NodeInfo (and `node list`) names it.
+const char* NodeInfoRole(membership::Role role) {
+  switch (role) {
+    case membership::Role::kCache:
+      return "cachenode";
+    case membership::Role::kData:
+      return "datanode";
+    case membership::Role::kGateway:
+      return "gateway";
+  }
+  return "";
+}
+
+}  // namespace
+
 std::vector<v1::NodeInfo> AdminService::Nodes() const {
   std::vector<v1::NodeInfo> out;
   std::function<datanode::DataRing()> ring_of;
   std::vector<uint32_t> data_down;
-  std::function<absl::StatusOr<std::vector<Registered>>()> registered_now;
+  std::function<absl::StatusOr<std::vector<membership::NodeRecord>>()> registered_now;
   {
     absl::MutexLock l(&mu_);
     registered_now = registered_;
@@ -115,13 +132,13 @@ std::vector<v1::NodeInfo> AdminService::Nodes() const {
   const std::vector<uint32_t> removed = router_->removed();
   // Asked outside mu_ (an etcd read); unknown (no hook, or etcd did not answer): shown up.
   std::optional<std::vector<uint32_t>> gateways_up;
-  std::vector<Registered> registered;
+  std::vector<membership::NodeRecord> registered;
   if (registered_now) {
     if (auto r = registered_now(); r.ok()) {
       registered = *std::move(r);
       gateways_up.emplace();
-      for (const Registered& n : registered) {
-        if (n.role == "gateway") gateways_up->push_back(n.id);
+      for (const membership::NodeRecord& n : registered) {
+        if (n.role == membership::Role::kGateway) gateways_up->push_back(n.id);
       }
     }
   }
@@ -157,8 +174,8 @@ std::vector<v1::NodeInfo> AdminService::Nodes() const {
   FillCacheUsage(&out);
   if (ring_of) AddDataRing(ring_of(), data_down, &out);
   for (auto& n : out) {
-    for (const Registered& r : registered) {
-      if (r.role == n.role() && r.id == n.id()) n.set_release(r.release);
+    for (const membership::NodeRecord& r : registered) {
+      if (NodeInfoRole(r.role) == n.role() && r.id == n.id()) n.set_release(r.release);
     }
   }
   return out;

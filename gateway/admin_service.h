@@ -14,6 +14,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/metrics.h"
 #include "gateway/router.h"
+#include "membership/membership.h"
 #include "ringcache/v1/admin.grpc.pb.h"
 
 namespace ringcache::gateway {
@@ -125,14 +126,6 @@ class AdminService final : public v1::Admin::Service {
     leading_ = std::move(leading);
     leader_ = std::move(leader);
   }
-  // A node registered in etcd: its role as NodeInfo names it (gateway, cachenode, datanode), id
-  // and release (empty from releases before 0.2.0).
-  struct Registered {
-    std::string role;
-    uint32_t id = 0;
-    std::string release;
-    uint32_t feature_level = 0;  // the highest its release supports; 0 before 0.2.0 (level 1)
-  };
   // Cluster mode: the cluster's feature level as etcd holds it (`get`), and `finalize`, which
   // raises it to the highest every registered node supports and returns the level then and
   // what happened. Without them (static mode) the gateway runs at its release's highest level.
@@ -146,7 +139,8 @@ class AdminService final : public v1::Admin::Service {
   // Cluster mode: the nodes registered in etcd now, so that node lists show the other gateways
   // up or down (without it every gateway listed is shown up) and every node's release. Set
   // before serving.
-  void SetRegistered(std::function<absl::StatusOr<std::vector<Registered>>()> registered) {
+  void SetRegistered(
+      std::function<absl::StatusOr<std::vector<membership::NodeRecord>>()> registered) {
     absl::MutexLock l(&mu_);
     registered_ = std::move(registered);
   }
@@ -200,11 +194,15 @@ class AdminService final : public v1::Admin::Service {
   std::function<v1::ClusterScrubStatus()> scrub_last_ ABSL_GUARDED_BY(mu_);
   std::function<bool()> leading_ ABSL_GUARDED_BY(mu_);
   std::function<std::string()> leader_ ABSL_GUARDED_BY(mu_);
-  std::function<absl::StatusOr<std::vector<Registered>>()> registered_ ABSL_GUARDED_BY(mu_);
+  std::function<absl::StatusOr<std::vector<membership::NodeRecord>>()> registered_
+      ABSL_GUARDED_BY(mu_);
   std::function<absl::StatusOr<uint32_t>()> feature_level_ ABSL_GUARDED_BY(mu_);
   std::function<absl::StatusOr<std::pair<uint32_t, std::string>>()> finalize_ ABSL_GUARDED_BY(mu_);
   // OK, or the refusal of a change on a gateway that is not the coordinator.
   grpc::Status CheckCoordinator() const;
+  // The cluster's feature level (cluster mode: from etcd), or this release's highest in static
+  // mode; *cluster_mode says which.
+  absl::StatusOr<uint32_t> FeatureLevel(bool* cluster_mode) const;
   // Health watch: state of each cache node that is not "up" (down, failed, quarantined).
   void WatchOnce();
   std::vector<uint32_t> DownCacheNodes() const;

@@ -4,35 +4,8 @@
 #include <utility>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 
 namespace ringcache::gateway {
-
-bool QosLimited(const v1::VdiQos& q) {
-  return q.read_iops() || q.write_iops() || q.iops() || q.read_bytes_per_s() ||
-         q.write_bytes_per_s() || q.bytes_per_s();
-}
-
-std::string DescribeQos(const v1::VdiQos& q) {
-  if (!QosLimited(q)) return "none";
-  std::vector<std::string> parts;
-  auto iops = [&](const char* what, uint64_t v) {
-    if (v) parts.push_back(absl::StrCat(what, v, " IOPS"));
-  };
-  auto bps = [&](const char* what, uint64_t v) {
-    if (v) parts.push_back(absl::StrFormat("%s%.1f MiB/s", what, v / 1048576.0));
-  };
-  iops("read ", q.read_iops());
-  iops("write ", q.write_iops());
-  iops("", q.iops());
-  bps("read ", q.read_bytes_per_s());
-  bps("write ", q.write_bytes_per_s());
-  bps("", q.bytes_per_s());
-  parts.push_back(absl::StrCat("burst ", q.burst_ms() ? q.burst_ms() : kDefaultBurstMs, " ms"));
-  return absl::StrJoin(parts, ", ");
-}
 
 // ---- TokenBucket ----
 
@@ -90,12 +63,14 @@ VdiLimiter::VdiLimiter(std::string vdi, Clock* clock,
 }
 
 void VdiLimiter::RefreshLocked(absl::Time now) {
-  if (now - refreshed_ < absl::Seconds(1)) return;
-  refreshed_ = now;
+  const int64_t now_us = absl::ToUnixMicros(now);
+  if (now_us < next_refresh_us_.load(std::memory_order_relaxed)) return;
+  next_refresh_us_.store(now_us + 1000000, std::memory_order_relaxed);
   absl::StatusOr<v1::VdiQos> q = lookup_();
   if (!q.ok()) return;  // deleted, or the catalog cannot say: keep what there is
   if (q->SerializeAsString() == qos_.SerializeAsString()) return;
   qos_ = *std::move(q);
+  limited_.store(coordinator::QosLimited(qos_), std::memory_order_relaxed);
   ApplyLocked(now);
 }
 
@@ -133,6 +108,7 @@ v1::VdiQos VdiLimiter::limits() {
 }
 
 absl::Duration VdiLimiter::Admit(bool write, uint64_t bytes) {
+  if (Unlimited(clock_->NowMicros())) return absl::ZeroDuration();
   absl::Duration wait;
   {
     absl::MutexLock l(&mu_);
@@ -151,6 +127,7 @@ absl::Duration VdiLimiter::Admit(bool write, uint64_t bytes) {
 }
 
 bool VdiLimiter::TryAdmitNow(bool write, uint64_t bytes) {
+  if (Unlimited(clock_->NowMicros())) return true;
   absl::MutexLock l(&mu_);
   const absl::Time now = clock_->Now();
   RefreshLocked(now);
@@ -168,6 +145,7 @@ bool VdiLimiter::TryAdmitNow(bool write, uint64_t bytes) {
 }
 
 void VdiLimiter::Refund(bool write, uint64_t bytes) {
+  if (!limited_.load(std::memory_order_relaxed)) return;  // nothing was taken
   absl::MutexLock l(&mu_);
   const int kind = write ? 1 : 0;
   ops_[kind].Give(1);

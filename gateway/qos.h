@@ -27,17 +27,13 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "common/metrics.h"
+#include "coordinator/catalog.h"
 #include "gateway/block_device.h"
 #include "ringcache/v1/admin.pb.h"
 
 namespace ringcache::gateway {
 
 inline constexpr uint32_t kDefaultBurstMs = 1000;
-
-// True when `qos` limits anything.
-bool QosLimited(const v1::VdiQos& qos);
-// "read 1000 IOPS, write 50.0 MiB/s, burst 1000 ms", or "none".
-std::string DescribeQos(const v1::VdiQos& qos);
 
 // Tokens flow in at `rate` per second up to `burst`. Take() reserves tokens and says how long the
 // caller must wait before its request may go: the bucket may go into debt (a request larger than
@@ -91,6 +87,12 @@ class VdiLimiter {
   int users() const { return users_.load(); }
 
  private:
+  // True when nothing limits the VDI and its limits need not be read again yet: the request goes
+  // without taking mu_ (the common case, on every request's path).
+  bool Unlimited(int64_t now_us) const {
+    return !limited_.load(std::memory_order_relaxed) &&
+           now_us < next_refresh_us_.load(std::memory_order_relaxed);
+  }
   void RefreshLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ApplyLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -98,12 +100,13 @@ class VdiLimiter {
   Clock* const clock_;
   const std::function<absl::StatusOr<v1::VdiQos>()> lookup_;
   std::atomic<int> users_{0};
+  std::atomic<bool> limited_{false};  // QosLimited(qos_), for Unlimited()
+  std::atomic<int64_t> next_refresh_us_{INT64_MIN};  // when the limits are read again
   metrics::Counter* delayed_ = nullptr;
   metrics::Counter* delay_seconds_ = nullptr;
   absl::Mutex mu_;
   v1::VdiQos qos_ ABSL_GUARDED_BY(mu_);
   double share_ ABSL_GUARDED_BY(mu_) = 1.0;
-  absl::Time refreshed_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   // [0] reads, [1] writes, [2] both.
   TokenBucket ops_[3] ABSL_GUARDED_BY(mu_);
   TokenBucket bytes_[3] ABSL_GUARDED_BY(mu_);

@@ -49,7 +49,7 @@ void QosSessions::Round() {
   call.timeout = absl::Seconds(1);
   std::set<std::string> wanted;
   for (auto& [vdi, limiter] : registry_->All()) {
-    if (limiter->users() <= 0 || !QosLimited(limiter->limits())) {
+    if (limiter->users() <= 0 || !coordinator::QosLimited(limiter->limits())) {
       limiter->SetShare(1.0);
       continue;
     }

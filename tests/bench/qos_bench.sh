@@ -55,7 +55,8 @@ NBD=$((BASE + 20)) ADMIN=$((BASE + 21)) HTTP=$((BASE + 22))
   --admin-listen 127.0.0.1:$ADMIN --http-listen 127.0.0.1:$HTTP \
   --ready-file "$OUT/ready.json" > "$OUT/ringcache-local.log" 2>&1 &
 SERVER=$!
-trap 'kill $SERVER 2> /dev/null; wait $SERVER 2> /dev/null || true' EXIT
+# The VDIs' data (gigabytes of SSD and data node files) goes at the end; fio's JSON and the log stay.
+trap 'kill $SERVER 2> /dev/null; wait $SERVER 2> /dev/null || true; rm -rf "$OUT/data"' EXIT
 for _ in $(seq 1 300); do [ -s "$OUT/ready.json" ] && break; sleep 0.1; done
 [ -s "$OUT/ready.json" ] || { echo "qos_bench.sh: ringcache-local did not start" >&2; exit 1; }
 ctl() { "$CTL" --gateway 127.0.0.1:$ADMIN "$@"; }

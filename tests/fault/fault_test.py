@@ -1996,11 +1996,7 @@ class Nemesis:
 
     def upgrade_plan(self):
         """The rolling upgrade's order: data nodes, cache nodes, gateways (docs/upgrades.md)."""
-        a = self.a
-        return ([("datanode", i) for i in range(1, a.data_nodes + 1)]
-                + [("cachenode", i) for i in range(1, a.cache_nodes + 1)
-                   if i not in self.ctx.removed]
-                + [("gateway", g) for g in range(1, a.gateways + 1)])
+        return daemons_of(self.a, self.ctx.removed)
 
     def upgrade(self, _node, _data, _down):
         """The next step of a rolling upgrade: one daemon stopped (SIGTERM) and started from the
@@ -2066,15 +2062,20 @@ class Nemesis:
         return None
 
 
+def daemons_of(a, removed=()):
+    """(role, id) of every daemon, in the upgrade order: data nodes, cache nodes (those not
+    removed), gateways (docs/upgrades.md)."""
+    return ([("datanode", i) for i in range(1, a.data_nodes + 1)]
+            + [("cachenode", i) for i in range(1, a.cache_nodes + 1) if i not in removed]
+            + [("gateway", g) for g in range(1, a.gateways + 1)])
+
+
 def finalize_upgrade(ctx, vdi):
     """After a rolling upgrade that ended on this build everywhere: what the feature level gates
     (a VDI's I/O limits) is refused until `cluster finalize` raises the level, then accepted
     (docs/upgrades.md). A high limit: the checker's own writes go through it, unslowed."""
     c, a = ctx.cluster, ctx.args
-    daemons = ([("datanode", i) for i in range(1, a.data_nodes + 1)]
-               + [("cachenode", i) for i in range(1, a.cache_nodes + 1)]
-               + [("gateway", g) for g in range(1, a.gateways + 1)])
-    if any(c.bin_of(*d) != c.bin for d in daemons) or not a.etcd:
+    if any(c.bin_of(*d) != c.bin for d in daemons_of(a)) or not a.etcd:
         ctx.log("rolling upgrade: not every daemon runs this build (or static mode): no finalize")
         return
     limit = ("vdi", "set-qos", vdi, "--write-iops", "1000000")

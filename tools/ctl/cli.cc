@@ -1,3 +1,4 @@
+#include "coordinator/catalog.h"
 #include "tools/ctl/cli.h"
 
 #include <CLI/CLI.hpp>
@@ -275,8 +276,7 @@ void AddQosCommand(CLI::App* vdi, Args* a, Action* action) {
       q.set_write_bytes_per_s(a->write_bps.empty() ? 0 : SizeOf(a->write_bps));
       q.set_bytes_per_s(a->bps.empty() ? 0 : SizeOf(a->bps));
       q.set_burst_ms(a->burst_ms);
-      const bool any = q.read_iops() || q.write_iops() || q.iops() || q.read_bytes_per_s() ||
-                       q.write_bytes_per_s() || q.bytes_per_s();
+      const bool any = coordinator::QosLimited(q);
       if (any == a->no_limits) {
         return absl::InvalidArgumentError(
             any ? "give limits or --none, not both"
