@@ -2528,7 +2528,7 @@ def main(argv):
     finally:
         if args.keep:
             print(f"kept {work}")
-        elif rc == 1:  # the logs, not the daemons' data
+        elif rc != 0:  # a failure or a failed setup: the logs, not the daemons' data
             for d in ("state", "etcd"):
                 shutil.rmtree(os.path.join(work, "cluster", d), ignore_errors=True)
             print(f"kept the logs: {os.path.join(work, 'cluster', 'logs')}")
