@@ -17,6 +17,22 @@ namespace ringcache {
 // retransmission timeout (15-45 s), so a node that comes back is reachable again at once.
 inline constexpr int kPeerKeepaliveMs = 2000;
 
+// How long one connection attempt (TCP, TLS handshake, HTTP/2 settings) may take. gRPC reads it
+// from GRPC_ARG_MIN_RECONNECT_BACKOFF_MS: an attempt's deadline is the later of its backoff
+// deadline and now + this. At 100 ms (with backoffs of at most 1 s) a TLS handshake slower than
+// about a second was cut off and started again, forever: on a loaded machine a cache node could
+// not reach a data node for two minutes ("Handshake timed out") and gave up. Reconnecting stays
+// fast: a refused connection (the peer restarting) fails at once and is retried after 0.1-1 s.
+inline constexpr int kPeerConnectTimeoutMs = 10000;
+
+// Fast reconnects (gRPC's default backoff grows to two minutes) with a connection attempt
+// allowed kPeerConnectTimeoutMs; for every ringcache client channel, etcd's included.
+inline void SetReconnectArgs(grpc::ChannelArguments* args) {
+  args->SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args->SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, kPeerConnectTimeoutMs);
+  args->SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+}
+
 // Returns a channel to a ringcache peer whose role is `server_role` (tls::kRoleCacheNode, ...):
 // mutual TLS when the process has a TLS identity (common/grpc_tls.h), else plaintext; 64 MiB messages (a whole object plus framing),
 // fast reconnects after the peer restarts (gRPC's default backoff grows to minutes), and up to 3
@@ -29,9 +45,7 @@ inline std::shared_ptr<grpc::Channel> PeerChannel(const std::string& address,
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 << 20);
   args.SetMaxSendMessageSize(64 << 20);
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  SetReconnectArgs(&args);
   if (keepalive) {
     args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, kPeerKeepaliveMs);
     args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, kPeerKeepaliveMs);

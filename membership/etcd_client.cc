@@ -12,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/grpc_channel.h"
 #include "common/grpc_status.h"
 #include "common/grpc_tls.h"
 #include "common/status_macros.h"
@@ -71,9 +72,7 @@ std::string StripScheme(absl::string_view endpoint) {
 std::shared_ptr<grpc::Channel> EtcdChannel(const std::string& target) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 << 20);
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  SetReconnectArgs(&args);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
   return grpc::CreateCustomChannel(target, tls::EtcdChannelCredentials(), args);
