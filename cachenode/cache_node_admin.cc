@@ -61,6 +61,16 @@ void CacheNode::AddVdiGauges(const v1::VdiGeometry& vdi) {
   registry_->AddCallbackGauge("ringcache_vdi_queue_blocks", "Blocks in the VDI's queue.", lb,
                               vbq(&policy::VdiStats::blocks));
   registry_->AddCallbackGauge(
+      "ringcache_vdi_admission_first_miss_fraction",
+      "Adaptive sieve (sieve(adapt=1)): fraction of first read misses admitted at once; -1 "
+      "without it.",
+      lb, [this, id = vdi.vdi_id()] {
+        for (const auto& p : map_->VdiStats()) {
+          if (p.vdi == id) return p.admit_first;
+        }
+        return -1.0;
+      });
+  registry_->AddCallbackGauge(
       "ringcache_vdi_oldest_dirty_seconds",
       "How long the VDI's oldest dirty block on this node has waited for its destage.", lb,
       [this, id = vdi.vdi_id()] {

@@ -53,6 +53,8 @@ class Admission {
 
   // Returns the bytes of metadata this admission holds.
   virtual size_t MetadataBytes() const = 0;
+  // Adds the admission's per-VDI state to `rows` (VdiStats::admit_first). Default: nothing.
+  virtual void AnnotateVdiStats(absl::Span<VdiStats> rows) const { (void)rows; }
 };
 
 // Admits everything: the baseline.

@@ -225,6 +225,10 @@ size_t CacheDriver::MetadataBytes() const {
   return bytes;
 }
 
-void CacheDriver::AppendVdiStats(std::vector<VdiStats>* out) const { space_->AppendVdiStats(out); }
+void CacheDriver::AppendVdiStats(std::vector<VdiStats>* out) const {
+  const size_t first = out->size();
+  space_->AppendVdiStats(out);
+  admission_->AnnotateVdiStats(absl::MakeSpan(*out).subspan(first));
+}
 
 }  // namespace ringcache::policy

@@ -131,7 +131,7 @@ TEST(DriverTest, VbqSieveLcrTogether) {
   parts.make_space = [](SlotTable* t) {
     return std::make_unique<VbqSpace>(20, VbqConfig{}, t, Lru());
   };
-  parts.admission = std::make_unique<SieveAdmission>(SieveConfig{2, 64});
+  parts.admission = std::make_unique<SieveAdmission>(testing::Sieve(2, 64));
   parts.victim = std::make_unique<LcrVictim>(4, &load);
   auto cache = *CacheDriver::Create(DriverConfig{"vbq+lru+sieve+lcr", 20}, std::move(parts));
   Outcome out;

@@ -291,8 +291,14 @@ absl::StatusOr<std::unique_ptr<Admission>> BuildAdmission(const Component* c,
   Params p(*c);
   if (c->name == "sieve") {
     SieveConfig cfg;
-    for (absl::Status s : {p.UintAs("threshold", &cfg.threshold), p.UintAs("len", &cfg.length),
-                           p.Finish(), cfg.Validate()}) {
+    // The climber's window: twice the cache in accesses (a VDI's own), so that what a step
+    // changed has reached the cache's contents before it is judged.
+    cfg.climber.window = std::max<uint64_t>(1024, 2 * ctx.capacity_blocks);
+    for (absl::Status s :
+         {p.UintAs("threshold", &cfg.threshold), p.UintAs("len", &cfg.length),
+          p.Bool("adapt", &cfg.adapt), p.Double("budget", &cfg.climber.budget),
+          p.Uint("window", &cfg.climber.window), p.Double("start", &cfg.climber.initial),
+          p.Finish(), cfg.Validate()}) {
       if (!s.ok()) return s;
     }
     if (cfg.length == 0) cfg.length = std::max<size_t>(16, ctx.capacity_blocks / 4);

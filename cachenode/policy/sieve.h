@@ -11,6 +11,12 @@
 // threshold 1 admits everything, 2 admits the second read miss within the sieve's memory); its
 // sieve entry is then dropped. Writes are not judged (write-back caches every write).
 //
+// Adaptive (`adapt`, issue 37, our extension): per VDI, an AdmitClimber (admit_climber.h) tunes
+// the fraction of first read misses admitted at once, before the sieve has seen them twice, by
+// hill climbing on hits less SSD writes at the write budget. A first miss admitted that way is not
+// remembered by the sieve; the others go through the sieve as above. The choice among first
+// misses is a fixed pseudo-random sequence, so that a run is repeatable.
+//
 // Thread-safety: not thread-safe; driven by one CacheDriver.
 #ifndef RINGCACHE_CACHENODE_POLICY_SIEVE_H_
 #define RINGCACHE_CACHENODE_POLICY_SIEVE_H_
@@ -19,8 +25,10 @@
 #include <cstdint>
 #include <string_view>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "cachenode/policy/admission.h"
+#include "cachenode/policy/admit_climber.h"
 #include "cachenode/policy/key_lru.h"
 
 namespace ringcache::policy {
@@ -28,6 +36,8 @@ namespace ringcache::policy {
 struct SieveConfig {
   uint32_t threshold = 2;  // read misses of a key (counting the admitting one) needed to admit
   size_t length = 0;       // keys the sieve-LRU remembers; 0 = a quarter of the cache (README)
+  bool adapt = false;      // tune the first-miss admission per VDI (AdmitClimber)
+  ClimberConfig climber;   // with adapt
   absl::Status Validate() const;
 };
 
@@ -37,16 +47,24 @@ class SieveAdmission final : public Admission {
   explicit SieveAdmission(const SieveConfig& config);
 
   std::string_view name() const override { return "sieve"; }
+  void OnAccess(const Access& access, bool hit) override;
   bool Admit(const Access& access) override;
-  size_t MetadataBytes() const override { return sizeof(*this) + lru_.MemoryBytes(); }
+  size_t MetadataBytes() const override;
+  // With adapt: each VDI's fraction of first read misses admitted at once, in its row of `rows`
+  // (rows of VDIs the climber has not seen are left alone).
+  void AnnotateVdiStats(absl::Span<VdiStats> rows) const override;
 
   // Returns the count the sieve holds for `key` (0 if not remembered).
   uint32_t CountForTest(const BlockKey& key) const;
   size_t size() const { return lru_.size(); }
 
  private:
+  AdmitClimber& ClimberOf(uint32_t vdi);
+
   SieveConfig config_;
   KeyLru lru_;
+  absl::flat_hash_map<uint32_t, AdmitClimber> climbers_;  // with adapt, by VDI
+  uint64_t draws_ = 0;  // the pseudo-random sequence's position
 };
 
 }  // namespace ringcache::policy

@@ -13,13 +13,13 @@ using testing::Read;
 using testing::Write;
 
 TEST(SieveConfigTest, Validate) {
-  EXPECT_TRUE((SieveConfig{2, 10}).Validate().ok());
-  EXPECT_FALSE((SieveConfig{0, 10}).Validate().ok());
-  EXPECT_FALSE((SieveConfig{256, 10}).Validate().ok());
+  EXPECT_TRUE((testing::Sieve(2, 10)).Validate().ok());
+  EXPECT_FALSE((testing::Sieve(0, 10)).Validate().ok());
+  EXPECT_FALSE((testing::Sieve(256, 10)).Validate().ok());
 }
 
 TEST(SieveAdmissionTest, AdmitsAtExactlyTheThreshold) {
-  SieveAdmission s(SieveConfig{3, 16});
+  SieveAdmission s(testing::Sieve(3, 16));
   const Access a = Read(7);
   EXPECT_FALSE(s.Admit(a));  // count 1
   EXPECT_EQ(s.CountForTest(a.key), 1u);
@@ -30,13 +30,13 @@ TEST(SieveAdmissionTest, AdmitsAtExactlyTheThreshold) {
 }
 
 TEST(SieveAdmissionTest, ThresholdOneAdmitsEverything) {
-  SieveAdmission s(SieveConfig{1, 4});
+  SieveAdmission s(testing::Sieve(1, 4));
   EXPECT_TRUE(s.Admit(Read(1)));
   EXPECT_EQ(s.size(), 0u);
 }
 
 TEST(SieveAdmissionTest, FixedLengthForgetsTheLeastRecent) {
-  SieveAdmission s(SieveConfig{2, 2});
+  SieveAdmission s(testing::Sieve(2, 2));
   EXPECT_FALSE(s.Admit(Read(1)));
   EXPECT_FALSE(s.Admit(Read(2)));
   EXPECT_FALSE(s.Admit(Read(3)));  // sieve holds 3, 2: 1 forgotten
@@ -51,7 +51,7 @@ TEST(SieveAdmissionTest, InDriverReadsAreSievedWritesAreCached) {
     return std::make_unique<GlobalSpace>(
         4, t, [](SlotTable* s, size_t) { return std::make_unique<LruOrder>(s); });
   };
-  parts.admission = std::make_unique<SieveAdmission>(SieveConfig{2, 8});
+  parts.admission = std::make_unique<SieveAdmission>(testing::Sieve(2, 8));
   auto cache = *CacheDriver::Create(DriverConfig{"lru+sieve", 4}, std::move(parts));
   Outcome out;
   cache->OnAccess(Read(1), &out);

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "cachenode/policy/sieve.h"
 #include "cachenode/policy/types.h"
 
 namespace ringcache::policy::testing {
@@ -55,6 +56,14 @@ inline Tally Replay(CachePolicy& policy, const std::vector<Access>& trace) {
     for (const Eviction& e : out.evicted) t.dirty_evicted += e.dirty;
   }
   return t;
+}
+
+// A sieve of `threshold` and `length`, the rest default (not adaptive).
+inline SieveConfig Sieve(uint32_t threshold, size_t length) {
+  SieveConfig c;
+  c.threshold = threshold;
+  c.length = length;
+  return c;
 }
 
 // Returns a read-only trace of the given blocks of VDI 0.

@@ -88,6 +88,7 @@ struct VdiStats {
   double max_blocks = 0;    // L_m = A_m * S / count (eq. 2)
   double upper = 0;         // U_i (eq. 4)
   double lower = 0;         // D_i (eq. 5, see cachenode/policy/README.md)
+  double admit_first = -1;  // adaptive sieve: fraction of first read misses admitted; -1: none
 };
 
 // A whole cache configuration (admission + space + order + victim choice + tiers) behind one

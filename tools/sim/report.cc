@@ -187,7 +187,11 @@ std::string FormatJson(const SimResult& r, const ReportOptions& options) {
                            ",\"blocks\":", s.queue_blocks,
                            ",\"max_blocks\":", JsonDouble(s.queue_max),
                            ",\"upper\":", JsonDouble(s.queue_upper),
-                           ",\"lower\":", JsonDouble(s.queue_lower), "}")
+                           ",\"lower\":", JsonDouble(s.queue_lower),
+                           s.admit_first >= 0
+                               ? absl::StrCat(",\"admit_first\":", JsonDouble(s.admit_first))
+                               : std::string(),
+                           "}")
             : std::string(),
         "}"));
   }

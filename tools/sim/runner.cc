@@ -340,6 +340,7 @@ class Replay {
       v.queue_max = q.max_blocks;
       v.queue_upper = q.upper;
       v.queue_lower = q.lower;
+      v.admit_first = q.admit_first;
     }
 #endif
   }

@@ -89,6 +89,7 @@ struct VdiStats {
   double queue_max = 0;         // L_m
   double queue_upper = 0;       // U_i
   double queue_lower = 0;       // D_i
+  double admit_first = -1;      // adaptive sieve: first read misses admitted (-1: none)
 };
 
 struct SimResult {

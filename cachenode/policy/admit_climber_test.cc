@@ -1,0 +1,171 @@
+// Tests of AdmitClimber (admit_climber.h) and of the adaptive sieve built on it (sieve.h).
+#include "cachenode/policy/admit_climber.h"
+
+#include <cstdint>
+#include <vector>
+
+#include "cachenode/policy/registry.h"
+#include "cachenode/policy/sieve.h"
+#include "cachenode/policy/test_util.h"
+#include "gtest/gtest.h"
+
+namespace ringcache::policy {
+namespace {
+
+using testing::Read;
+
+// Feeds one window of `window` accesses with `hits` hits and `admits` admissions.
+void Window(AdmitClimber* c, uint64_t window, uint64_t hits, uint64_t admits) {
+  for (uint64_t i = 0; i < admits; ++i) c->OnAdmit();
+  for (uint64_t i = 0; i < window; ++i) c->OnAccess(i < hits);
+}
+
+ClimberConfig Config(double budget) {
+  ClimberConfig c;
+  c.window = 1000;
+  c.budget = budget;
+  return c;
+}
+
+TEST(ClimberConfigTest, Validate) {
+  EXPECT_TRUE(Config(4).Validate().ok());
+  EXPECT_FALSE(Config(0).Validate().ok());
+  ClimberConfig c = Config(4);
+  c.window = 4;
+  EXPECT_FALSE(c.Validate().ok());
+  c = Config(4);
+  c.initial = 1.5;
+  EXPECT_FALSE(c.Validate().ok());
+  c = Config(4);
+  c.min_step = 0.5;
+  c.step = 0.25;
+  EXPECT_FALSE(c.Validate().ok());
+}
+
+// A workload where admitting first misses pays (hits rise with the fraction, admissions cheap):
+// the fraction climbs to 1 and stays near it.
+TEST(AdmitClimberTest, ClimbsWhileAdmittingMorePays) {
+  AdmitClimber c(Config(/*budget=*/4));
+  EXPECT_EQ(c.fraction(), 0.0);
+  for (int w = 0; w < 60; ++w) {
+    const auto hits = static_cast<uint64_t>(300 + 400 * c.fraction());
+    const auto admits = static_cast<uint64_t>(100 + 100 * c.fraction());
+    Window(&c, 1000, hits, admits);
+  }
+  EXPECT_EQ(c.steps(), 60u);
+  EXPECT_GT(c.fraction(), 0.85);
+}
+
+// Admitting more gains a few hits for many SSD writes, over the budget: the fraction stays low.
+TEST(AdmitClimberTest, StaysLowWhenTheHitsCostMoreWritesThanTheBudget) {
+  AdmitClimber c(Config(/*budget=*/2));
+  for (int w = 0; w < 60; ++w) {
+    const auto hits = static_cast<uint64_t>(300 + 20 * c.fraction());   // +0.02 per unit f
+    const auto admits = static_cast<uint64_t>(50 + 500 * c.fraction());  // -0.25 per unit f
+    Window(&c, 1000, hits, admits);
+  }
+  EXPECT_LT(c.fraction(), 0.15);
+}
+
+// The same gains with a generous budget make admitting worth it.
+TEST(AdmitClimberTest, AGenerousBudgetBuysTheSameHits) {
+  AdmitClimber c(Config(/*budget=*/100));
+  for (int w = 0; w < 60; ++w) {
+    const auto hits = static_cast<uint64_t>(300 + 20 * c.fraction());
+    const auto admits = static_cast<uint64_t>(50 + 500 * c.fraction());
+    Window(&c, 1000, hits, admits);
+  }
+  EXPECT_GT(c.fraction(), 0.85);
+}
+
+// Hits fall as the fraction rises (scans evict what the cache held): the climber backs off.
+TEST(AdmitClimberTest, BacksOffWhenAdmittingHurts) {
+  ClimberConfig cfg = Config(4);
+  cfg.initial = 1.0;
+  AdmitClimber c(cfg);
+  for (int w = 0; w < 60; ++w) {
+    const auto hits = static_cast<uint64_t>(600 - 300 * c.fraction());
+    Window(&c, 1000, hits, 100);
+  }
+  EXPECT_LT(c.fraction(), 0.15);
+}
+
+// The sieve with adapt=1, through the registry, on a hot spot that moves every 20,000 reads over
+// blocks read a few times each: admitting at the first miss pays, so the adaptive sieve must beat
+// the paper's sieve on hits. On a scan (every block read once) it must not buy SSD writes.
+std::vector<Access> MovingHotSpot() {
+  std::vector<Access> t;
+  uint64_t x = 12345;
+  for (int phase = 0; phase < 10; ++phase) {
+    for (int i = 0; i < 20000; ++i) {
+      x = x * 6364136223846793005ull + 1442695040888963407ull;
+      t.push_back(Read(static_cast<uint64_t>(phase) * 100000 + (x >> 33) % 2000));
+    }
+  }
+  return t;
+}
+
+TEST(AdaptiveSieveTest, BeatsThePaperSieveOnAMovingHotSpot) {
+  PolicyContext ctx;
+  ctx.capacity_blocks = 4096;
+  auto fixed = MakePolicy("lru+sieve", ctx);
+  auto adaptive = MakePolicy("lru+sieve(adapt=1,window=1000)", ctx);
+  auto all = MakePolicy("lru", ctx);
+  ASSERT_TRUE(fixed.ok() && adaptive.ok() && all.ok());
+  const std::vector<Access> trace = MovingHotSpot();
+  const testing::Tally f = testing::Replay(**fixed, trace);
+  const testing::Tally a = testing::Replay(**adaptive, trace);
+  const testing::Tally l = testing::Replay(**all, trace);
+  // Each phase's 2,000 blocks cost the paper's sieve two misses each and admit-all one: the
+  // adaptive sieve must win back at least a third of that difference (measured: about half,
+  // 169,496 against 160,012 on this trace, the climber learning each phase again).
+  EXPECT_GT(a.hits, f.hits + (l.hits - f.hits) / 3)
+      << "fixed " << f.hits << " adaptive " << a.hits << " lru " << l.hits;
+}
+
+TEST(AdaptiveSieveTest, BuysNoWritesOnAScan) {
+  PolicyContext ctx;
+  ctx.capacity_blocks = 4096;
+  auto adaptive = MakePolicy("lru+sieve(adapt=1,budget=4)", ctx);
+  ASSERT_TRUE(adaptive.ok());
+  std::vector<Access> scan;
+  for (uint64_t b = 0; b < 200000; ++b) scan.push_back(Read(b));
+  const testing::Tally a = testing::Replay(**adaptive, scan);
+  EXPECT_EQ(a.hits, 0u);
+  // Probing costs a little: under 5% of the blocks admitted (admit-all would write every one).
+  EXPECT_LT(a.admitted, scan.size() / 20) << a.admitted;
+}
+
+TEST(AdaptiveSieveTest, FractionShowsInTheVdiStatsOfAVbqPolicy) {
+  PolicyContext ctx;
+  ctx.capacity_blocks = 512;
+  auto p = MakePolicy("vbq+lru+sieve(adapt=1,window=100,start=0.5)", ctx);
+  ASSERT_TRUE(p.ok()) << p.status();
+  Outcome out;
+  for (uint64_t b = 0; b < 50; ++b) (*p)->OnAccess(Read(b, /*vdi=*/3), &out);
+  std::vector<VdiStats> rows;
+  (*p)->AppendVdiStats(&rows);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].vdi, 3u);
+  EXPECT_DOUBLE_EQ(rows[0].admit_first, 0.5);  // no window ended yet: the start value
+
+  auto plain = MakePolicy("vbq+lru+sieve", ctx);
+  ASSERT_TRUE(plain.ok());
+  (*plain)->OnAccess(Read(1, 3), &out);
+  rows.clear();
+  (*plain)->AppendVdiStats(&rows);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].admit_first, -1);
+}
+
+TEST(AdaptiveSieveTest, BadParametersAreRefused) {
+  PolicyContext ctx;
+  ctx.capacity_blocks = 512;
+  EXPECT_FALSE(MakePolicy("lru+sieve(adapt=1,budget=0)", ctx).ok());
+  EXPECT_FALSE(MakePolicy("lru+sieve(adapt=1,start=2)", ctx).ok());
+  EXPECT_FALSE(MakePolicy("lru+sieve(adapt=1,window=3)", ctx).ok());
+  EXPECT_TRUE(MakePolicy("lru+sieve(adapt=1,budget=2,window=5000,start=0.25)", ctx).ok());
+}
+
+}  // namespace
+}  // namespace ringcache::policy
