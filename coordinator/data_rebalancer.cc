@@ -241,6 +241,11 @@ absl::Status DataRebalancer::TakeOut(DataRing* cur) {
 // coordinator taking over finishes it), then switches to the target.
 absl::Status DataRebalancer::CopyAndSwitch(DataRing* cur) {
   SetState("copying");
+  // The joining nodes must know every VDI before a copy reaches them. Publish registered them,
+  // but a publish that failed there (a joining node refused the connection for a moment after
+  // its restart) left the target ring in place, and the retry comes straight here: without
+  // this, every copy to that node failed "unknown VDI" for good (seen in the disk nemeses).
+  RC_RETURN_IF_ERROR(RegisterVdis());
   RC_RETURN_IF_ERROR(Copy(*cur));
   const DataRing next = RingAfterCopy(*cur);
   SetState("switching");

@@ -185,6 +185,7 @@ absl::Status Daemon::Serve() {
       ->Set(cfg_.hdd.enabled ? 1 : 0);
   grpc::ServerBuilder builder;
   ExclusivePort(&builder);  // a port in use fails the start (common/grpc_channel.h)
+  AllowPeerKeepalive(&builder);  // cache nodes ping (kDataNodeKeepaliveMs)
   KeepServerThreads(&builder);
   // Mutual TLS with --tls-dir: cache nodes and gateways call a data node (common/grpc_tls.h).
   builder.AddListeningPort(cfg_.listen,

@@ -26,7 +26,7 @@ SIDE_JOBS at a time; the sanitizer build goes on beside them), then the sanitize
 Environment:
   JOBS=N            build jobs (default: nproc)
   CTEST_JOBS=N      unit and sanitizer tests run side by side (default: 2)
-  SIDE_JOBS=N       cross-process and fault tests run side by side (default: 3)
+  SIDE_JOBS=N       cross-process and fault tests run side by side (default: 2)
   CTEST_ARGS="..."  more ctest arguments for every test stage, e.g. "-R Ring"
   ASAN=0            skip the sanitizer pass
   ASAN_BACKGROUND=0 build the sanitizer pass after the other tests instead of beside them
@@ -59,7 +59,7 @@ wants() { local l; for l in "${WANT[@]}"; do [ "$l" = "$1" ] && return 0; done; 
 
 JOBS=${JOBS:-$(nproc)}
 CTEST_JOBS=${CTEST_JOBS:-2}
-SIDE_JOBS=${SIDE_JOBS:-3}
+SIDE_JOBS=${SIDE_JOBS:-2}
 if [ "${SANITIZE:-0}" = "1" ]; then
   BUILD_DIR=${BUILD_DIR:-build-asan}
   EXTRA=(-DRINGCACHE_SANITIZE=ON)

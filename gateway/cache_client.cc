@@ -30,7 +30,7 @@ class GrpcCacheClient : public CacheClient {
  public:
   GrpcCacheClient(const std::string& address, int timeout_ms)
       : address_(address), timeout_ms_(timeout_ms) {
-    stub_ = v1::CacheNode::NewStub(PeerChannel(address, tls::kRoleCacheNode, /*keepalive=*/true));
+    stub_ = v1::CacheNode::NewStub(PeerChannel(address, tls::kRoleCacheNode, kPeerKeepaliveMs));
   }
 
   absl::Status Read(uint32_t vdi, uint64_t object, uint32_t offset, uint32_t len,

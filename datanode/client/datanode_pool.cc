@@ -91,7 +91,7 @@ absl::StatusOr<std::shared_ptr<const DataNodePool::View>> DataNodePool::MakeView
     if (found == nullptr) {
       auto n = std::make_unique<Node>();
       n->endpoint = e;
-      n->channel = PeerChannel(e.address, tls::kRoleDataNode);
+      n->channel = PeerChannel(e.address, tls::kRoleDataNode, kDataNodeKeepaliveMs);
       n->stub = v1::DataNode::NewStub(n->channel);
       if (registry_ != nullptr) {
         n->latency = registry_->GetHistogram(

@@ -1344,13 +1344,15 @@ class Nemesis:
     def step(self, what):
         self.ctx.begin(what)
 
-    def wait_log(self, text, since, what, timeout=None, poll=0.05):
+    def wait_log(self, text, since, what, timeout=None, poll=0.05, quiet=False):
         """Waits until the gateway's log holds `text` after offset `since`; returns the seconds
-        it took, or None (a problem is recorded) on timeout or abort."""
+        it took, or None (a problem is recorded unless `quiet`) on timeout or abort."""
         timeout = timeout or self.a.settle_timeout
         start = time.monotonic()
         while not self.ctx.gwlog.find(text, since):
             if time.monotonic() - start > timeout:
+                if quiet:
+                    return None
                 tails = "".join(f"gateway {g} log tail:\n{self.c.tail('gateway', g, 25)}"
                                 for g in range(1, self.a.gateways + 1))
                 self.ctx.problem(f"timed out after {timeout:.0f}s waiting for {what} (gateway "
@@ -1359,6 +1361,23 @@ class Nemesis:
             if not self.ctx.sleep(poll):
                 return None
         return time.monotonic() - start
+
+    def wait_rebalance_done(self, since, what):
+        """Waits for 'data rebalance: done' after `since`, for as long as the rebalance keeps
+        moving: each new stage it logs ('copying', 'switching', 'deleting') gives it another
+        settle_timeout. A rebalance that copies tens of thousands of blocks on a loaded machine
+        took over three minutes (CI); one that stops logging for settle_timeout is a problem."""
+        start = time.monotonic()
+        stage_mark = since
+        while True:
+            took = self.wait_log("data rebalance: done", since, what, timeout=self.a.settle_timeout,
+                                 quiet=True)
+            if took is not None:
+                return time.monotonic() - start
+            if self.ctx.abort.is_set() or not self.ctx.gwlog.find("data rebalance: ", stage_mark):
+                # No new stage since the last wait: stuck. Record it as wait_log does.
+                return self.wait_log("data rebalance: done", since, what, timeout=0.01)
+            stage_mark = self.ctx.gwlog.mark()
 
     def kill_now(self, role, ids):
         """kill -9 at once (no shell in between), then cluster.sh kill waits until they are
@@ -1518,8 +1537,8 @@ class Nemesis:
         if took is None:
             return None
         self.step(f"datanode {node} out: its replicas made again")
-        if self.wait_log("data rebalance: done", since,
-                         f"the replicas of data node {node} to be made again") is None:
+        if self.wait_rebalance_done(
+                since, f"the replicas of data node {node} to be made again") is None:
             return None
         self.step(f"datanode {node} out: cache nodes logging again")
         if not self.await_relogs(cache_logs, cache_since, r"out of the data ring \([1-9]",
@@ -1534,8 +1553,8 @@ class Nemesis:
             return None
         joined = self.wait_log(f"data nodes {node} join", back,
                                f"data node {node} to join the data ring again")
-        if joined is None or self.wait_log("data rebalance: done", back,
-                                           f"data node {node} to finish joining") is None:
+        if joined is None or self.wait_rebalance_done(
+                back, f"data node {node} to finish joining") is None:
             return None
         return (f"kill -9 datanode {node} for good: out {took:.1f}s later, replicas made again "
                 f"and relogged by {done:.1f}s; replaced and back in the data ring")
