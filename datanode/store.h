@@ -306,6 +306,10 @@ class BlockStore {
   // kLogSealed if a record is of a sealed writer's older epoch. REQUIRES: seal_mu_ held (shared).
   absl::Status CheckSeals(const std::vector<LogEntry>& records) const
       ABSL_SHARED_LOCKS_REQUIRED(seal_mu_);
+  // Which of the log keys `keys` the store holds (one batched lookup), and with `value_sizes`
+  // the size of each held value.
+  absl::StatusOr<std::vector<bool>> HeldLogKeys(const std::vector<std::string>& keys,
+                                                std::vector<uint64_t>* value_sizes) const;
   absl::Mutex stripes_[kStripes];
   // Appends hold seal_mu_ shared from the seal check to their commit; SealLog holds it
   // exclusively, so a seal returns only once no append that passed the check is uncommitted.

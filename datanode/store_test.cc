@@ -239,6 +239,26 @@ TEST_F(StoreTest, LogAppendScanReclaim) {
   EXPECT_EQ(store_->LogAppend({short_rec}).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// An append sent again (a retry after a lost answer) and a reclaim of records this node does not
+// hold leave the log's size as it was; each record counts its key and value once.
+TEST_F(StoreTest, LogSizeCountsEachRecordOnce) {
+  ASSERT_TRUE(store_->LogAppend({Rec(1, 10, 'a'), Rec(1, 11, 'b')}).ok());
+  const uint64_t two = store_->Stats().log_bytes;
+  EXPECT_GT(two, 2 * Pattern('a').size());
+  ASSERT_TRUE(store_->LogAppend({Rec(1, 11, 'b'), Rec(1, 10, 'a')}).ok());  // both again
+  EXPECT_EQ(store_->Stats().log_records, 2u);
+  EXPECT_EQ(store_->Stats().log_bytes, two);
+  ASSERT_TRUE(store_->LogAppend({Rec(1, 11, 'b'), Rec(1, 12, 'c')}).ok());  // one new
+  EXPECT_EQ(store_->Stats().log_records, 3u);
+  EXPECT_EQ(store_->Stats().log_bytes, two + two / 2);
+  EXPECT_EQ(*store_->LogReclaim(1, {7, 8, 99, 12}, 0), 1u);  // only 12 is here
+  EXPECT_EQ(store_->Stats().log_bytes, two);
+  EXPECT_EQ(*store_->LogReclaim(2, {10, 11}, 0), 0u);  // another writer's sequences
+  EXPECT_EQ(*store_->LogReclaim(1, {10, 11}, 0), 2u);
+  EXPECT_EQ(store_->Stats().log_records, 0u);
+  EXPECT_EQ(store_->Stats().log_bytes, 0u);
+}
+
 // Incarnations (docs/durability.md): every sequence a writer's block versions, trims and log
 // records carried stays below its high-water mark, also after a reopen, so a cache node that
 // lost its own mark (a new SSD) can start above everything it wrote before.
