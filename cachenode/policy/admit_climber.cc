@@ -51,4 +51,23 @@ void AdmitClimber::EndWindow() {
   ++steps_;
 }
 
+absl::Status RegretConfig::Validate() const {
+  if (!(budget > 0)) return absl::InvalidArgumentError("sieve: budget must be > 0");
+  if (!(initial >= 0 && initial <= 1)) {
+    return absl::InvalidArgumentError("sieve: start must be in [0, 1]");
+  }
+  if (!(step > 0 && step <= 1)) return absl::InvalidArgumentError("sieve: step in (0, 1]");
+  return absl::OkStatus();
+}
+
+void RegretTuner::OnComeBack() {
+  ++comebacks_;
+  fraction_ = std::min(1.0, fraction_ + up_);
+}
+
+void RegretTuner::OnWaste() {
+  ++wastes_;
+  fraction_ = std::max(0.0, fraction_ - down_);
+}
+
 }  // namespace ringcache::policy

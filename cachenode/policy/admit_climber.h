@@ -17,6 +17,17 @@
 // workload changed). Writes are cached whatever the admission says, so only read-miss admissions
 // are the cost.
 //
+// RegretTuner (`adapt=ghost`) turns the same knob without comparing windows, from two regrets
+// the sieve sees as they happen (our rule):
+//   - a come-back: a first miss the sieve rejected misses again while the sieve remembers it (had
+//     it been admitted, that miss would have been a hit): f += step;
+//   - a waste: a block admitted at its first miss is not read again within `horizon` accesses
+//     (it bought an SSD write and the space of a block that might have hit): f -= step * k, with
+//     k = 1 + 1/budget (the displaced block's hit, plus the write at the budget's price).
+// Come-backs arrive at a rate (1 - f) p_c (only rejected misses can come back) and wastes at
+// f p_w, so f settles where they balance: f = p_c / (p_c + k p_w). Scans (p_c near 0) drive it
+// to 0, the paper's sieve; blocks that all come back (p_w near 0) drive it to 1.
+//
 // Thread-safety: not thread-safe; owned by one SieveAdmission.
 #ifndef RINGCACHE_CACHENODE_POLICY_ADMIT_CLIMBER_H_
 #define RINGCACHE_CACHENODE_POLICY_ADMIT_CLIMBER_H_
@@ -68,6 +79,32 @@ class AdmitClimber {
   uint64_t hits_ = 0;
   uint64_t admits_ = 0;
   uint64_t steps_ = 0;
+};
+
+struct RegretConfig {
+  double budget = 4.0;      // as ClimberConfig::budget (> 0)
+  double initial = 0.0;     // the fraction to start from
+  double step = 1.0 / 128;  // per come-back; a waste moves it step * (1 + 1/budget)
+  absl::Status Validate() const;
+};
+
+class RegretTuner {
+ public:
+  // REQUIRES: config.Validate().ok().
+  explicit RegretTuner(const RegretConfig& config)
+      : fraction_(config.initial), up_(config.step), down_(config.step * (1 + 1 / config.budget)) {}
+
+  void OnComeBack();
+  void OnWaste();
+  double fraction() const { return fraction_; }
+  uint64_t comebacks() const { return comebacks_; }
+  uint64_t wastes() const { return wastes_; }
+
+ private:
+  double fraction_;
+  double up_, down_;
+  uint64_t comebacks_ = 0;
+  uint64_t wastes_ = 0;
 };
 
 }  // namespace ringcache::policy

@@ -1,4 +1,5 @@
-// Tests of AdmitClimber (admit_climber.h) and of the adaptive sieve built on it (sieve.h).
+// Tests of AdmitClimber and RegretTuner (admit_climber.h) and of the adaptive sieve built on them
+// (sieve.h).
 #include "cachenode/policy/admit_climber.h"
 
 #include <cstdint>
@@ -165,6 +166,99 @@ TEST(AdaptiveSieveTest, BadParametersAreRefused) {
   EXPECT_FALSE(MakePolicy("lru+sieve(adapt=1,start=2)", ctx).ok());
   EXPECT_FALSE(MakePolicy("lru+sieve(adapt=1,window=3)", ctx).ok());
   EXPECT_TRUE(MakePolicy("lru+sieve(adapt=1,budget=2,window=5000,start=0.25)", ctx).ok());
+}
+
+TEST(RegretTunerTest, ComeBacksRaiseWastesLowerAtTheBudgetsWeight) {
+  RegretConfig c;
+  c.budget = 4;
+  c.step = 0.125;
+  ASSERT_TRUE(c.Validate().ok());
+  RegretTuner t(c);
+  EXPECT_EQ(t.fraction(), 0.0);
+  t.OnWaste();
+  EXPECT_EQ(t.fraction(), 0.0);  // clamped
+  for (int i = 0; i < 4; ++i) t.OnComeBack();
+  EXPECT_DOUBLE_EQ(t.fraction(), 0.5);
+  t.OnWaste();  // 0.125 * (1 + 1/4)
+  EXPECT_DOUBLE_EQ(t.fraction(), 0.5 - 0.15625);
+  for (int i = 0; i < 20; ++i) t.OnComeBack();
+  EXPECT_EQ(t.fraction(), 1.0);  // clamped
+  EXPECT_EQ(t.comebacks(), 24u);
+  EXPECT_EQ(t.wastes(), 2u);
+  c.budget = 0;
+  EXPECT_FALSE(c.Validate().ok());
+  c.budget = 1;
+  c.step = 0;
+  EXPECT_FALSE(c.Validate().ok());
+}
+
+TEST(GhostSieveTest, BeatsThePaperSieveOnAMovingHotSpot) {
+  PolicyContext ctx;
+  ctx.capacity_blocks = 4096;
+  auto fixed = MakePolicy("lru+sieve", ctx);
+  auto ghost = MakePolicy("lru+sieve(adapt=ghost)", ctx);
+  auto all = MakePolicy("lru", ctx);
+  ASSERT_TRUE(fixed.ok() && ghost.ok() && all.ok());
+  const std::vector<Access> trace = MovingHotSpot();
+  const testing::Tally f = testing::Replay(**fixed, trace);
+  const testing::Tally g = testing::Replay(**ghost, trace);
+  const testing::Tally l = testing::Replay(**all, trace);
+  // Every block of a phase comes back: the come-backs drive the fraction up within a phase.
+  EXPECT_GT(g.hits, f.hits + (l.hits - f.hits) / 2)
+      << "fixed " << f.hits << " ghost " << g.hits << " lru " << l.hits;
+}
+
+TEST(GhostSieveTest, ScanDrivesTheFractionToZero) {
+  PolicyContext ctx;
+  ctx.capacity_blocks = 4096;
+  auto ghost = MakePolicy("vbq+lru+sieve(adapt=ghost,start=0.5)", ctx);
+  ASSERT_TRUE(ghost.ok()) << ghost.status();
+  std::vector<Access> scan;
+  for (uint64_t b = 0; b < 200000; ++b) scan.push_back(Read(b));
+  const testing::Tally g = testing::Replay(**ghost, scan);
+  EXPECT_EQ(g.hits, 0u);
+  // Nothing comes back, so every first-miss admission is a waste once the horizon passes: from
+  // 0.5 the fraction falls to 0 within a few hundred admissions (and a few horizons).
+  EXPECT_LT(g.admitted, scan.size() / 20) << g.admitted;
+  std::vector<VdiStats> rows;
+  (*ghost)->AppendVdiStats(&rows);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].admit_first, 0.0);
+}
+
+TEST(GhostSieveTest, AdmittedBlocksReadAgainAreNotWastes) {
+  SieveConfig c = testing::Sieve(2, 64);
+  c.adapt = SieveConfig::Adapt::kGhost;
+  c.regret.initial = 1.0;  // every first miss admitted
+  c.horizon = 10;
+  ASSERT_TRUE(c.Validate().ok());
+  SieveAdmission s(c);
+  // Blocks 0..4 admitted at their first miss and read (a hit) within the horizon: no waste.
+  for (uint64_t b = 0; b < 5; ++b) {
+    s.OnAccess(Read(b), false);
+    EXPECT_TRUE(s.Admit(Read(b)));
+  }
+  for (uint64_t b = 0; b < 5; ++b) s.OnAccess(Read(b), true);
+  for (uint64_t i = 0; i < 20; ++i) s.OnAccess(Read(1000 + i), true);  // time passes
+  std::vector<VdiStats> rows(1);
+  s.AnnotateVdiStats(absl::MakeSpan(rows));
+  EXPECT_EQ(rows[0].admit_first, 1.0);
+  // Block 9 admitted and never read again: a waste once 10 accesses have passed.
+  s.OnAccess(Read(9), false);
+  EXPECT_TRUE(s.Admit(Read(9)));
+  for (uint64_t i = 0; i < 9; ++i) s.OnAccess(Read(2000 + i), false);
+  s.AnnotateVdiStats(absl::MakeSpan(rows));
+  EXPECT_EQ(rows[0].admit_first, 1.0);
+  s.OnAccess(Read(3000), false);
+  s.AnnotateVdiStats(absl::MakeSpan(rows));
+  EXPECT_DOUBLE_EQ(rows[0].admit_first, 1.0 - (1.0 / 128) * (1 + 1.0 / 4));
+  // And "adapt" takes only its words.
+  PolicyContext ctx;
+  ctx.capacity_blocks = 512;
+  EXPECT_FALSE(MakePolicy("lru+sieve(adapt=ghosts)", ctx).ok());
+  EXPECT_FALSE(MakePolicy("lru+sieve(adapt=ghost,horizon=0)", ctx).ok());
+  EXPECT_TRUE(MakePolicy("lru+sieve(adapt=true)", ctx).ok());
+  EXPECT_TRUE(MakePolicy("lru+sieve(adapt=ghost,budget=8,horizon=5000,start=0.25)", ctx).ok());
 }
 
 }  // namespace

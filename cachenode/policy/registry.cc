@@ -294,11 +294,22 @@ absl::StatusOr<std::unique_ptr<Admission>> BuildAdmission(const Component* c,
     // The climber's window: twice the cache in accesses (a VDI's own), so that what a step
     // changed has reached the cache's contents before it is judged.
     cfg.climber.window = std::max<uint64_t>(1024, 2 * ctx.capacity_blocks);
+    // kGhost's horizon: the same two caches of accesses.
+    cfg.horizon = cfg.climber.window;
+    int adapt = 0;
     for (absl::Status s :
          {p.UintAs("threshold", &cfg.threshold), p.UintAs("len", &cfg.length),
-          p.Bool("adapt", &cfg.adapt), p.Double("budget", &cfg.climber.budget),
-          p.Uint("window", &cfg.climber.window), p.Double("start", &cfg.climber.initial),
-          p.Finish(), cfg.Validate()}) {
+          p.Word("adapt", {"0", "false", "1", "true", "ghost"}, &adapt),
+          p.Double("budget", &cfg.climber.budget), p.Uint("window", &cfg.climber.window),
+          p.Double("start", &cfg.climber.initial), p.Uint("horizon", &cfg.horizon)}) {
+      if (!s.ok()) return s;
+    }
+    cfg.adapt = adapt < 2   ? SieveConfig::Adapt::kOff
+                : adapt < 4 ? SieveConfig::Adapt::kClimb
+                            : SieveConfig::Adapt::kGhost;
+    cfg.regret.budget = cfg.climber.budget;
+    cfg.regret.initial = cfg.climber.initial;
+    for (absl::Status s : {p.Finish(), cfg.Validate()}) {
       if (!s.ok()) return s;
     }
     if (cfg.length == 0) cfg.length = std::max<size_t>(16, ctx.capacity_blocks / 4);

@@ -8,7 +8,16 @@ absl::Status SieveConfig::Validate() const {
     return absl::InvalidArgumentError("sieve: threshold must be in [1, 255]");
   }
   if (length >= kNoSlot) return absl::InvalidArgumentError("sieve: len too large");
-  return adapt ? climber.Validate() : absl::OkStatus();
+  switch (adapt) {
+    case Adapt::kOff:
+      return absl::OkStatus();
+    case Adapt::kClimb:
+      return climber.Validate();
+    case Adapt::kGhost:
+      if (horizon == 0) return absl::InvalidArgumentError("sieve: horizon must be > 0");
+      return regret.Validate();
+  }
+  return absl::OkStatus();
 }
 
 SieveAdmission::SieveAdmission(const SieveConfig& config)
@@ -18,23 +27,66 @@ AdmitClimber& SieveAdmission::ClimberOf(uint32_t vdi) {
   return climbers_.try_emplace(vdi, config_.climber).first->second;
 }
 
+RegretTuner& SieveAdmission::TunerOf(uint32_t vdi) {
+  return tuners_.try_emplace(vdi, config_.regret).first->second;
+}
+
+double SieveAdmission::FirstMissFraction(uint32_t vdi) {
+  return config_.adapt == SieveConfig::Adapt::kClimb ? ClimberOf(vdi).fraction()
+                                                     : TunerOf(vdi).fraction();
+}
+
+double SieveAdmission::NextDraw() {
+  // splitmix64 of the draw count: a uniform number in [0, 1), the same in every run.
+  uint64_t z = (++draws_) * 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return static_cast<double>(z >> 11) * 0x1.0p-53;
+}
+
+void SieveAdmission::ExpireProbation() {
+  while (!probation_order_.empty() && probation_order_.front().first + config_.horizon <= clock_) {
+    const auto [admitted, key] = probation_order_.front();
+    probation_order_.pop_front();
+    auto it = probation_.find(key);
+    if (it == probation_.end() || it->second != admitted) continue;  // read since, or readmitted
+    probation_.erase(it);
+    TunerOf(key.vdi).OnWaste();
+  }
+}
+
 void SieveAdmission::OnAccess(const Access& access, bool hit) {
-  if (config_.adapt) ClimberOf(access.key.vdi).OnAccess(hit);
+  switch (config_.adapt) {
+    case SieveConfig::Adapt::kOff:
+      return;
+    case SieveConfig::Adapt::kClimb:
+      ClimberOf(access.key.vdi).OnAccess(hit);
+      return;
+    case SieveConfig::Adapt::kGhost:
+      ++clock_;
+      // A read hit pays a first-miss admission off (a write would have been cached anyway).
+      if (hit && access.op == Op::kRead && !probation_.empty()) probation_.erase(access.key);
+      ExpireProbation();
+      return;
+  }
 }
 
 bool SieveAdmission::Admit(const Access& access) {
   if (config_.threshold <= 1) return true;
   const SlotId e = lru_.Find(access.key);
   if (e == kNoSlot) {
-    if (config_.adapt) {
-      AdmitClimber& climber = ClimberOf(access.key.vdi);
-      // splitmix64 of the draw count: a uniform number in [0, 1), the same in every run.
-      uint64_t z = (++draws_) * 0x9E3779B97F4A7C15ull;
-      z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-      z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-      z ^= z >> 31;
-      if (static_cast<double>(z >> 11) * 0x1.0p-53 < climber.fraction()) {
-        climber.OnAdmit();
+    if (config_.adapt != SieveConfig::Adapt::kOff) {
+      // (kGhost) a first-miss admission missed again before the horizon: it was evicted early;
+      // neither paid off nor wasted.
+      if (!probation_.empty()) probation_.erase(access.key);
+      if (NextDraw() < FirstMissFraction(access.key.vdi)) {
+        if (config_.adapt == SieveConfig::Adapt::kClimb) {
+          ClimberOf(access.key.vdi).OnAdmit();
+        } else {
+          probation_[access.key] = clock_;
+          probation_order_.emplace_back(clock_, access.key);
+        }
         return true;  // admitted at its first miss: the sieve need not remember it
       }
     }
@@ -43,10 +95,14 @@ bool SieveAdmission::Admit(const Access& access) {
     return false;
   }
   const uint32_t count = lru_.tag(e) + 1u;
+  // A rejected first miss came back while remembered: that miss would have been a hit.
+  if (count == 2 && config_.adapt == SieveConfig::Adapt::kGhost) {
+    TunerOf(access.key.vdi).OnComeBack();
+  }
   if (count >= config_.threshold) {
     // Hit meeting the entrance condition: the block goes into the cache, the sieve forgets it.
     lru_.Erase(e);
-    if (config_.adapt) ClimberOf(access.key.vdi).OnAdmit();
+    if (config_.adapt == SieveConfig::Adapt::kClimb) ClimberOf(access.key.vdi).OnAdmit();
     return true;
   }
   lru_.set_tag(e, static_cast<uint8_t>(count));
@@ -56,13 +112,18 @@ bool SieveAdmission::Admit(const Access& access) {
 
 size_t SieveAdmission::MetadataBytes() const {
   return sizeof(*this) + lru_.MemoryBytes() +
-         climbers_.capacity() * (sizeof(uint32_t) + sizeof(AdmitClimber) + 1);
+         climbers_.capacity() * (sizeof(uint32_t) + sizeof(AdmitClimber) + 1) +
+         tuners_.capacity() * (sizeof(uint32_t) + sizeof(RegretTuner) + 1) +
+         probation_.capacity() * (sizeof(BlockKey) + sizeof(uint64_t) + 1) +
+         probation_order_.size() * sizeof(std::pair<uint64_t, BlockKey>);
 }
 
 void SieveAdmission::AnnotateVdiStats(absl::Span<VdiStats> rows) const {
   for (VdiStats& row : rows) {
-    auto it = climbers_.find(row.vdi);
-    if (it != climbers_.end()) row.admit_first = it->second.fraction();
+    if (auto it = climbers_.find(row.vdi); it != climbers_.end()) {
+      row.admit_first = it->second.fraction();
+    }
+    if (auto it = tuners_.find(row.vdi); it != tuners_.end()) row.admit_first = it->second.fraction();
   }
 }
 

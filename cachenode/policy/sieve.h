@@ -17,13 +17,19 @@
 // remembered by the sieve; the others go through the sieve as above. The choice among first
 // misses is a fixed pseudo-random sequence, so that a run is repeatable.
 //
+// With `adapt=ghost` a RegretTuner (admit_climber.h) moves the same fraction from the sieve's own
+// evidence instead: a rejected first miss that comes back while the sieve remembers it asks for
+// more, a first-miss admission not read again within `horizon` accesses asks for less.
+//
 // Thread-safety: not thread-safe; driven by one CacheDriver.
 #ifndef RINGCACHE_CACHENODE_POLICY_SIEVE_H_
 #define RINGCACHE_CACHENODE_POLICY_SIEVE_H_
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <string_view>
+#include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
@@ -36,8 +42,15 @@ namespace ringcache::policy {
 struct SieveConfig {
   uint32_t threshold = 2;  // read misses of a key (counting the admitting one) needed to admit
   size_t length = 0;       // keys the sieve-LRU remembers; 0 = a quarter of the cache (README)
-  bool adapt = false;      // tune the first-miss admission per VDI (AdmitClimber)
-  ClimberConfig climber;   // with adapt
+  // Tuning of the first-miss admission per VDI: none, AdmitClimber (`adapt=1`), or
+  // RegretTuner (`adapt=ghost`).
+  enum class Adapt : uint8_t { kOff, kClimb, kGhost };
+  Adapt adapt = Adapt::kOff;
+  ClimberConfig climber;   // with kClimb
+  RegretConfig regret;     // with kGhost
+  // With kGhost: a block admitted at its first miss and not read again within this many
+  // accesses is a waste. REQUIRES > 0 with kGhost (the registry sets twice the cache).
+  uint64_t horizon = 0;
   absl::Status Validate() const;
 };
 
@@ -60,10 +73,23 @@ class SieveAdmission final : public Admission {
 
  private:
   AdmitClimber& ClimberOf(uint32_t vdi);
+  RegretTuner& TunerOf(uint32_t vdi);
+  // The current fraction of first misses to admit for `vdi` (adaptive modes only).
+  double FirstMissFraction(uint32_t vdi);
+  // The next number of a fixed pseudo-random sequence, uniform in [0, 1).
+  double NextDraw();
+  // Counts as wastes the first-miss admissions older than the horizon that were not read again.
+  void ExpireProbation();
 
   SieveConfig config_;
   KeyLru lru_;
-  absl::flat_hash_map<uint32_t, AdmitClimber> climbers_;  // with adapt, by VDI
+  absl::flat_hash_map<uint32_t, AdmitClimber> climbers_;  // with kClimb, by VDI
+  absl::flat_hash_map<uint32_t, RegretTuner> tuners_;      // with kGhost, by VDI
+  // kGhost: blocks admitted at their first miss and not read since, with the access count at
+  // their admission, and the same in admission order.
+  absl::flat_hash_map<BlockKey, uint64_t> probation_;
+  std::deque<std::pair<uint64_t, BlockKey>> probation_order_;
+  uint64_t clock_ = 0;  // accesses seen (kGhost)
   uint64_t draws_ = 0;  // the pseudo-random sequence's position
 };
 
