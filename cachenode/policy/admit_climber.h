@@ -21,8 +21,9 @@
 // the sieve sees as they happen (our rule):
 //   - a come-back: a first miss the sieve rejected misses again while the sieve remembers it (had
 //     it been admitted, that miss would have been a hit): f += step;
-//   - a waste: a block admitted at its first miss is not read again within `horizon` accesses
-//     (it bought an SSD write and the space of a block that might have hit): f -= step * k, with
+//   - a waste: a block admitted at its first miss is not read again within `horizon` accesses,
+//     or misses again first (it bought an SSD write and the space of a block that might have
+//     hit): f -= step * k, with
 //     k = 1 + 1/budget (the displaced block's hit, plus the write at the budget's price).
 // Come-backs arrive at a rate (1 - f) p_c (only rejected misses can come back) and wastes at
 // f p_w, so f settles where they balance: f = p_c / (p_c + k p_w). Scans (p_c near 0) drive it

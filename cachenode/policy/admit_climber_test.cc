@@ -251,7 +251,16 @@ TEST(GhostSieveTest, AdmittedBlocksReadAgainAreNotWastes) {
   EXPECT_EQ(rows[0].admit_first, 1.0);
   s.OnAccess(Read(3000), false);
   s.AnnotateVdiStats(absl::MakeSpan(rows));
-  EXPECT_DOUBLE_EQ(rows[0].admit_first, 1.0 - (1.0 / 128) * (1 + 1.0 / 4));
+  const double waste = (1.0 / 128) * (1 + 1.0 / 4);
+  EXPECT_DOUBLE_EQ(rows[0].admit_first, 1.0 - waste);
+  // Block 20 admitted, then missed again before any read hit (it left the cache unpaid): a waste
+  // at once, not at the horizon.
+  s.OnAccess(Read(20), false);
+  EXPECT_TRUE(s.Admit(Read(20)));
+  s.OnAccess(Read(20), false);
+  s.Admit(Read(20));
+  s.AnnotateVdiStats(absl::MakeSpan(rows));
+  EXPECT_DOUBLE_EQ(rows[0].admit_first, 1.0 - 2 * waste);
   // And "adapt" takes only its words.
   PolicyContext ctx;
   ctx.capacity_blocks = 512;

@@ -77,9 +77,11 @@ bool SieveAdmission::Admit(const Access& access) {
   const SlotId e = lru_.Find(access.key);
   if (e == kNoSlot) {
     if (config_.adapt != SieveConfig::Adapt::kOff) {
-      // (kGhost) a first-miss admission missed again before the horizon: it was evicted early;
-      // neither paid off nor wasted.
-      if (!probation_.empty()) probation_.erase(access.key);
+      // (kGhost) a first-miss admission missed again before any read hit: it left the cache
+      // without paying for its write, a waste found before the horizon.
+      if (!probation_.empty() && probation_.erase(access.key) > 0) {
+        TunerOf(access.key.vdi).OnWaste();
+      }
       if (NextDraw() < FirstMissFraction(access.key.vdi)) {
         if (config_.adapt == SieveConfig::Adapt::kClimb) {
           ClimberOf(access.key.vdi).OnAdmit();

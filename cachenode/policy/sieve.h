@@ -19,7 +19,8 @@
 //
 // With `adapt=ghost` a RegretTuner (admit_climber.h) moves the same fraction from the sieve's own
 // evidence instead: a rejected first miss that comes back while the sieve remembers it asks for
-// more, a first-miss admission not read again within `horizon` accesses asks for less.
+// more, a first-miss admission not read again within `horizon` accesses (or missed again first)
+// asks for less.
 //
 // Thread-safety: not thread-safe; driven by one CacheDriver.
 #ifndef RINGCACHE_CACHENODE_POLICY_SIEVE_H_
