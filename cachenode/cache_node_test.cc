@@ -94,7 +94,7 @@ class CacheNodeTest : public testing::CacheNodeHarness {
 };
 
 TEST_F(CacheNodeTest, UnalignedWritesReadBackAndUnwrittenIsZero) {
-  Start();
+  ASSERT_NO_FATAL_FAILURE(Start());
   const std::string a = Pattern(1, 10000);
   ASSERT_TRUE(Write(kObj - 3000, a).ok());  // crosses an object boundary, partial blocks
   EXPECT_EQ(Read(kObj - 3000, a.size()), a);
@@ -103,7 +103,7 @@ TEST_F(CacheNodeTest, UnalignedWritesReadBackAndUnwrittenIsZero) {
 }
 
 TEST_F(CacheNodeTest, DirtyBlocksSurviveRestartAndFlushReachesHome) {
-  Start();
+  ASSERT_NO_FATAL_FAILURE(Start());
   const std::string a = Pattern(2, 3 * kBs);
   ASSERT_TRUE(Write(7 * kBs, a).ok());
   const uint64_t dirty = node_->dirty_blocks();
@@ -123,7 +123,7 @@ TEST_F(CacheNodeTest, DirtyBlocksSurviveRestartAndFlushReachesHome) {
 // its own writes order after everything the old one wrote (else the data nodes would refuse
 // their destage as older).
 TEST_F(CacheNodeTest, NewSsdReplaysTheOldIncarnationsLogBeforeServing) {
-  Start();
+  ASSERT_NO_FATAL_FAILURE(Start());
   const std::string old_id = node_->incarnation();
   const std::string a = Pattern(3, 4 * kBs);
   ASSERT_TRUE(Write(20 * kBs, a).ok());
@@ -134,7 +134,7 @@ TEST_F(CacheNodeTest, NewSsdReplaysTheOldIncarnationsLogBeforeServing) {
   for (const auto& e : std::filesystem::directory_iterator(dir_)) {
     if (e.path().filename().string().rfind("ssd.slots", 0) == 0) std::filesystem::remove(e.path());
   }
-  Start();
+  ASSERT_NO_FATAL_FAILURE(Start());
   EXPECT_NE(node_->incarnation(), old_id);
   EXPECT_EQ(node_->dirty_blocks(), 0u);
   EXPECT_EQ(HomeBlock(21), a.substr(kBs, kBs));
@@ -161,7 +161,7 @@ TEST_F(CacheNodeTest, OldSsdPutBackAfterATakeoverIsRefused) {
       }
     }
   };
-  Start();
+  ASSERT_NO_FATAL_FAILURE(Start());
   const std::string a = Pattern(5, 2 * kBs);
   ASSERT_TRUE(Write(30 * kBs, a).ok());  // dirty on the old SSD
   node_.reset();
@@ -180,7 +180,7 @@ TEST_F(CacheNodeTest, OldSsdPutBackAfterATakeoverIsRefused) {
   EXPECT_NE(stale.status().message().find(current), absl::string_view::npos) << stale.status();
   move_disk(dir_, dir_ + "/stale-disk");
   move_disk(dir_ + "/current-disk", dir_);
-  Start();
+  ASSERT_NO_FATAL_FAILURE(Start());
   EXPECT_EQ(node_->incarnation(), current);
   EXPECT_EQ(Read(30 * kBs, b.size()), b);
 }
@@ -262,7 +262,7 @@ TEST_F(CacheNodeTest, StateFilesGoToTheStateDirectory) {
   std::filesystem::create_directories(state);
   config_.ssd_path = ssd_dir + "/device";
   config_.state_dir = state;
-  Start();
+  ASSERT_NO_FATAL_FAILURE(Start());
   const std::string a = Pattern(5, 2 * kBs);
   ASSERT_TRUE(Write(3 * kBs, a).ok());
   Start();  // restart: ownership, VDIs and log sequence come back from the state directory
@@ -301,7 +301,7 @@ TEST_F(CacheNodeTest, BlockDeviceWithoutStateDirectoryIsRefused) {
 }
 
 TEST_F(CacheNodeTest, EvictionDestagesDirtyBlocksBeforeReuse) {
-  Start();
+  ASSERT_NO_FATAL_FAILURE(Start());
   // Four times the cache: most blocks are evicted, and each dirty one must be destaged first.
   const int blocks = 1024;
   for (int b = 0; b < blocks; ++b) {
@@ -314,7 +314,7 @@ TEST_F(CacheNodeTest, EvictionDestagesDirtyBlocksBeforeReuse) {
 }
 
 TEST_F(CacheNodeTest, ModesAndLeavingWriteBackDestagesFirst) {
-  Start();
+  ASSERT_NO_FATAL_FAILURE(Start());
   ASSERT_TRUE(Write(0, Pattern(3, kBs)).ok());
   EXPECT_EQ(node_->dirty_blocks(), 1u);
   ASSERT_TRUE(node_->SetMode(1, CacheMode::kWriteThrough).ok());
@@ -341,7 +341,7 @@ TEST_F(CacheNodeTest, ModesAndLeavingWriteBackDestagesFirst) {
 
 TEST_F(CacheNodeTest, CorruptCleanSlotIsRefetchedNeverReturned) {
   config_.ram_bytes = 0;  // keep the block on SSD
-  Start();
+  ASSERT_NO_FATAL_FAILURE(Start());
   ASSERT_TRUE(node_->SetMode(1, CacheMode::kWriteThrough).ok());
   const std::string a = Pattern(6, kBs);
   ASSERT_TRUE(Write(3 * kBs, a).ok());
@@ -357,12 +357,12 @@ TEST_F(CacheNodeTest, CorruptCleanSlotIsRefetchedNeverReturned) {
     ASSERT_EQ(::pwrite(fd, &c, 1, static_cast<off_t>(pos + 100)), 1);
     ::close(fd);
   }
-  Start();
+  ASSERT_NO_FATAL_FAILURE(Start());
   EXPECT_EQ(Read(3 * kBs, kBs), a) << "a corrupt clean copy is replaced by the home copy";
 }
 
 TEST_F(CacheNodeTest, WriteZeroesAndTrim) {
-  Start();
+  ASSERT_NO_FATAL_FAILURE(Start());
   ASSERT_TRUE(Write(0, Pattern(7, 4 * kBs)).ok());
   ASSERT_TRUE(node_->Trim(1, 0, 1000, 2 * kBs, /*zero=*/true).ok());
   const std::string got = Read(0, 4 * kBs);
@@ -380,7 +380,7 @@ TEST_F(CacheNodeTest, WriteZeroesAndTrim) {
 TEST_F(CacheNodeTest, IdleNodeDestagesByItself) {
   config_.idle_ops_per_s = 1;
   config_.idle_window_ms = 100;
-  Start();
+  ASSERT_NO_FATAL_FAILURE(Start());
   ASSERT_TRUE(Write(0, Pattern(8, 8 * kBs)).ok());
   // Bounded wait for the background destager (a liveness check, not a speed assertion).
   for (int i = 0; i < 600 && node_->dirty_blocks() > 0; ++i) {
@@ -395,7 +395,7 @@ TEST_F(CacheNodeTest, ClosedDestageGateStopsBackgroundDestageButNotFlush) {
   // have a new owner); the gateway's explicit Flush still destages.
   config_.idle_ops_per_s = 1;
   config_.idle_window_ms = 100;
-  Start();
+  ASSERT_NO_FATAL_FAILURE(Start());
   std::atomic<bool> open{true};
   node_->SetDestageGate([&open] { return open.load(); });
   ASSERT_TRUE(Write(0, Pattern(8, 8 * kBs)).ok());
@@ -410,7 +410,7 @@ TEST_F(CacheNodeTest, ClosedDestageGateStopsBackgroundDestageButNotFlush) {
 }
 
 TEST_F(CacheNodeTest, DropBlocksKeepsOwnedObjectsAndNeverDestages) {
-  Start();
+  ASSERT_NO_FATAL_FAILURE(Start());
   // Two members: find one object this node (id 1) owns and one it does not.
   ring::RingConfig rc;
   rc.members = {{1, 1.0, ""}, {2, 1.0, ""}};
@@ -447,7 +447,7 @@ TEST_F(CacheNodeTest, DropBlocksKeepsOwnedObjectsAndNeverDestages) {
 }
 
 TEST_F(CacheNodeTest, InvalidateVdiDropsCleanBlocksKeepsDirtyOnesAndLosesNoConcurrentWrite) {
-  Start();
+  ASSERT_NO_FATAL_FAILURE(Start());
   for (uint64_t b = 0; b < 10; ++b) ASSERT_TRUE(Write(b * kBs, Pattern(b, kBs)).ok());
   ASSERT_TRUE(node_->Flush(0).ok());
   ASSERT_TRUE(Write(20 * kBs, Pattern(20, kBs)).ok());  // dirty: the only copy
@@ -494,7 +494,7 @@ TEST_F(CacheNodeTest, DirtyHighWatermarkForcesDestageUnderLoad) {
   // destage down to below 10%, even though the foreground keeps writing.
   config_.dirty_high_watermark = 0.2;
   config_.dirty_low_watermark = 0.1;
-  Start();
+  ASSERT_NO_FATAL_FAILURE(Start());
   for (int b = 0; b < 80; ++b) ASSERT_TRUE(Write(static_cast<uint64_t>(b) * kBs, Pattern(300 + b, kBs)).ok());
   for (int i = 0; i < 600 && node_->dirty_blocks() >= 0.1 * 256; ++i) {
     ASSERT_TRUE(Write(100 * kBs, Pattern(i, kBs)).ok());  // keep the node busy
@@ -509,7 +509,7 @@ TEST_F(CacheNodeTest, AgingDestagesOldDirtyBlocksUnderLoadBelowTheWatermarks) {
   // destage. Blocks dirty for more than half of 400 ms go home while the foreground keeps
   // writing one other block.
   config_.dirty_age_target_ms = 400;
-  Start();
+  ASSERT_NO_FATAL_FAILURE(Start());
   for (int b = 0; b < 20; ++b) ASSERT_TRUE(Write(static_cast<uint64_t>(b) * kBs, Pattern(500 + b, kBs)).ok());
   bool home = false;
   for (int i = 0; i < 400 && !home; ++i) {
@@ -530,7 +530,7 @@ TEST_F(CacheNodeTest, WritersAreHeldBeforeTheDirtyCapNeverFailed) {
   config_.dirty_low_watermark = 0.05;
   config_.dirty_cap = 0.2;
   config_.dirty_age_target_ms = 0;
-  Start();
+  ASSERT_NO_FATAL_FAILURE(Start());
   EXPECT_EQ(WriteDistinctBlocks(4, 30, 700), 0);
   for (uint64_t b = 0; b < 4 * 30; ++b) ASSERT_EQ(Read(b * kBs, kBs), Pattern(700 + b, kBs)) << b;
   const std::string text = registry_.Render();
@@ -545,7 +545,7 @@ TEST_F(CacheNodeTest, AVdiAtItsDirtyCapIsDestagedFirstAndItsWritersHeld) {
   // cap (10% = 25 blocks) can start destage. Its writers are held while its blocks go home, and
   // every write succeeds.
   config_.vdi_dirty_cap = 0.1;
-  Start();
+  ASSERT_NO_FATAL_FAILURE(Start());
   EXPECT_EQ(WriteDistinctBlocks(2, 30, 900), 0);
   EXPECT_LT(node_->dirty_blocks(), 60u) << "the VDI at its cap was destaged under load";
   EXPECT_EQ(HomeBlock(0), Pattern(900, kBs)) << "its oldest blocks went home first";
@@ -555,7 +555,7 @@ TEST_F(CacheNodeTest, AVdiAtItsDirtyCapIsDestagedFirstAndItsWritersHeld) {
 TEST_F(CacheNodeTest, ConcurrentWritersAndReadersSeeTheirData) {
   config_.idle_ops_per_s = 1;
   config_.idle_window_ms = 50;  // destage runs concurrently too
-  Start();
+  ASSERT_NO_FATAL_FAILURE(Start());
   constexpr int kThreads = 4, kBlocksPerThread = 200, kRounds = 3;
   std::vector<std::thread> threads;
   std::atomic<int> errors{0};
@@ -579,7 +579,7 @@ TEST_F(CacheNodeTest, ConcurrentWritersAndReadersSeeTheirData) {
 }
 
 TEST_F(CacheNodeTest, DestageTakesTheColdestQueueFirst) {
-  Start();
+  ASSERT_NO_FATAL_FAILURE(Start());
   v1::VdiGeometry cold = geometry_;
   cold.set_vdi_id(2);
   cold.set_name("cold");
@@ -601,7 +601,7 @@ TEST_F(CacheNodeTest, DestageTakesTheColdestQueueFirst) {
 TEST_F(CacheNodeTest, PolicySwitchesUnderAWriteLoopLoseNothing) {
   config_.idle_ops_per_s = 1;
   config_.idle_window_ms = 50;  // destage runs concurrently too
-  Start();
+  ASSERT_NO_FATAL_FAILURE(Start());
   // Two writers write, read back and verify 300 blocks (more than the SSD holds, so blocks are
   // evicted and dirty ones destaged first) while VDI 1's policy switches among the orders,
   // admissions, bypasses and victims, and back to the node's.
@@ -673,7 +673,7 @@ TEST_F(CacheNodeTest, SieveOfTheRamTierDropsBlocksReadOnceInsteadOfWritingThem) 
   // twice gets an SSD slot.
   config_.policy = "vbq+lru";  // every read miss is admitted (into RAM)
   config_.placement = "lru(sieve=1)";
-  Start();
+  ASSERT_NO_FATAL_FAILURE(Start());
   auto ssd_writes = [&] {
     std::vector<v1::VdiCacheStats> stats;
     node_->Stats(1, &stats);
@@ -705,7 +705,7 @@ TEST_F(CacheNodeTest, ExclusiveRamTierAddsCapacityAndLosesNothing) {
   config_.ram_bytes = 128 * kBs;  // 256 slots (230 after the reserve) + 128 RAM blocks
   config_.idle_ops_per_s = 1;
   config_.idle_window_ms = 50;  // destage runs concurrently
-  Start();
+  ASSERT_NO_FATAL_FAILURE(Start());
   const std::string zeros(kBs, '\0');
   // 330 blocks read three times: more than the SSD's slots, less than slots + RAM.
   for (int pass = 0; pass < 3; ++pass) {
@@ -743,7 +743,7 @@ TEST_F(CacheNodeTest, ExclusiveRamTierAddsCapacityAndLosesNothing) {
   // Dirty blocks that were in RAM survive a restart (their slots held them all along).
   const std::string a = Pattern(6, 3 * kBs);
   ASSERT_TRUE(Write(600 * kBs, a).ok());
-  Start();
+  ASSERT_NO_FATAL_FAILURE(Start());
   EXPECT_EQ(Read(600 * kBs, a.size()), a);
   ASSERT_TRUE(node_->Flush(0).ok());
   EXPECT_EQ(node_->dirty_blocks(), 0u);
@@ -754,7 +754,7 @@ TEST_F(CacheNodeTest, ExclusiveRamTierAddsCapacityAndLosesNothing) {
 }
 
 TEST_F(CacheNodeTest, RestartedNodeKnowsItsVdisBeforeAnyGateway) {
-  Start();
+  ASSERT_NO_FATAL_FAILURE(Start());
   ASSERT_TRUE(node_->SetMode(1, CacheMode::kWriteBack).ok());
   const std::string a = Pattern(77, 4 * kBs);
   ASSERT_TRUE(Write(3 * kBs, a).ok());
@@ -772,7 +772,7 @@ TEST_F(CacheNodeTest, RestartedNodeKnowsItsVdisBeforeAnyGateway) {
 }
 
 TEST_F(CacheNodeTest, WriteThatCannotStartBeforeItsDeadlineChangesNothing) {
-  Start();
+  ASSERT_NO_FATAL_FAILURE(Start());
   const std::string a = Pattern(78, kBs);
   ASSERT_TRUE(Write(0, a).ok());
   const std::string b = Pattern(79, kBs);

@@ -60,7 +60,7 @@ class OwnershipTest : public testing::CacheNodeHarness {
 // stop the node's replay for good).
 TEST_F(OwnershipTest, ReplaySkipsADamagedCopyForAGoodOneAndGoesOn) {
   SetUpCluster(4, 3, 1);  // N = 3: two log copies of every write
-  Start();
+  ASSERT_NO_FATAL_FAILURE(Start());
   const std::string a(kBs, 'a'), b(kBs, 'b');
   ASSERT_TRUE(node_->Write(1, 5, 0, kBs, a.data()).ok());
   ASSERT_TRUE(node_->Write(1, 6, 0, kBs, b.data()).ok());
@@ -94,8 +94,8 @@ TEST_F(OwnershipTest, ReplaySkipsADamagedCopyForAGoodOneAndGoesOn) {
 // with its old dirty block and destages. The data nodes refuse the older version and node 1
 // discards its obsolete copy: the newest acknowledged write survives.
 TEST_F(OwnershipTest, ReturningNodeCannotOverwriteNewerData) {
-  SetUpCluster(3, 2, 1);
-  Start();
+  ASSERT_NO_FATAL_FAILURE(SetUpCluster(3, 2, 1));
+  ASSERT_NO_FATAL_FAILURE(Start());
   const std::string a(kBs, 'a'), b(kBs, 'b');
   node_->ObserveEpoch(1);
   ASSERT_TRUE(node_->Write(1, 5, 0, kBs, a.data()).ok());
@@ -130,9 +130,9 @@ TEST_F(OwnershipTest, ReturningNodeCannotOverwriteNewerData) {
 }
 
 TEST_F(OwnershipTest, QuarantineSurvivesRestartAndGatesEverything) {
-  SetUpCluster(3, 2, 1);
+  ASSERT_NO_FATAL_FAILURE(SetUpCluster(3, 2, 1));
   config_.idle_window_ms = 100;  // idle at once: destage runs unless gated
-  Start();
+  ASSERT_NO_FATAL_FAILURE(Start());
   const std::string a(kBs, 'a');
   // Quarantined first (as a lost lease does), then the block is dirty: nothing may go home.
   ASSERT_TRUE(node_->Write(1, 2, 0, kBs, a.data()).ok());
@@ -152,17 +152,17 @@ TEST_F(OwnershipTest, QuarantineSurvivesRestartAndGatesEverything) {
   EXPECT_TRUE(node_->CheckOwner().ok());
   EXPECT_TRUE(WaitFor([&] { return node_->dirty_blocks() == 0; }));
   EXPECT_EQ(Home(2, 0), a);
-  Start();
+  ASSERT_NO_FATAL_FAILURE(Start());
   EXPECT_FALSE(node_->ownership()->quarantined());
   EXPECT_EQ(node_->epoch(), 7u) << "the epoch is persisted";
 }
 
 TEST_F(OwnershipTest, ReclaimerDoesNotDestageWhileFenced) {
-  SetUpCluster(1, 1, 1);
+  ASSERT_NO_FATAL_FAILURE(SetUpCluster(1, 1, 1));
   config_.policy = "lru";  // admits every read miss: reads evict the dirty blocks
   config_.dirty_high_watermark = 0.95;  // no forced destage: only the reclaimer is under test
   config_.dirty_low_watermark = 0.9;
-  Start();
+  ASSERT_NO_FATAL_FAILURE(Start());
   const uint32_t per_obj = kHarnessObject / kBs;
   // Dirty blocks filling the cache (N = 1: no log, nothing reaches the data node yet).
   const uint32_t dirty = 200;
@@ -200,8 +200,8 @@ std::string Tagged(uint64_t object, uint32_t block, uint32_t gen) {
 // of another object takes that slot: the destage must not send the other block's data home
 // under this block's key. DropBlocks now waits for the object's stripe, which the destage holds.
 TEST_F(OwnershipTest, DestageNeverSendsAnotherBlocksSlot) {
-  SetUpCluster(1, 1, 1);
-  Start();
+  ASSERT_NO_FATAL_FAILURE(SetUpCluster(1, 1, 1));
+  ASSERT_NO_FATAL_FAILURE(Start());
   const uint32_t per_obj = kHarnessObject / kBs;
   ASSERT_TRUE(node_->Write(1, 0, 0, kBs, Tagged(0, 0, 1).data()).ok());
   // Push block 0 out of the RAM tier (a dirty block keeps its slot): destage reads the slot.
@@ -238,7 +238,7 @@ TEST_F(OwnershipTest, DestageNeverSendsAnotherBlocksSlot) {
 // is (a retried fdatasync would "succeed" after Linux dropped the pages), the node fences
 // itself and reports it, and its acknowledged dirty blocks come back from their log replicas.
 TEST_F(OwnershipTest, FailedFdatasyncIsStickyAndLosesNothing) {
-  SetUpCluster(3, 2, 1);
+  ASSERT_NO_FATAL_FAILURE(SetUpCluster(3, 2, 1));
   FaultInjectionFile* file = nullptr;
   config_.open_ssd_file = [&file](const std::string& path)
       -> absl::StatusOr<std::unique_ptr<File>> {
@@ -248,7 +248,7 @@ TEST_F(OwnershipTest, FailedFdatasyncIsStickyAndLosesNothing) {
     file = f.get();
     return std::unique_ptr<File>(std::move(f));
   };
-  Start();
+  ASSERT_NO_FATAL_FAILURE(Start());
   ASSERT_NE(file, nullptr);
   const std::string a(kBs, 'a'), b(kBs, 'b'), c(kBs, 'c');
   for (uint32_t i = 0; i < 8; ++i) ASSERT_TRUE(node_->Write(1, 3, i * kBs, kBs, a.data()).ok());

@@ -66,8 +66,8 @@ class RingFollowerTest : public testing::CacheNodeHarness {
 };
 
 TEST_F(RingFollowerTest, FollowsTheCacheRingEpochAndNewerDataRings) {
-  SetUpCluster(3, 2, 1);
-  Start();
+  ASSERT_NO_FATAL_FAILURE(SetUpCluster(3, 2, 1));
+  ASSERT_NO_FATAL_FAILURE(Start());
   CacheNodeService service(node_.get(), &registry_);
   RequestGate* gate = service.gate();
   PublishCacheRing(40);
@@ -107,8 +107,8 @@ TEST_F(RingFollowerTest, FollowsTheCacheRingEpochAndNewerDataRings) {
 // A coordinator of an earlier release writes the rings without their epochs: the node then reads
 // them whole at each resync (the watch on the epochs sees nothing).
 TEST_F(RingFollowerTest, RingsWithoutTheirEpochsAreReadWholeAtResync) {
-  SetUpCluster(3, 2, 1);
-  Start();
+  ASSERT_NO_FATAL_FAILURE(SetUpCluster(3, 2, 1));
+  ASSERT_NO_FATAL_FAILURE(Start());
   CacheNodeService service(node_.get(), &registry_);
   RequestGate* gate = service.gate();
   membership::CacheRingState st;

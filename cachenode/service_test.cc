@@ -33,8 +33,8 @@ TEST(RingEpochGuardTest, RemembersTheHighestAndRefusesOlder) {
 class ServiceEpochTest : public testing::CacheNodeHarness {};
 
 TEST_F(ServiceEpochTest, StaleWriteIsRefusedAndChangesNothing) {
-  SetUpCluster(2, 1, 1);
-  Start();
+  ASSERT_NO_FATAL_FAILURE(SetUpCluster(2, 1, 1));
+  ASSERT_NO_FATAL_FAILURE(Start());
   CacheNodeService service(node_.get(), &registry_);
   auto write = [&](uint64_t epoch, char fill) {
     v1::CacheWriteRequest req;
@@ -78,8 +78,8 @@ TEST_F(ServiceEpochTest, StaleWriteIsRefusedAndChangesNothing) {
 // 9, a step of term 8 (a coordinator that lost its election and goes on) is refused, counted and
 // changes nothing; a plain flush and term 0 (static mode) are not term-fenced.
 TEST_F(ServiceEpochTest, ControlStepsOfAnOlderTermAreRefused) {
-  SetUpCluster(2, 1, 1);
-  Start();
+  ASSERT_NO_FATAL_FAILURE(SetUpCluster(2, 1, 1));
+  ASSERT_NO_FATAL_FAILURE(Start());
   CacheNodeService service(node_.get(), &registry_);
   v1::CacheWriteRequest w;
   w.set_vdi_id(1);
@@ -138,8 +138,8 @@ TEST_F(ServiceEpochTest, ControlStepsOfAnOlderTermAreRefused) {
 // Advance (the coordinator's flush with an epoch): from the call on, older requests are refused;
 // it returns only once the ones admitted under an older epoch finished, whoever sent them.
 TEST_F(ServiceEpochTest, AdvanceWaitsForOlderRequestsAndRefusesNewOldOnes) {
-  SetUpCluster(2, 1, 1);
-  Start();
+  ASSERT_NO_FATAL_FAILURE(SetUpCluster(2, 1, 1));
+  ASSERT_NO_FATAL_FAILURE(Start());
   RequestGate gate(node_.get(), nullptr);
   RequestGate::Pass old_request, current;
   ASSERT_TRUE(gate.Admit(4, &old_request).ok());
@@ -170,8 +170,8 @@ TEST_F(ServiceEpochTest, AdvanceWaitsForOlderRequestsAndRefusesNewOldOnes) {
 }
 
 TEST_F(ServiceEpochTest, WriteAndTrimCheckTheGateRightBeforeWriting) {
-  SetUpCluster(2, 1, 1);
-  Start();
+  ASSERT_NO_FATAL_FAILURE(SetUpCluster(2, 1, 1));
+  ASSERT_NO_FATAL_FAILURE(Start());
   const std::string a(4096, 'a'), b(4096, 'b');
   ASSERT_TRUE(node_->Write(1, 2, 0, 4096, a.data()).ok());
   std::atomic<bool> open{false};

@@ -113,7 +113,7 @@ class WriteLogTest : public testing::CacheNodeHarness {
 // flight, the appends that arrive wait and go together in the next call. Every append is still
 // acknowledged only with its own records durable, and every record lands.
 TEST_F(WriteLogTest, ConcurrentAppendsShareLogAppendCalls) {
-  Init(3, 2);
+  ASSERT_NO_FATAL_FAILURE(Init(3, 2));
   constexpr int kThreads = 16, kEach = 40;
   std::atomic<int> failures{0};
   std::vector<std::thread> threads;
@@ -192,7 +192,7 @@ TEST_F(WriteLogTest, AppendsRetryDataNodesThatResetTheirConnection) {
 // The same for versioned writes home (destage, write-through, replay): a home that resets its
 // connection once is asked again, and the write succeeds; one that keeps resetting fails it.
 TEST_F(WriteLogTest, StampedHomeWritesRetryDataNodesThatResetTheirConnection) {
-  Init(3, 3);
+  ASSERT_NO_FATAL_FAILURE(Init(3, 3));
   absl::Mutex mu;
   std::map<uint32_t, int> calls;
   pool_->set_write_fault_for_test([&](uint32_t node) {
@@ -217,22 +217,22 @@ TEST_F(WriteLogTest, StampedHomeWritesRetryDataNodesThatResetTheirConnection) {
 }
 
 TEST_F(WriteLogTest, TwoReplicasKeepOneLogCopyOutsideTheHomes) {
-  Init(4, 2);
-  Start();
+  ASSERT_NO_FATAL_FAILURE(Init(4, 2));
+  ASSERT_NO_FATAL_FAILURE(Start());
   for (uint64_t b = 0; b < 40; ++b) ASSERT_TRUE(WriteBlock(b * 3, Pattern(b)).ok());
   ExpectCopies(2, false);
 }
 
 TEST_F(WriteLogTest, ThreeReplicasKeepTwoLogCopiesOutsideTheHomes) {
-  Init(5, 3);
-  Start();
+  ASSERT_NO_FATAL_FAILURE(Init(5, 3));
+  ASSERT_NO_FATAL_FAILURE(Start());
   for (uint64_t b = 0; b < 40; ++b) ASSERT_TRUE(WriteBlock(b * 5, Pattern(b)).ok());
   ExpectCopies(3, false);
 }
 
 TEST_F(WriteLogTest, TooSmallClusterOverlapsHomesAndCountsIt) {
   Init(3, 3);  // 2N-1 = 5 > 3 data nodes
-  Start();
+  ASSERT_NO_FATAL_FAILURE(Start());
   for (uint64_t b = 0; b < 10; ++b) ASSERT_TRUE(WriteBlock(b * 17, Pattern(b)).ok());
   ExpectCopies(3, true);
   EXPECT_NE(registry_.Render().find("ringcache_cachenode_log_overlap_records_total{node=\"9\"} 20"),
@@ -241,8 +241,8 @@ TEST_F(WriteLogTest, TooSmallClusterOverlapsHomesAndCountsIt) {
 }
 
 TEST_F(WriteLogTest, DestageReclaimsRecordsAndOverwritesRetireOldOnes) {
-  Init(4, 3);
-  Start();
+  ASSERT_NO_FATAL_FAILURE(Init(4, 3));
+  ASSERT_NO_FATAL_FAILURE(Start());
   for (int round = 0; round < 5; ++round) {
     for (uint64_t b = 0; b < 20; ++b) ASSERT_TRUE(WriteBlock(b, Pattern(round * 100 + b)).ok());
   }
@@ -256,8 +256,8 @@ TEST_F(WriteLogTest, DestageReclaimsRecordsAndOverwritesRetireOldOnes) {
 }
 
 TEST_F(WriteLogTest, ReplayAfterLossRestoresLatestAcknowledgedData) {
-  Init(5, 3);
-  Start();
+  ASSERT_NO_FATAL_FAILURE(Init(5, 3));
+  ASSERT_NO_FATAL_FAILURE(Start());
   // Block 1: destaged v1, then dirty v2. Block 2: v1 then v2, both dirty (superseded record).
   // Block 3: dirty, then trimmed. Block 20..35: a whole dirty object.
   ASSERT_TRUE(WriteBlock(1, Pattern(11)).ok());
@@ -294,8 +294,8 @@ TEST_F(WriteLogTest, ReplayAfterLossRestoresLatestAcknowledgedData) {
 }
 
 TEST_F(WriteLogTest, DamagedDirtySlotsAreRestoredFromTheLog) {
-  Init(4, 2);
-  Start();
+  ASSERT_NO_FATAL_FAILURE(Init(4, 2));
+  ASSERT_NO_FATAL_FAILURE(Start());
   for (uint64_t b = 0; b < 8; ++b) ASSERT_TRUE(WriteBlock(b, Pattern(70 + b)).ok());
   node_.reset();
   // Flip a byte in every slot's data (data area starts at 1 MiB for 256 slots).
@@ -329,13 +329,13 @@ TEST_F(WriteLogTest, DamagedDirtySlotsAreRestoredFromTheLog) {
 // and some of those copies rot meanwhile (a scrub lists them). When it is back, the collector
 // drops the leftovers, the damaged ones too: left behind, they would stay listed for good.
 TEST_F(WriteLogTest, DamagedLeftoverRecordsAreCollected) {
-  Init(5, 2);
+  ASSERT_NO_FATAL_FAILURE(Init(5, 2));
   // No background destage: it would retire the first writes' records before the data node
   // goes down, and the test would damage records already gone.
   config_.idle_ops_per_s = 1e9;
   config_.idle_window_ms = 1000000;
   config_.dirty_age_target_ms = 0;
-  Start();
+  ASSERT_NO_FATAL_FAILURE(Start());
   for (uint64_t b = 0; b < 32; ++b) ASSERT_TRUE(WriteBlock(b, Pattern(b)).ok());
   auto logs = LogsByDataNode();
   uint32_t down = 0;
@@ -385,10 +385,10 @@ TEST_F(WriteLogTest, DamagedLeftoverRecordsAreCollected) {
 }
 
 TEST_F(WriteLogTest, RestartKeepsTheHotSetWarm) {
-  Init(3, 2);
+  ASSERT_NO_FATAL_FAILURE(Init(3, 2));
   config_.ssd_bytes = 1024 * kBs;
   config_.ram_bytes = 32 * kBs;  // RAM is not persistent: ~6% of the hot set, as by default
-  Start();
+  ASSERT_NO_FATAL_FAILURE(Start());
   const uint64_t hot = 500;
   for (uint64_t b = 0; b < hot; ++b) ASSERT_TRUE(WriteBlock(b, Pattern(b)).ok());
   ASSERT_TRUE(node_->Flush(0).ok());  // clean, as a hot set usually is
@@ -409,9 +409,9 @@ TEST_F(WriteLogTest, RestartKeepsTheHotSetWarm) {
 }
 
 TEST_F(WriteLogTest, LogCopiesOnALostDataNodeAreWrittenAgainElsewhere) {
-  Init(5, 3);
+  ASSERT_NO_FATAL_FAILURE(Init(5, 3));
   config_.relog_after_ms = 300;
-  Start();
+  ASSERT_NO_FATAL_FAILURE(Start());
   for (uint64_t b = 0; b < 48; ++b) ASSERT_TRUE(WriteBlock(b * 7, Pattern(b)).ok());
   // Lose the data node that holds the most log copies.
   auto logs = LogsByDataNode();
@@ -436,7 +436,7 @@ TEST_F(WriteLogTest, LogCopiesOnALostDataNodeAreWrittenAgainElsewhere) {
   for (int i = 0; i < 200 && !(ok = live_copies_ok()); ++i) usleep(100 * 1000);
   EXPECT_TRUE(ok) << "dirty blocks still have copies on the lost data node only";
   // And a restart keeps pointing at the new records (the slots were updated).
-  Start();
+  ASSERT_NO_FATAL_FAILURE(Start());
   for (uint64_t b = 0; b < 48; ++b) EXPECT_EQ(ReadBlock(b * 7), Pattern(b)) << b;
 }
 
@@ -445,8 +445,8 @@ TEST_F(WriteLogTest, LogCopiesOnALostDataNodeAreWrittenAgainElsewhere) {
 // first, so a write whose records were not durable when the scan ran is refused (kFenced: the
 // gateway retries it on the new owner), never acknowledged and missed.
 TEST_F(WriteLogTest, WriteOfANodeWhoseLogWasSealedIsNotAcknowledged) {
-  Init(5, 3);
-  Start();
+  ASSERT_NO_FATAL_FAILURE(Init(5, 3));
+  ASSERT_NO_FATAL_FAILURE(Start());
   ASSERT_TRUE(node_->ownership()->ObserveEpoch(5).ok());
   ASSERT_TRUE(WriteBlock(1, Pattern(1)).ok());
   const size_t before = TotalRecords();
@@ -480,9 +480,9 @@ TEST_F(WriteLogTest, FencedNodeDoesNotLogAgainForALostDataNode) {
   // Cluster mode: a fenced node's log may already have been replayed and dropped by the gateway;
   // a record written again after that would outlive the replay (and a later replay would put it
   // over newer data). Relogging waits for the gate, like background destage.
-  Init(5, 3);
+  ASSERT_NO_FATAL_FAILURE(Init(5, 3));
   config_.relog_after_ms = 300;
-  Start();
+  ASSERT_NO_FATAL_FAILURE(Start());
   std::atomic<bool> open{true};
   node_->SetDestageGate([&open] { return open.load(); });
   for (uint64_t b = 0; b < 48; ++b) ASSERT_TRUE(WriteBlock(b * 7, Pattern(b)).ok());

@@ -25,8 +25,8 @@ namespace {
 class DataChannelTest : public cachenode::testing::CacheNodeHarness {
  protected:
   void SetUp() override {
-    SetUpCluster(3, 2, 1);
-    Start();
+    ASSERT_NO_FATAL_FAILURE(SetUpCluster(3, 2, 1));
+    ASSERT_NO_FATAL_FAILURE(Start());
     gate_ = std::make_unique<cachenode::RequestGate>(node_.get(), &registry_);
     StartServer(0);
   }

@@ -1,16 +1,20 @@
 // Test-only: the set-up shared by cache node tests — M embedded data nodes (real gRPC), their
 // pool, VDI 1 ("v", 64 MiB, 64 KiB objects of 4 KiB blocks) registered on them, a small
 // CacheNodeConfig in a per-test directory that never goes idle on its own, and Start() to
-// (re)open the cache node on the same SSD file.
+// (re)open the cache node on the same SSD file. Tests call SetUpCluster and Start inside
+// ASSERT_NO_FATAL_FAILURE, so that a failed set-up ends the test instead of leaving a null node.
 //
 // Thread-safety: a gtest fixture; used by the test's thread.
 #ifndef RINGCACHE_CACHENODE_TESTING_CACHE_NODE_HARNESS_H_
 #define RINGCACHE_CACHENODE_TESTING_CACHE_NODE_HARNESS_H_
 
+#include <chrono>
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <thread>
 
+#include "absl/status/status.h"
 #include "cachenode/cache_node.h"
 #include "cachenode/testing/embedded_datanodes.h"
 #include "gtest/gtest.h"
@@ -37,7 +41,15 @@ class CacheNodeHarness : public ::testing::Test {
     geometry_.set_object_size(kHarnessObject);
     geometry_.set_block_size(kHarnessBlock);
     geometry_.set_replication(replication);
-    ASSERT_TRUE(pool_->PutVdi(geometry_, datanode::DataNodePool::AllComplete).ok());
+    // Under a loaded machine (the sanitizer pass beside other tests) a data node's first answer
+    // can miss the call's deadline: try again for up to a minute before failing the test.
+    absl::Status put;
+    for (int attempt = 0; attempt < 30; ++attempt) {
+      put = pool_->PutVdi(geometry_, datanode::DataNodePool::AllComplete);
+      if (put.ok() || (!absl::IsUnavailable(put) && !absl::IsDeadlineExceeded(put))) break;
+      std::this_thread::sleep_for(std::chrono::seconds(2));
+    }
+    ASSERT_TRUE(put.ok()) << put;
     config_.node_id = node_id;
     config_.ssd_path = dir_ + "/ssd.slots";
     config_.ssd_bytes = 256 * kHarnessBlock;
