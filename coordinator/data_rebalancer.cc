@@ -241,11 +241,15 @@ absl::Status DataRebalancer::TakeOut(DataRing* cur) {
 // coordinator taking over finishes it), then switches to the target.
 absl::Status DataRebalancer::CopyAndSwitch(DataRing* cur) {
   SetState("copying");
-  // The joining nodes must know every VDI before a copy reaches them. Publish registered them,
-  // but a publish that failed there (a joining node refused the connection for a moment after
-  // its restart) left the target ring in place, and the retry comes straight here: without
-  // this, every copy to that node failed "unknown VDI" for good (seen in the disk nemeses).
-  RC_RETURN_IF_ERROR(RegisterVdis());
+  // Before the copy, every cache node must write to the target's homes too and the joining nodes
+  // must know every VDI. The Publish that set the target did both, unless it failed part way (a
+  // joining node refused the connection for a moment after its restart): the pool then holds
+  // the target and the retry comes straight here. Publishing again (a no-op where it was done)
+  // closes both holes: without the VDIs every copy to the node failed "unknown VDI" for good;
+  // without the ring the cache nodes kept destaging to the old homes only, blocks written after
+  // the copy's scan never reached the new home, and the purge after the switch deleted the only
+  // copies (the disk nemeses: 118 blocks lost).
+  RC_RETURN_IF_ERROR(Publish(*cur));
   RC_RETURN_IF_ERROR(Copy(*cur));
   const DataRing next = RingAfterCopy(*cur);
   SetState("switching");
@@ -269,6 +273,9 @@ absl::Status DataRebalancer::FinishPurge(const DataRing& cur) {
     if (!purge_pending_) return absl::OkStatus();
   }
   SetState("deleting");
+  // No cache node may still read or write by the ring before the switch once its former homes
+  // lose their replicas: the Publish of the switch may have failed part way (see CopyAndSwitch).
+  RC_RETURN_IF_ERROR(Publish(cur));
   RC_RETURN_IF_ERROR(Purge(cur));
   if (!options_.state_path.empty()) {
     std::error_code ec;
