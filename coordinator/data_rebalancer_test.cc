@@ -11,16 +11,7 @@ namespace {
 using namespace ringcache::coordinator::testing;  // NOLINT: the fixture and its constants
 
 TEST_F(DataRebalancerTest, JoiningDataNodeGetsItsReplicasWhileWritesGoOn) {
-  for (uint64_t b = 0; b < kBlocks; ++b) WriteBlock(b, 0);
-  ASSERT_TRUE(router_->Flush("", nullptr).ok());
-  ASSERT_TRUE(router_->SetMode("v", v1::WRITETHROUGH).ok());
-
-  DataRebalancer::Options o;
-  o.state_path = dir_ + "/data_ring";
-  o.scan_page = 16;  // many pages: writes interleave with the scan
-  o.retry_interval = absl::Milliseconds(50);
-  rebalancer_ = DataRebalancer::Start(router_.get(), gateway_pool_.get(), o);
-  ASSERT_TRUE(rebalancer_->WaitIdle(absl::Seconds(30)));
+  ASSERT_NO_FATAL_FAILURE(StartIdleWriteThrough());
   EXPECT_EQ(rebalancer_->Status().data_epoch(), 0u) << "nothing to move yet";
 
   // A writer rewrites and trims blocks while data node 4 joins.
@@ -103,15 +94,7 @@ TEST_F(DataRebalancerTest, JoiningDataNodeGetsItsReplicasWhileWritesGoOn) {
 // the old homes only, what they write after the copy's scan never reaches the new node, and the
 // purge after the switch deletes the only copies (seen in the disk nemeses: 118 blocks lost).
 TEST_F(DataRebalancerTest, CopyStartsOnlyOnceEveryCacheNodeWritesToTheTarget) {
-  for (uint64_t b = 0; b < kBlocks; ++b) WriteBlock(b, 0);
-  ASSERT_TRUE(router_->Flush("", nullptr).ok());
-  ASSERT_TRUE(router_->SetMode("v", v1::WRITETHROUGH).ok());
-  DataRebalancer::Options o;
-  o.state_path = dir_ + "/data_ring";
-  o.scan_page = 16;
-  o.retry_interval = absl::Milliseconds(50);
-  rebalancer_ = DataRebalancer::Start(router_.get(), gateway_pool_.get(), o);
-  ASSERT_TRUE(rebalancer_->WaitIdle(absl::Seconds(30)));
+  ASSERT_NO_FATAL_FAILURE(StartIdleWriteThrough());
   // What the failed Publish left: the prepared ring (members, and joining node 4 in the target)
   // in the gateway's pool only.
   datanode::DataRing prep = gateway_pool_->ring();

@@ -113,6 +113,20 @@ class DataRebalancerTest : public ::testing::Test {
   }
 
   // Starts the rebalancer over the three data nodes (fast retries) and waits until it is idle.
+  // Every block written and flushed, write-through from then on (every write goes home during a
+  // move), and the rebalancer started and idle: its ring saved in dir_, pages of 16 blocks (many
+  // pages: writes interleave with the scan), retries every 50 ms.
+  void StartIdleWriteThrough() {
+    for (uint64_t b = 0; b < kBlocks; ++b) WriteBlock(b, 0);
+    ASSERT_TRUE(router_->Flush("", nullptr).ok());
+    ASSERT_TRUE(router_->SetMode("v", v1::WRITETHROUGH).ok());
+    DataRebalancer::Options o;
+    o.state_path = dir_ + "/data_ring";
+    o.scan_page = 16;
+    o.retry_interval = absl::Milliseconds(50);
+    rebalancer_ = DataRebalancer::Start(router_.get(), gateway_pool_.get(), o);
+    ASSERT_TRUE(rebalancer_->WaitIdle(absl::Seconds(30)));
+  }
   void StartOverInitialNodes() {
     DataRebalancer::Options o;
     o.scan_page = 16;
