@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -73,7 +74,7 @@ class SlowRelay {
     close(listen_fd_);
   }
   int port() const { return port_; }
-  int connections() const { return connections_; }
+  int connections() const { return connections_; }  // HTTP/2 clients only
 
  private:
   void Accept() {
@@ -82,22 +83,33 @@ class SlowRelay {
       if (client < 0) return;
       const int server = ConnectLoopback(upstream_);
       const auto release_at = std::chrono::steady_clock::now() + delay_;
-      ++connections_;
       std::lock_guard<std::mutex> l(mu_);
       fds_.push_back(client);
       fds_.push_back(server);
-      pumps_.emplace_back([client, server] { Pump(client, server, {}); });
-      pumps_.emplace_back([client, server, release_at] { Pump(server, client, release_at); });
+      pumps_.emplace_back([this, client, server] { Pump(client, server, {}, &connections_); });
+      pumps_.emplace_back(
+          [client, server, release_at] { Pump(server, client, release_at, nullptr); });
     }
   }
-  // Copies from `from` to `to` until either side closes; nothing before `release_at`.
-  static void Pump(int from, int to, std::chrono::steady_clock::time_point release_at) {
+  // Copies from `from` to `to` until either side closes; nothing before `release_at`. With
+  // `http2_clients`, counts the connection there if its first bytes are an HTTP/2 client's: a
+  // connection from another process (a test probing a port it expects to be free that the
+  // kernel gave this relay) is not the channel's.
+  static void Pump(int from, int to, std::chrono::steady_clock::time_point release_at,
+                   std::atomic<int>* http2_clients) {
+    static constexpr char kPreface[] = "PRI * HTTP/2.0";
     char buf[16384];
-    for (;;) {
+    for (bool first = true;; first = false) {
       const ssize_t n = read(from, buf, sizeof(buf));
       if (n <= 0) break;
+      if (first && http2_clients != nullptr && n >= static_cast<ssize_t>(sizeof(kPreface) - 1) &&
+          memcmp(buf, kPreface, sizeof(kPreface) - 1) == 0) {
+        ++*http2_clients;
+      }
       std::this_thread::sleep_until(release_at);
-      if (write(to, buf, static_cast<size_t>(n)) != n) break;
+      // MSG_NOSIGNAL: a side closed at the end of the test (the server's shutdown) ends the pump
+      // instead of killing the test with SIGPIPE.
+      if (send(to, buf, static_cast<size_t>(n), MSG_NOSIGNAL) != n) break;
     }
     shutdown(to, SHUT_RDWR);
     shutdown(from, SHUT_RDWR);
