@@ -170,6 +170,11 @@ void DataServer::Serve(int fd) {
       spdlog::warn("block data connection closed: {}", d.ToString());
       break;
     }
+    if (r.op == wire::Op::kLogAppend) {  // a data node's op: a client on the wrong port
+      protocol_errors_->Increment();
+      spdlog::warn("block data connection closed: a log append sent to a cache node");
+      break;
+    }
     in.Consume(wire::kRequestBytes);
     requests_[static_cast<int>(r.op)]->Increment();
     if (absl::Status c = r.op == wire::Op::kRead ? node_->CheckRange(r.vdi, r.offset, r.length)
@@ -256,6 +261,8 @@ absl::Status DataServer::Handle(const wire::Request& r, const char* payload, cha
     case wire::Op::kTrim:
     case wire::Op::kZero:
       return node_->Trim(r.vdi, r.object, r.offset, r.length, r.op == wire::Op::kZero);
+    case wire::Op::kLogAppend:
+      break;  // refused by Serve
   }
   return absl::InvalidArgumentError("unknown op");
 }

@@ -145,6 +145,49 @@ TEST_F(WriteLogTest, ConcurrentAppendsShareLogAppendCalls) {
   EXPECT_LT(calls, kThreads * kEach) << "no append shared a call with another";
 }
 
+// Appends take a data node's log port once the node announced it (Health, seen by ProbeAll)
+// instead of the LogAppend RPC. When the port fails, the append still lands (the pool retries it
+// over gRPC); after the node restarted on new ports, the next probes find the new one.
+TEST_F(WriteLogTest, AppendsTakeTheLogPortOnceAnnouncedAndFollowARestart) {
+  ASSERT_NO_FATAL_FAILURE(Init(3, 3));
+  uint64_t seq = 0;
+  auto append = [&] {
+    v1::LogAppendRequest req;
+    ++seq;
+    *req.add_records() = Record(seq, static_cast<uint32_t>(seq % kPerObj), Pattern(seq));
+    auto appended = pool_->LogAppend(1, 0, 3, 2, req);
+    EXPECT_TRUE(appended.ok()) << appended.status();
+  };
+  append();
+  EXPECT_EQ(dns_->LogPortRequests(), 0) << "no port is known before a probe";
+  pool_->ProbeAll(5000);
+  append();
+  EXPECT_EQ(dns_->LogPortRequests(), 2) << "both copies should take the log port";
+
+  for (int i = 0; i < 3; ++i) dns_->StopLogPortForTest(i);
+  append();  // over gRPC, after the ports failed
+  EXPECT_EQ(dns_->LogPortRequests(), 2);
+
+  for (int i = 0; i < 3; ++i) {
+    dns_->StopForTest(i);
+    dns_->RestartForTest(i);
+  }
+  // Until the gRPC channels are back and a probe saw the new ports.
+  const double before = dns_->LogPortRequests();
+  for (int i = 0; i < 100 && dns_->LogPortRequests() == before; ++i) {
+    pool_->ProbeAll(5000);
+    append();
+  }
+  EXPECT_GT(dns_->LogPortRequests(), before) << "the new log ports were never used";
+  // Every record is held by two data nodes, whichever way it went.
+  size_t held = 0;
+  for (auto& [id, recs] : LogsByDataNode()) {
+    for (auto& r : recs) EXPECT_EQ(r.data, Pattern(r.sequence)) << r.sequence;
+    held += recs.size();
+  }
+  EXPECT_EQ(held, 2 * seq);
+}
+
 // A transient fault is retried, not reported: every data node drops its first append as a
 // reset connection (the compose test once failed a client write on one), and the append still
 // lands on as many nodes as asked, counted as retries. A node that keeps failing fails the

@@ -42,7 +42,7 @@ absl::Status DecodeRequest(const char in[kRequestBytes], Request* r) {
     return absl::InvalidArgumentError("not a ringcache block request (bad magic)");
   }
   const auto op = Get<uint8_t>(in + 4);
-  if (op < static_cast<uint8_t>(Op::kRead) || op > static_cast<uint8_t>(Op::kZero)) {
+  if (op < static_cast<uint8_t>(Op::kRead) || op > static_cast<uint8_t>(Op::kLogAppend)) {
     return absl::InvalidArgumentError(absl::StrCat("unknown block request op ", op));
   }
   r->op = static_cast<Op>(op);

@@ -1,5 +1,6 @@
 // The block data protocol between a gateway and a cache node: fixed binary frames over TCP for
-// the hot path (read, write, trim), next to gRPC for everything else. A cache node runs a
+// the hot path (read, write, trim), next to gRPC for everything else; the same frames carry a
+// cache node's write-back log appends to a data node's log port. A cache node runs a
 // connection's requests in arrival order and answers in that order, so a client may pipeline
 // requests and match answers by order (gateway/data_channel.h); each connection is served on its
 // own thread (cachenode/data_server.h). Byte order is little-endian; docs/data-protocol.md has
@@ -35,7 +36,9 @@ inline constexpr size_t kResponseBytes = 24;
 inline constexpr uint32_t kMaxLength = 64u << 20;       // as the gRPC messages
 inline constexpr uint32_t kMaxMessage = 64u << 10;
 
-enum class Op : uint8_t { kRead = 1, kWrite = 2, kTrim = 3, kZero = 4 };
+// kLogAppend travels only to a data node's log port (datanode/log_port.h): its payload is a
+// serialized v1::LogAppendRequest, its answer's data a serialized v1::LogAppendResponse.
+enum class Op : uint8_t { kRead = 1, kWrite = 2, kTrim = 3, kZero = 4, kLogAppend = 5 };
 // Request flags.
 inline constexpr uint8_t kMayReorder = 1;  // the answer may overtake (or be overtaken by) others
 

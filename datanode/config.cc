@@ -20,6 +20,7 @@ absl::Status DataNodeConfig::LoadYaml(const std::string& path) {
   f.Read("node_id", &node_id);
   f.Read("listen", &listen);
   f.Read("http_listen", &http_listen);
+  f.Read("log_listen", &log_listen);
   f.Read("data_dir", &data_dir);
   f.ReadSize("block_cache_bytes", &block_cache_bytes);
   f.ReadSize("log_limit_bytes", &log_limit_bytes);
@@ -41,6 +42,7 @@ absl::Status DataNodeConfig::Validate() const {
   int port = 0;
   RC_RETURN_IF_ERROR(SplitHostPort(listen, &host, &port));
   RC_RETURN_IF_ERROR(SplitHostPort(http_listen, &host, &port));
+  if (!log_listen.empty()) RC_RETURN_IF_ERROR(SplitHostPort(log_listen, &host, &port));
   if (data_dir.empty()) return absl::InvalidArgumentError("data_dir must be set");
   if (block_cache_bytes < (1 << 20)) {
     return absl::InvalidArgumentError("block_cache_bytes must be at least 1MiB");

@@ -19,6 +19,8 @@ struct DataNodeConfig {
   uint32_t node_id = 1;
   std::string listen = "127.0.0.1:7400";       // gRPC
   std::string http_listen = "127.0.0.1:9400";  // /metrics and /healthz
+  // The log port (datanode/log_port.h); empty: the host of `listen`, any free port.
+  std::string log_listen;
   std::string data_dir = "./ringcache-data/datanode-1";
   uint64_t block_cache_bytes = 64ull << 20;
   uint64_t log_limit_bytes = 4ull << 30;       // reported to cache nodes; they destage above it

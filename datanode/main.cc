@@ -22,6 +22,7 @@
 #include "common/version.h"
 #include "datanode/config.h"
 #include "datanode/fault_fs.h"
+#include "datanode/log_port.h"
 #include "datanode/scrubber.h"
 #include "datanode/service.h"
 #include "datanode/store.h"
@@ -35,7 +36,7 @@ namespace {
 struct Flags {
   std::string config_path;
   std::optional<uint32_t> node_id;
-  std::optional<std::string> listen, http_listen, data_dir, ready_file, zone;
+  std::optional<std::string> listen, http_listen, log_listen, data_dir, ready_file, zone;
   std::optional<double> seek_ms, bandwidth, scrub_interval_s, scrub_mb_s;
   bool hdd = false;
   membership::DaemonFlags daemon;
@@ -50,10 +51,13 @@ void AddFlags(CLI::App* app, Flags* f) {
                   "gRPC address host:port (default 127.0.0.1:7400; port 0 picks one)");
   app->add_option("--http-listen", f->http_listen,
                   "HTTP /metrics address (default 127.0.0.1:9400)");
+  app->add_option("--log-listen", f->log_listen,
+                  "Log port address host:port: cache nodes' log appends as block-data frames "
+                  "(default: the host of --listen, any free port; announced in Health)");
   app->add_option("--data-dir", f->data_dir, "RocksDB directory (created if missing)");
   app->add_option("--zone", f->zone, "Failure domain of this node");
   app->add_option("--ready-file", f->ready_file,
-                  "Write {\"grpc_port\":..,\"http_port\":..} here once serving");
+                  "Write {\"grpc_port\":..,\"http_port\":..,\"log_port\":..} here once serving");
   app->add_flag("--hdd-emulation", f->hdd, "Emulate an HDD (seek latency + bandwidth limit)");
   app->add_option("--hdd-seek-ms", f->seek_ms, "Emulated seek latency per request (ms)");
   app->add_option("--hdd-bandwidth-mb-s", f->bandwidth, "Emulated bandwidth (MiB/s)");
@@ -99,6 +103,7 @@ absl::StatusOr<DataNodeConfig> Resolve(const Flags& f) {
   if (f.node_id) cfg.node_id = *f.node_id;
   if (f.listen) cfg.listen = *f.listen;
   if (f.http_listen) cfg.http_listen = *f.http_listen;
+  if (f.log_listen) cfg.log_listen = *f.log_listen;
   if (f.data_dir) cfg.data_dir = *f.data_dir;
   if (f.zone) cfg.zone = *f.zone;
   if (f.ready_file) cfg.ready_file = *f.ready_file;
@@ -113,6 +118,13 @@ absl::StatusOr<DataNodeConfig> Resolve(const Flags& f) {
   RC_RETURN_IF_ERROR(f.daemon.ApplyLogLevel());
   RC_RETURN_IF_ERROR(f.daemon.ApplyTls("datanode"));
   RC_RETURN_IF_ERROR(f.daemon.CheckListener("gRPC", cfg.listen, f.daemon.tls()));
+  if (cfg.log_listen.empty()) {
+    std::string host;
+    int unused = 0;
+    RC_RETURN_IF_ERROR(SplitHostPort(cfg.listen, &host, &unused));
+    cfg.log_listen = absl::StrCat(host, ":0");
+  }
+  RC_RETURN_IF_ERROR(f.daemon.CheckListener("log", cfg.log_listen, f.daemon.tls()));
   RC_RETURN_IF_ERROR(
       f.daemon.CheckListener("/metrics", cfg.http_listen, !f.daemon.metrics_web_config.empty()));
   return cfg;
@@ -140,6 +152,7 @@ class Daemon {
   std::unique_ptr<BlockStore> store_;
   std::unique_ptr<DataNodeService> service_;
   std::unique_ptr<Scrubber> scrubber_;
+  std::unique_ptr<LogPort> log_port_;
   std::unique_ptr<grpc::Server> server_;
   MetricsServer http_;
   int grpc_port_ = 0;
@@ -183,6 +196,18 @@ absl::Status Daemon::Serve() {
       ->GetGauge("ringcache_datanode_hdd_emulation_enabled",
                  "1 when HDD emulation delays requests.")
       ->Set(cfg_.hdd.enabled ? 1 : 0);
+  // The log port before gRPC: the first Health answer announces it.
+  LogPortOptions lo;
+  int log_port = 0;
+  RC_RETURN_IF_ERROR(SplitHostPort(cfg_.log_listen, &lo.host, &log_port));
+  lo.port = log_port;
+  if (tls::ProcessIdentity() != nullptr) {
+    tls::ServerOptions o;
+    o.roles = {tls::kRoleCacheNode, tls::kRoleGateway};  // as the gRPC port
+    RC_ASSIGN_OR_RETURN(lo.tls, tls::ServerContext::Create(tls::ProcessIdentity(), o));
+  }
+  RC_ASSIGN_OR_RETURN(log_port_, LogPort::Start(lo, service_.get(), registry_));
+  service_->set_log_port(log_port_->port());
   grpc::ServerBuilder builder;
   ExclusivePort(&builder);  // a port in use fails the start (common/grpc_channel.h)
   AllowPeerKeepalive(&builder);  // cache nodes ping (kDataNodeKeepaliveMs)
@@ -200,8 +225,10 @@ absl::Status Daemon::Serve() {
   }
   RC_ASSIGN_OR_RETURN(http_port_, ServeMetrics(&http_, registry_, cfg_.http_listen,
                                                flags_.daemon.metrics_web_config));
-  spdlog::info("ringcache-datanode {} serving gRPC on port {}, metrics on port {}, data in {}{}",
-               cfg_.node_id, grpc_port_, http_port_, cfg_.data_dir,
+  spdlog::info(
+      "ringcache-datanode {} serving gRPC on port {}, log port {}, metrics on port {}, data in "
+      "{}{}",
+      cfg_.node_id, grpc_port_, log_port_->port(), http_port_, cfg_.data_dir,
                cfg_.hdd.enabled ? " (HDD emulation on)" : "");
   return absl::OkStatus();
 }
@@ -231,7 +258,9 @@ absl::Status Daemon::Register() {
                  cfg_.etcd_lease_ttl_s);
   }
   absl::Status s =
-      WriteReadyFile(cfg_.ready_file, {{"grpc_port", grpc_port_}, {"http_port", http_port_}});
+      WriteReadyFile(cfg_.ready_file, {{"grpc_port", grpc_port_},
+                                       {"http_port", http_port_},
+                                       {"log_port", log_port_->port()}});
   return s.ok() ? s : absl::UnavailableError(s.ToString());
 }
 
@@ -239,6 +268,7 @@ void Daemon::Stop() {
   ready_.reset();  // before what it looks at
   presence_.reset();  // revoke the lease: leave the membership at once
   if (service_ != nullptr) service_->SetDraining();
+  if (log_port_ != nullptr) log_port_->Stop();
   if (server_ != nullptr) {
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   }

@@ -106,15 +106,15 @@ DataNodeService::OpMetrics DataNodeService::MakeOp(const char* name) {
 }
 
 template <typename Fn>
-grpc::Status DataNodeService::Timed(OpMetrics* op, Fn&& fn) {
-  if (draining_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "data node shutting down");
+absl::Status DataNodeService::Run(OpMetrics* op, Fn&& fn) {
+  if (draining_) return absl::UnavailableError("data node shutting down");
   const auto start = std::chrono::steady_clock::now();
   absl::Status s = fn();
   op->latency->Observe(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   (s.ok() ? op->ok : op->failed)->Increment();
   if (s.code() == absl::StatusCode::kDataLoss) data_loss_->Increment();
-  return ToGrpc(s);
+  return s;
 }
 
 grpc::Status DataNodeService::PutVdi(grpc::ServerContext* ctx, const v1::PutVdiRequest* req,
@@ -233,8 +233,14 @@ grpc::Status DataNodeService::ScanBlocks(grpc::ServerContext* ctx, const v1::Sca
 
 grpc::Status DataNodeService::LogAppend(grpc::ServerContext*, const v1::LogAppendRequest* req,
                                         v1::LogAppendResponse* resp) {
+  return ToGrpc(AppendLog(*req, resp));
+}
+
+absl::Status DataNodeService::AppendLog(const v1::LogAppendRequest& request,
+                                        v1::LogAppendResponse* resp) {
+  const v1::LogAppendRequest* req = &request;
   client_ops_.fetch_add(1, std::memory_order_relaxed);
-  return Timed(&log_append_, [&]() -> absl::Status {
+  return Run(&log_append_, [&]() -> absl::Status {
     std::vector<LogEntry> entries;
     entries.reserve(req->records_size());
     uint64_t bytes = 0;
@@ -344,6 +350,7 @@ grpc::Status DataNodeService::Health(grpc::ServerContext*, const v1::HealthReque
   resp->set_device_failed(!err.empty());
   resp->set_status(!err.empty() ? "device failed: " + err : draining_ ? "draining" : "serving");
   resp->set_store_incarnation(store_->incarnation());
+  resp->set_log_port(static_cast<uint32_t>(log_port_.load()));
   return grpc::Status::OK;
 }
 

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <string>
+#include <utility>
 
 #include "common/grpc_status.h"
 #include "common/metrics.h"
@@ -37,6 +38,9 @@ class DataNodeService final : public v1::DataNode::Service {
                           v1::ScanBlocksResponse*) override;
   grpc::Status LogAppend(grpc::ServerContext*, const v1::LogAppendRequest*,
                          v1::LogAppendResponse*) override;
+  // The append behind LogAppend, for the log port (datanode/log_port.h): the same checks,
+  // metrics and typed errors (kLogSealed) without gRPC.
+  absl::Status AppendLog(const v1::LogAppendRequest& req, v1::LogAppendResponse* resp);
   grpc::Status LogScan(grpc::ServerContext*, const v1::LogScanRequest*,
                        v1::LogScanResponse*) override;
   grpc::Status LogReclaim(grpc::ServerContext*, const v1::LogReclaimRequest*,
@@ -64,6 +68,8 @@ class DataNodeService final : public v1::DataNode::Service {
   void SetLogLimit(uint64_t bytes) { log_limit_bytes_ = bytes; }
   // Makes every later call fail with UNAVAILABLE (used while shutting down).
   void SetDraining() { draining_ = true; }
+  // The log port Health announces (0: none; set before serving).
+  void set_log_port(int port) { log_port_ = port; }
 
  private:
   Scrubber* scrubber_ = nullptr;  // set before serving
@@ -73,15 +79,21 @@ class DataNodeService final : public v1::DataNode::Service {
     metrics::Counter* failed;
   };
   OpMetrics MakeOp(const char* name);
-  // Runs `fn`, timing it and counting its outcome under op `name`.
+  // Runs `fn`, timing it and counting its outcome under op `name`; UNAVAILABLE while draining.
   template <typename Fn>
-  grpc::Status Timed(OpMetrics* op, Fn&& fn);
+  absl::Status Run(OpMetrics* op, Fn&& fn);
+  // Run, answered as a gRPC status.
+  template <typename Fn>
+  grpc::Status Timed(OpMetrics* op, Fn&& fn) {
+    return ToGrpc(Run(op, std::forward<Fn>(fn)));
+  }
 
   const uint32_t node_id_;
   BlockStore* const store_;
   HddEmulator* const hdd_;
   metrics::Registry* const registry_;
   std::atomic<bool> draining_{false};
+  std::atomic<int> log_port_{0};
   OpMetrics put_vdi_, delete_vdi_, write_, read_, trim_, scan_, log_append_, log_scan_, log_reclaim_;
   std::atomic<uint64_t> client_ops_{0};  // StatsResponse.client_ops
   metrics::Counter* bytes_written_;

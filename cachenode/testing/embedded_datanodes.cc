@@ -45,6 +45,10 @@ int EmbeddedDataNodes::Serve(int i, const std::string& listen) {
   so.mb_s = 1000;
   n->scrubber = std::make_unique<datanode::Scrubber>(id, n->store.get(), so, nullptr);
   n->service->SetScrubber(n->scrubber.get());
+  auto log_port = datanode::LogPort::Start({}, n->service.get(), &registry_);
+  if (!log_port.ok()) std::abort();
+  n->log_port = *std::move(log_port);
+  n->service->set_log_port(n->log_port->port());
   int port = 0;
   grpc::ServerBuilder b;
   b.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
@@ -59,11 +63,13 @@ void EmbeddedDataNodes::RestartForTest(int i) { Serve(i, endpoints_[i].address);
 
 EmbeddedDataNodes::~EmbeddedDataNodes() {
   for (auto& n : nodes_) {
+    if (n->log_port) n->log_port->Stop();
     if (n->server) n->server->Shutdown(std::chrono::system_clock::now());
   }
 }
 
 void EmbeddedDataNodes::StopForTest(int i) {
+  nodes_[i]->log_port.reset();
   nodes_[i]->server->Shutdown(std::chrono::system_clock::now());
   nodes_[i]->server.reset();
 }

@@ -1,4 +1,5 @@
-// Test-only: M real data nodes (BlockStore + DataNodeService + gRPC server on 127.0.0.1) inside
+// Test-only: M real data nodes (BlockStore + DataNodeService + gRPC server and log port on
+// 127.0.0.1) inside
 // the test process, so cache node tests exercise the real data path without child processes.
 //
 // Thread-safety: construct and destroy from one thread; the servers are thread-safe.
@@ -13,6 +14,7 @@
 
 #include "datanode/client/datanode_pool.h"
 #include "datanode/hdd_emulator.h"
+#include "datanode/log_port.h"
 #include "datanode/service.h"
 #include "datanode/store.h"
 
@@ -25,13 +27,21 @@ class EmbeddedDataNodes {
   ~EmbeddedDataNodes();
   const std::vector<datanode::DataNodeEndpoint>& endpoints() const { return endpoints_; }
   datanode::BlockStore* store(int i) { return nodes_[i]->store.get(); }
-  // Stops node i's gRPC server (its store stays readable and writable for checks).
+  // Stops node i's gRPC server and log port (its store stays readable and writable for checks).
   void StopForTest(int i);
   // Serves node i again, on its old address, with the store as it is now.
   void RestartForTest(int i);
   // Stops node i and serves it again on its old address with a new, empty store (a wiped or
   // replaced disk).
   void WipeForTest(int i);
+  // Closes node i's log port only; its Health still announces the port (a port that failed).
+  void StopLogPortForTest(int i) { nodes_[i]->log_port.reset(); }
+  // Log appends the nodes' log ports served (all nodes together).
+  double LogPortRequests() {
+    return registry_.GetCounter("ringcache_datanode_log_port_requests_total", "")->Value();
+  }
+  // Node i's log port (a new one after each restart).
+  int log_port(int i) const { return nodes_[i]->log_port->port(); }
 
  private:
   struct Node;
@@ -43,6 +53,7 @@ class EmbeddedDataNodes {
     std::unique_ptr<datanode::HddEmulator> hdd;
     std::unique_ptr<datanode::Scrubber> scrubber;  // passes only when asked
     std::unique_ptr<datanode::DataNodeService> service;
+    std::unique_ptr<datanode::LogPort> log_port;
     std::unique_ptr<grpc::Server> server;
   };
   // Opens node i's store (new and empty if its directory is).

@@ -22,6 +22,7 @@
 #include "common/checksum.h"
 #include "common/grpc_channel.h"
 #include "common/grpc_status.h"
+#include "common/socket.h"
 #include "common/status_macros.h"
 #include "datanode/client/pool_internal.h"
 
@@ -93,6 +94,11 @@ absl::StatusOr<std::shared_ptr<const DataNodePool::View>> DataNodePool::MakeView
       n->endpoint = e;
       n->channel = PeerChannel(e.address, tls::kRoleDataNode, kDataNodeKeepaliveMs);
       n->stub = v1::DataNode::NewStub(n->channel);
+      std::string host;
+      int unused_port = 0;
+      if (SplitHostPort(e.address, &host, &unused_port).ok()) {
+        n->log_link = std::make_unique<LogLink>(e.id, host, rpc_timeout_ms_);
+      }
       if (registry_ != nullptr) {
         n->latency = registry_->GetHistogram(
             absl::StrCat("ringcache_", role_, "_datanode_op_duration_seconds"),

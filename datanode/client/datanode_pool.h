@@ -29,6 +29,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/metrics.h"
 #include "common/monotonic.h"
+#include "datanode/client/log_link.h"
 #include "ring/ring.h"
 #include "ringcache/v1/cachenode.pb.h"
 #include "ringcache/v1/datanode.grpc.pb.h"
@@ -348,6 +349,9 @@ class DataNodePool {
     absl::Mutex log_mu;
     std::vector<LogWaiter*> log_queue ABSL_GUARDED_BY(log_mu);
     bool log_sending ABSL_GUARDED_BY(log_mu) = false;
+    // The node's log port (Health's log_port), which carries the appends while usable; null
+    // when the address has no host part to dial.
+    std::unique_ptr<LogLink> log_link;
   };
   // One snapshot of the ring(s) and nodes; requests hold it while they run.
   struct View {

@@ -53,9 +53,12 @@ void DataNodePool::ProbeAll(int timeout_ms) {
   pending.Wait();
   for (size_t i = 0; i < nodes.size(); ++i) {
     Note(nodes[i], calls[i].status);
+    Node* n = nodes[i];
+    if (calls[i].status.ok() && n->log_link != nullptr) {
+      n->log_link->SetPort(static_cast<int>(calls[i].resp.log_port()));
+    }
     const std::string& inc = calls[i].resp.store_incarnation();
     if (!calls[i].status.ok() || inc.empty()) continue;
-    Node* n = nodes[i];
     absl::MutexLock l(&n->store_mu);
     if (!n->store_incarnation.empty() && n->store_incarnation != inc) {
       n->store_changes.fetch_add(1);

@@ -152,6 +152,7 @@ KEY_DOCS = {
     "id": "the node's id, unique within its role (the daemons' `--id`)",
     "listen": "gRPC address host:port",
     "http_listen": "HTTP address of /metrics, /healthz, /readyz, /loglevel",
+    "log_listen": "data node: address of the log port (cache nodes' log appends as block-data frames); default the host of `listen`, any free port",
     "nbd_listen": "gateway: NBD address",
     "admin_listen": "gateway: admin gRPC address (ringcachectl)",
     "ssd_bytes": "cache node: SSD tier size",

@@ -1,0 +1,165 @@
+#include "datanode/client/log_link.h"
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/block_wire.h"
+#include "common/socket.h"
+
+namespace ringcache::datanode {
+
+LogLink::LogLink(uint32_t node_id, std::string host, int timeout_ms)
+    : node_id_(node_id), host_(std::move(host)), timeout_ms_(timeout_ms) {}
+
+LogLink::~LogLink() {
+  sender_.Shutdown();
+  absl::MutexLock l(&io_mu_);
+  Close();
+}
+
+void LogLink::SetPort(int port) {
+  absl::MutexLock l(&mu_);
+  if (port != 0 && (port != port_ || parked_)) {
+    spdlog::info("data node {}: log appends on its log port {}:{}", node_id_, host_, port);
+  }
+  port_ = port;
+  parked_ = false;
+}
+
+bool LogLink::usable() const {
+  absl::MutexLock l(&mu_);
+  return port_ != 0 && !parked_;
+}
+
+void LogLink::Send(const v1::LogAppendRequest* req, v1::LogAppendResponse* resp,
+                   absl::AnyInvocable<void(absl::Status)> done) {
+  sender_.Submit([this, req, resp, done = std::move(done)]() mutable { done(Call(*req, resp)); });
+}
+
+void LogLink::Close() {
+  session_.reset();
+  if (fd_ >= 0) close(fd_);
+  fd_ = -1;
+  fd_port_ = 0;
+}
+
+absl::Status LogLink::Connect(int port) {
+  Close();
+  absl::StatusOr<int> fd = DialTcp(host_, port, absl::Milliseconds(std::min(timeout_ms_, 2000)));
+  if (!fd.ok()) return fd.status();
+  SetReceiveTimeout(*fd, absl::Milliseconds(timeout_ms_));
+  const timeval tv{timeout_ms_ / 1000, (timeout_ms_ % 1000) * 1000};
+  setsockopt(*fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+  // A peer that vanished (its host cut off the network) fails the connection within seconds
+  // rather than at the answer's timeout: data unacknowledged for 10 s aborts it, and an idle one
+  // is probed after 10 s (as the gRPC channel's pings, kDataNodeKeepaliveMs). A stopped process
+  // still has its kernel acknowledge: that waits for the answer's timeout, as over gRPC.
+  const int on = 1, idle_s = 10, interval_s = 5, probes = 2;
+  const unsigned user_timeout_ms = 10000;
+  setsockopt(*fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof(on));
+  setsockopt(*fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle_s, sizeof(idle_s));
+  setsockopt(*fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval_s, sizeof(interval_s));
+  setsockopt(*fd, IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof(probes));
+  setsockopt(*fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms, sizeof(user_timeout_ms));
+  if (std::shared_ptr<const tls::Identity> id = tls::ProcessIdentity(); id != nullptr) {
+    absl::StatusOr<std::shared_ptr<const tls::ClientContext>> ctx =
+        tls::ClientContext::Create(id, tls::kRoleDataNode);
+    absl::StatusOr<std::unique_ptr<tls::Session>> s =
+        ctx.ok() ? (*ctx)->Connect(*fd, absl::Milliseconds(std::min(timeout_ms_, 5000)))
+                 : absl::StatusOr<std::unique_ptr<tls::Session>>(ctx.status());
+    if (!s.ok()) {
+      close(*fd);
+      return absl::UnavailableError(absl::StrCat("TLS: ", s.status().message()));
+    }
+    session_ = *std::move(s);
+  }
+  fd_ = *fd;
+  fd_port_ = port;
+  return absl::OkStatus();
+}
+
+absl::Status LogLink::Exchange(const std::string& payload, v1::LogAppendResponse* resp,
+                               bool* answered, absl::Status* result) {
+  *answered = false;
+  wire::Request r;
+  r.op = wire::Op::kLogAppend;
+  r.length = static_cast<uint32_t>(payload.size());
+  r.timeout_ms = static_cast<uint32_t>(timeout_ms_);
+  r.tag = ++tag_;
+  char head[wire::kRequestBytes];
+  wire::EncodeRequest(r, head);
+  iovec iov[2] = {{head, sizeof(head)}, {const_cast<char*>(payload.data()), payload.size()}};
+  if (absl::Status s = tls::WriteFullVOn(fd_, session_.get(), iov, 2); !s.ok()) return s;
+  char rhead[wire::kResponseBytes];
+  bool eof_at_start = false;
+  if (absl::Status s = tls::ReadFullOn(fd_, session_.get(), rhead, sizeof(rhead), &eof_at_start);
+      !s.ok()) {
+    *answered = !eof_at_start && !absl::IsDeadlineExceeded(s);
+    return s;
+  }
+  *answered = true;
+  wire::Response a;
+  if (absl::Status s = wire::DecodeResponse(rhead, &a); !s.ok()) return s;
+  if (a.tag != r.tag) return absl::DataLossError(absl::StrCat("answer to tag ", a.tag));
+  if (a.data_len > wire::kMaxMessage) {
+    return absl::DataLossError(absl::StrCat("answer of ", a.data_len, " bytes"));
+  }
+  std::string message(a.message_len, '\0'), data(a.data_len, '\0');
+  if (absl::Status s = tls::ReadFullOn(fd_, session_.get(), message.data(), message.size());
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = tls::ReadFullOn(fd_, session_.get(), data.data(), data.size()); !s.ok()) {
+    return s;
+  }
+  *result = wire::ToStatus(a, message);
+  if (result->ok() && !resp->ParseFromString(data)) {
+    return absl::DataLossError("a log append answer that does not parse");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LogLink::Call(const v1::LogAppendRequest& req, v1::LogAppendResponse* resp) {
+  int port;
+  {
+    absl::MutexLock l(&mu_);
+    port = port_;
+  }
+  if (port == 0) return absl::UnavailableError("no log port known");
+  absl::MutexLock l(&io_mu_);
+  req.SerializeToString(&payload_);
+  for (int attempt = 0;; ++attempt) {
+    const bool reused = fd_ >= 0 && fd_port_ == port;
+    absl::Status transport = reused ? absl::OkStatus() : Connect(port);
+    bool answered = false;
+    absl::Status result;
+    if (transport.ok()) transport = Exchange(payload_, resp, &answered, &result);
+    if (payload_.capacity() > (4u << 20)) std::string().swap(payload_);  // not kept
+    if (transport.ok()) return result;  // the node's answer, a refusal included
+    Close();
+    // A kept connection the node closed (it restarted) before it read the request: once more
+    // on a fresh one.
+    if (reused && !answered && attempt == 0 && !absl::IsDeadlineExceeded(transport)) continue;
+    {
+      absl::MutexLock m(&mu_);
+      if (!parked_ && port_ == port) {
+        parked_ = true;
+        spdlog::warn("data node {}: log port {}:{} failed ({}); log appends go over gRPC until "
+                     "the node announces its port again",
+                     node_id_, host_, port, std::string(transport.message()));
+      }
+    }
+    return absl::UnavailableError(absl::StrCat("log port of data node ", node_id_, " at ", host_,
+                                               ":", port, ": ", transport.message()));
+  }
+}
+
+}  // namespace ringcache::datanode

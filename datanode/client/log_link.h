@@ -1,0 +1,76 @@
+// LogLink: a cache node's end of one data node's log port (datanode/log_port.h) — one TCP
+// connection (TLS when the process has an identity), and one thread that sends the node's
+// group-committed log appends on it, a batch at a time, and waits for each answer. It replaces
+// the unary LogAppend RPC: DataNodePool::SendLogBatch hands a batch here when the data node
+// announced a port (Health's `log_port`) and the link is usable, else it calls gRPC.
+//
+// A transport failure (refused, reset, no answer within the timeout) fails the batch UNAVAILABLE
+// (the pool retries it, an append being idempotent) and parks the link: the batches after go
+// over gRPC until the pool sees the node's port again in a Health answer (SetPort), which also
+// follows a restarted node to its new port. A refusal by the node (sealed log, draining) is its
+// answer, typed as over gRPC, and leaves the link usable.
+//
+// Thread-safety: thread-safe.
+#ifndef RINGCACHE_DATANODE_CLIENT_LOG_LINK_H_
+#define RINGCACHE_DATANODE_CLIENT_LOG_LINK_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "common/task_pool.h"
+#include "common/tls.h"
+#include "ringcache/v1/datanode.pb.h"
+
+namespace ringcache::datanode {
+
+class LogLink {
+ public:
+  // To data node `node_id` on `host`; each answer is awaited at most `timeout_ms`.
+  LogLink(uint32_t node_id, std::string host, int timeout_ms);
+  ~LogLink();  // waits for the batch in flight; then closes the connection
+
+  // The port the node announced (0: none, which parks the link). Called with every Health
+  // answer: it makes a parked link usable again.
+  void SetPort(int port);
+  // Whether batches may be sent here (a port is known and the last transport did not fail).
+  bool usable() const;
+  // Sends `req` (alive until `done` ran) on the link's thread; `done` runs there, once, with the
+  // node's answer in *resp or the failure.
+  void Send(const v1::LogAppendRequest* req, v1::LogAppendResponse* resp,
+            absl::AnyInvocable<void(absl::Status)> done);
+
+  // Sends `req` and waits for the answer on the calling thread (the link's thread, or a test).
+  absl::Status Call(const v1::LogAppendRequest& req, v1::LogAppendResponse* resp);
+
+ private:
+  // Connects (and runs the TLS handshake) to the current port.
+  absl::Status Connect(int port) ABSL_EXCLUSIVE_LOCKS_REQUIRED(io_mu_);
+  void Close() ABSL_EXCLUSIVE_LOCKS_REQUIRED(io_mu_);
+  // One request on the open connection. Returns the transport's status (not OK: the connection
+  // is unusable; *answered: whether an answer began to arrive); when OK, *result is the node's
+  // answer (and *resp its data).
+  absl::Status Exchange(const std::string& payload, v1::LogAppendResponse* resp, bool* answered,
+                        absl::Status* result) ABSL_EXCLUSIVE_LOCKS_REQUIRED(io_mu_);
+
+  const uint32_t node_id_;
+  const std::string host_;
+  const int timeout_ms_;
+  mutable absl::Mutex mu_;
+  int port_ ABSL_GUARDED_BY(mu_) = 0;
+  bool parked_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Mutex io_mu_;  // one exchange at a time
+  int fd_ ABSL_GUARDED_BY(io_mu_) = -1;
+  int fd_port_ ABSL_GUARDED_BY(io_mu_) = 0;  // the port fd_ is connected to
+  std::unique_ptr<tls::Session> session_ ABSL_GUARDED_BY(io_mu_);
+  uint64_t tag_ ABSL_GUARDED_BY(io_mu_) = 0;
+  std::string payload_ ABSL_GUARDED_BY(io_mu_);
+  TaskPool sender_{1};  // last: its thread ends first
+};
+
+}  // namespace ringcache::datanode
+
+#endif  // RINGCACHE_DATANODE_CLIENT_LOG_LINK_H_

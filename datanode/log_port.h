@@ -1,0 +1,69 @@
+// LogPort: the data node's log port — a cache node's write-back log appends as block-data frames
+// (common/block_wire.h, op kLogAppend) over TCP, next to the gRPC service that carries everything
+// else. A durable write sends N-1 log copies, each one call to a data node; over unary gRPC that
+// call cost the data node and the cache node more CPU than the append itself (HTTP/2 framing,
+// call setup, thread hand-offs: docs/benchmarks.md). Here a connection is served on its own
+// thread, which reads a request, runs the append inline (DataNodeService::AppendLog: the same
+// checks, metrics and typed errors as the RPC) and writes the answer.
+//
+//   request:  RequestHeader{op = kLogAppend, length, tag, timeout_ms} + a serialized
+//             v1::LogAppendRequest of `length` bytes
+//   answer:   ResponseHeader{code, kind, tag} [+ message] [+ a serialized
+//             v1::LogAppendResponse: data_len bytes, on success]
+//
+// Requests of a connection are answered in order. Any other op, or a payload that does not
+// parse, closes the connection (ringcache_datanode_log_port_protocol_errors_total). With TLS the
+// client must present a cache node's or a gateway's certificate of the cluster, as on gRPC.
+// The port is announced in the Health RPC (`log_port`) and the ready file; cache nodes find it
+// there (datanode/client/log_link.h) and append over gRPC where there is none.
+//
+// Thread-safety: thread-safe.
+#ifndef RINGCACHE_DATANODE_LOG_PORT_H_
+#define RINGCACHE_DATANODE_LOG_PORT_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/conn_server.h"
+#include "common/metrics.h"
+#include "common/tls.h"
+#include "datanode/service.h"
+
+namespace ringcache::datanode {
+
+struct LogPortOptions {
+  std::string host = "127.0.0.1";
+  int port = 0;                // 0: any free port
+  int max_connections = 1024;  // one thread each; a cache node holds one per data node
+  // TLS for every connection; null: plaintext.
+  std::shared_ptr<const tls::ServerContext> tls{};
+};
+
+class LogPort {
+ public:
+  // Listens and starts accepting; appends go to `service` (not owned, outlives the port).
+  static absl::StatusOr<std::unique_ptr<LogPort>> Start(const LogPortOptions& options,
+                                                        DataNodeService* service,
+                                                        metrics::Registry* registry);
+  ~LogPort();  // Stop()
+  // Closes the listener and every connection, and waits for their threads. Idempotent.
+  void Stop();
+  int port() const { return server_->port(); }
+
+ private:
+  LogPort(DataNodeService* service, metrics::Registry* registry);
+  void Serve(int fd);
+
+  DataNodeService* const service_;
+  metrics::Counter* requests_ = nullptr;
+  metrics::Counter* protocol_errors_ = nullptr;
+  metrics::Counter* tls_refused_ = nullptr;
+  metrics::Counter* refused_connections_ = nullptr;
+  std::shared_ptr<const tls::ServerContext> tls_;
+  std::unique_ptr<ConnectionServer> server_;  // last: stopped first, while the rest is alive
+};
+
+}  // namespace ringcache::datanode
+
+#endif  // RINGCACHE_DATANODE_LOG_PORT_H_

@@ -1,0 +1,239 @@
+// The data node's log port (datanode/log_port.h) and a cache node's end of it
+// (datanode/client/log_link.h): appends land in the store as over gRPC, refusals keep their
+// kind, a malformed request closes the connection, and the link parks on a transport failure,
+// retries a kept connection the node closed, and follows the node to a new port.
+#include "datanode/log_port.h"
+
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "absl/synchronization/notification.h"
+#include "common/block_wire.h"
+#include "common/checksum.h"
+#include "common/errors.h"
+#include "common/socket.h"
+#include "common/tls.h"
+#include "common/tls_certs.h"
+#include "datanode/client/log_link.h"
+#include "datanode/hdd_emulator.h"
+#include "datanode/service.h"
+#include "datanode/store.h"
+
+namespace ringcache::datanode {
+namespace {
+
+constexpr uint32_t kWriter = 7;
+
+class LogPortTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = ::testing::TempDir() + "/log_port_test";
+    std::filesystem::remove_all(dir_);
+    auto store = BlockStore::Open({dir_ + "/store", 8 << 20});
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = std::move(*store);
+    v1::VdiGeometry g;
+    g.set_vdi_id(1);
+    g.set_size_bytes(64 << 20);
+    g.set_object_size(4 << 20);
+    g.set_block_size(4096);
+    g.set_replication(2);
+    ASSERT_TRUE(store_->PutVdi(g, true).ok());
+    hdd_ = std::make_unique<HddEmulator>(HddConfig{}, Clock::Real());
+    service_ = std::make_unique<DataNodeService>(1, store_.get(), hdd_.get(), &registry_);
+    StartPort(0);
+  }
+  void TearDown() override {
+    port_.reset();
+    tls::SetProcessIdentity(nullptr);
+    std::filesystem::remove_all(dir_);
+  }
+  void StartPort(int port, std::shared_ptr<const tls::ServerContext> tls = nullptr) {
+    LogPortOptions o;
+    o.port = port;
+    o.tls = std::move(tls);
+    auto p = LogPort::Start(o, service_.get(), &registry_);
+    ASSERT_TRUE(p.ok()) << p.status();
+    port_ = *std::move(p);
+  }
+  static v1::LogAppendRequest Records(uint64_t first, int n, uint64_t epoch = 1) {
+    v1::LogAppendRequest req;
+    for (int i = 0; i < n; ++i) {
+      v1::LogRecord& r = *req.add_records();
+      r.set_cache_node_id(kWriter);
+      r.set_sequence(first + i);
+      r.set_vdi_id(1);
+      r.set_object_index(0);
+      r.set_block_index(static_cast<uint32_t>(i));
+      r.set_data(std::string(4096, static_cast<char>('a' + (first + i) % 26)));
+      r.set_checksum(BlockChecksum(r.data()));
+      r.set_epoch(epoch);
+    }
+    return req;
+  }
+  size_t Held() {
+    uint64_t next = 0;
+    bool done = false;
+    auto recs = store_->LogScan(kWriter, 0, 1000, true, &next, &done);
+    EXPECT_TRUE(recs.ok()) << recs.status();
+    return recs.ok() ? recs->size() : 0;
+  }
+  double Counter(const char* name) { return registry_.GetCounter(name, "")->Value(); }
+
+  std::string dir_;
+  metrics::Registry registry_;
+  std::unique_ptr<BlockStore> store_;
+  std::unique_ptr<HddEmulator> hdd_;
+  std::unique_ptr<DataNodeService> service_;
+  std::unique_ptr<LogPort> port_;
+};
+
+TEST_F(LogPortTest, AppendsLandInTheStoreAndAnswerTheLogSize) {
+  LogLink link(1, "127.0.0.1", 5000);
+  EXPECT_FALSE(link.usable()) << "no port announced yet";
+  link.SetPort(port_->port());
+  ASSERT_TRUE(link.usable());
+  v1::LogAppendResponse resp;
+  ASSERT_TRUE(link.Call(Records(1, 3), &resp).ok());
+  EXPECT_GT(resp.log_bytes(), 3u * 4096);
+  ASSERT_TRUE(link.Call(Records(4, 2), &resp).ok());  // the same connection again
+  EXPECT_EQ(Held(), 5u);
+  EXPECT_EQ(Counter("ringcache_datanode_log_port_requests_total"), 2);
+  // The RPC's metrics count the port's appends too: one view of the node's appends.
+  EXPECT_EQ(registry_
+                .GetCounter("ringcache_datanode_requests_total", "",
+                            {{"op", "log_append"}, {"result", "ok"}})
+                ->Value(),
+            2);
+}
+
+// A sealed log refuses the writer's older records with the same typed error as the RPC; the
+// refusal is the node's answer, so the link stays in use.
+TEST_F(LogPortTest, ASealedLogIsRefusedTypedAndTheLinkStaysUsable) {
+  ASSERT_TRUE(store_->SealLog(kWriter, 5).ok());
+  LogLink link(1, "127.0.0.1", 5000);
+  link.SetPort(port_->port());
+  v1::LogAppendResponse resp;
+  const absl::Status s = link.Call(Records(1, 1, /*epoch=*/4), &resp);
+  EXPECT_TRUE(IsKind(s, ErrorKind::kLogSealed)) << s;
+  EXPECT_TRUE(link.usable());
+  EXPECT_TRUE(link.Call(Records(2, 1, /*epoch=*/5), &resp).ok());
+  EXPECT_EQ(Held(), 1u);
+}
+
+// Another op (a client that took the wrong port) closes the connection and is counted.
+TEST_F(LogPortTest, AnotherOpClosesTheConnection) {
+  absl::StatusOr<int> fd = DialTcp("127.0.0.1", port_->port(), absl::Seconds(2));
+  ASSERT_TRUE(fd.ok()) << fd.status();
+  wire::Request r;
+  r.op = wire::Op::kRead;
+  r.length = 4096;
+  char head[wire::kRequestBytes];
+  wire::EncodeRequest(r, head);
+  ASSERT_EQ(send(*fd, head, sizeof(head), MSG_NOSIGNAL), static_cast<ssize_t>(sizeof(head)));
+  SetReceiveTimeout(*fd, absl::Seconds(10));
+  char byte;
+  EXPECT_EQ(read(*fd, &byte, 1), 0) << "the connection should be closed without an answer";
+  close(*fd);
+  EXPECT_EQ(Counter("ringcache_datanode_log_port_protocol_errors_total"), 1);
+  EXPECT_EQ(Held(), 0u);
+}
+
+// A port that fails parks the link (the pool appends over gRPC meanwhile); the node announcing
+// a port again, here a new one after a restart, makes it usable there.
+TEST_F(LogPortTest, TheLinkParksOnAFailureAndFollowsTheNodeToANewPort) {
+  LogLink link(1, "127.0.0.1", 5000);
+  link.SetPort(port_->port());
+  v1::LogAppendResponse resp;
+  ASSERT_TRUE(link.Call(Records(1, 1), &resp).ok());
+  const int old_port = port_->port();
+  port_.reset();
+  const absl::Status s = link.Call(Records(2, 1), &resp);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_FALSE(link.usable());
+  StartPort(0);
+  ASSERT_NE(port_->port(), old_port);
+  link.SetPort(port_->port());
+  ASSERT_TRUE(link.usable());
+  EXPECT_TRUE(link.Call(Records(2, 1), &resp).ok());
+  EXPECT_EQ(Held(), 2u);
+}
+
+// A kept connection that the node closed (it restarted on the same port) is tried again once
+// on a fresh one: the append succeeds and the link stays usable.
+TEST_F(LogPortTest, AKeptConnectionTheNodeClosedIsRetriedOnAFreshOne) {
+  LogLink link(1, "127.0.0.1", 5000);
+  link.SetPort(port_->port());
+  v1::LogAppendResponse resp;
+  ASSERT_TRUE(link.Call(Records(1, 1), &resp).ok());
+  const int port = port_->port();
+  port_.reset();
+  StartPort(port);
+  const absl::Status s = link.Call(Records(2, 1), &resp);
+  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_TRUE(link.usable());
+  EXPECT_EQ(Held(), 2u);
+}
+
+// Send runs the call on the link's thread and hands the answer to `done` there.
+TEST_F(LogPortTest, SendAnswersOnTheLinksThread) {
+  LogLink link(1, "127.0.0.1", 5000);
+  link.SetPort(port_->port());
+  const v1::LogAppendRequest req = Records(1, 2);
+  v1::LogAppendResponse resp;
+  absl::Notification done;
+  absl::Status got;
+  link.Send(&req, &resp, [&](absl::Status s) {
+    got = std::move(s);
+    done.Notify();
+  });
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  EXPECT_TRUE(got.ok()) << got;
+  EXPECT_GT(resp.log_bytes(), 0u);
+  EXPECT_EQ(Held(), 2u);
+}
+
+// With TLS the port admits cache nodes (and gateways), as the gRPC port does; a certificate of
+// another role is refused at the handshake.
+TEST_F(LogPortTest, UnderTlsOnlyCacheNodesAndGatewaysAreAdmitted) {
+  ASSERT_TRUE(tls::WriteCa(dir_ + "/ca", "alpha", 2).ok());
+  auto identity = [&](const std::string& role, const std::string& name) {
+    tls::CertRequest req;
+    req.role = role;
+    req.name = name;
+    req.ips = {"127.0.0.1"};
+    EXPECT_TRUE(tls::WriteIssued(dir_ + "/ca", req, dir_ + "/" + name).ok());
+    auto id = tls::LoadIdentity(dir_ + "/" + name);
+    EXPECT_TRUE(id.ok()) << id.status();
+    return id.ok() ? *id : nullptr;
+  };
+  tls::ServerOptions o;
+  o.roles = {tls::kRoleCacheNode, tls::kRoleGateway};
+  auto server = tls::ServerContext::Create(identity(tls::kRoleDataNode, "datanode-1"), o);
+  ASSERT_TRUE(server.ok()) << server.status();
+  port_.reset();
+  StartPort(0, *server);
+  v1::LogAppendResponse resp;
+
+  tls::SetProcessIdentity(identity(tls::kRoleCacheNode, "cachenode-3"));
+  LogLink cache(1, "127.0.0.1", 5000);
+  cache.SetPort(port_->port());
+  const absl::Status ok = cache.Call(Records(1, 1), &resp);
+  EXPECT_TRUE(ok.ok()) << ok;
+
+  tls::SetProcessIdentity(identity(tls::kRoleClient, "qemu-1"));
+  LogLink client(1, "127.0.0.1", 5000);
+  client.SetPort(port_->port());
+  EXPECT_FALSE(client.Call(Records(2, 1), &resp).ok());
+  EXPECT_EQ(Counter("ringcache_datanode_log_port_tls_refused_total"), 1);
+  EXPECT_EQ(Held(), 1u);
+}
+
+}  // namespace
+}  // namespace ringcache::datanode
