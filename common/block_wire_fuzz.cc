@@ -1,7 +1,8 @@
 // Fuzz target for the block data protocol's frame headers (common/block_wire.h), the frames a
-// cache node's block data port reads from the network: a request header is decoded, refused or
-// accepted within its limits, and an accepted one encodes back to the same fields; the same for
-// response headers, whose status and message text turn into an absl::Status.
+// cache node's block data port and a data node's log port read from the network: a request
+// header is decoded, refused or accepted within its limits, and an accepted one encodes back to
+// the same fields; the same for response headers, whose status and message text turn into an
+// absl::Status.
 //
 // Input: byte 0 even: a request header, odd: a response header; then the header bytes (short
 // inputs are zero-padded) and, for a response, the message text. Run by Fuzz.block_wire_fuzz
@@ -25,7 +26,7 @@ void FuzzRequest(const std::string& in) {
   ringcache::wire::Request r;
   if (!DecodeRequest(buf, &r).ok()) return;
   FUZZ_CHECK(r.length <= kMaxLength);
-  FUZZ_CHECK(r.op >= Op::kRead && r.op <= Op::kZero);
+  FUZZ_CHECK(r.op >= Op::kRead && r.op <= Op::kLogAppend);
   char again[kRequestBytes];
   EncodeRequest(r, again);
   ringcache::wire::Request back;
