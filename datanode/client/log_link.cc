@@ -20,7 +20,13 @@ LogLink::LogLink(uint32_t node_id, std::string host, int timeout_ms)
     : node_id_(node_id), host_(std::move(host)), timeout_ms_(timeout_ms) {}
 
 LogLink::~LogLink() {
-  sender_.Shutdown();
+  std::unique_ptr<TaskPool> sender;
+  {
+    absl::MutexLock l(&mu_);
+    closing_ = true;
+    sender.swap(sender_);
+  }
+  sender.reset();  // runs what is queued, then joins
   absl::MutexLock l(&io_mu_);
   Close();
 }
@@ -41,7 +47,19 @@ bool LogLink::usable() const {
 
 void LogLink::Send(const v1::LogAppendRequest* req, v1::LogAppendResponse* resp,
                    absl::AnyInvocable<void(absl::Status)> done) {
-  sender_.Submit([this, req, resp, done = std::move(done)]() mutable { done(Call(*req, resp)); });
+  TaskPool* sender = nullptr;
+  {
+    absl::MutexLock l(&mu_);
+    if (!closing_) {
+      if (sender_ == nullptr) sender_ = std::make_unique<TaskPool>(1);
+      sender = sender_.get();
+    }
+  }
+  if (sender == nullptr) {
+    done(absl::CancelledError("log link closing"));
+    return;
+  }
+  sender->Submit([this, req, resp, done = std::move(done)]() mutable { done(Call(*req, resp)); });
 }
 
 void LogLink::Close() {

@@ -68,7 +68,9 @@ class LogLink {
   std::unique_ptr<tls::Session> session_ ABSL_GUARDED_BY(io_mu_);
   uint64_t tag_ ABSL_GUARDED_BY(io_mu_) = 0;
   std::string payload_ ABSL_GUARDED_BY(io_mu_);
-  TaskPool sender_{1};  // last: its thread ends first
+  // The sender thread, started by the first Send (a pool that never appends starts none).
+  std::unique_ptr<TaskPool> sender_ ABSL_GUARDED_BY(mu_);
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;  // the destructor runs: Send cancels at once
 };
 
 }  // namespace ringcache::datanode
