@@ -67,11 +67,13 @@ run() {
     --time_based=1 --runtime="$RUNTIME" --output-format=json --output="$TMP/fio.json" > /dev/null
   local ios
   ios=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['jobs'][0]['write']['total_ios'])" "$TMP/fio.json")
-  local i=0 total=0 d
+  local i=0 total=0 d label
   for k in "$@"; do
     d=$(( $(ticks "$k") - before[i] ))
     total=$((total + d))
-    printf "%-12s %-22s %8.0f us\n" "$name" "${k#ringcache-}" "$(echo "$d * 1000000 / $HZ / $ios" | bc -l)"
+    label=${k%% *}
+    printf "%-12s %-22s %8.0f us\n" "$name" "${label#ringcache-}" \
+      "$(echo "$d * 1000000 / $HZ / $ios" | bc -l)"
     i=$((i + 1))
   done
   printf "%-12s %-22s %8.0f us   %6.0f writes/s\n" "$name" "all" \
