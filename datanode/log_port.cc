@@ -23,6 +23,10 @@ LogPort::LogPort(DataNodeService* service, metrics::Registry* registry) : servic
   tls_refused_ = registry->GetCounter(
       "ringcache_datanode_log_port_tls_refused_total",
       "Log port connections whose TLS handshake failed or whose certificate was refused.");
+  wrong_store_ = registry->GetCounter(
+      "ringcache_datanode_log_port_wrong_store_total",
+      "Log port connections closed unanswered: the append was meant for another store (a port "
+      "number reused by another node).");
   refused_connections_ = registry->GetCounter(
       "ringcache_datanode_log_port_refused_connections_total",
       "Log port connections closed at once: over the connection limit.");
@@ -86,6 +90,13 @@ void LogPort::Serve(int fd) {
     if (!bad.ok()) {
       protocol_errors_->Increment();
       spdlog::warn("log port connection closed: {}", bad.ToString());
+      break;
+    }
+    if (!req.expect_store_incarnation().empty() &&
+        req.expect_store_incarnation() != service_->store_incarnation()) {
+      wrong_store_->Increment();
+      spdlog::warn("log port connection closed: an append meant for store {}, this one is {}",
+                   req.expect_store_incarnation(), service_->store_incarnation());
       break;
     }
     requests_->Increment();

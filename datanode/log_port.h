@@ -12,7 +12,9 @@
 //             v1::LogAppendResponse: data_len bytes, on success]
 //
 // Requests of a connection are answered in order. Any other op, or a payload that does not
-// parse, closes the connection (ringcache_datanode_log_port_protocol_errors_total). With TLS the
+// parse, closes the connection (ringcache_datanode_log_port_protocol_errors_total); so does an
+// append meant for another store (`expect_store_incarnation`: the port number now belongs to
+// another data node, ringcache_datanode_log_port_wrong_store_total), before anything is stored. With TLS the
 // client must present a cache node's or a gateway's certificate of the cluster, as on gRPC.
 // The port is announced in the Health RPC (`log_port`) and the ready file; cache nodes find it
 // there (datanode/client/log_link.h) and append over gRPC where there is none.
@@ -59,6 +61,7 @@ class LogPort {
   metrics::Counter* requests_ = nullptr;
   metrics::Counter* protocol_errors_ = nullptr;
   metrics::Counter* tls_refused_ = nullptr;
+  metrics::Counter* wrong_store_ = nullptr;
   metrics::Counter* refused_connections_ = nullptr;
   std::shared_ptr<const tls::ServerContext> tls_;
   std::unique_ptr<ConnectionServer> server_;  // last: stopped first, while the rest is alive

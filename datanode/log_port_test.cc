@@ -165,6 +165,22 @@ TEST_F(LogPortTest, TheLinkParksOnAFailureAndFollowsTheNodeToANewPort) {
   EXPECT_EQ(Held(), 2u);
 }
 
+// An append meant for another store (the port number now belongs to another data node, or to
+// another cluster's on the same host) is closed unanswered and never stored; the link parks.
+TEST_F(LogPortTest, AnAppendMeantForAnotherStoreIsNeverStored) {
+  LogLink link(1, "127.0.0.1", 5000);
+  link.SetPort(port_->port(), std::string(32, 'f'));
+  v1::LogAppendResponse resp;
+  const absl::Status s = link.Call(Records(1, 1), &resp);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_FALSE(link.usable());
+  EXPECT_EQ(Held(), 0u);
+  EXPECT_EQ(Counter("ringcache_datanode_log_port_wrong_store_total"), 1);
+  link.SetPort(port_->port(), store_->incarnation());
+  EXPECT_TRUE(link.Call(Records(1, 1), &resp).ok());
+  EXPECT_EQ(Held(), 1u);
+}
+
 // A kept connection that the node closed (it restarted on the same port) is tried again once
 // on a fresh one: the append succeeds and the link stays usable.
 TEST_F(LogPortTest, AKeptConnectionTheNodeClosedIsRetriedOnAFreshOne) {

@@ -31,8 +31,9 @@ LogLink::~LogLink() {
   Close();
 }
 
-void LogLink::SetPort(int port) {
+void LogLink::SetPort(int port, const std::string& store_incarnation) {
   absl::MutexLock l(&mu_);
+  incarnation_ = store_incarnation;
   if (port != 0 && (port != port_ || parked_)) {
     spdlog::info("data node {}: log appends on its log port {}:{}", node_id_, host_, port);
   }
@@ -147,13 +148,22 @@ absl::Status LogLink::Exchange(const std::string& payload, v1::LogAppendResponse
 
 absl::Status LogLink::Call(const v1::LogAppendRequest& req, v1::LogAppendResponse* resp) {
   int port;
+  std::string incarnation;
   {
     absl::MutexLock l(&mu_);
     port = port_;
+    incarnation = incarnation_;
   }
   if (port == 0) return absl::UnavailableError("no log port known");
   absl::MutexLock l(&io_mu_);
   req.SerializeToString(&payload_);
+  if (!incarnation.empty()) {
+    // Serialized messages concatenate as a merge: the caller's request (shared, const) gains
+    // the field without a copy of its records.
+    v1::LogAppendRequest expect;
+    expect.set_expect_store_incarnation(incarnation);
+    payload_ += expect.SerializeAsString();
+  }
   for (int attempt = 0;; ++attempt) {
     const bool reused = fd_ >= 0 && fd_port_ == port;
     absl::Status transport = reused ? absl::OkStatus() : Connect(port);

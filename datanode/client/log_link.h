@@ -33,9 +33,10 @@ class LogLink {
   LogLink(uint32_t node_id, std::string host, int timeout_ms);
   ~LogLink();  // waits for the batch in flight; then closes the connection
 
-  // The port the node announced (0: none, which parks the link). Called with every Health
+  // The port the node announced (0: none, which parks the link) and its store's incarnation
+  // (sent with every append: a node with another store refuses it). Called with every Health
   // answer: it makes a parked link usable again.
-  void SetPort(int port);
+  void SetPort(int port, const std::string& store_incarnation = "");
   // Whether batches may be sent here (a port is known and the last transport did not fail).
   bool usable() const;
   // Sends `req` (alive until `done` ran) on the link's thread; `done` runs there, once, with the
@@ -61,6 +62,7 @@ class LogLink {
   const int timeout_ms_;
   mutable absl::Mutex mu_;
   int port_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string incarnation_ ABSL_GUARDED_BY(mu_);
   bool parked_ ABSL_GUARDED_BY(mu_) = false;
   absl::Mutex io_mu_;  // one exchange at a time
   int fd_ ABSL_GUARDED_BY(io_mu_) = -1;
