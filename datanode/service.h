@@ -69,7 +69,7 @@ class DataNodeService final : public v1::DataNode::Service {
   // Makes every later call fail with UNAVAILABLE (used while shutting down).
   void SetDraining() { draining_ = true; }
   // The identity of the store (BlockStore::incarnation), as Health answers it.
-  std::string store_incarnation() const { return store_->incarnation(); }
+  const std::string& store_incarnation() const { return store_->incarnation(); }
   // The log port Health announces (0: none; set before serving).
   void set_log_port(int port) { log_port_ = port; }
 
