@@ -63,6 +63,9 @@ struct StoreOptions {
   // The cluster the node serves (ClusterFile::cluster_id; empty: unchecked). A store keeps the
   // id it was created or first opened with and refuses to open for another cluster.
   std::string cluster_id{};
+  // The WAL a restart replays, at most: past it RocksDB flushes the column families that keep
+  // the oldest WAL file alive (BlockStore::Open).
+  uint64_t max_wal_bytes = 64ull << 20;
   absl::Status Validate() const;
 };
 
