@@ -63,9 +63,9 @@ struct StoreOptions {
   // The cluster the node serves (ClusterFile::cluster_id; empty: unchecked). A store keeps the
   // id it was created or first opened with and refuses to open for another cluster.
   std::string cluster_id{};
-  // The WAL a restart replays, at most: past it RocksDB flushes the column families that keep
-  // the oldest WAL file alive (BlockStore::Open).
-  uint64_t max_wal_bytes = 64ull << 20;
+  // Each column family's memtable (RocksDB's write_buffer_size). A restart replays about the
+  // blocks' and the log's memtables of WAL (BlockStore::Open); tests set it small.
+  uint64_t memtable_bytes = 64ull << 20;
   absl::Status Validate() const;
 };
 
@@ -161,6 +161,8 @@ struct StoreStats {
   uint64_t older_version_refusals = 0;  // writes and trims refused by a fencing token
   std::string device_error;             // non-empty: a write failed; writes refused (sticky)
 };
+
+class MetaFlusher;  // store.cc
 
 class BlockStore {
  public:
@@ -286,6 +288,7 @@ class BlockStore {
                           uint64_t block_count) const;
 
   std::unique_ptr<rocksdb::Env> env_;  // with options.file_system; outlives db_
+  std::shared_ptr<MetaFlusher> meta_flusher_;  // stopped before db_ closes (store.cc)
   std::unique_ptr<rocksdb::DB> db_;
   rocksdb::ColumnFamilyHandle* meta_cf_ = nullptr;  // owned by db_ (default CF)
   rocksdb::ColumnFamilyHandle* blocks_cf_ = nullptr;
