@@ -313,9 +313,13 @@ absl::StatusOr<std::unique_ptr<BlockStore>> BlockStore::Open(const StoreOptions&
     std::unique_ptr<rocksdb::Iterator> it(
         store->db_->NewIterator(rocksdb::ReadOptions(), store->log_cf_));
     uint64_t n = 0, bytes = 0;
+    absl::MutexLock l(&store->log_top_mu_);
     for (it->SeekToFirst(); it->Valid(); it->Next()) {
       ++n;
       bytes += it->key().size() + it->value().size();
+      if (it->key().size() == 12) {  // cache_node(4) sequence(8); in key order: the last is the top
+        store->log_top_[GetBe(it->key().data(), 4)] = GetBe(it->key().data() + 4, 8);
+      }
     }
     RC_RETURN_IF_ERROR(FromRocks(it->status(), "scan log area"));
     store->log_records_ = n;

@@ -335,6 +335,10 @@ class BlockStore {
   absl::flat_hash_set<uint32_t> incomplete_ ABSL_GUARDED_BY(mu_);
   // Log size, recounted at Open and kept by atomics; a concurrent duplicate append of the same
   // (node, sequence) — only a retry does that — may be counted twice until the next Open.
+  // Per writer, the highest log sequence appended (or being appended) since the store opened,
+  // or found in the log then: a record above it cannot be held already (LogAppend).
+  absl::Mutex log_top_mu_;
+  absl::flat_hash_map<uint32_t, uint64_t> log_top_ ABSL_GUARDED_BY(log_top_mu_);
   std::atomic<uint64_t> log_records_{0};
   std::atomic<uint64_t> log_bytes_{0};
 };

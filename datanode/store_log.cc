@@ -75,14 +75,32 @@ absl::StatusOr<uint64_t> BlockStore::LogAppend(const std::vector<LogEntry>& reco
     sizes.push_back(keys.back().size() + value.size());
     batch.Put(log_cf_, keys.back(), value);
   }
-  // A record sent again (a retried append) is already counted: one batched lookup of every key,
-  // not a read per record (the appends are the data node's busiest call).
+  // A record sent again (a retried append) is already counted. A writer's sequences only grow,
+  // so a record above the highest sequence the store took from it cannot be here; only the
+  // others (retries, records out of order) are looked up, in one batched lookup. Looking up
+  // every key cost the data node an eighth of its CPU under writes (perf, 2026-11-29).
+  std::vector<std::string> maybe_held;
+  std::vector<uint64_t> maybe_sizes;
   uint64_t added_records = 0, added_bytes = 0;
-  RC_ASSIGN_OR_RETURN(std::vector<bool> held, HeldLogKeys(keys, nullptr));
-  for (size_t i = 0; i < keys.size(); ++i) {
+  {
+    absl::MutexLock l(&log_top_mu_);
+    for (size_t i = 0; i < records.size(); ++i) {
+      uint64_t& top = log_top_[records[i].cache_node_id];
+      if (records[i].sequence > top) {
+        top = records[i].sequence;  // (raised before the commit: a retry racing it is looked up)
+        ++added_records;
+        added_bytes += sizes[i];
+      } else {
+        maybe_held.push_back(std::move(keys[i]));
+        maybe_sizes.push_back(sizes[i]);
+      }
+    }
+  }
+  RC_ASSIGN_OR_RETURN(std::vector<bool> held, HeldLogKeys(maybe_held, nullptr));
+  for (size_t i = 0; i < maybe_held.size(); ++i) {
     if (held[i]) continue;
     ++added_records;
-    added_bytes += sizes[i];
+    added_bytes += maybe_sizes[i];
   }
   RC_RETURN_IF_ERROR(Commit(&batch, "append log records"));
   log_records_ += added_records;

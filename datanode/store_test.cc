@@ -302,6 +302,11 @@ TEST_F(StoreTest, LogSizeCountsEachRecordOnce) {
   ASSERT_TRUE(store_->LogAppend({Rec(1, 11, 'b'), Rec(1, 12, 'c')}).ok());  // one new
   EXPECT_EQ(store_->Stats().log_records, 3u);
   EXPECT_EQ(store_->Stats().log_bytes, two + two / 2);
+  Reopen();  // the highest sequence held is found again: 12 sent once more is no new record
+  ASSERT_TRUE(store_->LogAppend({Rec(1, 12, 'c'), Rec(1, 9, 'z')}).ok());  // 9: below, new
+  EXPECT_EQ(store_->Stats().log_records, 4u);
+  EXPECT_EQ(*store_->LogReclaim(1, {9}, 0), 1u);
+  EXPECT_EQ(store_->Stats().log_bytes, two + two / 2);
   EXPECT_EQ(*store_->LogReclaim(1, {7, 8, 99, 12}, 0), 1u);  // only 12 is here
   EXPECT_EQ(store_->Stats().log_bytes, two);
   EXPECT_EQ(*store_->LogReclaim(2, {10, 11}, 0), 0u);  // another writer's sequences
