@@ -1,6 +1,7 @@
 // The admin service's cache and data nodes (admin_service.h): the health watch, `node list`,
 // `node remove` with its drain progress, and how a leaving cache node is settled.
 #include "gateway/admin_service.h"
+#include "gateway/drain_watch.h"
 
 #include <algorithm>
 #include <chrono>
@@ -256,7 +257,21 @@ grpc::Status AdminService::RemoveNode(grpc::ServerContext*, const v1::RemoveNode
   }
   auto settle = CacheNodeSettle(router_, id, /*register_first=*/false);
   SetNodeState("cachenode", id, "draining");
-  DrainWatch watch(this, id);
+  // What `ringcachectl node drain` prints while it waits (gateway/drain_watch.h).
+  CacheClient* client = nullptr;
+  for (const auto& [member, c] : router_->ServingOrJoining()) {
+    if (member == id) client = c;
+  }
+  DrainWatch::Probe probe;
+  DrainWatch::Stats stats;
+  if (client != nullptr) {
+    probe = [client](int timeout_ms) { return client->Probe(timeout_ms); };
+    stats = [client](std::vector<v1::VdiCacheStats>* out) { return client->Stats(0, out); };
+  }
+  DrainWatch watch(probe, stats, [this, id](const std::string& progress, uint64_t start,
+                                            uint64_t left) {
+    SetDrainProgress(id, progress, start, left);
+  });
   absl::Status s = router_->RemoveCacheNode(id, settle, nullptr);
   watch.Stop();
   SetNodeState("cachenode", id, s.ok() ? "removed" : "up");
@@ -339,53 +354,6 @@ grpc::Status AdminService::AwaitJoined(uint32_t id, v1::UndrainNodeResponse* res
   resp->set_state("up");
   resp->set_message(absl::StrCat("cache node ", id, ": drained mark cleared; back in the ring"));
   return grpc::Status::OK;
-}
-
-// Samples the dirty bytes of a cache node being drained, once a second, into its NodeInfo (what
-// `ringcachectl node drain` prints while it waits). A node that does not answer is being replayed
-// from its write-back log instead.
-AdminService::DrainWatch::DrainWatch(AdminService* admin, uint32_t id) : admin_(admin), id_(id) {
-  thread_ = std::thread([this] { Run(); });
-}
-
-AdminService::DrainWatch::~DrainWatch() { Stop(); }
-
-void AdminService::DrainWatch::Stop() {
-  {
-    absl::MutexLock l(&mu_);
-    stop_ = true;
-  }
-  if (thread_.joinable()) thread_.join();
-}
-
-void AdminService::DrainWatch::Run() {
-  CacheClient* client = nullptr;
-  for (const auto& [member, c] : admin_->router_->ServingOrJoining()) {
-    if (member == id_) client = c;
-  }
-  uint64_t start = 0;
-  bool first = true;
-  absl::MutexLock l(&mu_);
-  while (!stop_) {
-    mu_.Unlock();
-    std::vector<v1::VdiCacheStats> stats;
-    absl::Status st = client != nullptr ? client->Stats(0, &stats)
-                                        : absl::NotFoundError("not a member");
-    if (st.ok()) {
-      uint64_t dirty = 0;
-      for (const auto& v : stats) dirty += v.dirty_bytes();
-      if (first) start = dirty;
-      first = false;
-      start = std::max(start, dirty);
-      admin_->SetDrainProgress(id_, "destaging its dirty data", start, dirty);
-    } else {
-      admin_->SetDrainProgress(id_, "not answering: replaying its write-back log from the data "
-                                    "nodes", start, 0);
-    }
-    mu_.Lock();
-    auto stopped = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_; };
-    mu_.AwaitWithTimeout(absl::Condition(&stopped), absl::Seconds(1));
-  }
 }
 
 void AdminService::SetDrainProgress(uint32_t id, const std::string& progress, uint64_t start,

@@ -170,21 +170,6 @@ class AdminService final : public v1::Admin::Service {
   std::function<absl::Status(uint32_t)> before_remove_ ABSL_GUARDED_BY(mu_);
   std::function<absl::StatusOr<bool>(uint32_t)> undrain_ ABSL_GUARDED_BY(mu_);
   std::function<v1::DataRebalance()> rebalance_status_ ABSL_GUARDED_BY(mu_);
-  // Samples a draining node's dirty bytes into nodes_ while RemoveNode runs.
-  class DrainWatch {
-   public:
-    DrainWatch(AdminService* admin, uint32_t id);
-    ~DrainWatch();
-    void Stop();
-
-   private:
-    void Run();
-    AdminService* const admin_;
-    const uint32_t id_;
-    absl::Mutex mu_;
-    bool stop_ ABSL_GUARDED_BY(mu_) = false;
-    std::thread thread_;
-  };
   void SetDrainProgress(uint32_t id, const std::string& progress, uint64_t start, uint64_t left);
   std::function<void(const std::string&)> vdi_deleted_ ABSL_GUARDED_BY(mu_);
   std::function<datanode::DataRing()> data_ring_ ABSL_GUARDED_BY(mu_);

@@ -10,6 +10,7 @@ add_library(rc_gateway STATIC
   ${CMAKE_CURRENT_LIST_DIR}/data_channel.cc
   ${CMAKE_CURRENT_LIST_DIR}/admin_service.cc
   ${CMAKE_CURRENT_LIST_DIR}/admin_nodes.cc
+  ${CMAKE_CURRENT_LIST_DIR}/drain_watch.cc
   ${CMAKE_CURRENT_LIST_DIR}/admin_cluster.cc
   ${CMAKE_CURRENT_LIST_DIR}/frontends.cc)
 target_link_libraries(rc_gateway PUBLIC rc_nbd rc_datanode_client rc_ring rc_proto rc_membership
@@ -34,6 +35,8 @@ rc_add_gtest(router_epoch_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/router_epoch_te
 rc_add_gtest(piece_pool_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/piece_pool_test.cc LIBS rc_gateway
              SANITIZER)
 
+rc_add_gtest(drain_watch_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/drain_watch_test.cc LIBS rc_gateway
+             SANITIZER)
 rc_add_gtest(qos_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/qos_test.cc LIBS rc_gateway SANITIZER)
 rc_add_gtest(qos_sessions_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/qos_sessions_test.cc
                                        ${CMAKE_SOURCE_DIR}/membership/etcd_test_server.cc
