@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <random>
+#include <string>
 #include <thread>
 #include <tuple>
 
@@ -25,14 +26,18 @@ class StoreTest : public ::testing::Test {
            ::testing::UnitTest::GetInstance()->current_test_info()->name();
     std::filesystem::remove_all(dir_);
     Reopen();
+    ASSERT_TRUE(store_->PutVdi(Geometry(7, "disk"), /*complete=*/true).ok());  // created: empty
+  }
+  // A VDI of 64 MiB: 64 objects of 1 MiB, 4 KiB blocks, replication 3.
+  static v1::VdiGeometry Geometry(uint32_t id, const std::string& name) {
     v1::VdiGeometry g;
-    g.set_vdi_id(7);
-    g.set_name("disk");
+    g.set_vdi_id(id);
+    g.set_name(name);
     g.set_size_bytes(64 << 20);
     g.set_object_size(1 << 20);
     g.set_block_size(4096);
     g.set_replication(3);
-    ASSERT_TRUE(store_->PutVdi(g, /*complete=*/true).ok());  // created: nothing written yet
+    return g;
   }
   void Reopen() {
     store_.reset();
@@ -218,14 +223,8 @@ TEST_F(StoreTest, IdleMetaFamilyKeepsNoWalFileAlive) {
   auto opened = BlockStore::Open(opts);
   ASSERT_TRUE(opened.ok()) << opened.status();
   store_ = std::move(*opened);
-  v1::VdiGeometry g;  // one write to the meta family, at the start of the WAL
-  g.set_vdi_id(8);
-  g.set_name("other");
-  g.set_size_bytes(64 << 20);
-  g.set_object_size(1 << 20);
-  g.set_block_size(4096);
-  g.set_replication(3);
-  ASSERT_TRUE(store_->PutVdi(g, /*complete=*/true).ok());
+  // One write to the meta family, at the start of the WAL.
+  ASSERT_TRUE(store_->PutVdi(Geometry(8, "other"), /*complete=*/true).ok());
   auto live_wal = [&] {
     uint64_t bytes = 0;
     for (const auto& e : std::filesystem::directory_iterator(dir_)) {
