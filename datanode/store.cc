@@ -52,10 +52,9 @@ class MetaFlusher : public rocksdb::EventListener {
  private:
   void Loop() {
     absl::MutexLock l(&mu_);
+    auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return wanted_ || stop_; };
     for (;;) {
-      mu_.Await(absl::Condition(
-          +[](MetaFlusher* f) ABSL_EXCLUSIVE_LOCKS_REQUIRED(f->mu_) { return f->wanted_ || f->stop_; },
-          this));
+      mu_.Await(absl::Condition(&woken));
       if (stop_) return;
       wanted_ = false;
       mu_.Unlock();
@@ -73,7 +72,6 @@ class MetaFlusher : public rocksdb::EventListener {
   bool wanted_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
 };
-
 
 int CompareVersions(const BlockVersion& a, const BlockVersion& b) {
   if (a.epoch != b.epoch) return a.epoch < b.epoch ? -1 : 1;
