@@ -33,7 +33,9 @@ constexpr uint32_t kWriter = 7;
 class LogPortTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = ::testing::TempDir() + "/log_port_test";
+    // A directory per test: ctest runs each test case as a process of its own, side by side.
+    dir_ = ::testing::TempDir() + "/log_port_test_" +
+           ::testing::UnitTest::GetInstance()->current_test_info()->name();
     std::filesystem::remove_all(dir_);
     auto store = BlockStore::Open({dir_ + "/store", 8 << 20});
     ASSERT_TRUE(store.ok()) << store.status();
