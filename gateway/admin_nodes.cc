@@ -1,7 +1,6 @@
 // The admin service's cache and data nodes (admin_service.h): the health watch, `node list`,
 // `node remove` with its drain progress, and how a leaving cache node is settled.
 #include "gateway/admin_service.h"
-#include "gateway/drain_watch.h"
 
 #include <algorithm>
 #include <chrono>
@@ -14,6 +13,7 @@
 #include "datanode/client/log_replay.h"
 #include "common/errors.h"
 #include "common/grpc_status.h"
+#include "gateway/drain_watch.h"
 
 
 namespace ringcache::gateway {
