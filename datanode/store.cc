@@ -2,14 +2,12 @@
 #include "datanode/store.h"
 
 #include <rocksdb/filter_policy.h>
-#include <rocksdb/listener.h>
 #include <rocksdb/table.h>
 #include <rocksdb/write_batch.h>
 
 #include <algorithm>
 #include <cstring>
 #include <random>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/numbers.h"
@@ -19,59 +17,12 @@
 #include "common/errors.h"
 #include "common/formats.h"
 #include "common/status_macros.h"
+#include "datanode/meta_flusher.h"
 #include "datanode/store_keys.h"
 
 namespace ringcache::datanode {
 
 using namespace store_keys;  // NOLINT: the store's own encodings
-
-// After a flush of the blocks or log family, flushes the meta (default) family, so that its few
-// unflushed records never keep alive a WAL file the others are done with (see Open). Not from
-// the callback itself: that runs on the flush thread, and a writer held by a write stall waits
-// for that very flush while Flush waits for the writer (a deadlock). A thread of its own does.
-class MetaFlusher : public rocksdb::EventListener {
- public:
-  ~MetaFlusher() override { Stop(); }
-  void Start(rocksdb::DB* db) {
-    db_ = db;
-    thread_ = std::thread([this] { Loop(); });
-  }
-  void Stop() {
-    {
-      absl::MutexLock l(&mu_);
-      stop_ = true;
-    }
-    if (thread_.joinable()) thread_.join();
-  }
-  void OnFlushCompleted(rocksdb::DB* db, const rocksdb::FlushJobInfo& info) override {
-    if (info.cf_id == db->DefaultColumnFamily()->GetID()) return;
-    absl::MutexLock l(&mu_);
-    wanted_ = true;
-  }
-
- private:
-  void Loop() {
-    absl::MutexLock l(&mu_);
-    auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return wanted_ || stop_; };
-    for (;;) {
-      mu_.Await(absl::Condition(&woken));
-      if (stop_) return;
-      wanted_ = false;
-      mu_.Unlock();
-      rocksdb::FlushOptions fo;
-      fo.wait = false;
-      fo.allow_write_stall = true;
-      db_->Flush(fo, db_->DefaultColumnFamily()).PermitUncheckedError();
-      mu_.Lock();
-    }
-  }
-
-  rocksdb::DB* db_ = nullptr;
-  std::thread thread_;
-  absl::Mutex mu_;
-  bool wanted_ ABSL_GUARDED_BY(mu_) = false;
-  bool stop_ ABSL_GUARDED_BY(mu_) = false;
-};
 
 int CompareVersions(const BlockVersion& a, const BlockVersion& b) {
   if (a.epoch != b.epoch) return a.epoch < b.epoch ? -1 : 1;

@@ -162,7 +162,7 @@ struct StoreStats {
   std::string device_error;             // non-empty: a write failed; writes refused (sticky)
 };
 
-class MetaFlusher;  // store.cc
+class MetaFlusher;  // meta_flusher.h
 
 class BlockStore {
  public:
@@ -288,7 +288,7 @@ class BlockStore {
                           uint64_t block_count) const;
 
   std::unique_ptr<rocksdb::Env> env_;  // with options.file_system; outlives db_
-  std::shared_ptr<MetaFlusher> meta_flusher_;  // stopped before db_ closes (store.cc)
+  std::shared_ptr<MetaFlusher> meta_flusher_;  // stopped before db_ closes
   std::unique_ptr<rocksdb::DB> db_;
   rocksdb::ColumnFamilyHandle* meta_cf_ = nullptr;  // owned by db_ (default CF)
   rocksdb::ColumnFamilyHandle* blocks_cf_ = nullptr;
@@ -335,12 +335,12 @@ class BlockStore {
   absl::flat_hash_set<uint32_t> incomplete_ ABSL_GUARDED_BY(mu_);
   // Log size, recounted at Open and kept by atomics; a concurrent duplicate append of the same
   // (node, sequence) — only a retry does that — may be counted twice until the next Open.
+  std::atomic<uint64_t> log_records_{0};
+  std::atomic<uint64_t> log_bytes_{0};
   // Per writer, the highest log sequence appended (or being appended) since the store opened,
   // or found in the log then: a record above it cannot be held already (LogAppend).
   absl::Mutex log_top_mu_;
   absl::flat_hash_map<uint32_t, uint64_t> log_top_ ABSL_GUARDED_BY(log_top_mu_);
-  std::atomic<uint64_t> log_records_{0};
-  std::atomic<uint64_t> log_bytes_{0};
 };
 
 // Maps a RocksDB status to an absl::Status (Corruption -> kDataLoss, IO -> kUnavailable...).
