@@ -9,8 +9,10 @@
 #include <filesystem>
 #include <functional>
 #include <random>
+#include <set>
 #include <thread>
 
+#include "cachenode/stripes.h"
 #include "cachenode/testing/cache_node_harness.h"
 #include "gtest/gtest.h"
 
@@ -116,6 +118,46 @@ TEST_F(CacheNodeTest, DirtyBlocksSurviveRestartAndFlushReachesHome) {
   ASSERT_TRUE(node_->Flush(0).ok());
   EXPECT_EQ(node_->dirty_blocks(), 0u);
   EXPECT_EQ(HomeBlock(8), a.substr(kBs, kBs));
+}
+
+// A flush ends while writes go on: it destages the blocks dirty when it began, each in its
+// newest copy, and leaves those written meanwhile. (It used to loop until no block was dirty,
+// which never ended under a writer faster than destage: a fault run's flush under a side load
+// ran out of its 400 s.) Here every destage the flush plans dirties a block of a new object.
+TEST_F(CacheNodeTest, FlushEndsWhileWritesGoOn) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  constexpr uint64_t kPerObj = kObj / kBs;
+  // Objects whose stripes differ from every other one's (the node hashes as this copy does):
+  // the hook writes while the flush holds the stripe of the object it destages.
+  ObjectStripes stripes;
+  std::set<const absl::Mutex*> taken;
+  uint64_t next = 0;
+  auto fresh_object = [&] {
+    while (!taken.insert(&stripes.Of(1, next)).second) ++next;
+    return next++;
+  };
+  std::vector<uint64_t> before;
+  for (int i = 0; i < 8; ++i) {
+    before.push_back(fresh_object());
+    ASSERT_TRUE(Write(before.back() * kObj, Pattern(before.back(), kBs)).ok());
+  }
+  const std::thread::id flusher = std::this_thread::get_id();
+  int planned = 0;
+  int written_meanwhile = 0;
+  node_->SetDestagePlannedHookForTest([&] {
+    if (std::this_thread::get_id() != flusher) return;  // a background destage
+    ++planned;
+    if (written_meanwhile >= 24) return;  // bounded, so that the old loop ended too
+    const uint64_t o = fresh_object();
+    EXPECT_TRUE(Write(o * kObj, Pattern(o, kBs)).ok());
+    ++written_meanwhile;
+  });
+  ASSERT_TRUE(node_->Flush(0).ok());
+  node_->SetDestagePlannedHookForTest(nullptr);
+  EXPECT_LE(planned, static_cast<int>(before.size()))
+      << "the flush destaged blocks written after it began";
+  for (uint64_t o : before) EXPECT_EQ(HomeBlock(o * kPerObj), Pattern(o, kBs)) << "object " << o;
+  EXPECT_GT(node_->dirty_blocks(), 0u) << "the blocks written during the flush are still dirty";
 }
 
 // A new SSD (docs/durability.md, "Incarnations"): the node's dirty blocks live on only in its

@@ -270,29 +270,28 @@ absl::Status Destager::Flush(uint32_t vdi, const ring::Ring* moving_under) {
   // Not gated by ownership (the gateway settles a fenced node through it), but a failed SSD
   // cannot vouch for its slots: the gateway replays the log instead (kDeviceFailed).
   RC_RETURN_IF_ERROR(ctx_.slots->failed());
-  for (int round = 0;; ++round) {
-    std::vector<BlockKey> keys = ctx_.map->DirtyKeys([&](const BlockKey& k) {
-      if (vdi != 0 && k.vdi != vdi) return false;
-      if (moving_under == nullptr) return true;
-      const auto layout = ctx_.vdis->Layout(k.vdi);
-      if (!layout) return false;
-      const ring::ObjectKey object{k.vdi, k.block / layout->blocks_per_object};
-      return moving_under->Owner(object) != options_.node_id;  // else it stays here
-    });
-    if (keys.empty()) {
-      ctx_.log->ReclaimNow().IgnoreError();  // a down data node's copies are collected later
-      return absl::OkStatus();
-    }
-    std::sort(keys.begin(), keys.end(), [](const BlockKey& a, const BlockKey& b) {
-      return a.vdi != b.vdi ? a.vdi < b.vdi : a.block < b.block;
-    });
-    for (const BlockKey& k : keys) {
-      RC_ASSIGN_OR_RETURN(VdiInfo v, ctx_.vdis->Get(k.vdi));
-      absl::MutexLock stripe(&ctx_.stripes->Of(k.vdi, v.ObjectOf(k)));
-      RC_RETURN_IF_ERROR(DestageAround(v, k, nullptr));
-    }
-    if (round > 1000) return absl::DeadlineExceededError("flush did not converge");
+  // One pass over the blocks dirty when the flush began, each destaged in its newest copy. A
+  // block written while the flush runs may stay dirty: a pass repeated until no dirty block is
+  // left never ends while a writer is faster than destage (handoffs and removals hold their
+  // writers, so nothing of theirs is left).
+  std::vector<BlockKey> keys = ctx_.map->DirtyKeys([&](const BlockKey& k) {
+    if (vdi != 0 && k.vdi != vdi) return false;
+    if (moving_under == nullptr) return true;
+    const auto layout = ctx_.vdis->Layout(k.vdi);
+    if (!layout) return false;
+    const ring::ObjectKey object{k.vdi, k.block / layout->blocks_per_object};
+    return moving_under->Owner(object) != options_.node_id;  // else it stays here
+  });
+  std::sort(keys.begin(), keys.end(), [](const BlockKey& a, const BlockKey& b) {
+    return a.vdi != b.vdi ? a.vdi < b.vdi : a.block < b.block;
+  });
+  for (const BlockKey& k : keys) {
+    RC_ASSIGN_OR_RETURN(VdiInfo v, ctx_.vdis->Get(k.vdi));
+    absl::MutexLock stripe(&ctx_.stripes->Of(k.vdi, v.ObjectOf(k)));
+    RC_RETURN_IF_ERROR(DestageAround(v, k, nullptr));  // nothing to do if destaged meanwhile
   }
+  ctx_.log->ReclaimNow().IgnoreError();  // a down data node's copies are collected later
+  return absl::OkStatus();
 }
 
 // ---------------------------------------------------------------------------------------------

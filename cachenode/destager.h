@@ -88,8 +88,9 @@ class Destager {
   // REQUIRES: the object's stripe lock is held.
   absl::Status DestageAround(const VdiInfo& v, const BlockKey& key, uint64_t* blocks_done,
                              bool single = false);
-  // Destages every dirty block of `vdi` (0: all) — only of objects `moving_under` does not give
-  // to this node, if set — and waits until done. REQUIRES: no stripe lock held.
+  // Destages every block of `vdi` (0: all) dirty when it is called — only of objects
+  // `moving_under` does not give to this node, if set — and waits until done; blocks written
+  // meanwhile may stay dirty. REQUIRES: no stripe lock held.
   absl::Status Flush(uint32_t vdi, const ring::Ring* moving_under);
 
   // Logs again the dirty blocks whose log record has one of `seqs` (a scrub found a copy

@@ -29,6 +29,7 @@
 #include "common/status_macros.h"
 #include "common/version.h"
 #include "membership/daemon_flags.h"
+#include "membership/feature_level.h"
 #include "membership/presence.h"
 
 namespace ringcache {
@@ -305,6 +306,10 @@ absl::Status Daemon::Register() {
     record.weight = s_.self.weight;
     record.zone = s_.self.zone;
     record.incarnation = node_->incarnation();
+    // A cluster finalized past this release writes what it cannot read: refuse to join it.
+    RC_ASSIGN_OR_RETURN(rings_client_, membership::ConnectEtcd(s_.etcd));
+    RC_RETURN_IF_ERROR(membership::CheckFeatureLevel(rings_client_.get(), s_.etcd.prefix,
+                                                     absl::StrCat("cache node ", s_.id)));
     cachenode::Ownership* own = node_->ownership();
     // Noted before the record appears in etcd: a crash right after registering must still make
     // the next start quarantined (the real lease id follows once it is known).
@@ -322,7 +327,6 @@ absl::Status Daemon::Register() {
     RC_RETURN_IF_ERROR(own->NoteLease(presence_->registration()->lease_id()));
     spdlog::info("registered in etcd as {} (lease TTL {} s); serving only while it is valid",
                  presence_->registration()->key(), s_.etcd.lease_ttl_s);
-    RC_ASSIGN_OR_RETURN(rings_client_, membership::ConnectEtcd(s_.etcd));
     cachenode::RingFollower::Options ro;
     ro.prefix = s_.etcd.prefix;
     rings_ = cachenode::RingFollower::Start(rings_client_.get(), node_.get(), service_->gate(), ro);

@@ -16,6 +16,7 @@
 #include "common/formats.h"
 #include "common/status_macros.h"
 #include "gateway/frontends.h"
+#include "membership/feature_level.h"
 
 namespace ringcache::coordinator {
 
@@ -107,46 +108,9 @@ absl::StatusOr<std::vector<membership::NodeRecord>> RegisteredNodes(
   return out;
 }
 
-namespace {
-
-// The cluster's feature level (membership::FeatureLevelKey; absent: the base level) and the
-// key's mod revision (0: absent).
-absl::StatusOr<std::pair<uint32_t, int64_t>> ReadLevelKey(membership::EtcdClient* client,
-                                                          const std::string& prefix) {
-  membership::EtcdCallOptions call;
-  call.timeout = absl::Seconds(2);
-  RC_ASSIGN_OR_RETURN(std::optional<membership::KeyValue> kv,
-                      client->Get(membership::FeatureLevelKey(prefix), call));
-  if (!kv) return std::make_pair(kBaseFeatureLevel, int64_t{0});
-  uint32_t level = 0;
-  if (!absl::SimpleAtoi(kv->value, &level) || level < kBaseFeatureLevel) {
-    return absl::DataLossError(absl::StrCat("cluster feature level in etcd is '", kv->value,
-                                            "', not a level"));
-  }
-  return std::make_pair(level, kv->mod_revision);
-}
-
-}  // namespace
-
-absl::StatusOr<uint32_t> ReadFeatureLevel(membership::EtcdClient* client,
-                                          const std::string& prefix) {
-  RC_ASSIGN_OR_RETURN(auto level, ReadLevelKey(client, prefix));
-  return level.first;
-}
-
-absl::Status CheckFeatureLevel(membership::EtcdClient* client, const std::string& prefix) {
-  RC_ASSIGN_OR_RETURN(uint32_t level, ReadFeatureLevel(client, prefix));
-  if (level <= kFeatureLevel) return absl::OkStatus();
-  return absl::FailedPreconditionError(absl::StrCat(
-      "the cluster runs at feature level ", level, " (etcd ", membership::FeatureLevelKey(prefix),
-      "); this release supports levels up to ", kFeatureLevel,
-      " and could not read what the cluster writes: run a release that supports level ", level,
-      " (docs/upgrades.md)"));
-}
-
 absl::StatusOr<std::pair<uint32_t, std::string>> FinalizeFeatureLevel(
     membership::EtcdClient* client, const std::string& prefix) {
-  RC_ASSIGN_OR_RETURN(auto current, ReadLevelKey(client, prefix));
+  RC_ASSIGN_OR_RETURN(auto current, membership::ReadFeatureLevelKey(client, prefix));
   membership::EtcdCallOptions call;
   call.timeout = absl::Seconds(2);
   RC_ASSIGN_OR_RETURN(std::vector<membership::NodeRecord> nodes,
@@ -193,8 +157,9 @@ void Coordinator::FollowEtcd(membership::EtcdClient* client) {
   const std::string prefix = options_.prefix;
   admin_->SetRegistered(
       [client, prefix] { return RegisteredNodes(client, prefix, absl::Seconds(1)); });
-  admin_->SetFeatureLevel([client, prefix] { return ReadFeatureLevel(client, prefix); },
-                          [client, prefix] { return FinalizeFeatureLevel(client, prefix); });
+  admin_->SetFeatureLevel(
+      [client, prefix] { return membership::ReadFeatureLevel(client, prefix); },
+      [client, prefix] { return FinalizeFeatureLevel(client, prefix); });
   admin_->SetBeforeRemove([client, prefix](uint32_t node) {
     return MembershipSync::MarkDrained(client, prefix, node);
   });

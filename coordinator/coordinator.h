@@ -115,16 +115,11 @@ class Coordinator {
 absl::StatusOr<std::vector<membership::NodeRecord>> RegisteredNodes(
     membership::EtcdClient* client, const std::string& prefix, absl::Duration timeout);
 
-// Cluster mode (docs/upgrades.md): the cluster's feature level in etcd (absent: level 1), and
-// `ringcachectl cluster finalize`: raises it to the highest level every registered node's
+// Cluster mode (docs/upgrades.md): `ringcachectl cluster finalize`: raises the cluster's
+// feature level (membership/feature_level.h) to the highest level every registered node's
 // release supports, this one's included, and says what it did and which nodes hold it back.
-absl::StatusOr<uint32_t> ReadFeatureLevel(membership::EtcdClient* client,
-                                          const std::string& prefix);
 absl::StatusOr<std::pair<uint32_t, std::string>> FinalizeFeatureLevel(
     membership::EtcdClient* client, const std::string& prefix);
-// OK when this release supports the cluster's feature level; kFailedPrecondition naming both
-// otherwise (a gateway of an older release in a cluster finalized past it refuses to start).
-absl::Status CheckFeatureLevel(membership::EtcdClient* client, const std::string& prefix);
 
 }  // namespace ringcache::coordinator
 

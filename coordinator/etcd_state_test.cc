@@ -11,6 +11,7 @@
 #include "coordinator/coordinator.h"
 #include "gtest/gtest.h"
 #include "membership/etcd_test_server.h"
+#include "membership/feature_level.h"
 #include "membership/membership.h"
 
 namespace ringcache::coordinator {
@@ -111,7 +112,7 @@ TEST_F(EtcdStateTest, CatalogSeedsEtcdThenFollowsIt) {
 // The cluster feature level (docs/upgrades.md): absent, it is 1; finalize raises it only as far
 // as every registered node supports, naming the nodes that hold it back.
 TEST_F(EtcdStateTest, FinalizeRaisesTheFeatureLevelOnlyAsFarAsEveryNodeSupports) {
-  absl::StatusOr<uint32_t> level = ReadFeatureLevel(client_.get(), "/rc");
+  absl::StatusOr<uint32_t> level = membership::ReadFeatureLevel(client_.get(), "/rc");
   ASSERT_TRUE(level.ok()) << level.status();
   EXPECT_EQ(*level, 1u);
   auto put = [&](membership::Role role, uint32_t id, const std::string& release,
@@ -131,30 +132,31 @@ TEST_F(EtcdStateTest, FinalizeRaisesTheFeatureLevelOnlyAsFarAsEveryNodeSupports)
   EXPECT_EQ(r->first, 1u);
   EXPECT_NE(r->second.find("stays 1"), std::string::npos) << r->second;
   EXPECT_NE(r->second.find("data 3 (before 0.2.0)"), std::string::npos) << r->second;
-  EXPECT_EQ(*ReadFeatureLevel(client_.get(), "/rc"), 1u);
+  EXPECT_EQ(*membership::ReadFeatureLevel(client_.get(), "/rc"), 1u);
 
   put(membership::Role::kData, 3, "0.2.0", kFeatureLevel);  // upgraded
   r = FinalizeFeatureLevel(client_.get(), "/rc");
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->first, kFeatureLevel);
   EXPECT_NE(r->second.find("raised from 1 to 2"), std::string::npos) << r->second;
-  EXPECT_EQ(*ReadFeatureLevel(client_.get(), "/rc"), kFeatureLevel);
+  EXPECT_EQ(*membership::ReadFeatureLevel(client_.get(), "/rc"), kFeatureLevel);
   r = FinalizeFeatureLevel(client_.get(), "/rc");
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_NE(r->second.find("stays 2, the highest this release knows"), std::string::npos)
       << r->second;
 
-  EXPECT_TRUE(CheckFeatureLevel(client_.get(), "/rc").ok());
+  EXPECT_TRUE(membership::CheckFeatureLevel(client_.get(), "/rc", "gateway 1").ok());
 
   // A cluster finalized past this release (by a newer one): its gateways refuse to start.
   ASSERT_TRUE(client_->Put(membership::FeatureLevelKey("/rc"), "3").ok());
-  absl::Status beyond = CheckFeatureLevel(client_.get(), "/rc");
+  absl::Status beyond = membership::CheckFeatureLevel(client_.get(), "/rc", "gateway 1");
   EXPECT_TRUE(absl::IsFailedPrecondition(beyond)) << beyond;
   EXPECT_NE(beyond.message().find("feature level 3"), absl::string_view::npos) << beyond;
   EXPECT_NE(beyond.message().find("levels up to 2"), absl::string_view::npos) << beyond;
+  EXPECT_NE(beyond.message().find("gateway 1: "), absl::string_view::npos) << beyond;
 
   ASSERT_TRUE(client_->Put(membership::FeatureLevelKey("/rc"), "two").ok());
-  EXPECT_TRUE(absl::IsDataLoss(ReadFeatureLevel(client_.get(), "/rc").status()));
+  EXPECT_TRUE(absl::IsDataLoss(membership::ReadFeatureLevel(client_.get(), "/rc").status()));
 }
 
 TEST_F(EtcdStateTest, MalformedRecordIsReported) {

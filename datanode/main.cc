@@ -27,6 +27,7 @@
 #include "datanode/service.h"
 #include "datanode/store.h"
 #include "membership/daemon_flags.h"
+#include "membership/feature_level.h"
 #include "membership/presence.h"
 
 namespace ringcache::datanode {
@@ -251,6 +252,13 @@ absl::Status Daemon::Register() {
     record.incarnation = store_->incarnation();
     const membership::EtcdSettings etcd{cfg_.etcd_endpoints, cfg_.etcd_prefix,
                                         static_cast<int>(cfg_.etcd_lease_ttl_s)};
+    {
+      // A cluster finalized past this release writes what it cannot read: refuse to join it.
+      RC_ASSIGN_OR_RETURN(std::unique_ptr<membership::EtcdClient> client,
+                          membership::ConnectEtcd(etcd));
+      RC_RETURN_IF_ERROR(membership::CheckFeatureLevel(client.get(), cfg_.etcd_prefix,
+                                                       absl::StrCat("data node ", cfg_.node_id)));
+    }
     auto p = membership::Presence::Start(etcd, record);
     if (!p.ok()) return absl::UnavailableError(p.status().ToString());
     presence_ = *std::move(p);

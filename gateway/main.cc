@@ -27,6 +27,7 @@
 #include "gateway/frontends.h"
 #include "gateway/qos_sessions.h"
 #include "membership/daemon_flags.h"
+#include "membership/feature_level.h"
 #include "membership/presence.h"
 
 namespace ringcache {
@@ -196,7 +197,8 @@ absl::Status Daemon::Open() {
   }
   RC_ASSIGN_OR_RETURN(std::optional<datanode::DataRing> ring, NewestDataRing());
   if (etcd_state_ != nullptr) {
-    RC_RETURN_IF_ERROR(coordinator::CheckFeatureLevel(etcd_state_.get(), s_.etcd.prefix));
+    RC_RETURN_IF_ERROR(membership::CheckFeatureLevel(etcd_state_.get(), s_.etcd.prefix,
+                                                     absl::StrCat("gateway ", s_.flags.id)));
   }
   RC_ASSIGN_OR_RETURN(
       pool_, ring.has_value()

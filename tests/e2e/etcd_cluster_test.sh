@@ -12,6 +12,8 @@
 #     and rejoins once `ringcachectl node undrain 3` deleted the mark.
 #  4. etcd is killed and restarted while a qemu-io write loop runs: no client error, and every
 #     write of the loop reads back.
+#  5. The cluster's feature level set past this release: a data node, a cache node and the
+#     gateway each refuse to start, naming the level; at the cluster's own level they start.
 # Exits 77 (skipped) when etcd, etcdctl or qemu-io is not installed.
 #
 #   tests/e2e/etcd_cluster_test.sh BUILD_DIR
@@ -200,4 +202,25 @@ wait_for 20 "every node registered after the etcd restart" bash -c \
   "[ \$(ETCDCTL_API=3 etcdctl --endpoints $ETCD_EP get --keys-only --prefix $PREFIX/nodes/ | grep -c .) = 8 ]"
 [ "$(node_state 1)" = up ] || [ "$(node_state 1)" = configured ] || fail "cache node 1 left"
 log "write loop across an etcd restart: no client error, every write read back"
+
+# 5. A cluster finalized past this release (as a newer release's `cluster finalize` leaves it):
+# none of its daemons starts in it, each naming the level in its log; back at this cluster's
+# level (the key removed: level 1) each starts again (docs/upgrades.md).
+write_round 13
+etcdctl_ put "$PREFIX/cluster/feature_level" 9 > /dev/null
+# The gateway first: it would take the stopped cache node out of the ring meanwhile.
+for d in gateway-1 datanode-4 cachenode-3; do
+  cluster stop "${d%-*}" "${d#*-}" > /dev/null
+  cluster start "${d%-*}" "${d#*-}" > "$WORK/start.log" 2>&1 &&
+    fail "$d started in a cluster at feature level 9"
+  grep -q "the cluster runs at feature level 9" "$WORK/cluster/logs/$d.log" ||
+    fail "$d: no refusal naming level 9 in its log: $(tail -3 "$WORK/cluster/logs/$d.log")"
+done
+etcdctl_ del "$PREFIX/cluster/feature_level" > /dev/null
+for d in datanode-4 cachenode-3 gateway-1; do
+  cluster start "${d%-*}" "${d#*-}" > /dev/null || fail "$d did not start at feature level 1"
+done
+wait_for 60 "cache node 3 back in the ring" state_is 3 up
+check_round 13
+log "a daemon refuses a cluster finalized past its release, and starts at the cluster's level"
 log "PASS"

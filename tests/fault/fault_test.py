@@ -2436,7 +2436,11 @@ def run(args, seed, work, log):
                         verify(ctx, st, "after flush")
             check_daemons(ctx)
         except subprocess.TimeoutExpired as e:
-            ctx.problem(f"{' '.join(e.cmd)} did not finish in {e.timeout:.0f}s")
+            # What it printed so far (a flush reports each cache node it finished).
+            out = e.stdout or b""
+            out = (out.decode(errors="replace") if isinstance(out, bytes) else out).strip()
+            said = "; its output: " + " | ".join(out.splitlines()[-5:]) if out else ""
+            ctx.problem(f"{' '.join(e.cmd)} did not finish in {e.timeout:.0f}s{said}")
         except (DaemonError, SetupError) as e:
             ctx.problem(str(e))
         if side is not None:

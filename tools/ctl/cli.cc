@@ -385,7 +385,7 @@ void AddClusterCommands(CLI::App* app, Args* a, Action* action) {
       [a, action] { *action = [a](const AdminSession& s) { return VdiStats(s, a->vdi); }; });
 
   CLI::App* flush = app->add_subcommand(
-      "flush", "Destage dirty blocks to the data nodes, printing progress until done");
+      "flush", "Destage the blocks dirty now to the data nodes, printing progress until done");
   flush->add_option("--vdi", a->vdi, "Only this VDI (default: all)");
   flush->add_flag("--wait", a->wait,
                   "Wait until the destage is done (the default and only behaviour: progress "

@@ -1,0 +1,41 @@
+#include "membership/feature_level.h"
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/formats.h"
+#include "common/status_macros.h"
+#include "membership/membership.h"
+
+namespace ringcache::membership {
+
+absl::StatusOr<std::pair<uint32_t, int64_t>> ReadFeatureLevelKey(EtcdClient* client,
+                                                                const std::string& prefix) {
+  EtcdCallOptions call;
+  call.timeout = absl::Seconds(2);
+  RC_ASSIGN_OR_RETURN(std::optional<KeyValue> kv, client->Get(FeatureLevelKey(prefix), call));
+  if (!kv) return std::make_pair(kBaseFeatureLevel, int64_t{0});
+  uint32_t level = 0;
+  if (!absl::SimpleAtoi(kv->value, &level) || level < kBaseFeatureLevel) {
+    return absl::DataLossError(absl::StrCat("cluster feature level in etcd is '", kv->value,
+                                            "', not a level"));
+  }
+  return std::make_pair(level, kv->mod_revision);
+}
+
+absl::StatusOr<uint32_t> ReadFeatureLevel(EtcdClient* client, const std::string& prefix) {
+  RC_ASSIGN_OR_RETURN(auto level, ReadFeatureLevelKey(client, prefix));
+  return level.first;
+}
+
+absl::Status CheckFeatureLevel(EtcdClient* client, const std::string& prefix,
+                               const std::string& who) {
+  RC_ASSIGN_OR_RETURN(uint32_t level, ReadFeatureLevel(client, prefix));
+  if (level <= kFeatureLevel) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      who, ": the cluster runs at feature level ", level, " (etcd ", FeatureLevelKey(prefix),
+      "); this release supports levels up to ", kFeatureLevel,
+      " and could not read what the cluster writes: run a release that supports level ", level,
+      " (docs/upgrades.md)"));
+}
+
+}  // namespace ringcache::membership

@@ -1,0 +1,34 @@
+// The cluster feature level in etcd (docs/upgrades.md, "Feature levels"): the level every node
+// of the cluster agreed to write formats of, kept under membership::FeatureLevelKey and raised
+// only by `ringcachectl cluster finalize`. Every daemon reads it before it joins a cluster: a
+// release that does not support the cluster's level refuses to start, naming both levels,
+// instead of misreading what the others write.
+//
+// Thread-safety: stateless functions; the client is used as its own contract allows.
+#ifndef RINGCACHE_MEMBERSHIP_FEATURE_LEVEL_H_
+#define RINGCACHE_MEMBERSHIP_FEATURE_LEVEL_H_
+
+#include <cstdint>
+#include <string>
+#include <utility>
+
+#include "absl/status/statusor.h"
+#include "membership/etcd_client.h"
+
+namespace ringcache::membership {
+
+// The cluster's feature level (absent: kBaseFeatureLevel) and the key's mod revision (0 when
+// absent), for a compare-and-set. kDataLoss when the key holds something that is not a level.
+absl::StatusOr<std::pair<uint32_t, int64_t>> ReadFeatureLevelKey(EtcdClient* client,
+                                                                const std::string& prefix);
+absl::StatusOr<uint32_t> ReadFeatureLevel(EtcdClient* client, const std::string& prefix);
+
+// OK when this release supports the cluster's feature level (common/formats.h, kFeatureLevel);
+// kFailedPrecondition naming both otherwise: a node of an older release in a cluster finalized
+// past it refuses to start. `who` names the daemon in the message ("cache node 3").
+absl::Status CheckFeatureLevel(EtcdClient* client, const std::string& prefix,
+                               const std::string& who);
+
+}  // namespace ringcache::membership
+
+#endif  // RINGCACHE_MEMBERSHIP_FEATURE_LEVEL_H_
