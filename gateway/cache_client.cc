@@ -143,7 +143,7 @@ class GrpcCacheClient : public CacheClient {
     req.set_vdi_id(vdi);
     req.set_mode(mode);
     v1::SetModeResponse resp;
-    auto ctx = Ctx(3600 * 1000);  // leaving write-back destages first
+    auto ctx = Ctx(3600 * 1000, kNoWait);  // leaving write-back destages first
     return FromGrpc(stub_->SetMode(ctx.get(), req, &resp), What("set mode"));
   }
   absl::Status SetPolicy(uint32_t vdi, const std::string& policy) override {
@@ -160,7 +160,7 @@ class GrpcCacheClient : public CacheClient {
     req.set_all_vdis(vdi == 0);
     req.set_epoch(ring_epoch());
     v1::CacheFlushResponse resp;
-    auto ctx = Ctx(3600 * 1000);
+    auto ctx = Ctx(3600 * 1000, kNoWait);
     absl::Status s = FromGrpc(stub_->Flush(ctx.get(), req, &resp), What("flush"));
     if (!s.ok()) return s;
     return resp.dirty_bytes_left();
@@ -176,7 +176,7 @@ class GrpcCacheClient : public CacheClient {
     }
     *req.mutable_fence() = fence();
     v1::CacheFlushResponse resp;
-    auto ctx = Ctx(3600 * 1000);
+    auto ctx = Ctx(3600 * 1000, kNoWait);
     return FromGrpc(stub_->Flush(ctx.get(), req, &resp), What("handoff flush"));
   }
   absl::Status Stats(uint32_t vdi, std::vector<v1::VdiCacheStats>* out) override {
@@ -214,7 +214,7 @@ class GrpcCacheClient : public CacheClient {
     }
     *req.mutable_fence() = fence();
     v1::DropBlocksResponse resp;
-    auto ctx = Ctx(600 * 1000);
+    auto ctx = Ctx(600 * 1000, kNoWait);
     absl::Status s = FromGrpc(stub_->DropBlocks(ctx.get(), req, &resp), What("drop blocks"));
     if (!s.ok()) return s;
     return resp.dirty_blocks_kept();
@@ -253,6 +253,12 @@ class GrpcCacheClient : public CacheClient {
     req.set_length(len);
     return req;
   }
+  // Flushes, mode switches and drops may run for as long as an hour: they must not also wait
+  // that long for a node that is not there. A flush sent while the node shut down (its server
+  // refusing new calls) waited for it to come back, holding the removal that had sent it, and
+  // the gateway's own stop behind that, for the hour; without waiting it fails at once, and the
+  // removal replays the node's log instead (a handoff or `ringcachectl flush` is tried again).
+  static constexpr bool kNoWait = false;
   // A call's context, known to CancelInFlight until the call returns (the deleter forgets it).
   struct Forget {
     const GrpcCacheClient* client;
@@ -266,11 +272,12 @@ class GrpcCacheClient : public CacheClient {
   };
   using LiveContext = std::unique_ptr<grpc::ClientContext, Forget>;
 
-  LiveContext Ctx(int timeout_ms = 0) const {
+  // `wait_for_ready`: see kNoWait.
+  LiveContext Ctx(int timeout_ms = 0, bool wait_for_ready = true) const {
     LiveContext ctx(new grpc::ClientContext(), Forget{this});
     // The owner is the only place an object's dirty blocks live: wait for it (until the
     // deadline) rather than fail while it restarts.
-    ctx->set_wait_for_ready(true);
+    ctx->set_wait_for_ready(wait_for_ready);
     ctx->set_deadline(std::chrono::system_clock::now() +
                       std::chrono::milliseconds(timeout_ms ? timeout_ms : timeout_ms_));
     absl::MutexLock l(&live_mu_);

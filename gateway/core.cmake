@@ -46,3 +46,6 @@ target_compile_definitions(qos_sessions_test PRIVATE RINGCACHE_ETCD_BIN="${ETCD_
 rc_add_gtest(data_channel_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/data_channel_test.cc
              LIBS rc_gateway rc_cachenode rc_embedded_datanodes SANITIZER)
 
+
+rc_add_gtest(cache_client_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/cache_client_test.cc LIBS rc_gateway
+             SANITIZER)

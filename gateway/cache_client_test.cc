@@ -1,0 +1,45 @@
+// The gRPC cache client's calls to a node that is not there.
+#include "gateway/cache_client.h"
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace ringcache::gateway {
+namespace {
+
+// A port of 127.0.0.1 nothing listens on (taken, then closed: connections are refused).
+int RefusingPort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  socklen_t len = sizeof(a);
+  EXPECT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+// The long control calls (a flush may take an hour) fail at once on a node that is not there,
+// instead of waiting the hour for it to come back: a removal that flushed a node as it shut
+// down used to hang there, and the gateway's stop behind it. (With the wait, this test would
+// run into ctest's timeout.)
+TEST(GrpcCacheClientTest, LongControlCallsFailAtOnceWhenTheNodeIsNotThere) {
+  auto c = MakeGrpcCacheClient("127.0.0.1:" + std::to_string(RefusingPort()));
+  const absl::StatusOr<uint64_t> flushed = c->Flush(0);
+  EXPECT_TRUE(absl::IsUnavailable(flushed.status())) << flushed.status();
+  const absl::Status moving = c->FlushMoving({{1, 1.0, ""}});
+  EXPECT_TRUE(absl::IsUnavailable(moving)) << moving;
+  const absl::StatusOr<uint64_t> dropped = c->DropBlocks(true, {});
+  EXPECT_TRUE(absl::IsUnavailable(dropped.status())) << dropped.status();
+  const absl::Status mode = c->SetMode(1, v1::WRITETHROUGH);
+  EXPECT_TRUE(absl::IsUnavailable(mode)) << mode;
+}
+
+}  // namespace
+}  // namespace ringcache::gateway
