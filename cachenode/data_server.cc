@@ -154,8 +154,9 @@ void DataServer::Serve(int fd) {
   // Requests are run in the order they arrive and answered in that order (answers wait in `out`
   // while more requests are already buffered, and go out together before the connection waits
   // for input) — except a read flagged kMayReorder that needs the data nodes: it runs aside on
-  // the pool and answers when done, so the cached reads behind it are not held up. (Not under
-  // TLS, where one session must not see two senders and a receiver at once.)
+  // the pool and answers when done, so the cached reads behind it are not held up. Under TLS its
+  // answer goes through the session as this thread's do, under the same send lock: one sender
+  // and one receiver at a time, the sharing GnuTLS allows.
   StreamReader in(fd, session.get());
   OutBatch out;
   auto conn = std::make_shared<Aside>();
@@ -184,9 +185,9 @@ void DataServer::Serve(int fd) {
       if (out.full() && !out.Flush(fd, session.get(), &conn->send_mu)) break;
       continue;
     }
-    if (r.op == wire::Op::kRead && (r.flags & wire::kMayReorder) != 0 && session == nullptr &&
+    if (r.op == wire::Op::kRead && (r.flags & wire::kMayReorder) != 0 &&
         !node_->IsStored(r.vdi, r.object, r.offset, r.length)) {
-      RunAside(fd, conn, r);
+      RunAside(fd, session.get(), conn, r);
       continue;
     }
     const char* body = nullptr;
@@ -219,13 +220,14 @@ void DataServer::Serve(int fd) {
   session.reset();  // the session goes before its socket (closed by the ConnectionServer)
 }
 
-void DataServer::RunAside(int fd, const std::shared_ptr<Aside>& conn, const wire::Request& r) {
+void DataServer::RunAside(int fd, tls::Session* session, const std::shared_ptr<Aside>& conn,
+                          const wire::Request& r) {
   {
     absl::MutexLock l(&conn->mu);
     ++conn->running;
   }
   aside_reads_->Increment();
-  aside_->Submit([this, fd, conn, r] {
+  aside_->Submit([this, fd, session, conn, r] {
     std::vector<char> data(r.length);
     const absl::Status st = Handle(r, nullptr, data.data());
     wire::Response resp = wire::FromStatus(st, r.length);
@@ -238,7 +240,7 @@ void DataServer::RunAside(int fd, const std::shared_ptr<Aside>& conn, const wire
     bool sent;
     {
       absl::MutexLock l(&conn->send_mu);
-      sent = WriteFullV(fd, iov, 3).ok();
+      sent = tls::WriteFullVOn(fd, session, iov, 3).ok();
     }
     absl::MutexLock l(&conn->mu);
     if (!sent) shutdown(fd, SHUT_RDWR);  // the connection's reader sees the end

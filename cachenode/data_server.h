@@ -58,7 +58,8 @@ class DataServer {
   };
   void Serve(int fd);
   // Runs read `r` of connection `fd` on the pool and sends its answer when done.
-  void RunAside(int fd, const std::shared_ptr<Aside>& conn, const wire::Request& r);
+  void RunAside(int fd, tls::Session* session, const std::shared_ptr<Aside>& conn,
+                const wire::Request& r);
   // Runs one request; reads leave their data in *data.
   absl::Status Handle(const wire::Request& r, const char* payload, char* data);
 

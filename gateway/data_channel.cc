@@ -27,11 +27,16 @@ constexpr size_t kMaxIdle = 64;
 // a send under way leaves its frame to that sender, so a burst of reads shares sends), each
 // tagged and flagged kMayReorder; a reader thread matches answers to requests by tag (a read
 // the node fetches from the data nodes answers after the cached ones behind it) and runs the
-// completions.
+// completions. Under TLS the session is shared the one way GnuTLS allows: one thread sending (the
+// sender of the moment, under `sending_`) and one receiving (the reader); it is never
+// renegotiated, and the connection ends by shutting the socket down, not by a TLS close.
 class DataChannel::Pipe {
  public:
-  Pipe(int fd, std::string address, int timeout_ms)
-      : fd_(fd), address_(std::move(address)), timeout_(absl::Milliseconds(timeout_ms)) {
+  Pipe(int fd, std::unique_ptr<tls::Session> session, std::string address, int timeout_ms)
+      : fd_(fd),
+        session_(std::move(session)),
+        address_(std::move(address)),
+        timeout_(absl::Milliseconds(timeout_ms)) {
     // The reader wakes at least every 250 ms to look at the oldest request's deadline.
     SetReceiveTimeout(fd_, absl::Milliseconds(250));
     const timeval tv{timeout_ms / 1000, (timeout_ms % 1000) * 1000};
@@ -42,6 +47,7 @@ class DataChannel::Pipe {
   ~Pipe() {
     Break(absl::CancelledError(absl::StrCat("block data pipe to ", address_, " closed")));
     reader_.join();
+    session_.reset();  // before its socket
     close(fd_);
   }
 
@@ -62,7 +68,7 @@ class DataChannel::Pipe {
       batch.swap(queued_);
       mu_.Unlock();
       iovec iov{batch.data(), batch.size()};
-      const absl::Status s = WriteFullV(fd_, &iov, 1);
+      const absl::Status s = tls::WriteFullVOn(fd_, session_.get(), &iov, 1);
       mu_.Lock();
       if (!s.ok())
         BreakLocked(absl::UnavailableError(
@@ -171,6 +177,7 @@ class DataChannel::Pipe {
   }
 
   const int fd_;
+  std::unique_ptr<tls::Session> session_;  // null: plaintext
   const std::string address_;
   const absl::Duration timeout_;
   mutable absl::Mutex mu_;
@@ -181,7 +188,7 @@ class DataChannel::Pipe {
   bool sending_ ABSL_GUARDED_BY(mu_) = false;
   bool broken_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status why_ ABSL_GUARDED_BY(mu_);
-  StreamReader in_{fd_, nullptr, 256 << 10};  // the reader's (plaintext: see the TLS path)
+  StreamReader in_{fd_, session_.get(), 256 << 10};  // the reader's
   std::thread reader_;
 };
 
@@ -285,7 +292,6 @@ bool DataChannel::ReadAsync(const wire::Request& r, char* out,
 }
 
 void DataChannel::MaybeOpenPipe() {
-  if (tls_ != nullptr) return;  // a TLS session is not shared by a sender and a reader thread
   {
     absl::MutexLock l(&mu_);
     if ((pipe_ != nullptr && !pipe_->broken()) || opening_pipe_ || absl::Now() < next_pipe_) {
@@ -295,12 +301,23 @@ void DataChannel::MaybeOpenPipe() {
     next_pipe_ = absl::Now() + absl::Seconds(1);
   }
   absl::StatusOr<int> fd = DialTcp(host_, port_, absl::Milliseconds(std::min(timeout_ms_, 2000)));
+  std::unique_ptr<tls::Session> session;
+  if (fd.ok() && tls_ != nullptr) {
+    absl::StatusOr<std::unique_ptr<tls::Session>> s =
+        tls_->Connect(*fd, absl::Milliseconds(std::min(timeout_ms_, 5000)));
+    if (s.ok()) {
+      session = *std::move(s);
+    } else {
+      close(*fd);
+      fd = s.status();  // reads go over single connections, which report the error
+    }
+  }
   std::shared_ptr<Pipe> old;  // a broken one, let go after mu_: its reader is ending
   absl::MutexLock l(&mu_);
   opening_pipe_ = false;
   if (!fd.ok()) return;
   old = std::move(pipe_);
-  pipe_ = std::make_shared<Pipe>(*fd, address(), timeout_ms_);
+  pipe_ = std::make_shared<Pipe>(*fd, std::move(session), address(), timeout_ms_);
 }
 
 void DataChannel::CancelInFlight() {

@@ -14,7 +14,8 @@
 // caller thread waits for its answer.
 //
 // With `tls` every connection runs TLS, checked to reach a cache node of this cluster
-// (common/tls.h); ProcessTls() is the context of the process's --tls-dir identity.
+// (common/tls.h), the pipelined one too; ProcessTls() is the context of the process's --tls-dir
+// identity.
 //
 // Thread-safety: thread-safe.
 #ifndef RINGCACHE_GATEWAY_DATA_CHANNEL_H_
@@ -52,7 +53,7 @@ class DataChannel {
   // Sends read `r` (r.length bytes into `out`) on the pipelined connection and returns true at
   // once; `done` then runs exactly once, on the connection's reader thread, with the node's
   // answer or the connection's failure. Returns false without calling `done` when no pipelined
-  // connection is up (not opened yet, broken, or TLS): use Call, whose reads open one.
+  // connection is up (not opened yet, or broken): use Call, whose reads open one.
   bool ReadAsync(const wire::Request& r, char* out, absl::AnyInvocable<void(absl::Status)> done);
   // Breaks the connections of the calls in flight (they return kCancelled).
   void CancelInFlight();
@@ -70,7 +71,7 @@ class DataChannel {
                         bool* answered, absl::Status* result);
 
   class Pipe;
-  // Opens the pipelined connection if none is up (at most one attempt a second; never with TLS).
+  // Opens the pipelined connection if none is up (at most one attempt a second).
   void MaybeOpenPipe() ABSL_LOCKS_EXCLUDED(mu_);
 
   const std::string host_;

@@ -17,6 +17,8 @@
 #include "cachenode/service.h"
 #include "cachenode/testing/cache_node_harness.h"
 #include "common/socket.h"
+#include "common/tls.h"
+#include "common/tls_certs.h"
 #include "gtest/gtest.h"
 
 namespace ringcache::gateway {
@@ -371,6 +373,83 @@ TEST_F(DataChannelTest, APipelinedMissRunsAsideAndCachedReadsAnswerOnTheSameConn
     EXPECT_EQ(out[i], i == 0 ? std::string(4096, '\0') : cached) << i;
   }
   EXPECT_EQ(aside->Value() - aside_before, 1) << "only the miss ran aside";
+}
+
+// Under TLS reads are pipelined as in plaintext (GnuTLS lets one thread send and another
+// receive on a session): a burst from several threads on the one pipelined connection, each
+// read with its own data, and a miss run aside whose answer goes through the same session.
+TEST_F(DataChannelTest, UnderTlsReadsArePipelinedAndAMissRunsAside) {
+  const std::string dir = dir_ + "/tls";
+  ASSERT_TRUE(tls::WriteCa(dir + "/ca", "alpha", 2).ok());
+  auto identity = [&](const std::string& role, const std::string& name) {
+    tls::CertRequest req;
+    req.role = role;
+    req.name = name;
+    req.ips = {"127.0.0.1"};
+    EXPECT_TRUE(tls::WriteIssued(dir + "/ca", req, dir + "/" + name).ok());
+    auto id = tls::LoadIdentity(dir + "/" + name);
+    EXPECT_TRUE(id.ok()) << id.status();
+    return id.ok() ? *id : nullptr;
+  };
+  tls::ServerOptions o;
+  o.roles = {tls::kRoleGateway};
+  auto server_tls = tls::ServerContext::Create(identity(tls::kRoleCacheNode, "cachenode-1"), o);
+  ASSERT_TRUE(server_tls.ok()) << server_tls.status();
+  auto client_tls =
+      tls::ClientContext::Create(identity(tls::kRoleGateway, "gateway-1"), tls::kRoleCacheNode);
+  ASSERT_TRUE(client_tls.ok()) << client_tls.status();
+  server_.reset();
+  cachenode::DataServerOptions so;
+  so.tls = *server_tls;
+  auto started = cachenode::DataServer::Start(so, node_.get(), gate_.get(), &registry_);
+  ASSERT_TRUE(started.ok()) << started.status();
+  server_ = std::move(*started);
+
+  DataChannel ch("127.0.0.1", server_->port(), 30000, *client_tls);
+  constexpr int kBlocks = 16;
+  std::vector<std::string> data(kBlocks);
+  bool sent = false;
+  for (int i = 0; i < kBlocks; ++i) {
+    data[i].assign(4096, static_cast<char>('a' + i));
+    ASSERT_TRUE(
+        ch.Call(Req(wire::Op::kWrite, 40, i * 4096, 4096), data[i].data(), nullptr, &sent).ok());
+  }
+  std::string buf(4096, '\0');
+  ASSERT_TRUE(ch.Call(Req(wire::Op::kRead, 40, 0, 4096), nullptr, buf.data(), &sent).ok());
+  metrics::Counter* aside = registry_.GetCounter("ringcache_cachenode_data_aside_reads_total", "");
+  const double aside_before = aside->Value();
+  Completions miss;
+  std::string zeroes(4096, 'x');
+  ASSERT_TRUE(ch.ReadAsync(Req(wire::Op::kRead, 41, 0, 4096), zeroes.data(), miss.Slot(0)))
+      << "no pipelined connection under TLS";
+  std::atomic<int> bad{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < 25; ++round) {
+        Completions mine;
+        std::vector<std::string> got(8, std::string(4096, '\0'));
+        for (int k = 0; k < 8; ++k) {
+          const int i = (t * 8 + k + round) % kBlocks;
+          if (!ch.ReadAsync(Req(wire::Op::kRead, 40, i * 4096, 4096), got[k].data(),
+                            mine.Slot(k))) {
+            ++bad;
+            return;
+          }
+        }
+        std::map<size_t, absl::Status> r = mine.Wait(8);
+        for (int k = 0; k < 8; ++k) {
+          if (!r[k].ok() || got[k] != data[(t * 8 + k + round) % kBlocks]) ++bad;
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(bad.load(), 0);
+  std::map<size_t, absl::Status> m = miss.Wait(1);
+  EXPECT_TRUE(m[0].ok()) << m[0];
+  EXPECT_EQ(zeroes, std::string(4096, '\0'));
+  EXPECT_EQ(aside->Value() - aside_before, 1) << "the miss did not run aside";
 }
 
 // A peer that answers the first read of each connection with `fill` bytes and then only reads.
