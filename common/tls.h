@@ -191,7 +191,8 @@ class Session {
   // record takes. Past the slice Read returns -EAGAIN like a receive timeout (the partial record
   // stays buffered; the next Read goes on with it), and the caller's deadline decides.
   void SetReadSlice(absl::Duration slice);
-  // Bytes already decrypted and waiting to be read (a poll() on the socket does not see them).
+  // Bytes already received and waiting to be read (a poll() on the socket does not see them):
+  // decrypted ones, and those of the read-ahead buffer.
   size_t Pending() const;
   // Sends the TLS close notification (best effort).
   void Close();
@@ -207,8 +208,17 @@ class Session {
   friend class ServerContext;
   friend class ClientContext;
   Session() = default;
+  void Attach(int fd, absl::Duration timeout);
+  static ssize_t Pull(void* session, void* buf, size_t size);
+  static int PullTimeout(void* session, unsigned int ms);
+
+  static constexpr size_t kReadAhead = 64 << 10;
   std::shared_ptr<const X509Source::Creds> creds_;  // outlive the session (GnuTLS needs them)
   void* session_ = nullptr;  // gnutls_session_t
+  int fd_ = -1;
+  // What one recv() took and GnuTLS has not asked for yet; used by the receiving thread only.
+  std::unique_ptr<char[]> rbuf_;
+  size_t rbegin_ = 0, rend_ = 0;
   absl::Duration read_slice_ = absl::InfiniteDuration();
   CertName peer_;
   bool authenticated_ = false;
