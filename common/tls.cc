@@ -340,45 +340,44 @@ Session::~Session() {
 
 absl::Status Session::WriteV(const iovec* iov, int count) {
   auto s = static_cast<gnutls_session_t>(session_);
-  // Small buffers (a reply header, a short payload) are corked so they leave as one full record,
-  // as one writev would leave as one segment. Corking copies into GnuTLS's buffer, so only the
-  // first record's worth is corked: the rest of a large payload (a 1 MiB read) is sent straight
-  // from the caller's buffer, one full record per call.
-  constexpr size_t kRecord = 16384;  // TLS's largest record payload
-  size_t corked = 0;
-  bool corking = true;
-  gnutls_record_cork(s);
-  auto uncork = [&]() -> absl::Status {
-    corking = false;
-    while (true) {
-      const int rc = gnutls_record_uncork(s, GNUTLS_RECORD_WAIT);
-      if (rc >= 0) return absl::OkStatus();
-      if (rc == GNUTLS_E_INTERRUPTED) continue;
-      return GnutlsError("TLS send", rc);
+  // Every record costs a send() and its own encryption, so small buffers (answer headers, 4K
+  // payloads: a batch of pipelined answers) are gathered into full records, as one writev
+  // would gather them into segments; only what does not fit a record's remainder is sent
+  // straight from the caller's buffer, a full record per call (a 1 MiB read's payload).
+  auto send = [s](const char* p, size_t n) -> absl::Status {
+    while (n > 0) {
+      const ssize_t rc = gnutls_record_send(s, p, n);
+      if (rc == GNUTLS_E_INTERRUPTED) continue;  // again with the same buffer, as GnuTLS asks
+      if (rc < 0) return GnutlsError("TLS send", static_cast<int>(rc));
+      p += rc;
+      n -= static_cast<size_t>(rc);
     }
+    return absl::OkStatus();
   };
+  size_t staged = 0;
   for (int i = 0; i < count; ++i) {
     const char* p = static_cast<const char*>(iov[i].iov_base);
     size_t left = iov[i].iov_len;
     while (left > 0) {
-      size_t n = left;
-      if (corking && corked + n > kRecord) n = kRecord - corked;
-      ssize_t rc = 0;
-      if (n > 0) rc = gnutls_record_send(s, p, n);
-      if (rc == GNUTLS_E_INTERRUPTED) continue;  // again with the same buffer, as GnuTLS asks
-      if (rc < 0) {
-        if (corking) (void)gnutls_record_uncork(s, 0);
-        return GnutlsError("TLS send", static_cast<int>(rc));
+      if (staged == 0 && left >= kRecord) {
+        RC_RETURN_IF_ERROR(send(p, kRecord));
+        p += kRecord;
+        left -= kRecord;
+        continue;
       }
-      p += rc;
-      left -= static_cast<size_t>(rc);
-      if (corking) {
-        corked += static_cast<size_t>(rc);
-        if (corked >= kRecord) RC_RETURN_IF_ERROR(uncork());
+      if (wbuf_ == nullptr) wbuf_ = std::make_unique<char[]>(kRecord);
+      const size_t n = std::min(left, kRecord - staged);
+      std::memcpy(wbuf_.get() + staged, p, n);
+      staged += n;
+      p += n;
+      left -= n;
+      if (staged == kRecord) {
+        RC_RETURN_IF_ERROR(send(wbuf_.get(), staged));
+        staged = 0;
       }
     }
   }
-  if (corking) return uncork();
+  if (staged > 0) return send(wbuf_.get(), staged);
   return absl::OkStatus();
 }
 

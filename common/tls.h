@@ -213,12 +213,15 @@ class Session {
   static int PullTimeout(void* session, unsigned int ms);
 
   static constexpr size_t kReadAhead = 64 << 10;
+  static constexpr size_t kRecord = 16384;  // TLS's largest record payload
   std::shared_ptr<const X509Source::Creds> creds_;  // outlive the session (GnuTLS needs them)
   void* session_ = nullptr;  // gnutls_session_t
   int fd_ = -1;
   // What one recv() took and GnuTLS has not asked for yet; used by the receiving thread only.
   std::unique_ptr<char[]> rbuf_;
   size_t rbegin_ = 0, rend_ = 0;
+  // WriteV's record being gathered; used by the sending thread only.
+  std::unique_ptr<char[]> wbuf_;
   absl::Duration read_slice_ = absl::InfiniteDuration();
   CertName peer_;
   bool authenticated_ = false;
