@@ -19,7 +19,7 @@
 #include "common/errors.h"
 #include "common/socket.h"
 #include "common/tls.h"
-#include "common/tls_certs.h"
+#include "common/testing/test_ca.h"
 #include "datanode/client/log_link.h"
 #include "datanode/hdd_emulator.h"
 #include "datanode/service.h"
@@ -220,16 +220,9 @@ TEST_F(LogPortTest, SendAnswersOnTheLinksThread) {
 // With TLS the port admits cache nodes (and gateways), as the gRPC port does; a certificate of
 // another role is refused at the handshake.
 TEST_F(LogPortTest, UnderTlsOnlyCacheNodesAndGatewaysAreAdmitted) {
-  ASSERT_TRUE(tls::WriteCa(dir_ + "/ca", "alpha", 2).ok());
+  const tls::testing::TestCa ca(dir_);
   auto identity = [&](const std::string& role, const std::string& name) {
-    tls::CertRequest req;
-    req.role = role;
-    req.name = name;
-    req.ips = {"127.0.0.1"};
-    EXPECT_TRUE(tls::WriteIssued(dir_ + "/ca", req, dir_ + "/" + name).ok());
-    auto id = tls::LoadIdentity(dir_ + "/" + name);
-    EXPECT_TRUE(id.ok()) << id.status();
-    return id.ok() ? *id : nullptr;
+    return ca.Issue(role, name);
   };
   tls::ServerOptions o;
   o.roles = {tls::kRoleCacheNode, tls::kRoleGateway};

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <string>
 #include <thread>
@@ -17,8 +18,8 @@
 #include "cachenode/service.h"
 #include "cachenode/testing/cache_node_harness.h"
 #include "common/socket.h"
+#include "common/testing/test_ca.h"
 #include "common/tls.h"
-#include "common/tls_certs.h"
 #include "gtest/gtest.h"
 
 namespace ringcache::gateway {
@@ -243,6 +244,35 @@ class Completions {
   size_t done_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
+// Pipelined reads from 4 threads at once, `rounds` bursts of 8 each, of the blocks `data` holds
+// (block i read by `read(i)`); returns how many failed or came back with other data.
+int PipelinedReadsFromThreads(DataChannel* ch, const std::vector<std::string>& data, int rounds,
+                              const std::function<wire::Request(int)>& read) {
+  const int n = static_cast<int>(data.size());
+  std::atomic<int> bad{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < rounds; ++round) {
+        Completions mine;
+        std::vector<std::string> got(8, std::string(4096, '\0'));
+        for (int k = 0; k < 8; ++k) {
+          if (!ch->ReadAsync(read((t * 8 + k + round) % n), got[k].data(), mine.Slot(k))) {
+            ++bad;
+            return;
+          }
+        }
+        std::map<size_t, absl::Status> r = mine.Wait(8);
+        for (int k = 0; k < 8; ++k) {
+          if (!r[k].ok() || got[k] != data[(t * 8 + k + round) % n]) ++bad;
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  return bad.load();
+}
+
 TEST_F(DataChannelTest, PipelinedReadsCompleteWithTheirOwnDataAndErrors) {
   DataChannel ch("127.0.0.1", server_->port(), 30000);
   constexpr int kReads = 64;
@@ -279,31 +309,11 @@ TEST_F(DataChannelTest, PipelinedReadsCompleteWithTheirOwnDataAndErrors) {
     EXPECT_TRUE(results[i].ok()) << i << ": " << results[i];
     EXPECT_EQ(back[i], data[i]) << i;  // slot i reads what write i wrote
   }
-  // Pipelined reads from many threads at once, next to blocking writes.
-  std::atomic<int> bad{0};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 4; ++t) {
-    threads.emplace_back([&, t] {
-      for (int round = 0; round < 50; ++round) {
-        Completions mine;
-        std::vector<std::string> got(8, std::string(4096, '\0'));
-        for (int k = 0; k < 8; ++k) {
-          const int i = (t * 8 + k + round) % kReads;
-          if (!ch.ReadAsync(Req(wire::Op::kRead, 10 + i % 4, (i / 4) * 4096, 4096), got[k].data(),
-                            mine.Slot(k))) {
-            ++bad;
-            return;
-          }
-        }
-        std::map<size_t, absl::Status> r = mine.Wait(8);
-        for (int k = 0; k < 8; ++k) {
-          if (!r[k].ok() || got[k] != data[(t * 8 + k + round) % kReads]) ++bad;
-        }
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  EXPECT_EQ(bad.load(), 0);
+  // Pipelined reads from many threads at once.
+  EXPECT_EQ(PipelinedReadsFromThreads(&ch, data, 50, [](int i) {
+              return Req(wire::Op::kRead, 10 + i % 4, (i / 4) * 4096, 4096);
+            }),
+            0);
 }
 
 TEST_F(DataChannelTest, TheServerRunsABurstInOrder) {
@@ -379,24 +389,13 @@ TEST_F(DataChannelTest, APipelinedMissRunsAsideAndCachedReadsAnswerOnTheSameConn
 // receive on a session): a burst from several threads on the one pipelined connection, each
 // read with its own data, and a miss run aside whose answer goes through the same session.
 TEST_F(DataChannelTest, UnderTlsReadsArePipelinedAndAMissRunsAside) {
-  const std::string dir = dir_ + "/tls";
-  ASSERT_TRUE(tls::WriteCa(dir + "/ca", "alpha", 2).ok());
-  auto identity = [&](const std::string& role, const std::string& name) {
-    tls::CertRequest req;
-    req.role = role;
-    req.name = name;
-    req.ips = {"127.0.0.1"};
-    EXPECT_TRUE(tls::WriteIssued(dir + "/ca", req, dir + "/" + name).ok());
-    auto id = tls::LoadIdentity(dir + "/" + name);
-    EXPECT_TRUE(id.ok()) << id.status();
-    return id.ok() ? *id : nullptr;
-  };
+  const tls::testing::TestCa ca(dir_ + "/tls");
   tls::ServerOptions o;
   o.roles = {tls::kRoleGateway};
-  auto server_tls = tls::ServerContext::Create(identity(tls::kRoleCacheNode, "cachenode-1"), o);
+  auto server_tls = tls::ServerContext::Create(ca.Issue(tls::kRoleCacheNode, "cachenode-1"), o);
   ASSERT_TRUE(server_tls.ok()) << server_tls.status();
   auto client_tls =
-      tls::ClientContext::Create(identity(tls::kRoleGateway, "gateway-1"), tls::kRoleCacheNode);
+      tls::ClientContext::Create(ca.Issue(tls::kRoleGateway, "gateway-1"), tls::kRoleCacheNode);
   ASSERT_TRUE(client_tls.ok()) << client_tls.status();
   server_.reset();
   cachenode::DataServerOptions so;
@@ -422,30 +421,9 @@ TEST_F(DataChannelTest, UnderTlsReadsArePipelinedAndAMissRunsAside) {
   std::string zeroes(4096, 'x');
   ASSERT_TRUE(ch.ReadAsync(Req(wire::Op::kRead, 41, 0, 4096), zeroes.data(), miss.Slot(0)))
       << "no pipelined connection under TLS";
-  std::atomic<int> bad{0};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 4; ++t) {
-    threads.emplace_back([&, t] {
-      for (int round = 0; round < 25; ++round) {
-        Completions mine;
-        std::vector<std::string> got(8, std::string(4096, '\0'));
-        for (int k = 0; k < 8; ++k) {
-          const int i = (t * 8 + k + round) % kBlocks;
-          if (!ch.ReadAsync(Req(wire::Op::kRead, 40, i * 4096, 4096), got[k].data(),
-                            mine.Slot(k))) {
-            ++bad;
-            return;
-          }
-        }
-        std::map<size_t, absl::Status> r = mine.Wait(8);
-        for (int k = 0; k < 8; ++k) {
-          if (!r[k].ok() || got[k] != data[(t * 8 + k + round) % kBlocks]) ++bad;
-        }
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  EXPECT_EQ(bad.load(), 0);
+  EXPECT_EQ(PipelinedReadsFromThreads(
+                &ch, data, 25, [](int i) { return Req(wire::Op::kRead, 40, i * 4096, 4096); }),
+            0);
   std::map<size_t, absl::Status> m = miss.Wait(1);
   EXPECT_TRUE(m[0].ok()) << m[0];
   EXPECT_EQ(zeroes, std::string(4096, '\0'));
