@@ -250,25 +250,29 @@ absl::StatusOr<int> DataChannel::Acquire(bool fresh, bool* reused) {
     }
   }
   *reused = false;
-  absl::StatusOr<int> fd = DialTcp(host_, port_, absl::Milliseconds(std::min(timeout_ms_, 2000)));
+  std::unique_ptr<tls::Session> session;
+  absl::StatusOr<int> fd = Dial(&session);
   if (!fd.ok()) return fd.status();
   // Answers are read with blocking receives (one call each) that give up after the timeout.
   SetReceiveTimeout(*fd, absl::Milliseconds(timeout_ms_));
-  std::unique_ptr<tls::Session> session;
-  if (tls_ != nullptr) {
-    absl::StatusOr<std::unique_ptr<tls::Session>> s =
-        tls_->Connect(*fd, absl::Milliseconds(std::min(timeout_ms_, 5000)));
-    if (!s.ok()) {
-      close(*fd);
-      return absl::UnavailableError(
-          absl::StrCat("TLS to cache node at ", address(), ": ", s.status().message()));
-    }
-    session = *std::move(s);
-  }
   absl::MutexLock l(&mu_);
   busy_.insert(*fd);
   if (session != nullptr) sessions_[*fd] = std::move(session);
   return *fd;
+}
+
+absl::StatusOr<int> DataChannel::Dial(std::unique_ptr<tls::Session>* session) const {
+  absl::StatusOr<int> fd = DialTcp(host_, port_, absl::Milliseconds(std::min(timeout_ms_, 2000)));
+  if (!fd.ok() || tls_ == nullptr) return fd;
+  absl::StatusOr<std::unique_ptr<tls::Session>> s =
+      tls_->Connect(*fd, absl::Milliseconds(std::min(timeout_ms_, 5000)));
+  if (!s.ok()) {
+    close(*fd);
+    return absl::UnavailableError(
+        absl::StrCat("TLS to cache node at ", address(), ": ", s.status().message()));
+  }
+  *session = *std::move(s);
+  return fd;
 }
 
 void DataChannel::Release(int fd, bool keep) {
@@ -300,18 +304,9 @@ void DataChannel::MaybeOpenPipe() {
     opening_pipe_ = true;
     next_pipe_ = absl::Now() + absl::Seconds(1);
   }
-  absl::StatusOr<int> fd = DialTcp(host_, port_, absl::Milliseconds(std::min(timeout_ms_, 2000)));
   std::unique_ptr<tls::Session> session;
-  if (fd.ok() && tls_ != nullptr) {
-    absl::StatusOr<std::unique_ptr<tls::Session>> s =
-        tls_->Connect(*fd, absl::Milliseconds(std::min(timeout_ms_, 5000)));
-    if (s.ok()) {
-      session = *std::move(s);
-    } else {
-      close(*fd);
-      fd = s.status();  // reads go over single connections, which report the error
-    }
-  }
+  // A failure is left to the single connections' reads, which report it.
+  absl::StatusOr<int> fd = Dial(&session);
   std::shared_ptr<Pipe> old;  // a broken one, let go after mu_: its reader is ending
   absl::MutexLock l(&mu_);
   opening_pipe_ = false;

@@ -63,6 +63,9 @@ class DataChannel {
   // An idle connection (reused = true) or a new one; `fresh`: a new one, and the idle ones are
   // closed.
   absl::StatusOr<int> Acquire(bool fresh, bool* reused);
+  // A new connection to the node, with its TLS session in *session under TLS (both pooled and
+  // pipelined connections open this way).
+  absl::StatusOr<int> Dial(std::unique_ptr<tls::Session>* session) const;
   void Release(int fd, bool keep) ABSL_LOCKS_EXCLUDED(mu_);
   void CloseLocked(int fd) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // One request on `fd`. Returns the transport's status (not OK: the connection is unusable;
