@@ -21,6 +21,8 @@ absl::Status Sim::CheckTerm(uint64_t* held, uint64_t term) {
 void Sim::Check() {
   // Runs after every event: the objects not durable at home first, then, only if there are any,
   // one pass over the logs for the newest logged version of each (not a pass per object).
+  if (!durability_changed_) return;
+  durability_changed_ = false;
   std::vector<int> unsettled;
   for (size_t obj = 0; obj < acked_.size(); ++obj) {
     const uint64_t a = acked_[obj];
@@ -73,8 +75,9 @@ void Sim::GwWrite(const Write& w, int attempt) {
       [this, owner, w, epoch](Reply reply) { CnWrite(owner, w, epoch, std::move(reply)); },
       [this, w, attempt, owner](absl::Status s) {
         if (s.ok()) {
-          Log(absl::StrCat("gw", w.gw, " ack obj ", w.obj, " v", w.v, " via cn", owner));
+          Log("gw", w.gw, " ack obj ", w.obj, " v", w.v, " via cn", owner);
           acked_[w.obj] = std::max(acked_[w.obj], w.v);
+          durability_changed_ = true;
           busy_[w.obj] = false;
           --gw_[w.gw].outstanding;
           ++res_.writes_acked;
@@ -112,6 +115,7 @@ void Sim::CnWrite(uint32_t id, Write w, uint64_t req_epoch, Reply reply) {
             return r(TypedError(ErrorKind::kLogSealed, "log sealed"));
           }
           d.log[{id, rec.seq}] = rec;
+          durability_changed_ = true;
           r(absl::OkStatus());
         },
         [this, id, w, req_epoch, ver, inc, pending, failed, reply](absl::Status s) {
@@ -131,8 +135,8 @@ void Sim::CnWrite(uint32_t id, Write w, uint64_t req_epoch, Reply reply) {
             Fail(absl::StrCat("object ", w.obj, " taken by cache nodes ", it->second, " and ", id,
                               " at ring epoch ", ver.epoch));
           }
-          Log(absl::StrCat("cn", id, " took obj ", w.obj, " v", w.v, " epoch ", ver.epoch,
-                           " seq ", ver.seq));
+          Log("cn", id, " took obj ", w.obj, " v", w.v, " epoch ", ver.epoch,
+                           " seq ", ver.seq);
           if (superseded != 0) Reclaim(id, superseded, w.obj, 0);
           reply(absl::OkStatus());
         });
@@ -143,6 +147,7 @@ void Sim::ApplyHome(uint32_t writer, const Version& v, int obj) {
   (void)writer;
   Version& h = home_[obj];
   if (v.key() > h.key()) h = v;
+  durability_changed_ = true;
 }
 
 // Drops log record `seq` of `writer` (for `obj`: its two log holders) on the data nodes.
@@ -153,6 +158,7 @@ void Sim::Reclaim(uint32_t writer, uint64_t seq, int obj, uint64_t term) {
       DataNode& d = dn_[j];
       if (!CheckTerm(&d.term, term).ok()) return;
       d.log.erase({writer, seq});
+      durability_changed_ = true;
     });
   }
 }
@@ -182,9 +188,10 @@ void Sim::Destage(uint32_t id) {
 void Sim::Crash(uint32_t id) {
   const int p = Cn(id);
   if (down_[p]) return;
-  Log(absl::StrCat("FAULT crash cn", id));
+  Log("FAULT crash cn", id);
   down_[p] = true;
   paused_[p] = false;
+  for (uint32_t timer : held_[p]) Release(timer);
   held_[p].clear();
   ++incarnation_[p];
   CacheNode& n = Node(id);
@@ -196,7 +203,7 @@ void Sim::Crash(uint32_t id) {
 void Sim::Restart(uint32_t id) {
   const int p = Cn(id);
   if (!down_[p]) return;
-  Log(absl::StrCat("restart cn", id));
+  Log("restart cn", id);
   down_[p] = false;
   CacheNode& n = Node(id);
   // Cluster mode: a run that held a lease starts quarantined (docs/durability.md).
@@ -219,7 +226,7 @@ void Sim::Fault() {
     case 1: {  // SIGSTOP a cache node
       const int p = Cn(id);
       if (down_[p] || paused_[p]) return;
-      Log(absl::StrCat("FAULT pause cn", id, " for ", hold));
+      Log("FAULT pause cn", id, " for ", hold);
       paused_[p] = true;
       At(-1, hold, [this, p] { Continue(p); });
       return;
@@ -228,7 +235,7 @@ void Sim::Fault() {
       const int lead = leader_ >= 0 ? leader_ : 0;
       const std::pair<int, int> a{std::min(Gw(lead), Cn(id)), std::max(Gw(lead), Cn(id))};
       const std::pair<int, int> b{Cn(id), kEtcd};
-      Log(absl::StrCat("FAULT partition gw", lead, " and etcd from cn", id, " for ", hold));
+      Log("FAULT partition gw", lead, " and etcd from cn", id, " for ", hold);
       cut_.insert(a);
       cut_.insert(b);
       At(-1, hold, [this, a, b] {
@@ -241,7 +248,7 @@ void Sim::Fault() {
       if (leader_ < 0) return;
       const int p = Gw(leader_);
       if (paused_[p]) return;
-      Log(absl::StrCat("FAULT pause coordinator gw", leader_, " for ", hold));
+      Log("FAULT pause coordinator gw", leader_, " for ", hold);
       paused_[p] = true;
       At(-1, hold, [this, p] { Continue(p); });
       return;
@@ -257,11 +264,8 @@ void Sim::Continue(int p) {
   paused_[p] = false;
   // What waited for it runs now, in the order it came.
   while (!held_[p].empty()) {
-    Event h = std::move(held_[p].front());
+    q_.push({now_, ++seq_, held_[p].front()});
     held_[p].pop_front();
-    h.t = now_;
-    h.seq = ++seq_;
-    q_.push(std::move(h));
   }
 }
 
@@ -336,20 +340,25 @@ SimResult Sim::Run() {
   At(-1, o_.fault_seconds, [this] { Heal(); });
   const double end = o_.fault_seconds + o_.settle_seconds;
   while (!q_.empty() && res_.ok) {
-    // Moved out, not copied (a copy of its function allocates): the heap orders by (t, seq)
-    // alone, which the move leaves as they were, so pop() still finds the order intact.
-    Event e = std::move(const_cast<Event&>(q_.top()));
+    const Event e = q_.top();
     q_.pop();
     if (e.t > end) break;
     now_ = e.t;
-    if (e.proc >= 0) {
-      if (down_[e.proc] || e.incarnation != incarnation_[e.proc]) continue;
-      if (paused_[e.proc]) {
-        held_[e.proc].push_back(std::move(e));
+    const Timer& timer = timers_[e.timer];
+    if (timer.proc >= 0) {
+      if (down_[timer.proc] || timer.incarnation != incarnation_[timer.proc]) {
+        Release(e.timer);
+        continue;
+      }
+      if (paused_[timer.proc]) {
+        held_[timer.proc].push_back(e.timer);
         continue;
       }
     }
-    e.fn();
+    // Out of timers_ before it runs: what it schedules may reuse the slot or grow the vector.
+    const Fn fn = std::move(timers_[e.timer].fn);
+    Release(e.timer);
+    fn();
     ++res_.events;
     Check();
   }

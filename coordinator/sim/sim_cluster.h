@@ -108,12 +108,17 @@ class Sim {
 
  private:
   using Fn = std::function<void()>;
+  // What an event does, kept in timers_ while it waits: the queue orders small entries that
+  // name their timer (a heap of whole timers spent its time moving their functions).
+  struct Timer {
+    int proc = -1;  // -1: the world (faults, clients)
+    uint64_t incarnation = 0;
+    Fn fn;
+  };
   struct Event {
     double t;
     uint64_t seq;
-    int proc;  // -1: the world (faults, clients)
-    uint64_t incarnation;
-    Fn fn;
+    uint32_t timer;  // index into timers_
     bool operator>(const Event& o) const { return std::tie(t, seq) > std::tie(o.t, o.seq); }
   };
 
@@ -121,19 +126,37 @@ class Sim {
   int I(int a, int b) { return std::uniform_int_distribution<int>(a, b)(rng_); }
   bool P(double p) { return U(0, 1) < p; }
 
-  void Log(const std::string& s) {
-    if (o_.trace) res_.trace.push_back(absl::StrCat(now_, " ", s));
+  // A trace line, built only when tracing (most runs do not: the pieces are not joined).
+  template <typename... Parts>
+  void Log(const Parts&... parts) {
+    if (o_.trace) res_.trace.push_back(absl::StrCat(now_, " ", parts...));
   }
   void Fail(const std::string& s) {
     if (!res_.ok) return;
     res_.ok = false;
     res_.violation = absl::StrCat("t=", now_, "s: ", s);
-    Log("VIOLATION " + s);
+    Log("VIOLATION ", s);
   }
 
   // A timer of process `proc`: dropped if it crashed meanwhile, held while it is paused.
   void At(int proc, double delay, Fn fn) {
-    q_.push({now_ + delay, ++seq_, proc, proc < 0 ? 0 : incarnation_[proc], std::move(fn)});
+    Schedule(now_ + delay, proc, proc < 0 ? 0 : incarnation_[proc], std::move(fn));
+  }
+  void Schedule(double t, int proc, uint64_t incarnation, Fn fn) {
+    uint32_t timer;
+    if (free_timers_.empty()) {
+      timer = static_cast<uint32_t>(timers_.size());
+      timers_.push_back({proc, incarnation, std::move(fn)});
+    } else {
+      timer = free_timers_.back();
+      free_timers_.pop_back();
+      timers_[timer] = {proc, incarnation, std::move(fn)};
+    }
+    q_.push({t, ++seq_, timer});
+  }
+  void Release(uint32_t timer) {
+    timers_[timer].fn = nullptr;
+    free_timers_.push_back(timer);
   }
   double Delay() {
     const double spike = slow_until_ > now_ ? U(0.05, 0.4) : 0;
@@ -145,7 +168,7 @@ class Sim {
   // Sends `fn` to run at `to` after a network delay; lost if the link is cut or `to` is down.
   void Send(int from, int to, Fn fn) {
     if (Cut(from, to)) return;
-    q_.push({now_ + Delay(), ++seq_, to, incarnation_[to], std::move(fn)});
+    Schedule(now_ + Delay(), to, incarnation_[to], std::move(fn));
   }
   // A call: `handle(reply)` runs at `to` and calls `reply(r)` once, now or later; `done(r)` then
   // runs at `from` — or `done(timeout error)` if no reply came within `timeout`.
@@ -242,10 +265,12 @@ class Sim {
   double now_ = 0;
   uint64_t seq_ = 0;
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> q_;
+  std::vector<Timer> timers_;
+  std::vector<uint32_t> free_timers_;
   uint64_t incarnation_[kProcs] = {};
   bool down_[kProcs] = {};
   bool paused_[kProcs] = {};
-  std::deque<Event> held_[kProcs];
+  std::deque<uint32_t> held_[kProcs];  // timers of a paused process, in the order they came
   std::set<std::pair<int, int>> cut_;
   double slow_until_ = 0;
   bool load_ = true;
@@ -253,6 +278,9 @@ class Sim {
   CacheNode cn_[kCacheNodes];
   DataNode dn_[kDataNodes];
   std::map<int, Version> home_;
+  // Set where what Check() looks at changes (an acknowledgement, a log record, a home copy):
+  // between two such changes its answer cannot change, so it is not asked again.
+  bool durability_changed_ = true;
   Gateway gw_[kGateways];
   // etcd
   int64_t revision_ = 1;

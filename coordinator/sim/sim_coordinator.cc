@@ -28,7 +28,7 @@ void Sim::NodeRegister(uint32_t id) {
         n.lease = lease;
         n.held_lease = true;
         n.lease_until = sent + kTtl * (1 + n.clock_skew);
-        Log(absl::StrCat("cn", id, " registered, lease ", lease));
+        Log("cn", id, " registered, lease ", lease);
         At(Cn(id), kKeepalive, [this, id] { NodeKeepalive(id); });
       },
       0);
@@ -57,7 +57,7 @@ void Sim::NodeKeepalive(uint32_t id) {
         } else if (ok == -1) {
           // The lease is gone: the objects may have been given away. Quarantined until the
           // coordinator settles and re-admits the node; registered again.
-          Log(absl::StrCat("cn", id, " lost its lease: quarantined"));
+          Log("cn", id, " lost its lease: quarantined");
           n.quarantined = true;
           n.lease_until = -1;
           NodeRegister(id);
@@ -88,11 +88,11 @@ void Sim::Campaign(int g) {
         Gateway& gw = gw_[g];
         if (term == mine && mine != 0) return;  // still leading
         if (term == 0) {
-          if (gw.term != 0) Log(absl::StrCat("gw", g, " lost term ", gw.term));
+          if (gw.term != 0) Log("gw", g, " lost term ", gw.term);
           gw.term = 0;  // the publisher is gone: a change under way stops at its next step
           return;
         }
-        if (term != 0 && term != mine && mine != 0) Log(absl::StrCat("gw", g, " re-elected"));
+        if (term != 0 && term != mine && mine != 0) Log("gw", g, " re-elected");
         TakeOver(g, term);
       },
       0, kKeepalive);
@@ -106,7 +106,7 @@ void Sim::TakeOver(int g, uint64_t term) {
   gw.accepted.clear();
   gw.quarantined.clear();
   ++res_.term_changes;
-  Log(absl::StrCat("gw", g, " leads, term ", term));
+  Log("gw", g, " leads, term ", term);
   // From the published ring: a change the previous leader left under way is decided again.
   Call<int>(
       Gw(g), kEtcd,
@@ -177,8 +177,8 @@ void Sim::Decide(int g) {
               in_ring ? RingChange::Kind::kRemoval : RingChange::Kind::kJoin;
           auto c = RingChange::Begin(kind, gw.view, {1, 2, 3}, id, 5, absl::Milliseconds(300));
           if (!c.ok()) continue;
-          Log(absl::StrCat("gw", g, " begins ", in_ring ? "removal" : "join", " of cn", id,
-                           " (term ", term, ")"));
+          Log("gw", g, " begins ", in_ring ? "removal" : "join", " of cn", id,
+                           " (term ", term, ")");
           gw.change.emplace(std::move(*c));
           gw.change_term = term;
           if (!in_ring) gw.accepted[id] = lease;
@@ -237,7 +237,7 @@ void Sim::Step(int g) {
       return;
     }
     case coordinator::Step::kDone:
-      Log(absl::StrCat("gw", g, " change of cn", c.node(), " done: ", c.status().ToString()));
+      Log("gw", g, " change of cn", c.node(), " done: ", c.status().ToString());
       if (c.status().ok()) ++res_.changes_done;
       gw.change.reset();
       return;
@@ -318,6 +318,7 @@ void Sim::Settle(int g, const coordinator::Step& step, Reply done) {
                       it = it->first.first == id && it->first.second <= top ? d.log.erase(it)
                                                                            : std::next(it);
                     }
+                    durability_changed_ = true;
                   });
                 }
                 done(absl::OkStatus());
