@@ -493,6 +493,9 @@ absl::StatusOr<std::unique_ptr<CachePolicy>> MakePolicy(std::string_view spec_in
     if (!bp.ok()) return bp.status();
     parts.bypasses.push_back(*std::move(bp));
   }
+  if (ctx.write_budget != nullptr) {
+    parts.bypasses.push_back(std::make_unique<BudgetBypass>(ctx.write_budget));
+  }
 
   DriverConfig dc;
   dc.name = std::string(spec);
@@ -592,6 +595,9 @@ absl::StatusOr<std::unique_ptr<VdiRules>> MakeVdiRules(absl::string_view spec,
     absl::StatusOr<std::unique_ptr<Bypass>> bp = BuildBypass(*b);
     if (!bp.ok()) return bp.status();
     rules->bypasses.push_back(*std::move(bp));
+  }
+  if (ctx.write_budget != nullptr) {
+    rules->bypasses.push_back(std::make_unique<BudgetBypass>(ctx.write_budget));
   }
   return rules;
 }

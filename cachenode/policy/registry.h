@@ -31,6 +31,7 @@
 #include "absl/status/statusor.h"
 #include "cachenode/policy/placement.h"
 #include "cachenode/policy/types.h"
+#include "cachenode/policy/write_budget.h"
 
 namespace ringcache::policy {
 
@@ -45,6 +46,10 @@ struct PolicyContext {
   size_t ram_blocks = 0;           // RAM-tier blocks, for iarc/garc/uarc only
   const LoadView* load = nullptr;  // data-node load for lcr; not owned, must outlive the policy
   uint32_t blocks_per_region = 0;  // RPAC region size hint in blocks (0: RPAC's default)
+  // The SSD write budget (write_budget.h), shared with its owner: a driver spec and every
+  // per-VDI rule set built with it send misses around while the budget says so. Complete
+  // policies (iarc, garc, uarc, opt) run without it. Null: no budget.
+  std::shared_ptr<WriteBudget> write_budget;
 };
 
 // Returns the policy `spec` describes, sized by `ctx`, or kInvalidArgument naming the bad token.
