@@ -4,6 +4,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace ringcache::policy {
@@ -112,6 +115,38 @@ WriteBudget::Snapshot WriteBudget::snapshot() const {
   s.let_in = let_in_;
   s.rate_blocks_per_s = rate_;
   return s;
+}
+
+absl::StatusOr<double> BudgetBytesPerDay(
+    std::string_view text_in, uint64_t drive_bytes,
+    const std::function<absl::StatusOr<uint64_t>(std::string_view)>& parse_size) {
+  const absl::string_view text = absl::StripAsciiWhitespace(
+      absl::string_view(text_in.data(), text_in.size()));
+  auto bad = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("SSD write budget '", text, "': ", why,
+                     " (give drive writes per day, e.g. 1dwpd, or a size per day, e.g. "
+                     "200GiB/day)"));
+  };
+  double v = 0;
+  if (absl::EndsWithIgnoreCase(text, "dwpd")) {
+    const absl::string_view num =
+        absl::StripAsciiWhitespace(text.substr(0, text.size() - 4));
+    if (!absl::SimpleAtod(num, &v) || !(v > 0) || !std::isfinite(v)) {
+      return bad("not a positive number of drive writes");
+    }
+    if (drive_bytes == 0) return bad("the drive's size is not known");
+    return v * static_cast<double>(drive_bytes);
+  }
+  for (absl::string_view suffix : {"/day", "/d"}) {
+    if (!absl::EndsWithIgnoreCase(text, suffix)) continue;
+    const absl::string_view size =
+        absl::StripAsciiWhitespace(text.substr(0, text.size() - suffix.size()));
+    absl::StatusOr<uint64_t> bytes = parse_size(std::string_view(size.data(), size.size()));
+    if (!bytes.ok() || *bytes == 0) return bad("not a positive size per day");
+    return static_cast<double>(*bytes);
+  }
+  return bad("unknown unit");
 }
 
 size_t BudgetBypass::MetadataBytes() const {

@@ -29,12 +29,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "cachenode/policy/bypass.h"
 #include "cachenode/policy/types.h"
 
@@ -113,6 +115,18 @@ class BudgetBypass final : public Bypass {
  private:
   std::shared_ptr<WriteBudget> budget_;
 };
+
+// Reads an SSD's rating as a budget in bytes per day: "<x>dwpd" (drive writes per day, times
+// `drive_bytes`: "1dwpd", "0.3 dwpd") or "<size>/day" ("200GiB/day", with `parse_size` reading
+// the size, the caller's size syntax). kInvalidArgument naming the text otherwise.
+absl::StatusOr<double> BudgetBytesPerDay(
+    std::string_view text, uint64_t drive_bytes,
+    const std::function<absl::StatusOr<uint64_t>(std::string_view)>& parse_size);
+
+// The budget's rate in blocks per second for `bytes_per_day` and `block_size`.
+inline double BudgetBlocksPerSecond(double bytes_per_day, uint32_t block_size) {
+  return bytes_per_day / 86400.0 / block_size;
+}
 
 }  // namespace ringcache::policy
 

@@ -166,5 +166,26 @@ TEST(WriteBudgetTest, PerVdiRulesKeepTheNodesBudget) {
   EXPECT_TRUE(out.bypassed);
 }
 
+TEST(WriteBudgetTest, RatingsReadAsDriveWritesOrASizePerDay) {
+  auto size = [](std::string_view t) -> absl::StatusOr<uint64_t> {
+    if (t == "200GiB") return uint64_t{200} << 30;
+    return absl::InvalidArgumentError("not a size");
+  };
+  const uint64_t drive = uint64_t{1} << 40;
+  EXPECT_DOUBLE_EQ(*BudgetBytesPerDay("1dwpd", drive, size), static_cast<double>(drive));
+  EXPECT_DOUBLE_EQ(*BudgetBytesPerDay(" 0.5 DWPD", drive, size), drive / 2.0);
+  EXPECT_DOUBLE_EQ(*BudgetBytesPerDay("200GiB/day", drive, size), 200.0 * (1 << 30));
+  EXPECT_DOUBLE_EQ(*BudgetBytesPerDay("200GiB/d", drive, size), 200.0 * (1 << 30));
+  for (const char* bad : {"", "1", "0dwpd", "-1dwpd", "xdwpd", "7TiB/day", "200GiB/week"}) {
+    absl::StatusOr<double> r = BudgetBytesPerDay(bad, drive, size);
+    EXPECT_FALSE(r.ok()) << bad;
+    if (!r.ok()) {
+      EXPECT_NE(r.status().message().find("1dwpd"), std::string::npos);
+    }
+  }
+  EXPECT_FALSE(BudgetBytesPerDay("1dwpd", 0, size).ok());
+  EXPECT_NEAR(BudgetBlocksPerSecond(86400.0 * 4096, 4096), 1.0, 1e-12);
+}
+
 }  // namespace
 }  // namespace ringcache::policy

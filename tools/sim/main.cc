@@ -24,6 +24,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "cachenode/policy/write_budget.h"
 #include "tools/sim/binary_format.h"
 #include "tools/sim/generators.h"
 #include "tools/sim/policy_factory.h"
@@ -67,6 +68,8 @@ struct RunFlags {
   bool json = false;
   bool no_timing = false;
   std::string placement;
+  std::string ssd_budget;
+  double budget_burst = 3600;
 };
 
 int Usage(const std::string& msg) {
@@ -243,27 +246,52 @@ int DoRun(const InputFlags& in, RunFlags& rf) {
     DeviceModel probe_load(probe_cost);
     for (uint64_t cap : capacities) {
       absl::StatusOr<std::unique_ptr<policy::CachePolicy>> probe =
-          factory(PolicyRequest{p, cap, ram_for(cap), &probe_load, opt.placement});
+          factory(PolicyRequest{p, cap, ram_for(cap), &probe_load, opt.placement, nullptr});
       if (!probe.ok()) {
         return Usage(absl::StrCat("policy '", p, "': ", probe.status().message()));
       }
     }
   }
-  std::vector<SimResult> results;
+  // --ssd-budget: the budget of each size (drive writes per day are of that cache's size).
+  auto budget_for = [&](uint64_t cap) -> absl::StatusOr<double> {
+    if (rf.ssd_budget.empty()) return 0.0;
+    return policy::BudgetBytesPerDay(
+        rf.ssd_budget, cap * opt.block_size,
+        [](std::string_view t) { return ParseBytes(absl::string_view(t.data(), t.size())); });
+  };
+  if (!rf.ssd_budget.empty()) {
+    if (!(rf.budget_burst > 0)) return Usage("--budget-burst must be > 0");
+    for (uint64_t cap : capacities) {
+      if (absl::StatusOr<double> b = budget_for(cap); !b.ok()) {
+        return Usage(std::string(b.status().message()));
+      }
+    }
+  }
+  opt.budget_burst_s = rf.budget_burst;
+  std::vector<SimResult> results, free_results;
   SourceStats last_stats;
   for (const std::string& p : policies) {
     for (uint64_t cap : capacities) {
-      absl::StatusOr<SimResult> r =
-          RunOne(*open, factory, p, cap, ram_for(cap), opt,
-                 IsOfflineSpec(p) ? &summary.next_use : nullptr);
-      if (!r.ok()) {
-        return Fail(absl::Status(r.status().code(),
-                                 absl::StrCat("policy '", p, "': ", r.status().message())));
+      // With a budget each configuration runs twice: without it (for the cost) and with it.
+      for (int pass = rf.ssd_budget.empty() ? 1 : 0; pass < 2; ++pass) {
+        RunOptions run = opt;
+        run.ssd_budget_bytes_per_day = pass == 0 ? 0 : *budget_for(cap);
+        absl::StatusOr<SimResult> r =
+            RunOne(*open, factory, p, cap, ram_for(cap), run,
+                   IsOfflineSpec(p) ? &summary.next_use : nullptr);
+        if (!r.ok()) {
+          return Fail(absl::Status(r.status().code(),
+                                   absl::StrCat("policy '", p, "': ", r.status().message())));
+        }
+        if (pass == 0) {
+          free_results.push_back(*std::move(r));
+          continue;
+        }
+        if (rf.json) {
+          std::cout << FormatJson(*r, ropt) << "\n" << std::flush;
+        }
+        results.push_back(*std::move(r));
       }
-      if (rf.json) {
-        std::cout << FormatJson(*r, ropt) << "\n" << std::flush;
-      }
-      results.push_back(*std::move(r));
     }
   }
   if (!rf.json) {
@@ -276,6 +304,9 @@ int DoRun(const InputFlags& in, RunFlags& rf) {
             : std::string());
     std::cout << FormatTable(results, ropt);
     if (rf.per_vdi) std::cout << "\n" << FormatVdiTable(results, rf.occupancy);
+    if (!free_results.empty()) {
+      std::cout << "\n" << FormatBudgetTable(free_results, results, rf.budget_burst);
+    }
   }
   ReportMalformed(results.front().source_stats);
   return 0;
@@ -356,7 +387,7 @@ int DoReplay(const InputFlags& in, const RunFlags& rf, const ReplayFlags& xf) {
       ram = *r;
     }
     if (ram > 0 && xf.placement.empty()) return Usage("--ram needs --placement (uarc or lru)");
-    PolicyRequest check{xf.policy, cap, ram, nullptr, xf.placement};
+    PolicyRequest check{xf.policy, cap, ram, nullptr, xf.placement, nullptr};
     if (absl::StatusOr<std::unique_ptr<policy::CachePolicy>> p = RegistryPolicyFactory()(check);
         !p.ok()) {
       return ExitFor(p.status());
@@ -547,6 +578,12 @@ int Main(int argc, char** argv) {
   app.add_option("--placement", rf.placement,
                  "Run driver specs as the cache node does: this RAM placement (uarc, lru) over "
                  "--ram blocks, beside the spec's membership (complete policies ignore it)");
+  app.add_option("--ssd-budget", rf.ssd_budget,
+                 "SSD write budget: drive writes per day of each cache size (0.5dwpd) or a size "
+                 "per day (10GiB/day), on the trace's clock; each configuration also runs "
+                 "without it, and a table prints the writes held and the hit ratio it cost");
+  app.add_option("--budget-burst", rf.budget_burst,
+                 "Seconds of the budget's rate the bucket holds")->capture_default_str();
   app.add_flag("--json", rf.json, "One JSON object per (policy, size) on stdout");
   app.add_flag("--no-timing", rf.no_timing, "Leave out wall-clock numbers (stable output)");
   app.add_flag("--strict", in.strict, "A malformed trace line is fatal");

@@ -43,6 +43,7 @@ PolicyFactory RegistryPolicyFactory() {
     ctx.capacity_blocks = req.capacity_blocks;
     ctx.ram_blocks = req.ram_blocks;
     ctx.load = req.load;
+    ctx.write_budget = req.write_budget;
     // A complete policy runs its own tiers: the placement applies to driver specs only.
     if (!req.placement.empty() && !policy::IsCompletePolicy(req.spec)) {
       return policy::MakeNodePolicy(req.spec, req.placement, ctx);

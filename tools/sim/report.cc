@@ -119,6 +119,27 @@ std::string FormatVdiTable(const std::vector<SimResult>& results, bool with_occu
   return Columns(rows);
 }
 
+std::string FormatBudgetTable(const std::vector<SimResult>& free,
+                              const std::vector<SimResult>& budgeted, double burst_s) {
+  std::string out = absl::StrFormat(
+      "# SSD write budget: each configuration without it and with it (a bucket of %.0f s of the "
+      "rate; allowed = rate x the trace's span + one bucket)\n",
+      burst_s);
+  out += absl::StrFormat("%-34s %10s %12s %12s %12s %9s %9s %9s %10s\n", "policy", "size",
+                         "allowed", "writes-free", "writes-held", "held/lim", "hit%-free",
+                         "hit%-held", "cost(pts)");
+  for (size_t i = 0; i < free.size() && i < budgeted.size(); ++i) {
+    const SimResult& f = free[i];
+    const SimResult& b = budgeted[i];
+    const double allowed = b.budget_blocks_per_s * (b.arrival_span_s + burst_s);
+    out += absl::StrFormat("%-34s %10d %12.0f %12d %12d %9.2f %9.2f %9.2f %10.2f\n", b.policy,
+                           b.capacity_blocks, allowed, f.ssd_writes, b.ssd_writes,
+                           allowed > 0 ? b.ssd_writes / allowed : 0.0, 100 * f.hit_ratio(),
+                           100 * b.hit_ratio(), 100 * (f.hit_ratio() - b.hit_ratio()));
+  }
+  return out;
+}
+
 std::string FormatJson(const SimResult& r, const ReportOptions& options) {
   std::vector<std::string> f;
   auto add = [&](std::string_view k, std::string v) {
@@ -149,6 +170,11 @@ std::string FormatJson(const SimResult& r, const ReportOptions& options) {
   add("dirty_at_end", Num(r.dirty_at_end));
   add("cached_at_end", Num(r.cached_at_end));
   add("metadata_bytes", Num(r.metadata_bytes));
+  if (r.budget_blocks_per_s > 0) {
+    add("budget_blocks_per_s", JsonDouble(r.budget_blocks_per_s));
+    add("budget_around", Num(r.budget_around));
+    add("arrival_span_s", JsonDouble(r.arrival_span_s));
+  }
   add("metadata_bytes_per_block",
       JsonDouble(r.cached_at_end == 0 ? 0 : double(r.metadata_bytes) / r.cached_at_end));
   add("virtual_time_s", JsonDouble(r.virtual_time_s));

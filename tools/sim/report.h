@@ -19,6 +19,10 @@ struct ReportOptions {
 // Returns the summary table, one row per result, with a header line.
 std::string FormatTable(const std::vector<SimResult>& results, const ReportOptions& options);
 // Returns one table of per-VDI rows for every result.
+// Each configuration run without and with an SSD write budget (ringcache-sim --ssd-budget):
+// the blocks the budget allowed, the SSD writes of both runs, and the hit ratio it cost.
+std::string FormatBudgetTable(const std::vector<SimResult>& free,
+                              const std::vector<SimResult>& budgeted, double burst_s);
 std::string FormatVdiTable(const std::vector<SimResult>& results, bool with_occupancy);
 // Returns one JSON object (no trailing newline).
 std::string FormatJson(const SimResult& result, const ReportOptions& options);

@@ -108,8 +108,18 @@ class Replay {
   // Builds the policy through `make_policy`, with this replay's device model as its LoadView.
   absl::Status Init(const PolicyFactory& make_policy, const std::string& spec,
                     uint64_t capacity_blocks, uint64_t ram_blocks) {
-    absl::StatusOr<std::unique_ptr<CachePolicy>> made =
-        make_policy(PolicyRequest{spec, capacity_blocks, ram_blocks, &dev_, opt_.placement});
+    if (opt_.ssd_budget_bytes_per_day > 0) {
+      policy::WriteBudgetConfig bc;
+      bc.blocks_per_second =
+          policy::BudgetBlocksPerSecond(opt_.ssd_budget_bytes_per_day, opt_.block_size);
+      bc.burst_seconds = opt_.budget_burst_s;
+      bc.doorkeeper = std::max<size_t>(16, capacity_blocks / 4);  // the sieve's default window
+      if (absl::Status s = bc.Validate(); !s.ok()) return s;
+      budget_ = std::make_shared<policy::WriteBudget>(bc);
+      res_.budget_blocks_per_s = bc.blocks_per_second;
+    }
+    absl::StatusOr<std::unique_ptr<CachePolicy>> made = make_policy(
+        PolicyRequest{spec, capacity_blocks, ram_blocks, &dev_, opt_.placement, budget_});
     if (!made.ok()) return made.status();
     policy_ = *std::move(made);
     if (policy_ == nullptr) {
@@ -148,6 +158,11 @@ class Replay {
     res_.dirty_at_end = policy_->dirty_count();
     res_.cached_at_end = policy_->size();
     res_.metadata_bytes = policy_->MetadataBytes();
+    if (budget_ != nullptr) {
+      const policy::WriteBudget::Snapshot b = budget_->snapshot();
+      res_.budget_around = b.around_reads + b.around_writes;
+    }
+    if (res_.requests > 0) res_.arrival_span_s = (last_arrival_ - first_arrival_) / 1e6;
     double serial_us = dev_.serial_us();
     if (opt_.drain) {
       res_.hdd_writes += res_.dirty_at_end;
@@ -200,6 +215,8 @@ class Replay {
       arrival = std::max(arrival, *slot);
     }
     dev_.SetNow(arrival);
+    if (res_.requests == 0) first_arrival_ = arrival;
+    last_arrival_ = std::max(last_arrival_, arrival);
     double finish = arrival;
     const uint64_t first = r.offset / opt_.block_size;
     const uint64_t last = (r.offset + r.length - 1) / opt_.block_size;
@@ -230,6 +247,7 @@ class Replay {
     const bool track = opt_.track_occupancy;
     const bool cached_before = track && policy_->Lookup(a_.key) != Tier::kNone;
     policy_->OnAccess(a_, &out_);
+    if (budget_ != nullptr) budget_->Spend(out_.ssd_writes, a_.now_us);
     ++res_.accesses;
     ++vs.accesses;
     const bool is_read = r.op == policy::Op::kRead;
@@ -349,6 +367,7 @@ class Replay {
   CostConfig cost_;
   DeviceModel dev_;
   const std::vector<uint64_t>* next_use_;
+  std::shared_ptr<policy::WriteBudget> budget_;  // before policy_: the policy holds it too
   std::unique_ptr<CachePolicy> policy_;
   SimResult res_;
   std::vector<VdiStats> vdis_;
@@ -358,6 +377,7 @@ class Replay {
   Outcome out_;
   Access a_;
   double response_sum_ = 0;
+  double first_arrival_ = 0, last_arrival_ = 0;
   std::chrono::steady_clock::time_point start_;
   std::chrono::steady_clock::time_point last_progress_;
 };

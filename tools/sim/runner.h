@@ -29,6 +29,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/status/statusor.h"
 #include "cachenode/policy/types.h"
+#include "cachenode/policy/write_budget.h"
 #include "tools/sim/cost_model.h"
 #include "tools/sim/trace.h"
 
@@ -43,6 +44,9 @@ struct PolicyRequest {
   // The cache node's RAM placement ("uarc", "lru") over a driver spec: the node's two tiers
   // (policy/node_tiers.h). Empty: the spec alone. Complete policies ignore it.
   std::string placement;
+  // The run's SSD write budget (policy/write_budget.h), or null: the policy sends misses around
+  // while it says so, and the runner charges it every SSD block write.
+  std::shared_ptr<policy::WriteBudget> write_budget;
 };
 using PolicyFactory = std::function<absl::StatusOr<std::unique_ptr<policy::CachePolicy>>(
     const PolicyRequest&)>;
@@ -60,6 +64,10 @@ struct RunOptions {
   bool drain = false;           // charge an HDD write for each block still dirty at the end
   bool track_occupancy = false;  // per-VDI cached blocks (two Lookup() calls per access)
   uint64_t occupancy_samples = 64;  // time-average occupancy over this many evenly spaced points
+  // An SSD write budget in bytes per day (0: none), refilled on the trace's clock (arrival
+  // times), with a bucket of budget_burst_s of it (policy/write_budget.h).
+  double ssd_budget_bytes_per_day = 0;
+  double budget_burst_s = 3600;
   // Called about once a second with a one-line progress text (no newline). May be empty.
   std::function<void(const std::string&)> progress;
 };
@@ -119,6 +127,11 @@ struct SimResult {
   uint64_t dirty_at_end = 0;
   uint64_t cached_at_end = 0;
   uint64_t metadata_bytes = 0;
+  // With an SSD write budget (RunOptions::ssd_budget_bytes_per_day): its rate, the misses it
+  // sent around, and the span of arrival times it refilled over.
+  double budget_blocks_per_s = 0;
+  uint64_t budget_around = 0;
+  double arrival_span_s = 0;
 
   double virtual_time_s = 0;      // serial, paper 001
   double makespan_s = 0;          // queueing model: last completion
