@@ -21,7 +21,21 @@ BlockMap::BlockMap(std::unique_ptr<policy::CachePolicy> policy,
       placement_(std::move(placement)) {}
 
 policy::Access BlockMap::NextAccess(const BlockKey& key, policy::Op op) {
-  return {key, op, static_cast<uint64_t>(clock_->NowMicros()), seq_++};
+  const auto now = static_cast<uint64_t>(clock_->NowMicros());
+  if (budget_ != nullptr) {
+    // What the SSD wrote since the last access (fills, writes, demotions, repairs), charged
+    // before the policy asks the budget about this one.
+    const uint64_t written = budget_written_();
+    budget_->Spend(written - budget_charged_, now);
+    budget_charged_ = written;
+  }
+  return {key, op, now, seq_++};
+}
+
+std::optional<policy::WriteBudget::Snapshot> BlockMap::BudgetSnapshot() const {
+  absl::MutexLock l(&mu_);
+  if (budget_ == nullptr) return std::nullopt;
+  return budget_->snapshot();
 }
 
 void BlockMap::CountDirty(uint32_t vdi, int delta) {

@@ -42,6 +42,7 @@
 #include "cachenode/policy/registry.h"
 #include "cachenode/policy/shadow_queue.h"
 #include "cachenode/policy/types.h"
+#include "cachenode/policy/write_budget.h"
 #include "cachenode/slot_store.h"
 #include "cachenode/vdi_table.h"
 #include "common/clock.h"
@@ -209,6 +210,19 @@ class BlockMap {
   // serving.
   void set_slot_headroom(uint32_t slots) { slot_headroom_ = slots; }
   bool exclusive() const { return exclusive_; }
+
+  // --- SSD write budget (policy/write_budget.h; the policy was built with it in its context)
+  // Charges `budget` with the SSD block writes `written()` counts (the slot store's), on this
+  // map's clock, before each policy access. Set before serving.
+  void set_write_budget(std::shared_ptr<policy::WriteBudget> budget,
+                        std::function<uint64_t()> written) {
+    absl::MutexLock l(&mu_);
+    budget_ = std::move(budget);
+    budget_written_ = std::move(written);
+    budget_charged_ = budget_written_();
+  }
+  // The budget's state, or nullopt without one.
+  std::optional<policy::WriteBudget::Snapshot> BudgetSnapshot() const;
   uint64_t shed_blocks() const {
     absl::MutexLock l(&mu_);
     return shed_;
@@ -290,6 +304,9 @@ class BlockMap {
   uint64_t seq_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t shed_ ABSL_GUARDED_BY(mu_) = 0;  // members evicted by RelieveSlotPressure
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+  std::shared_ptr<policy::WriteBudget> budget_ ABSL_GUARDED_BY(mu_);
+  std::function<uint64_t()> budget_written_ ABSL_GUARDED_BY(mu_);
+  uint64_t budget_charged_ ABSL_GUARDED_BY(mu_) = 0;  // budget_written_() when last charged
 };
 
 }  // namespace ringcache::cachenode

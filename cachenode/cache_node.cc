@@ -6,10 +6,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cctype>
 #include <cstring>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "common/atomic_file.h"
 #include "cachenode/policy/registry.h"
 #include "common/errors.h"
 #include "common/file.h"
@@ -66,6 +71,12 @@ absl::Status CacheNodeConfig::Validate() const {
   }
   if (dirty_age_target_ms < 0) {
     return absl::InvalidArgumentError("dirty_age_target_ms must be >= 0 (0: no aging destage)");
+  }
+  if (ssd_budget_bytes_per_day < 0 || !std::isfinite(ssd_budget_bytes_per_day)) {
+    return absl::InvalidArgumentError("ssd_budget_bytes_per_day must be >= 0 (0: no budget)");
+  }
+  if (!(ssd_budget_burst_s > 0) || !(ssd_rated_years > 0)) {
+    return absl::InvalidArgumentError("ssd_budget_burst_s and ssd_rated_years must be > 0");
   }
   if (forced_destage_duty <= 0 || forced_destage_duty > 1) {
     return absl::InvalidArgumentError("forced_destage_duty must be in (0, 1]");
@@ -130,6 +141,31 @@ absl::Status CacheNode::Init() {
   ctx.load = load_view_.get();
   RC_ASSIGN_OR_RETURN(auto placement, policy::MakePlacement(config_.placement, ctx.ram_blocks));
   ctx = policy::NodeMembershipContext(ctx, *placement);
+  if (config_.ssd_budget_bytes_per_day > 0) {
+    policy::WriteBudgetConfig bc;
+    bc.blocks_per_second =
+        policy::BudgetBlocksPerSecond(config_.ssd_budget_bytes_per_day, config_.block_size);
+    bc.burst_seconds = config_.ssd_budget_burst_s;
+    bc.doorkeeper = std::max<size_t>(16, ctx.capacity_blocks / 4);  // the sieve's window
+    RC_RETURN_IF_ERROR(bc.Validate());
+    budget_ = std::make_shared<policy::WriteBudget>(bc);
+    ctx.write_budget = budget_;
+    if (policy::IsCompletePolicy(config_.policy)) {
+      spdlog::warn("cache node {}: policy '{}' is a complete policy: it runs without the SSD "
+                   "write budget (a driver spec, e.g. the default, applies it)",
+                   config_.node_id, config_.policy);
+    }
+  }
+  if (absl::StatusOr<std::string> w = ReadStateFile(config_.StateBase() + ".wear"); w.ok()) {
+    uint64_t n = 0;
+    if (absl::SimpleAtoi(absl::StripPrefix(absl::StripAsciiWhitespace(*w), "ssd_written_bytes "),
+                         &n)) {
+      wear_base_bytes_ = n;
+    } else {
+      spdlog::warn("cache node {}: {}.wear is not a wear record; SSD wear counts from 0",
+                   config_.node_id, config_.StateBase());
+    }
+  }
   RC_ASSIGN_OR_RETURN(auto policy, policy::MakePolicy(config_.policy, ctx));
   policy_ctx_ = ctx;
   const metrics::Labels node{{"node", absl::StrCat(config_.node_id)}};
@@ -142,6 +178,9 @@ absl::Status CacheNode::Init() {
                             "policy's capacity (exclusive RAM tier).",
                             node));
   map_->set_slot_headroom(static_cast<uint32_t>(reserve));
+  if (budget_ != nullptr) {
+    map_->set_write_budget(budget_, [slots = slots_.get()] { return slots->blocks_written(); });
+  }
   map_->set_stream_read_blocks(
       static_cast<uint32_t>(config_.stream_read_bytes / config_.block_size));
   repair_ = std::make_unique<SlotRepair>(config_.node_id, config_.block_size, slots_.get(),
@@ -318,6 +357,7 @@ CacheNode::~CacheNode() {
   if (destager_) destager_->Stop();
   log_.reset();
   if (slots_) (void)slots_->Sync();
+  if (slots_ && map_) SaveWear(/*force=*/true);
 }
 
 absl::StatusOr<uint32_t> CacheNode::RelogRecords(const absl::flat_hash_set<uint64_t>& seqs) {

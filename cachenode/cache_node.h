@@ -108,6 +108,15 @@ struct CacheNodeConfig {
   // write) while destage takes its blocks first (destage_planner.h).
   double vdi_dirty_cap = 0;
   uint32_t destage_max_blocks = 256;    // largest coalesced destage write (blocks)
+  // SSD write budget (policy/write_budget.h): the bytes a day the SSD is rated for (0: none).
+  // With one, misses go around the cache (reads unfilled, writes write-around) while the node
+  // writes faster than that, from half of a bucket of ssd_budget_burst_s of the rate on.
+  double ssd_budget_bytes_per_day = 0;
+  double ssd_budget_burst_s = 3600;
+  // The rating's life (a drive rated 1 DWPD for 5 years): with the bytes written so far (kept in
+  // <state>.wear), what is left of budget x 365 x years, at the current write rate, is the life
+  // left that status and metrics show.
+  double ssd_rated_years = 5;
   // A data node unreachable this long is taken for lost: the dirty blocks whose log copies may
   // sit on it are logged again on the remaining nodes (docs/design.md §7).
   int64_t relog_after_ms = 30000;
@@ -224,6 +233,21 @@ class CacheNode {
     uint64_t misses = 0;
   };
   Usage usage() const;
+  // SSD wear and the write budget (config ssd_budget_*; docs/cache-node.md "SSD write budget").
+  struct Wear {
+    uint64_t written_bytes = 0;       // to the SSD's slots since wear records began (<state>.wear)
+    double budget_bytes_per_day = 0;  // 0: no budget
+    std::string state;                // open | tight | closed ("" without a budget)
+    double fill = 1;                  // the budget's bucket, 1 full, <= 0 spent
+    double rate_bytes_per_s = 0;      // SSD writes, averaged over about an hour
+    uint64_t around = 0;              // misses the budget sent around the cache
+    double life_days = -1;            // life left of the rating at this rate (-1: unknown)
+  };
+  Wear wear() const;
+  v1::SsdWear WearProto() const;
+  // Keeps the bytes written so far in <state>.wear: at most once a minute unless `force` (the
+  // service calls it on every health probe, the destructor with force).
+  void SaveWear(bool force);
   // Ownership (cachenode/ownership.h, docs/durability.md). OK, or kFenced naming why this node
   // must not act as owner now: its SSD failed a write or fdatasync (sticky), it is quarantined
   // (persisted), or its gate (the etcd lease, SetDestageGate) is closed. Asked by the service
@@ -317,6 +341,10 @@ class CacheNode {
   policy::PolicyContext policy_ctx_;  // what per-VDI policies are built for
   absl::Mutex policy_mu_;             // serialises policy switches (and their gauges)
   std::unique_ptr<BlockMap> map_;
+  std::shared_ptr<policy::WriteBudget> budget_;  // null: no SSD write budget
+  uint64_t wear_base_bytes_ = 0;                 // written before this start (<state>.wear)
+  absl::Mutex wear_mu_;
+  int64_t wear_saved_us_ ABSL_GUARDED_BY(wear_mu_) = 0;
   std::unique_ptr<SlotRepair> repair_;
   std::unique_ptr<WriteLog> log_;
   std::unique_ptr<BlockWriter> writer_;

@@ -4,10 +4,13 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <optional>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "cachenode/cache_node.h"
 #include "cachenode/policy/registry.h"
+#include "common/atomic_file.h"
 #include "common/errors.h"
 #include "common/status_macros.h"
 
@@ -33,6 +36,37 @@ void CacheNode::AddNodeGauges() {
       "ringcache_cachenode_quarantined",
       "1 while the node lost ownership and waits to be re-admitted (persisted).", node,
       [this] { return owner_->quarantined() ? 1.0 : 0.0; });
+  registry_->AddCallbackCounter(
+      "ringcache_cachenode_ssd_written_bytes_total",
+      "Bytes written to the SSD's slots since wear records began (kept in <state>.wear).", node,
+      [this] { return static_cast<double>(wear().written_bytes); });
+  if (budget_ != nullptr) {
+    registry_->AddCallbackGauge("ringcache_cachenode_ssd_budget_bytes_per_day",
+                                "The SSD write budget (its rating), bytes per day.", node,
+                                [this] { return config_.ssd_budget_bytes_per_day; });
+    registry_->AddCallbackGauge(
+        "ringcache_cachenode_ssd_budget_fill",
+        "The write budget's bucket: 1 full, under 0.5 admission tightens, <= 0 spent.", node,
+        [this] { return wear().fill; });
+    registry_->AddCallbackGauge(
+        "ringcache_cachenode_ssd_budget_state",
+        "0 open, 1 tight (only second misses enter), 2 closed (every miss goes around).", node,
+        [this] {
+          const std::optional<policy::WriteBudget::Snapshot> b = map_->BudgetSnapshot();
+          return b ? static_cast<double>(b->state) : 0.0;
+        });
+    registry_->AddCallbackGauge("ringcache_cachenode_ssd_write_rate_bytes_per_second",
+                                "SSD writes, averaged over about an hour.", node,
+                                [this] { return wear().rate_bytes_per_s; });
+    registry_->AddCallbackGauge(
+        "ringcache_cachenode_ssd_life_days_left",
+        "Days until the rating's life (budget x 365 x ssd_rated_years) is written at the "
+        "current rate (-1: no writes yet).",
+        node, [this] { return wear().life_days; });
+    registry_->AddCallbackCounter("ringcache_cachenode_ssd_budget_around_total",
+                                  "Misses the write budget sent around the cache.", node,
+                                  [this] { return static_cast<double>(wear().around); });
+  }
   registry_->AddCallbackGauge("ringcache_cachenode_ring_epoch",
                               "Highest cache ring epoch seen (fencing token of new writes).", node,
                               [this] { return static_cast<double>(owner_->epoch()); });
@@ -230,6 +264,53 @@ CacheNode::Usage CacheNode::usage() const {
     u.misses += v.counters->misses;
   }
   return u;
+}
+
+CacheNode::Wear CacheNode::wear() const {
+  Wear w;
+  w.written_bytes = wear_base_bytes_ + slots_->blocks_written() * config_.block_size;
+  w.budget_bytes_per_day = config_.ssd_budget_bytes_per_day;
+  const std::optional<policy::WriteBudget::Snapshot> b = map_->BudgetSnapshot();
+  if (!b) return w;
+  w.state = std::string(policy::BudgetStateName(b->state));
+  w.fill = b->fill;
+  w.rate_bytes_per_s = b->rate_blocks_per_s * config_.block_size;
+  w.around = b->around_reads + b->around_writes;
+  // What the rating allows over its life (budget x 365 x years), less what was written, at the
+  // rate of the last hour or so.
+  const double rated = w.budget_bytes_per_day * 365 * config_.ssd_rated_years;
+  if (w.rate_bytes_per_s > 0) {
+    w.life_days = std::max(0.0, rated - static_cast<double>(w.written_bytes)) /
+                  (w.rate_bytes_per_s * 86400);
+  }
+  return w;
+}
+
+v1::SsdWear CacheNode::WearProto() const {
+  const Wear w = wear();
+  v1::SsdWear p;
+  p.set_written_bytes(w.written_bytes);
+  p.set_budget_bytes_per_day(w.budget_bytes_per_day);
+  p.set_budget_state(w.state);
+  p.set_budget_fill(w.fill);
+  p.set_write_rate(w.rate_bytes_per_s);
+  p.set_life_days(w.life_days);
+  p.set_budget_around(w.around);
+  return p;
+}
+
+void CacheNode::SaveWear(bool force) {
+  absl::MutexLock l(&wear_mu_);
+  const int64_t now = clock_->NowMicros();
+  if (!force && wear_saved_us_ != 0 && now - wear_saved_us_ < 60'000'000) return;
+  wear_saved_us_ = now;
+  const std::string path = config_.StateBase() + ".wear";
+  if (absl::Status s = WriteFileAtomically(
+          path, absl::StrCat("ssd_written_bytes ", wear().written_bytes, "\n"));
+      !s.ok()) {
+    spdlog::warn("cache node {}: could not keep the SSD wear record: {}", config_.node_id,
+                 s.ToString());
+  }
 }
 
 uint64_t CacheNode::dirty_blocks() const { return map_->dirty_blocks(); }

@@ -823,5 +823,70 @@ TEST_F(CacheNodeTest, WriteThatCannotStartBeforeItsDeadlineChangesNothing) {
   EXPECT_EQ(Read(0, kBs), a);
 }
 
+// An SSD write budget of one block a second with a 64 s bucket (64 blocks; tight below 32): a
+// run of writes of new blocks fills the SSD until the budget tightens, then goes write-around
+// (home, durable, not cached); everything reads back; a write to a cached block still writes
+// the SSD; status, metrics and the wear count (kept across a restart) show it.
+TEST_F(CacheNodeTest, AnSsdWriteBudgetSendsMissesAroundOnceSpentAndKeepsTheWearCount) {
+  config_.policy = "vbq+lru";  // every miss is admitted unless the budget says otherwise
+  config_.ssd_budget_bytes_per_day = 86400.0 * kBs;
+  config_.ssd_budget_burst_s = 64;
+  ASSERT_NO_FATAL_FAILURE(Start());
+  EXPECT_EQ(node_->wear().state, "open");
+  for (uint64_t b = 0; b < 200; ++b) ASSERT_TRUE(Write(b * kBs, Pattern(100 + b, kBs)).ok());
+  CacheNode::Wear w = node_->wear();
+  EXPECT_NE(w.state, "open");
+  EXPECT_LT(w.fill, 0.5);
+  // Up to the half-full mark, plus the few a doorkeeper lets in (each block is written once:
+  // none), plus what a second or two of the rate refilled.
+  EXPECT_GE(w.written_bytes, 32 * kBs);
+  EXPECT_LE(w.written_bytes, 40 * kBs);
+  EXPECT_GE(w.around, 160u);
+  EXPECT_LE(node_->cached_blocks(), 40u);
+  for (uint64_t b = 0; b < 200; ++b) {
+    ASSERT_EQ(Read(b * kBs, kBs), Pattern(100 + b, kBs)) << b;
+    if (b >= 40) {
+      ASSERT_EQ(HomeBlock(b), Pattern(100 + b, kBs)) << b;  // went home, not cached
+    }
+  }
+  // Block 0 is cached: a write to it is a hit, never sent around, and writes the SSD.
+  const uint64_t before = node_->wear().written_bytes;
+  ASSERT_TRUE(Write(0, Pattern(7, kBs)).ok());
+  EXPECT_EQ(node_->wear().written_bytes, before + kBs);
+  EXPECT_EQ(Read(0, kBs), Pattern(7, kBs));
+
+  const std::string text = registry_.Render();
+  for (const char* m :
+       {"ringcache_cachenode_ssd_written_bytes_total", "ringcache_cachenode_ssd_budget_fill",
+        "ringcache_cachenode_ssd_budget_state", "ringcache_cachenode_ssd_budget_around_total",
+        "ringcache_cachenode_ssd_life_days_left", "ringcache_cachenode_ssd_budget_bytes_per_day"}) {
+    EXPECT_NE(text.find(m), std::string::npos) << m;
+  }
+  const v1::SsdWear p = node_->WearProto();
+  EXPECT_EQ(p.written_bytes(), before + kBs);
+  EXPECT_EQ(p.budget_bytes_per_day(), 86400.0 * kBs);
+  EXPECT_EQ(p.budget_state(), node_->wear().state);
+
+  // The count outlives the process (<state>.wear); the bucket starts full again.
+  const uint64_t written = node_->wear().written_bytes;
+  node_.reset();
+  ASSERT_NO_FATAL_FAILURE(Start());
+  EXPECT_EQ(node_->wear().written_bytes, written);
+  EXPECT_EQ(node_->wear().state, "open");
+}
+
+TEST_F(CacheNodeTest, WithoutABudgetNothingGoesAroundAndWearIsStillCounted) {
+  config_.policy = "vbq+lru";
+  ASSERT_NO_FATAL_FAILURE(Start());
+  for (uint64_t b = 0; b < 100; ++b) ASSERT_TRUE(Write(b * kBs, Pattern(b, kBs)).ok());
+  const CacheNode::Wear w = node_->wear();
+  EXPECT_EQ(w.state, "");
+  EXPECT_EQ(w.budget_bytes_per_day, 0);
+  EXPECT_EQ(w.around, 0u);
+  EXPECT_EQ(w.written_bytes, 100 * kBs);
+  EXPECT_EQ(node_->cached_blocks(), 100u);
+  EXPECT_EQ(registry_.Render().find("ssd_budget_fill"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace ringcache::cachenode

@@ -16,6 +16,7 @@
 #include "absl/synchronization/mutex.h"
 #include "cachenode/cache_node.h"
 #include "cachenode/data_server.h"
+#include "cachenode/policy/write_budget.h"
 #include "cachenode/ring_follower.h"
 #include "cachenode/service.h"
 #include "common/cluster_file.h"
@@ -55,7 +56,8 @@ struct Flags {
   std::optional<std::string> listen, http_listen, data_listen, ssd_path, state_dir, ready_file,
       policy, placement;
   std::optional<int64_t> relog_after_ms, dirty_age_target_ms;
-  std::optional<double> dirty_cap, vdi_dirty_cap;
+  std::optional<double> dirty_cap, vdi_dirty_cap, ssd_budget_burst_s;
+  std::optional<std::string> ssd_write_budget;
   std::string disk_faults_file;
 };
 
@@ -100,6 +102,15 @@ void AddFlags(CLI::App* app, Flags* f) {
                   "a write) while destage takes its blocks first, so one VDI cannot fill the "
                   "node's dirty capacity (default 0: no per-VDI cap)")
       ->check(CLI::Range(0.0, 1.0));
+  app->add_option("--ssd-write-budget", f->ssd_write_budget,
+                  "The SSD's write budget: drive writes per day (1dwpd) or a size per day "
+                  "(200GiB/day); while the node writes faster, misses go around the cache "
+                  "(reads unfilled, writes write-around); 'none' for no budget (default: the "
+                  "cluster file's ssd_write_budget, else none)");
+  app->add_option("--ssd-budget-burst-s", f->ssd_budget_burst_s,
+                  "Seconds of the budget's rate its bucket holds: writes may run above the "
+                  "rate this long before admission tightens (default 3600)")
+      ->check(CLI::Range(1.0, 30.0 * 86400));
   app->add_option("--disk-faults-file", f->disk_faults_file,
                   "Fault tests only: a file whose lines `sync_delay_ms=N` and `full=1` make the "
                   "SSD's syncs slow or its writes fail with ENOSPC (a slow or full disk), "
@@ -140,6 +151,15 @@ absl::StatusOr<Settings> Resolve(const Flags& f) {
   if (f.dirty_age_target_ms) s.cc.dirty_age_target_ms = *f.dirty_age_target_ms;
   if (f.dirty_cap) s.cc.dirty_cap = *f.dirty_cap;
   if (f.vdi_dirty_cap) s.cc.vdi_dirty_cap = *f.vdi_dirty_cap;
+  const std::string budget = f.ssd_write_budget.value_or(s.self.ssd_write_budget);
+  if (!budget.empty() && budget != "none") {
+    RC_ASSIGN_OR_RETURN(s.cc.ssd_budget_bytes_per_day,
+                        policy::BudgetBytesPerDay(budget, s.cc.ssd_bytes, [](std::string_view t) {
+                          return ParseByteSize(t);
+                        }));
+  }
+  if (f.ssd_budget_burst_s) s.cc.ssd_budget_burst_s = *f.ssd_budget_burst_s;
+  s.cc.ssd_rated_years = s.self.ssd_rated_years;
   RC_RETURN_IF_ERROR(s.cc.Validate());
   s.etcd = f.daemon.Resolve({s.cluster.etcd_endpoints, s.cluster.etcd_prefix,
                              static_cast<int>(s.cluster.etcd_lease_ttl_s)});

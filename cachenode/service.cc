@@ -216,6 +216,8 @@ grpc::Status CacheNodeService::Stats(grpc::ServerContext*, const v1::CacheStatsR
   resp->set_dirty_bytes(u.dirty_bytes);
   resp->set_hits(u.hits);
   resp->set_misses(u.misses);
+  *resp->mutable_wear() = node_->WearProto();
+  node_->SaveWear(/*force=*/false);  // gateways probe every second: at most once a minute
   return grpc::Status::OK;
 }
 

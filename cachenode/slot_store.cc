@@ -420,6 +420,7 @@ absl::Status SlotStore::WriteSlot(uint32_t slot, const SlotKey& key, bool dirty,
     absl::MutexLock l(&mu_);
     meta_[slot] = m;
   }
+  blocks_written_.fetch_add(1, std::memory_order_relaxed);
   NoteWrite();
   return absl::OkStatus();
 }

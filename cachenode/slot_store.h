@@ -25,6 +25,7 @@
 #ifndef RINGCACHE_CACHENODE_SLOT_STORE_H_
 #define RINGCACHE_CACHENODE_SLOT_STORE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -138,6 +139,9 @@ class SlotStore {
   // OK, or the sticky kDeviceFailed error.
   absl::Status failed() const;
 
+  // Blocks written to data slots since the store was opened (WriteSlot calls that succeeded).
+  uint64_t blocks_written() const { return blocks_written_.load(std::memory_order_relaxed); }
+
   // Test-only: returns the file offset of `slot`'s data (to corrupt it on purpose).
   uint64_t DataOffsetForTest(uint32_t slot) const { return data_offset_ + uint64_t{slot} * block_size_; }
 
@@ -167,6 +171,7 @@ class SlotStore {
   uint32_t num_slots_ = 0;
   uint64_t index_offset_ = 0;
   uint64_t data_offset_ = 0;
+  std::atomic<uint64_t> blocks_written_{0};
 
   mutable absl::Mutex mu_;
   std::vector<Meta> meta_ ABSL_GUARDED_BY(mu_);

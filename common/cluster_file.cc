@@ -59,6 +59,8 @@ absl::StatusOr<ClusterFile> ClusterFile::Load(const std::string& path) {
     nf.ReadSize("ram_bytes", &n.ram_bytes);
     nf.Read("weight", &n.weight);
     nf.Read("zone", &n.zone);
+    nf.Read("ssd_write_budget", &n.ssd_write_budget);
+    nf.Read("ssd_rated_years", &n.ssd_rated_years);
     RC_RETURN_IF_ERROR(nf.Finish());
     const std::string where = absl::StrCat(path, ": nodes[", i, "]");
     if (n.role != "gateway" && n.role != "cachenode" && n.role != "datanode") {

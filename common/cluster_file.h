@@ -39,6 +39,10 @@ struct ClusterNode {
   uint64_t ram_bytes = 64ull << 20;
   double weight = 1.0;
   std::string zone;
+  // Cache nodes: the SSD's write budget, "1dwpd" (drive writes per day) or "200GiB/day" (empty:
+  // none), and the years its rating runs (docs/cache-node.md "SSD write budget").
+  std::string ssd_write_budget;
+  double ssd_rated_years = 5;
 };
 
 struct ClusterFile {

@@ -222,6 +222,7 @@ void AdminService::FillCacheUsage(std::vector<v1::NodeInfo>* nodes) const {
     n.set_dirty_bytes(u.dirty_bytes);
     const uint64_t asked = u.hits + u.misses;
     n.set_hit_ratio(asked > 0 ? static_cast<double>(u.hits) / static_cast<double>(asked) : 0);
+    *n.mutable_ssd_wear() = u.wear;
   }
 }
 

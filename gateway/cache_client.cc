@@ -201,6 +201,7 @@ class GrpcCacheClient : public CacheClient {
     h.dirty_bytes = resp.dirty_bytes();
     h.hits = resp.hits();
     h.misses = resp.misses();
+    h.wear = resp.wear();
     return h;
   }
   absl::Status Probe(int timeout_ms) override { return NodeState(timeout_ms, "probe").status(); }

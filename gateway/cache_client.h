@@ -92,6 +92,7 @@ class CacheClient {
     uint64_t dirty_bytes = 0;
     uint64_t hits = 0;
     uint64_t misses = 0;
+    v1::SsdWear wear;  // its SSD's wear and write budget
   };
   // Asks the node for its state, waiting at most `timeout_ms`.
   virtual absl::StatusOr<NodeHealth> Health(int timeout_ms) = 0;

@@ -71,9 +71,19 @@ void WriteNodeJson(const v1::NodeInfo& n, JsonWriter* j) {
       .Field("state", n.state())
       .Field("release", n.release());
   if (n.usage_known()) {
+    const v1::SsdWear& w = n.ssd_wear();
     j->Field("ssd_used_bytes", n.ssd_used_bytes())
         .Field("dirty_bytes", n.dirty_bytes())
-        .Field("hit_ratio", n.hit_ratio());
+        .Field("hit_ratio", n.hit_ratio())
+        .Field("ssd_written_bytes", w.written_bytes());
+    if (w.budget_bytes_per_day() > 0) {
+      j->Field("ssd_budget_bytes_per_day", w.budget_bytes_per_day())
+          .Field("ssd_budget_state", w.budget_state())
+          .Field("ssd_budget_fill", w.budget_fill())
+          .Field("ssd_write_rate", w.write_rate())
+          .Field("ssd_life_days", w.life_days())
+          .Field("ssd_budget_around", w.budget_around());
+    }
   }
   j->EndObject();
 }

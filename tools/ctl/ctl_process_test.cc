@@ -290,15 +290,19 @@ TEST_F(CtlProcessTest, NodesAndStatus) {
   CtlResult r = Ctl("node list");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(std::regex_search(
-      r.out, std::regex("^ROLE +ID +ADDRESS +CAPACITY +SSD_USED +DIRTY +HIT% +ZONE +RELEASE +STATE\n")))
+      r.out, std::regex("^ROLE +ID +ADDRESS +CAPACITY +SSD_USED +DIRTY +HIT% +WRITTEN +BUDGET "
+                        "+LIFE +ZONE +RELEASE +STATE\n")))
       << r.out;
-  // SSD used, dirty and hit ratio come from the health watch's first round ("-" before it).
+  // SSD used, dirty, hit ratio and SSD wear come from the health watch's first round ("-"
+  // before it); no write budget: "none".
   EXPECT_TRUE(std::regex_search(
       r.out, std::regex("\ncachenode +2 +in-process +256\\.0 MiB +(-|[0-9.]+ [KMG]?i?B) "
-                        "+(-|[0-9.]+ [KMG]?i?B) +(-|[0-9.]+%) +- +- +up\n")))
+                        "+(-|[0-9.]+ [KMG]?i?B) +(-|[0-9.]+%) +(-|[0-9.]+ [KMG]?i?B) +(-|none) "
+                        "+- +- +- +up\n")))
       << r.out;
   EXPECT_TRUE(std::regex_search(
-      r.out, std::regex("\ndatanode +3 +127\\.0\\.0\\.1:[0-9]+ +- +- +- +- +- +- +up")))
+      r.out,
+      std::regex("\ndatanode +3 +127\\.0\\.0\\.1:[0-9]+ +- +- +- +- +- +- +- +- +- +up")))
       << r.out;
 
   r = Ctl("node list --json");  // global options also after the command

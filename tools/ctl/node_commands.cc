@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -41,16 +42,28 @@ absl::Status ListNodes(const AdminSession& s) {
            {"SSD_USED", A::kRight},
            {"DIRTY", A::kRight},
            {"HIT%", A::kRight},
+           {"WRITTEN", A::kRight},
+           {"BUDGET", A::kRight},
+           {"LIFE", A::kRight},
            {"ZONE"},
            {"RELEASE"},
            {"STATE"}});
+  // Their SSD's wear: bytes written since wear records began; with a write budget its state and
+  // its bucket's fill ("tight 31%"), and the rating's life left at the current write rate.
   for (const auto& n : resp.nodes()) {
     const bool u = n.usage_known();
+    const v1::SsdWear& w = n.ssd_wear();
+    const bool budget = u && w.budget_bytes_per_day() > 0;
     t.AddRow({n.role(), std::to_string(n.id()), OrDash(n.address()),
               n.capacity_bytes() > 0 ? FormatBytes(n.capacity_bytes()) : "-",
               u ? FormatBytes(n.ssd_used_bytes()) : "-", u ? FormatBytes(n.dirty_bytes()) : "-",
-              u ? FormatPercent(n.hit_ratio()) : "-", OrDash(n.zone()), OrDash(n.release()),
-              OrDash(n.state())});
+              u ? FormatPercent(n.hit_ratio()) : "-", u ? FormatBytes(w.written_bytes()) : "-",
+              budget ? absl::StrCat(w.budget_state(), " ",
+                                    FormatPercent(std::max(0.0, w.budget_fill())))
+                     : std::string(u ? "none" : "-"),
+              budget && w.life_days() >= 0 ? absl::StrFormat("%.0fd", w.life_days())
+                                           : std::string("-"),
+              OrDash(n.zone()), OrDash(n.release()), OrDash(n.state())});
   }
   t.Render(*s.out);
   return absl::OkStatus();

@@ -158,6 +158,8 @@ KEY_DOCS = {
     "ssd_bytes": "cache node: SSD tier size",
     "ram_bytes": "cache node: RAM tier size",
     "weight": "ring weight (default 1: equal shares)",
+    "ssd_write_budget": "cache node: the SSD's write budget, drive writes per day (`1dwpd`) or a size per day (`200GiB/day`); misses go around the cache while it writes faster (default: none)",
+    "ssd_rated_years": "cache node: the years the SSD's rating runs, for the life left (default 5)",
     "zone": "failure domain (rack, host): a key's owners are in distinct zones; every member has one or none does",
     "enabled": "HDD emulation on (seek latency and bandwidth limit per request)",
     "seek_ms": "HDD emulation: seek time per request",

@@ -89,6 +89,7 @@ class LocalCacheClient : public CacheClient {
     h.dirty_bytes = u.dirty_bytes;
     h.hits = u.hits;
     h.misses = u.misses;
+    h.wear = node_->WearProto();
     return h;
   }
   absl::Status FlushMoving(const std::vector<ring::Member>& next) override {
