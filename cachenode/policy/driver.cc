@@ -114,6 +114,11 @@ void CacheDriver::OnAccess(const Access& access, Outcome* out) {
   }
   Order& order = space_->queue(q);
   order.OnMiss(key);
+  // A VDI at its maximum share makes room in its own queue (SetShare).
+  if (space_->AtMaxShare(q) && EvictOne(q, key, judged, out) != EvictResult::kEvicted) {
+    out->rejected = true;
+    return;
+  }
   if (space_->NeedsReclaim(slots_.used()) && !MakeRoom(key, judged, out)) {
     out->rejected = true;
     return;

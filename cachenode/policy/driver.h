@@ -101,6 +101,10 @@ class CacheDriver final : public CachePolicy {
   // new order (FailedPrecondition if the space has no per-VDI queues); admission, bypass and
   // victim state starts fresh. Admissions that judge replacements (RPAC) are refused.
   absl::Status SetVdiRules(uint32_t vdi, std::unique_ptr<VdiRules> rules);
+  // Gives `vdi` a minimum and maximum share of the cache (Space::SetShare; 0 and 1: none).
+  absl::Status SetVdiShare(uint32_t vdi, double min, double max) {
+    return space_->SetShare(vdi, min, max);
+  }
   // The spec `vdi` runs under, or "" for the driver's own.
   std::string_view VdiSpec(uint32_t vdi) const;
 

@@ -625,6 +625,16 @@ absl::Status SetVdiPolicy(CachePolicy* node, uint32_t vdi, std::string_view spec
   return driver->SetVdiRules(vdi, *std::move(rules));
 }
 
+absl::Status SetVdiShare(CachePolicy* node, uint32_t vdi, double min, double max) {
+  auto* driver = dynamic_cast<CacheDriver*>(node);
+  if (driver == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the node policy '", std::string(node->name()),
+        "' is a complete policy; a share of the cache per VDI needs a 'vbq' space"));
+  }
+  return driver->SetVdiShare(vdi, min, max);
+}
+
 std::string VdiPolicyOf(const CachePolicy& node, uint32_t vdi) {
   const auto* driver = dynamic_cast<const CacheDriver*>(&node);
   return driver == nullptr ? std::string() : std::string(driver->VdiSpec(vdi));

@@ -89,6 +89,10 @@ absl::Status ValidateVdiPolicy(std::string_view spec, const PolicyContext& ctx);
 absl::Status SetVdiPolicy(CachePolicy* node, uint32_t vdi, std::string_view spec,
                           const PolicyContext& ctx);
 // The spec `vdi` runs under on `node`: its own, or "" for the node's.
+// Gives `vdi` a minimum and maximum share of the node's cache (a VbqSpace composes them with its
+// bounds: vbq.h). kFailedPrecondition for a complete policy or a node policy without 'vbq';
+// kInvalidArgument for shares out of range or minimums summing past the reclaim's stop point.
+absl::Status SetVdiShare(CachePolicy* node, uint32_t vdi, double min, double max);
 std::string VdiPolicyOf(const CachePolicy& node, uint32_t vdi);
 
 // Returns the specs of the standard configurations, one per line of the comparison tables

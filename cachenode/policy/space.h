@@ -83,6 +83,23 @@ class Space {
         "per-VDI orders need per-VDI queues: the node policy has no 'vbq' space");
   }
 
+  // Gives `vdi` a share of the cache: its queue keeps at least `min` of the capacity (reclaim
+  // rounds and fallbacks take other queues first) and holds at most `max` (an insertion into a
+  // queue at its maximum evicts from that queue first). 0 and 1: no share. Default:
+  // FailedPrecondition, a space without per-VDI queues cannot.
+  virtual absl::Status SetShare(uint32_t vdi, double min, double max) {
+    (void)vdi;
+    (void)min;
+    (void)max;
+    return absl::FailedPreconditionError(
+        "a share of the cache per VDI needs per-VDI queues: the node policy has no 'vbq' space");
+  }
+  // Whether queue `q` holds its maximum share already (SetShare). Default: never.
+  virtual bool AtMaxShare(uint32_t q) const {
+    (void)q;
+    return false;
+  }
+
   // Appends one row per VDI queue (see VdiStats). Default: nothing.
   virtual void AppendVdiStats(std::vector<VdiStats>* out) const { (void)out; }
   // Returns the bytes of metadata held by the space and its orders (not the SlotTable).

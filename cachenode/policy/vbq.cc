@@ -6,6 +6,7 @@
 #include <limits>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
 namespace ringcache::policy {
@@ -194,6 +195,7 @@ VbqBounds VbqSpace::Bounds(const Queue& q, uint64_t a1, uint64_t an) const {
   VbqBounds b =
       ComputeVbqBounds(config_, q.accesses, a1, an, count_, static_cast<double>(capacity_));
   if (config_.share == VbqShare::kUtility) b.max_len = q.target;
+  b.max_len = std::clamp(b.max_len, q.min_blocks, std::max(q.min_blocks, q.max_blocks));
   return b;
 }
 
@@ -232,9 +234,11 @@ void VbqSpace::BeginReclaim(size_t used) {
     const size_t len = queues_[i].order->size();
     if (len == 0) continue;
     const VbqBounds b = Bounds(queues_[i], a1, an);
-    // Only queues above their upper bound are reclaimed, down to their lower bound (§III-D).
-    if (static_cast<double>(len) > b.upper * b.max_len + kEps) {
-      plan_.push_back(PlanItem{i, b.lower * b.max_len});
+    // Only queues above their upper bound are reclaimed, down to their lower bound (§III-D),
+    // and never below their minimum share.
+    const double floor = queues_[i].min_blocks;
+    if (static_cast<double>(len) > std::max(b.upper * b.max_len, floor) + kEps) {
+      plan_.push_back(PlanItem{i, std::max(b.lower * b.max_len, floor)});
     }
   }
   // Coldest first (Fig. 4: VDI_5, then VDI_4, ...); ties by VDI id for determinism.
@@ -261,31 +265,69 @@ uint32_t VbqSpace::NextReclaimQueue(size_t used) {
 }
 
 uint32_t VbqSpace::FallbackQueue() const {
+  // The coldest queue above its minimum share; only when every queue is at or below its
+  // minimum, the coldest of those.
   uint32_t best = kNoQueue;
+  bool best_above = false;
   for (uint32_t i = 0; i < queues_.size(); ++i) {
-    if (queues_[i].order->size() == 0) continue;
-    if (best == kNoQueue || queues_[i].accesses < queues_[best].accesses ||
+    const size_t len = queues_[i].order->size();
+    if (len == 0) continue;
+    const bool above = static_cast<double>(len) > queues_[i].min_blocks + kEps;
+    if (best != kNoQueue && best_above && !above) continue;
+    if (best == kNoQueue || (above && !best_above) ||
+        queues_[i].accesses < queues_[best].accesses ||
         (queues_[i].accesses == queues_[best].accesses && queues_[i].vdi < queues_[best].vdi)) {
       best = i;
+      best_above = above;
     }
   }
   return best;
 }
 
+absl::Status VbqSpace::SetShare(uint32_t vdi, double min, double max) {
+  if (!(min >= 0 && min <= 1 && max > 0 && max <= 1 && min <= max)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "VDI ", vdi, " share: need 0 <= min (", min, ") <= max (", max, ") <= 1, max > 0"));
+  }
+  const double s = static_cast<double>(capacity_);
+  double mins = min;
+  for (const Queue& q : queues_) {
+    if (q.vdi != vdi) mins += q.min_blocks / s;
+  }
+  if (mins > config_.alpha + kEps) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "VDI ", vdi, " share: the minimum shares of the node's VDIs would sum to ", mins,
+        ", more than the ", config_.alpha, " of the cache that reclaim rounds keep"));
+  }
+  Queue& q = queues_[EnsureQueue(vdi)];
+  q.min_blocks = min * s;
+  q.max_blocks = max >= 1 ? std::numeric_limits<double>::infinity() : max * s;
+  return absl::OkStatus();
+}
+
+bool VbqSpace::AtMaxShare(uint32_t q) const {
+  return static_cast<double>(queues_[q].order->size()) + 1 > queues_[q].max_blocks + kEps;
+}
+
 uint32_t VbqSpace::ShedQueue() const {
   uint64_t a1, an;
   Extremes(&a1, &an);
+  // A queue at or below its minimum share sheds only when every other queue is too.
   uint32_t best = kNoQueue;
   double best_ratio = 0;
+  bool best_above = false;
   for (uint32_t i = 0; i < queues_.size(); ++i) {
     const size_t len = queues_[i].order->size();
     if (len == 0) continue;
+    const bool above = static_cast<double>(len) > queues_[i].min_blocks + kEps;
+    if (best != kNoQueue && best_above && !above) continue;
     const double max_len = Bounds(queues_[i], a1, an).max_len;
     const double ratio = max_len > kEps ? static_cast<double>(len) / max_len
                                         : std::numeric_limits<double>::infinity();
-    if (best == kNoQueue || ratio > best_ratio) {
+    if (best == kNoQueue || (above && !best_above) || ratio > best_ratio) {
       best = i;
       best_ratio = ratio;
+      best_above = above;
     }
   }
   return best;

@@ -33,6 +33,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string_view>
 #include <vector>
@@ -105,6 +106,11 @@ class VbqSpace final : public Space {
   uint32_t FallbackQueue() const override;
   // The queue furthest above its share L_m (len / L_m largest; eq. 2, or the utility target).
   uint32_t ShedQueue() const override;
+  // Composition with the bounds (README.md, "Shares per VDI"): L_i is clamped to
+  // [min x S, max x S]; a round never takes a queue below min x S; an insertion into a queue at
+  // max x S evicts from it first. The mins of all VDIs may sum to at most alpha.
+  absl::Status SetShare(uint32_t vdi, double min, double max) override;
+  bool AtMaxShare(uint32_t q) const override;
   void AppendVdiStats(std::vector<VdiStats>* out) const override;
   size_t MetadataBytes() const override;
 
@@ -123,6 +129,9 @@ class VbqSpace final : public Space {
     double target = 0;              // T_m, the queue's L_m
     double ghost_hits = 0;          // recent ghost hits (halved every S accesses)
     std::unique_ptr<KeyLru> ghost;  // keys this queue evicted
+    // The VDI's share (SetShare), in blocks: 0 and capacity when it has none.
+    double min_blocks = 0;
+    double max_blocks = std::numeric_limits<double>::infinity();
   };
   struct PlanItem {
     uint32_t q;

@@ -140,5 +140,68 @@ TEST(VdiPolicyTest, EveryPerVdiPolicyRunsAndNoDirtyBlockIsLost) {
   for (const BlockKey& k : dirty) EXPECT_NE(node->Lookup(k), Tier::kNone);
 }
 
+// Shares per VDI (SetVdiShare, VbqSpace::SetShare): VDI 1 streams through new blocks (never
+// reused, many accesses: VBQ would give it most of the cache by eq. 2), VDI 2 has a small hot set.
+// With a maximum share of 20% for VDI 1, it never holds more than 20 of the 100 blocks and VDI 2
+// keeps its hot set; with a minimum share of 30% for VDI 2 instead, VDI 2 keeps at least 30
+// blocks however cold it gets.
+int Held(CachePolicy* node, uint32_t vdi) {
+  std::vector<VdiStats> rows;
+  node->AppendVdiStats(&rows);
+  for (const VdiStats& r : rows) {
+    if (r.vdi == vdi) return static_cast<int>(r.blocks);
+  }
+  return 0;
+}
+
+TEST(VdiShareTest, AMaximumShareCapsAVdiAndAMinimumShareKeepsOne) {
+  Outcome out;
+  {
+    auto node = Node("vbq+lru", 100);
+    ASSERT_TRUE(SetVdiShare(node.get(), 1, 0, 0.2).ok());
+    int most = 0;
+    for (uint64_t i = 0; i < 5000; ++i) {
+      node->OnAccess(Read(100000 + i, 1), &out);
+      node->OnAccess(Read(100000 + i + 1, 1), &out);
+      if (i % 10 == 0) node->OnAccess(Read((i / 10) % 40, 2), &out);
+      most = std::max(most, Held(node.get(), 1));
+    }
+    EXPECT_LE(most, 20);
+    EXPECT_GE(Held(node.get(), 2), 35);  // the hot set of 40 keeps (nearly) all its blocks
+  }
+  {
+    auto free = Node("vbq+lru", 100);
+    auto kept = Node("vbq+lru", 100);
+    ASSERT_TRUE(SetVdiShare(kept.get(), 2, 0.3, 1).ok());
+    for (CachePolicy* node : {free.get(), kept.get()}) {
+      for (uint64_t b = 0; b < 50; ++b) node->OnAccess(Read(b, 2), &out);
+      for (uint64_t i = 0; i < 20000; ++i) node->OnAccess(Read(100000 + i % 500, 1), &out);
+    }
+    EXPECT_LT(Held(free.get(), 2), 10);  // without a share, the cold VDI is reclaimed away
+    EXPECT_GE(Held(kept.get(), 2), 30);
+    EXPECT_LE(Held(kept.get(), 2), 50);
+  }
+}
+
+TEST(VdiShareTest, SharesAreCheckedAndNeedAVbqSpace) {
+  auto node = Node("vbq+lru", 100);
+  EXPECT_FALSE(SetVdiShare(node.get(), 1, 0.5, 0.4).ok());  // min > max
+  EXPECT_FALSE(SetVdiShare(node.get(), 1, 0, 0).ok());      // max 0
+  EXPECT_FALSE(SetVdiShare(node.get(), 1, -0.1, 1).ok());
+  ASSERT_TRUE(SetVdiShare(node.get(), 1, 0.5, 1).ok());
+  absl::Status s = SetVdiShare(node.get(), 2, 0.5, 1);  // the minimums would sum to 1 > alpha
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("sum"), std::string::npos) << s;
+  EXPECT_TRUE(SetVdiShare(node.get(), 1, 0.3, 1).ok());  // VDI 1's own is replaced, not added
+  EXPECT_TRUE(SetVdiShare(node.get(), 2, 0.5, 1).ok());
+  EXPECT_EQ(SetVdiShare(Node("lru", 100).get(), 1, 0.1, 1).code(),
+            absl::StatusCode::kFailedPrecondition);
+  PolicyContext tiers = Ctx(100);
+  tiers.ram_blocks = 10;
+  auto uarc = MakePolicy("uarc", tiers);
+  ASSERT_TRUE(uarc.ok()) << uarc.status();
+  EXPECT_EQ(SetVdiShare(uarc->get(), 1, 0.1, 1).code(), absl::StatusCode::kFailedPrecondition);
+}
+
 }  // namespace
 }  // namespace ringcache::policy
