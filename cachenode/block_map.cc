@@ -691,6 +691,11 @@ absl::Status BlockMap::SetVdiPolicy(uint32_t vdi, const std::string& spec,
   return policy::SetVdiPolicy(policy_.get(), vdi, spec, ctx);
 }
 
+absl::Status BlockMap::SetVdiShare(uint32_t vdi, double min, double max) {
+  absl::MutexLock l(&mu_);
+  return policy::SetVdiShare(policy_.get(), vdi, min, max);
+}
+
 std::string BlockMap::VdiPolicy(uint32_t vdi) const {
   absl::MutexLock l(&mu_);
   std::string own = policy::VdiPolicyOf(*policy_, vdi);

@@ -261,6 +261,8 @@ class BlockMap {
                             const policy::PolicyContext& ctx);
   // The spec `vdi` runs under: its own, or the node policy's name.
   std::string VdiPolicy(uint32_t vdi) const;
+  // Gives `vdi` a share of the cache (policy::SetVdiShare).
+  absl::Status SetVdiShare(uint32_t vdi, double min, double max);
 
  private:
   uint32_t stream_read_blocks_ = 0;  // set before serving, then read-only

@@ -190,6 +190,10 @@ absl::Status CacheNode::Init() {
     absl::StatusOr<VdiInfo> v = vdis_->Get(id);
     if (!v.ok()) continue;
     AddVdiGauges(v->geometry);
+    if (absl::Status s = ApplyShare(v->geometry); !s.ok()) {
+      spdlog::warn("{} (runs without it until the gateway registers the VDI again)",
+                   std::string(s.message()));
+    }
     // A VDI's own policy, as it ran before the restart (its queue starts over, not its blocks).
     if (!v->policy.empty()) {
       if (absl::Status s = map_->SetVdiPolicy(id, v->policy, policy_ctx_); !s.ok()) {

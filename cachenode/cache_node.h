@@ -244,6 +244,8 @@ class CacheNode {
     double life_days = -1;            // life left of the rating at this rate (-1: unknown)
   };
   Wear wear() const;
+  // Gives the VDI the share of the cache its geometry asks for (ssd_min/max_permille).
+  absl::Status ApplyShare(const v1::VdiGeometry& vdi);
   v1::SsdWear WearProto() const;
   // Keeps the bytes written so far in <state>.wear: at most once a minute unless `force` (the
   // service calls it on every health probe, the destructor with force).

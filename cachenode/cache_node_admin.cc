@@ -112,7 +112,22 @@ void CacheNode::AddVdiGauges(const v1::VdiGeometry& vdi) {
       });
 }
 
+absl::Status CacheNode::ApplyShare(const v1::VdiGeometry& vdi) {
+  const double min = vdi.ssd_min_permille() / 1000.0;
+  const double max = vdi.ssd_max_permille() == 0 ? 1.0 : vdi.ssd_max_permille() / 1000.0;
+  absl::Status s = map_->SetVdiShare(vdi.vdi_id(), min, max);
+  // No share asked for: a node policy without per-VDI queues is fine.
+  if (!s.ok() && min == 0 && max == 1) return absl::OkStatus();
+  if (!s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("cache node ", config_.node_id, ": VDI ",
+                                               vdi.name(), ": ", s.message()));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CacheNode::RegisterVdi(const v1::VdiGeometry& vdi) {
+  // The share first: one the node cannot give refuses the registration, changing nothing.
+  RC_RETURN_IF_ERROR(ApplyShare(vdi));
   RC_ASSIGN_OR_RETURN(const bool fresh, vdis_->Register(vdi));
   if (fresh) {
     AddVdiGauges(vdi);

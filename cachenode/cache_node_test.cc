@@ -875,6 +875,38 @@ TEST_F(CacheNodeTest, AnSsdWriteBudgetSendsMissesAroundOnceSpentAndKeepsTheWearC
   EXPECT_EQ(node_->wear().state, "open");
 }
 
+// A VDI's share of the SSD (its geometry's ssd_max_permille, from `vdi set-qos --ssd-max`): at
+// 10% of the ~230 slots its writes keep at most ~23 blocks cached (the others are destaged and
+// dropped as it writes on), across a restart (kept in the VDI table); a share the node cannot
+// give is refused and changes nothing.
+TEST_F(CacheNodeTest, AVdiShareOfTheSsdHoldsAcrossARestart) {
+  config_.policy = "vbq+lru";
+  geometry_.set_ssd_max_permille(100);
+  ASSERT_NO_FATAL_FAILURE(Start());
+  const size_t cap = static_cast<size_t>(0.1 * 230) + 2;
+  for (uint64_t b = 0; b < 100; ++b) {
+    ASSERT_TRUE(Write(b * kBs, Pattern(b, kBs)).ok());
+    ASSERT_LE(node_->cached_blocks(), cap) << b;
+  }
+  for (uint64_t b = 0; b < 100; ++b) ASSERT_EQ(Read(b * kBs, kBs), Pattern(b, kBs)) << b;
+  node_.reset();
+  auto n = CacheNode::Create(config_, pool_.get(), Clock::Real(), &registry_);
+  ASSERT_TRUE(n.ok()) << n.status();
+  node_ = std::move(*n);  // no RegisterVdi: the share comes from the node's VDI table
+  for (uint64_t b = 100; b < 200; ++b) {
+    ASSERT_TRUE(Write(b * kBs, Pattern(b, kBs)).ok());
+    ASSERT_LE(node_->cached_blocks(), cap) << b;
+  }
+  v1::VdiGeometry bad = geometry_;
+  bad.set_ssd_min_permille(950);  // more than the reclaim rounds keep
+  bad.set_ssd_max_permille(0);
+  absl::Status s = node_->RegisterVdi(bad);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("cache node"), std::string::npos) << s;
+  for (uint64_t b = 200; b < 230; ++b) ASSERT_TRUE(Write(b * kBs, Pattern(b, kBs)).ok());
+  EXPECT_LE(node_->cached_blocks(), cap);  // the old share holds
+}
+
 TEST_F(CacheNodeTest, WithoutABudgetNothingGoesAroundAndWearIsStillCounted) {
   config_.policy = "vbq+lru";
   ASSERT_NO_FATAL_FAILURE(Start());

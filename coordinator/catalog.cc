@@ -101,9 +101,17 @@ std::string EncodeQos(const v1::VdiQos& q) {
   for (const QosField& f : kQosFields) {
     if (const uint64_t v = (q.*f.get)()) parts.push_back(absl::StrCat(f.name, ":", v));
   }
-  if (parts.empty()) return "";
-  if (q.burst_ms()) parts.push_back(absl::StrCat("burst:", q.burst_ms()));
+  if (!parts.empty() && q.burst_ms()) parts.push_back(absl::StrCat("burst:", q.burst_ms()));
+  if (q.ssd_min_permille()) parts.push_back(absl::StrCat("smin:", q.ssd_min_permille()));
+  if (q.ssd_max_permille()) parts.push_back(absl::StrCat("smax:", q.ssd_max_permille()));
   return absl::StrJoin(parts, ",");
+}
+
+bool QosShares(const v1::VdiQos& q) { return q.ssd_min_permille() || q.ssd_max_permille(); }
+
+void ApplyShares(VdiRecord* r) {
+  r->geometry.set_ssd_min_permille(r->qos.ssd_min_permille());
+  r->geometry.set_ssd_max_permille(r->qos.ssd_max_permille());
 }
 
 bool DecodeQos(absl::string_view text, v1::VdiQos* q) {
@@ -120,6 +128,14 @@ bool DecodeQos(absl::string_view text, v1::VdiQos* q) {
     }
     if (kv.first == "burst" && v <= UINT32_MAX) {
       q->set_burst_ms(static_cast<uint32_t>(v));
+      known = true;
+    }
+    if (kv.first == "smin" && v <= 1000) {
+      q->set_ssd_min_permille(static_cast<uint32_t>(v));
+      known = true;
+    }
+    if (kv.first == "smax" && v <= 1000) {
+      q->set_ssd_max_permille(static_cast<uint32_t>(v));
       known = true;
     }
     if (!known) return false;
@@ -193,6 +209,7 @@ absl::StatusOr<VdiRecord> DecodeVdiLine(const std::string& line) {
   r.geometry.set_object_size(object_size);
   r.geometry.set_block_size(block_size);
   r.geometry.set_replication(replication);
+  ApplyShares(&r);
   return r;
 }
 
@@ -451,8 +468,16 @@ absl::StatusOr<VdiRecord> Catalog::SetAccess(const std::string& name, AccessChan
 
 absl::StatusOr<VdiRecord> Catalog::SetQos(const std::string& name, const v1::VdiQos& qos) {
   v1::VdiQos q = qos;
-  if (!QosLimited(q)) q.Clear();  // no limit: no burst either
-  return Update(name, [&](VdiRecord* r) { r->qos = q; });
+  if (!QosLimited(q)) {  // no limit: no burst either (the shares stay)
+    const uint32_t min = q.ssd_min_permille(), max = q.ssd_max_permille();
+    q.Clear();
+    q.set_ssd_min_permille(min);
+    q.set_ssd_max_permille(max);
+  }
+  return Update(name, [&](VdiRecord* r) {
+    r->qos = q;
+    ApplyShares(r);
+  });
 }
 
 absl::StatusOr<VdiRecord> Catalog::Find(const std::string& name) const {

@@ -77,6 +77,10 @@ absl::StatusOr<VdiRecord> DecodeVdiLine(const std::string& line);
 std::string EncodeQos(const v1::VdiQos& qos);
 // True when `qos` limits anything (a burst alone limits nothing).
 bool QosLimited(const v1::VdiQos& qos);
+// Whether `qos` gives the VDI a share of the cache nodes' SSDs (ssd_min/max_permille).
+bool QosShares(const v1::VdiQos& qos);
+// Copies the record's shares (its qos) into its geometry, which carries them to the cache nodes.
+void ApplyShares(VdiRecord* r);
 bool DecodeQos(absl::string_view text, v1::VdiQos* qos);
 
 // Where a catalog keeps its records besides its file (cluster mode: etcd).

@@ -62,6 +62,21 @@ TEST(CatalogLineTest, AccessRoundTripsAndOldLinesReadAsOpen) {
   for (const char* bad : {" qos=", " qos=ri:0", " qos=xx:5", " qos=ri:5,", " qos=ri"}) {
     EXPECT_FALSE(DecodeVdiLine(plain + bad).ok()) << bad;
   }
+  // A share of the cache nodes' SSDs rides in the same token and reaches the geometry (which
+  // carries it to the cache nodes); alone, without I/O limits, too.
+  r.qos.Clear();
+  r.qos.set_ssd_min_permille(50);
+  r.qos.set_ssd_max_permille(400);
+  const std::string shared = EncodeVdiLine(r);
+  EXPECT_NE(shared.find(" qos=smin:50,smax:400"), std::string::npos) << shared;
+  back = DecodeVdiLine(shared);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->qos.ssd_min_permille(), 50u);
+  EXPECT_EQ(back->geometry.ssd_min_permille(), 50u);
+  EXPECT_EQ(back->geometry.ssd_max_permille(), 400u);
+  EXPECT_FALSE(QosLimited(back->qos));
+  EXPECT_TRUE(QosShares(back->qos));
+  EXPECT_FALSE(DecodeVdiLine(plain + " qos=smax:1001").ok());
   EXPECT_FALSE(back->read_only_clients.empty() || DecodeVdiLine(plain + " allow_ro=").ok());
   EXPECT_FALSE(DecodeVdiLine(plain + " rx").ok());
   EXPECT_FALSE(DecodeVdiLine(plain + " allow=a,,b").ok());

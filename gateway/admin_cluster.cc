@@ -78,6 +78,12 @@ grpc::Status AdminService::SetVdiQos(grpc::ServerContext*, const v1::SetVdiQosRe
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         "burst: at most 60000 ms of the rate");
   }
+  if (q.ssd_max_permille() > 1000 ||
+      (q.ssd_max_permille() != 0 && q.ssd_min_permille() > q.ssd_max_permille()) ||
+      q.ssd_min_permille() > 1000) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "cache share: need 0 <= minimum <= maximum <= 100%");
+  }
   // A record with limits is a catalog format (vdi-catalog 2) that releases before 0.2.0 cannot
   // read: written only once the cluster's feature level says every node reads it.
   bool cluster_mode = false;
@@ -92,10 +98,21 @@ grpc::Status AdminService::SetVdiQos(grpc::ServerContext*, const v1::SetVdiQosRe
                      ". Once every node runs 0.2.0 or later (`ringcachectl cluster version`), "
                      "`ringcachectl cluster finalize` raises it"));
   }
+  // A new share of the cache nodes' SSDs: every live cache node takes it first.
+  absl::StatusOr<VdiRecord> old = router_->catalog()->Find(req->name());
+  if (!old.ok()) return ToGrpc(old.status());
+  if (old->qos.ssd_min_permille() != q.ssd_min_permille() ||
+      old->qos.ssd_max_permille() != q.ssd_max_permille()) {
+    if (absl::Status s = router_->SetShares(req->name(), q.ssd_min_permille(),
+                                            q.ssd_max_permille());
+        !s.ok()) {
+      return ToGrpc(s);
+    }
+  }
   absl::StatusOr<VdiRecord> r = router_->catalog()->SetQos(req->name(), q);
   if (!r.ok()) return ToGrpc(r.status());
-  spdlog::info("VDI {}: I/O limits {}", req->name(),
-               coordinator::QosLimited(r->qos) ? coordinator::EncodeQos(r->qos) : "none");
+  const std::string qos = coordinator::EncodeQos(r->qos);
+  spdlog::info("VDI {}: I/O limits and cache share {}", req->name(), qos.empty() ? "none" : qos);
   *resp->mutable_qos() = r->qos;
   return grpc::Status::OK;
 }

@@ -86,6 +86,11 @@ class Router : public ExportProvider {
   // Switches the VDI's cache policy on every live cache node (all or none), then records it in
   // the catalog so joining and restarted nodes get it. "" or "default": the nodes' own.
   absl::Status SetPolicy(const std::string& name, const std::string& policy);
+  // Gives the VDI its share of every cache node's SSD (in thousandths; 0: none) by registering
+  // it again with them: every live node takes it or, if one refuses (a node policy without
+  // 'vbq', minimums past what its cache keeps), none keeps it. The caller records it in the
+  // catalog (Catalog::SetQos); nodes that join later get it with the VDI.
+  absl::Status SetShares(const std::string& name, uint32_t min_permille, uint32_t max_permille);
   // Destages the VDI (or every VDI when name is empty) on every cache node; `progress` (may be
   // empty) is called after each node with the dirty bytes still left on the nodes done so far.
   absl::Status Flush(const std::string& name,

@@ -108,6 +108,24 @@ absl::Status Router::SetPolicy(const std::string& name, const std::string& polic
   return catalog_->SetPolicy(name, policy);
 }
 
+absl::Status Router::SetShares(const std::string& name, uint32_t min_permille,
+                              uint32_t max_permille) {
+  RC_ASSIGN_OR_RETURN(VdiRecord r, catalog_->Find(name));
+  v1::VdiGeometry g = r.geometry;
+  g.set_ssd_min_permille(min_permille);
+  g.set_ssd_max_permille(max_permille);
+  std::vector<CacheMember*> done;
+  for (CacheMember* m : Live(/*skip_removing=*/true)) {
+    absl::Status s = m->client->RegisterVdi(g, r.mode, r.policy);
+    if (!s.ok()) {
+      for (CacheMember* d : done) (void)d->client->RegisterVdi(r.geometry, r.mode, r.policy);
+      return s;
+    }
+    done.push_back(m);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Router::Flush(const std::string& name,
                            const std::function<void(size_t, uint64_t)>& progress) {
   uint32_t vdi = 0;

@@ -65,6 +65,7 @@ struct Args {
   uint64_t read_iops = 0, write_iops = 0, iops = 0;
   std::string read_bps, write_bps, bps;
   uint32_t burst_ms = 0;
+  double ssd_min = 0, ssd_max = 0;
   bool no_limits = false;
 };
 
@@ -265,7 +266,17 @@ void AddQosCommand(CLI::App* vdi, Args* a, Action* action) {
                   "How much of each rate may go at once after a quiet spell (default 1000 ms)")
       ->type_name("MS")
       ->check(CLI::Range(1, 60000));
-  qos->add_flag("--none", a->no_limits, "Remove every limit");
+  qos->add_option("--ssd-min", a->ssd_min,
+                  "Cache space: the share of each cache node's SSD the VDI keeps at least, in "
+                  "percent (reclaim takes other VDIs' blocks first)")
+      ->type_name("PERCENT")
+      ->check(CLI::Range(0.1, 100.0));
+  qos->add_option("--ssd-max", a->ssd_max,
+                  "Cache space: the share of each cache node's SSD the VDI holds at most, in "
+                  "percent (its own blocks make room for its new ones)")
+      ->type_name("PERCENT")
+      ->check(CLI::Range(0.1, 100.0));
+  qos->add_flag("--none", a->no_limits, "Remove every limit and share");
   qos->callback([a, action] {
     *action = [a](const AdminSession& s) {
       v1::VdiQos q;
@@ -276,12 +287,18 @@ void AddQosCommand(CLI::App* vdi, Args* a, Action* action) {
       q.set_write_bytes_per_s(a->write_bps.empty() ? 0 : SizeOf(a->write_bps));
       q.set_bytes_per_s(a->bps.empty() ? 0 : SizeOf(a->bps));
       q.set_burst_ms(a->burst_ms);
-      const bool any = coordinator::QosLimited(q);
+      q.set_ssd_min_permille(static_cast<uint32_t>(std::lround(a->ssd_min * 10)));
+      q.set_ssd_max_permille(static_cast<uint32_t>(std::lround(a->ssd_max * 10)));
+      const bool any = coordinator::QosLimited(q) || coordinator::QosShares(q);
       if (any == a->no_limits) {
         return absl::InvalidArgumentError(
             any ? "give limits or --none, not both"
                 : "give at least one limit (--read-iops, --write-iops, --iops, --read-bps, "
-                  "--write-bps, --bps), or --none to remove them");
+                  "--write-bps, --bps) or share (--ssd-min, --ssd-max), or --none to remove "
+                  "them");
+      }
+      if (a->ssd_max > 0 && a->ssd_min > a->ssd_max) {
+        return absl::InvalidArgumentError("--ssd-min is above --ssd-max");
       }
       return SetVdiQos(s, a->name, q);
     };

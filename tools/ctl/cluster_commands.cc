@@ -29,8 +29,14 @@ std::string QosText(const v1::VdiQos& q) {
   add(q.read_bytes_per_s(), FormatBytes(q.read_bytes_per_s()) + "/s read");
   add(q.write_bytes_per_s(), FormatBytes(q.write_bytes_per_s()) + "/s written");
   add(q.bytes_per_s(), FormatBytes(q.bytes_per_s()) + "/s");
+  if (!parts.empty()) {
+    parts.push_back(absl::StrCat("burst ", q.burst_ms() ? q.burst_ms() : 1000, " ms"));
+  }
+  add(q.ssd_min_permille(), absl::StrCat("at least ", q.ssd_min_permille() / 10.0,
+                                         "% of each cache node's SSD"));
+  add(q.ssd_max_permille(), absl::StrCat("at most ", q.ssd_max_permille() / 10.0,
+                                         "% of each cache node's SSD"));
   if (parts.empty()) return "none";
-  parts.push_back(absl::StrCat("burst ", q.burst_ms() ? q.burst_ms() : 1000, " ms"));
   return absl::StrJoin(parts, ", ");
 }
 
@@ -45,6 +51,8 @@ void WriteQosJson(const v1::VdiQos& q, JsonWriter* j) {
       .Field("write_bytes_per_s", q.write_bytes_per_s())
       .Field("bytes_per_s", q.bytes_per_s())
       .Field("burst_ms", q.burst_ms())
+      .Field("ssd_min_share", q.ssd_min_permille() / 1000.0)
+      .Field("ssd_max_share", q.ssd_max_permille() / 1000.0)
       .EndObject();
 }
 
@@ -145,7 +153,7 @@ absl::Status SetVdiQos(const AdminSession& s, const std::string& name, const v1:
     WriteQosJson(resp.qos(), &j);
     *s.out << j.str() << '\n';
   } else {
-    *s.out << "VDI " << name << ": I/O limits " << QosText(resp.qos()) << '\n';
+    *s.out << "VDI " << name << ": I/O limits and cache share " << QosText(resp.qos()) << '\n';
   }
   return absl::OkStatus();
 }

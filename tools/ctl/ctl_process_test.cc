@@ -148,26 +148,46 @@ TEST_F(CtlProcessTest, VdiLifecycle) {
                                "\"public\":false,\"allowed_clients\":[],"
                                "\"read_only_clients\":[],\"qos\":{\"read_iops\":0,"
                                "\"write_iops\":0,\"iops\":0,\"read_bytes_per_s\":0,"
-                               "\"write_bytes_per_s\":0,\"bytes_per_s\":0,\"burst_ms\":0}}"));
+                               "\"write_bytes_per_s\":0,\"bytes_per_s\":0,\"burst_ms\":0,"
+                               "\"ssd_min_share\":0,\"ssd_max_share\":0}}"));
   EXPECT_EQ(r.out.front(), '[');
 
   // I/O limits (static mode: the gateway's own feature level, 2, allows them).
   r = Ctl("vdi set-qos disk2 --write-iops 500 --read-bps 10M --burst-ms 200");
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_EQ(r.out, "VDI disk2: I/O limits 500 IOPS write, 10.0 MiB/s read, burst 200 ms\n");
+  EXPECT_EQ(r.out, "VDI disk2: I/O limits and cache share 500 IOPS write, 10.0 MiB/s read, "
+                   "burst 200 ms\n");
   r = Ctl("--json vdi list");
   EXPECT_THAT(r.out, HasSubstr("\"qos\":{\"read_iops\":0,\"write_iops\":500,\"iops\":0,"
                                "\"read_bytes_per_s\":10485760,\"write_bytes_per_s\":0,"
-                               "\"bytes_per_s\":0,\"burst_ms\":200}"));
+                               "\"bytes_per_s\":0,\"burst_ms\":200,\"ssd_min_share\":0,"
+                               "\"ssd_max_share\":0}"));
   r = Ctl("vdi set-qos disk2");
   EXPECT_EQ(r.code, 1);
   EXPECT_THAT(r.err, HasSubstr("give at least one limit"));
   r = Ctl("vdi set-qos nosuch --iops 5");
   EXPECT_EQ(r.code, 1);
   EXPECT_THAT(r.err, HasSubstr("no VDI named 'nosuch'"));
+  // Cache space: a share of each cache node's SSD, which every cache node takes first.
+  r = Ctl("vdi set-qos disk2 --ssd-min 5 --ssd-max 40");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "VDI disk2: I/O limits and cache share at least 5% of each cache node's SSD, "
+                   "at most 40% of each cache node's SSD\n");
+  r = Ctl("--json vdi list");
+  EXPECT_THAT(r.out, HasSubstr("\"burst_ms\":0,\"ssd_min_share\":0.05,\"ssd_max_share\":0.4}"));
+  r = Ctl("vdi set-qos disk2 --ssd-min 50 --ssd-max 40");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.err, HasSubstr("--ssd-min is above --ssd-max"));
+  r = Ctl("vdi set-qos demo --ssd-min 90");  // with disk2's 5%: more than reclaim keeps
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.err, HasSubstr("would sum to 0.95"));
   r = Ctl("vdi set-qos disk2 --none");
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_EQ(r.out, "VDI disk2: I/O limits none\n");
+  EXPECT_EQ(r.out, "VDI disk2: I/O limits and cache share none\n");
+  r = Ctl("vdi set-qos demo --ssd-min 90");  // disk2's share is gone: 0.9 fits
+  EXPECT_EQ(r.code, 0) << r.err;
+  r = Ctl("vdi set-qos demo --none");
+  EXPECT_EQ(r.code, 0) << r.err;
 
   r = Ctl("vdi create disk2 --size 1G");
   EXPECT_EQ(r.code, 1);
