@@ -3,6 +3,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <memory>
@@ -30,7 +31,8 @@ class GrpcCacheClient : public CacheClient {
  public:
   GrpcCacheClient(const std::string& address, int timeout_ms)
       : address_(address), timeout_ms_(timeout_ms) {
-    stub_ = v1::CacheNode::NewStub(PeerChannel(address, tls::kRoleCacheNode, kPeerKeepaliveMs));
+    channel_ = PeerChannel(address, tls::kRoleCacheNode, kPeerKeepaliveMs);
+    stub_ = v1::CacheNode::NewStub(channel_);
   }
 
   absl::Status Read(uint32_t vdi, uint64_t object, uint32_t offset, uint32_t len,
@@ -204,7 +206,18 @@ class GrpcCacheClient : public CacheClient {
     h.wear = resp.wear();
     return h;
   }
-  absl::Status Probe(int timeout_ms) override { return NodeState(timeout_ms, "probe").status(); }
+  absl::Status Probe(int timeout_ms) override {
+    // A node that was down leaves its channel backing off between connection attempts (gRPC
+    // waits a second, then longer, up to two minutes): a probe asks whether the node is there
+    // now (a node that registered again, say), so it makes the channel try at once.
+    if (channel_->GetState(false) == GRPC_CHANNEL_TRANSIENT_FAILURE) {
+      grpc::experimental::ChannelResetConnectionBackoff(channel_.get());
+      channel_->WaitForStateChange(
+          GRPC_CHANNEL_TRANSIENT_FAILURE,
+          std::chrono::system_clock::now() + std::chrono::milliseconds(std::min(timeout_ms, 200)));
+    }
+    return NodeState(timeout_ms, "probe").status();
+  }
   absl::StatusOr<uint64_t> DropBlocks(bool all, const std::vector<ring::Member>& ring) override {
     v1::DropBlocksRequest req;
     req.set_all(all);
@@ -341,6 +354,7 @@ class GrpcCacheClient : public CacheClient {
 
   const std::string address_;
   const int timeout_ms_;
+  std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::CacheNode::Stub> stub_;
   mutable absl::Mutex live_mu_;
   mutable absl::flat_hash_set<grpc::ClientContext*> live_ ABSL_GUARDED_BY(live_mu_);

@@ -5,7 +5,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <memory>
 #include <string>
+
+#include <grpcpp/grpcpp.h>
 
 #include "gtest/gtest.h"
 
@@ -39,6 +42,33 @@ TEST(GrpcCacheClientTest, LongControlCallsFailAtOnceWhenTheNodeIsNotThere) {
   EXPECT_TRUE(absl::IsUnavailable(dropped.status())) << dropped.status();
   const absl::Status mode = c->SetMode(1, v1::WRITETHROUGH);
   EXPECT_TRUE(absl::IsUnavailable(mode)) << mode;
+}
+
+// Answers the probe (a Stats call) and nothing else.
+class StatsOnly final : public v1::CacheNode::Service {
+  grpc::Status Stats(grpc::ServerContext*, const v1::CacheStatsRequest*,
+                     v1::CacheStatsResponse*) override {
+    return grpc::Status::OK;
+  }
+};
+
+// A node that was down and is back answers the very next probe: the probe does not wait out the
+// channel's reconnect backoff (a second after the first refused connection, then longer). A
+// rejoining node's first probe used to fail that way, and its join waited a round (1 s) more.
+TEST(GrpcCacheClientTest, AProbeReachesANodeThatCameBackAtOnce) {
+  const int port = RefusingPort();
+  auto c = MakeGrpcCacheClient("127.0.0.1:" + std::to_string(port));
+  const absl::Status down = c->Probe(500);
+  EXPECT_TRUE(absl::IsUnavailable(down)) << down;
+  StatsOnly service;
+  grpc::ServerBuilder b;
+  b.AddListeningPort("127.0.0.1:" + std::to_string(port), grpc::InsecureServerCredentials());
+  b.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = b.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  const absl::Status up = c->Probe(500);
+  EXPECT_TRUE(up.ok()) << up;
+  server->Shutdown();
 }
 
 }  // namespace
