@@ -205,6 +205,8 @@ absl::Status CacheNode::DropVdi(uint32_t vdi_id) {
     absl::MutexLock l(&policy_mu_);
     RC_RETURN_IF_ERROR(map_->SetVdiPolicy(vdi_id, "", policy_ctx_));
   }
+  // And its share of the cache: a deleted VDI's minimum must not hold space for nobody.
+  (void)map_->SetVdiShare(vdi_id, 0, 1);
   vdis_->Erase(vdi_id);
   // Its ringcache_vdi_* series leave /metrics (they come back if the VDI is registered again).
   registry_->RemoveSeries({{"vdi", info.geometry.name()}, {"node", absl::StrCat(config_.node_id)}});

@@ -210,13 +210,18 @@ class GrpcCacheClient : public CacheClient {
     // A node that was down leaves its channel backing off between connection attempts (gRPC
     // waits a second, then longer, up to two minutes): a probe asks whether the node is there
     // now (a node that registered again, say), so it makes the channel try at once.
+    // (Within the probe's own time: the channel leaves TRANSIENT_FAILURE at once, as a rule.)
+    const auto start = std::chrono::steady_clock::now();
     if (channel_->GetState(false) == GRPC_CHANNEL_TRANSIENT_FAILURE) {
       grpc::experimental::ChannelResetConnectionBackoff(channel_.get());
-      channel_->WaitForStateChange(
-          GRPC_CHANNEL_TRANSIENT_FAILURE,
-          std::chrono::system_clock::now() + std::chrono::milliseconds(std::min(timeout_ms, 200)));
+      channel_->WaitForStateChange(GRPC_CHANNEL_TRANSIENT_FAILURE,
+                                   std::chrono::system_clock::now() +
+                                       std::chrono::milliseconds(timeout_ms));
     }
-    return NodeState(timeout_ms, "probe").status();
+    const auto spent = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::steady_clock::now() - start);
+    return NodeState(std::max<int>(1, timeout_ms - static_cast<int>(spent.count())), "probe")
+        .status();
   }
   absl::StatusOr<uint64_t> DropBlocks(bool all, const std::vector<ring::Member>& ring) override {
     v1::DropBlocksRequest req;

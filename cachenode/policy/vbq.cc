@@ -299,6 +299,9 @@ absl::Status VbqSpace::SetShare(uint32_t vdi, double min, double max) {
         "VDI ", vdi, " share: the minimum shares of the node's VDIs would sum to ", mins,
         ", more than the ", config_.alpha, " of the cache that reclaim rounds keep"));
   }
+  // No share for a VDI without a queue yet: nothing to do (creating its queue would give an idle
+  // VDI a part of the utility targets before its first access).
+  if (min == 0 && max >= 1 && QueueOf(vdi) == kNoQueue) return absl::OkStatus();
   Queue& q = queues_[EnsureQueue(vdi)];
   q.min_blocks = min * s;
   q.max_blocks = max >= 1 ? std::numeric_limits<double>::infinity() : max * s;

@@ -193,6 +193,12 @@ TEST(VdiShareTest, SharesAreCheckedAndNeedAVbqSpace) {
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("sum"), std::string::npos) << s;
   EXPECT_TRUE(SetVdiShare(node.get(), 1, 0.3, 1).ok());  // VDI 1's own is replaced, not added
+  // No share for a VDI the cache has not seen: no queue for it either (an idle VDI takes no part
+  // of the utility targets).
+  std::vector<VdiStats> rows;
+  ASSERT_TRUE(SetVdiShare(node.get(), 7, 0, 1).ok());
+  node->AppendVdiStats(&rows);
+  for (const VdiStats& r : rows) EXPECT_NE(r.vdi, 7u);
   EXPECT_TRUE(SetVdiShare(node.get(), 2, 0.5, 1).ok());
   EXPECT_EQ(SetVdiShare(Node("lru", 100).get(), 1, 0.1, 1).code(),
             absl::StatusCode::kFailedPrecondition);
