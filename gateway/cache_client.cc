@@ -206,22 +206,20 @@ class GrpcCacheClient : public CacheClient {
     h.wear = resp.wear();
     return h;
   }
-  absl::Status Probe(int timeout_ms) override {
-    // A node that was down leaves its channel backing off between connection attempts (gRPC
-    // waits a second, then longer, up to two minutes): a probe asks whether the node is there
-    // now (a node that registered again, say), so it makes the channel try at once.
-    // (Within the probe's own time: the channel leaves TRANSIENT_FAILURE at once, as a rule.)
-    const auto start = std::chrono::steady_clock::now();
-    if (channel_->GetState(false) == GRPC_CHANNEL_TRANSIENT_FAILURE) {
-      grpc::experimental::ChannelResetConnectionBackoff(channel_.get());
-      channel_->WaitForStateChange(GRPC_CHANNEL_TRANSIENT_FAILURE,
-                                   std::chrono::system_clock::now() +
-                                       std::chrono::milliseconds(timeout_ms));
+  absl::Status Probe(int timeout_ms) override { return NodeState(timeout_ms, "probe").status(); }
+  void Reconnect(int timeout_ms) override {
+    // A node that was down leaves its channel backing off between connection attempts, and a
+    // fail-fast call fails without trying while it does (the channel stays in TRANSIENT_FAILURE
+    // until it connects). Try at once, and wait for the connection.
+    const auto deadline =
+        std::chrono::system_clock::now() + std::chrono::milliseconds(timeout_ms);
+    grpc_connectivity_state state = channel_->GetState(false);
+    if (state == GRPC_CHANNEL_READY) return;
+    grpc::experimental::ChannelResetConnectionBackoff(channel_.get());
+    state = channel_->GetState(/*try_to_connect=*/true);
+    while (state != GRPC_CHANNEL_READY && channel_->WaitForStateChange(state, deadline)) {
+      state = channel_->GetState(/*try_to_connect=*/true);
     }
-    const auto spent = std::chrono::duration_cast<std::chrono::milliseconds>(
-        std::chrono::steady_clock::now() - start);
-    return NodeState(std::max<int>(1, timeout_ms - static_cast<int>(spent.count())), "probe")
-        .status();
   }
   absl::StatusOr<uint64_t> DropBlocks(bool all, const std::vector<ring::Member>& ring) override {
     v1::DropBlocksRequest req;

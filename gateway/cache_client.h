@@ -79,6 +79,10 @@ class CacheClient {
   virtual absl::Status Stats(uint32_t vdi, std::vector<v1::VdiCacheStats>* out) = 0;
   // Returns OK if the node answers within `timeout_ms` (no waiting for it to come up).
   virtual absl::Status Probe(int timeout_ms) = 0;
+  // For a node expected back (it registered again): connects to it at once, instead of after
+  // the reconnect backoff of its earlier failures, waiting at most `timeout_ms` for the
+  // connection. Default: nothing (no connection to keep).
+  virtual void Reconnect(int timeout_ms) { (void)timeout_ms; }
   // What a node says of its own state (cachenode/ownership.h, docs/durability.md).
   struct NodeHealth {
     bool quarantined = false;    // lost ownership; waits to be re-admitted

@@ -218,7 +218,11 @@ absl::Status Router::AddCacheNode(uint32_t id,
   CacheClient* joiner = Client(id);
   if (joiner == nullptr) return absl::NotFoundError(absl::StrCat("unknown cache node ", id));
   // Before any request is held: a registered node that does not answer (crashed just after
-  // registering, or a bogus record) must not stall the cluster for the attempts below.
+  // registering, or a bogus record) must not stall the cluster for the attempts below. It
+  // registered, so it is expected back: connect now rather than after the backoff of the
+  // attempts that failed while it was down (its first probe failed that way, and its join
+  // waited for the next round).
+  joiner->Reconnect(1000);
   if (absl::Status p = joiner->Probe(1000); !p.ok()) {
     return absl::UnavailableError(
         absl::StrCat("cache node ", id, " does not answer: ", p.message()));
