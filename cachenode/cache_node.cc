@@ -142,11 +142,9 @@ absl::Status CacheNode::Init() {
   RC_ASSIGN_OR_RETURN(auto placement, policy::MakePlacement(config_.placement, ctx.ram_blocks));
   ctx = policy::NodeMembershipContext(ctx, *placement);
   if (config_.ssd_budget_bytes_per_day > 0) {
-    policy::WriteBudgetConfig bc;
-    bc.blocks_per_second =
-        policy::BudgetBlocksPerSecond(config_.ssd_budget_bytes_per_day, config_.block_size);
-    bc.burst_seconds = config_.ssd_budget_burst_s;
-    bc.doorkeeper = std::max<size_t>(16, ctx.capacity_blocks / 4);  // the sieve's window
+    const policy::WriteBudgetConfig bc = policy::WriteBudgetConfig::ForRating(
+        config_.ssd_budget_bytes_per_day, config_.block_size, config_.ssd_budget_burst_s,
+        ctx.capacity_blocks);
     RC_RETURN_IF_ERROR(bc.Validate());
     budget_ = std::make_shared<policy::WriteBudget>(bc);
     ctx.write_budget = budget_;

@@ -33,6 +33,15 @@ absl::Status WriteBudgetConfig::Validate() const {
   return absl::OkStatus();
 }
 
+WriteBudgetConfig WriteBudgetConfig::ForRating(double bytes_per_day, uint32_t block_size,
+                                               double burst_seconds, size_t capacity_blocks) {
+  WriteBudgetConfig c;
+  c.blocks_per_second = BudgetBlocksPerSecond(bytes_per_day, block_size);
+  c.burst_seconds = burst_seconds;
+  c.doorkeeper = std::max<size_t>(16, capacity_blocks / 4);
+  return c;
+}
+
 std::string_view BudgetStateName(BudgetState s) {
   switch (s) {
     case BudgetState::kOpen:

@@ -48,6 +48,11 @@ struct WriteBudgetConfig {
   double tight_below = 0.5;      // the fill under which admission tightens, in (0, 1]
   size_t doorkeeper = 4096;      // keys sent around that a second miss lets in (>= 1)
   absl::Status Validate() const;
+  // The budget of a drive rated for `bytes_per_day`, in `block_size` blocks, with a bucket of
+  // `burst_seconds` and the sieve's window (capacity/4, at least 16) as its doorkeeper: what the
+  // cache node and ringcache-sim both run.
+  static WriteBudgetConfig ForRating(double bytes_per_day, uint32_t block_size,
+                                     double burst_seconds, size_t capacity_blocks);
 };
 
 enum class BudgetState { kOpen = 0, kTight = 1, kClosed = 2 };

@@ -109,11 +109,8 @@ class Replay {
   absl::Status Init(const PolicyFactory& make_policy, const std::string& spec,
                     uint64_t capacity_blocks, uint64_t ram_blocks) {
     if (opt_.ssd_budget_bytes_per_day > 0) {
-      policy::WriteBudgetConfig bc;
-      bc.blocks_per_second =
-          policy::BudgetBlocksPerSecond(opt_.ssd_budget_bytes_per_day, opt_.block_size);
-      bc.burst_seconds = opt_.budget_burst_s;
-      bc.doorkeeper = std::max<size_t>(16, capacity_blocks / 4);  // the sieve's default window
+      const policy::WriteBudgetConfig bc = policy::WriteBudgetConfig::ForRating(
+          opt_.ssd_budget_bytes_per_day, opt_.block_size, opt_.budget_burst_s, capacity_blocks);
       if (absl::Status s = bc.Validate(); !s.ok()) return s;
       budget_ = std::make_shared<policy::WriteBudget>(bc);
       res_.budget_blocks_per_s = bc.blocks_per_second;
