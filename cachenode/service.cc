@@ -209,6 +209,7 @@ grpc::Status CacheNodeService::Stats(grpc::ServerContext*, const v1::CacheStatsR
   resp->set_device_failed(!dev.ok());
   resp->set_device_error(std::string(dev.message()));
   resp->set_epoch(node_->epoch());
+  resp->set_control_term(node_->ownership()->term());
   resp->set_data_port(static_cast<uint32_t>(data_port_.load()));
   const CacheNode::Usage u = node_->usage();
   resp->set_ssd_bytes(u.ssd_bytes);

@@ -20,6 +20,10 @@ std::string CoordinatorKey(const std::string& prefix) {
   return absl::StrCat(prefix, "/coordinator");
 }
 
+std::string RestoreMarkKey(const std::string& prefix) {
+  return absl::StrCat(prefix, "/cluster/restoring");
+}
+
 absl::StatusOr<std::optional<LeaderInfo>> ReadLeader(EtcdClient* client,
                                                      const std::string& prefix) {
   auto kv = client->Get(CoordinatorKey(prefix));
@@ -94,7 +98,8 @@ int64_t Election::Look(bool leading) {
   }
   if (!valid || lease == 0) return 0;
   auto r =
-      client_->Txn({TxnCompare::KeyMissing(key_)},
+      client_->Txn({TxnCompare::KeyMissing(key_),
+                    TxnCompare::KeyMissing(RestoreMarkKey(options_.prefix))},
                    {TxnOp::Put(key_, EncodeNodeRecord(registration_->record()), lease)}, {}, call);
   if (!r.ok() || !r->succeeded) return 0;  // lost the race, or outcome unknown: look again
   return r->revision;

@@ -34,6 +34,10 @@
 namespace ringcache::coordinator {
 
 std::string CoordinatorKey(const std::string& prefix);  // P/coordinator
+// P/cluster/restoring: present while `ringcachectl restore` repairs etcd's state after a restore
+// from a backup (docs/upgrades.md). No candidate is elected while it exists (the election's
+// create compares it missing), so no coordinator acts on the state being repaired.
+std::string RestoreMarkKey(const std::string& prefix);
 // The compare that holds only while `term` lasts (P/coordinator keeps that create revision);
 // term 0 (no term) never holds. Every shared write of a coordinator is guarded by it.
 membership::TxnCompare TermGuard(const std::string& prefix, int64_t term);

@@ -68,6 +68,32 @@ TEST_F(ElectionTest, OneCandidateLeadsAndOnlyItsGuardedWritesCommit) {
   EXPECT_EQ((*client_->Get("/rc/rings/cache"))->value, "x");
 }
 
+// `ringcachectl restore` (tools/ctl/restore.h) puts the restore mark and deletes the leader's
+// key: the leader steps down, nobody is elected while the mark stays, and once it is gone a
+// leader is elected again at a later term.
+TEST_F(ElectionTest, NoLeaderIsElectedWhileTheRestoreMarkIsThere) {
+  auto reg1 = Register(Node(Role::kGateway, 1));
+  ASSERT_TRUE(reg1.ok());
+  Election::Options o;
+  o.prefix = "/rc";
+  o.poll = absl::Milliseconds(50);
+  LeadLog log1;
+  auto e1 = Election::Start(client_.get(), reg1->get(), o, log1.Callback());
+  ASSERT_TRUE(WaitFor([&] { return e1->leader(); }));
+  const int64_t term1 = e1->term();
+  ASSERT_TRUE(client_->Put(RestoreMarkKey("/rc"), "restoring").ok());
+  ASSERT_TRUE(client_->Delete(CoordinatorKey("/rc")).ok());
+  ASSERT_TRUE(WaitFor([&] { return !e1->leader(); })) << "the leader steps down";
+  absl::SleepFor(absl::Milliseconds(500));  // ten looks: none may take the key
+  EXPECT_FALSE(e1->leader());
+  auto none = ReadLeader(client_.get(), "/rc");
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->has_value()) << "elected while the restore mark was there";
+  ASSERT_TRUE(client_->Delete(RestoreMarkKey("/rc")).ok());
+  ASSERT_TRUE(WaitFor([&] { return e1->leader(); }));
+  EXPECT_GT(e1->term(), term1);
+}
+
 TEST_F(ElectionTest, ALeaderWhoseLeaseLapsesStepsDownAndAnotherTakesOver) {
   auto reg1 = Register(Node(Role::kGateway, 1));
   ASSERT_TRUE(reg1.ok());

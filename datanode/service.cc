@@ -412,6 +412,7 @@ grpc::Status DataNodeService::Stats(grpc::ServerContext*, const v1::StatsRequest
   const StoreStats s = store_->Stats();
   resp->set_node_id(node_id_);
   resp->set_client_ops(client_ops_.load(std::memory_order_relaxed));
+  resp->set_control_term(store_->control_term());
   resp->set_blocks(s.blocks);
   resp->set_log_records(s.log_records);
   resp->set_log_bytes(s.log_bytes);

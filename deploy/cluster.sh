@@ -12,6 +12,7 @@
 #   deploy/cluster.sh kill   ROLE ID... [--dir DIR]   kill -9 daemons, wait until they are gone
 #   deploy/cluster.sh stop   ROLE ID... [--dir DIR]   stop daemons (SIGTERM), wait until gone
 #   deploy/cluster.sh start  ROLE ID... [--dir DIR]   (re)start daemons, wait until they are ready
+#                                                    (`start etcd`, `stop etcd`: cluster mode's etcd)
 #   deploy/cluster.sh add    ROLE ID    [--dir DIR]   start a new cache or data node (cluster mode)
 #
 # Without --cluster-file, `up` writes DIR/cluster.yaml for K cache nodes and M data nodes with
@@ -50,9 +51,9 @@ set -euo pipefail
 cmd=${1:-}
 shift || true
 case "$cmd" in
-  -h|--help|help) sed -n '2,47p' "$0"; exit 0 ;;
+  -h|--help|help) sed -n '2,48p' "$0"; exit 0 ;;
   up|status|down|kill|stop|start|add) ;;
-  *) sed -n '2,47p' "$0" >&2; echo "cluster.sh: unknown command '$cmd'" >&2; exit 2 ;;
+  *) sed -n '2,48p' "$0" >&2; echo "cluster.sh: unknown command '$cmd'" >&2; exit 2 ;;
 esac
 DIR=./ringcache-cluster
 FILE=""
@@ -94,7 +95,7 @@ while [ $# -gt 0 ]; do
     --rebalance-busy-mb-s) BUSY_MBS=$2; SET+="BUSY_MBS "; shift 2 ;;
     --fault-seams) FAULT_SEAMS=1; SET+="FAULT_SEAMS "; shift ;;
     --create-vdi) CREATE+=(--create-vdi "$2"); shift 2 ;;
-    -h|--help) sed -n '2,47p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,48p' "$0"; exit 0 ;;
     -*) echo "cluster.sh: unknown argument $1" >&2; exit 2 ;;
     *) POS+=("$1"); shift ;;
   esac
@@ -445,7 +446,7 @@ case "$cmd" in
     exit $bad
     ;;
   kill|stop)
-    role_ids
+    if [ "${POS[0]:-}" = etcd ]; then POS=(etcd 0); else role_ids; fi
     sig=$([ "$cmd" = kill ] && echo -9 || echo -TERM)
     for id in "${POS[@]:1}"; do
       if alive "${POS[0]}" "$id"; then kill "$sig" "$(cat "$(pidfile "${POS[0]}" "$id")")"; fi
@@ -471,6 +472,11 @@ case "$cmd" in
     done
     ;;
   start)
+    if [ "${POS[0]:-}" = etcd ]; then  # cluster mode's etcd alone (a restore, docs/upgrades.md)
+      start_etcd
+      echo "etcd: up (pid $(cat "$(pidfile etcd 0)"))"
+      exit 0
+    fi
     role_ids
     for id in "${POS[@]:1}"; do start_one "${POS[0]}" "$id"; done
     for id in "${POS[@]:1}"; do

@@ -203,6 +203,7 @@ EtcdClient::EtcdClient(Options options) : options_(std::move(options)) {
     ep->lease = pb::Lease::NewStub(ep->channel);
     ep->watch = pb::Watch::NewStub(ep->channel);
     ep->auth = pb::Auth::NewStub(ep->channel);
+    ep->maintenance = pb::Maintenance::NewStub(ep->channel);
     endpoints_.push_back(std::move(ep));
   }
 }
@@ -350,6 +351,40 @@ absl::Status EtcdClient::Compact(int64_t revision, const CallOptions& call) {
               [&](Endpoint& ep, Attempt& a) {
                 return FromGrpc(ep.kv->Compact(&a.ctx, req, &resp), a.what);
               });
+}
+
+absl::StatusOr<int64_t> EtcdClient::Snapshot(const SnapshotSink& sink, const CallOptions& call) {
+  const absl::Duration timeout =
+      call.timeout > absl::ZeroDuration() ? call.timeout : options_.call_timeout;
+  int64_t revision = 0;
+  RC_RETURN_IF_ERROR(Call("etcd Snapshot", call, /*idempotent=*/true, [&](Endpoint& ep,
+                                                                          Attempt& a) {
+    // The whole stream may take longer than one unary attempt: the call's own deadline.
+    a.ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+    std::unique_ptr<grpc::ClientReader<pb::SnapshotResponse>> reader =
+        ep.maintenance->Snapshot(&a.ctx, pb::SnapshotRequest());
+    pb::SnapshotResponse resp;
+    bool first = true;
+    absl::Status sunk = absl::OkStatus();
+    while (reader->Read(&resp)) {
+      if (first) {
+        revision = resp.header().revision();
+      }
+      sunk = sink(resp.blob(), first);
+      first = false;
+      if (!sunk.ok()) {
+        a.ctx.TryCancel();
+        break;
+      }
+    }
+    absl::Status finished = FromGrpc(reader->Finish(), a.what);
+    if (!sunk.ok()) return sunk;
+    if (finished.ok() && first) {
+      return absl::DataLossError(absl::StrCat(a.what, ": the snapshot stream was empty"));
+    }
+    return finished;
+  }));
+  return revision;
 }
 
 // ---- Leases ----

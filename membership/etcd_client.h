@@ -186,6 +186,16 @@ class EtcdClient {
   // Compacts the store's history up to `revision` (watches from before it get kCompacted).
   absl::Status Compact(int64_t revision, const CallOptions& call = {});
 
+  // Receives the chunks of a snapshot in order; `restart` is true for the first chunk of an
+  // attempt (a retry after a failed attempt streams the whole snapshot again: start over).
+  // A non-OK status cancels the stream and is returned.
+  using SnapshotSink = std::function<absl::Status(absl::string_view chunk, bool restart)>;
+  // Streams a snapshot of the whole store (etcd's Maintenance.Snapshot: the backend database,
+  // followed by its SHA-256 as etcd appends it) into `sink`. Returns the store revision the
+  // snapshot was taken at (0 if the server did not say). The call's timeout (Options::
+  // call_timeout unless given) bounds each attempt's whole stream.
+  absl::StatusOr<int64_t> Snapshot(const SnapshotSink& sink, const CallOptions& call = {});
+
   // Grants a lease of `ttl_s` seconds and returns its id. etcd may raise a too-short TTL to its
   // minimum, never lower it.
   absl::StatusOr<int64_t> LeaseGrant(int64_t ttl_s, const CallOptions& call = {});

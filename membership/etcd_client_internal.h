@@ -20,6 +20,7 @@ struct EtcdClient::Endpoint {
   std::unique_ptr<::etcdserverpb::Lease::Stub> lease;
   std::unique_ptr<::etcdserverpb::Watch::Stub> watch;
   std::unique_ptr<::etcdserverpb::Auth::Stub> auth;
+  std::unique_ptr<::etcdserverpb::Maintenance::Stub> maintenance;
 };
 
 // One attempt of a unary call: its context (deadline set by Call) and a label for errors.

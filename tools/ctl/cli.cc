@@ -17,7 +17,9 @@
 #include "coordinator/election.h"
 #include "membership/etcd_auth.h"
 #include "membership/presence.h"
+#include "tools/ctl/backup.h"
 #include "tools/ctl/commands.h"
+#include "tools/ctl/restore.h"
 #include "common/version.h"
 
 namespace ringcache::ctl {
@@ -67,6 +69,7 @@ struct Args {
   uint32_t burst_ms = 0;
   double ssd_min = 0, ssd_max = 0;
   bool no_limits = false;
+  bool dry_run = false;  // restore
 };
 
 // A command that needs no gateway (tls ...).
@@ -468,20 +471,63 @@ void AddTlsCommands(CLI::App* app, Args* a, LocalAction* local) {
 
 // The etcd client of `etcd ...` commands: --etcd's endpoints, spoken to with --tls-dir's
 // certificate (etcd knows users by its CN).
-absl::StatusOr<std::unique_ptr<membership::EtcdClient>> AdminEtcd(const Args& a) {
+absl::StatusOr<std::unique_ptr<membership::EtcdClient>> ClusterEtcd(const Args& a,
+                                                                    const char* what) {
   if (a.etcd.empty()) {
-    return absl::InvalidArgumentError("etcd commands need --etcd HOST:PORT,... (or RINGCACHE_ETCD)");
-  }
-  if (tls::ProcessIdentity() == nullptr) {
     return absl::InvalidArgumentError(
-        "etcd commands need --tls-dir with an admin certificate: etcd knows its users by the CN "
-        "of their TLS certificate, and this one becomes its root user");
+        absl::StrCat(what, " needs --etcd HOST:PORT,... (or RINGCACHE_ETCD)"));
   }
   membership::EtcdSettings settings;
   settings.endpoints = a.etcd;
   settings.prefix = a.etcd_prefix;
   RC_RETURN_IF_ERROR(settings.Validate());
   return membership::ConnectEtcd(settings);
+}
+
+absl::StatusOr<std::unique_ptr<membership::EtcdClient>> AdminEtcd(const Args& a) {
+  if (tls::ProcessIdentity() == nullptr && !a.etcd.empty()) {
+    return absl::InvalidArgumentError(
+        "etcd commands need --tls-dir with an admin certificate: etcd knows its users by the CN "
+        "of their TLS certificate, and this one becomes its root user");
+  }
+  return ClusterEtcd(a, "etcd commands");
+}
+
+// `backup DIR` and `restore DIR`: etcd's state, straight from etcd (no gateway needed).
+void AddBackupCommands(CLI::App* app, Args* a, LocalAction* local, std::ostream* out,
+                       std::ostream* err) {
+  CLI::App* backup = app->add_subcommand(
+      "backup", "Save etcd's state (a snapshot of the store and a manifest of what it holds) in "
+                "DIR; needs --etcd (docs/upgrades.md, \"Backup and restore\")");
+  backup->add_option("dir", a->out_dir, "A new directory for the backup")->required();
+  backup->callback([a, local, out] {
+    *local = [a, out]() -> absl::Status {
+      RC_ASSIGN_OR_RETURN(auto etcd, ClusterEtcd(*a, "backup"));
+      BackupOptions o;
+      o.dir = a->out_dir;
+      o.prefix = a->etcd_prefix;
+      o.endpoints = a->etcd;
+      o.json = a->json;
+      return Backup(etcd.get(), o, out);
+    };
+  });
+  CLI::App* restore = app->add_subcommand(
+      "restore", "After etcd was restored from DIR/etcd.db (etcdctl snapshot restore), raise "
+                 "etcd's rings, terms and catalog to what the data and cache nodes did after "
+                 "the backup; needs --etcd, and the gateways stopped (docs/upgrades.md)");
+  restore->add_option("dir", a->out_dir, "The backup directory")->required();
+  restore->add_flag("--dry-run", a->dry_run, "Print what would change; change nothing");
+  restore->callback([a, local, out, err] {
+    *local = [a, out, err]() -> absl::Status {
+      RC_ASSIGN_OR_RETURN(auto etcd, ClusterEtcd(*a, "restore"));
+      RestoreOptions o;
+      o.dir = a->out_dir;
+      o.prefix = a->etcd_prefix;
+      o.dry_run = a->dry_run;
+      o.node_timeout = absl::Seconds(a->timeout_s);
+      return Restore(etcd.get(), o, out, err);
+    };
+  });
 }
 
 void AddEtcdCommands(CLI::App* app, Args* a, LocalAction* local, std::ostream* out) {
@@ -587,6 +633,7 @@ int RunCtl(int argc, const char* const* argv, const CtlIo& io) {
   LocalAction local;
   AddTlsCommands(&app, &a, &local);
   AddEtcdCommands(&app, &a, &local, io.out);
+  AddBackupCommands(&app, &a, &local, io.out, io.err);
 
   try {
     app.parse(argc, argv);
