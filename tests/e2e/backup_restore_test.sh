@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
 # etcd lost and brought back from a backup (issue 34, docs/upgrades.md "Backup and restore"), on a
-# `deploy/cluster.sh up --etcd` cluster (3 data nodes, 3 cache nodes, a gateway):
+# `deploy/cluster.sh up --etcd` cluster (4 data nodes, 3 cache nodes, a gateway):
 #  1. VDIs `disk` and `gone` are written; `ringcachectl backup DIR` saves etcd's snapshot and a
 #     manifest (etcdctl checks the snapshot).
 #  2. After the backup the cluster moves on: `disk` is written again and grown, VDI `later` is
-#     created and written, `gone` is deleted, the gateway restarts (a new coordinator term) and a
-#     cache node is killed and rejoins (new cache ring epochs, control steps of the new term).
+#     created and written, `gone` is deleted, the gateway restarts (a new coordinator term), a
+#     cache node is killed and rejoins (new cache ring epochs, control steps of the new term) and
+#     data node 4 is taken out (a new data ring; its replicas made again on 1-3). Then `disk` is
+#     written once more: data node 4 does not get these writes.
 #  3. etcd is lost: the gateway stopped, etcd killed, its data directory removed, the backup's
 #     snapshot restored with `etcdctl snapshot restore`, etcd started on it.
 #  4. `ringcachectl restore DIR` must find what the nodes did after the backup: `later` added
-#     back, `disk` resized, `gone` removed, the cache ring's epoch and etcd's revision raised.
-#  5. The nodes restart, the gateway starts: every write of step 2 reads back (none of step 1's
-#     older data is served), `later` reads back, and a new VDI gets an id of its own.
+#     back, `disk` resized, `gone` removed, the data ring (node 4 out) taken from the data nodes,
+#     the cache ring's epoch and etcd's revision raised.
+#  5. The nodes restart, the gateway starts: the last writes read back (with the backup's data
+#     ring, reads would go to data node 4 and find older data), `later` reads back, and a new VDI
+#     gets an id of its own.
 # Exits 77 (skipped) when etcd, etcdctl or qemu-io is not installed.
 #
 #   tests/e2e/backup_restore_test.sh BUILD_DIR
@@ -66,13 +70,20 @@ nodes = nodes['nodes'] if isinstance(nodes, dict) else nodes
 cache = [n for n in nodes if n['role'] == 'cachenode']
 sys.exit(0 if len(cache) == 3 and all(n.get('state') == 'up' for n in cache) else 1)" "$out"
 }
+rebalance() {  # the data rebalance's state, members and out list: "idle 1,2,3 4"
+  "${CTL[@]}" --json status 2> /dev/null | python3 -c '
+import json, sys
+r = json.load(sys.stdin)["rebalance"]
+print(r["state"], ",".join(map(str, sorted(r["members"]))), ",".join(map(str, sorted(r.get("out", [])))))'
+}
+rebalance_is() { [ "$(rebalance)" = "$1" ]; }
 vdi_ids() { "${CTL[@]}" --json vdi list | python3 -c "
 import json, sys
 d = json.load(sys.stdin)
 vdis = d['vdis'] if isinstance(d, dict) else d
 for v in vdis: print(v['name'], v['vdi_id'] if 'vdi_id' in v else v['id'], v['size_bytes'])"; }
 
-cluster up --etcd --base-port "$BASE" --cache-nodes 3 --data-nodes 3 --replication 2 \
+cluster up --etcd --base-port "$BASE" --cache-nodes 3 --data-nodes 4 --replication 2 \
   --ssd-size 64MiB --ram-size 8MiB --create-vdi disk:256MiB --create-vdi gone:16MiB \
   > "$WORK/up.log" 2>&1 || { cat "$WORK/up.log"; fail "cluster up --etcd"; }
 log "cluster up on base port $BASE, etcd on $ETCD_EP"
@@ -100,9 +111,11 @@ wait_for 30 "cache nodes up after the gateway restart" all_up
 cluster kill cachenode 2 > /dev/null || fail "kill cache node 2"
 cluster start cachenode 2 > /dev/null || fail "start cache node 2"
 wait_for 60 "cache node 2 back in the ring" all_up
+"${CTL[@]}" datanode out 4 > /dev/null || fail "datanode out 4"
+wait_for 120 "data node 4 out, its replicas made again" rebalance_is "idle 1,2,3 4"
 before=$(vdi_ids)
-log "after the backup: $(echo "$before" | tr '\n' ';')"
-write_round 30  # the newest data: it must survive the restore
+log "after the backup: $(echo "$before" | tr '\n' ';') data node 4 out"
+write_round 30  # the newest data, not on data node 4: it must survive the restore
 
 # 3. etcd lost, restored from the snapshot.
 cluster stop gateway 1 > /dev/null || fail "stop gateway"
@@ -129,17 +142,24 @@ grep -q "VDI 'later' .*added back" "$WORK/restore.out" || fail "restore did not 
 grep -q "VDI 'disk' .*resized" "$WORK/restore.out" || fail "restore did not see disk's resize"
 grep -q "VDI 'gone' .*removed" "$WORK/restore.out" || fail "restore did not remove 'gone'"
 grep -q "^cache ring: epoch [0-9]* -> " "$WORK/restore.out" || fail "the cache ring epoch was not raised"
+grep -q "^data ring: epoch 0 -> [1-9]" "$WORK/restore.out" || fail "the data ring was not restored"
+data_epoch=$(sed -n 's/^data ring: epoch 0 -> \([0-9]*\).*/\1/p' "$WORK/restore.out")
+[ "$(ETCDCTL_API=3 etcdctl --endpoints "$ETCD_EP" get --print-value-only \
+      "$PREFIX/ring-epochs/data")" = "$data_epoch" ] || fail "etcd does not hold data ring $data_epoch"
+ETCDCTL_API=3 etcdctl --endpoints "$ETCD_EP" get --print-value-only "$PREFIX/rings/data" |
+  grep -q "out: 4" || fail "etcd's data ring does not have data node 4 out"
 grep -q "is past it" "$WORK/restore.out" || fail "etcd's revision is not past the nodes' term"
 ETCDCTL_API=3 etcdctl --endpoints "$ETCD_EP" get "$PREFIX/cluster/restoring" | grep -q . &&
   fail "the restoring mark is still in etcd"
 
 # 5. Nodes restarted, the gateway started: the newest data reads back.
 cluster stop cachenode 1 2 3 > /dev/null || fail "stop cache nodes"
-cluster stop datanode 1 2 3 > /dev/null || fail "stop data nodes"
-cluster start datanode 1 2 3 > /dev/null || fail "start data nodes"
+cluster stop datanode 1 2 3 4 > /dev/null || fail "stop data nodes"
+cluster start datanode 1 2 3 4 > /dev/null || fail "start data nodes"
 cluster start cachenode 1 2 3 > /dev/null || fail "start cache nodes"
 cluster start gateway 1 > /dev/null || fail "start gateway"
 wait_for 60 "every cache node up after the restore" all_up
+rebalance_is "idle 1,2,3 4" || fail "after the restore the data ring is '$(rebalance)'"
 after=$(vdi_ids)
 log "after the restore: $(echo "$after" | tr '\n' ';')"
 [ "$(echo "$before" | sort)" = "$(echo "$after" | sort)" ] ||
