@@ -98,10 +98,18 @@ Nemeses (--nemeses, comma list, or `all`):
                          unacknowledged; then space freed, the node restarted, and its rejoin
                          waited for. (In static mode a node fenced by its device stays fenced
                          until it is removed, docs/durability.md.)
+  lose-etcd              (cluster, no --tls) etcd's disk is lost: the gateways stopped, etcd killed,
+                         its data directory removed, the latest backup's snapshot restored
+                         (`ringcachectl backup`: one before the VDIs are created, a new one after
+                         each lose-etcd, so the faults in between are what etcd forgets), etcd
+                         started on it, `ringcachectl restore` (docs/upgrades.md, "Backup and
+                         restore"), the data and cache nodes restarted, the gateways started and
+                         every cache node's rejoin waited for. The writers reconnect and send
+                         their requests again.
 Without --nemeses, static mode runs kill-cache / kill-data as before (--cache-fault-share;
 --remove-cache-node turns kill-cache into remove) and cluster mode runs all of them
 (kill-coordinator only with --gateways 2 or more). `all` leaves out the disk faults,
-wipe-cache, wipe-data, lose-data, rot-data and the slow and full disks (a refill takes tens of
+wipe-cache, wipe-data, lose-data, rot-data, the slow and full disks and lose-etcd (a refill takes tens of
 seconds); name them to run them.
 
 --side-load QD runs fio (4K random reads and writes at queue depth QD and at most 1,000 IOPS,
@@ -170,7 +178,7 @@ Usage:
     tests/fault/fault_test.py --bin BUILD_DIR --etcd --tls --nemeses all --faults 16
     tests/fault/fault_test.py --bin BUILD_DIR --etcd --gateways 2 --nemeses all --faults 18
     (ctest: FaultInjection.cluster, FaultInjection.disks, FaultInjection.nemeses,
-    FaultInjection.tls,
+    FaultInjection.tls, FaultInjection.etcd,
     FaultInjection.gateways; ASan: --bin build-asan;
     soak: tests/fault/soak.sh --duration 3600)
 """
@@ -211,9 +219,10 @@ ETCD_PREFIX = "/ringcache"
 NEMESES = ("kill-cache", "kill-data", "remove", "rejoin", "pause", "data-during-join",
            "restart-during-replay", "kill-coordinator", "wipe-cache", "wipe-data", "lose-data",
            "rot-data", "slow-data", "full-data", "slow-cache", "full-cache", "pause-coordinator",
-           "partition-coordinator", "upgrade")
+           "partition-coordinator", "upgrade", "lose-etcd")
 CLUSTER_ONLY = {"rejoin", "pause", "data-during-join", "restart-during-replay",
-                "kill-coordinator", "full-cache", "pause-coordinator", "partition-coordinator"}
+                "kill-coordinator", "full-cache", "pause-coordinator", "partition-coordinator",
+                "lose-etcd"}
 # Need --gateways 2 or more.
 MANY_GATEWAYS_ONLY = {"kill-coordinator", "pause-coordinator", "partition-coordinator"}
 # Need root, iptables and cgroup2 (loopback_cut.py).
@@ -222,7 +231,7 @@ CUTS = {"partition-coordinator"}
 # of seconds per fault; FaultInjection.disks names both (tests/CMakeLists.txt), so that the runs
 # of `all` keep their time and their share of every process fault.
 NOT_IN_ALL = {"wipe-data", "wipe-cache", "lose-data", "rot-data", "slow-data", "full-data",
-              "slow-cache", "full-cache", "upgrade"}
+              "slow-cache", "full-cache", "upgrade", "lose-etcd"}
 # Need the nodes' fault files (cluster.sh --fault-seams).
 DISK_SEAMS = {"slow-data", "full-data", "slow-cache", "full-cache"}
 CACHE_NEMESES = {"kill-cache", "remove", "rejoin", "pause", "data-during-join",
@@ -389,6 +398,8 @@ def parse_args(argv):
         a.deck = list(dict.fromkeys(names))
     elif a.etcd:
         a.deck = possible
+    if a.tls and "lose-etcd" in (a.deck or []):
+        p.error("--nemeses: lose-etcd restores etcd over plain HTTP; not with --tls")
     if (a.old_bin is None) != ("upgrade" not in (a.deck or [])):
         p.error("--old-bin and the nemesis 'upgrade' go together")
     if a.etcd and a.cache_nodes < 2:
@@ -1210,6 +1221,8 @@ class Context:
         self.removed = set()        # cache nodes removed for good (static mode's remove)
         self.sweep_gen = 0          # bumped when a cache node came back: writers read back
         self.takeovers = []         # seconds from a coordinator's kill -9 to the next election
+        self.etcd_backup = None     # the backup lose-etcd restores from (ringcachectl backup)
+        self.etcd_backups = 0
 
     def problem(self, msg):
         with self.mu:
@@ -2013,6 +2026,67 @@ class Nemesis:
                 f"gateway(s) {others} still reaching it: its log sealed and replayed, removed "
                 f"{removed:.1f}s after the cut; healed {down:.1f}s later, rejoined {joined:.1f}s after the heal")
 
+    def lose_etcd(self, _node, _data, _down):
+        """etcd's disk is lost and etcd comes back from the last backup (docs/upgrades.md,
+        "Backup and restore"): the gateways stopped (SIGTERM), etcd killed and its data removed,
+        the backup's snapshot restored (etcdctl snapshot restore) and etcd started on it,
+        `ringcachectl restore` raises it to what the nodes did since (the faults since the
+        backup: epochs, terms, VDIs), the data and cache nodes restart, the gateways start and
+        every cache node rejoins. The writers' connections break with the gateways and are made
+        again (their requests sent again). Then a new backup for the next lose-etcd."""
+        c, a = self.c, self.a
+        gateways = list(range(1, a.gateways + 1))
+        datas = list(range(1, a.data_nodes + 1))
+        caches = [i for i in range(1, a.cache_nodes + 1) if i not in self.ctx.removed]
+        backup = self.ctx.etcd_backup
+        t = time.monotonic()
+        self.step("lose-etcd: stop the gateways")
+        c.stop("gateway", gateways)
+        self.step("lose-etcd: kill etcd, remove its data directory")
+        r = c.sh("kill", "etcd", "0")
+        if r.returncode != 0:
+            raise DaemonError(f"cluster.sh kill etcd: {r.stdout}{r.stderr}")
+        shutil.rmtree(os.path.join(c.dir, "etcd"))
+        self.step(f"lose-etcd: restore {backup}")
+        peer = f"http://127.0.0.1:{self.c.base - 2}"
+        r = subprocess.run(["etcdctl", "snapshot", "restore", os.path.join(backup, "etcd.db"),
+                            "--data-dir", os.path.join(c.dir, "etcd"), "--name", "ringcache",
+                            "--initial-cluster", f"ringcache={peer}",
+                            "--initial-advertise-peer-urls", peer],
+                           env=dict(os.environ, ETCDCTL_API="3"), stdin=subprocess.DEVNULL,
+                           capture_output=True, text=True, timeout=120)
+        if r.returncode != 0:
+            raise DaemonError(f"etcdctl snapshot restore: {r.stdout}{r.stderr}")
+        r = c.sh("start", "etcd")
+        if r.returncode != 0:
+            raise DaemonError(f"cluster.sh start etcd: {r.stdout}{r.stderr}")
+        self.step("lose-etcd: ringcachectl restore")
+        r = subprocess.run([c.ctl_bin, "--etcd", c.etcd_endpoint, "--etcd-prefix", ETCD_PREFIX,
+                            "restore", backup], stdin=subprocess.DEVNULL, capture_output=True,
+                           text=True, timeout=300)
+        if r.returncode != 0:
+            self.ctx.problem(f"ringcachectl restore failed: {r.stdout}{r.stderr}")
+            return None
+        found = [line for line in r.stdout.splitlines()
+                 if line.startswith(("data ring:", "cache ring:", "terms:", "catalog:"))]
+        self.step("lose-etcd: restart the data and cache nodes")
+        c.stop("datanode", datas)
+        c.start("datanode", datas)
+        since = self.ctx.gwlog.mark()
+        c.stop("cachenode", caches)
+        c.start("cachenode", caches)
+        self.step("lose-etcd: start the gateways")
+        c.start("gateway", gateways)
+        down = time.monotonic() - t
+        for node in caches:
+            if self.await_rejoin(node, since) is None:
+                return None
+        took = time.monotonic() - t
+        take_etcd_backup(self.ctx)
+        return (f"etcd lost, restored from backup {os.path.basename(backup)}: "
+                f"{'; '.join(found)}; gateways back {down:.1f}s after they stopped, every cache "
+                f"node rejoined {took:.1f}s after")
+
     def upgrade_plan(self):
         """The rolling upgrade's order: data nodes, cache nodes, gateways (docs/upgrades.md)."""
         return daemons_of(self.a, self.ctx.removed)
@@ -2079,6 +2153,21 @@ class Nemesis:
         self.ctx.problem(f"`ringcachectl cluster version` does not list {role} {nid} under "
                          f"{want or 'unknown'} 30 s after its restart: {last}")
         return None
+
+
+def take_etcd_backup(ctx):
+    """`ringcachectl backup` of the cluster's etcd into a new directory; lose-etcd restores the
+    latest one."""
+    c = ctx.cluster
+    ctx.etcd_backups += 1
+    path = os.path.join(os.path.dirname(c.dir), f"etcd-backup-{ctx.etcd_backups}")
+    r = subprocess.run([c.ctl_bin, "--etcd", c.etcd_endpoint, "--etcd-prefix", ETCD_PREFIX,
+                        "backup", path], stdin=subprocess.DEVNULL, capture_output=True,
+                       text=True, timeout=120)
+    if r.returncode != 0:
+        raise DaemonError(f"ringcachectl backup: {r.stdout}{r.stderr}")
+    ctx.etcd_backup = path
+    ctx.log(f"etcd backup {ctx.etcd_backups}: {r.stdout.strip()}")
 
 
 def daemons_of(a, removed=()):
@@ -2393,6 +2482,9 @@ def run(args, seed, work, log):
             log(f"gateway {cluster.leader()} is the coordinator")
         if args.etcd:
             wait_all_up(ctx)
+        if "lose-etcd" in (args.deck or []):
+            # Before the VDIs exist: the first restore must find them on the data nodes.
+            take_etcd_backup(ctx)
         states = []
         for i, n in enumerate(args.replication_list):
             name = f"fault-r{n}" + (f"-{i}" if args.replication_list.count(n) > 1 else "")
