@@ -60,16 +60,8 @@ wait_for() {  # seconds description command...
   done
   fail "timed out after ${secs}s waiting for: $what"
 }
-all_up() {  # every cache node up in `node list`
-  local out
-  out=$("${CTL[@]}" --json node list) || return 1
-  python3 -c "
-import json, sys
-nodes = json.loads(sys.argv[1])
-nodes = nodes['nodes'] if isinstance(nodes, dict) else nodes
-cache = [n for n in nodes if n['role'] == 'cachenode']
-sys.exit(0 if len(cache) == 3 and all(n.get('state') == 'up' for n in cache) else 1)" "$out"
-}
+source "$(dirname "$0")/node_state.sh"  # state_is
+all_up() { state_is 1 up && state_is 2 up && state_is 3 up; }
 rebalance() {  # the data rebalance's state, members and out list: "idle 1,2,3 4"
   "${CTL[@]}" --json status 2> /dev/null | python3 -c '
 import json, sys
