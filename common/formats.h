@@ -38,9 +38,13 @@ inline constexpr Format kBlockWireFormat{"block-wire", 2, 2, "block data port fr
 // is written only at feature level 2 (kFeatureLevel below).
 inline constexpr Format kVdiCatalogFormat{"vdi-catalog", 2, 1, "VDI catalog record"};
 
-inline constexpr std::array<Format, 5> kFormats = {kSlotFileFormat, kVdiTableFormat,
+// The manifest of `ringcachectl backup` (tools/ctl/backup.h): what `ringcachectl restore` reads
+// beside etcd's snapshot.
+inline constexpr Format kBackupFormat{"backup", 1, 1, "etcd backup manifest"};
+
+inline constexpr std::array<Format, 6> kFormats = {kSlotFileFormat, kVdiTableFormat,
                                                    kDataStoreFormat, kBlockWireFormat,
-                                                   kVdiCatalogFormat};
+                                                   kVdiCatalogFormat, kBackupFormat};
 
 // The cluster feature levels (docs/upgrades.md). A cluster runs at one level, kept in etcd and
 // raised by `ringcachectl cluster finalize` once every node supports the next one; until then

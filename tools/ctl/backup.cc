@@ -11,10 +11,12 @@
 #include <memory>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/atomic_file.h"
+#include "common/formats.h"
 #include "common/status_macros.h"
 #include "common/version.h"
 #include "coordinator/etcd_state.h"
@@ -134,7 +136,8 @@ std::string ManifestJson(const EtcdSummary& s, const BackupOptions& o, int64_t s
                          uint64_t bytes, const std::string& sha256) {
   JsonWriter j;
   j.BeginObject()
-      .Field("format", kBackupFormat)
+      .Field("format", kBackupFormatName)
+      .Field("format_version", kBackupFormat.writes)
       .Field("release", Version())
       .Field("created", absl::FormatTime(absl::RFC3339_sec, absl::Now(), absl::UTCTimeZone()))
       .Field("etcd_endpoints", o.endpoints)
@@ -196,6 +199,43 @@ absl::StatusOr<EtcdSummary> SummarizeEtcd(membership::EtcdClient* etcd, const st
   RC_ASSIGN_OR_RETURN(s.data_ring_epoch, ReadEpoch(etcd, membership::DataRingEpochKey(prefix)));
   RC_ASSIGN_OR_RETURN(s.feature_level, membership::ReadFeatureLevel(etcd, prefix));
   return s;
+}
+
+absl::StatusOr<BackupManifest> ReadBackupManifest(const std::string& dir) {
+  const std::string path = (std::filesystem::path(dir) / kBackupManifestFile).string();
+  absl::StatusOr<std::string> text = ReadSmallFile(path);
+  if (!text.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(dir, " is not a ringcache backup: ", text.status().message()));
+  }
+  // The manifest is one line of JSON this program wrote: fields are found by their key.
+  auto field = [&](absl::string_view name) -> std::string {
+    const std::string key = absl::StrCat("\"", name, "\":");
+    const size_t at = text->find(key);
+    if (at == std::string::npos) return "";
+    size_t begin = at + key.size();
+    size_t end;
+    if (begin < text->size() && (*text)[begin] == '"') {
+      end = text->find('"', ++begin);
+    } else {
+      end = text->find_first_of(",}", begin);
+    }
+    return text->substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+  };
+  if (field("format") != kBackupFormatName) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        dir, " is not a ringcache backup (", path, " has no \"format\":\"", kBackupFormatName,
+        "\")"));
+  }
+  BackupManifest m;
+  if (!absl::SimpleAtoi(field("format_version"), &m.version)) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": no format_version"));
+  }
+  RC_RETURN_IF_ERROR(CheckFormat(kBackupFormat, m.version, path));
+  m.created = field("created");
+  m.release = field("release");
+  m.snapshot_sha256 = field("snapshot_sha256");
+  return m;
 }
 
 absl::StatusOr<std::string> VerifySnapshotFile(const std::string& path) {

@@ -4,9 +4,10 @@
 // A backup is a directory holding
 //   etcd.db        etcd's own snapshot of its whole store (Maintenance.Snapshot: the backend
 //                  database followed by its SHA-256, which `etcdctl snapshot restore` checks);
-//   manifest.json  what the snapshot holds, for people and for `restore`: the release that took
-//                  it, when, the etcd revision, the snapshot's size and SHA-256, and the cluster
-//                  as etcd described it: VDIs, nodes, ring epochs, feature level.
+//   manifest.json  what the snapshot holds, for people and for `restore`: its format and version
+//                  (common/formats.h, "backup"), the release that took it, when, the etcd
+//                  revision, the snapshot's size and SHA-256, and the cluster as etcd described
+//                  it: VDIs, nodes, ring epochs, feature level.
 // The snapshot's checksum is verified before the backup is reported done; both files are
 // written under temporary names and renamed, so a backup directory with a manifest is complete.
 //
@@ -29,7 +30,7 @@ namespace ringcache::ctl {
 
 inline constexpr const char* kBackupSnapshotFile = "etcd.db";
 inline constexpr const char* kBackupManifestFile = "manifest.json";
-inline constexpr const char* kBackupFormat = "ringcache-backup 1";
+inline constexpr const char* kBackupFormatName = "ringcache-backup";  // the manifest's "format"
 
 // The cluster as etcd describes it under one prefix.
 struct EtcdSummary {
@@ -53,6 +54,17 @@ struct BackupOptions {
 
 // Takes the backup; prints one line (or the manifest with `json`) on `out`.
 absl::Status Backup(membership::EtcdClient* etcd, const BackupOptions& options, std::ostream* out);
+
+// What `restore` needs of a backup's manifest.
+struct BackupManifest {
+  uint32_t version = 0;  // "format_version" (common/formats.h, kBackupFormat)
+  std::string created;
+  std::string release;
+  std::string snapshot_sha256;
+};
+// Reads DIR/manifest.json: kInvalidArgument when DIR holds no ringcache backup, kFailedPrecondition
+// naming the versions when its format version is not one this release reads.
+absl::StatusOr<BackupManifest> ReadBackupManifest(const std::string& dir);
 
 // The SHA-256 etcd appends to a snapshot: OK when the last 32 bytes of the file at `path` are
 // the SHA-256 of everything before them; kDataLoss naming the file otherwise. Returns the

@@ -5,6 +5,7 @@
 #include <gnutls/crypto.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -45,6 +46,28 @@ TEST(BackupTest, ASnapshotPassesOnlyWithItsOwnChecksum) {
   EXPECT_TRUE(absl::IsDataLoss(VerifySnapshotFile(path).status()));
 
   EXPECT_FALSE(VerifySnapshotFile(dir + "/backup_test_missing").ok());
+}
+
+TEST(BackupTest, AManifestOfAnotherFormatVersionIsRefusedNamingTheVersions) {
+  const std::string dir = ::testing::TempDir() + "/backup_test_manifest";
+  std::filesystem::create_directories(dir);
+  const std::string path = dir + "/" + kBackupManifestFile;
+  WriteFile(path, R"({"format":"ringcache-backup","format_version":1,"release":"0.2.0",)"
+                  R"("created":"2026-11-29T22:59:57+00:00","snapshot_sha256":"abcd"})");
+  auto m = ReadBackupManifest(dir);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->version, 1u);
+  EXPECT_EQ(m->release, "0.2.0");
+  EXPECT_EQ(m->created, "2026-11-29T22:59:57+00:00");
+
+  WriteFile(path, R"({"format":"ringcache-backup","format_version":9,"release":"9.0.0"})");
+  auto newer = ReadBackupManifest(dir);
+  EXPECT_TRUE(absl::IsFailedPrecondition(newer.status())) << newer.status();
+  EXPECT_NE(newer.status().message().find("reads"), std::string::npos) << newer.status();
+
+  WriteFile(path, R"({"format":"something-else","format_version":1})");
+  EXPECT_TRUE(absl::IsInvalidArgument(ReadBackupManifest(dir).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(ReadBackupManifest(dir + "/none").status()));
 }
 
 }  // namespace

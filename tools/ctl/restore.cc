@@ -4,17 +4,14 @@
 
 #include <algorithm>
 #include <chrono>
-#include <filesystem>
 #include <map>
 #include <optional>
 #include <set>
 #include <vector>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
-#include "common/atomic_file.h"
 #include "common/grpc_channel.h"
 #include "common/status_macros.h"
 #include "common/tls.h"
@@ -196,35 +193,14 @@ absl::StatusOr<int64_t> RaiseRevision(membership::EtcdClient* etcd, const std::s
   return writes;
 }
 
-std::string ManifestLine(const std::string& dir) {
-  absl::StatusOr<std::string> m =
-      ReadSmallFile((std::filesystem::path(dir) / kBackupManifestFile).string());
-  if (!m.ok()) return "";
-  auto field = [&](const std::string& name) {
-    const std::string key = absl::StrCat("\"", name, "\":");
-    const size_t at = m->find(key);
-    if (at == std::string::npos) return std::string("?");
-    size_t begin = at + key.size(), end = begin;
-    if ((*m)[begin] == '"') end = m->find('"', ++begin);
-    else end = m->find_first_of(",}", begin);
-    return m->substr(begin, end == std::string::npos ? std::string::npos : end - begin);
-  };
-  if (!absl::StrContains(*m, absl::StrCat("\"format\":\"", kBackupFormat, "\""))) return "";
-  return absl::StrCat("backup taken ", field("created"), " by release ", field("release"),
-                      " (snapshot sha256 ", field("snapshot_sha256").substr(0, 16), "...)");
-}
-
 }  // namespace
 
 absl::Status Restore(membership::EtcdClient* etcd, const RestoreOptions& o, std::ostream* out,
                      std::ostream* err) {
-  const std::string manifest = ManifestLine(o.dir);
-  if (manifest.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        o.dir, " is not a ringcache backup (no readable ", kBackupManifestFile, " of format '",
-        kBackupFormat, "')"));
-  }
-  *out << "restore: " << manifest << (o.dry_run ? "; dry run: nothing is changed" : "") << "\n";
+  RC_ASSIGN_OR_RETURN(BackupManifest manifest, ReadBackupManifest(o.dir));
+  *out << "restore: backup taken " << manifest.created << " by release " << manifest.release
+       << " (snapshot sha256 " << manifest.snapshot_sha256.substr(0, 16) << "...)"
+       << (o.dry_run ? "; dry run: nothing is changed" : "") << "\n";
   if (!o.dry_run) {
     // No coordinator while the state is repaired: the mark keeps any from being elected, and
     // the one the snapshot names (if its lease still runs) loses its key.
