@@ -4,15 +4,15 @@
 #  1. VDIs `disk` and `gone` are written; `ringcachectl backup DIR` saves etcd's snapshot and a
 #     manifest (etcdctl checks the snapshot).
 #  2. After the backup the cluster moves on: `disk` is written again and grown, VDI `later` is
-#     created and written, `gone` is deleted, the gateway restarts (a new coordinator term), a
-#     cache node is killed and rejoins (new cache ring epochs, control steps of the new term) and
+#     created and written, `gone` is deleted and created again (a new id), the gateway restarts
+#     (a new coordinator term), a cache node is killed and rejoins (new cache ring epochs, control steps of the new term) and
 #     data node 4 is taken out (a new data ring; its replicas made again on 1-3). Then `disk` is
 #     written once more: data node 4 does not get these writes.
 #  3. etcd is lost: the gateway stopped, etcd killed, its data directory removed, the backup's
 #     snapshot restored with `etcdctl snapshot restore`, etcd started on it.
 #  4. `ringcachectl restore DIR` must find what the nodes did after the backup: `later` added
-#     back, `disk` resized, `gone` removed, the data ring (node 4 out) taken from the data nodes,
-#     the cache ring's epoch and etcd's revision raised.
+#     back, `disk` resized, the old `gone` removed and the new one added, the data ring (node 4
+#     out) taken from the data nodes, the cache ring's epoch and etcd's revision raised.
 #  5. The nodes restart, the gateway starts: the last writes read back (with the backup's data
 #     ring, reads would go to data node 4 and find older data), `later` reads back, and a new VDI
 #     gets an id of its own.
@@ -98,6 +98,7 @@ write_round 20
 "${CTL[@]}" vdi create later --size 32MiB > /dev/null || fail "create later"
 VDI=later qio "write -P 77 0 1M" > /dev/null || fail "write later"
 "${CTL[@]}" vdi delete gone --yes > /dev/null || fail "delete gone"
+"${CTL[@]}" vdi create gone --size 8MiB > /dev/null || fail "create gone again"  # a new id
 cluster stop gateway 1 > /dev/null && cluster start gateway 1 > /dev/null || fail "gateway restart"
 wait_for 30 "cache nodes up after the gateway restart" all_up
 cluster kill cachenode 2 > /dev/null || fail "kill cache node 2"
@@ -132,7 +133,9 @@ grep -q "dry run" "$WORK/dry.out" || fail "the dry run does not say so"
 cat "$WORK/restore.out"
 grep -q "VDI 'later' .*added back" "$WORK/restore.out" || fail "restore did not add back 'later'"
 grep -q "VDI 'disk' .*resized" "$WORK/restore.out" || fail "restore did not see disk's resize"
-grep -q "VDI 'gone' .*removed" "$WORK/restore.out" || fail "restore did not remove 'gone'"
+grep -q "VDI 'gone' (id 2).*removed" "$WORK/restore.out" || fail "restore did not remove the old 'gone'"
+grep -q "VDI 'gone' (id [0-9]*, 8388608 bytes).*added back" "$WORK/restore.out" ||
+  fail "restore did not add back the new 'gone' under its name"
 grep -q "^cache ring: epoch [0-9]* -> " "$WORK/restore.out" || fail "the cache ring epoch was not raised"
 grep -q "^data ring: epoch 0 -> [1-9]" "$WORK/restore.out" || fail "the data ring was not restored"
 data_epoch=$(sed -n 's/^data ring: epoch 0 -> \([0-9]*\).*/\1/p' "$WORK/restore.out")

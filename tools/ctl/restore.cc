@@ -129,6 +129,22 @@ absl::Status RepairCatalog(membership::EtcdClient* etcd, const RestoreOptions& o
   uint32_t next_id = s.next_vdi_id;
   for (const auto& [id, g] : known) next_id = std::max(next_id, id + 1);
   int added = 0, resized = 0, removed = 0;
+  // Removals first: a VDI deleted after the backup and created again under its name has a new
+  // id, and its name must be free when it is added back.
+  for (const auto& [id, r] : by_id) {
+    if (known.count(id) > 0) continue;
+    if (!all_answered) {
+      *err << "ringcachectl: restore: VDI '" << r.geometry.name() << "' (id " << id
+           << ") is known to no data node that answered; kept, since not every data node "
+              "answered (run restore again once they are up)\n";
+      continue;
+    }
+    *out << "  VDI '" << r.geometry.name() << "' (id " << id
+         << "): known to no data node (deleted after the backup: its data is gone); removed\n";
+    if (!o.dry_run) RC_RETURN_IF_ERROR(catalog.Remove(r.geometry.name()));
+    names.erase(r.geometry.name());
+    ++removed;
+  }
   for (const auto& [id, g] : known) {
     auto it = by_id.find(id);
     if (it == by_id.end()) {
@@ -149,19 +165,6 @@ absl::Status RepairCatalog(membership::EtcdClient* etcd, const RestoreOptions& o
       if (!o.dry_run) RC_RETURN_IF_ERROR(catalog.Put(r, next_id));
       ++resized;
     }
-  }
-  for (const auto& [id, r] : by_id) {
-    if (known.count(id) > 0) continue;
-    if (!all_answered) {
-      *err << "ringcachectl: restore: VDI '" << r.geometry.name() << "' (id " << id
-           << ") is known to no data node that answered; kept, since not every data node "
-              "answered (run restore again once they are up)\n";
-      continue;
-    }
-    *out << "  VDI '" << r.geometry.name() << "' (id " << id
-         << "): known to no data node (deleted after the backup: its data is gone); removed\n";
-    if (!o.dry_run) RC_RETURN_IF_ERROR(catalog.Remove(r.geometry.name()));
-    ++removed;
   }
   if (next_id != s.next_vdi_id && !o.dry_run) {
     RC_RETURN_IF_ERROR(
@@ -193,10 +196,28 @@ absl::StatusOr<int64_t> RaiseRevision(membership::EtcdClient* etcd, const std::s
   return writes;
 }
 
+absl::Status RestoreSteps(membership::EtcdClient* etcd, const RestoreOptions& o,
+                          std::ostream* out, std::ostream* err);
+
 }  // namespace
 
 absl::Status Restore(membership::EtcdClient* etcd, const RestoreOptions& o, std::ostream* out,
                      std::ostream* err) {
+  absl::Status s = RestoreSteps(etcd, o, out, err);
+  if (!s.ok() && !o.dry_run && !absl::IsInvalidArgument(s) && !absl::IsFailedPrecondition(s)) {
+    return absl::Status(s.code(), absl::StrCat(s.message(), " (", coordinator::RestoreMarkKey(
+                                                                      o.prefix),
+                                               " stays in etcd if it was written: no coordinator "
+                                               "is elected until a restore completes; run "
+                                               "restore again)"));
+  }
+  return s;
+}
+
+namespace {
+
+absl::Status RestoreSteps(membership::EtcdClient* etcd, const RestoreOptions& o,
+                          std::ostream* out, std::ostream* err) {
   RC_ASSIGN_OR_RETURN(BackupManifest manifest, ReadBackupManifest(o.dir));
   *out << "restore: backup taken " << manifest.created << " by release " << manifest.release
        << " (snapshot sha256 " << manifest.snapshot_sha256.substr(0, 16) << "...)"
@@ -259,9 +280,7 @@ absl::Status Restore(membership::EtcdClient* etcd, const RestoreOptions& o, std:
        << " of " << cache.size() << " cache node(s) answered\n";
   if (data_ok == 0) {
     return absl::UnavailableError(
-        absl::StrCat("no data node answered: nothing to restore from (start them and run restore "
-                     "again; ", coordinator::RestoreMarkKey(o.prefix),
-                     " stays, so no coordinator is elected meanwhile)"));
+        "no data node answered: nothing to restore from (start them first)");
   }
 
   // The data ring.
@@ -309,5 +328,7 @@ absl::Status Restore(membership::EtcdClient* etcd, const RestoreOptions& o, std:
   }
   return absl::OkStatus();
 }
+
+}  // namespace
 
 }  // namespace ringcache::ctl
