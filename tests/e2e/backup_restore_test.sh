@@ -5,17 +5,17 @@
 #     manifest (etcdctl checks the snapshot).
 #  2. After the backup the cluster moves on: `disk` is written again and grown, VDI `later` is
 #     created and written, `gone` is deleted and created again (a new id), the gateway restarts
-#     (a new coordinator term), a cache node is killed and rejoins (new cache ring epochs, control steps of the new term) and
-#     data node 4 is taken out (a new data ring; its replicas made again on 1-3). Then `disk` is
-#     written once more: data node 4 does not get these writes.
+#     (a new coordinator term), a cache node is killed and rejoins (new cache ring epochs,
+#     control steps of the new term) and data node 4 is taken out (a new data ring; its replicas
+#     made again on 1-3). Then `disk` is written once more: data node 4 does not get these
+#     writes.
 #  3. etcd is lost: the gateway stopped, etcd killed, its data directory removed, the backup's
 #     snapshot restored with `etcdctl snapshot restore`, etcd started on it.
 #  4. `ringcachectl restore DIR` must find what the nodes did after the backup: `later` added
 #     back, `disk` resized, the old `gone` removed and the new one added, the data ring (node 4
 #     out) taken from the data nodes, the cache ring's epoch and etcd's revision raised.
-#  5. The nodes restart, the gateway starts: the last writes read back (with the backup's data
-#     ring, reads would go to data node 4 and find older data), `later` reads back, and a new VDI
-#     gets an id of its own.
+#  5. The nodes restart, the gateway starts: the last writes read back, `later` reads back, and
+#     a new VDI gets an id of its own.
 # Exits 77 (skipped) when etcd, etcdctl or qemu-io is not installed.
 #
 #   tests/e2e/backup_restore_test.sh BUILD_DIR
