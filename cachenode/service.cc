@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/errors.h"
+#include "common/formats.h"
 #include "common/grpc_status.h"
 #include "common/monotonic.h"
 
@@ -201,6 +202,10 @@ grpc::Status CacheNodeService::Flush(grpc::ServerContext*, const v1::CacheFlushR
 
 grpc::Status CacheNodeService::Stats(grpc::ServerContext*, const v1::CacheStatsRequest* req,
                                      v1::CacheStatsResponse* resp) {
+  if (absl::Status api = CheckPeerApi(req->api_version(), "the caller"); !api.ok()) {
+    return ToGrpc(api);
+  }
+  resp->set_api_version(kNodeApiFormat.writes);
   std::vector<v1::VdiCacheStats> stats;
   node_->Stats(req->all_vdis() ? 0 : req->vdi_id(), &stats);
   for (auto& s : stats) *resp->add_vdis() = std::move(s);

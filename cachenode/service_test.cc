@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "cachenode/testing/cache_node_harness.h"
+#include "common/formats.h"
 #include "gtest/gtest.h"
 
 namespace ringcache::cachenode {
@@ -31,6 +32,28 @@ TEST(RingEpochGuardTest, RemembersTheHighestAndRefusesOlder) {
 }
 
 class ServiceEpochTest : public testing::CacheNodeHarness {};
+
+// The node-api handshake (common/formats.h): Stats says the node's version, and a caller that
+// says one the node does not speak is refused, naming both.
+TEST_F(ServiceEpochTest, StatsSaysTheApiVersionAndRefusesOneItDoesNotSpeak) {
+  ASSERT_NO_FATAL_FAILURE(SetUpCluster(2, 1, 1));
+  ASSERT_NO_FATAL_FAILURE(Start());
+  CacheNodeService service(node_.get(), &registry_);
+  auto stats = [&](uint32_t version, v1::CacheStatsResponse* resp) {
+    grpc::ServerContext ctx;
+    v1::CacheStatsRequest req;
+    req.set_api_version(version);
+    return service.Stats(&ctx, &req, resp);
+  };
+  v1::CacheStatsResponse resp;
+  ASSERT_TRUE(stats(kNodeApiFormat.writes, &resp).ok());
+  EXPECT_EQ(resp.api_version(), kNodeApiFormat.writes);
+  EXPECT_TRUE(stats(0, &resp).ok()) << "a release that does not say speaks version 1";
+  grpc::Status newer = stats(kNodeApiFormat.writes + 1, &resp);
+  EXPECT_EQ(newer.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(newer.error_message().find("node-api version"), std::string::npos)
+      << newer.error_message();
+}
 
 TEST_F(ServiceEpochTest, StaleWriteIsRefusedAndChangesNothing) {
   ASSERT_NO_FATAL_FAILURE(SetUpCluster(2, 1, 1));

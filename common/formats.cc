@@ -14,4 +14,14 @@ absl::Status CheckFormat(const Format& format, uint32_t found, absl::string_view
               "between (docs/upgrades.md)"));
 }
 
+absl::Status CheckPeerApi(uint32_t said, absl::string_view peer) {
+  const uint32_t v = said == 0 ? 1 : said;
+  const Format& f = kNodeApiFormat;
+  if (v >= f.reads_from && v <= f.writes) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      peer, " speaks ", f.name, " version ", v, "; this release speaks versions ",
+      ReadableVersions(f), ". Upgrade the ", v > f.writes ? "side that runs this release" : "peer",
+      " (each release speaks its own version and the one before; docs/upgrades.md)"));
+}
+
 }  // namespace ringcache

@@ -38,13 +38,20 @@ inline constexpr Format kBlockWireFormat{"block-wire", 2, 2, "block data port fr
 // is written only at feature level 2 (kFeatureLevel below).
 inline constexpr Format kVdiCatalogFormat{"vdi-catalog", 2, 1, "VDI catalog record"};
 
+// The gRPC API of cache and data nodes (proto ringcache.v1, as this release fills its messages):
+// said in every probe (the cache node's Stats, the data node's Health) both ways, so that a
+// gateway and a node that cannot understand each other refuse at the probe, naming both
+// versions, instead of misreading fields. Releases before 0.2.0 did not say (0): version 1.
+inline constexpr Format kNodeApiFormat{"node-api", 1, 1, "cache and data node gRPC API"};
+
 // The manifest of `ringcachectl backup` (tools/ctl/backup.h): what `ringcachectl restore` reads
 // beside etcd's snapshot.
 inline constexpr Format kBackupFormat{"backup", 1, 1, "etcd backup manifest"};
 
-inline constexpr std::array<Format, 6> kFormats = {kSlotFileFormat, kVdiTableFormat,
+inline constexpr std::array<Format, 7> kFormats = {kSlotFileFormat, kVdiTableFormat,
                                                    kDataStoreFormat, kBlockWireFormat,
-                                                   kVdiCatalogFormat, kBackupFormat};
+                                                   kVdiCatalogFormat, kNodeApiFormat,
+                                                   kBackupFormat};
 
 // The cluster feature levels (docs/upgrades.md). A cluster runs at one level, kept in etcd and
 // raised by `ringcachectl cluster finalize` once every node supports the next one; until then
@@ -57,6 +64,10 @@ inline constexpr uint32_t kBaseFeatureLevel = 1;
 // OK when `found` is one `format`'s readers accept; otherwise kFailedPrecondition naming `where`,
 // the version found and the versions this release reads, and which release can read it.
 absl::Status CheckFormat(const Format& format, uint32_t found, absl::string_view where);
+
+// OK when a peer that said node-api version `said` (0: a release that did not say, version 1)
+// speaks one this release speaks; otherwise kFailedPrecondition naming `peer` and both versions.
+absl::Status CheckPeerApi(uint32_t said, absl::string_view peer);
 
 // "1-2", or "2" when a format reads only the version it writes.
 inline std::string ReadableVersions(const Format& f) {

@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "common/errors.h"
+#include "common/formats.h"
 #include "common/grpc_tls.h"
 #include "common/status_macros.h"
 
@@ -343,8 +344,12 @@ grpc::Status DataNodeService::SealLog(grpc::ServerContext* ctx, const v1::SealLo
   return grpc::Status::OK;
 }
 
-grpc::Status DataNodeService::Health(grpc::ServerContext*, const v1::HealthRequest*,
+grpc::Status DataNodeService::Health(grpc::ServerContext*, const v1::HealthRequest* req,
                                      v1::HealthResponse* resp) {
+  if (absl::Status api = CheckPeerApi(req->api_version(), "the caller"); !api.ok()) {
+    return ToGrpc(api);
+  }
+  resp->set_api_version(kNodeApiFormat.writes);
   resp->set_node_id(node_id_);
   const std::string err = store_->Stats().device_error;
   resp->set_device_failed(!err.empty());

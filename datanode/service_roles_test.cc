@@ -9,11 +9,14 @@
 #include <memory>
 #include <string>
 
+#include "common/formats.h"
 #include "common/grpc_tls.h"
 #include "common/tls.h"
 #include "common/tls_certs.h"
 #include "datanode/hdd_emulator.h"
 #include "datanode/service.h"
+
+#include "common/formats.h"
 #include "datanode/store.h"
 #include "ringcache/v1/datanode.grpc.pb.h"
 
@@ -72,6 +75,26 @@ class ServiceRolesTest : public ::testing::Test {
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
 };
+
+// The node-api handshake (common/formats.h): Health says the node's version, and a caller that
+// says one the node does not speak is refused, naming both.
+TEST_F(ServiceRolesTest, HealthSaysTheApiVersionAndRefusesOneItDoesNotSpeak) {
+  auto gateway = StubAs(tls::kRoleGateway, "gateway-1");
+  auto health = [&](uint32_t version, v1::HealthResponse* resp) {
+    grpc::ClientContext ctx;
+    v1::HealthRequest req;
+    req.set_api_version(version);
+    return gateway->Health(&ctx, req, resp);
+  };
+  v1::HealthResponse resp;
+  ASSERT_TRUE(health(kNodeApiFormat.writes, &resp).ok());
+  EXPECT_EQ(resp.api_version(), kNodeApiFormat.writes);
+  EXPECT_TRUE(health(0, &resp).ok()) << "a release that does not say speaks version 1";
+  grpc::Status newer = health(kNodeApiFormat.writes + 1, &resp);
+  EXPECT_EQ(newer.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(newer.error_message().find("node-api version"), std::string::npos)
+      << newer.error_message();
+}
 
 TEST_F(ServiceRolesTest, ControlMethodsAreTheGatewaysAlone) {
   auto cache = StubAs(tls::kRoleCacheNode, "cachenode-3");

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/errors.h"
+#include "common/formats.h"
 #include "common/grpc_channel.h"
 #include "common/socket.h"
 #include "gateway/data_channel.h"
@@ -306,10 +307,12 @@ class GrpcCacheClient : public CacheClient {
   absl::StatusOr<v1::CacheStatsResponse> NodeState(int timeout_ms, const char* op) const {
     v1::CacheStatsRequest req;
     req.set_vdi_id(0xffffffffu);  // no such VDI
+    req.set_api_version(kNodeApiFormat.writes);
     v1::CacheStatsResponse resp;
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(timeout_ms));
     RC_RETURN_IF_ERROR(FromGrpc(stub_->Stats(&ctx, req, &resp), What(op)));
+    RC_RETURN_IF_ERROR(CheckPeerApi(resp.api_version(), absl::StrCat("cache node ", address_)));
     return resp;
   }
 

@@ -1,4 +1,4 @@
-// The gRPC cache client's calls to a node that is not there.
+// The gRPC cache client's calls to a node that is not there, or that speaks another API.
 #include "gateway/cache_client.h"
 
 #include <netinet/in.h>
@@ -10,6 +10,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "common/formats.h"
 #include "gtest/gtest.h"
 
 namespace ringcache::gateway {
@@ -70,6 +71,32 @@ TEST(GrpcCacheClientTest, AReconnectReachesANodeThatCameBackAtOnce) {
   c->Reconnect(5000);
   const absl::Status up = c->Probe(500);
   EXPECT_TRUE(up.ok()) << up;
+  server->Shutdown();
+}
+
+// Answers the probe as a node of a release that speaks another node-api version.
+class OtherApi final : public v1::CacheNode::Service {
+  grpc::Status Stats(grpc::ServerContext*, const v1::CacheStatsRequest*,
+                     v1::CacheStatsResponse* resp) override {
+    resp->set_api_version(kNodeApiFormat.writes + 1);
+    return grpc::Status::OK;
+  }
+};
+
+// A node that speaks a node-api version this release does not is refused at the probe, naming
+// both versions, so that the gateway never adds it to the ring and misreads its answers.
+TEST(GrpcCacheClientTest, ANodeSpeakingAnotherApiIsRefusedAtTheProbe) {
+  OtherApi service;
+  int port = 0;
+  grpc::ServerBuilder b;
+  b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  b.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = b.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  auto c = MakeGrpcCacheClient("127.0.0.1:" + std::to_string(port));
+  const absl::Status probe = c->Probe(5000);
+  EXPECT_TRUE(absl::IsFailedPrecondition(probe)) << probe;
+  EXPECT_NE(probe.message().find("speaks node-api version"), absl::string_view::npos) << probe;
   server->Shutdown();
 }
 

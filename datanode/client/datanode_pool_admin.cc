@@ -13,6 +13,7 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
+#include "common/formats.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/blocking_counter.h"
 #include "absl/synchronization/mutex.h"
@@ -41,6 +42,7 @@ void DataNodePool::ProbeAll(int timeout_ms) {
   const std::vector<Node*>& nodes = v->nodes;
   std::vector<Call> calls(nodes.size());
   v1::HealthRequest req;
+  req.set_api_version(kNodeApiFormat.writes);
   absl::BlockingCounter pending(static_cast<int>(nodes.size()));
   for (size_t i = 0; i < nodes.size(); ++i) {
     calls[i].ctx.set_deadline(std::chrono::system_clock::now() +
@@ -52,6 +54,16 @@ void DataNodePool::ProbeAll(int timeout_ms) {
   }
   pending.Wait();
   for (size_t i = 0; i < nodes.size(); ++i) {
+    if (calls[i].status.ok()) {
+      // A node that does not speak this release's API is as good as unreachable: nothing it
+      // answers could be read right. Said once, when it goes down for it.
+      absl::Status api = CheckPeerApi(calls[i].resp.api_version(),
+                                      absl::StrCat("data node ", nodes[i]->endpoint.id));
+      if (!api.ok()) {
+        if (nodes[i]->down_since_ms.load() == 0) spdlog::error("{}", std::string(api.message()));
+        calls[i].status = grpc::Status(grpc::StatusCode::UNAVAILABLE, std::string(api.message()));
+      }
+    }
     Note(nodes[i], calls[i].status);
     Node* n = nodes[i];
     if (calls[i].status.ok() && n->log_link != nullptr) {

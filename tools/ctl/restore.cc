@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "common/formats.h"
 #include "common/grpc_channel.h"
 #include "common/status_macros.h"
 #include "common/tls.h"
@@ -62,6 +63,8 @@ DataNodeView AskDataNode(uint32_t id, const std::string& address, absl::Duration
   req.set_include_vdis(true);
   req.set_include_ring(true);
   v1::StatsResponse resp;
+  // (Stats carries no node-api version: the data node's Health does, and a restore reads only
+  // fields every release has filled.)
   grpc::Status st = stub->Stats(&ctx, req, &resp);
   if (!st.ok()) {
     v.error = st.error_message();
@@ -84,10 +87,17 @@ CacheNodeView AskCacheNode(uint32_t id, const std::string& address, absl::Durati
   auto stub = v1::CacheNode::NewStub(PeerChannel(address, tls::kRoleCacheNode));
   grpc::ClientContext ctx;
   SetDeadline(&ctx, timeout);
+  v1::CacheStatsRequest req;
+  req.set_api_version(kNodeApiFormat.writes);
   v1::CacheStatsResponse resp;
-  grpc::Status st = stub->Stats(&ctx, v1::CacheStatsRequest(), &resp);
+  grpc::Status st = stub->Stats(&ctx, req, &resp);
   if (!st.ok()) {
     v.error = st.error_message();
+    return v;
+  }
+  if (absl::Status api = CheckPeerApi(resp.api_version(), absl::StrCat("cache node ", id));
+      !api.ok()) {
+    v.error = std::string(api.message());
     return v;
   }
   v.answered = true;
