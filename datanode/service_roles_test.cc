@@ -26,7 +26,9 @@ namespace {
 class ServiceRolesTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = ::testing::TempDir() + "/service_roles";
+    // One directory per test: ctest runs the tests of this fixture side by side.
+    dir_ = ::testing::TempDir() + "/service_roles_" +
+           ::testing::UnitTest::GetInstance()->current_test_info()->name();
     std::filesystem::remove_all(dir_);
     ASSERT_TRUE(tls::WriteCa(dir_ + "/ca", "alpha", 2).ok());
     auto store = BlockStore::Open({dir_ + "/store", 8 << 20});

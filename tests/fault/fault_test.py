@@ -178,7 +178,7 @@ Usage:
     tests/fault/fault_test.py --bin BUILD_DIR --etcd --tls --nemeses all --faults 16
     tests/fault/fault_test.py --bin BUILD_DIR --etcd --gateways 2 --nemeses all --faults 18
     (ctest: FaultInjection.cluster, FaultInjection.disks, FaultInjection.nemeses,
-    FaultInjection.tls, FaultInjection.etcd,
+    FaultInjection.tls,
     FaultInjection.gateways; ASan: --bin build-asan;
     soak: tests/fault/soak.sh --duration 3600)
 """
@@ -286,7 +286,8 @@ def parse_args(argv):
     p.add_argument("--lease-ttl", type=int, default=3,
                    help="etcd lease TTL of every daemon in cluster mode (seconds, >= 2)")
     p.add_argument("--nemeses", default=None,
-                   help="comma list of fault kinds, or 'all' (the kinds the mode supports): "
+                   help="comma list of fault kinds, or 'all' (the kinds the mode supports; "
+                   "'all,KIND' adds a kind left out of all): "
                    + ", ".join(NEMESES) + "; default: kill-cache,kill-data by --cache-fault-share "
                    "in static mode, all in cluster mode")
     p.add_argument("--replications", default="2,3",
@@ -380,8 +381,8 @@ def parse_args(argv):
     a.deck = None  # None: the static mode's cache/data coin (--cache-fault-share)
     if a.nemeses is not None:
         names = [x.strip() for x in a.nemeses.split(",") if x.strip()]
-        if names == ["all"]:
-            names = possible
+        if "all" in names:  # `all`, and the kinds named beside it (all,lose-etcd)
+            names = possible + [n for n in names if n != "all" and n not in possible]
         unknown = [n for n in names if n not in NEMESES]
         if unknown or not names:
             p.error(f"--nemeses: unknown {','.join(unknown) or '(empty)'}; want a comma list of "

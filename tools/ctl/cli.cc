@@ -469,8 +469,8 @@ void AddTlsCommands(CLI::App* app, Args* a, LocalAction* local) {
   });
 }
 
-// The etcd client of `etcd ...` commands: --etcd's endpoints, spoken to with --tls-dir's
-// certificate (etcd knows users by its CN).
+// A client of the cluster's etcd at --etcd's endpoints (with --tls-dir's certificate when
+// given: etcd knows users by its CN); `what` names the command in the error without --etcd.
 absl::StatusOr<std::unique_ptr<membership::EtcdClient>> ClusterEtcd(const Args& a,
                                                                     const char* what) {
   if (a.etcd.empty()) {
@@ -484,6 +484,8 @@ absl::StatusOr<std::unique_ptr<membership::EtcdClient>> ClusterEtcd(const Args& 
   return membership::ConnectEtcd(settings);
 }
 
+// The etcd client of `etcd ...` commands: an admin certificate is required (it becomes etcd's
+// root user).
 absl::StatusOr<std::unique_ptr<membership::EtcdClient>> AdminEtcd(const Args& a) {
   if (tls::ProcessIdentity() == nullptr && !a.etcd.empty()) {
     return absl::InvalidArgumentError(
@@ -654,7 +656,9 @@ int RunCtl(int argc, const char* const* argv, const CtlIo& io) {
   if (local) {
     if (absl::Status s = local(); !s.ok()) {
       *io.err << "ringcachectl: " << s.message() << '\n';
-      return absl::IsInvalidArgument(s) && app.got_subcommand("etcd") ? kExitUsage : kExitFailed;
+      const bool usage = app.got_subcommand("etcd") || app.got_subcommand("backup") ||
+                         app.got_subcommand("restore");
+      return absl::IsInvalidArgument(s) && usage ? kExitUsage : kExitFailed;
     }
     return kExitOk;
   }

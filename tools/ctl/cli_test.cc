@@ -136,5 +136,18 @@ TEST(CtlCliTest, EtcdCommandsNeedEndpointsAndAnAdminCertificate) {
             kExitUsage);
 }
 
+TEST(CtlCliTest, BackupAndRestoreNeedEndpointsAndADirectory) {
+  EXPECT_THAT(RunCli({"backup", "--help"}).out, HasSubstr("etcd"));
+  EXPECT_THAT(RunCli({"restore", "--help"}).out, HasSubstr("--dry-run"));
+  EXPECT_EQ(RunCli({"backup"}).code, kExitUsage) << "no directory";
+  Result no_etcd = RunCli({"backup", ::testing::TempDir() + "/cli_test_backup"});
+  EXPECT_EQ(no_etcd.code, kExitUsage);
+  EXPECT_THAT(no_etcd.err, HasSubstr("backup needs --etcd"));
+  Result not_a_backup =
+      RunCli({"--etcd", "127.0.0.1:1", "restore", ::testing::TempDir() + "/cli_test_nothing"});
+  EXPECT_EQ(not_a_backup.code, kExitUsage);
+  EXPECT_THAT(not_a_backup.err, HasSubstr("is not a ringcache backup"));
+}
+
 }  // namespace
 }  // namespace ringcache::ctl

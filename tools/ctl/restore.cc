@@ -3,14 +3,12 @@
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
-#include <chrono>
 #include <map>
 #include <optional>
 #include <set>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/formats.h"
 #include "common/grpc_channel.h"
@@ -57,15 +55,29 @@ DataNodeView AskDataNode(uint32_t id, const std::string& address, absl::Duration
   v.id = id;
   v.address = address;
   auto stub = v1::DataNode::NewStub(PeerChannel(address, tls::kRoleDataNode));
+  // Health first: it says the node's API version (Stats does not).
+  grpc::ClientContext hctx;
+  SetDeadline(&hctx, timeout);
+  v1::HealthRequest hreq;
+  hreq.set_api_version(kNodeApiFormat.writes);
+  v1::HealthResponse health;
+  grpc::Status st = stub->Health(&hctx, hreq, &health);
+  if (!st.ok()) {
+    v.error = st.error_message();
+    return v;
+  }
+  if (absl::Status api = CheckPeerApi(health.api_version(), absl::StrCat("data node ", id));
+      !api.ok()) {
+    v.error = std::string(api.message());
+    return v;
+  }
   grpc::ClientContext ctx;
   SetDeadline(&ctx, timeout);
   v1::StatsRequest req;
   req.set_include_vdis(true);
   req.set_include_ring(true);
   v1::StatsResponse resp;
-  // (Stats carries no node-api version: the data node's Health does, and a restore reads only
-  // fields every release has filled.)
-  grpc::Status st = stub->Stats(&ctx, req, &resp);
+  st = stub->Stats(&ctx, req, &resp);
   if (!st.ok()) {
     v.error = st.error_message();
     return v;
