@@ -60,14 +60,8 @@ wait_for() {  # seconds description command...
   done
   fail "timed out after ${secs}s waiting for: $what"
 }
-source "$(dirname "$0")/node_state.sh"  # state_is
+source "$(dirname "$0")/node_state.sh"  # state_is, rebalance
 all_up() { state_is 1 up && state_is 2 up && state_is 3 up; }
-rebalance() {  # the data rebalance's state, members and out list: "idle 1,2,3 4"
-  "${CTL[@]}" --json status 2> /dev/null | python3 -c '
-import json, sys
-r = json.load(sys.stdin)["rebalance"]
-print(r["state"], ",".join(map(str, sorted(r["members"]))), ",".join(map(str, sorted(r.get("out", [])))))'
-}
 rebalance_is() { [ "$(rebalance)" = "$1" ]; }
 vdi_ids() { "${CTL[@]}" --json vdi list | python3 -c "
 import json, sys

@@ -58,13 +58,7 @@ check() {  # PATTERN OFFSET LENGTH WHAT
   if echo "$out" | grep -q "Pattern verification failed"; then fail "$4: $out"; fi
 }
 check_all() { check 0x11 0 32M "$1 (first half)"; check 0x22 32M 32M "$1 (second half)"; }
-# Prints the rebalance's state, members and out list: "idle 2,3 1".
-rebalance() {
-  "${CTL[@]}" --json status 2> /dev/null | python3 -c '
-import json, sys
-r = json.load(sys.stdin)["rebalance"]
-print(r["state"], ",".join(map(str, sorted(r["members"]))), ",".join(map(str, sorted(r.get("out", [])))))'
-}
+source "$(dirname "$0")/node_state.sh"  # rebalance: "idle 2,3 1"
 wait_rebalance() {  # EXPECTED WHAT
   local now=""
   for _ in $(seq 1 240); do

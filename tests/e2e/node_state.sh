@@ -4,6 +4,8 @@
 #   role_state ROLE ID              -> the state of node (ROLE, ID) in `node list` ("" if absent)
 #   node_state ID                   -> the state of cache node ID
 #   state_is ID STATE               -> succeeds if cache node ID is in STATE
+#   rebalance                       -> the data rebalance's state, members and out list:
+#                                      "idle 1,2,3 4"
 json_field() { python3 -c "import json,sys; print(json.load(sys.stdin)[\"$1\"])"; }
 role_state() {
   "${CTL[@]}" --json node list 2> /dev/null | python3 -c '
@@ -15,3 +17,9 @@ print(next((n.get("state", "") for n in nodes
 }
 node_state() { role_state cachenode "$1"; }
 state_is() { [ "$(node_state "$1")" = "$2" ]; }
+rebalance() {
+  "${CTL[@]}" --json status 2> /dev/null | python3 -c '
+import json, sys
+r = json.load(sys.stdin)["rebalance"]
+print(r["state"], ",".join(map(str, sorted(r["members"]))), ",".join(map(str, sorted(r.get("out", [])))))'
+}
