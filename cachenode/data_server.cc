@@ -171,9 +171,10 @@ void DataServer::Serve(int fd) {
       spdlog::warn("block data connection closed: {}", d.ToString());
       break;
     }
-    if (r.op == wire::Op::kLogAppend) {  // a data node's op: a client on the wrong port
+    if (wire::ForDataNode(r.op)) {  // a data node's op: a client on the wrong port
       protocol_errors_->Increment();
-      spdlog::warn("block data connection closed: a log append sent to a cache node");
+      spdlog::warn("block data connection closed: a data node's op ({}) sent to a cache node",
+                   static_cast<int>(r.op));
       break;
     }
     in.Consume(wire::kRequestBytes);
@@ -264,6 +265,7 @@ absl::Status DataServer::Handle(const wire::Request& r, const char* payload, cha
     case wire::Op::kZero:
       return node_->Trim(r.vdi, r.object, r.offset, r.length, r.op == wire::Op::kZero);
     case wire::Op::kLogAppend:
+    case wire::Op::kStoreBlocks:
       break;  // refused by Serve
   }
   return absl::InvalidArgumentError("unknown op");

@@ -259,6 +259,33 @@ TEST_F(WriteLogTest, StampedHomeWritesRetryDataNodesThatResetTheirConnection) {
   pool_->set_write_fault_for_test(nullptr);
 }
 
+// Home writes (the destager's) take the data nodes' log ports once a probe announced them (and
+// node-api 2), each copy landing as over gRPC; a port that fails sends them back to gRPC, the
+// write itself succeeding (retried: a stamped write is idempotent).
+TEST_F(WriteLogTest, HomeWritesTakeTheLogPortOnceAnnouncedAndFallBackToGrpc) {
+  ASSERT_NO_FATAL_FAILURE(Init(3, 3));
+  datanode::HomeStamp stamp{9, {5}, false, {1}};
+  ASSERT_TRUE(pool_->WriteAll(1, 0, 2, Pattern(7), 3, &stamp).ok());
+  EXPECT_EQ(dns_->LogPortBlockWrites(), 0) << "no port is known before a probe";
+  pool_->ProbeAll(5000);
+  stamp.seqs = {6};
+  ASSERT_TRUE(pool_->WriteAll(1, 0, 2, Pattern(8), 3, &stamp).ok());
+  EXPECT_EQ(dns_->LogPortBlockWrites(), 3) << "every home should take its copy on the port";
+  for (int i = 0; i < 3; ++i) {
+    auto got = dns_->store(i)->ReadBlocks(1, 0, 2, 1);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(got->data, Pattern(8)) << "data node " << i;
+    ASSERT_EQ(got->versions.size(), 1u);
+    EXPECT_EQ(got->versions[0].seq, 6u);
+    EXPECT_EQ(got->versions[0].writer, 9u);
+  }
+  for (int i = 0; i < 3; ++i) dns_->StopLogPortForTest(i);
+  stamp.seqs = {7};
+  ASSERT_TRUE(pool_->WriteAll(1, 0, 2, Pattern(9), 3, &stamp).ok());
+  EXPECT_EQ(dns_->LogPortBlockWrites(), 3);
+  EXPECT_EQ(HomeBlock(2), Pattern(9));
+}
+
 TEST_F(WriteLogTest, TwoReplicasKeepOneLogCopyOutsideTheHomes) {
   ASSERT_NO_FATAL_FAILURE(Init(4, 2));
   ASSERT_NO_FATAL_FAILURE(Start());

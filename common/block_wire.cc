@@ -42,7 +42,7 @@ absl::Status DecodeRequest(const char in[kRequestBytes], Request* r) {
     return absl::InvalidArgumentError("not a ringcache block request (bad magic)");
   }
   const auto op = Get<uint8_t>(in + 4);
-  if (op < static_cast<uint8_t>(Op::kRead) || op > static_cast<uint8_t>(Op::kLogAppend)) {
+  if (op < static_cast<uint8_t>(Op::kRead) || op > static_cast<uint8_t>(kLastOp)) {
     return absl::InvalidArgumentError(absl::StrCat("unknown block request op ", op));
   }
   r->op = static_cast<Op>(op);
@@ -108,6 +108,27 @@ Response FromStatus(const absl::Status& s, uint32_t data_len) {
   r.message_len = static_cast<uint32_t>(std::min<size_t>(s.message().size(), kMaxMessage));
   r.data_len = s.ok() ? data_len : 0;
   return r;
+}
+
+std::string EncodeStorePrefix(const std::string& store_incarnation) {
+  const size_t n = std::min<size_t>(store_incarnation.size(), 0xffff);
+  std::string out(2 + n, '\0');
+  out[0] = static_cast<char>(n & 0xff);
+  out[1] = static_cast<char>(n >> 8);
+  std::memcpy(out.data() + 2, store_incarnation.data(), n);
+  return out;
+}
+
+absl::Status DecodeStorePrefix(const std::string& payload, std::string* store_incarnation,
+                               size_t* rest_at) {
+  if (payload.size() < 2) return absl::InvalidArgumentError("a block store request without its prefix");
+  const size_t n = static_cast<uint8_t>(payload[0]) | (size_t{static_cast<uint8_t>(payload[1])} << 8);
+  if (payload.size() < 2 + n) {
+    return absl::InvalidArgumentError("a block store request shorter than its prefix says");
+  }
+  store_incarnation->assign(payload, 2, n);
+  *rest_at = 2 + n;
+  return absl::OkStatus();
 }
 
 }  // namespace ringcache::wire

@@ -26,7 +26,7 @@ void FuzzRequest(const std::string& in) {
   ringcache::wire::Request r;
   if (!DecodeRequest(buf, &r).ok()) return;
   FUZZ_CHECK(r.length <= kMaxLength);
-  FUZZ_CHECK(r.op >= Op::kRead && r.op <= Op::kLogAppend);
+  FUZZ_CHECK(r.op >= Op::kRead && r.op <= kLastOp);
   char again[kRequestBytes];
   EncodeRequest(r, again);
   ringcache::wire::Request back;

@@ -16,6 +16,9 @@ namespace ringcache::datanode {
 LogPort::LogPort(DataNodeService* service, metrics::Registry* registry) : service_(service) {
   requests_ = registry->GetCounter("ringcache_datanode_log_port_requests_total",
                                    "Log appends served on the log port (not over gRPC).");
+  block_writes_ = registry->GetCounter(
+      "ringcache_datanode_log_port_block_writes_total",
+      "Block writes (destage, write-through) served on the log port (not over gRPC).");
   protocol_errors_ = registry->GetCounter(
       "ringcache_datanode_log_port_protocol_errors_total",
       "Log port connections closed on a malformed request (another op, a payload that does "
@@ -25,7 +28,7 @@ LogPort::LogPort(DataNodeService* service, metrics::Registry* registry) : servic
       "Log port connections whose TLS handshake failed or whose certificate was refused.");
   wrong_store_ = registry->GetCounter(
       "ringcache_datanode_log_port_wrong_store_total",
-      "Log port connections closed unanswered: the append was meant for another store (a port "
+      "Log port connections closed unanswered: the request was meant for another store (a port "
       "number reused by another node).");
   refused_connections_ = registry->GetCounter(
       "ringcache_datanode_log_port_refused_connections_total",
@@ -68,53 +71,83 @@ void LogPort::Serve(int fd) {
     session = *std::move(s);
   }
   StreamReader in(fd, session.get());
-  std::string payload, answer;
-  v1::LogAppendRequest req;
-  v1::LogAppendResponse resp;
+  std::string payload, answer, closing;
   for (;;) {
     if (!in.FillTo(wire::kRequestBytes).ok()) break;
     wire::Request r;
     absl::Status bad = wire::DecodeRequest(in.data(), &r);
-    if (bad.ok() && r.op != wire::Op::kLogAppend) {
+    if (bad.ok() && !wire::ForDataNode(r.op)) {
       bad = absl::InvalidArgumentError(
           absl::StrCat("op ", static_cast<int>(r.op), " on a data node's log port"));
-    }
-    if (bad.ok()) {
-      in.Consume(wire::kRequestBytes);
-      payload.resize(r.length);
-      if (!in.ReadTo(payload.data(), r.length).ok()) break;
-      if (!req.ParseFromString(payload)) {
-        bad = absl::InvalidArgumentError("a log append that does not parse");
-      }
     }
     if (!bad.ok()) {
       protocol_errors_->Increment();
       spdlog::warn("log port connection closed: {}", bad.ToString());
       break;
     }
-    if (!req.expect_store_incarnation().empty() &&
-        req.expect_store_incarnation() != service_->store_incarnation()) {
-      wrong_store_->Increment();
-      spdlog::warn("log port connection closed: an append meant for store {}, this one is {}",
-                   req.expect_store_incarnation(), service_->store_incarnation());
+    in.Consume(wire::kRequestBytes);
+    payload.resize(r.length);
+    if (!in.ReadTo(payload.data(), r.length).ok()) break;
+    absl::Status st;
+    answer.clear();
+    if (!Handle(r.op, payload, &st, &answer, &closing)) {
+      spdlog::warn("log port connection closed: {}", closing);
       break;
     }
-    requests_->Increment();
-    resp.Clear();
-    const absl::Status st = service_->AppendLog(req, &resp);
-    answer.clear();
-    if (st.ok()) resp.SerializeToString(&answer);
     wire::Response head = wire::FromStatus(st, static_cast<uint32_t>(answer.size()));
     head.tag = r.tag;
     char h[wire::kResponseBytes];
     wire::EncodeResponse(head, h);
     iovec iov[3] = {{h, sizeof(h)},
                     {const_cast<char*>(st.message().data()), head.message_len},
-                    {answer.data(), answer.size()}};
+                    {answer.data(), st.ok() ? answer.size() : 0}};
     if (!tls::WriteFullVOn(fd, session.get(), iov, 3).ok()) break;
     if (payload.capacity() > (4u << 20)) std::string().swap(payload);  // not kept
   }
   session.reset();  // the session goes before its socket (closed by the ConnectionServer)
+}
+
+bool LogPort::Handle(wire::Op op, const std::string& payload, absl::Status* result,
+                     std::string* answer, std::string* closing) {
+  const std::string& mine = service_->store_incarnation();
+  if (op == wire::Op::kLogAppend) {
+    v1::LogAppendRequest req;
+    if (!req.ParseFromString(payload)) {
+      protocol_errors_->Increment();
+      *closing = "a log append that does not parse";
+      return false;
+    }
+    if (!req.expect_store_incarnation().empty() && req.expect_store_incarnation() != mine) {
+      wrong_store_->Increment();
+      *closing = absl::StrCat("an append meant for store ", req.expect_store_incarnation(),
+                              ", this one is ", mine);
+      return false;
+    }
+    requests_->Increment();
+    v1::LogAppendResponse resp;
+    *result = service_->AppendLog(req, &resp);
+    if (result->ok()) resp.SerializeToString(answer);
+    return true;
+  }
+  std::string meant;
+  size_t at = 0;
+  v1::WriteBlocksRequest req;
+  if (!wire::DecodeStorePrefix(payload, &meant, &at).ok() ||
+      !req.ParseFromArray(payload.data() + at, static_cast<int>(payload.size() - at))) {
+    protocol_errors_->Increment();
+    *closing = "a block write that does not parse";
+    return false;
+  }
+  if (!meant.empty() && meant != mine) {
+    wrong_store_->Increment();
+    *closing = absl::StrCat("a block write meant for store ", meant, ", this one is ", mine);
+    return false;
+  }
+  block_writes_->Increment();
+  v1::WriteBlocksResponse resp;
+  *result = service_->StoreBlocks(req, &resp);
+  if (result->ok()) resp.SerializeToString(answer);
+  return true;
 }
 
 }  // namespace ringcache::datanode

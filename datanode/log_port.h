@@ -1,23 +1,28 @@
-// LogPort: the data node's log port — a cache node's write-back log appends as block-data frames
-// (common/block_wire.h, op kLogAppend) over TCP, next to the gRPC service that carries everything
-// else. A durable write sends N-1 log copies, each one call to a data node; over unary gRPC that
-// call cost the data node and the cache node more CPU than the append itself (HTTP/2 framing,
-// call setup, thread hand-offs: docs/benchmarks.md). Here a connection is served on its own
-// thread, which reads a request, runs the append inline (DataNodeService::AppendLog: the same
-// checks, metrics and typed errors as the RPC) and writes the answer.
+// LogPort: the data node's log port — a cache node's write-back log appends, and its destage
+// writes, as block-data frames (common/block_wire.h, ops kLogAppend and kStoreBlocks) over TCP,
+// next to the gRPC service that carries everything else. A durable write sends N-1 log copies,
+// each one call to a data node, and its destage N block writes later; over unary gRPC each call
+// cost the data node and the cache node more CPU than the work itself (HTTP/2 framing, call
+// setup, thread hand-offs: docs/benchmarks.md). Here a connection is served on its own thread,
+// which reads a request, runs it inline (DataNodeService::AppendLog or ::StoreBlocks: the same
+// checks, metrics and typed errors as the RPCs) and writes the answer.
 //
-//   request:  RequestHeader{op = kLogAppend, length, tag, timeout_ms} + a serialized
+//   append:   RequestHeader{op = kLogAppend, length, tag, timeout_ms} + a serialized
 //             v1::LogAppendRequest of `length` bytes
-//   answer:   ResponseHeader{code, kind, tag} [+ message] [+ a serialized
-//             v1::LogAppendResponse: data_len bytes, on success]
+//   write:    RequestHeader{op = kStoreBlocks, ...} + the store prefix (2-byte length and the
+//             store incarnation meant, wire::EncodeStorePrefix) + a serialized
+//             v1::WriteBlocksRequest (node-api 2: a data node that says 1 gets no such frame)
+//   answer:   ResponseHeader{code, kind, tag} [+ message] [+ the serialized response
+//             (v1::LogAppendResponse, v1::WriteBlocksResponse): data_len bytes, on success]
 //
 // Requests of a connection are answered in order. Any other op, or a payload that does not
-// parse, closes the connection (ringcache_datanode_log_port_protocol_errors_total); so does an
-// append meant for another store (`expect_store_incarnation`: the port number now belongs to
-// another data node, ringcache_datanode_log_port_wrong_store_total), before anything is stored. With TLS the
-// client must present a cache node's or a gateway's certificate of the cluster, as on gRPC.
-// The port is announced in the Health RPC (`log_port`) and the ready file; cache nodes find it
-// there (datanode/client/log_link.h) and append over gRPC where there is none.
+// parse, closes the connection (ringcache_datanode_log_port_protocol_errors_total); so does a
+// request meant for another store (the append's `expect_store_incarnation`, the write's prefix:
+// the port number now belongs to another data node, ringcache_datanode_log_port_wrong_store_total),
+// before anything is stored. With TLS the client must present a cache node's or a gateway's
+// certificate of the cluster, as on gRPC. The port is announced in the Health RPC (`log_port`)
+// and the ready file; cache nodes find it there (datanode/client/log_link.h) and use gRPC where
+// there is none.
 //
 // Thread-safety: thread-safe.
 #ifndef RINGCACHE_DATANODE_LOG_PORT_H_
@@ -27,6 +32,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/block_wire.h"
 #include "common/conn_server.h"
 #include "common/metrics.h"
 #include "common/tls.h"
@@ -56,9 +62,15 @@ class LogPort {
  private:
   LogPort(DataNodeService* service, metrics::Registry* registry);
   void Serve(int fd);
+  // Runs one request of `op` whose payload is `payload`; its answer's data goes to *answer.
+  // Returns false (the connection is closed unanswered, *closing says why) for a payload that
+  // does not parse or is meant for another store.
+  bool Handle(wire::Op op, const std::string& payload, absl::Status* result, std::string* answer,
+              std::string* closing);
 
   DataNodeService* const service_;
-  metrics::Counter* requests_ = nullptr;
+  metrics::Counter* requests_ = nullptr;        // log appends
+  metrics::Counter* block_writes_ = nullptr;    // kStoreBlocks
   metrics::Counter* protocol_errors_ = nullptr;
   metrics::Counter* tls_refused_ = nullptr;
   metrics::Counter* wrong_store_ = nullptr;

@@ -217,6 +217,98 @@ TEST_F(LogPortTest, SendAnswersOnTheLinksThread) {
   EXPECT_EQ(Held(), 2u);
 }
 
+// Block writes: a link to a node that said node-api 2 takes them (a node of an older API never
+// gets a kStoreBlocks frame); each lands as over gRPC, counted by both metrics, and a refusal
+// is the node's typed answer, which leaves the link in use.
+TEST_F(LogPortTest, BlockWritesLandAsOverGrpcOnlyForNodeApiTwo) {
+  LogLink link(1, "127.0.0.1", 5000);
+  link.SetPort(port_->port(), store_->incarnation(), 1);
+  EXPECT_TRUE(link.usable());
+  EXPECT_FALSE(link.stores_blocks()) << "node-api 1 takes no block writes";
+  link.SetPort(port_->port(), store_->incarnation(), 2);
+  ASSERT_TRUE(link.stores_blocks());
+  v1::WriteBlocksRequest req;
+  req.mutable_range()->set_vdi_id(1);
+  req.mutable_range()->set_object_index(0);
+  req.mutable_range()->set_first_block(3);
+  req.set_data(std::string(4096, 'x') + std::string(4096, 'y'));
+  req.set_writer_node(kWriter);
+  req.add_versions(11);
+  req.add_versions(12);
+  req.add_epochs(1);
+  req.add_epochs(1);
+  v1::WriteBlocksResponse resp;
+  const absl::Status s = link.CallStore(req, &resp);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(resp.blocks_stored(), 2u);
+  auto got = store_->ReadBlocks(1, 0, 3, 2);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->data, req.data());
+  ASSERT_EQ(got->versions.size(), 2u);
+  EXPECT_EQ(got->versions[1].seq, 12u);
+  EXPECT_EQ(Counter("ringcache_datanode_log_port_block_writes_total"), 1);
+  EXPECT_EQ(registry_
+                .GetCounter("ringcache_datanode_requests_total", "",
+                            {{"op", "write_blocks"}, {"result", "ok"}})
+                ->Value(),
+            1);
+  req.mutable_range()->set_vdi_id(99);  // a VDI the node does not know
+  const absl::Status refused = link.CallStore(req, &resp);
+  EXPECT_FALSE(refused.ok());
+  EXPECT_NE(refused.code(), absl::StatusCode::kUnavailable) << refused;
+  EXPECT_TRUE(link.stores_blocks());
+}
+
+// A block write meant for another store is closed unanswered and never stored; the link parks.
+TEST_F(LogPortTest, ABlockWriteMeantForAnotherStoreIsNeverStored) {
+  LogLink link(1, "127.0.0.1", 5000);
+  link.SetPort(port_->port(), std::string(32, 'f'), 2);
+  v1::WriteBlocksRequest req;
+  req.mutable_range()->set_vdi_id(1);
+  req.mutable_range()->set_first_block(0);
+  req.set_data(std::string(4096, 'z'));
+  v1::WriteBlocksResponse resp;
+  const absl::Status s = link.CallStore(req, &resp);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_FALSE(link.stores_blocks());
+  EXPECT_EQ(Counter("ringcache_datanode_log_port_wrong_store_total"), 1);
+  auto got = store_->ReadBlocks(1, 0, 0, 1);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_FALSE(got->present[0]);
+}
+
+// TrySendStore takes one write at a time: while one waits for its answer (here from a listener
+// that never answers), the next is handed back for gRPC; its `done` runs once the first fails.
+TEST_F(LogPortTest, TrySendStoreTakesOneWriteAtATime) {
+  const int silent = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(silent, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(silent, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  ASSERT_EQ(listen(silent, 4), 0);
+  socklen_t len = sizeof(a);
+  ASSERT_EQ(getsockname(silent, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  LogLink link(1, "127.0.0.1", 1000);
+  link.SetPort(ntohs(a.sin_port), "", 2);
+  v1::WriteBlocksRequest req;
+  req.set_data(std::string(4096, 'q'));
+  v1::WriteBlocksResponse resp1, resp2;
+  absl::Notification first_done;
+  absl::Status first;
+  ASSERT_TRUE(link.TrySendStore(&req, &resp1, [&](absl::Status s) {
+    first = std::move(s);
+    first_done.Notify();
+  }));
+  bool second_ran = false;
+  EXPECT_FALSE(link.TrySendStore(&req, &resp2, [&](absl::Status) { second_ran = true; }))
+      << "a second write while one is on the link should go another way";
+  ASSERT_TRUE(first_done.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  EXPECT_EQ(first.code(), absl::StatusCode::kUnavailable) << first;
+  EXPECT_FALSE(second_ran);
+  close(silent);
+}
+
 // With TLS the port admits cache nodes (and gateways), as the gRPC port does; a certificate of
 // another role is refused at the handshake.
 TEST_F(LogPortTest, UnderTlsOnlyCacheNodesAndGatewaysAreAdmitted) {

@@ -138,8 +138,14 @@ grpc::Status DataNodeService::DeleteVdi(grpc::ServerContext* ctx, const v1::Dele
 grpc::Status DataNodeService::WriteBlocks(grpc::ServerContext*,
                                           const v1::WriteBlocksRequest* req,
                                           v1::WriteBlocksResponse* resp) {
+  return ToGrpc(StoreBlocks(*req, resp));
+}
+
+absl::Status DataNodeService::StoreBlocks(const v1::WriteBlocksRequest& request,
+                                          v1::WriteBlocksResponse* resp) {
+  const v1::WriteBlocksRequest* req = &request;
   if (!req->only_if_absent()) client_ops_.fetch_add(1, std::memory_order_relaxed);
-  return Timed(&write_, [&]() -> absl::Status {
+  return Run(&write_, [&]() -> absl::Status {
     const auto& r = req->range();
     auto vdi = store_->GetVdi(r.vdi_id());
     if (!vdi.ok()) return vdi.status();

@@ -30,6 +30,9 @@ class DataNodeService final : public v1::DataNode::Service {
                          v1::DeleteVdiResponse*) override;
   grpc::Status WriteBlocks(grpc::ServerContext*, const v1::WriteBlocksRequest*,
                            v1::WriteBlocksResponse*) override;
+  // The write behind WriteBlocks, for the log port's kStoreBlocks frames: the same checks,
+  // metrics and typed errors without gRPC.
+  absl::Status StoreBlocks(const v1::WriteBlocksRequest& req, v1::WriteBlocksResponse* resp);
   grpc::Status ReadBlocks(grpc::ServerContext*, const v1::ReadBlocksRequest*,
                           v1::ReadBlocksResponse*) override;
   grpc::Status TrimBlocks(grpc::ServerContext*, const v1::TrimBlocksRequest*,

@@ -40,6 +40,10 @@ class EmbeddedDataNodes {
   double LogPortRequests() {
     return registry_.GetCounter("ringcache_datanode_log_port_requests_total", "")->Value();
   }
+  // Block writes (kStoreBlocks) the nodes' log ports served (all nodes together).
+  double LogPortBlockWrites() {
+    return registry_.GetCounter("ringcache_datanode_log_port_block_writes_total", "")->Value();
+  }
   // Node i's log port (a new one after each restart).
   int log_port(int i) const { return nodes_[i]->log_port->port(); }
 

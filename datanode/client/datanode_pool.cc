@@ -34,6 +34,7 @@ using pool_internal::Unreachable;
 using pool_internal::CopyVersion;
 using pool_internal::Unconfirmed;
 using pool_internal::VersionIn;
+using pool_internal::BlockWritesOnLogPortsAllowed;
 
 absl::StatusOr<std::unique_ptr<DataNodePool>> DataNodePool::Create(
     const std::vector<DataNodeEndpoint>& nodes, metrics::Registry* registry, int rpc_timeout_ms,
@@ -98,6 +99,7 @@ absl::StatusOr<std::shared_ptr<const DataNodePool::View>> DataNodePool::MakeView
       int unused_port = 0;
       if (SplitHostPort(e.address, &host, &unused_port).ok()) {
         n->log_link = std::make_unique<LogLink>(e.id, host, rpc_timeout_ms_);
+        n->store_link = std::make_unique<LogLink>(e.id, host, rpc_timeout_ms_);
       }
       if (registry_ != nullptr) {
         n->latency = registry_->GetHistogram(
@@ -505,14 +507,21 @@ absl::Status DataNodePool::WriteAll(uint32_t vdi, uint64_t object, uint32_t firs
         }
       }
       node->inflight.fetch_add(1);
+      auto finish = [&, i, node](grpc::Status s) {
+        Note(node, s);
+        calls[i].status = std::move(s);
+        node->inflight.fetch_sub(1);
+        Observe(node, Seconds(calls[i].start));
+        pending.DecrementCount();
+      };
+      // The log port when it takes block writes and no other write is on it; gRPC otherwise.
+      if (node->store_link != nullptr && BlockWritesOnLogPortsAllowed() && node->store_link->stores_blocks() &&
+          node->store_link->TrySendStore(&req, &calls[i].resp,
+                                         [finish](absl::Status s) { finish(ToGrpc(s)); })) {
+        continue;
+      }
       node->stub->async()->WriteBlocks(calls[i].ctx.get(), &req, &calls[i].resp,
-                                       [&, i, node](grpc::Status s) {
-                                         Note(node, s);
-                                         calls[i].status = std::move(s);
-                                         node->inflight.fetch_sub(1);
-                                         Observe(node, Seconds(calls[i].start));
-                                         pending.DecrementCount();
-                                       });
+                                       std::move(finish));
     }
     pending.Wait();
   };

@@ -67,8 +67,10 @@ void DataNodePool::ProbeAll(int timeout_ms) {
     Note(nodes[i], calls[i].status);
     Node* n = nodes[i];
     if (calls[i].status.ok() && n->log_link != nullptr) {
-      n->log_link->SetPort(static_cast<int>(calls[i].resp.log_port()),
-                           calls[i].resp.store_incarnation());
+      for (LogLink* link : {n->log_link.get(), n->store_link.get()}) {
+        link->SetPort(static_cast<int>(calls[i].resp.log_port()),
+                      calls[i].resp.store_incarnation(), calls[i].resp.api_version());
+      }
     }
     const std::string& inc = calls[i].resp.store_incarnation();
     if (!calls[i].status.ok() || inc.empty()) continue;

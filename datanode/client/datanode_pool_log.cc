@@ -31,6 +31,7 @@ namespace ringcache::datanode {
 using pool_internal::NowMs;
 using pool_internal::Seconds;
 using pool_internal::Unreachable;
+using pool_internal::LogPortsAllowed;
 
 std::vector<uint32_t> DataNodePool::LogCandidatesIn(const View& v, uint32_t vdi, uint64_t object,
                                                     int n) {
@@ -151,9 +152,9 @@ absl::StatusOr<LogAppendResult> DataNodePool::LogAppend(uint32_t vdi, uint64_t o
 namespace {
 // Largest data of one group-committed LogAppend call (gRPC's default message limit is 4 MiB).
 constexpr size_t kLogBatchBytes = 2 << 20;
+}  // namespace
 
-// RINGCACHE_LOG_TRANSPORT=grpc in the environment keeps every append on the LogAppend RPC, off
-// the data nodes' log ports (for comparisons and debugging).
+namespace pool_internal {
 bool LogPortsAllowed() {
   static const bool allowed = [] {
     const char* t = std::getenv("RINGCACHE_LOG_TRANSPORT");
@@ -161,7 +162,14 @@ bool LogPortsAllowed() {
   }();
   return allowed;
 }
-}  // namespace
+bool BlockWritesOnLogPortsAllowed() {
+  static const bool allowed = [] {
+    const char* t = std::getenv("RINGCACHE_LOG_TRANSPORT");
+    return LogPortsAllowed() && (t == nullptr || std::string_view(t) != "appends");
+  }();
+  return allowed;
+}
+}  // namespace pool_internal
 
 void DataNodePool::SendLog(Node* node, LogWaiter* w) {
   {

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/block_wire.h"
 #include "common/socket.h"
+#include "common/status_macros.h"
 
 namespace ringcache::datanode {
 
@@ -31,9 +32,10 @@ LogLink::~LogLink() {
   Close();
 }
 
-void LogLink::SetPort(int port, const std::string& store_incarnation) {
+void LogLink::SetPort(int port, const std::string& store_incarnation, uint32_t api_version) {
   absl::MutexLock l(&mu_);
   incarnation_ = store_incarnation;
+  api_version_ = api_version;
   if (port != 0 && (port != port_ || parked_)) {
     spdlog::info("data node {}: log appends on its log port {}:{}", node_id_, host_, port);
   }
@@ -46,21 +48,47 @@ bool LogLink::usable() const {
   return port_ != 0 && !parked_;
 }
 
+bool LogLink::stores_blocks() const {
+  absl::MutexLock l(&mu_);
+  // node-api 2 added kStoreBlocks (common/formats.h).
+  return port_ != 0 && !parked_ && api_version_ >= 2;
+}
+
+TaskPool* LogLink::Sender() {
+  absl::MutexLock l(&mu_);
+  if (closing_) return nullptr;
+  if (sender_ == nullptr) sender_ = std::make_unique<TaskPool>(1);
+  return sender_.get();
+}
+
 void LogLink::Send(const v1::LogAppendRequest* req, v1::LogAppendResponse* resp,
                    absl::AnyInvocable<void(absl::Status)> done) {
-  TaskPool* sender = nullptr;
-  {
-    absl::MutexLock l(&mu_);
-    if (!closing_) {
-      if (sender_ == nullptr) sender_ = std::make_unique<TaskPool>(1);
-      sender = sender_.get();
-    }
-  }
+  TaskPool* sender = Sender();
   if (sender == nullptr) {
     done(absl::CancelledError("log link closing"));
     return;
   }
   sender->Submit([this, req, resp, done = std::move(done)]() mutable { done(Call(*req, resp)); });
+}
+
+bool LogLink::TrySendStore(const v1::WriteBlocksRequest* req, v1::WriteBlocksResponse* resp,
+                           absl::AnyInvocable<void(absl::Status)> done) {
+  TaskPool* sender = Sender();
+  if (sender == nullptr) return false;
+  {
+    absl::MutexLock l(&mu_);
+    if (queued_ > 0) return false;
+    ++queued_;
+  }
+  sender->Submit([this, req, resp, done = std::move(done)]() mutable {
+    absl::Status s = CallStore(*req, resp);
+    {
+      absl::MutexLock l(&mu_);
+      --queued_;
+    }
+    done(std::move(s));
+  });
+  return true;
 }
 
 void LogLink::Close() {
@@ -105,11 +133,11 @@ absl::Status LogLink::Connect(int port) {
   return absl::OkStatus();
 }
 
-absl::Status LogLink::Exchange(const std::string& payload, v1::LogAppendResponse* resp,
+absl::Status LogLink::Exchange(wire::Op op, const std::string& payload, std::string* data,
                                bool* answered, absl::Status* result) {
   *answered = false;
   wire::Request r;
-  r.op = wire::Op::kLogAppend;
+  r.op = op;
   r.length = static_cast<uint32_t>(payload.size());
   r.timeout_ms = static_cast<uint32_t>(timeout_ms_);
   r.tag = ++tag_;
@@ -131,18 +159,17 @@ absl::Status LogLink::Exchange(const std::string& payload, v1::LogAppendResponse
   if (a.data_len > wire::kMaxMessage) {
     return absl::DataLossError(absl::StrCat("answer of ", a.data_len, " bytes"));
   }
-  std::string message(a.message_len, '\0'), data(a.data_len, '\0');
+  std::string message(a.message_len, '\0');
+  data->resize(a.data_len);
   if (absl::Status s = tls::ReadFullOn(fd_, session_.get(), message.data(), message.size());
       !s.ok()) {
     return s;
   }
-  if (absl::Status s = tls::ReadFullOn(fd_, session_.get(), data.data(), data.size()); !s.ok()) {
+  if (absl::Status s = tls::ReadFullOn(fd_, session_.get(), data->data(), data->size());
+      !s.ok()) {
     return s;
   }
   *result = wire::ToStatus(a, message);
-  if (result->ok() && !resp->ParseFromString(data)) {
-    return absl::DataLossError("a log append answer that does not parse");
-  }
   return absl::OkStatus();
 }
 
@@ -164,13 +191,46 @@ absl::Status LogLink::Call(const v1::LogAppendRequest& req, v1::LogAppendRespons
     expect.set_expect_store_incarnation(incarnation);
     payload_ += expect.SerializeAsString();
   }
+  RC_RETURN_IF_ERROR(RoundTrip(wire::Op::kLogAppend, port, &data_));
+  if (!resp->ParseFromString(data_)) {
+    return absl::DataLossError("a log append answer that does not parse");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LogLink::CallStore(const v1::WriteBlocksRequest& req,
+                                v1::WriteBlocksResponse* resp) {
+  int port;
+  std::string incarnation;
+  {
+    absl::MutexLock l(&mu_);
+    port = port_;
+    incarnation = incarnation_;
+  }
+  if (port == 0) return absl::UnavailableError("no log port known");
+  absl::MutexLock l(&io_mu_);
+  payload_ = wire::EncodeStorePrefix(incarnation);
+  if (!req.AppendToString(&payload_)) return absl::InternalError("a block write not serialized");
+  RC_RETURN_IF_ERROR(RoundTrip(wire::Op::kStoreBlocks, port, &data_));
+  if (!resp->ParseFromString(data_)) {
+    return absl::DataLossError("a block write answer that does not parse");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LogLink::RoundTrip(wire::Op op, int port, std::string* data) {
+  struct Shrink {  // a large request's buffer is not kept (after the second attempt's use)
+    std::string* s;
+    ~Shrink() {
+      if (s->capacity() > (4u << 20)) std::string().swap(*s);
+    }
+  } shrink{&payload_};
   for (int attempt = 0;; ++attempt) {
     const bool reused = fd_ >= 0 && fd_port_ == port;
     absl::Status transport = reused ? absl::OkStatus() : Connect(port);
     bool answered = false;
     absl::Status result;
-    if (transport.ok()) transport = Exchange(payload_, resp, &answered, &result);
-    if (payload_.capacity() > (4u << 20)) std::string().swap(payload_);  // not kept
+    if (transport.ok()) transport = Exchange(op, payload_, data, &answered, &result);
     if (transport.ok()) return result;  // the node's answer, a refusal included
     Close();
     // A kept connection the node closed (it restarted) before it read the request: once more
@@ -180,7 +240,7 @@ absl::Status LogLink::Call(const v1::LogAppendRequest& req, v1::LogAppendRespons
       absl::MutexLock m(&mu_);
       if (!parked_ && port_ == port) {
         parked_ = true;
-        spdlog::warn("data node {}: log port {}:{} failed ({}); log appends go over gRPC until "
+        spdlog::warn("data node {}: log port {}:{} failed ({}); its requests go over gRPC until "
                      "the node announces its port again",
                      node_id_, host_, port, std::string(transport.message()));
       }

@@ -1,8 +1,11 @@
 // LogLink: a cache node's end of one data node's log port (datanode/log_port.h) — one TCP
-// connection (TLS when the process has an identity), and one thread that sends the node's
-// group-committed log appends on it, a batch at a time, and waits for each answer. It replaces
-// the unary LogAppend RPC: DataNodePool::SendLogBatch hands a batch here when the data node
-// announced a port (Health's `log_port`) and the link is usable, else it calls gRPC.
+// connection (TLS when the process has an identity), and one thread that sends requests on it,
+// one at a time, and waits for each answer. A pool keeps two per data node: one for the node's
+// group-committed log appends (DataNodePool::SendLogBatch hands a batch here when the data node
+// announced a port, Health's `log_port`, and the link is usable, else it calls gRPC), one for
+// block writes (WriteAll: the destager's writes, when the node speaks node-api 2 and the link
+// is idle; a write that finds it busy goes over gRPC, so concurrent writers are not queued
+// behind each other on one connection).
 //
 // A transport failure (refused, reset, no answer within the timeout) fails the batch UNAVAILABLE
 // (the pool retries it, an append being idempotent) and parks the link: the batches after go
@@ -21,6 +24,7 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "common/block_wire.h"
 #include "common/task_pool.h"
 #include "common/tls.h"
 #include "ringcache/v1/datanode.pb.h"
@@ -33,12 +37,15 @@ class LogLink {
   LogLink(uint32_t node_id, std::string host, int timeout_ms);
   ~LogLink();  // waits for the batch in flight; then closes the connection
 
-  // The port the node announced (0: none, which parks the link) and its store's incarnation
-  // (sent with every append: a node with another store refuses it). Called with every Health
-  // answer: it makes a parked link usable again.
-  void SetPort(int port, const std::string& store_incarnation = "");
+  // The port the node announced (0: none, which parks the link), its store's incarnation (sent
+  // with every request: a node with another store refuses it) and the node-api version it said
+  // (Health's api_version). Called with every Health answer: it makes a parked link usable again.
+  void SetPort(int port, const std::string& store_incarnation = "", uint32_t api_version = 0);
   // Whether batches may be sent here (a port is known and the last transport did not fail).
   bool usable() const;
+  // Whether block writes may be sent here: usable(), and the node takes kStoreBlocks (node-api
+  // 2 or later).
+  bool stores_blocks() const;
   // Sends `req` (alive until `done` ran) on the link's thread; `done` runs there, once, with the
   // node's answer in *resp or the failure.
   void Send(const v1::LogAppendRequest* req, v1::LogAppendResponse* resp,
@@ -47,6 +54,14 @@ class LogLink {
   // Sends `req` and waits for the answer on the calling thread (the link's thread, or a test).
   absl::Status Call(const v1::LogAppendRequest& req, v1::LogAppendResponse* resp);
 
+  // A block write: sends `req` (alive until `done` ran) on the link's thread and returns true,
+  // unless a request is queued or in flight here already (returns false, `done` is not run:
+  // the caller sends it another way). `done` runs on the link's thread, once.
+  bool TrySendStore(const v1::WriteBlocksRequest* req, v1::WriteBlocksResponse* resp,
+                    absl::AnyInvocable<void(absl::Status)> done);
+  // Sends `req` and waits for the answer on the calling thread.
+  absl::Status CallStore(const v1::WriteBlocksRequest& req, v1::WriteBlocksResponse* resp);
+
  private:
   // Connects (and runs the TLS handshake) to the current port.
   absl::Status Connect(int port) ABSL_EXCLUSIVE_LOCKS_REQUIRED(io_mu_);
@@ -54,8 +69,16 @@ class LogLink {
   // One request on the open connection. Returns the transport's status (not OK: the connection
   // is unusable; *answered: whether an answer began to arrive); when OK, *result is the node's
   // answer (and *resp its data).
-  absl::Status Exchange(const std::string& payload, v1::LogAppendResponse* resp, bool* answered,
-                        absl::Status* result) ABSL_EXCLUSIVE_LOCKS_REQUIRED(io_mu_);
+  absl::Status Exchange(wire::Op op, const std::string& payload, std::string* data,
+                        bool* answered, absl::Status* result)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(io_mu_);
+  // payload_ as one request of `op` to `port`, with a second attempt on a fresh connection when
+  // a kept one turned out closed; parks the link on a transport failure. The node's answer is
+  // returned, its data in *data.
+  absl::Status RoundTrip(wire::Op op, int port, std::string* data)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(io_mu_);
+  // The sender thread, started on first use; null when the link is closing.
+  TaskPool* Sender();
 
   const uint32_t node_id_;
   const std::string host_;
@@ -63,13 +86,16 @@ class LogLink {
   mutable absl::Mutex mu_;
   int port_ ABSL_GUARDED_BY(mu_) = 0;
   std::string incarnation_ ABSL_GUARDED_BY(mu_);
+  uint32_t api_version_ ABSL_GUARDED_BY(mu_) = 0;
   bool parked_ ABSL_GUARDED_BY(mu_) = false;
+  int queued_ ABSL_GUARDED_BY(mu_) = 0;  // block writes taken by TrySendStore, not yet done
   absl::Mutex io_mu_;  // one exchange at a time
   int fd_ ABSL_GUARDED_BY(io_mu_) = -1;
   int fd_port_ ABSL_GUARDED_BY(io_mu_) = 0;  // the port fd_ is connected to
   std::unique_ptr<tls::Session> session_ ABSL_GUARDED_BY(io_mu_);
   uint64_t tag_ ABSL_GUARDED_BY(io_mu_) = 0;
   std::string payload_ ABSL_GUARDED_BY(io_mu_);
+  std::string data_ ABSL_GUARDED_BY(io_mu_);
   // The sender thread, started by the first Send (a pool that never appends starts none).
   std::unique_ptr<TaskPool> sender_ ABSL_GUARDED_BY(mu_);
   bool closing_ ABSL_GUARDED_BY(mu_) = false;  // the destructor runs: Send cancels at once
