@@ -6,8 +6,10 @@
 #   qemu-nbd-wt   qemu-nbd --cache=writethrough on a raw file in the same temp dir (the anchor:
 #                 every write durable before its reply, as ringcache's);
 #   log-port      a deploy/cluster.sh cluster (3 cache nodes, 4 data nodes, replication 3),
-#                 log appends on the data nodes' log ports (the default);
-#   grpc          the same cluster with RINGCACHE_LOG_TRANSPORT=grpc (appends as LogAppend RPCs);
+#                 log appends and destage writes on the data nodes' log ports (the default);
+#   appends       the same cluster with RINGCACHE_LOG_TRANSPORT=appends (appends on the log
+#                 ports, destage writes as WriteBlocks RPCs: the default until 2026-11-30);
+#   grpc          the same cluster with RINGCACHE_LOG_TRANSPORT=grpc (both as RPCs);
 # and for each the servers' CPU (utime + stime from /proc, per process kind) over the measured
 # run divided by fio's completed writes, after a 5 s warm-up. Prints a table and the ratios.
 #
@@ -94,11 +96,11 @@ kill "$QPID"
 QPID=""
 
 for ((r = 0; r < ROUNDS; r++)); do
-  for transport in log-port grpc; do
+  for transport in log-port appends grpc; do
     deploy/cluster.sh down --dir "$CLUSTER" > /dev/null 2>&1 || true
     rm -rf "$CLUSTER"
     env_word=""
-    [ $transport = grpc ] && env_word="RINGCACHE_LOG_TRANSPORT=grpc"
+    [ $transport != log-port ] && env_word="RINGCACHE_LOG_TRANSPORT=$transport"
     env $env_word deploy/cluster.sh up --dir "$CLUSTER" --cache-nodes 3 --data-nodes 4 \
       --base-port "$BASE" --ssd-size 256MiB --replication 3 --create-vdi v1:1GiB \
       > "$TMP/up.log" 2>&1 || { tail -20 "$TMP/up.log"; exit 1; }
@@ -116,12 +118,13 @@ for line in open(sys.argv[1]):
 mean = {n: (sum(c for c, _ in v) / len(v), sum(i for _, i in v) / len(v)) for n, v in rows.items()}
 q = mean["qemu-nbd-wt"]
 print()
-for n in ("log-port", "grpc"):
+for n in ("log-port", "appends", "grpc"):
     if n in mean:
         c, i = mean[n]
         print(f"{n:10s} CPU per write {c:6.0f} us = {c / q[0]:5.2f}x qemu-nbd writethrough's "
               f"({q[0]:.0f} us); {i:6.0f} writes/s = {i / q[1]:4.2f}x its {q[1]:.0f}")
-if "log-port" in mean and "grpc" in mean:
-    print(f"log port / gRPC: CPU per write {mean['log-port'][0] / mean['grpc'][0]:.2f}x, "
-          f"writes/s {mean['log-port'][1] / mean['grpc'][1]:.2f}x")
+for other in ("appends", "grpc"):
+    if "log-port" in mean and other in mean:
+        print(f"log port / {other}: CPU per write {mean['log-port'][0] / mean[other][0]:.2f}x, "
+              f"writes/s {mean['log-port'][1] / mean[other][1]:.2f}x")
 EOF
