@@ -266,6 +266,7 @@ absl::Status DataServer::Handle(const wire::Request& r, const char* payload, cha
       return node_->Trim(r.vdi, r.object, r.offset, r.length, r.op == wire::Op::kZero);
     case wire::Op::kLogAppend:
     case wire::Op::kStoreBlocks:
+    case wire::Op::kLoadBlocks:
       break;  // refused by Serve
   }
   return absl::InvalidArgumentError("unknown op");

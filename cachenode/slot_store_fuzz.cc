@@ -75,7 +75,9 @@ class MemFile : public ringcache::File {
     std::memset(dev->data(), 0, kIndexOffset + uint64_t{kSlots} * 64);
     std::memset(dev->data() + kDataOffset, 0, uint64_t{kSlots} * kBlock);
     for (const auto& [off, len] : Written()) {
-      if (off < dev->size()) std::memset(dev->data() + off, 0, std::min<uint64_t>(len, dev->size() - off));
+      if (off < dev->size()) {
+        std::memset(dev->data() + off, 0, std::min<uint64_t>(len, dev->size() - off));
+      }
     }
     Written().clear();
   }

@@ -259,10 +259,10 @@ TEST_F(WriteLogTest, StampedHomeWritesRetryDataNodesThatResetTheirConnection) {
   pool_->set_write_fault_for_test(nullptr);
 }
 
-// Home writes (the destager's) take the data nodes' log ports once a probe announced them (and
-// node-api 2), each copy landing as over gRPC; a port that fails sends them back to gRPC, the
-// write itself succeeding (retried: a stamped write is idempotent).
-TEST_F(WriteLogTest, HomeWritesTakeTheLogPortOnceAnnouncedAndFallBackToGrpc) {
+// Home writes (the destager's) and reads take the data nodes' log ports once a probe announced
+// them (and node-api 2), each copy landing as over gRPC; a port that fails sends them back to
+// gRPC, the write itself succeeding (retried: a stamped write is idempotent).
+TEST_F(WriteLogTest, HomeWritesAndReadsTakeTheLogPortOnceAnnouncedAndFallBackToGrpc) {
   ASSERT_NO_FATAL_FAILURE(Init(3, 3));
   datanode::HomeStamp stamp{9, {5}, false, {1}};
   ASSERT_TRUE(pool_->WriteAll(1, 0, 2, Pattern(7), 3, &stamp).ok());
@@ -279,11 +279,15 @@ TEST_F(WriteLogTest, HomeWritesTakeTheLogPortOnceAnnouncedAndFallBackToGrpc) {
     EXPECT_EQ(got->versions[0].seq, 6u);
     EXPECT_EQ(got->versions[0].writer, 9u);
   }
+  EXPECT_EQ(dns_->LogPortBlockReads(), 0);
+  EXPECT_EQ(HomeBlock(2), Pattern(8));
+  EXPECT_EQ(dns_->LogPortBlockReads(), 1) << "the read should take a home's port";
   for (int i = 0; i < 3; ++i) dns_->StopLogPortForTest(i);
   stamp.seqs = {7};
   ASSERT_TRUE(pool_->WriteAll(1, 0, 2, Pattern(9), 3, &stamp).ok());
   EXPECT_EQ(dns_->LogPortBlockWrites(), 3);
-  EXPECT_EQ(HomeBlock(2), Pattern(9));
+  EXPECT_EQ(HomeBlock(2), Pattern(9)) << "a read whose port failed goes over gRPC";
+  EXPECT_EQ(dns_->LogPortBlockReads(), 1);
 }
 
 TEST_F(WriteLogTest, TwoReplicasKeepOneLogCopyOutsideTheHomes) {

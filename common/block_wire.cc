@@ -121,8 +121,11 @@ std::string EncodeStorePrefix(const std::string& store_incarnation) {
 
 absl::Status DecodeStorePrefix(const std::string& payload, std::string* store_incarnation,
                                size_t* rest_at) {
-  if (payload.size() < 2) return absl::InvalidArgumentError("a block store request without its prefix");
-  const size_t n = static_cast<uint8_t>(payload[0]) | (size_t{static_cast<uint8_t>(payload[1])} << 8);
+  if (payload.size() < 2) {
+    return absl::InvalidArgumentError("a block store request without its prefix");
+  }
+  const size_t n =
+      static_cast<uint8_t>(payload[0]) | (size_t{static_cast<uint8_t>(payload[1])} << 8);
   if (payload.size() < 2 + n) {
     return absl::InvalidArgumentError("a block store request shorter than its prefix says");
   }

@@ -36,11 +36,13 @@ inline constexpr size_t kResponseBytes = 24;
 inline constexpr uint32_t kMaxLength = 64u << 20;       // as the gRPC messages
 inline constexpr uint32_t kMaxMessage = 64u << 10;
 
-// kLogAppend and kStoreBlocks travel only to a data node's log port (datanode/log_port.h).
-// kLogAppend's payload is a serialized v1::LogAppendRequest, its answer's data a serialized
-// v1::LogAppendResponse. kStoreBlocks (a destage or write-through write of blocks; node-api 2) is
-// the store incarnation the sender means (EncodeStorePrefix) followed by a serialized
-// v1::WriteBlocksRequest; its answer's data a serialized v1::WriteBlocksResponse.
+// kLogAppend, kStoreBlocks and kLoadBlocks travel only to a data node's log port
+// (datanode/log_port.h). kLogAppend's payload is a serialized v1::LogAppendRequest, its answer's
+// data a serialized v1::LogAppendResponse. kStoreBlocks (a destage or write-through write of
+// blocks) and kLoadBlocks (a read of blocks), both node-api 2, are the store incarnation the
+// sender means (EncodeStorePrefix) followed by a serialized v1::WriteBlocksRequest or
+// v1::ReadBlocksRequest; the answer's data a serialized v1::WriteBlocksResponse or
+// v1::ReadBlocksResponse.
 enum class Op : uint8_t {
   kRead = 1,
   kWrite = 2,
@@ -48,13 +50,16 @@ enum class Op : uint8_t {
   kZero = 4,
   kLogAppend = 5,
   kStoreBlocks = 6,
+  kLoadBlocks = 7,
 };
-inline constexpr Op kLastOp = Op::kStoreBlocks;
+inline constexpr Op kLastOp = Op::kLoadBlocks;
 // The ops only a data node's log port serves (a cache node's block data port refuses them).
-inline bool ForDataNode(Op op) { return op == Op::kLogAppend || op == Op::kStoreBlocks; }
-// kStoreBlocks' payload prefix: a 2-byte little-endian length, then the store incarnation
-// (Health's store_incarnation; empty: not checked). A node whose store has another closes the
-// connection unanswered, as for an append's expect_store_incarnation.
+inline bool ForDataNode(Op op) {
+  return op == Op::kLogAppend || op == Op::kStoreBlocks || op == Op::kLoadBlocks;
+}
+// kStoreBlocks' and kLoadBlocks' payload prefix: a 2-byte little-endian length, then the store
+// incarnation (Health's store_incarnation; empty: not checked). A node whose store has another
+// closes the connection unanswered, as for an append's expect_store_incarnation.
 std::string EncodeStorePrefix(const std::string& store_incarnation);
 // Splits `payload` into the incarnation and the rest; kInvalidArgument when it is too short.
 absl::Status DecodeStorePrefix(const std::string& payload, std::string* store_incarnation,

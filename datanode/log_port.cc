@@ -19,6 +19,9 @@ LogPort::LogPort(DataNodeService* service, metrics::Registry* registry) : servic
   block_writes_ = registry->GetCounter(
       "ringcache_datanode_log_port_block_writes_total",
       "Block writes (destage, write-through) served on the log port (not over gRPC).");
+  block_reads_ = registry->GetCounter(
+      "ringcache_datanode_log_port_block_reads_total",
+      "Block reads (cache misses) served on the log port (not over gRPC).");
   protocol_errors_ = registry->GetCounter(
       "ringcache_datanode_log_port_protocol_errors_total",
       "Log port connections closed on a malformed request (another op, a payload that does "
@@ -129,23 +132,37 @@ bool LogPort::Handle(wire::Op op, const std::string& payload, absl::Status* resu
     if (result->ok()) resp.SerializeToString(answer);
     return true;
   }
+  if (op == wire::Op::kStoreBlocks) {
+    return Blocks<v1::WriteBlocksRequest, v1::WriteBlocksResponse>(
+        payload, "a block write", block_writes_, result, answer, closing,
+        [this](const auto& req, auto* resp) { return service_->StoreBlocks(req, resp); });
+  }
+  return Blocks<v1::ReadBlocksRequest, v1::ReadBlocksResponse>(
+      payload, "a block read", block_reads_, result, answer, closing,
+      [this](const auto& req, auto* resp) { return service_->LoadBlocks(req, resp); });
+}
+
+template <typename Req, typename Resp, typename Fn>
+bool LogPort::Blocks(const std::string& payload, const char* what, metrics::Counter* served,
+                     absl::Status* result, std::string* answer, std::string* closing, Fn&& fn) {
   std::string meant;
   size_t at = 0;
-  v1::WriteBlocksRequest req;
+  Req req;
   if (!wire::DecodeStorePrefix(payload, &meant, &at).ok() ||
       !req.ParseFromArray(payload.data() + at, static_cast<int>(payload.size() - at))) {
     protocol_errors_->Increment();
-    *closing = "a block write that does not parse";
+    *closing = absl::StrCat(what, " that does not parse");
     return false;
   }
+  const std::string& mine = service_->store_incarnation();
   if (!meant.empty() && meant != mine) {
     wrong_store_->Increment();
-    *closing = absl::StrCat("a block write meant for store ", meant, ", this one is ", mine);
+    *closing = absl::StrCat(what, " meant for store ", meant, ", this one is ", mine);
     return false;
   }
-  block_writes_->Increment();
-  v1::WriteBlocksResponse resp;
-  *result = service_->StoreBlocks(req, &resp);
+  served->Increment();
+  Resp resp;
+  *result = fn(req, &resp);
   if (result->ok()) resp.SerializeToString(answer);
   return true;
 }

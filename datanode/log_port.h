@@ -1,19 +1,23 @@
-// LogPort: the data node's log port — a cache node's write-back log appends, and its destage
-// writes, as block-data frames (common/block_wire.h, ops kLogAppend and kStoreBlocks) over TCP,
+// LogPort: the data node's log port — a cache node's write-back log appends, its destage writes
+// and its reads of blocks, as block-data frames (common/block_wire.h, ops kLogAppend,
+// kStoreBlocks, kLoadBlocks) over TCP,
 // next to the gRPC service that carries everything else. A durable write sends N-1 log copies,
 // each one call to a data node, and its destage N block writes later; over unary gRPC each call
 // cost the data node and the cache node more CPU than the work itself (HTTP/2 framing, call
 // setup, thread hand-offs: docs/benchmarks.md). Here a connection is served on its own thread,
-// which reads a request, runs it inline (DataNodeService::AppendLog or ::StoreBlocks: the same
-// checks, metrics and typed errors as the RPCs) and writes the answer.
+// which reads a request, runs it inline (DataNodeService::AppendLog, ::StoreBlocks,
+// ::LoadBlocks: the same checks, metrics and typed errors as the RPCs) and writes the answer.
 //
 //   append:   RequestHeader{op = kLogAppend, length, tag, timeout_ms} + a serialized
 //             v1::LogAppendRequest of `length` bytes
 //   write:    RequestHeader{op = kStoreBlocks, ...} + the store prefix (2-byte length and the
 //             store incarnation meant, wire::EncodeStorePrefix) + a serialized
 //             v1::WriteBlocksRequest (node-api 2: a data node that says 1 gets no such frame)
+//   read:     RequestHeader{op = kLoadBlocks, ...} + the store prefix + a serialized
+//             v1::ReadBlocksRequest (node-api 2)
 //   answer:   ResponseHeader{code, kind, tag} [+ message] [+ the serialized response
-//             (v1::LogAppendResponse, v1::WriteBlocksResponse): data_len bytes, on success]
+//             (v1::LogAppendResponse, v1::WriteBlocksResponse, v1::ReadBlocksResponse):
+//             data_len bytes, on success]
 //
 // Requests of a connection are answered in order. Any other op, or a payload that does not
 // parse, closes the connection (ringcache_datanode_log_port_protocol_errors_total); so does a
@@ -67,10 +71,15 @@ class LogPort {
   // does not parse or is meant for another store.
   bool Handle(wire::Op op, const std::string& payload, absl::Status* result, std::string* answer,
               std::string* closing);
+  // kStoreBlocks and kLoadBlocks: the store prefix checked, the request parsed and run by `fn`.
+  template <typename Req, typename Resp, typename Fn>
+  bool Blocks(const std::string& payload, const char* what, metrics::Counter* served,
+              absl::Status* result, std::string* answer, std::string* closing, Fn&& fn);
 
   DataNodeService* const service_;
   metrics::Counter* requests_ = nullptr;        // log appends
   metrics::Counter* block_writes_ = nullptr;    // kStoreBlocks
+  metrics::Counter* block_reads_ = nullptr;     // kLoadBlocks
   metrics::Counter* protocol_errors_ = nullptr;
   metrics::Counter* tls_refused_ = nullptr;
   metrics::Counter* wrong_store_ = nullptr;

@@ -257,6 +257,29 @@ TEST_F(LogPortTest, BlockWritesLandAsOverGrpcOnlyForNodeApiTwo) {
   EXPECT_FALSE(refused.ok());
   EXPECT_NE(refused.code(), absl::StatusCode::kUnavailable) << refused;
   EXPECT_TRUE(link.stores_blocks());
+
+  // Reads: the blocks and their versions as ReadBlocks answers them.
+  v1::ReadBlocksRequest read;
+  read.mutable_range()->set_vdi_id(1);
+  read.mutable_range()->set_object_index(0);
+  read.mutable_range()->set_first_block(2);
+  read.mutable_range()->set_block_count(3);
+  v1::ReadBlocksResponse got_resp;
+  absl::Status read_status;
+  ASSERT_TRUE(link.TryCallLoad(read, &got_resp, &read_status)) << "the link is free";
+  ASSERT_TRUE(read_status.ok()) << read_status;
+  EXPECT_EQ(got_resp.data(), std::string(4096, '\0') + req.data());
+  ASSERT_EQ(got_resp.present_size(), 3);
+  EXPECT_FALSE(got_resp.present(0));
+  EXPECT_TRUE(got_resp.present(2));
+  ASSERT_EQ(got_resp.versions_size(), 3);
+  EXPECT_EQ(got_resp.versions(1), 11u);
+  EXPECT_EQ(Counter("ringcache_datanode_log_port_block_reads_total"), 1);
+  EXPECT_EQ(registry_
+                .GetCounter("ringcache_datanode_requests_total", "",
+                            {{"op", "read_blocks"}, {"result", "ok"}})
+                ->Value(),
+            1);
 }
 
 // A block write meant for another store is closed unanswered and never stored; the link parks.

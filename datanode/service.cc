@@ -169,8 +169,14 @@ absl::Status DataNodeService::StoreBlocks(const v1::WriteBlocksRequest& request,
 
 grpc::Status DataNodeService::ReadBlocks(grpc::ServerContext*, const v1::ReadBlocksRequest* req,
                                          v1::ReadBlocksResponse* resp) {
+  return ToGrpc(LoadBlocks(*req, resp));
+}
+
+absl::Status DataNodeService::LoadBlocks(const v1::ReadBlocksRequest& request,
+                                         v1::ReadBlocksResponse* resp) {
+  const v1::ReadBlocksRequest* req = &request;
   client_ops_.fetch_add(1, std::memory_order_relaxed);
-  return Timed(&read_, [&]() -> absl::Status {
+  return Run(&read_, [&]() -> absl::Status {
     const auto& r = req->range();
     auto res = store_->ReadBlocks(r.vdi_id(), r.object_index(), r.first_block(), r.block_count());
     if (!res.ok()) return res.status();

@@ -35,6 +35,8 @@ class DataNodeService final : public v1::DataNode::Service {
   absl::Status StoreBlocks(const v1::WriteBlocksRequest& req, v1::WriteBlocksResponse* resp);
   grpc::Status ReadBlocks(grpc::ServerContext*, const v1::ReadBlocksRequest*,
                           v1::ReadBlocksResponse*) override;
+  // The read behind ReadBlocks, for the log port's kLoadBlocks frames.
+  absl::Status LoadBlocks(const v1::ReadBlocksRequest& req, v1::ReadBlocksResponse* resp);
   grpc::Status TrimBlocks(grpc::ServerContext*, const v1::TrimBlocksRequest*,
                           v1::TrimBlocksResponse*) override;
   grpc::Status ScanBlocks(grpc::ServerContext*, const v1::ScanBlocksRequest*,

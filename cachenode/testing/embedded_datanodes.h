@@ -44,6 +44,10 @@ class EmbeddedDataNodes {
   double LogPortBlockWrites() {
     return registry_.GetCounter("ringcache_datanode_log_port_block_writes_total", "")->Value();
   }
+  // Block reads (kLoadBlocks) the nodes' log ports served (all nodes together).
+  double LogPortBlockReads() {
+    return registry_.GetCounter("ringcache_datanode_log_port_block_reads_total", "")->Value();
+  }
   // Node i's log port (a new one after each restart).
   int log_port(int i) const { return nodes_[i]->log_port->port(); }
 

@@ -34,7 +34,7 @@ using pool_internal::Unreachable;
 using pool_internal::CopyVersion;
 using pool_internal::Unconfirmed;
 using pool_internal::VersionIn;
-using pool_internal::BlockWritesOnLogPortsAllowed;
+using pool_internal::BlocksOnLogPortsAllowed;
 
 absl::StatusOr<std::unique_ptr<DataNodePool>> DataNodePool::Create(
     const std::vector<DataNodeEndpoint>& nodes, metrics::Registry* registry, int rpc_timeout_ms,
@@ -100,6 +100,7 @@ absl::StatusOr<std::shared_ptr<const DataNodePool::View>> DataNodePool::MakeView
       if (SplitHostPort(e.address, &host, &unused_port).ok()) {
         n->log_link = std::make_unique<LogLink>(e.id, host, rpc_timeout_ms_);
         n->store_link = std::make_unique<LogLink>(e.id, host, rpc_timeout_ms_);
+        n->load_link = std::make_unique<LogLink>(e.id, host, rpc_timeout_ms_);
       }
       if (registry_ != nullptr) {
         n->latency = registry_->GetHistogram(
@@ -329,10 +330,21 @@ absl::StatusOr<BlockRun> DataNodePool::Read(uint32_t vdi, uint64_t object, uint3
     req.mutable_range()->set_first_block(first);
     req.mutable_range()->set_block_count(count);
     v1::ReadBlocksResponse resp;
-    auto ctx = Context();
     const auto start = std::chrono::steady_clock::now();
     node->inflight.fetch_add(1);
-    grpc::Status s = node->stub->ReadBlocks(ctx.get(), req, &resp);
+    grpc::Status s;
+    // The log port when it takes block reads and no other read is on it; gRPC otherwise, and
+    // also when the port itself failed (the link parked: the node may be fine).
+    absl::Status on_port;
+    if (node->load_link != nullptr && BlocksOnLogPortsAllowed() &&
+        node->load_link->stores_blocks() && node->load_link->TryCallLoad(req, &resp, &on_port) &&
+        (!absl::IsUnavailable(on_port) || node->load_link->stores_blocks())) {
+      s = ToGrpc(on_port);
+    } else {
+      resp.Clear();
+      auto ctx = Context();
+      s = node->stub->ReadBlocks(ctx.get(), req, &resp);
+    }
     node->inflight.fetch_sub(1);
     Observe(node, Seconds(start));
     Note(node, s);
@@ -515,7 +527,8 @@ absl::Status DataNodePool::WriteAll(uint32_t vdi, uint64_t object, uint32_t firs
         pending.DecrementCount();
       };
       // The log port when it takes block writes and no other write is on it; gRPC otherwise.
-      if (node->store_link != nullptr && BlockWritesOnLogPortsAllowed() && node->store_link->stores_blocks() &&
+      if (node->store_link != nullptr && BlocksOnLogPortsAllowed() &&
+          node->store_link->stores_blocks() &&
           node->store_link->TrySendStore(&req, &calls[i].resp,
                                          [finish](absl::Status s) { finish(ToGrpc(s)); })) {
         continue;

@@ -350,10 +350,11 @@ class DataNodePool {
     std::vector<LogWaiter*> log_queue ABSL_GUARDED_BY(log_mu);
     bool log_sending ABSL_GUARDED_BY(log_mu) = false;
     // The node's log port (Health's log_port), which carries the appends while usable; null
-    // when the address has no host part to dial. store_link: a second connection to it for
-    // block writes (WriteAll), used when idle.
+    // when the address has no host part to dial. store_link and load_link: a second and a
+    // third connection to it, for block writes (WriteAll) and reads (Read), each used when idle.
     std::unique_ptr<LogLink> log_link;
     std::unique_ptr<LogLink> store_link;
+    std::unique_ptr<LogLink> load_link;
   };
   // One snapshot of the ring(s) and nodes; requests hold it while they run.
   struct View {

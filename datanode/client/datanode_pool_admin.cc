@@ -67,7 +67,7 @@ void DataNodePool::ProbeAll(int timeout_ms) {
     Note(nodes[i], calls[i].status);
     Node* n = nodes[i];
     if (calls[i].status.ok() && n->log_link != nullptr) {
-      for (LogLink* link : {n->log_link.get(), n->store_link.get()}) {
+      for (LogLink* link : {n->log_link.get(), n->store_link.get(), n->load_link.get()}) {
         link->SetPort(static_cast<int>(calls[i].resp.log_port()),
                       calls[i].resp.store_incarnation(), calls[i].resp.api_version());
       }

@@ -162,7 +162,7 @@ bool LogPortsAllowed() {
   }();
   return allowed;
 }
-bool BlockWritesOnLogPortsAllowed() {
+bool BlocksOnLogPortsAllowed() {
   static const bool allowed = [] {
     const char* t = std::getenv("RINGCACHE_LOG_TRANSPORT");
     return LogPortsAllowed() && (t == nullptr || std::string_view(t) != "appends");

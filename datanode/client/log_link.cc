@@ -156,7 +156,7 @@ absl::Status LogLink::Exchange(wire::Op op, const std::string& payload, std::str
   wire::Response a;
   if (absl::Status s = wire::DecodeResponse(rhead, &a); !s.ok()) return s;
   if (a.tag != r.tag) return absl::DataLossError(absl::StrCat("answer to tag ", a.tag));
-  if (a.data_len > wire::kMaxMessage) {
+  if (a.data_len > (op == wire::Op::kLoadBlocks ? wire::kMaxLength : wire::kMaxMessage)) {
     return absl::DataLossError(absl::StrCat("answer of ", a.data_len, " bytes"));
   }
   std::string message(a.message_len, '\0');
@@ -216,6 +216,31 @@ absl::Status LogLink::CallStore(const v1::WriteBlocksRequest& req,
     return absl::DataLossError("a block write answer that does not parse");
   }
   return absl::OkStatus();
+}
+
+bool LogLink::TryCallLoad(const v1::ReadBlocksRequest& req, v1::ReadBlocksResponse* resp,
+                          absl::Status* status) {
+  int port;
+  std::string incarnation;
+  {
+    absl::MutexLock l(&mu_);
+    if (closing_) return false;
+    port = port_;
+    incarnation = incarnation_;
+  }
+  if (port == 0 || !io_mu_.TryLock()) return false;
+  payload_ = wire::EncodeStorePrefix(incarnation);
+  if (!req.AppendToString(&payload_)) {
+    *status = absl::InternalError("a block read not serialized");
+  } else {
+    *status = RoundTrip(wire::Op::kLoadBlocks, port, &data_);
+    if (status->ok() && !resp->ParseFromString(data_)) {
+      *status = absl::DataLossError("a block read answer that does not parse");
+    }
+  }
+  if (data_.capacity() > (4u << 20)) std::string().swap(data_);  // not kept
+  io_mu_.Unlock();
+  return true;
 }
 
 absl::Status LogLink::RoundTrip(wire::Op op, int port, std::string* data) {

@@ -5,7 +5,8 @@
 // announced a port, Health's `log_port`, and the link is usable, else it calls gRPC), one for
 // block writes (WriteAll: the destager's writes, when the node speaks node-api 2 and the link
 // is idle; a write that finds it busy goes over gRPC, so concurrent writers are not queued
-// behind each other on one connection).
+// behind each other on one connection). A third carries reads of blocks, on the reader's own
+// thread when the link is free (TryCallLoad), over gRPC when it is not.
 //
 // A transport failure (refused, reset, no answer within the timeout) fails the batch UNAVAILABLE
 // (the pool retries it, an append being idempotent) and parks the link: the batches after go
@@ -43,8 +44,8 @@ class LogLink {
   void SetPort(int port, const std::string& store_incarnation = "", uint32_t api_version = 0);
   // Whether batches may be sent here (a port is known and the last transport did not fail).
   bool usable() const;
-  // Whether block writes may be sent here: usable(), and the node takes kStoreBlocks (node-api
-  // 2 or later).
+  // Whether block writes and reads may be sent here: usable(), and the node takes kStoreBlocks
+  // and kLoadBlocks (node-api 2 or later).
   bool stores_blocks() const;
   // Sends `req` (alive until `done` ran) on the link's thread; `done` runs there, once, with the
   // node's answer in *resp or the failure.
@@ -61,6 +62,11 @@ class LogLink {
                     absl::AnyInvocable<void(absl::Status)> done);
   // Sends `req` and waits for the answer on the calling thread.
   absl::Status CallStore(const v1::WriteBlocksRequest& req, v1::WriteBlocksResponse* resp);
+  // A block read on the calling thread, unless another request is on the link (returns false,
+  // nothing sent: the caller reads another way). Else *status is the node's answer (or the
+  // transport's failure) and *resp its data.
+  bool TryCallLoad(const v1::ReadBlocksRequest& req, v1::ReadBlocksResponse* resp,
+                   absl::Status* status);
 
  private:
   // Connects (and runs the TLS handshake) to the current port.

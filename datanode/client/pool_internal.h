@@ -18,10 +18,10 @@
 namespace ringcache::datanode::pool_internal {
 
 // RINGCACHE_LOG_TRANSPORT=grpc in the environment keeps every append and block write on the
-// RPCs, off the data nodes' log ports; =appends keeps the block writes only on WriteBlocks (for
-// comparisons and debugging).
+// RPCs, off the data nodes' log ports; =appends keeps the block writes and reads on the
+// WriteBlocks and ReadBlocks RPCs (for comparisons and debugging).
 bool LogPortsAllowed();
-bool BlockWritesOnLogPortsAllowed();
+bool BlocksOnLogPortsAllowed();
 
 inline double Seconds(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
