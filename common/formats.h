@@ -42,8 +42,8 @@ inline constexpr Format kVdiCatalogFormat{"vdi-catalog", 2, 1, "VDI catalog reco
 // said in every probe (the cache node's Stats, the data node's Health) both ways, so that a
 // gateway and a node that cannot understand each other refuse at the probe, naming both
 // versions, instead of misreading fields. Releases before 0.2.0 did not say (0): version 1.
-// 2: the data node's log port also takes block writes (kStoreBlocks, common/block_wire.h); a
-// cache node sends them only to a data node that says 2.
+// 2: the data node's log port also takes block writes and reads (kStoreBlocks, kLoadBlocks,
+// common/block_wire.h); a cache node sends them only to a data node that says 2.
 inline constexpr Format kNodeApiFormat{"node-api", 2, 1, "cache and data node API"};
 
 // The manifest of `ringcachectl backup` (tools/ctl/backup.h): what `ringcachectl restore` reads
