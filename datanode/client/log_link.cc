@@ -54,6 +54,13 @@ bool LogLink::stores_blocks() const {
   return port_ != 0 && !parked_ && api_version_ >= 2;
 }
 
+int LogLink::Target(std::string* store_incarnation, bool* closing) const {
+  absl::MutexLock l(&mu_);
+  *store_incarnation = incarnation_;
+  if (closing != nullptr) *closing = closing_;
+  return port_;
+}
+
 TaskPool* LogLink::Sender() {
   absl::MutexLock l(&mu_);
   if (closing_) return nullptr;
@@ -174,13 +181,8 @@ absl::Status LogLink::Exchange(wire::Op op, const std::string& payload, std::str
 }
 
 absl::Status LogLink::Call(const v1::LogAppendRequest& req, v1::LogAppendResponse* resp) {
-  int port;
   std::string incarnation;
-  {
-    absl::MutexLock l(&mu_);
-    port = port_;
-    incarnation = incarnation_;
-  }
+  const int port = Target(&incarnation);
   if (port == 0) return absl::UnavailableError("no log port known");
   absl::MutexLock l(&io_mu_);
   req.SerializeToString(&payload_);
@@ -200,13 +202,8 @@ absl::Status LogLink::Call(const v1::LogAppendRequest& req, v1::LogAppendRespons
 
 absl::Status LogLink::CallStore(const v1::WriteBlocksRequest& req,
                                 v1::WriteBlocksResponse* resp) {
-  int port;
   std::string incarnation;
-  {
-    absl::MutexLock l(&mu_);
-    port = port_;
-    incarnation = incarnation_;
-  }
+  const int port = Target(&incarnation);
   if (port == 0) return absl::UnavailableError("no log port known");
   absl::MutexLock l(&io_mu_);
   payload_ = wire::EncodeStorePrefix(incarnation);
@@ -220,15 +217,10 @@ absl::Status LogLink::CallStore(const v1::WriteBlocksRequest& req,
 
 bool LogLink::TryCallLoad(const v1::ReadBlocksRequest& req, v1::ReadBlocksResponse* resp,
                           absl::Status* status) {
-  int port;
   std::string incarnation;
-  {
-    absl::MutexLock l(&mu_);
-    if (closing_) return false;
-    port = port_;
-    incarnation = incarnation_;
-  }
-  if (port == 0 || !io_mu_.TryLock()) return false;
+  bool closing = false;
+  const int port = Target(&incarnation, &closing);
+  if (port == 0 || closing || !io_mu_.TryLock()) return false;
   payload_ = wire::EncodeStorePrefix(incarnation);
   if (!req.AppendToString(&payload_)) {
     *status = absl::InternalError("a block read not serialized");

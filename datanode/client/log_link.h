@@ -83,6 +83,8 @@ class LogLink {
   // returned, its data in *data.
   absl::Status RoundTrip(wire::Op op, int port, std::string* data)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(io_mu_);
+  // The port to use (0: none known) and the store meant; *closing: the destructor runs.
+  int Target(std::string* store_incarnation, bool* closing = nullptr) const;
   // The sender thread, started on first use; null when the link is closing.
   TaskPool* Sender();
 
