@@ -509,7 +509,6 @@ absl::Status DataNodePool::WriteAll(uint32_t vdi, uint64_t object, uint32_t firs
     absl::BlockingCounter pending(static_cast<int>(which.size()));
     for (size_t i : which) {
       Node* node = v->Find(homes[i]);
-      calls[i].ctx = Context();
       calls[i].start = std::chrono::steady_clock::now();
       if (write_fault_for_test_) {
         if (grpc::Status injected = write_fault_for_test_(homes[i]); !injected.ok()) {
@@ -533,6 +532,7 @@ absl::Status DataNodePool::WriteAll(uint32_t vdi, uint64_t object, uint32_t firs
                                          [finish](absl::Status s) { finish(ToGrpc(s)); })) {
         continue;
       }
+      calls[i].ctx = Context();  // only a call over gRPC needs one
       node->stub->async()->WriteBlocks(calls[i].ctx.get(), &req, &calls[i].resp,
                                        std::move(finish));
     }
