@@ -35,6 +35,8 @@ class Admission {
   }
   // Returns true if the missed block of `access` may be inserted.
   virtual bool Admit(const Access& access) = 0;
+  // A block left the cache (evicted to make room). Default: nothing.
+  virtual void OnEvicted(const BlockKey& key) { (void)key; }
   // Returns whether write misses are judged too (false: writes are always cached).
   virtual bool judges_writes() const { return false; }
 

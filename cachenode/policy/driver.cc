@@ -184,6 +184,7 @@ CacheDriver::EvictResult CacheDriver::EvictOne(uint32_t q, const BlockKey& incom
   const bool dirty = slots_.dirty(victim);
   out->evicted.push_back(Eviction{slots_.key(victim), dirty, Tier::kSsd});
   space_->OnEvicted(q, slots_.key(victim));
+  rules.admission->OnEvicted(slots_.key(victim));
   order.Remove(victim, /*evicted=*/true);
   slots_.Free(victim);
   if (dirty) --dirty_;

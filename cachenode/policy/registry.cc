@@ -301,7 +301,8 @@ absl::StatusOr<std::unique_ptr<Admission>> BuildAdmission(const Component* c,
          {p.UintAs("threshold", &cfg.threshold), p.UintAs("len", &cfg.length),
           p.Word("adapt", {"0", "false", "1", "true", "ghost"}, &adapt),
           p.Double("budget", &cfg.climber.budget), p.Uint("window", &cfg.climber.window),
-          p.Double("start", &cfg.climber.initial), p.Uint("horizon", &cfg.horizon)}) {
+          p.Double("start", &cfg.climber.initial), p.Uint("horizon", &cfg.horizon),
+          p.Bool("freq", &cfg.freq), p.Double("margin", &cfg.margin)}) {
       if (!s.ok()) return s;
     }
     cfg.adapt = adapt < 2   ? SieveConfig::Adapt::kOff
@@ -309,6 +310,7 @@ absl::StatusOr<std::unique_ptr<Admission>> BuildAdmission(const Component* c,
                             : SieveConfig::Adapt::kGhost;
     cfg.regret.budget = cfg.climber.budget;
     cfg.regret.initial = cfg.climber.initial;
+    cfg.capacity = ctx.capacity_blocks;
     for (absl::Status s : {p.Finish(), cfg.Validate()}) {
       if (!s.ok()) return s;
     }

@@ -8,6 +8,10 @@ absl::Status SieveConfig::Validate() const {
     return absl::InvalidArgumentError("sieve: threshold must be in [1, 255]");
   }
   if (length >= kNoSlot) return absl::InvalidArgumentError("sieve: len too large");
+  if (!(margin >= 0 && margin <= FreqSketch::kMaxCount)) {
+    return absl::InvalidArgumentError("sieve: margin must be in [0, 15]");
+  }
+  if (freq && capacity == 0) return absl::InvalidArgumentError("sieve: freq needs a capacity");
   switch (adapt) {
     case Adapt::kOff:
       return absl::OkStatus();
@@ -21,7 +25,9 @@ absl::Status SieveConfig::Validate() const {
 }
 
 SieveAdmission::SieveAdmission(const SieveConfig& config)
-    : config_(config), lru_(config.length) {}
+    : config_(config), lru_(config.length) {
+  if (config.freq) sketch_ = std::make_unique<FreqSketch>(config.capacity);
+}
 
 AdmitClimber& SieveAdmission::ClimberOf(uint32_t vdi) {
   return climbers_.try_emplace(vdi, config_.climber).first->second;
@@ -56,7 +62,29 @@ void SieveAdmission::ExpireProbation() {
   }
 }
 
+void SieveAdmission::OnEvicted(const BlockKey& key) {
+  if (sketch_ == nullptr) return;
+  const auto f = static_cast<uint8_t>(sketch_->Estimate(key));
+  if (victims_.size() < kVictims) {
+    victims_.push_back(f);
+    return;
+  }
+  victims_[victim_next_] = f;
+  victim_next_ = (victim_next_ + 1) % kVictims;
+}
+
+bool SieveAdmission::PassesFrequencyGate(const BlockKey& key) {
+  // Nothing evicted yet: the cache has room, and a block admitted displaces nothing.
+  if (victims_.empty()) return true;
+  // TinyLFU admits a block more frequent than the victim it replaces; VBQ's rounds choose
+  // victims after admission, so the comparison is with a victim of the recent past instead.
+  const uint32_t bar =
+      victims_[static_cast<size_t>(NextDraw() * static_cast<double>(victims_.size()))];
+  return static_cast<double>(sketch_->Estimate(key)) > bar + config_.margin;
+}
+
 void SieveAdmission::OnAccess(const Access& access, bool hit) {
+  if (sketch_ != nullptr) sketch_->Increment(access.key);
   switch (config_.adapt) {
     case SieveConfig::Adapt::kOff:
       return;
@@ -76,6 +104,8 @@ bool SieveAdmission::Admit(const Access& access) {
   if (config_.threshold <= 1) return true;
   const SlotId e = lru_.Find(access.key);
   if (e == kNoSlot) {
+    // Vouched for by the sketch: more popular than what the cache evicts.
+    if (sketch_ != nullptr && PassesFrequencyGate(access.key)) return true;
     if (config_.adapt != SieveConfig::Adapt::kOff) {
       // (kGhost) a first-miss admission missed again before any read hit: it left the cache
       // without paying for its write, a waste found before the horizon.
@@ -117,7 +147,8 @@ size_t SieveAdmission::MetadataBytes() const {
          climbers_.capacity() * (sizeof(uint32_t) + sizeof(AdmitClimber) + 1) +
          tuners_.capacity() * (sizeof(uint32_t) + sizeof(RegretTuner) + 1) +
          probation_.capacity() * (sizeof(BlockKey) + sizeof(uint64_t) + 1) +
-         probation_order_.size() * sizeof(std::pair<uint64_t, BlockKey>);
+         probation_order_.size() * sizeof(std::pair<uint64_t, BlockKey>) +
+         (sketch_ != nullptr ? sketch_->MemoryBytes() : 0) + victims_.capacity();
 }
 
 void SieveAdmission::AnnotateVdiStats(absl::Span<VdiStats> rows) const {

@@ -22,6 +22,14 @@
 // more, a first-miss admission not read again within `horizon` accesses (or missed again first)
 // asks for less.
 //
+// With `freq=1` (issue 37, our extension after TinyLFU's admission rule, freq_sketch.h) a first
+// read miss is also admitted at once when a frequency sketch of every access says its block is
+// clearly more popular than what the cache evicts now: its estimate exceeds that of a recent
+// victim (drawn from the last kVictims evictions) by more than `margin`. The bar follows the
+// cache: a small cache evicts blocks that were read often, a large one blocks read once, so the
+// same rule admits less in the first and more in the second. Blocks the sketch does not vouch
+// for still go through the sieve.
+//
 // Thread-safety: not thread-safe; driven by one CacheDriver.
 #ifndef RINGCACHE_CACHENODE_POLICY_SIEVE_H_
 #define RINGCACHE_CACHENODE_POLICY_SIEVE_H_
@@ -29,13 +37,16 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "cachenode/policy/admission.h"
 #include "cachenode/policy/admit_climber.h"
+#include "cachenode/policy/freq_sketch.h"
 #include "cachenode/policy/key_lru.h"
 
 namespace ringcache::policy {
@@ -52,6 +63,12 @@ struct SieveConfig {
   // With kGhost: a block admitted at its first miss and not read again within this many
   // accesses is a waste. REQUIRES > 0 with kGhost (the registry sets twice the cache).
   uint64_t horizon = 0;
+  // The frequency gate of first misses (off by default), and how many more recent accesses than
+  // a recent victim's a block needs to pass it. `capacity` sizes the sketch (the registry sets
+  // the cache's blocks; REQUIRES > 0 with freq).
+  bool freq = false;
+  double margin = 3;
+  size_t capacity = 0;
   absl::Status Validate() const;
 };
 
@@ -63,6 +80,8 @@ class SieveAdmission final : public Admission {
   std::string_view name() const override { return "sieve"; }
   void OnAccess(const Access& access, bool hit) override;
   bool Admit(const Access& access) override;
+  // With freq: remembers the victim's estimate, the bar of the frequency gate.
+  void OnEvicted(const BlockKey& key) override;
   size_t MetadataBytes() const override;
   // With adapt: each VDI's fraction of first read misses admitted at once, in its row of `rows`
   // (rows of VDIs the climber has not seen are left alone).
@@ -81,6 +100,11 @@ class SieveAdmission final : public Admission {
   double NextDraw();
   // Counts as wastes the first-miss admissions older than the horizon that were not read again.
   void ExpireProbation();
+  // With freq: whether the sketch vouches for `key` against a recent victim.
+  bool PassesFrequencyGate(const BlockKey& key);
+
+  // Recent victims whose estimates the frequency gate draws from.
+  static constexpr size_t kVictims = 256;
 
   SieveConfig config_;
   KeyLru lru_;
@@ -92,6 +116,11 @@ class SieveAdmission final : public Admission {
   std::deque<std::pair<uint64_t, BlockKey>> probation_order_;
   uint64_t clock_ = 0;  // accesses seen (kGhost)
   uint64_t draws_ = 0;  // the pseudo-random sequence's position
+  // With freq: the sketch of every access, and the estimates of the last kVictims victims (a
+  // ring, oldest overwritten first).
+  std::unique_ptr<FreqSketch> sketch_;
+  std::vector<uint8_t> victims_;
+  size_t victim_next_ = 0;
 };
 
 }  // namespace ringcache::policy

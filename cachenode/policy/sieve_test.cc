@@ -3,6 +3,7 @@
 
 #include "cachenode/policy/driver.h"
 #include "cachenode/policy/lru.h"
+#include "cachenode/policy/registry.h"
 #include "cachenode/policy/test_util.h"
 #include "gtest/gtest.h"
 
@@ -66,6 +67,97 @@ TEST(SieveAdmissionTest, InDriverReadsAreSievedWritesAreCached) {
   cache->OnAccess(Write(2), &out);  // write-back: cached on first write
   EXPECT_TRUE(out.admitted);
   EXPECT_EQ(cache->dirty_count(), 1u);
+}
+
+SieveConfig FreqSieve(double margin) {
+  SieveConfig c = testing::Sieve(2, 64);
+  c.freq = true;
+  c.margin = margin;
+  c.capacity = 4096;
+  return c;
+}
+
+// Counts `n` accesses of `block` (as the driver does before Admit).
+void Seen(SieveAdmission& s, uint64_t block, int n) {
+  for (int i = 0; i < n; ++i) s.OnAccess(Read(block), /*hit=*/false);
+}
+
+TEST(FrequencyGateTest, AdmitsEveryFirstMissUntilTheFirstEviction) {
+  SieveAdmission s(FreqSieve(3));
+  Seen(s, 1, 1);
+  EXPECT_TRUE(s.Admit(Read(1)));  // an empty cache: nothing to displace
+  EXPECT_EQ(s.size(), 0u);
+}
+
+TEST(FrequencyGateTest, AdmitsAFirstMissMoreFrequentThanTheVictimsByTheMargin) {
+  SieveAdmission s(FreqSieve(3));
+  s.OnEvicted(BlockKey{0, 999});  // a victim never read: estimate 0, the bar
+  Seen(s, 1, 4);                  // 4 > 0 + 3
+  EXPECT_TRUE(s.Admit(Read(1)));
+  EXPECT_EQ(s.CountForTest(Read(1).key), 0u);  // admitted at once, not remembered
+  Seen(s, 2, 3);                  // 3 is not above 0 + 3: the sieve's rule applies
+  EXPECT_FALSE(s.Admit(Read(2)));
+  EXPECT_EQ(s.CountForTest(Read(2).key), 1u);
+  Seen(s, 2, 1);
+  EXPECT_TRUE(s.Admit(Read(2)));  // its second miss within the sieve's memory
+}
+
+TEST(FrequencyGateTest, TheBarRisesWithTheVictimsPopularity) {
+  SieveAdmission s(FreqSieve(1));
+  Seen(s, 500, 8);
+  for (int i = 0; i < 300; ++i) s.OnEvicted(BlockKey{0, 500});  // every recent victim read 8 times
+  Seen(s, 1, 6);  // popular, but less than what the cache evicts
+  EXPECT_FALSE(s.Admit(Read(1)));
+  Seen(s, 2, 10);  // 10 > 8 + 1
+  EXPECT_TRUE(s.Admit(Read(2)));
+}
+
+TEST(FrequencyGateTest, OffByDefaultAndValidated) {
+  SieveConfig c = testing::Sieve(2, 64);
+  EXPECT_FALSE(c.freq);
+  SieveAdmission plain(c);
+  plain.OnEvicted(BlockKey{0, 1});  // no sketch: nothing happens
+  Seen(plain, 1, 10);
+  EXPECT_FALSE(plain.Admit(Read(1)));  // the paper's sieve: a first miss is never admitted
+  c.freq = true;
+  EXPECT_FALSE(c.Validate().ok());  // no capacity to size the sketch
+  c = FreqSieve(-1);
+  EXPECT_FALSE(c.Validate().ok());
+  c = FreqSieve(16);
+  EXPECT_FALSE(c.Validate().ok());
+  EXPECT_TRUE(FreqSieve(0).Validate().ok());
+}
+
+// The driver reports every eviction to the admission (the frequency gate's bar).
+class EvictionCounter final : public Admission {
+ public:
+  std::string_view name() const override { return "count"; }
+  bool Admit(const Access&) override { return true; }
+  void OnEvicted(const BlockKey& key) override { evicted.push_back(key.block); }
+  size_t MetadataBytes() const override { return 0; }
+  std::vector<uint64_t> evicted;
+};
+
+TEST(FrequencyGateTest, TheDriverReportsEvictionsToTheAdmission) {
+  DriverParts parts;
+  parts.make_space = [](SlotTable* t) {
+    return std::make_unique<GlobalSpace>(
+        2, t, [](SlotTable* s, size_t) { return std::make_unique<LruOrder>(s); });
+  };
+  auto counter = std::make_unique<EvictionCounter>();
+  EvictionCounter* seen = counter.get();
+  parts.admission = std::move(counter);
+  auto cache = *CacheDriver::Create(DriverConfig{"lru+count", 2}, std::move(parts));
+  Outcome out;
+  for (uint64_t b : {1, 2, 3, 4}) cache->OnAccess(Read(b), &out);
+  EXPECT_EQ(seen->evicted, (std::vector<uint64_t>{1, 2}));
+
+  PolicyContext ctx;
+  ctx.capacity_blocks = 8;
+  EXPECT_TRUE(MakePolicy("vbq(share=utility)+s3fifo+sieve(freq=1)+lcr", ctx).ok());
+  EXPECT_TRUE(MakePolicy("lru+sieve(freq=1,margin=0)", ctx).ok());
+  EXPECT_FALSE(MakePolicy("lru+sieve(freq=2)", ctx).ok());
+  EXPECT_FALSE(MakePolicy("lru+sieve(freq=1,margin=20)", ctx).ok());
 }
 
 }  // namespace
