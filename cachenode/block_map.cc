@@ -309,11 +309,12 @@ bool BlockMap::PlaceFilled(const BlockKey& key, std::optional<uint32_t> slot) {
   return false;
 }
 
-void BlockMap::MarkCached(const VdiInfo& v, uint64_t object, uint32_t first,
-                          std::vector<bool>* cached) {
+void BlockMap::MarkDirty(const VdiInfo& v, uint64_t object, uint32_t first,
+                         std::vector<bool>* allocated) {
   absl::MutexLock l(&mu_);
-  for (uint32_t i = 0; i < cached->size(); ++i) {
-    if (map_.contains(v.KeyOf(object, first + i))) (*cached)[i] = true;
+  for (uint32_t i = 0; i < allocated->size(); ++i) {
+    auto it = map_.find(v.KeyOf(object, first + i));
+    if (it != map_.end() && it->second.dirty) (*allocated)[i] = true;
   }
 }
 

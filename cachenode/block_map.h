@@ -148,8 +148,10 @@ class BlockMap {
   // Stores a filled block's slot (nullopt: it could not be written). False when the slot was
   // not used (the caller releases it); a block that could not be stored leaves the cache.
   bool PlaceFilled(const BlockKey& key, std::optional<uint32_t> slot);
-  // Sets (*cached)[i] for each block of the run that the map holds.
-  void MarkCached(const VdiInfo& v, uint64_t object, uint32_t first, std::vector<bool>* cached);
+  // Sets (*allocated)[i] for each block of the run that the map holds dirty: not home yet. (A
+  // clean block is a copy of its home, whose presence the caller has: a hole read and cached
+  // as zeros stays a hole.)
+  void MarkDirty(const VdiInfo& v, uint64_t object, uint32_t first, std::vector<bool>* allocated);
 
   // --- Writes
   // Passes `count` written blocks through the policy; true if it sends them past the cache.

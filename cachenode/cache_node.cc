@@ -559,7 +559,7 @@ absl::Status CacheNode::Allocation(uint32_t vdi, uint64_t object, uint32_t offse
   absl::MutexLock stripe(&stripes_.Of(vdi, object));
   RC_ASSIGN_OR_RETURN(*allocated,
                       pool_->Presence(vdi, object, first, count, v.geometry.replication()));
-  map_->MarkCached(v, object, first, allocated);
+  map_->MarkDirty(v, object, first, allocated);
   return absl::OkStatus();
 }
 

@@ -105,6 +105,17 @@ void CacheNode::AddVdiGauges(const v1::VdiGeometry& vdi) {
         return -1.0;
       });
   registry_->AddCallbackGauge(
+      "ringcache_vdi_admission_victim_frequency",
+      "Frequency gate (sieve(freq=1)): mean estimated recent accesses of the VDI's recent "
+      "victims, the bar a first read miss must pass by the margin; -1 without the gate or "
+      "before the VDI's first eviction.",
+      lb, [this, id = vdi.vdi_id()] {
+        for (const auto& p : map_->VdiStats()) {
+          if (p.vdi == id) return p.admit_bar;
+        }
+        return -1.0;
+      });
+  registry_->AddCallbackGauge(
       "ringcache_vdi_oldest_dirty_seconds",
       "How long the VDI's oldest dirty block on this node has waited for its destage.", lb,
       [this, id = vdi.vdi_id()] {

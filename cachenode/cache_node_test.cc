@@ -419,6 +419,26 @@ TEST_F(CacheNodeTest, WriteZeroesAndTrim) {
   EXPECT_EQ(alloc, (std::vector<bool>{true, false, true, true}));  // block 1 wholly zeroed
 }
 
+// Block status of a cached hole: a block never written, read (and cached, as zeros, by a policy
+// that admits every miss), is still a hole; a written one is allocated while only the cache has
+// it, and after its destage.
+TEST_F(CacheNodeTest, ACachedHoleIsStillReportedUnallocated) {
+  config_.policy = "vbq+lru";  // every read miss admitted
+  ASSERT_NO_FATAL_FAILURE(Start());
+  const std::string zeros(2 * kBs, '\0');
+  ASSERT_EQ(Read(0, 2 * kBs), zeros);
+  ASSERT_EQ(Read(0, 2 * kBs), zeros);
+  EXPECT_EQ(node_->cached_blocks(), 2u);
+  ASSERT_TRUE(Write(3 * kBs, Pattern(4, kBs)).ok());
+  std::vector<bool> alloc;
+  ASSERT_TRUE(node_->Allocation(1, 0, 0, 4 * kBs, &alloc).ok());
+  EXPECT_EQ(alloc, (std::vector<bool>{false, false, false, true}));
+  ASSERT_TRUE(node_->Flush(0).ok());
+  EXPECT_EQ(node_->dirty_blocks(), 0u);
+  ASSERT_TRUE(node_->Allocation(1, 0, 0, 4 * kBs, &alloc).ok());
+  EXPECT_EQ(alloc, (std::vector<bool>{false, false, false, true}));
+}
+
 TEST_F(CacheNodeTest, IdleNodeDestagesByItself) {
   config_.idle_ops_per_s = 1;
   config_.idle_window_ms = 100;

@@ -65,21 +65,26 @@ void SieveAdmission::ExpireProbation() {
 void SieveAdmission::OnEvicted(const BlockKey& key) {
   if (sketch_ == nullptr) return;
   const auto f = static_cast<uint8_t>(sketch_->Estimate(key));
-  if (victims_.size() < kVictims) {
-    victims_.push_back(f);
-    return;
+  Victims& v = victims_[key.vdi];
+  if (v.ring.size() < kVictims) {
+    v.ring.push_back(f);
+  } else {
+    v.sum -= v.ring[v.next];
+    v.ring[v.next] = f;
+    v.next = (v.next + 1) % kVictims;
   }
-  victims_[victim_next_] = f;
-  victim_next_ = (victim_next_ + 1) % kVictims;
+  v.sum += f;
 }
 
 bool SieveAdmission::PassesFrequencyGate(const BlockKey& key) {
-  // Nothing evicted yet: the cache has room, and a block admitted displaces nothing.
-  if (victims_.empty()) return true;
+  // Nothing of the VDI evicted yet: its queue has room, and a block admitted displaces nothing
+  // of its own.
+  auto it = victims_.find(key.vdi);
+  if (it == victims_.end()) return true;
   // TinyLFU admits a block more frequent than the victim it replaces; VBQ's rounds choose
   // victims after admission, so the comparison is with a victim of the recent past instead.
-  const uint32_t bar =
-      victims_[static_cast<size_t>(NextDraw() * static_cast<double>(victims_.size()))];
+  const std::vector<uint8_t>& ring = it->second.ring;
+  const uint32_t bar = ring[static_cast<size_t>(NextDraw() * static_cast<double>(ring.size()))];
   return static_cast<double>(sketch_->Estimate(key)) > bar + config_.margin;
 }
 
@@ -148,7 +153,8 @@ size_t SieveAdmission::MetadataBytes() const {
          tuners_.capacity() * (sizeof(uint32_t) + sizeof(RegretTuner) + 1) +
          probation_.capacity() * (sizeof(BlockKey) + sizeof(uint64_t) + 1) +
          probation_order_.size() * sizeof(std::pair<uint64_t, BlockKey>) +
-         (sketch_ != nullptr ? sketch_->MemoryBytes() : 0) + victims_.capacity();
+         (sketch_ != nullptr ? sketch_->MemoryBytes() : 0) +
+         victims_.capacity() * (sizeof(uint32_t) + sizeof(Victims) + kVictims + 1);
 }
 
 void SieveAdmission::AnnotateVdiStats(absl::Span<VdiStats> rows) const {
@@ -157,6 +163,9 @@ void SieveAdmission::AnnotateVdiStats(absl::Span<VdiStats> rows) const {
       row.admit_first = it->second.fraction();
     }
     if (auto it = tuners_.find(row.vdi); it != tuners_.end()) row.admit_first = it->second.fraction();
+    if (auto it = victims_.find(row.vdi); it != victims_.end()) {
+      row.admit_bar = static_cast<double>(it->second.sum) / static_cast<double>(it->second.ring.size());
+    }
   }
 }
 

@@ -25,7 +25,7 @@
 // With `freq=1` (issue 37, our extension after TinyLFU's admission rule, freq_sketch.h) a first
 // read miss is also admitted at once when a frequency sketch of every access says its block is
 // clearly more popular than what the cache evicts now: its estimate exceeds that of a recent
-// victim (drawn from the last kVictims evictions) by more than `margin`. The bar follows the
+// victim of its VDI (drawn from the VDI's last kVictims evictions) by more than `margin`. The bar follows the
 // cache: a small cache evicts blocks that were read often, a large one blocks read once, so the
 // same rule admits less in the first and more in the second. Blocks the sketch does not vouch
 // for still go through the sieve.
@@ -116,11 +116,15 @@ class SieveAdmission final : public Admission {
   std::deque<std::pair<uint64_t, BlockKey>> probation_order_;
   uint64_t clock_ = 0;  // accesses seen (kGhost)
   uint64_t draws_ = 0;  // the pseudo-random sequence's position
-  // With freq: the sketch of every access, and the estimates of the last kVictims victims (a
-  // ring, oldest overwritten first).
+  // With freq: the sketch of every access, and per VDI the estimates of its last kVictims
+  // victims (a ring, oldest overwritten first) and their sum.
+  struct Victims {
+    std::vector<uint8_t> ring;
+    size_t next = 0;
+    uint32_t sum = 0;
+  };
   std::unique_ptr<FreqSketch> sketch_;
-  std::vector<uint8_t> victims_;
-  size_t victim_next_ = 0;
+  absl::flat_hash_map<uint32_t, Victims> victims_;
 };
 
 }  // namespace ringcache::policy

@@ -89,6 +89,9 @@ struct VdiStats {
   double upper = 0;         // U_i (eq. 4)
   double lower = 0;         // D_i (eq. 5, see cachenode/policy/README.md)
   double admit_first = -1;  // adaptive sieve: fraction of first read misses admitted; -1: none
+  // Frequency gate (sieve(freq=1)): mean sketch estimate of the VDI's recent victims, the bar a
+  // first miss must pass by the margin; -1: no gate, or nothing of the VDI evicted yet.
+  double admit_bar = -1;
 };
 
 // A whole cache configuration (admission + space + order + victim choice + tiers) behind one

@@ -124,10 +124,10 @@ vbq() {
     --size 5%,20% --occupancy
 }
 
-# E7: the default policy against LRU, ARC, S3-FIFO and the first default, on five workloads.
+# E7: the default policy against LRU, ARC, S3-FIFO and the previous default, on five workloads.
 default() {
   echo "## E7 The default policy: hits of the best online policy, SSD writes well below LRU's"
-  local NEW="vbq(share=utility)+s3fifo+sieve+lcr" OLD="vbq+lru+sieve+lcr"
+  local NEW="vbq(share=utility)+s3fifo+sieve(freq=1)+lcr" OLD="vbq(share=utility)+s3fifo+sieve+lcr"
   local P="${E7_POLICIES:-lru,arc,s3fifo,$OLD,$NEW}"
   local C="policy,size_blocks,hit%,gap:arc|s3fifo,ssd_writes,ssd_writes/lru"
   # E7b and E7d, which E7f runs again with the node's tiers.

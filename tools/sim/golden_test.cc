@@ -70,7 +70,8 @@ const std::vector<std::string>& Policies() {
       "lru",       "fifo",         "arc",           "s3fifo",           "cflru",
       "lru+sieve", "vbq+lru",      "vbq+lru+sieve", "vbq+lru+sieve+lcr", "lru+lcr",
       "fifo+rpac", "lru+rpac",     "lru+cmf",       "lru+seqcut",        "iarc",
-      "garc",      "uarc",         "opt",           policy::kDefaultPolicy};
+      "garc",      "uarc",         "opt",           policy::kPreviousDefaultPolicy,
+      policy::kDefaultPolicy};
   return *p;
 }
 

@@ -217,6 +217,9 @@ std::string FormatJson(const SimResult& r, const ReportOptions& options) {
                            s.admit_first >= 0
                                ? absl::StrCat(",\"admit_first\":", JsonDouble(s.admit_first))
                                : std::string(),
+                           s.admit_bar >= 0
+                               ? absl::StrCat(",\"admit_bar\":", JsonDouble(s.admit_bar))
+                               : std::string(),
                            "}")
             : std::string(),
         "}"));

@@ -356,6 +356,7 @@ class Replay {
       v.queue_upper = q.upper;
       v.queue_lower = q.lower;
       v.admit_first = q.admit_first;
+      v.admit_bar = q.admit_bar;
     }
 #endif
   }

@@ -98,6 +98,7 @@ struct VdiStats {
   double queue_upper = 0;       // U_i
   double queue_lower = 0;       // D_i
   double admit_first = -1;      // adaptive sieve: first read misses admitted (-1: none)
+  double admit_bar = -1;        // frequency gate: mean estimate of recent victims (-1: none)
 };
 
 struct SimResult {
