@@ -21,7 +21,7 @@ uint64_t KeyHash(const BlockKey& key) {
 
 FreqSketch::FreqSketch(size_t capacity, uint64_t sample) {
   uint64_t width = 64;
-  while (width < capacity) width <<= 1;
+  while (width < 4 * uint64_t{capacity}) width <<= 1;
   mask_ = width - 1;
   table_.assign(kRows * width / 2, 0);
   sample_ = sample > 0 ? sample : std::max<uint64_t>(64, 10 * uint64_t{capacity});

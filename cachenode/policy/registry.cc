@@ -302,7 +302,8 @@ absl::StatusOr<std::unique_ptr<Admission>> BuildAdmission(const Component* c,
           p.Word("adapt", {"0", "false", "1", "true", "ghost"}, &adapt),
           p.Double("budget", &cfg.climber.budget), p.Uint("window", &cfg.climber.window),
           p.Double("start", &cfg.climber.initial), p.Uint("horizon", &cfg.horizon),
-          p.Bool("freq", &cfg.freq), p.Double("margin", &cfg.margin)}) {
+          p.Bool("freq", &cfg.freq), p.Double("margin", &cfg.margin),
+          p.UintAs("region", &cfg.region)}) {
       if (!s.ok()) return s;
     }
     cfg.adapt = adapt < 2   ? SieveConfig::Adapt::kOff

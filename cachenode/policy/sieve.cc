@@ -12,6 +12,9 @@ absl::Status SieveConfig::Validate() const {
     return absl::InvalidArgumentError("sieve: margin must be in [0, 15]");
   }
   if (freq && capacity == 0) return absl::InvalidArgumentError("sieve: freq needs a capacity");
+  if ((region & (region - 1)) != 0 || region > (1u << 20)) {
+    return absl::InvalidArgumentError("sieve: region must be 0 or a power of two up to 2^20");
+  }
   switch (adapt) {
     case Adapt::kOff:
       return absl::OkStatus();
@@ -26,7 +29,16 @@ absl::Status SieveConfig::Validate() const {
 
 SieveAdmission::SieveAdmission(const SieveConfig& config)
     : config_(config), lru_(config.length) {
-  if (config.freq) sketch_ = std::make_unique<FreqSketch>(config.capacity);
+  if (!config.freq) return;
+  sketch_ = std::make_unique<FreqSketch>(config.capacity);
+  if (config.region > 1) {
+    while ((1u << region_shift_) < config.region) ++region_shift_;
+    // Fewer keys than blocks (regions that are re-referenced), aged every ten capacities of
+    // regions: a region's count is about its recent past, as a hot spot's needs.
+    const size_t regions = std::max<size_t>(64, config.capacity / config.region);
+    region_sketch_ = std::make_unique<FreqSketch>(std::max<size_t>(64, config.capacity / 16),
+                                                  10 * uint64_t{regions});
+  }
 }
 
 AdmitClimber& SieveAdmission::ClimberOf(uint32_t vdi) {
@@ -65,12 +77,16 @@ void SieveAdmission::ExpireProbation() {
 void SieveAdmission::OnEvicted(const BlockKey& key) {
   if (sketch_ == nullptr) return;
   const auto f = static_cast<uint8_t>(sketch_->Estimate(key));
+  const auto r =
+      static_cast<uint8_t>(region_sketch_ ? region_sketch_->Estimate(RegionOf(key)) : 0);
   Victims& v = victims_[key.vdi];
-  if (v.ring.size() < kVictims) {
-    v.ring.push_back(f);
+  if (v.block.size() < kVictims) {
+    v.block.push_back(f);
+    v.region.push_back(r);
   } else {
-    v.sum -= v.ring[v.next];
-    v.ring[v.next] = f;
+    v.sum -= v.block[v.next];
+    v.block[v.next] = f;
+    v.region[v.next] = r;
     v.next = (v.next + 1) % kVictims;
   }
   v.sum += f;
@@ -83,13 +99,23 @@ bool SieveAdmission::PassesFrequencyGate(const BlockKey& key) {
   if (it == victims_.end()) return true;
   // TinyLFU admits a block more frequent than the victim it replaces; VBQ's rounds choose
   // victims after admission, so the comparison is with a victim of the recent past instead.
-  const std::vector<uint8_t>& ring = it->second.ring;
-  const uint32_t bar = ring[static_cast<size_t>(NextDraw() * static_cast<double>(ring.size()))];
-  return static_cast<double>(sketch_->Estimate(key)) > bar + config_.margin;
+  const Victims& v = it->second;
+  const auto draw = [&] {
+    return static_cast<size_t>(NextDraw() * static_cast<double>(v.block.size()));
+  };
+  if (sketch_->Estimate(key) > v.block[draw()] + config_.margin) return true;
+  return region_sketch_ != nullptr &&
+         region_sketch_->Estimate(RegionOf(key)) > v.region[draw()] + config_.margin;
 }
 
 void SieveAdmission::OnAccess(const Access& access, bool hit) {
-  if (sketch_ != nullptr) sketch_->Increment(access.key);
+  if (sketch_ != nullptr) {
+    // A re-reference (the block seen before) counts for its region.
+    if (region_sketch_ != nullptr && sketch_->Estimate(access.key) > 0) {
+      region_sketch_->Increment(RegionOf(access.key));
+    }
+    sketch_->Increment(access.key);
+  }
   switch (config_.adapt) {
     case SieveConfig::Adapt::kOff:
       return;
@@ -154,7 +180,8 @@ size_t SieveAdmission::MetadataBytes() const {
          probation_.capacity() * (sizeof(BlockKey) + sizeof(uint64_t) + 1) +
          probation_order_.size() * sizeof(std::pair<uint64_t, BlockKey>) +
          (sketch_ != nullptr ? sketch_->MemoryBytes() : 0) +
-         victims_.capacity() * (sizeof(uint32_t) + sizeof(Victims) + kVictims + 1);
+         (region_sketch_ != nullptr ? region_sketch_->MemoryBytes() : 0) +
+         victims_.capacity() * (sizeof(uint32_t) + sizeof(Victims) + 2 * kVictims + 1);
 }
 
 void SieveAdmission::AnnotateVdiStats(absl::Span<VdiStats> rows) const {
@@ -164,7 +191,8 @@ void SieveAdmission::AnnotateVdiStats(absl::Span<VdiStats> rows) const {
     }
     if (auto it = tuners_.find(row.vdi); it != tuners_.end()) row.admit_first = it->second.fraction();
     if (auto it = victims_.find(row.vdi); it != victims_.end()) {
-      row.admit_bar = static_cast<double>(it->second.sum) / static_cast<double>(it->second.ring.size());
+      row.admit_bar = static_cast<double>(it->second.sum) /
+                      static_cast<double>(it->second.block.size());
     }
   }
 }

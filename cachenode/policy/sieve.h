@@ -25,10 +25,16 @@
 // With `freq=1` (issue 37, our extension after TinyLFU's admission rule, freq_sketch.h) a first
 // read miss is also admitted at once when a frequency sketch of every access says its block is
 // clearly more popular than what the cache evicts now: its estimate exceeds that of a recent
-// victim of its VDI (drawn from the VDI's last kVictims evictions) by more than `margin`. The bar follows the
-// cache: a small cache evicts blocks that were read often, a large one blocks read once, so the
-// same rule admits less in the first and more in the second. Blocks the sketch does not vouch
-// for still go through the sieve.
+// victim of its VDI (drawn from the VDI's last kVictims evictions) by more than `margin`. The bar
+// follows the cache: a small cache evicts blocks that were read often, a large one blocks read
+// once, so the same rule admits less in the first and more in the second.
+//
+// Or when its region is (paper 000's regional popularity, our rule): a second sketch counts the
+// re-references (accesses of a block the block sketch has seen) per region of `region` adjacent
+// blocks, aged ten times as often; a first miss in a region whose count beats a recent victim's
+// region by more than `margin` is admitted too. A hot spot that moves to new blocks is seen
+// before any of its blocks has been read twice; a scan re-references nothing and never passes.
+// Blocks neither sketch vouches for still go through the sieve.
 //
 // Thread-safety: not thread-safe; driven by one CacheDriver.
 #ifndef RINGCACHE_CACHENODE_POLICY_SIEVE_H_
@@ -69,6 +75,8 @@ struct SieveConfig {
   bool freq = false;
   double margin = 3;
   size_t capacity = 0;
+  // With freq: blocks per region of the region test (a power of two; 0: no region test).
+  uint32_t region = 64;
   absl::Status Validate() const;
 };
 
@@ -100,8 +108,11 @@ class SieveAdmission final : public Admission {
   double NextDraw();
   // Counts as wastes the first-miss admissions older than the horizon that were not read again.
   void ExpireProbation();
-  // With freq: whether the sketch vouches for `key` against a recent victim.
+  // With freq: whether the sketches vouch for `key` (or its region) against a recent victim.
   bool PassesFrequencyGate(const BlockKey& key);
+  BlockKey RegionOf(const BlockKey& key) const {
+    return BlockKey{key.vdi, key.block >> region_shift_};
+  }
 
   // Recent victims whose estimates the frequency gate draws from.
   static constexpr size_t kVictims = 256;
@@ -116,14 +127,18 @@ class SieveAdmission final : public Admission {
   std::deque<std::pair<uint64_t, BlockKey>> probation_order_;
   uint64_t clock_ = 0;  // accesses seen (kGhost)
   uint64_t draws_ = 0;  // the pseudo-random sequence's position
-  // With freq: the sketch of every access, and per VDI the estimates of its last kVictims
-  // victims (a ring, oldest overwritten first) and their sum.
+  // With freq: the sketches of every access and of re-references per region, and per VDI the
+  // estimates of its last kVictims victims and their regions (rings, oldest overwritten first;
+  // the block estimates' sum for the stats).
   struct Victims {
-    std::vector<uint8_t> ring;
+    std::vector<uint8_t> block;
+    std::vector<uint8_t> region;
     size_t next = 0;
     uint32_t sum = 0;
   };
   std::unique_ptr<FreqSketch> sketch_;
+  std::unique_ptr<FreqSketch> region_sketch_;  // null without the region test
+  uint32_t region_shift_ = 0;
   absl::flat_hash_map<uint32_t, Victims> victims_;
 };
 

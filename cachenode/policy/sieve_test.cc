@@ -69,11 +69,12 @@ TEST(SieveAdmissionTest, InDriverReadsAreSievedWritesAreCached) {
   EXPECT_EQ(cache->dirty_count(), 1u);
 }
 
-SieveConfig FreqSieve(double margin) {
+SieveConfig FreqSieve(double margin, uint32_t region = 0) {
   SieveConfig c = testing::Sieve(2, 64);
   c.freq = true;
   c.margin = margin;
   c.capacity = 4096;
+  c.region = region;
   return c;
 }
 
@@ -112,6 +113,24 @@ TEST(FrequencyGateTest, TheBarRisesWithTheVictimsPopularity) {
   EXPECT_TRUE(s.Admit(Read(2)));
 }
 
+// The region test: re-references count for their region of 64 blocks; a first miss in a region
+// read again lately passes, a scan (nothing read again) never does.
+TEST(FrequencyGateTest, AFirstMissInARegionReadAgainPasses) {
+  SieveAdmission s(FreqSieve(3, 64));
+  s.OnEvicted(BlockKey{0, 100'000});  // a victim in a region never read again: the bar 0
+  for (uint64_t b = 640; b < 644; ++b) Seen(s, b, 2);  // region 10: four re-references
+  Seen(s, 650, 1);                                      // a block of region 10 not read before
+  EXPECT_TRUE(s.Admit(Read(650)));
+  for (uint64_t b = 1280; b < 1340; ++b) Seen(s, b, 1);  // region 20: a scan
+  Seen(s, 1340, 1);
+  EXPECT_FALSE(s.Admit(Read(1340)));
+  SieveAdmission blocks_only(FreqSieve(3, 0));
+  blocks_only.OnEvicted(BlockKey{0, 100'000});
+  for (uint64_t b = 640; b < 644; ++b) Seen(blocks_only, b, 2);
+  Seen(blocks_only, 650, 1);
+  EXPECT_FALSE(blocks_only.Admit(Read(650)));
+}
+
 TEST(FrequencyGateTest, OffByDefaultAndValidated) {
   SieveConfig c = testing::Sieve(2, 64);
   EXPECT_FALSE(c.freq);
@@ -124,6 +143,8 @@ TEST(FrequencyGateTest, OffByDefaultAndValidated) {
   c = FreqSieve(-1);
   EXPECT_FALSE(c.Validate().ok());
   c = FreqSieve(16);
+  EXPECT_FALSE(c.Validate().ok());
+  c = FreqSieve(3, 48);  // not a power of two
   EXPECT_FALSE(c.Validate().ok());
   EXPECT_TRUE(FreqSieve(0).Validate().ok());
 }
@@ -158,6 +179,8 @@ TEST(FrequencyGateTest, TheDriverReportsEvictionsToTheAdmission) {
   EXPECT_TRUE(MakePolicy("lru+sieve(freq=1,margin=0)", ctx).ok());
   EXPECT_FALSE(MakePolicy("lru+sieve(freq=2)", ctx).ok());
   EXPECT_FALSE(MakePolicy("lru+sieve(freq=1,margin=20)", ctx).ok());
+  EXPECT_TRUE(MakePolicy("lru+sieve(freq=1,region=0)", ctx).ok());
+  EXPECT_FALSE(MakePolicy("lru+sieve(freq=1,region=100)", ctx).ok());
 }
 
 }  // namespace

@@ -408,11 +408,20 @@ int DoReplay(const InputFlags& in, const RunFlags& rf, const ReplayFlags& xf) {
       absl::StatusOr<ClusterLayout> layout = ReadClusterLayout(xf.gateway, exports);
       if (!layout.ok()) return ExitFor(layout.status());
       nodes = layout->ring.size();
+      // Each cache sees the cluster's VDI ids, as the node's policy does (RenamedPolicy).
+      using PolicyOr = absl::StatusOr<std::unique_ptr<policy::CachePolicy>>;
+      factory = [ids = layout->vdi_ids, inner = RegistryPolicyFactory()](
+                    const PolicyRequest& req) -> PolicyOr {
+        PolicyOr p = inner(req);
+        if (!p.ok()) return p.status();
+        return std::unique_ptr<policy::CachePolicy>(
+            std::make_unique<RenamedPolicy>(*std::move(p), ids));
+      };
       if (nodes > 1) {
         absl::StatusOr<ShardedPolicy::Route> route = RingRoute(*layout, ro.block_size);
         if (!route.ok()) return ExitFor(route.status());
         factory =
-            [one = RegistryPolicyFactory(), nodes, route = *std::move(route)](
+            [one = factory, nodes, route = *std::move(route)](
                 const PolicyRequest& req) -> absl::StatusOr<std::unique_ptr<policy::CachePolicy>> {
           std::vector<std::unique_ptr<policy::CachePolicy>> shards;
           for (size_t i = 0; i < nodes; ++i) {

@@ -54,4 +54,32 @@ void ShardedPolicy::AppendVdiStats(std::vector<policy::VdiStats>* out) const {
   for (const auto& [vdi, row] : by_vdi) out->push_back(row);
 }
 
+RenamedPolicy::RenamedPolicy(std::unique_ptr<policy::CachePolicy> inner, std::vector<uint32_t> ids)
+    : inner_(std::move(inner)), ids_(std::move(ids)) {
+  for (uint32_t v = 0; v < ids_.size(); ++v) back_[ids_[v]] = v;
+}
+
+policy::BlockKey RenamedPolicy::In(policy::BlockKey key) const {
+  if (key.vdi < ids_.size()) key.vdi = ids_[key.vdi];
+  return key;
+}
+
+uint32_t RenamedPolicy::Out(uint32_t vdi) const {
+  auto it = back_.find(vdi);
+  return it == back_.end() ? vdi : it->second;
+}
+
+void RenamedPolicy::OnAccess(const policy::Access& access, policy::Outcome* out) {
+  policy::Access renamed = access;
+  renamed.key = In(access.key);
+  inner_->OnAccess(renamed, out);
+  for (policy::Eviction& e : out->evicted) e.key.vdi = Out(e.key.vdi);
+}
+
+void RenamedPolicy::AppendVdiStats(std::vector<policy::VdiStats>* out) const {
+  const size_t first = out->size();
+  inner_->AppendVdiStats(out);
+  for (size_t i = first; i < out->size(); ++i) (*out)[i].vdi = Out((*out)[i].vdi);
+}
+
 }  // namespace ringcache::sim

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "cachenode/policy/types.h"
 
 namespace ringcache::sim {
@@ -47,6 +48,38 @@ class ShardedPolicy final : public policy::CachePolicy {
   std::vector<std::unique_ptr<policy::CachePolicy>> shards_;
   Route route_;
   std::string name_;
+};
+
+// RenamedPolicy: one cache whose VDIs are known by the live cluster's ids. The trace numbers its
+// VDIs 0, 1, 2...; the cache node its own ids. A policy that hashes the VDI into its state (the
+// frequency gate's sketches, sieve.h) collides differently under the two, so the prediction of
+// `ringcache-sim replay --gateway` runs on the node's ids: keys go in renamed and come back out
+// (evictions, per-VDI rows) under the trace's numbers.
+class RenamedPolicy final : public policy::CachePolicy {
+ public:
+  // `ids[v]` is the cluster's id of trace VDI v (VDIs without one keep their number).
+  RenamedPolicy(std::unique_ptr<policy::CachePolicy> inner, std::vector<uint32_t> ids);
+
+  std::string_view name() const override { return inner_->name(); }
+  void OnAccess(const policy::Access& access, policy::Outcome* out) override;
+  bool MarkClean(const policy::BlockKey& key) override { return inner_->MarkClean(In(key)); }
+  bool Erase(const policy::BlockKey& key) override { return inner_->Erase(In(key)); }
+  policy::Tier Lookup(const policy::BlockKey& key) const override {
+    return inner_->Lookup(In(key));
+  }
+  size_t size() const override { return inner_->size(); }
+  size_t capacity() const override { return inner_->capacity(); }
+  size_t dirty_count() const override { return inner_->dirty_count(); }
+  size_t MetadataBytes() const override { return sizeof(*this) + inner_->MetadataBytes(); }
+  void AppendVdiStats(std::vector<policy::VdiStats>* out) const override;
+
+ private:
+  policy::BlockKey In(policy::BlockKey key) const;
+  uint32_t Out(uint32_t vdi) const;
+
+  std::unique_ptr<policy::CachePolicy> inner_;
+  std::vector<uint32_t> ids_;
+  absl::flat_hash_map<uint32_t, uint32_t> back_;  // cluster id -> trace VDI
 };
 
 }  // namespace ringcache::sim
