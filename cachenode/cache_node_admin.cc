@@ -74,15 +74,17 @@ void CacheNode::AddNodeGauges() {
 
 void CacheNode::AddVdiGauges(const v1::VdiGeometry& vdi) {
   const metrics::Labels lb{{"vdi", vdi.name()}, {"node", absl::StrCat(config_.node_id)}};
-  // VBQ state (paper 002 eq. 1-5): queue length, L_m, U_i, D_i of this VDI's queue.
-  auto vbq = [this, id = vdi.vdi_id()](auto field) {
-    return [this, id, field] {
+  // One field of this VDI's row of the policy's VdiStats, or `none` without a row.
+  auto stat = [this, id = vdi.vdi_id()](auto field, double none) {
+    return [this, id, field, none] {
       for (const auto& p : map_->VdiStats()) {
         if (p.vdi == id) return static_cast<double>(p.*field);
       }
-      return 0.0;
+      return none;
     };
   };
+  // VBQ state (paper 002 eq. 1-5): queue length, L_m, U_i, D_i of this VDI's queue.
+  auto vbq = [&stat](auto field) { return stat(field, 0.0); };
   registry_->AddCallbackGauge("ringcache_vdi_queue_max_blocks",
                               "VBQ maximum queue length L_m in blocks (paper 002 eq. 2).", lb,
                               vbq(&policy::VdiStats::max_blocks));
@@ -98,23 +100,13 @@ void CacheNode::AddVdiGauges(const v1::VdiGeometry& vdi) {
       "ringcache_vdi_admission_first_miss_fraction",
       "Adaptive sieve (sieve(adapt=1)): fraction of first read misses admitted at once; -1 "
       "without it.",
-      lb, [this, id = vdi.vdi_id()] {
-        for (const auto& p : map_->VdiStats()) {
-          if (p.vdi == id) return p.admit_first;
-        }
-        return -1.0;
-      });
+      lb, stat(&policy::VdiStats::admit_first, -1.0));
   registry_->AddCallbackGauge(
       "ringcache_vdi_admission_victim_frequency",
       "Frequency gate (sieve(freq=1)): mean estimated recent accesses of the VDI's recent "
       "victims, the bar a first read miss must pass by the margin; -1 without the gate or "
       "before the VDI's first eviction.",
-      lb, [this, id = vdi.vdi_id()] {
-        for (const auto& p : map_->VdiStats()) {
-          if (p.vdi == id) return p.admit_bar;
-        }
-        return -1.0;
-      });
+      lb, stat(&policy::VdiStats::admit_bar, -1.0));
   registry_->AddCallbackGauge(
       "ringcache_vdi_oldest_dirty_seconds",
       "How long the VDI's oldest dirty block on this node has waited for its destage.", lb,

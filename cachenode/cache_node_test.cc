@@ -602,6 +602,26 @@ TEST_F(CacheNodeTest, WritersAreHeldBeforeTheDirtyCapNeverFailed) {
   EXPECT_GT(throttled, 0) << "writes above the high watermark were held back";
 }
 
+// The default's frequency gate (sieve(freq=1)) shows its bar per VDI: -1 until the VDI's first
+// eviction, then the mean estimate of its recent victims.
+TEST_F(CacheNodeTest, TheFrequencyGateShowsItsBarPerVdi) {
+  config_.policy = "vbq(share=utility)+s3fifo+sieve(freq=1)+lcr";
+  config_.ram_bytes = 0;
+  ASSERT_NO_FATAL_FAILURE(Start());
+  auto bar = [&] {
+    const std::string text = registry_.Render();
+    const size_t at = text.find("ringcache_vdi_admission_victim_frequency{");
+    EXPECT_NE(at, std::string::npos) << text;
+    return at == std::string::npos ? -2.0 : std::stod(text.substr(text.find('}', at) + 1));
+  };
+  EXPECT_EQ(bar(), -1.0);
+  // 600 blocks read once and 300 of them again: more than the 256 slots, so blocks leave.
+  for (int pass = 0; pass < 2; ++pass) {
+    for (uint64_t b = 0; b < (pass == 0 ? 600u : 300u); ++b) Read(b * kBs, kBs);
+  }
+  EXPECT_GE(bar(), 0.0);
+}
+
 TEST_F(CacheNodeTest, AVdiAtItsDirtyCapIsDestagedFirstAndItsWritersHeld) {
   // Never idle, no aging, far below the node's watermarks (60 of 256 slots): only the per-VDI
   // cap (10% = 25 blocks) can start destage. Its writers are held while its blocks go home, and
