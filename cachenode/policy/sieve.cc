@@ -12,8 +12,9 @@ absl::Status SieveConfig::Validate() const {
     return absl::InvalidArgumentError("sieve: margin must be in [0, 15]");
   }
   if (freq && capacity == 0) return absl::InvalidArgumentError("sieve: freq needs a capacity");
-  if ((region & (region - 1)) != 0 || region > (1u << 20)) {
-    return absl::InvalidArgumentError("sieve: region must be 0 or a power of two up to 2^20");
+  if (region == 1 || (region & (region - 1)) != 0 || region > (1u << 20)) {
+    return absl::InvalidArgumentError(
+        "sieve: region must be 0 (no region test) or a power of two from 2 to 2^20 blocks");
   }
   switch (adapt) {
     case Adapt::kOff:
@@ -31,7 +32,7 @@ SieveAdmission::SieveAdmission(const SieveConfig& config)
     : config_(config), lru_(config.length) {
   if (!config.freq) return;
   sketch_ = std::make_unique<FreqSketch>(config.capacity);
-  if (config.region > 1) {
+  if (config.region > 0) {
     while ((1u << region_shift_) < config.region) ++region_shift_;
     // Fewer keys than blocks (regions that are re-referenced), aged every ten capacities of
     // regions: a region's count is about its recent past, as a hot spot's needs.

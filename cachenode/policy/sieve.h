@@ -75,7 +75,7 @@ struct SieveConfig {
   bool freq = false;
   double margin = 3;
   size_t capacity = 0;
-  // With freq: blocks per region of the region test (a power of two; 0: no region test).
+  // With freq: blocks per region of the region test (a power of two from 2; 0: no region test).
   uint32_t region = 64;
   absl::Status Validate() const;
 };

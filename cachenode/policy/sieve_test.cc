@@ -146,6 +146,8 @@ TEST(FrequencyGateTest, OffByDefaultAndValidated) {
   EXPECT_FALSE(c.Validate().ok());
   c = FreqSieve(3, 48);  // not a power of two
   EXPECT_FALSE(c.Validate().ok());
+  c = FreqSieve(3, 1);  // a region of one block is the block test
+  EXPECT_FALSE(c.Validate().ok());
   EXPECT_TRUE(FreqSieve(0).Validate().ok());
 }
 
