@@ -1,6 +1,8 @@
 // SieveAdmission: see sieve.h (paper 002 §III-C).
 #include "cachenode/policy/sieve.h"
 
+#include <numeric>
+
 namespace ringcache::policy {
 
 absl::Status SieveConfig::Validate() const {
@@ -85,12 +87,10 @@ void SieveAdmission::OnEvicted(const BlockKey& key) {
     v.block.push_back(f);
     v.region.push_back(r);
   } else {
-    v.sum -= v.block[v.next];
     v.block[v.next] = f;
     v.region[v.next] = r;
     v.next = (v.next + 1) % kVictims;
   }
-  v.sum += f;
 }
 
 bool SieveAdmission::PassesFrequencyGate(const BlockKey& key) {
@@ -192,8 +192,9 @@ void SieveAdmission::AnnotateVdiStats(absl::Span<VdiStats> rows) const {
     }
     if (auto it = tuners_.find(row.vdi); it != tuners_.end()) row.admit_first = it->second.fraction();
     if (auto it = victims_.find(row.vdi); it != victims_.end()) {
-      row.admit_bar = static_cast<double>(it->second.sum) /
-                      static_cast<double>(it->second.block.size());
+      const std::vector<uint8_t>& b = it->second.block;
+      row.admit_bar = static_cast<double>(std::accumulate(b.begin(), b.end(), 0u)) /
+                      static_cast<double>(b.size());
     }
   }
 }

@@ -128,13 +128,11 @@ class SieveAdmission final : public Admission {
   uint64_t clock_ = 0;  // accesses seen (kGhost)
   uint64_t draws_ = 0;  // the pseudo-random sequence's position
   // With freq: the sketches of every access and of re-references per region, and per VDI the
-  // estimates of its last kVictims victims and their regions (rings, oldest overwritten first;
-  // the block estimates' sum for the stats).
+  // estimates of its last kVictims victims and their regions (rings, oldest overwritten first).
   struct Victims {
     std::vector<uint8_t> block;
     std::vector<uint8_t> region;
     size_t next = 0;
-    uint32_t sum = 0;
   };
   std::unique_ptr<FreqSketch> sketch_;
   std::unique_ptr<FreqSketch> region_sketch_;  // null without the region test
