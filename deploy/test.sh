@@ -26,7 +26,8 @@ SIDE_JOBS at a time; the sanitizer build goes on beside them), then the sanitize
 Environment:
   JOBS=N            build jobs (default: nproc)
   CTEST_JOBS=N      unit and sanitizer tests run side by side (default: 2)
-  SIDE_JOBS=N       cross-process and fault tests run side by side (default: 2)
+  SIDE_JOBS=N       cross-process and fault tests run side by side (default: 3; at most two
+                    of them fault runs, tests/ctest_resources.json)
   CTEST_ARGS="..."  more ctest arguments for every test stage, e.g. "-R Ring"
   ASAN=0            skip the sanitizer pass
   ASAN_BACKGROUND=0 build the sanitizer pass after the other tests instead of beside them
@@ -59,7 +60,7 @@ wants() { local l; for l in "${WANT[@]}"; do [ "$l" = "$1" ] && return 0; done; 
 
 JOBS=${JOBS:-$(nproc)}
 CTEST_JOBS=${CTEST_JOBS:-2}
-SIDE_JOBS=${SIDE_JOBS:-2}
+SIDE_JOBS=${SIDE_JOBS:-3}
 if [ "${SANITIZE:-0}" = "1" ]; then
   BUILD_DIR=${BUILD_DIR:-build-asan}
   EXTRA=(-DRINGCACHE_SANITIZE=ON)
@@ -206,12 +207,14 @@ fi
 side=()
 for l in cluster e2e fault; do if wants "$l"; then side+=("$l"); fi; done
 SIDE_PID=""
+SIDE_RESOURCES=$PWD/tests/ctest_resources.json  # the two fault slots (tests/CMakeLists.txt)
 SIDE_NAME="cross-process and fault tests"
 if [ ${#side[@]} -gt 0 ]; then
   SIDE_T0=$(now)
   echo "deploy/test.sh: == $SIDE_NAME (labels ${side[*]}, $SIDE_JOBS at a time; output at its end)"
   # shellcheck disable=SC2086
   ( cd "$BUILD_DIR" && exec ctest --output-on-failure --timeout 600 -j "$SIDE_JOBS" \
+      --resource-spec-file "$SIDE_RESOURCES" \
       -L "^($(IFS='|'; echo "${side[*]}"))\$" --output-junit "$RESULTS/cross-fault.xml" \
       ${CTEST_ARGS:-} ) > "$RESULTS/cross-fault.log" 2>&1 &
   SIDE_PID=$!
