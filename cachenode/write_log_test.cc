@@ -111,9 +111,17 @@ class WriteLogTest : public testing::CacheNodeHarness {
 
 // Concurrent appends to the same data nodes are group-committed: while one LogAppend call is in
 // flight, the appends that arrive wait and go together in the next call. Every append is still
-// acknowledged only with its own records durable, and every record lands.
-TEST_F(WriteLogTest, ConcurrentAppendsShareLogAppendCalls) {
+// acknowledged only with its own records durable, and every record lands. Over gRPC, and over
+// the log ports, where an append that finds its link idle is sent on its own thread and the
+// appends queued behind it go on in the link's next call.
+class ConcurrentAppendsTest : public WriteLogTest, public ::testing::WithParamInterface<bool> {};
+INSTANTIATE_TEST_SUITE_P(Transport, ConcurrentAppendsTest, ::testing::Values(false, true),
+                         [](const auto& info) { return info.param ? "LogPort" : "Grpc"; });
+
+TEST_P(ConcurrentAppendsTest, ShareLogAppendCalls) {
   ASSERT_NO_FATAL_FAILURE(Init(3, 2));
+  const bool ports = GetParam();
+  if (ports) pool_->ProbeAll(5000);  // the nodes announce their log ports
   constexpr int kThreads = 16, kEach = 40;
   std::atomic<int> failures{0};
   std::vector<std::thread> threads;
@@ -143,6 +151,17 @@ TEST_F(WriteLogTest, ConcurrentAppendsShareLogAppendCalls) {
   }
   EXPECT_GT(calls, 0);
   EXPECT_LT(calls, kThreads * kEach) << "no append shared a call with another";
+  const double on_port = dns_->LogPortRequests();
+  const double inline_sent =
+      registry_.GetCounter("ringcache_cachenode_log_appends_inline_total", "")->Value();
+  if (ports) {
+    EXPECT_EQ(on_port, calls) << "every call should take the log port";
+    EXPECT_GT(inline_sent, 0) << "no append found its link idle";
+    EXPECT_LT(inline_sent, calls) << "no call was handed to a link's thread";
+  } else {
+    EXPECT_EQ(on_port, 0);
+    EXPECT_EQ(inline_sent, 0);
+  }
 }
 
 // Appends take a data node's log port once the node announced it (Health, seen by ProbeAll)
@@ -163,6 +182,8 @@ TEST_F(WriteLogTest, AppendsTakeTheLogPortOnceAnnouncedAndFollowARestart) {
   pool_->ProbeAll(5000);
   append();
   EXPECT_EQ(dns_->LogPortRequests(), 2) << "both copies should take the log port";
+  // Nothing else was in flight: both went on this thread, no hand-off to a link's thread.
+  EXPECT_EQ(registry_.GetCounter("ringcache_cachenode_log_appends_inline_total", "")->Value(), 2);
 
   for (int i = 0; i < 3; ++i) dns_->StopLogPortForTest(i);
   append();  // over gRPC, after the ports failed

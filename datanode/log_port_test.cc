@@ -199,6 +199,55 @@ TEST_F(LogPortTest, AKeptConnectionTheNodeClosedIsRetriedOnAFreshOne) {
   EXPECT_EQ(Held(), 2u);
 }
 
+// An append in two halves on the caller's thread: the request goes out, the caller works, the
+// answer is read. A refusal is the node's answer and leaves the link in use; the connection is
+// the one Call uses.
+TEST_F(LogPortTest, BeginAndFinishCarryAnAppendOnTheCallersThread) {
+  LogLink link(1, "127.0.0.1", 5000);
+  link.SetPort(port_->port());
+  ASSERT_TRUE(link.BeginCall(Records(1, 2)).ok());
+  v1::LogAppendResponse resp;
+  ASSERT_TRUE(link.FinishCall(&resp).ok());
+  EXPECT_GT(resp.log_bytes(), 2u * 4096);
+  EXPECT_EQ(Held(), 2u);
+  ASSERT_TRUE(link.Call(Records(3, 1), &resp).ok());
+  ASSERT_TRUE(store_->SealLog(kWriter, 5).ok());
+  ASSERT_TRUE(link.BeginCall(Records(4, 1, /*epoch=*/4)).ok());
+  const absl::Status s = link.FinishCall(&resp);
+  EXPECT_TRUE(IsKind(s, ErrorKind::kLogSealed)) << s;
+  EXPECT_TRUE(link.usable());
+  EXPECT_EQ(Held(), 3u);
+  EXPECT_EQ(Counter("ringcache_datanode_log_port_requests_total"), 3);
+}
+
+// A begun append on a kept connection that the node closed (it restarted on the same port) is
+// sent again on a fresh one, whichever half finds the connection gone; a begin that cannot
+// connect at all fails at once and parks the link (no FinishCall follows).
+TEST_F(LogPortTest, ABegunAppendOutlivesARestartAndAFailedBeginParksTheLink) {
+  LogLink link(1, "127.0.0.1", 5000);
+  link.SetPort(port_->port());
+  v1::LogAppendResponse resp;
+  ASSERT_TRUE(link.Call(Records(1, 1), &resp).ok());
+  const int port = port_->port();
+  port_.reset();
+  StartPort(port);
+  absl::Status s = link.BeginCall(Records(2, 1));
+  ASSERT_TRUE(s.ok()) << s;
+  s = link.FinishCall(&resp);
+  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_TRUE(link.usable());
+  EXPECT_EQ(Held(), 2u);
+
+  port_.reset();
+  s = link.BeginCall(Records(3, 1));
+  if (s.ok()) s = link.FinishCall(&resp);  // the request may still fit the closed socket
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_FALSE(link.usable());
+  s = link.BeginCall(Records(3, 1));
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_EQ(Held(), 2u);
+}
+
 // Send runs the call on the link's thread and hands the answer to `done` there.
 TEST_F(LogPortTest, SendAnswersOnTheLinksThread) {
   LogLink link(1, "127.0.0.1", 5000);

@@ -59,6 +59,10 @@ absl::StatusOr<std::unique_ptr<DataNodePool>> DataNodePool::Create(const DataRin
         absl::StrCat("ringcache_", role, "_log_append_retries_total"),
         "Log appends asked again of a data node that answered UNAVAILABLE (a connection reset, "
         "a restart) because the other candidates were not enough.");
+    pool->log_inline_ = registry->GetCounter(
+        absl::StrCat("ringcache_", role, "_log_appends_inline_total"),
+        "Log appends sent on the writer's own thread (the data node's log link was idle), "
+        "without a hand-off to the link's sender thread.");
     pool->write_retries_ = registry->GetCounter(
         absl::StrCat("ringcache_", role, "_home_write_retries_total"),
         "Versioned writes home asked again of a data node that answered UNAVAILABLE (a "

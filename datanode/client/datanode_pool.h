@@ -421,6 +421,17 @@ class DataNodePool {
   // Sends the waiting appends of `node` as one call (at most kLogBatchBytes of data, at least
   // one append). REQUIRES: this thread set node->log_sending.
   void SendLogBatch(Node* node);
+  // `w` alone on `node`'s log link, sent on the calling thread, when nothing is queued or in
+  // flight there (LogLink::BeginCall): kSent when FinishLogInline must follow on this thread,
+  // kDone when the send failed and `w`'s `done` ran, kNotTaken when the link is busy or not
+  // usable (the caller uses SendLog).
+  enum class Inline { kNotTaken, kSent, kDone };
+  Inline StartLogInline(Node* node, LogWaiter* w);
+  void FinishLogInline(Node* node, LogWaiter* w);
+  // A call's end: notes the node's health, hands the appends that queued meanwhile to the next
+  // call and runs the waiters' `done`. REQUIRES: this thread set node->log_sending.
+  void EndLogCall(Node* node, const std::vector<LogWaiter*>& waiters, const grpc::Status& s,
+                  bool over_limit);
 
   metrics::Registry* registry_ = nullptr;
   std::string role_ = "cachenode";  // names the metrics
@@ -436,6 +447,7 @@ class DataNodePool {
   std::function<void(std::vector<uint32_t>*)> read_order_for_test_;
   std::function<grpc::Status(uint32_t)> log_fault_for_test_;
   metrics::Counter* log_retries_ = nullptr;
+  metrics::Counter* log_inline_ = nullptr;
   metrics::Counter* write_retries_ = nullptr;
   std::function<grpc::Status(uint32_t)> write_fault_for_test_;
 };

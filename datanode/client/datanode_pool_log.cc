@@ -31,6 +31,7 @@ namespace ringcache::datanode {
 using pool_internal::NowMs;
 using pool_internal::Seconds;
 using pool_internal::Unreachable;
+using pool_internal::InlineAppendsAllowed;
 using pool_internal::LogPortsAllowed;
 
 std::vector<uint32_t> DataNodePool::LogCandidatesIn(const View& v, uint32_t vdi, uint64_t object,
@@ -67,6 +68,7 @@ absl::StatusOr<LogAppendResult> DataNodePool::LogAppend(uint32_t vdi, uint64_t o
   struct Call {
     LogWaiter waiter;
     bool over_limit = false;
+    bool sent_inline = false;  // StartLogInline sent it: FinishLogInline reads the answer
     grpc::Status status;
   };
   absl::Status last = absl::UnavailableError("no data node to hold the log records");
@@ -99,11 +101,16 @@ absl::StatusOr<LogAppendResult> DataNodePool::LogAppend(uint32_t vdi, uint64_t o
           Observe(node, Seconds(start));
           pending.DecrementCount();
         };
-        SendLog(node, &calls[i].waiter);
+        const Inline how = StartLogInline(node, &calls[i].waiter);
+        if (how == Inline::kNotTaken) SendLog(node, &calls[i].waiter);
+        calls[i].sent_inline = how == Inline::kSent;
       }
       if (!overlapped && overlap) {  // while the first round is in flight
         overlapped = true;
         overlap();
+      }
+      for (size_t i = 0; i < want; ++i) {
+        if (calls[i].sent_inline) FinishLogInline(v->Find(ids[i]), &calls[i].waiter);
       }
       pending.Wait();
       for (size_t i = 0; i < want; ++i) {
@@ -169,7 +176,54 @@ bool BlocksOnLogPortsAllowed() {
   }();
   return allowed;
 }
+bool InlineAppendsAllowed() {
+  static const bool allowed = [] {
+    const char* t = std::getenv("RINGCACHE_LOG_TRANSPORT");
+    return t == nullptr || std::string_view(t) != "handoff";
+  }();
+  return allowed;
+}
 }  // namespace pool_internal
+
+void DataNodePool::EndLogCall(Node* node, const std::vector<LogWaiter*>& waiters,
+                              const grpc::Status& s, bool over_limit) {
+  Note(node, s);
+  // Pick the next batch before waking this one's callers: once they return, nothing may touch
+  // this pool unless other callers still wait (then it is alive).
+  bool more;
+  {
+    absl::MutexLock l(&node->log_mu);
+    more = !node->log_queue.empty();
+    if (!more) node->log_sending = false;
+  }
+  for (LogWaiter* w : waiters) w->done(s, over_limit);
+  if (more) SendLogBatch(node);
+}
+
+DataNodePool::Inline DataNodePool::StartLogInline(Node* node, LogWaiter* w) {
+  if (node->log_link == nullptr || !LogPortsAllowed() || !InlineAppendsAllowed() ||
+      log_fault_for_test_ || !node->log_link->usable()) {
+    return Inline::kNotTaken;
+  }
+  {
+    absl::MutexLock l(&node->log_mu);
+    if (node->log_sending) return Inline::kNotTaken;  // the queue is empty when nothing is sent
+    node->log_sending = true;
+  }
+  if (node->log_calls != nullptr) node->log_calls->Increment();
+  if (log_inline_ != nullptr) log_inline_->Increment();
+  if (absl::Status s = node->log_link->BeginCall(*w->req); !s.ok()) {
+    EndLogCall(node, {w}, ToGrpc(s), false);
+    return Inline::kDone;
+  }
+  return Inline::kSent;
+}
+
+void DataNodePool::FinishLogInline(Node* node, LogWaiter* w) {
+  v1::LogAppendResponse resp;
+  const absl::Status s = node->log_link->FinishCall(&resp);
+  EndLogCall(node, {w}, ToGrpc(s), resp.over_limit());
+}
 
 void DataNodePool::SendLog(Node* node, LogWaiter* w) {
   {
@@ -214,17 +268,7 @@ void DataNodePool::SendLogBatch(Node* node) {
     req = &batch->req;
   }
   auto finish = [this, node, batch](grpc::Status s) {
-    Note(node, s);
-    // Pick the next batch before waking this one's callers: once they return, nothing may
-    // touch this pool unless other callers still wait (then it is alive).
-    bool more;
-    {
-      absl::MutexLock l(&node->log_mu);
-      more = !node->log_queue.empty();
-      if (!more) node->log_sending = false;
-    }
-    for (LogWaiter* w : batch->waiters) w->done(s, batch->resp.over_limit());
-    if (more) SendLogBatch(node);
+    EndLogCall(node, batch->waiters, s, batch->resp.over_limit());
   };
   if (log_fault_for_test_) {
     if (grpc::Status injected = log_fault_for_test_(node->endpoint.id); !injected.ok()) {

@@ -140,18 +140,21 @@ absl::Status LogLink::Connect(int port) {
   return absl::OkStatus();
 }
 
-absl::Status LogLink::Exchange(wire::Op op, const std::string& payload, std::string* data,
-                               bool* answered, absl::Status* result) {
-  *answered = false;
+absl::Status LogLink::SendRequest(wire::Op op, const std::string& payload, uint64_t* tag) {
   wire::Request r;
   r.op = op;
   r.length = static_cast<uint32_t>(payload.size());
   r.timeout_ms = static_cast<uint32_t>(timeout_ms_);
-  r.tag = ++tag_;
+  r.tag = *tag = ++tag_;
   char head[wire::kRequestBytes];
   wire::EncodeRequest(r, head);
   iovec iov[2] = {{head, sizeof(head)}, {const_cast<char*>(payload.data()), payload.size()}};
-  if (absl::Status s = tls::WriteFullVOn(fd_, session_.get(), iov, 2); !s.ok()) return s;
+  return tls::WriteFullVOn(fd_, session_.get(), iov, 2);
+}
+
+absl::Status LogLink::ReadAnswer(wire::Op op, uint64_t tag, std::string* data, bool* answered,
+                                 absl::Status* result) {
+  *answered = false;
   char rhead[wire::kResponseBytes];
   bool eof_at_start = false;
   if (absl::Status s = tls::ReadFullOn(fd_, session_.get(), rhead, sizeof(rhead), &eof_at_start);
@@ -162,7 +165,7 @@ absl::Status LogLink::Exchange(wire::Op op, const std::string& payload, std::str
   *answered = true;
   wire::Response a;
   if (absl::Status s = wire::DecodeResponse(rhead, &a); !s.ok()) return s;
-  if (a.tag != r.tag) return absl::DataLossError(absl::StrCat("answer to tag ", a.tag));
+  if (a.tag != tag) return absl::DataLossError(absl::StrCat("answer to tag ", a.tag));
   if (a.data_len > (op == wire::Op::kLoadBlocks ? wire::kMaxLength : wire::kMaxMessage)) {
     return absl::DataLossError(absl::StrCat("answer of ", a.data_len, " bytes"));
   }
@@ -180,11 +183,15 @@ absl::Status LogLink::Exchange(wire::Op op, const std::string& payload, std::str
   return absl::OkStatus();
 }
 
-absl::Status LogLink::Call(const v1::LogAppendRequest& req, v1::LogAppendResponse* resp) {
-  std::string incarnation;
-  const int port = Target(&incarnation);
-  if (port == 0) return absl::UnavailableError("no log port known");
-  absl::MutexLock l(&io_mu_);
+absl::Status LogLink::Exchange(wire::Op op, const std::string& payload, std::string* data,
+                               bool* answered, absl::Status* result) {
+  *answered = false;
+  uint64_t tag = 0;
+  RC_RETURN_IF_ERROR(SendRequest(op, payload, &tag));
+  return ReadAnswer(op, tag, data, answered, result);
+}
+
+void LogLink::EncodeAppend(const v1::LogAppendRequest& req, const std::string& incarnation) {
   req.SerializeToString(&payload_);
   if (!incarnation.empty()) {
     // Serialized messages concatenate as a merge: the caller's request (shared, const) gains
@@ -193,11 +200,72 @@ absl::Status LogLink::Call(const v1::LogAppendRequest& req, v1::LogAppendRespons
     expect.set_expect_store_incarnation(incarnation);
     payload_ += expect.SerializeAsString();
   }
+}
+
+namespace {
+absl::Status Busy() { return absl::UnavailableError("log link busy with a begun append"); }
+}  // namespace
+
+absl::Status LogLink::Call(const v1::LogAppendRequest& req, v1::LogAppendResponse* resp) {
+  std::string incarnation;
+  const int port = Target(&incarnation);
+  if (port == 0) return absl::UnavailableError("no log port known");
+  absl::MutexLock l(&io_mu_);
+  if (begun_) return Busy();
+  EncodeAppend(req, incarnation);
   RC_RETURN_IF_ERROR(RoundTrip(wire::Op::kLogAppend, port, &data_));
   if (!resp->ParseFromString(data_)) {
     return absl::DataLossError("a log append answer that does not parse");
   }
   return absl::OkStatus();
+}
+
+absl::Status LogLink::BeginCall(const v1::LogAppendRequest& req) {
+  std::string incarnation;
+  bool closing = false;
+  const int port = Target(&incarnation, &closing);
+  if (port == 0 || closing) return absl::UnavailableError("no log port known");
+  absl::MutexLock l(&io_mu_);
+  if (begun_) return Busy();
+  EncodeAppend(req, incarnation);
+  begun_port_ = port;
+  for (int attempt = 0;; ++attempt) {
+    const bool reused = fd_ >= 0 && fd_port_ == port;
+    absl::Status transport = reused ? absl::OkStatus() : Connect(port);
+    if (transport.ok()) transport = SendRequest(wire::Op::kLogAppend, payload_, &begun_tag_);
+    if (transport.ok()) {
+      begun_ = true;  // the connection is this append's until FinishCall
+      begun_reused_ = reused;
+      return absl::OkStatus();
+    }
+    Close();
+    // A kept connection the node closed (it restarted): once more on a fresh one.
+    if (reused && attempt == 0 && !absl::IsDeadlineExceeded(transport)) continue;
+    return Park(port, transport);
+  }
+}
+
+absl::Status LogLink::FinishCall(v1::LogAppendResponse* resp) {
+  absl::MutexLock l(&io_mu_);
+  if (!begun_) return absl::FailedPreconditionError("FinishCall without a begun append");
+  begun_ = false;
+  bool answered = false;
+  absl::Status result;
+  absl::Status transport =
+      ReadAnswer(wire::Op::kLogAppend, begun_tag_, &data_, &answered, &result);
+  if (!transport.ok()) {
+    Close();
+    // A kept connection the node closed before it read the request: the whole append once
+    // more on a fresh one (RoundTrip parks the link if that fails too).
+    result = begun_reused_ && !answered && !absl::IsDeadlineExceeded(transport)
+                 ? RoundTrip(wire::Op::kLogAppend, begun_port_, &data_)
+                 : Park(begun_port_, transport);
+  }
+  if (result.ok() && !resp->ParseFromString(data_)) {
+    result = absl::DataLossError("a log append answer that does not parse");
+  }
+  if (payload_.capacity() > (4u << 20)) std::string().swap(payload_);  // not kept
+  return result;
 }
 
 absl::Status LogLink::CallStore(const v1::WriteBlocksRequest& req,
@@ -206,6 +274,7 @@ absl::Status LogLink::CallStore(const v1::WriteBlocksRequest& req,
   const int port = Target(&incarnation);
   if (port == 0) return absl::UnavailableError("no log port known");
   absl::MutexLock l(&io_mu_);
+  if (begun_) return Busy();
   payload_ = wire::EncodeStorePrefix(incarnation);
   if (!req.AppendToString(&payload_)) return absl::InternalError("a block write not serialized");
   RC_RETURN_IF_ERROR(RoundTrip(wire::Op::kStoreBlocks, port, &data_));
@@ -221,6 +290,10 @@ bool LogLink::TryCallLoad(const v1::ReadBlocksRequest& req, v1::ReadBlocksRespon
   bool closing = false;
   const int port = Target(&incarnation, &closing);
   if (port == 0 || closing || !io_mu_.TryLock()) return false;
+  if (begun_) {
+    io_mu_.Unlock();
+    return false;
+  }
   payload_ = wire::EncodeStorePrefix(incarnation);
   if (!req.AppendToString(&payload_)) {
     *status = absl::InternalError("a block read not serialized");
@@ -253,18 +326,22 @@ absl::Status LogLink::RoundTrip(wire::Op op, int port, std::string* data) {
     // A kept connection the node closed (it restarted) before it read the request: once more
     // on a fresh one.
     if (reused && !answered && attempt == 0 && !absl::IsDeadlineExceeded(transport)) continue;
-    {
-      absl::MutexLock m(&mu_);
-      if (!parked_ && port_ == port) {
-        parked_ = true;
-        spdlog::warn("data node {}: log port {}:{} failed ({}); its requests go over gRPC until "
-                     "the node announces its port again",
-                     node_id_, host_, port, std::string(transport.message()));
-      }
-    }
-    return absl::UnavailableError(absl::StrCat("log port of data node ", node_id_, " at ", host_,
-                                               ":", port, ": ", transport.message()));
+    return Park(port, transport);
   }
+}
+
+absl::Status LogLink::Park(int port, const absl::Status& transport) {
+  {
+    absl::MutexLock m(&mu_);
+    if (!parked_ && port_ == port) {
+      parked_ = true;
+      spdlog::warn("data node {}: log port {}:{} failed ({}); its requests go over gRPC until "
+                   "the node announces its port again",
+                   node_id_, host_, port, std::string(transport.message()));
+    }
+  }
+  return absl::UnavailableError(absl::StrCat("log port of data node ", node_id_, " at ", host_,
+                                             ":", port, ": ", transport.message()));
 }
 
 }  // namespace ringcache::datanode

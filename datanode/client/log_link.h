@@ -55,6 +55,19 @@ class LogLink {
   // Sends `req` and waits for the answer on the calling thread (the link's thread, or a test).
   absl::Status Call(const v1::LogAppendRequest& req, v1::LogAppendResponse* resp);
 
+  // An append on the calling thread, in two halves, for a link its pool found idle (nothing
+  // queued or in flight): BeginCall sends `req` and keeps the connection for its answer;
+  // FinishCall waits for the answer and frees the link. The caller works in between (a cache
+  // node's write puts its block on the SSD while the log copies travel), and no thread hand-off
+  // is paid. Not OK from BeginCall: the call is over (the link parked as by Call; FinishCall
+  // must not follow). After an OK BeginCall, FinishCall must follow; it retries a kept
+  // connection that turned out closed, as Call does. No lock is held in between (a writer
+  // begins appends on several links in any order): until FinishCall, another BeginCall, Call or
+  // Send's call on this link fails UNAVAILABLE (the pool sends one batch at a time per link, so
+  // it never meets this).
+  absl::Status BeginCall(const v1::LogAppendRequest& req);
+  absl::Status FinishCall(v1::LogAppendResponse* resp);
+
   // A block write: sends `req` (alive until `done` ran) on the link's thread and returns true,
   // unless a request is queued or in flight here already (returns false, `done` is not run:
   // the caller sends it another way). `done` runs on the link's thread, once.
@@ -78,6 +91,17 @@ class LogLink {
   absl::Status Exchange(wire::Op op, const std::string& payload, std::string* data,
                         bool* answered, absl::Status* result)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(io_mu_);
+  // Exchange's halves: the request (its tag in *tag), then the answer to `tag`.
+  absl::Status SendRequest(wire::Op op, const std::string& payload, uint64_t* tag)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(io_mu_);
+  absl::Status ReadAnswer(wire::Op op, uint64_t tag, std::string* data, bool* answered,
+                          absl::Status* result) ABSL_EXCLUSIVE_LOCKS_REQUIRED(io_mu_);
+  // payload_ as a log append (the caller's request and the store incarnation meant).
+  void EncodeAppend(const v1::LogAppendRequest& req, const std::string& incarnation)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(io_mu_);
+  // After a transport failure on `port`: parks the link (once) and returns the UNAVAILABLE
+  // error the request fails with.
+  absl::Status Park(int port, const absl::Status& transport);
   // payload_ as one request of `op` to `port`, with a second attempt on a fresh connection when
   // a kept one turned out closed; parks the link on a transport failure. The node's answer is
   // returned, its data in *data.
@@ -104,6 +128,12 @@ class LogLink {
   uint64_t tag_ ABSL_GUARDED_BY(io_mu_) = 0;
   std::string payload_ ABSL_GUARDED_BY(io_mu_);
   std::string data_ ABSL_GUARDED_BY(io_mu_);
+  // The append between BeginCall and FinishCall (begun_): its port, tag and whether it went on
+  // a kept connection.
+  bool begun_ ABSL_GUARDED_BY(io_mu_) = false;
+  int begun_port_ ABSL_GUARDED_BY(io_mu_) = 0;
+  uint64_t begun_tag_ ABSL_GUARDED_BY(io_mu_) = 0;
+  bool begun_reused_ ABSL_GUARDED_BY(io_mu_) = false;
   // The sender thread, started by the first Send (a pool that never appends starts none).
   std::unique_ptr<TaskPool> sender_ ABSL_GUARDED_BY(mu_);
   bool closing_ ABSL_GUARDED_BY(mu_) = false;  // the destructor runs: Send cancels at once

@@ -10,25 +10,35 @@
 #   appends       the same cluster with RINGCACHE_LOG_TRANSPORT=appends (appends on the log
 #                 ports, destage writes as WriteBlocks RPCs: the default until 2026-11-30);
 #   grpc          the same cluster with RINGCACHE_LOG_TRANSPORT=grpc (both as RPCs);
+#   handoff       (only when --transports names it) log ports, but every append handed to the
+#                 link's sender thread, as before 2026-11-30 (RINGCACHE_LOG_TRANSPORT=handoff;
+#                 the default sends an append on the writer's thread when its link is idle);
 # and for each the servers' CPU (utime + stime from /proc, per process kind) over the measured
 # run divided by fio's completed writes, after a 5 s warm-up. Prints a table and the ratios.
 #
 # Usage: tests/bench/write_cpu_bench.sh [--runtime S] [--rounds N] [--base-port P]
+#                                        [--iodepth Q] [--transports LIST]
 #   --runtime S    seconds per measured run (default 15)
-#   --rounds N     how many times the two cluster configurations alternate (default 1)
+#   --rounds N     how many times the cluster configurations alternate (default 1)
+#   --iodepth Q    fio's queue depth (default 16)
+#   --transports L the cluster configurations, a comma list (default log-port,appends,grpc)
 #   --base-port P  the cluster's ports (default 31000; P..P+40 must be free)
 # Environment: RINGCACHE_BIN (default <repo>/build).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 RUNTIME=15
 ROUNDS=1
+QD=16
+TRANSPORTS=log-port,appends,grpc
 BASE=31000
 while [ $# -gt 0 ]; do
   case "$1" in
     --runtime) RUNTIME=$2; shift 2 ;;
     --rounds) ROUNDS=$2; shift 2 ;;
     --base-port) BASE=$2; shift 2 ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    --iodepth) QD=$2; shift 2 ;;
+    --transports) TRANSPORTS=$2; shift 2 ;;
+    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
     *) echo "write_cpu_bench.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -60,12 +70,12 @@ HZ=$(getconf CLK_TCK)
 run() {
   local name=$1 uri=$2
   shift 2
-  fio --name=w --ioengine=nbd --uri="$uri" --rw=randwrite --bs=4k --iodepth=16 --size=1g \
+  fio --name=w --ioengine=nbd --uri="$uri" --rw=randwrite --bs=4k --iodepth="$QD" --size=1g \
     --time_based=1 --runtime=5 > /dev/null 2>&1
   local -a before=()
   local k
   for k in "$@"; do before+=("$(ticks "$k")"); done
-  fio --name=w --ioengine=nbd --uri="$uri" --rw=randwrite --bs=4k --iodepth=16 --size=1g \
+  fio --name=w --ioengine=nbd --uri="$uri" --rw=randwrite --bs=4k --iodepth="$QD" --size=1g \
     --time_based=1 --runtime="$RUNTIME" --output-format=json --output="$TMP/fio.json" > /dev/null
   local ios
   ios=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['jobs'][0]['write']['total_ios'])" "$TMP/fio.json")
@@ -83,7 +93,7 @@ run() {
   echo "$name $(echo "$total * 1000000 / $HZ / $ios" | bc -l) $(echo "$ios / $RUNTIME" | bc -l)" >> "$TMP/rows"
 }
 
-echo "write_cpu_bench: fio randwrite 4k QD16, ${RUNTIME}s after a 5 s warm-up; CPU per acknowledged write"
+echo "write_cpu_bench: fio randwrite 4k QD$QD, ${RUNTIME}s after a 5 s warm-up; CPU per acknowledged write"
 printf "%-12s %-22s %11s\n" "config" "process" "CPU/write"
 
 # The anchor: qemu-nbd, writethrough, on a raw file of the same size.
@@ -96,7 +106,7 @@ kill "$QPID"
 QPID=""
 
 for ((r = 0; r < ROUNDS; r++)); do
-  for transport in log-port appends grpc; do
+  for transport in ${TRANSPORTS//,/ }; do
     deploy/cluster.sh down --dir "$CLUSTER" > /dev/null 2>&1 || true
     rm -rf "$CLUSTER"
     env_word=""
@@ -118,12 +128,12 @@ for line in open(sys.argv[1]):
 mean = {n: (sum(c for c, _ in v) / len(v), sum(i for _, i in v) / len(v)) for n, v in rows.items()}
 q = mean["qemu-nbd-wt"]
 print()
-for n in ("log-port", "appends", "grpc"):
+for n in ("log-port", "handoff", "appends", "grpc"):
     if n in mean:
         c, i = mean[n]
         print(f"{n:10s} CPU per write {c:6.0f} us = {c / q[0]:5.2f}x qemu-nbd writethrough's "
               f"({q[0]:.0f} us); {i:6.0f} writes/s = {i / q[1]:4.2f}x its {q[1]:.0f}")
-for other in ("appends", "grpc"):
+for other in ("handoff", "appends", "grpc"):
     if "log-port" in mean and other in mean:
         print(f"log port / {other}: CPU per write {mean['log-port'][0] / mean[other][0]:.2f}x, "
               f"writes/s {mean['log-port'][1] / mean[other][1]:.2f}x")
