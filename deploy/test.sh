@@ -216,6 +216,7 @@ if [ ${#side[@]} -gt 0 ]; then
   ( cd "$BUILD_DIR" && exec ctest --output-on-failure --timeout 600 -j "$SIDE_JOBS" \
       --resource-spec-file "$SIDE_RESOURCES" \
       -L "^($(IFS='|'; echo "${side[*]}"))\$" --output-junit "$RESULTS/cross-fault.xml" \
+      --test-output-size-passed 262144 \
       ${CTEST_ARGS:-} ) > "$RESULTS/cross-fault.log" 2>&1 &
   SIDE_PID=$!
 fi

@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
-"""Prints deploy/test.sh's closing table: the wall time of each stage, then the slowest ctest
-entries of the run (from the JUnit files ctest wrote with --output-junit).
+"""Prints deploy/test.sh's closing table: the wall time of each stage, the slowest ctest
+entries of the run (from the JUnit files ctest wrote with --output-junit), and what each fault
+run did (writes acknowledged, faults injected: the checker's summary line, kept in the JUnit
+output of passed tests too). A shorter stage must not come from fewer writes under faults
+unnoticed.
 
     deploy/test_report.py STAGES_FILE [JUNIT_XML ...] [--slowest N]
 
@@ -11,6 +14,7 @@ A JUnit file that is missing (its stage did not run) is skipped.
 
 import argparse
 import os
+import re
 import sys
 import xml.etree.ElementTree as ET
 
@@ -53,7 +57,10 @@ def read_cases(paths):
                 status = "skipped"
             else:
                 status = "passed"
-            cases.append((float(case.get("time", "0") or 0), case.get("name", "?"), tag, status))
+            out = "".join(e.text or "" for e in case.iter("system-out"))
+            m = re.findall(r"fault_test: acknowledged=(\d+) faults=(\d+)", out)
+            cases.append((float(case.get("time", "0") or 0), case.get("name", "?"), tag, status,
+                          m[-1] if m else None))
     return cases
 
 
@@ -75,10 +82,16 @@ def main():
     if cases:
         cases.sort(key=lambda c: -c[0])
         print(f"  slowest {min(a.slowest, len(cases))} of {len(cases)} ctest entries:")
-        for secs, name, tag, status in cases[:a.slowest]:
+        for secs, name, tag, status, _ in cases[:a.slowest]:
             print(f"  {fmt(secs):>7}  {name:<48} {tag:<10} {status}")
+        runs = [c for c in cases if c[4] is not None]
+        if runs:
+            total = sum(int(c[4][0]) for c in runs)
+            print(f"  fault runs: {total:,} writes acknowledged under faults in all")
+            for secs, name, _, _, (acked, faults) in sorted(runs, key=lambda c: c[1]):
+                print(f"  {fmt(secs):>7}  {name:<48} {int(acked):>9,} writes, {faults} faults")
         failed = [c for c in cases if c[3] == "FAILED"]
-        for secs, name, tag, _ in failed:
+        for secs, name, tag, _, _ in failed:
             print(f"  FAILED   {name} ({tag}, {fmt(secs)})")
 
 
