@@ -64,6 +64,13 @@ class LogPortTest : public ::testing::Test {
     ASSERT_TRUE(p.ok()) << p.status();
     port_ = *std::move(p);
   }
+  // The node's log port stopped and started again on the same port number: a kept connection
+  // to it is closed.
+  void RestartOnTheSamePort() {
+    const int port = port_->port();
+    port_.reset();
+    StartPort(port);
+  }
   static v1::LogAppendRequest Records(uint64_t first, int n, uint64_t epoch = 1) {
     v1::LogAppendRequest req;
     for (int i = 0; i < n; ++i) {
@@ -190,9 +197,7 @@ TEST_F(LogPortTest, AKeptConnectionTheNodeClosedIsRetriedOnAFreshOne) {
   link.SetPort(port_->port());
   v1::LogAppendResponse resp;
   ASSERT_TRUE(link.Call(Records(1, 1), &resp).ok());
-  const int port = port_->port();
-  port_.reset();
-  StartPort(port);
+  RestartOnTheSamePort();
   const absl::Status s = link.Call(Records(2, 1), &resp);
   EXPECT_TRUE(s.ok()) << s;
   EXPECT_TRUE(link.usable());
@@ -228,9 +233,7 @@ TEST_F(LogPortTest, ABegunAppendOutlivesARestartAndAFailedBeginParksTheLink) {
   link.SetPort(port_->port());
   v1::LogAppendResponse resp;
   ASSERT_TRUE(link.Call(Records(1, 1), &resp).ok());
-  const int port = port_->port();
-  port_.reset();
-  StartPort(port);
+  RestartOnTheSamePort();
   absl::Status s = link.BeginCall(Records(2, 1));
   ASSERT_TRUE(s.ok()) << s;
   s = link.FinishCall(&resp);
