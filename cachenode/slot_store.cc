@@ -27,8 +27,9 @@ constexpr uint64_t kEntrySize = 64;
 // On-disk index entry. Plain bytes; the struct is only an encoding aid.
 struct DiskEntry {
   uint32_t magic;
-  uint8_t flags;  // bit0 used, bit1 dirty
-  uint8_t pad0[3];
+  uint8_t flags;    // bit0 used, bit1 dirty
+  uint8_t version;  // kSlotEntryFormat; 0 in entries written before it was kept (version 1)
+  uint8_t pad0[2];
   uint32_t vdi;
   uint32_t pad1;
   uint64_t block;
@@ -277,6 +278,11 @@ absl::Status SlotStore::Recover(std::vector<RecoveredSlot>* recovered, RecoveryS
         to_clear.push_back(slot);
         continue;
       }
+      // An entry of a newer layout (a newer release wrote it into a file whose superblock
+      // this release reads) is refused before anything is freed or rewritten.
+      if (const uint32_t v = e.version == 0 ? 1 : e.version; v > kSlotEntryFormat.writes) {
+        return CheckFormat(kSlotEntryFormat, v, absl::StrCat(path_, " (slot ", slot, ")"));
+      }
       by_key[SlotKey{e.vdi, e.block}].push_back({slot, e});
     }
   }
@@ -369,6 +375,7 @@ absl::Status SlotStore::WriteEntry(uint32_t slot, const Meta& m) {
   DiskEntry e{};
   e.magic = kEntryMagic;
   e.flags = static_cast<uint8_t>(1 | (m.dirty ? 2 : 0));
+  e.version = static_cast<uint8_t>(kSlotEntryFormat.writes);
   e.vdi = m.key.vdi;
   e.block = m.key.block;
   e.seq = m.seq;

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "common/checksum.h"
+#include "common/formats.h"
 #include "gtest/gtest.h"
 
 namespace ringcache::cachenode {
@@ -299,6 +300,52 @@ TEST_F(SlotStoreTest, VersionOneStoreGetsAnIdentityAndKeepsItsBlocks) {
   auto s = Open();
   ASSERT_NE(s, nullptr);
   EXPECT_EQ(s->incarnation(), id);
+}
+
+// Each index entry says its layout version (byte 5); an entry of an older release (0 there) is
+// read as version 1, and one of a newer version is refused naming the versions.
+TEST_F(SlotStoreTest, IndexEntriesSayTheirVersionAndANewerOneIsRefused) {
+  {
+    auto s = Open();
+    const uint32_t slot = *s->Allocate();
+    ASSERT_TRUE(s->WriteSlot(slot, SlotKey{1, 9}, true, Block('e').data(), 7, 3).ok());
+    ASSERT_TRUE(s->Sync().ok());
+  }
+  // Finds the one used entry and rewrites its version byte (with the entry's checksum).
+  auto set_version = [&](uint8_t v) -> uint8_t {
+    int fd = ::open(path_.c_str(), O_RDWR);
+    char e[64];
+    off_t at = 4096;
+    for (;; at += 64) {
+      EXPECT_EQ(::pread(fd, e, sizeof(e), at), 64);
+      if (e[4] != 0) break;  // flags: used
+    }
+    const uint8_t was = static_cast<uint8_t>(e[5]);
+    e[5] = static_cast<char>(v);
+    const uint64_t sum = BlockChecksum(e, 56);
+    std::memcpy(e + 56, &sum, 8);
+    EXPECT_EQ(::pwrite(fd, e, sizeof(e), at), 64);
+    ::close(fd);
+    return was;
+  };
+  EXPECT_EQ(set_version(0), kSlotEntryFormat.writes);
+  {
+    auto s = Open();  // as an older release left it
+    ASSERT_NE(s, nullptr);
+    ASSERT_EQ(recovered_.size(), 1u);
+    EXPECT_EQ(recovered_[0].key, (SlotKey{1, 9}));
+    EXPECT_TRUE(recovered_[0].dirty);
+    EXPECT_EQ(recovered_[0].log_seq, 7u);
+  }
+  set_version(static_cast<uint8_t>(kSlotEntryFormat.writes + 1));
+  auto s = SlotStore::Open({path_, 64 * 4096, 4096}, &recovered_, &stats_);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.status().message().find("slot index entry format version 3; this release reads "
+                                      "slot-entry versions 1-2"),
+            absl::string_view::npos)
+      << s.status();
+  EXPECT_EQ(set_version(2), 3) << "the refused entry was left as it was";
 }
 
 TEST_F(SlotStoreTest, ExhaustionAndRelease) {

@@ -26,11 +26,20 @@ struct Format {
 // The cache node's SSD slot file: superblock, slot headers (cachenode/slot_store.h). 1: no
 // store incarnation; 2: the incarnation and cluster stamps.
 inline constexpr Format kSlotFileFormat{"slot-file", 2, 1, "cache node SSD slot file"};
+// One slot's index entry in the slot file (cachenode/slot_store.cc): 1, entries that do not say
+// their version (the byte is 0, releases up to 0.1.0); 2, entries that say it. Releases that
+// do not know the byte ignore it, so version 2 needs no feature level.
+inline constexpr Format kSlotEntryFormat{"slot-entry", 2, 1, "cache node SSD slot index entry"};
 // The cache node's VDI table (cachenode/vdi_table.h). 1: no policy per VDI; 2: with it.
 inline constexpr Format kVdiTableFormat{"vdi-table", 2, 1, "cache node VDI table"};
 // The data node's RocksDB store (datanode/store_keys.h): the key layout and value encodings.
 // Stores of releases before the format was recorded (v0.1.0) are version 1.
 inline constexpr Format kDataStoreFormat{"datanode-store", 1, 1, "data node store"};
+// A write-back log record as the data node keeps it (datanode/store_keys.h): 1, a 24- or 32-byte
+// header (without and with the ownership epoch) that does not say its version; 2, a 40-byte
+// header that says it. 1's readers take a version 2 record for a damaged one, so version 2 is
+// written only at feature level 2 (a data node in static mode writes it always).
+inline constexpr Format kLogRecordFormat{"log-record", 2, 1, "write-back log record"};
 // The block data port's frames (common/block_wire.h), told apart by their magic ("CRD2").
 inline constexpr Format kBlockWireFormat{"block-wire", 2, 2, "block data port frames"};
 // The VDI catalog's records (coordinator/catalog.h: the gateway's file, and etcd in cluster
@@ -50,16 +59,16 @@ inline constexpr Format kNodeApiFormat{"node-api", 2, 1, "cache and data node AP
 // beside etcd's snapshot.
 inline constexpr Format kBackupFormat{"backup", 1, 1, "etcd backup manifest"};
 
-inline constexpr std::array<Format, 7> kFormats = {kSlotFileFormat, kVdiTableFormat,
-                                                   kDataStoreFormat, kBlockWireFormat,
-                                                   kVdiCatalogFormat, kNodeApiFormat,
-                                                   kBackupFormat};
+inline constexpr std::array<Format, 9> kFormats = {
+    kSlotFileFormat,   kSlotEntryFormat,  kVdiTableFormat, kDataStoreFormat, kLogRecordFormat,
+    kBlockWireFormat,  kVdiCatalogFormat, kNodeApiFormat,  kBackupFormat};
 
 // The cluster feature levels (docs/upgrades.md). A cluster runs at one level, kept in etcd and
 // raised by `ringcachectl cluster finalize` once every node supports the next one; until then
 // no node writes a format of the higher level, so the previous release can still be put back.
 //   1: the formats of 0.1.0 (a cluster that never finalized is at level 1);
-//   2: VDI I/O limits in the catalog (vdi-catalog 2).
+//   2: VDI I/O limits in the catalog (vdi-catalog 2), log records that say their version
+//      (log-record 2).
 inline constexpr uint32_t kFeatureLevel = 2;  // the highest level this release supports
 inline constexpr uint32_t kBaseFeatureLevel = 1;
 

@@ -345,6 +345,10 @@ absl::StatusOr<VdiRecord> Catalog::Create(const std::string& name, uint64_t size
   if (by_name_.contains(name)) {
     return absl::AlreadyExistsError(absl::StrCat("VDI '", name, "' already exists"));
   }
+  if (next_id_ > kMaxVdiId) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("no VDI id left to give (the highest is ", kMaxVdiId, ")"));
+  }
   VdiRecord r;
   r.geometry.set_vdi_id(next_id_++);  // not given back if the save fails: ids are cheap
   r.geometry.set_name(name);

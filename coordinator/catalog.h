@@ -63,6 +63,11 @@ struct AccessChange {
   std::string deny;
 };
 
+// The highest VDI id the catalog gives. Ids stay below 0xFF000000 so that the first byte of a
+// data node's log record (the top byte of its VDI id, big-endian) is never the mark of a
+// versioned record (datanode/store_keys.h, kLogVersionMark).
+inline constexpr uint32_t kMaxVdiId = 0xFEFFFFFF;
+
 struct VdiDefaults {
   uint32_t object_size = 4u << 20;
   uint32_t block_size = 4096;

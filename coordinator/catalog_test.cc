@@ -277,5 +277,30 @@ TEST(CatalogTest, ADeletedVdisIdIsNeverGivenAgainAlsoAfterARestart) {
   EXPECT_EQ(contents->next_id, 10u);
 }
 
+// Ids stop below FF000000: a data node's versioned log record begins with the byte FF, which the
+// top byte of a VDI id must never be (datanode/store_keys.h).
+TEST(CatalogTest, IdsStopBelowTheLogRecordsVersionMark) {
+  const std::string path = ::testing::TempDir() + "/catalog_last_ids.txt";
+  std::remove(path.c_str());
+  auto c = Catalog::Open(path, VdiDefaults{});
+  ASSERT_TRUE(c.ok());
+  MemoryStore store;
+  VdiRecord high;
+  high.geometry.set_name("high");
+  high.geometry.set_vdi_id(kMaxVdiId - 1);
+  high.geometry.set_size_bytes(1 << 20);
+  high.geometry.set_object_size(1 << 20);
+  high.geometry.set_block_size(4096);
+  high.geometry.set_replication(3);
+  ASSERT_TRUE(store.Put(high, kMaxVdiId).ok());
+  ASSERT_TRUE((*c)->AttachStore(&store).ok());
+  auto last = (*c)->Create("last", 1 << 20, 0, 0);
+  ASSERT_TRUE(last.ok()) << last.status();
+  EXPECT_EQ(last->geometry.vdi_id(), kMaxVdiId);
+  EXPECT_LT(last->geometry.vdi_id() >> 24, 0xFFu);
+  auto none = (*c)->Create("none", 1 << 20, 0, 0);
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kResourceExhausted) << none.status();
+}
+
 }  // namespace
 }  // namespace ringcache::coordinator

@@ -178,6 +178,9 @@ absl::Status Daemon::Open() {
   auto store = BlockStore::Open(store_options);
   if (!store.ok()) return absl::UnavailableError(store.status().ToString());
   store_ = *std::move(store);
+  // In a cluster, log records say their version only once the cluster's feature level is 2
+  // (Register reads it before the node takes appends); a node in static mode writes version 2.
+  if (!cfg_.etcd_endpoints.empty()) store_->SetLogRecordVersion(1);
   ready_ = std::make_unique<http_admin::ReadinessCheck>("data node", [st = store_.get()] {
     const std::string err = st->Stats().device_error;
     return err.empty() ? std::string() : "device failed: " + err;
@@ -258,6 +261,11 @@ absl::Status Daemon::Register() {
                           membership::ConnectEtcd(etcd));
       RC_RETURN_IF_ERROR(membership::CheckFeatureLevel(client.get(), cfg_.etcd_prefix,
                                                        absl::StrCat("data node ", cfg_.node_id)));
+      RC_ASSIGN_OR_RETURN(const uint32_t level,
+                          membership::ReadFeatureLevel(client.get(), cfg_.etcd_prefix));
+      store_->SetLogRecordVersion(level >= 2 ? 2 : 1);
+      spdlog::info("cluster feature level {}: log records of version {}", level,
+                   store_->log_record_version());
     }
     auto p = membership::Presence::Start(etcd, record);
     if (!p.ok()) return absl::UnavailableError(p.status().ToString());

@@ -49,6 +49,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/formats.h"
 #include "absl/synchronization/mutex.h"
 #include "ringcache/v1/common.pb.h"
 
@@ -223,6 +224,11 @@ class BlockStore {
   // Appends records atomically; each record's data must be one block of its (known) VDI and
   // match its checksum. Returns the log area's size in bytes afterwards.
   absl::StatusOr<uint64_t> LogAppend(const std::vector<LogEntry>& records);
+  // The log record version LogAppend writes (kLogRecordFormat, datanode/store_keys.h): version 2
+  // only once the cluster's feature level is 2 (the data node sets 1 below it; docs/upgrades.md).
+  // Records of either version are read whatever this says.
+  void SetLogRecordVersion(uint32_t version) { log_record_version_ = version; }
+  uint32_t log_record_version() const { return log_record_version_; }
   // Returns the records of `cache_node_id` with sequence >= from, in order, looking at up to
   // `limit` of them. *next is set to the sequence after the last one looked at; *done when
   // none remain. A record that fails its checksum (or is malformed) is not returned: its
@@ -337,6 +343,7 @@ class BlockStore {
   // (node, sequence) — only a retry does that — may be counted twice until the next Open.
   std::atomic<uint64_t> log_records_{0};
   std::atomic<uint64_t> log_bytes_{0};
+  std::atomic<uint32_t> log_record_version_{kLogRecordFormat.writes};
   // Per writer, the highest log sequence appended (or being appended) since the store opened,
   // or found in the log then: a record above it cannot be held already (LogAppend).
   absl::Mutex log_top_mu_;

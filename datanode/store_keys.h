@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "common/checksum.h"
+#include "common/formats.h"
 #include "datanode/store.h"
 
 namespace ringcache::datanode::store_keys {
@@ -142,27 +143,74 @@ inline absl::StatusOr<StoredBlock> DecodeBlock(const std::string& v, uint32_t bs
   return b;
 }
 
-// Parses log record value `v` of key `k` (12 bytes) into *e; false when the record is damaged
-// (too short, or its data fails its checksum).
-inline bool ParseLogRecord(const rocksdb::Slice& k, const rocksdb::Slice& v, bool include_data,
-                           LogEntry* e) {
-  if (k.size() != 12) return false;  // not a log key (callers check; a rotted key must not read past)
+// A log record's value (kLogRecordFormat). Version 1 did not say its version: a 24-byte header
+// (VDI 4, object 8, block 4, data checksum 8, big-endian), later 32 (+ the ownership epoch 8),
+// then the block; the two are told apart by the block's length (a power of two). Version 2 says
+// it: the byte kLogVersionMark, the version, 6 zero bytes, then version 1's 32-byte header and
+// the block. A version 1 record cannot begin with kLogVersionMark: its first byte is the top
+// byte of a VDI id, and ids stay below kMaxVdiId (coordinator/catalog.h).
+inline constexpr uint8_t kLogVersionMark = 0xFF;
+inline constexpr size_t kLogHeaderV2 = 8 + kLogHeader + 8;
+inline void EncodeLogRecord(const LogEntry& r, uint32_t version, std::string* out) {
+  out->clear();
+  out->reserve(kLogHeaderV2 + r.data.size());
+  if (version >= 2) {
+    out->push_back(static_cast<char>(kLogVersionMark));
+    out->push_back(static_cast<char>(version));
+    out->append(6, '\0');
+  }
+  PutBe32(out, r.vdi_id);
+  PutBe64(out, r.object_index);
+  PutBe32(out, r.block_index);
+  PutBe64(out, r.checksum);
+  PutBe64(out, r.epoch);
+  *out += r.data;
+}
+
+enum class LogRead {
+  kGood,
+  kDamaged,  // too short, a rotten header, or data that fails its checksum
+  kNewer,    // a version this release does not read (*version says which): not damaged
+};
+
+// Parses log record value `v` of key `k` (12 bytes) into *e (the version found in *version when
+// not null).
+inline LogRead ParseLogRecord(const rocksdb::Slice& k, const rocksdb::Slice& v, bool include_data,
+                              LogEntry* e, uint32_t* version = nullptr) {
+  if (k.size() != 12) return LogRead::kDamaged;  // not a log key (a rotted key must not read past)
   e->cache_node_id = static_cast<uint32_t>(GetBe(k.data(), 4));
   e->sequence = GetBe(k.data() + 4, 8);
-  if (v.size() < kLogHeader) return false;
-  e->vdi_id = static_cast<uint32_t>(GetBe(v.data(), 4));
-  e->object_index = GetBe(v.data() + 4, 8);
-  e->block_index = static_cast<uint32_t>(GetBe(v.data() + 12, 4));
-  e->checksum = GetBe(v.data() + 16, 8);
-  // A record with an epoch has a 32-byte header; older ones 24 (blocks are powers of two).
-  size_t header = kLogHeader;
-  if (v.size() >= kLogHeader + 8 && PowerOfTwo(v.size() - kLogHeader - 8)) {
-    header = kLogHeader + 8;
-    e->epoch = GetBe(v.data() + kLogHeader, 8);
+  const char* p = v.data();
+  size_t n = v.size();
+  uint32_t found = 1;
+  if (n >= 2 && static_cast<uint8_t>(p[0]) == kLogVersionMark) {
+    found = static_cast<uint8_t>(p[1]);
+    if (version != nullptr) *version = found;
+    if (found > kLogRecordFormat.writes) return LogRead::kNewer;
+    if (found < 2 || n < kLogHeaderV2) return LogRead::kDamaged;
+    for (int i = 2; i < 8; ++i) {
+      if (p[i] != 0) return LogRead::kDamaged;
+    }
+    p += 8;
+    n -= 8;
+  } else if (version != nullptr) {
+    *version = 1;
   }
-  if (BlockChecksum(v.data() + header, v.size() - header) != e->checksum) return false;
-  if (include_data) e->data.assign(v.data() + header, v.size() - header);
-  return true;
+  if (n < kLogHeader) return LogRead::kDamaged;
+  e->vdi_id = static_cast<uint32_t>(GetBe(p, 4));
+  e->object_index = GetBe(p + 4, 8);
+  e->block_index = static_cast<uint32_t>(GetBe(p + 12, 4));
+  e->checksum = GetBe(p + 16, 8);
+  // Version 1: a record with an epoch has a 32-byte header, older ones 24 (blocks are powers of
+  // two). Version 2 always has the epoch.
+  size_t header = kLogHeader;
+  if (found >= 2 || (n >= kLogHeader + 8 && PowerOfTwo(n - kLogHeader - 8))) {
+    header = kLogHeader + 8;
+    e->epoch = GetBe(p + kLogHeader, 8);
+  }
+  if (BlockChecksum(p + header, n - header) != e->checksum) return LogRead::kDamaged;
+  if (include_data) e->data.assign(p + header, n - header);
+  return LogRead::kGood;
 }
 
 inline std::string VersionText(const BlockVersion& v) {

@@ -52,6 +52,7 @@ absl::StatusOr<uint64_t> BlockStore::LogAppend(const std::vector<LogEntry>& reco
   std::vector<uint64_t> sizes;  // of each record's key and value
   sizes.reserve(records.size());
   std::string value;
+  const uint32_t version = log_record_version_;
   for (const LogEntry& r : records) {
     RC_ASSIGN_OR_RETURN(v1::VdiGeometry vdi, GetVdi(r.vdi_id));
     RC_RETURN_IF_ERROR(CheckRange(vdi, r.object_index, r.block_index, 1));
@@ -65,13 +66,7 @@ absl::StatusOr<uint64_t> BlockStore::LogAppend(const std::vector<LogEntry>& reco
           absl::StrCat("log record ", r.sequence, ": checksum does not match its data"));
     }
     keys.push_back(LogKey(r.cache_node_id, r.sequence));
-    value.clear();
-    PutBe32(&value, r.vdi_id);
-    PutBe64(&value, r.object_index);
-    PutBe32(&value, r.block_index);
-    PutBe64(&value, r.checksum);
-    PutBe64(&value, r.epoch);
-    value += r.data;
+    EncodeLogRecord(r, version, &value);
     sizes.push_back(keys.back().size() + value.size());
     batch.Put(log_cf_, keys.back(), value);
   }
@@ -138,7 +133,15 @@ absl::StatusOr<std::vector<LogEntry>> BlockStore::LogScan(uint32_t cache_node_id
       *next = seq + 1;
     };
     LogEntry e;
-    if (!ParseLogRecord(k, v, include_data, &e)) {
+    uint32_t version = 0;
+    const LogRead read = ParseLogRecord(k, v, include_data, &e, &version);
+    if (read == LogRead::kNewer) {
+      // A newer release wrote it (a downgrade after finalize): refused, not taken for damage.
+      return CheckFormat(kLogRecordFormat, version,
+                         absl::StrCat("log record ", e.sequence, " of cache node ",
+                                      cache_node_id));
+    }
+    if (read == LogRead::kDamaged) {
       damaged(e.sequence);
       continue;
     }

@@ -75,7 +75,7 @@ absl::StatusOr<uint64_t> BlockStore::Scrub(ScrubCursor* cursor, uint64_t budget,
     ++cursor->log_records_checked;
     if (k.size() != 12) continue;
     LogEntry e;
-    if (!ParseLogRecord(k, it->value(), false, &e)) {
+    if (ParseLogRecord(k, it->value(), false, &e) == LogRead::kDamaged) {
       ScrubFinding f;
       f.log = true;
       f.cache_node_id = e.cache_node_id;
@@ -94,7 +94,7 @@ bool BlockStore::StillDamaged(const ScrubFinding& f) const {
     const std::string key = LogKey(f.cache_node_id, f.sequence);
     if (!db_->Get(rocksdb::ReadOptions(), log_cf_, key, &value).ok()) return false;  // gone
     LogEntry e;
-    return !ParseLogRecord(key, value, false, &e);
+    return ParseLogRecord(key, value, false, &e) == LogRead::kDamaged;
   }
   auto g = GetVdi(f.vdi_id);
   if (!g.ok()) return false;  // the VDI was deleted

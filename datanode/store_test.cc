@@ -14,6 +14,7 @@
 #include "common/checksum.h"
 #include "common/errors.h"
 #include "datanode/fault_fs.h"
+#include "datanode/store_keys.h"
 #include "gtest/gtest.h"
 
 namespace ringcache::datanode {
@@ -287,6 +288,74 @@ TEST_F(StoreTest, LogAppendScanReclaim) {
   LogEntry short_rec = Rec(1, 21, 'x');
   short_rec.data.resize(10);
   EXPECT_EQ(store_->LogAppend({short_rec}).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// Log records say their version (kLogRecordFormat 2) unless the data node is told to write
+// version 1 (a cluster below feature level 2); both read back, side by side. A record of a
+// version newer than this release reads stops the scan with a message naming the versions, and
+// the scrub does not take it for damage.
+TEST_F(StoreTest, LogRecordsSayTheirVersionAndANewerOneIsRefusedNotDamaged) {
+  EXPECT_EQ(store_->log_record_version(), 2u);
+  ASSERT_TRUE(store_->LogAppend({Rec(1, 10, 'a')}).ok());
+  store_->SetLogRecordVersion(1);
+  ASSERT_TRUE(store_->LogAppend({Rec(1, 11, 'b')}).ok());
+  store_->SetLogRecordVersion(2);
+  ASSERT_TRUE(store_->LogAppend({Rec(1, 12, 'c')}).ok());
+  store_.reset();
+  // The raw values, and one record rewritten as a newer release would write it.
+  {
+    std::vector<std::string> families;
+    ASSERT_TRUE(rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(), dir_, &families).ok());
+    std::vector<rocksdb::ColumnFamilyDescriptor> descs;
+    for (const std::string& f : families) descs.emplace_back(f, rocksdb::ColumnFamilyOptions());
+    std::vector<rocksdb::ColumnFamilyHandle*> handles;
+    rocksdb::DB* raw = nullptr;
+    ASSERT_TRUE(rocksdb::DB::Open(rocksdb::DBOptions(), dir_, descs, &handles, &raw).ok());
+    std::unique_ptr<rocksdb::DB> db(raw);
+    rocksdb::ColumnFamilyHandle* log = nullptr;
+    for (size_t i = 0; i < families.size(); ++i) {
+      if (families[i] == "log") log = handles[i];
+    }
+    ASSERT_NE(log, nullptr);
+    auto value = [&](uint64_t seq) {
+      std::string v;
+      EXPECT_TRUE(db->Get(rocksdb::ReadOptions(), log, store_keys::LogKey(1, seq), &v).ok());
+      return v;
+    };
+    const std::string v10 = value(10), v11 = value(11);
+    EXPECT_EQ(v10.size(), store_keys::kLogHeaderV2 + 4096);
+    EXPECT_EQ(static_cast<uint8_t>(v10[0]), store_keys::kLogVersionMark);
+    EXPECT_EQ(v10[1], 2);
+    EXPECT_EQ(v11.size(), store_keys::kLogHeader + 8 + 4096) << "version 1: no version said";
+    EXPECT_EQ(v11[0], 0) << "the top byte of VDI 7's id";
+    std::string v12 = value(12);
+    v12[1] = 3;
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), log, store_keys::LogKey(1, 12), v12).ok());
+    for (auto* h : handles) ASSERT_TRUE(db->DestroyColumnFamilyHandle(h).ok());
+  }
+  Reopen();
+  uint64_t next = 0;
+  bool done = false;
+  std::vector<uint64_t> corrupt;
+  auto page = store_->LogScan(1, 0, 2, true, &next, &done, &corrupt);
+  ASSERT_TRUE(page.ok()) << page.status();
+  ASSERT_EQ(page->size(), 2u);
+  EXPECT_EQ((*page)[0].data, Pattern('a'));
+  EXPECT_EQ((*page)[1].data, Pattern('b'));
+  EXPECT_EQ((*page)[0].epoch, (*page)[1].epoch);
+  EXPECT_TRUE(corrupt.empty());
+  page = store_->LogScan(1, next, 2, true, &next, &done, &corrupt);
+  ASSERT_FALSE(page.ok());
+  EXPECT_EQ(page.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(page.status().message().find("log record 12 of cache node 1: write-back log record "
+                                         "format version 3; this release reads log-record "
+                                         "versions 1-2"),
+            absl::string_view::npos)
+      << page.status();
+  ScrubCursor cursor;
+  std::vector<ScrubFinding> bad;
+  while (!cursor.done) ASSERT_TRUE(store_->Scrub(&cursor, 1 << 20, &bad).ok());
+  EXPECT_TRUE(bad.empty()) << "a newer record is not damage";
 }
 
 // An append sent again (a retry after a lost answer) and a reclaim of records this node does not

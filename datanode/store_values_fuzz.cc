@@ -27,12 +27,16 @@ void LogRecord(const std::string& in) {
   const std::string value = in.substr(1 + key_len);
   for (bool include_data : {false, true}) {
     LogEntry e;
-    if (!ParseLogRecord(key, value, include_data, &e)) continue;
+    uint32_t version = 0;
+    const LogRead read = ParseLogRecord(key, value, include_data, &e, &version);
+    if (read == LogRead::kNewer) FUZZ_CHECK(version > ringcache::kLogRecordFormat.writes);
+    if (read != LogRead::kGood) continue;
     FUZZ_CHECK(key.size() == 12);
     FUZZ_CHECK(value.size() >= kLogHeader);
     const size_t header = value.size() - (include_data ? e.data.size() : 0);
     if (include_data) {
-      FUZZ_CHECK(header == kLogHeader || header == kLogHeader + 8);
+      FUZZ_CHECK(header == kLogHeader || header == kLogHeader + 8 || header == kLogHeaderV2);
+      FUZZ_CHECK((header == kLogHeaderV2) == (version == 2));
       FUZZ_CHECK(ringcache::BlockChecksum(e.data) == e.checksum);
     }
     FUZZ_CHECK(LogKey(e.cache_node_id, e.sequence) == key);
