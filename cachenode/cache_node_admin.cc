@@ -363,6 +363,8 @@ void CacheNode::Stats(uint32_t vdi, std::vector<v1::VdiCacheStats>* out) const {
       s.set_max_length(p.max_blocks);
       s.set_upper_bound(p.upper);
       s.set_lower_bound(p.lower);
+      if (p.admit_first >= 0) s.set_admit_first(p.admit_first);
+      if (p.admit_bar >= 0) s.set_admit_bar(p.admit_bar);
     }
     out->push_back(s);
   }

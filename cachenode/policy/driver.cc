@@ -234,7 +234,17 @@ size_t CacheDriver::MetadataBytes() const {
 void CacheDriver::AppendVdiStats(std::vector<VdiStats>* out) const {
   const size_t first = out->size();
   space_->AppendVdiStats(out);
-  admission_->AnnotateVdiStats(absl::MakeSpan(*out).subspan(first));
+  const absl::Span<VdiStats> rows = absl::MakeSpan(*out).subspan(first);
+  admission_->AnnotateVdiStats(rows);
+  if (vdi_rules_.empty()) return;
+  // A VDI with its own admission reports that one's state, not the node's (which may still
+  // hold some of the VDI's from before it had its own).
+  for (VdiStats& row : rows) {
+    auto it = vdi_rules_.find(row.vdi);
+    if (it == vdi_rules_.end()) continue;
+    row.admit_first = row.admit_bar = -1;
+    it->second->admission->AnnotateVdiStats(absl::MakeSpan(&row, 1));
+  }
 }
 
 }  // namespace ringcache::policy

@@ -64,6 +64,33 @@ TEST(VdiPolicyTest, SwitchKeepsBlocksAndChangesAdmission) {
   EXPECT_EQ(node->size(), 43u);
 }
 
+// A VDI's own admission reports its state in the VDI's stats row (ringcachectl stats, the
+// node's metrics), and the node's admission no longer speaks for that VDI.
+TEST(VdiPolicyTest, AVdisOwnAdmissionReportsItsState) {
+  auto node = Node("vbq+lru+sieve(adapt=1,window=100,start=0.25)", 100);
+  Outcome out;
+  for (uint64_t b = 0; b < 10; ++b) node->OnAccess(Read(b, 1), &out);
+  for (uint64_t b = 0; b < 10; ++b) node->OnAccess(Read(b, 2), &out);
+  auto admit_first = [&](uint32_t vdi) {
+    std::vector<VdiStats> rows;
+    node->AppendVdiStats(&rows);
+    for (const VdiStats& r : rows) {
+      if (r.vdi == vdi) return r.admit_first;
+    }
+    return -2.0;
+  };
+  EXPECT_DOUBLE_EQ(admit_first(1), 0.25);
+  EXPECT_DOUBLE_EQ(admit_first(2), 0.25);
+  ASSERT_TRUE(SetVdiPolicy(node.get(), 1, "lru+sieve(adapt=1,window=100,start=0.75)", Ctx(100))
+                  .ok());
+  EXPECT_EQ(admit_first(1), -1) << "the VDI's own admission has seen no miss yet";
+  node->OnAccess(Read(500, 1), &out);
+  EXPECT_DOUBLE_EQ(admit_first(1), 0.75);
+  EXPECT_DOUBLE_EQ(admit_first(2), 0.25);
+  ASSERT_TRUE(SetVdiPolicy(node.get(), 1, "arc+sieve", Ctx(100)).ok());
+  EXPECT_EQ(admit_first(1), -1) << "a sieve that does not adapt has no fraction";
+}
+
 TEST(VdiPolicyTest, SwitchKeepsTheEvictionOrder) {
   auto node = Node("vbq+lru", 20);
   Outcome out;

@@ -399,7 +399,7 @@ void AddClusterCommands(CLI::App* app, Args* a, Action* action) {
 
   CLI::App* stats = app->add_subcommand(
       "stats", "Per-VDI cache statistics: hit ratio, hits, misses, queue, L_m, U_i, D_i, "
-               "dirty bytes and the age of the oldest dirty block");
+               "dirty bytes, the age of the oldest dirty block and the admission's state");
   stats->add_option("--vdi", a->vdi, "Only this VDI (default: all)");
   stats->callback(
       [a, action] { *action = [a](const AdminSession& s) { return VdiStats(s, a->vdi); }; });

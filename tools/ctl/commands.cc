@@ -114,11 +114,22 @@ void PrintStatsJson(const v1::VdiStatsResponse& resp, std::ostream& out) {
         .Field("upper_bound", x.upper_bound())
         .Field("lower_bound", x.lower_bound())
         .Field("dirty_bytes", x.dirty_bytes())
-        .Field("oldest_dirty_ms", x.oldest_dirty_ms())
-        .EndObject();
+        .Field("oldest_dirty_ms", x.oldest_dirty_ms());
+    if (x.has_admit_first()) j.Field("admit_first", x.admit_first());
+    if (x.has_admit_bar()) j.Field("admit_bar", x.admit_bar());
+    j.EndObject();
   }
   j.EndArray();
   out << j.str() << '\n';
+}
+
+// The VDI's admission state: "62.0% first" (an adaptive sieve admits that share of first read
+// misses), "bar 1.40" (the frequency gate's bar), both, or "-".
+std::string AdmissionText(const v1::VdiCacheStats& x) {
+  std::string out;
+  if (x.has_admit_first()) out = FormatPercent(x.admit_first()) + " first";
+  if (x.has_admit_bar()) out += (out.empty() ? "bar " : ", bar ") + FormatFixed(x.admit_bar(), 2);
+  return out.empty() ? "-" : out;
 }
 
 // Queue length and L_m count cache blocks (docs/design.md §4, VBQ); U_i and D_i are fractions of
@@ -138,6 +149,7 @@ void PrintStatsTable(const v1::VdiStatsResponse& resp, std::ostream& out) {
            {"D_i", A::kRight},
            {"DIRTY", A::kRight},
            {"DIRTY_AGE", A::kRight},
+           {"ADMISSION"},
            {"POLICY"}});
   for (const auto& e : resp.vdis()) {
     const v1::VdiCacheStats& x = e.stats();
@@ -148,7 +160,7 @@ void PrintStatsTable(const v1::VdiStatsResponse& resp, std::ostream& out) {
               FormatFixed(x.upper_bound(), 3), FormatFixed(x.lower_bound(), 3),
               FormatBytes(x.dirty_bytes()),
               x.oldest_dirty_ms() > 0 ? FormatFixed(x.oldest_dirty_ms() / 1000.0, 1) + " s" : "-",
-              OrDash(x.policy())});
+              AdmissionText(x), OrDash(x.policy())});
   }
   t.Render(out);
 }

@@ -388,7 +388,7 @@ TEST_F(CtlProcessTest, StatsAndFlushAfterNbdWrites) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(std::regex_search(
       r.out, std::regex("^VDI +MODE +HIT% +RAM_HITS +SSD_HITS +MISSES +BYPASSED +QUEUE +L_m +U_i "
-                        "+D_i +DIRTY +DIRTY_AGE +POLICY\n")))
+                        "+D_i +DIRTY +DIRTY_AGE +ADMISSION +POLICY\n")))
       << r.out;
   EXPECT_TRUE(std::regex_search(r.out, std::regex("\ndemo +writeback +[0-9.]+% "))) << r.out;
   // vdi list shows the dirty bytes (1 MiB written back, not destaged yet: at most that much)
@@ -463,7 +463,8 @@ TEST_F(CtlProcessNoIdleDestageTest, InvalidateDrainUndrainAndNodeUsage) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_GE(JsonNumber(r.out, "oldest_dirty_ms"), 300) << r.out;
   r = Ctl("stats --vdi demo");
-  EXPECT_TRUE(std::regex_search(r.out, std::regex(" [0-9]+\\.[0-9] s +vbq"))) << r.out;
+  EXPECT_TRUE(std::regex_search(r.out, std::regex(" [0-9]+\\.[0-9] s +(-|bar [0-9.]+) +vbq")))
+      << r.out;
 
   // Dirty data is the only copy: invalidate refuses it unless asked to destage first.
   r = Ctl("vdi invalidate demo");
@@ -511,6 +512,19 @@ TEST_F(CtlProcessNoIdleDestageTest, InvalidateDrainUndrainAndNodeUsage) {
   ASSERT_NO_FATAL_FAILURE(QemuIo("demo", "read -P 0x7c 1M 1M"));
   ASSERT_NO_FATAL_FAILURE(QemuIo("demo", "write -P 0x8d 0 2M"));
   ASSERT_NO_FATAL_FAILURE(QemuIo("demo", "read -P 0x8d 0 2M"));
+
+  // The VDI's admission state: an adaptive sieve says the share of first read misses it admits
+  // (a fraction; the climber starts at one half and lowers it on a scan like this one).
+  r = Ctl("--json stats --vdi demo");
+  EXPECT_THAT(r.out, Not(HasSubstr("admit_first"))) << r.out;
+  r = Ctl("vdi set-policy demo 'lru+sieve(adapt=1)'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  ASSERT_NO_FATAL_FAILURE(QemuIo("demo", "read -P 0 4M 1M"));  // never written: read misses
+  r = Ctl("--json stats --vdi demo");
+  EXPECT_TRUE(std::regex_search(r.out, std::regex("\"admit_first\":(0|1|0\\.[0-9]+)[,}]")))
+      << r.out;
+  r = Ctl("stats --vdi demo");
+  EXPECT_TRUE(std::regex_search(r.out, std::regex(" [0-9.]+% first +lru\\+sieve"))) << r.out;
 }
 
 }  // namespace
