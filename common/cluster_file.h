@@ -54,7 +54,7 @@ struct ClusterFile {
   std::string data_dir = "./ringcache-cluster";
   uint32_t replication = 3;
   uint32_t block_size = 4096;
-  std::string policy = "vbq(share=utility)+s3fifo+sieve(freq=1)+lcr";  // == policy::kDefaultPolicy
+  std::string policy = "vbq(share=utility)+arc+sieve(freq=1)+lcr";  // == policy::kDefaultPolicy
   // The cache nodes' RAM/SSD placement: uarc | lru, with NAME(exclusive) (the RAM tier adds
   // capacity) and/or NAME(sieve=N) (SE-UARC); cachenode/policy/placement.h.
   std::string placement = "uarc";

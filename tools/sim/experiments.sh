@@ -127,7 +127,7 @@ vbq() {
 # E7: the default policy against LRU, ARC, S3-FIFO and the previous default, on five workloads.
 default() {
   echo "## E7 The default policy: hits of the best online policy, SSD writes well below LRU's"
-  local NEW="vbq(share=utility)+s3fifo+sieve(freq=1)+lcr" OLD="vbq(share=utility)+s3fifo+sieve+lcr"
+  local NEW="vbq(share=utility)+arc+sieve(freq=1)+lcr" OLD="vbq(share=utility)+s3fifo+sieve(freq=1)+lcr"
   local P="${E7_POLICIES:-lru,arc,s3fifo,$OLD,$NEW}"
   local C="policy,size_blocks,hit%,gap:arc|s3fifo,ssd_writes,ssd_writes/lru"
   # E7b and E7d, which E7f runs again with the node's tiers.
@@ -173,7 +173,7 @@ PY
     --policy "$P" --size 1%,5%,20%
   echo
   echo "### E7f The node's tiers: a RAM tier of 1/16 of the SSD; placement uarc, exclusive, sieved"
-  local PT="$NEW,vbq(share=utility)+s3fifo+lcr"
+  local PT="$NEW,vbq(share=utility)+arc+lcr"
   local CT="policy,size_blocks,ram_blocks,hit%,hits_ram,ssd_writes,ssd_writes/$NEW"
   for pl in uarc "uarc(exclusive)" "uarc(sieve=1)"; do
     echo
