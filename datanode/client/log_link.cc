@@ -211,7 +211,7 @@ absl::Status LogLink::Call(const v1::LogAppendRequest& req, v1::LogAppendRespons
   const int port = Target(&incarnation);
   if (port == 0) return absl::UnavailableError("no log port known");
   absl::MutexLock l(&io_mu_);
-  if (begun_) return Busy();
+  if (begun()) return Busy();
   EncodeAppend(req, incarnation);
   RC_RETURN_IF_ERROR(RoundTrip(wire::Op::kLogAppend, port, &data_));
   if (!resp->ParseFromString(data_)) {
@@ -226,15 +226,14 @@ absl::Status LogLink::BeginCall(const v1::LogAppendRequest& req) {
   const int port = Target(&incarnation, &closing);
   if (port == 0 || closing) return absl::UnavailableError("no log port known");
   absl::MutexLock l(&io_mu_);
-  if (begun_) return Busy();
+  if (begun()) return Busy();
   EncodeAppend(req, incarnation);
-  begun_port_ = port;
   for (int attempt = 0;; ++attempt) {
     const bool reused = fd_ >= 0 && fd_port_ == port;
     absl::Status transport = reused ? absl::OkStatus() : Connect(port);
     if (transport.ok()) transport = SendRequest(wire::Op::kLogAppend, payload_, &begun_tag_);
     if (transport.ok()) {
-      begun_ = true;  // the connection is this append's until FinishCall
+      begun_port_ = port;  // the connection is this append's until FinishCall
       begun_reused_ = reused;
       return absl::OkStatus();
     }
@@ -247,8 +246,8 @@ absl::Status LogLink::BeginCall(const v1::LogAppendRequest& req) {
 
 absl::Status LogLink::FinishCall(v1::LogAppendResponse* resp) {
   absl::MutexLock l(&io_mu_);
-  if (!begun_) return absl::FailedPreconditionError("FinishCall without a begun append");
-  begun_ = false;
+  if (!begun()) return absl::FailedPreconditionError("FinishCall without a begun append");
+  const int port = std::exchange(begun_port_, 0);
   bool answered = false;
   absl::Status result;
   absl::Status transport =
@@ -258,8 +257,8 @@ absl::Status LogLink::FinishCall(v1::LogAppendResponse* resp) {
     // A kept connection the node closed before it read the request: the whole append once
     // more on a fresh one (RoundTrip parks the link if that fails too).
     result = begun_reused_ && !answered && !absl::IsDeadlineExceeded(transport)
-                 ? RoundTrip(wire::Op::kLogAppend, begun_port_, &data_)
-                 : Park(begun_port_, transport);
+                 ? RoundTrip(wire::Op::kLogAppend, port, &data_)
+                 : Park(port, transport);
   }
   if (result.ok() && !resp->ParseFromString(data_)) {
     result = absl::DataLossError("a log append answer that does not parse");
@@ -274,7 +273,7 @@ absl::Status LogLink::CallStore(const v1::WriteBlocksRequest& req,
   const int port = Target(&incarnation);
   if (port == 0) return absl::UnavailableError("no log port known");
   absl::MutexLock l(&io_mu_);
-  if (begun_) return Busy();
+  if (begun()) return Busy();
   payload_ = wire::EncodeStorePrefix(incarnation);
   if (!req.AppendToString(&payload_)) return absl::InternalError("a block write not serialized");
   RC_RETURN_IF_ERROR(RoundTrip(wire::Op::kStoreBlocks, port, &data_));
@@ -290,7 +289,7 @@ bool LogLink::TryCallLoad(const v1::ReadBlocksRequest& req, v1::ReadBlocksRespon
   bool closing = false;
   const int port = Target(&incarnation, &closing);
   if (port == 0 || closing || !io_mu_.TryLock()) return false;
-  if (begun_) {
+  if (begun()) {
     io_mu_.Unlock();
     return false;
   }

@@ -102,6 +102,7 @@ class LogLink {
   // After a transport failure on `port`: parks the link (once) and returns the UNAVAILABLE
   // error the request fails with.
   absl::Status Park(int port, const absl::Status& transport);
+  bool begun() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(io_mu_) { return begun_port_ != 0; }
   // payload_ as one request of `op` to `port`, with a second attempt on a fresh connection when
   // a kept one turned out closed; parks the link on a transport failure. The node's answer is
   // returned, its data in *data.
@@ -128,9 +129,8 @@ class LogLink {
   uint64_t tag_ ABSL_GUARDED_BY(io_mu_) = 0;
   std::string payload_ ABSL_GUARDED_BY(io_mu_);
   std::string data_ ABSL_GUARDED_BY(io_mu_);
-  // The append between BeginCall and FinishCall (begun_): its port, tag and whether it went on
-  // a kept connection.
-  bool begun_ ABSL_GUARDED_BY(io_mu_) = false;
+  // The append between BeginCall and FinishCall: its port (0: none begun), tag and whether it
+  // went on a kept connection.
   int begun_port_ ABSL_GUARDED_BY(io_mu_) = 0;
   uint64_t begun_tag_ ABSL_GUARDED_BY(io_mu_) = 0;
   bool begun_reused_ ABSL_GUARDED_BY(io_mu_) = false;

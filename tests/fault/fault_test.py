@@ -2344,24 +2344,12 @@ class SideLoad:
         return self.result or "still running"
 
 
-_READ_BUFS = {}
-
-
 def read_range(h, first, count, timeout):
     """Reads blocks [first, first+count) with a deadline; returns bytes or raises."""
-    # One bytearray per size, reused (the libnbd 1.14 reference kept per request, Writer).
-    ba = _READ_BUFS.get(count)
-    if ba is None:
-        ba = _READ_BUFS[count] = bytearray(count * BLOCK)
-    buf = nbd.Buffer.from_buffer(ba)
-    cookie = h.aio_pread(buf, first * BLOCK)
-    deadline = time.monotonic() + timeout
-    while not h.aio_command_completed(cookie):
-        if time.monotonic() > deadline:
-            _READ_BUFS.pop(count, None)  # still libnbd's until the handle closes
-            raise TimeoutError(f"read of blocks {first}+{count} took over {timeout:.0f}s")
-        h.poll(200)
-    return bytes(buf.to_bytearray())
+    data = read_batch(h, [(first, count)], timeout)[0]
+    if isinstance(data, Exception):
+        raise data
+    return data
 
 
 def check_tls_enforced(cluster, vdi, log):
