@@ -96,7 +96,7 @@ void RingFollower::RaiseCacheEpoch(uint64_t epoch) {
 }
 
 absl::Status RingFollower::ApplyDataRing(const std::string& key, const std::string& value) {
-  auto ring = datanode::DecodeDataRing(value);
+  auto ring = datanode::DecodeDataRingValue(value);
   if (!ring.ok()) return absl::DataLossError(absl::StrCat(key, ": ", ring.status().message()));
   if (ring->epoch <= node_->data_ring_epoch()) return absl::OkStatus();
   absl::Status s = node_->SetDataRing(*ring);

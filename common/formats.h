@@ -55,21 +55,28 @@ inline constexpr Format kVdiCatalogFormat{"vdi-catalog", 2, 1, "VDI catalog reco
 // common/block_wire.h); a cache node sends them only to a data node that says 2.
 inline constexpr Format kNodeApiFormat{"node-api", 2, 1, "cache and data node API"};
 
+// What the cluster keeps in etcd (proto/ringcache/v1/etcd.proto; membership/etcd_value.h): 1,
+// each key's own text encoding (JSON node records, catalog lines, ring text, decimal numbers), as
+// up to 0.1.0; 2, one protobuf message (EtcdValue) that says its version. Releases before level 3
+// cannot read version 2, so it is written only at feature level 3.
+inline constexpr Format kEtcdValueFormat{"etcd-value", 2, 1, "etcd value"};
+
 // The manifest of `ringcachectl backup` (tools/ctl/backup.h): what `ringcachectl restore` reads
 // beside etcd's snapshot.
 inline constexpr Format kBackupFormat{"backup", 1, 1, "etcd backup manifest"};
 
-inline constexpr std::array<Format, 9> kFormats = {
+inline constexpr std::array<Format, 10> kFormats = {
     kSlotFileFormat,   kSlotEntryFormat,  kVdiTableFormat, kDataStoreFormat, kLogRecordFormat,
-    kBlockWireFormat,  kVdiCatalogFormat, kNodeApiFormat,  kBackupFormat};
+    kBlockWireFormat,  kVdiCatalogFormat, kNodeApiFormat,  kEtcdValueFormat, kBackupFormat};
 
 // The cluster feature levels (docs/upgrades.md). A cluster runs at one level, kept in etcd and
 // raised by `ringcachectl cluster finalize` once every node supports the next one; until then
 // no node writes a format of the higher level, so the previous release can still be put back.
 //   1: the formats of 0.1.0 (a cluster that never finalized is at level 1);
 //   2: VDI I/O limits in the catalog (vdi-catalog 2), log records that say their version
-//      (log-record 2).
-inline constexpr uint32_t kFeatureLevel = 2;  // the highest level this release supports
+//      (log-record 2);
+//   3: one versioned encoding for every value in etcd (etcd-value 2).
+inline constexpr uint32_t kFeatureLevel = 3;  // the highest level this release supports
 inline constexpr uint32_t kBaseFeatureLevel = 1;
 
 // OK when `found` is one `format`'s readers accept; otherwise kFailedPrecondition naming `where`,

@@ -19,6 +19,7 @@
 #include "absl/strings/str_split.h"
 #include "common/atomic_file.h"
 #include "common/status_macros.h"
+#include "membership/etcd_value.h"
 
 namespace ringcache::coordinator {
 namespace {
@@ -209,6 +210,59 @@ absl::StatusOr<VdiRecord> DecodeVdiLine(const std::string& line) {
   r.geometry.set_object_size(object_size);
   r.geometry.set_block_size(block_size);
   r.geometry.set_replication(replication);
+  ApplyShares(&r);
+  return r;
+}
+
+std::string EncodeVdiValue(const VdiRecord& r) {
+  if (!membership::WritesEtcdValues()) return EncodeVdiLine(r);
+  v1::EtcdValue v;
+  v1::EtcdVdi* e = v.mutable_vdi();
+  *e->mutable_geometry() = r.geometry;
+  v1::CacheMode mode = v1::WRITEBACK;
+  ParseMode(ModeName(r.mode), &mode);  // as the line says it: an unspecified mode is write-back
+  e->set_mode(mode);
+  e->set_policy(r.policy);
+  e->set_read_only(r.read_only);
+  for (const std::string& c : r.allowed_clients) e->add_allowed_clients(c);
+  for (const std::string& c : r.read_only_clients) e->add_read_only_clients(c);
+  e->set_public_export(r.public_export);
+  if (QosLimited(r.qos) || QosShares(r.qos)) *e->mutable_qos() = r.qos;
+  return membership::EncodeEtcdValue(std::move(v));
+}
+
+absl::StatusOr<VdiRecord> DecodeVdiValue(const std::string& value) {
+  if (!membership::IsEtcdValue(value)) return DecodeVdiLine(value);
+  RC_ASSIGN_OR_RETURN(v1::EtcdValue v,
+                      membership::DecodeEtcdValue(value, v1::EtcdValue::kVdi, "catalog record"));
+  const v1::EtcdVdi& e = v.vdi();
+  VdiRecord r;
+  r.geometry = e.geometry();
+  r.mode = e.mode();
+  r.policy = e.policy();
+  r.read_only = e.read_only();
+  r.allowed_clients.assign(e.allowed_clients().begin(), e.allowed_clients().end());
+  r.read_only_clients.assign(e.read_only_clients().begin(), e.read_only_clients().end());
+  r.public_export = e.public_export();
+  r.qos = e.qos();
+  const v1::VdiGeometry& g = r.geometry;
+  bool bad = r.mode < v1::WRITEBACK || r.mode > v1::PASSTHROUGH || !ValidateVdiName(g.name()).ok() ||
+             g.vdi_id() == 0 || g.block_size() == 0 || g.object_size() == 0 ||
+             g.object_size() % g.block_size() != 0 ||
+             r.policy.find_first_of(" \t\n") != std::string::npos;
+  for (const auto* list : {&r.allowed_clients, &r.read_only_clients}) {
+    for (const std::string& c : *list) bad = bad || !ValidateClientIdentity(c).ok();
+  }
+  // The limits obey the catalog line's rules: they read back the same from its `qos=` token.
+  if (const std::string token = EncodeQos(r.qos); !token.empty()) {
+    v1::VdiQos check;
+    bad = bad || !DecodeQos(token, &check) ||
+          check.SerializeAsString() != r.qos.SerializeAsString();
+  }
+  if (bad) {
+    return absl::DataLossError(absl::StrCat("malformed catalog record for VDI '", g.name(),
+                                            "' (id ", g.vdi_id(), ")"));
+  }
   ApplyShares(&r);
   return r;
 }

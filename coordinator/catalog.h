@@ -77,6 +77,11 @@ struct VdiDefaults {
 // Encodes one record as a catalog line (without newline) and back; kDataLoss if malformed.
 std::string EncodeVdiLine(const VdiRecord& r);
 absl::StatusOr<VdiRecord> DecodeVdiLine(const std::string& line);
+// A record as this process writes it to etcd: the catalog line (etcd-value 1) or, once the
+// cluster's feature level allows it, an EtcdValue (membership/etcd_value.h); and back, either
+// version (kDataLoss if malformed, kFailedPrecondition for an EtcdValue of a newer version).
+std::string EncodeVdiValue(const VdiRecord& r);
+absl::StatusOr<VdiRecord> DecodeVdiValue(const std::string& value);
 // A record's limits as its `qos=` token holds them ("ri:1000,wb:1048576,burst:500"; "" when
 // none), and back (false on a malformed token).
 std::string EncodeQos(const v1::VdiQos& qos);

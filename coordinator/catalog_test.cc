@@ -6,6 +6,7 @@
 #include <map>
 
 #include "gtest/gtest.h"
+#include "membership/etcd_value.h"
 
 namespace ringcache::coordinator {
 namespace {
@@ -80,6 +81,47 @@ TEST(CatalogLineTest, AccessRoundTripsAndOldLinesReadAsOpen) {
   EXPECT_FALSE(back->read_only_clients.empty() || DecodeVdiLine(plain + " allow_ro=").ok());
   EXPECT_FALSE(DecodeVdiLine(plain + " rx").ok());
   EXPECT_FALSE(DecodeVdiLine(plain + " allow=a,,b").ok());
+}
+
+// In etcd at feature level 3 a record is an EtcdValue (membership/etcd_value.h) with the same
+// content and the same rules as its line; lines of version 1 still read.
+TEST(CatalogLineTest, AnEtcdValueCarriesTheRecordUnderTheLinesRules) {
+  membership::ScopedClusterFeatureLevel level(membership::kEtcdValueFeatureLevel);
+  VdiRecord r;
+  r.geometry.set_vdi_id(3);
+  r.geometry.set_name("disk");
+  r.geometry.set_size_bytes(1 << 20);
+  r.geometry.set_object_size(4 << 20);
+  r.geometry.set_block_size(4096);
+  r.geometry.set_replication(3);
+  r.mode = v1::WRITEAROUND;
+  r.policy = "lru+sieve(adapt=1)";
+  r.read_only = true;
+  r.allowed_clients = {"alice", "hv-2.example"};
+  r.read_only_clients = {"carol"};
+  r.public_export = true;
+  r.qos.set_read_iops(1000);
+  r.qos.set_ssd_max_permille(400);
+  ApplyShares(&r);
+  const std::string value = EncodeVdiValue(r);
+  EXPECT_TRUE(membership::IsEtcdValue(value));
+  absl::StatusOr<VdiRecord> back = DecodeVdiValue(value);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(EncodeVdiLine(*back), EncodeVdiLine(r));
+  EXPECT_EQ(back->geometry.ssd_max_permille(), 400u);
+  back = DecodeVdiValue(EncodeVdiLine(r));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(EncodeVdiLine(*back), EncodeVdiLine(r));
+
+  VdiRecord bad = r;
+  bad.allowed_clients = {"not ok"};
+  EXPECT_TRUE(absl::IsDataLoss(DecodeVdiValue(EncodeVdiValue(bad)).status()));
+  bad = r;
+  bad.qos.set_ssd_max_permille(1001);
+  EXPECT_TRUE(absl::IsDataLoss(DecodeVdiValue(EncodeVdiValue(bad)).status()));
+  bad = r;
+  bad.geometry.set_block_size(3000);
+  EXPECT_TRUE(absl::IsDataLoss(DecodeVdiValue(EncodeVdiValue(bad)).status()));
 }
 
 TEST(CatalogTest, SetAccessIsSavedAndValidated) {

@@ -16,6 +16,7 @@
 #include "common/formats.h"
 #include "common/status_macros.h"
 #include "gateway/frontends.h"
+#include "membership/etcd_value.h"
 #include "membership/feature_level.h"
 
 namespace ringcache::coordinator {
@@ -144,10 +145,12 @@ absl::StatusOr<std::pair<uint32_t, std::string>> FinalizeFeatureLevel(
       membership::TxnResult txn,
       client->Txn({current.second ? membership::TxnCompare::ModRevisionIs(key, current.second)
                                   : membership::TxnCompare::KeyMissing(key)},
-                  {membership::TxnOp::Put(key, absl::StrCat(target))}, {}, call));
+                  {membership::TxnOp::Put(key, membership::EncodeFeatureLevelValue(target))}, {},
+                  call));
   if (!txn.succeeded) {
     return absl::AbortedError("the feature level changed while finalizing; run it again");
   }
+  membership::NoteClusterFeatureLevel(target);  // this coordinator writes its formats from now
   return std::make_pair(target, absl::StrCat("feature level raised from ", current.first, " to ",
                                              target, waiting));
 }
@@ -309,6 +312,13 @@ bool Coordinator::Lead(int64_t term) {
   // Every control step of this term carries it: nodes refuse the steps of an older one.
   router_->SetControlTerm(static_cast<uint64_t>(term));
   CatchUp();
+  // What it writes to etcd follows the cluster's feature level (membership/etcd_value.h): read
+  // it now, since a finalize on an earlier coordinator is not noted in this process.
+  if (auto level = membership::ReadFeatureLevel(etcd_, options_.prefix); !level.ok()) {
+    spdlog::warn("coordinator: cannot read the cluster feature level ({}); writing the "
+                 "formats of level {}", level.status().ToString(),
+                 membership::NotedClusterFeatureLevel());
+  }
   if (!TakeOverCacheRing(guard)) return false;  // the election resigns: another may do better
   ResumeDataRecords(guard);
   if (catalog_store_ != nullptr) catalog_store_->SetGuard(guard);

@@ -53,6 +53,7 @@
 #include "common/clock.h"
 #include "coordinator/copy_pacer.h"
 #include "coordinator/data_ring_change.h"
+#include "coordinator/etcd_state.h"
 #include "coordinator/scrub_repair.h"
 #include "datanode/client/datanode_pool.h"
 #include "gateway/router.h"
@@ -60,15 +61,6 @@
 #include "ringcache/v1/admin.pb.h"
 
 namespace ringcache::coordinator {
-
-// The operator actions not carried out yet, one "<action> <id>" line each, and back; sets
-// empty on "".
-std::string EncodeDataActions(const absl::flat_hash_set<uint32_t>& out,
-                              const absl::flat_hash_set<uint32_t>& in,
-                              const absl::flat_hash_set<uint32_t>& decommission);
-absl::Status DecodeDataActions(const std::string& text, absl::flat_hash_set<uint32_t>* out,
-                               absl::flat_hash_set<uint32_t>* in,
-                               absl::flat_hash_set<uint32_t>* decommission);
 
 class DataRebalancer {
  public:

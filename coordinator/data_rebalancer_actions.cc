@@ -24,46 +24,6 @@ namespace ringcache::coordinator {
 using datanode::DataNodeEndpoint;
 using datanode::DataRing;
 
-std::string EncodeDataActions(const absl::flat_hash_set<uint32_t>& out,
-                              const absl::flat_hash_set<uint32_t>& in,
-                              const absl::flat_hash_set<uint32_t>& decommission) {
-  std::string text;
-  auto add = [&text](const char* action, const absl::flat_hash_set<uint32_t>& ids) {
-    std::vector<uint32_t> sorted(ids.begin(), ids.end());
-    std::sort(sorted.begin(), sorted.end());
-    for (uint32_t id : sorted) absl::StrAppend(&text, action, " ", id, "\n");
-  };
-  add("out", out);
-  add("in", in);
-  add("decommission", decommission);
-  return text;
-}
-
-absl::Status DecodeDataActions(const std::string& text, absl::flat_hash_set<uint32_t>* out,
-                               absl::flat_hash_set<uint32_t>* in,
-                               absl::flat_hash_set<uint32_t>* decommission) {
-  out->clear();
-  in->clear();
-  decommission->clear();
-  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipWhitespace())) {
-    const std::vector<absl::string_view> f = absl::StrSplit(line, ' ', absl::SkipEmpty());
-    uint32_t id = 0;
-    if (f.size() != 2 || !absl::SimpleAtoi(f[1], &id)) {
-      return absl::DataLossError(absl::StrCat("bad data node action line '", line, "'"));
-    }
-    if (f[0] == "out") {
-      out->insert(id);
-    } else if (f[0] == "in") {
-      in->insert(id);
-    } else if (f[0] == "decommission") {
-      decommission->insert(id);
-    } else {
-      return absl::DataLossError(absl::StrCat("unknown data node action in '", line, "'"));
-    }
-  }
-  return absl::OkStatus();
-}
-
 void DataRebalancer::TidyActions(const DataRing& ring) {
   absl::MutexLock al(&actions_mu_);
   {

@@ -100,7 +100,7 @@ int64_t Election::Look(bool leading) {
   auto r =
       client_->Txn({TxnCompare::KeyMissing(key_),
                     TxnCompare::KeyMissing(RestoreMarkKey(options_.prefix))},
-                   {TxnOp::Put(key_, EncodeNodeRecord(registration_->record()), lease)}, {}, call);
+                   {TxnOp::Put(key_, membership::EncodeNodeValue(registration_->record()), lease)}, {}, call);
   if (!r.ok() || !r->succeeded) return 0;  // lost the race, or outcome unknown: look again
   return r->revision;
 }

@@ -5,7 +5,9 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/status_macros.h"
+#include "membership/etcd_value.h"
 #include "membership/membership.h"
 
 namespace ringcache::coordinator {
@@ -13,6 +15,46 @@ namespace ringcache::coordinator {
 std::string DataPurgeKey(const std::string& prefix) { return prefix + "/rings/data-purge"; }
 std::string DataActionsKey(const std::string& prefix) { return prefix + "/rings/data-actions"; }
 std::string VdiNextIdKey(const std::string& prefix) { return prefix + "/vdi-next-id"; }
+
+std::string EncodeDataActions(const absl::flat_hash_set<uint32_t>& out,
+                              const absl::flat_hash_set<uint32_t>& in,
+                              const absl::flat_hash_set<uint32_t>& decommission) {
+  std::string text;
+  auto add = [&text](const char* action, const absl::flat_hash_set<uint32_t>& ids) {
+    std::vector<uint32_t> sorted(ids.begin(), ids.end());
+    std::sort(sorted.begin(), sorted.end());
+    for (uint32_t id : sorted) absl::StrAppend(&text, action, " ", id, "\n");
+  };
+  add("out", out);
+  add("in", in);
+  add("decommission", decommission);
+  return text;
+}
+
+absl::Status DecodeDataActions(const std::string& text, absl::flat_hash_set<uint32_t>* out,
+                               absl::flat_hash_set<uint32_t>* in,
+                               absl::flat_hash_set<uint32_t>* decommission) {
+  out->clear();
+  in->clear();
+  decommission->clear();
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipWhitespace())) {
+    const std::vector<absl::string_view> f = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    uint32_t id = 0;
+    if (f.size() != 2 || !absl::SimpleAtoi(f[1], &id)) {
+      return absl::DataLossError(absl::StrCat("bad data node action line '", line, "'"));
+    }
+    if (f[0] == "out") {
+      out->insert(id);
+    } else if (f[0] == "in") {
+      in->insert(id);
+    } else if (f[0] == "decommission") {
+      decommission->insert(id);
+    } else {
+      return absl::DataLossError(absl::StrCat("unknown data node action in '", line, "'"));
+    }
+  }
+  return absl::OkStatus();
+}
 
 namespace {
 
@@ -44,15 +86,22 @@ absl::StatusOr<CatalogStore::Contents> EtcdCatalogStore::LoadAll() {
   Contents out;
   RC_ASSIGN_OR_RETURN(std::optional<membership::KeyValue> next,
                       client_->Get(VdiNextIdKey(prefix_)));
-  if (next.has_value() && !absl::SimpleAtoi(next->value, &out.next_id)) {
-    return absl::DataLossError(
-        absl::StrCat(VdiNextIdKey(prefix_), ": \"", next->value, "\" is no VDI id"));
+  if (next.has_value()) {
+    absl::StatusOr<uint64_t> n = membership::DecodeNumberValue(next->value, VdiNextIdKey(prefix_));
+    if (!n.ok() || *n > UINT32_MAX) {
+      return absl::DataLossError(absl::StrCat(VdiNextIdKey(prefix_), ": no VDI id (",
+                                              n.ok() ? absl::StrCat(*n) : n.status().message(),
+                                              ")"));
+    }
+    out.next_id = static_cast<uint32_t>(*n);
   }
   RC_ASSIGN_OR_RETURN(membership::RangeResult range,
                       client_->GetPrefix(membership::VdisPrefix(prefix_)));
   for (const auto& kv : range.kvs) {
-    auto r = DecodeVdiLine(kv.value);
-    if (!r.ok()) return absl::DataLossError(absl::StrCat(kv.key, ": ", r.status().message()));
+    auto r = DecodeVdiValue(kv.value);
+    if (!r.ok()) {
+      return membership::EtcdReadError(kv.key, r.status());
+    }
     if (membership::VdiKey(prefix_, r->geometry.name()) != kv.key) {
       return absl::DataLossError(
           absl::StrCat(kv.key, ": holds VDI '", r->geometry.name(), "', not its own"));
@@ -76,8 +125,8 @@ std::optional<membership::TxnCompare> EtcdCatalogStore::guard() const {
 absl::Status EtcdCatalogStore::Put(const VdiRecord& r, uint32_t next_id) {
   return GuardedWrite(
       client_,
-      {membership::TxnOp::Put(membership::VdiKey(prefix_, r.geometry.name()), EncodeVdiLine(r)),
-       membership::TxnOp::Put(VdiNextIdKey(prefix_), absl::StrCat(next_id))},
+      {membership::TxnOp::Put(membership::VdiKey(prefix_, r.geometry.name()), EncodeVdiValue(r)),
+       membership::TxnOp::Put(VdiNextIdKey(prefix_), membership::EncodeNumberValue(next_id))},
       guard());
 }
 
@@ -90,9 +139,9 @@ absl::StatusOr<std::optional<datanode::DataRing>> LoadEtcdDataRing(membership::E
                                                                    const std::string& prefix) {
   RC_ASSIGN_OR_RETURN(std::optional<membership::KeyValue> kv, client->Get(DataRingKey(prefix)));
   if (!kv.has_value()) return std::optional<datanode::DataRing>();
-  auto ring = datanode::DecodeDataRing(kv->value);
+  auto ring = datanode::DecodeDataRingValue(kv->value);
   if (!ring.ok()) {
-    return absl::DataLossError(absl::StrCat(DataRingKey(prefix), ": ", ring.status().message()));
+    return membership::EtcdReadError(DataRingKey(prefix), ring.status());
   }
   return std::optional<datanode::DataRing>(*std::move(ring));
 }
@@ -102,38 +151,66 @@ absl::Status SaveEtcdDataRing(membership::EtcdClient* client, const std::string&
                               const std::optional<membership::TxnCompare>& guard) {
   // With its epoch alone beside it, for the cache nodes (membership/cache_ring_state.h).
   return GuardedWrite(client,
-                      {membership::TxnOp::Put(DataRingKey(prefix), datanode::EncodeDataRing(ring)),
+                      {membership::TxnOp::Put(DataRingKey(prefix),
+                                              datanode::EncodeDataRingValue(ring)),
                        membership::TxnOp::Put(membership::DataRingEpochKey(prefix),
-                                              membership::EncodeRingEpoch(ring.epoch))},
+                                              membership::EncodeNumberValue(ring.epoch, true))},
                       guard);
 }
 
 absl::Status SaveEtcdDataPurge(membership::EtcdClient* client, const std::string& prefix,
                                bool pending, const std::optional<membership::TxnCompare>& guard) {
   return GuardedWrite(client,
-                      {pending ? membership::TxnOp::Put(DataPurgeKey(prefix), "purge\n")
+                      {pending ? membership::TxnOp::Put(DataPurgeKey(prefix),
+                                                        membership::EncodeMarkValue("purge\n"))
                                : membership::TxnOp::Delete(DataPurgeKey(prefix))},
                       guard);
 }
 
 absl::StatusOr<bool> LoadEtcdDataPurge(membership::EtcdClient* client, const std::string& prefix) {
   RC_ASSIGN_OR_RETURN(std::optional<membership::KeyValue> kv, client->Get(DataPurgeKey(prefix)));
-  return kv.has_value();
+  if (!kv.has_value()) return false;
+  RC_RETURN_IF_ERROR(membership::DecodeMarkValue(kv->value, DataPurgeKey(prefix)).status());
+  return true;
 }
 
 absl::Status SaveEtcdDataActions(membership::EtcdClient* client, const std::string& prefix,
                                  const std::string& actions,
                                  const std::optional<membership::TxnCompare>& guard) {
+  std::string value = actions;
+  if (!actions.empty() && membership::WritesEtcdValues()) {
+    absl::flat_hash_set<uint32_t> out, in, decommission;
+    RC_RETURN_IF_ERROR(DecodeDataActions(actions, &out, &in, &decommission));
+    v1::EtcdValue v;
+    v1::EtcdDataActions* a = v.mutable_data_actions();
+    auto add = [](const absl::flat_hash_set<uint32_t>& ids,
+                  google::protobuf::RepeatedField<uint32_t>* to) {
+      std::vector<uint32_t> sorted(ids.begin(), ids.end());
+      std::sort(sorted.begin(), sorted.end());
+      to->Add(sorted.begin(), sorted.end());
+    };
+    add(out, a->mutable_out());
+    add(in, a->mutable_in());
+    add(decommission, a->mutable_decommission());
+    value = membership::EncodeEtcdValue(std::move(v));
+  }
   return GuardedWrite(client,
                       {actions.empty() ? membership::TxnOp::Delete(DataActionsKey(prefix))
-                                       : membership::TxnOp::Put(DataActionsKey(prefix), actions)},
+                                       : membership::TxnOp::Put(DataActionsKey(prefix), value)},
                       guard);
 }
 
 absl::StatusOr<std::string> LoadEtcdDataActions(membership::EtcdClient* client,
                                                 const std::string& prefix) {
   RC_ASSIGN_OR_RETURN(std::optional<membership::KeyValue> kv, client->Get(DataActionsKey(prefix)));
-  return kv.has_value() ? kv->value : std::string();
+  if (!kv.has_value()) return std::string();
+  if (!membership::IsEtcdValue(kv->value)) return kv->value;
+  RC_ASSIGN_OR_RETURN(v1::EtcdValue v,
+                      membership::DecodeEtcdValue(kv->value, v1::EtcdValue::kDataActions,
+                                                  DataActionsKey(prefix)));
+  const v1::EtcdDataActions& a = v.data_actions();
+  return EncodeDataActions({a.out().begin(), a.out().end()}, {a.in().begin(), a.in().end()},
+                           {a.decommission().begin(), a.decommission().end()});
 }
 
 absl::Status PublishEtcdCacheRing(membership::EtcdClient* client, const std::string& prefix,

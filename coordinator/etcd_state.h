@@ -25,6 +25,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 #include "coordinator/catalog.h"
 #include "datanode/client/datanode_pool.h"
@@ -75,8 +76,19 @@ absl::Status SaveEtcdDataPurge(membership::EtcdClient* client, const std::string
                                const std::optional<membership::TxnCompare>& guard = std::nullopt);
 absl::StatusOr<bool> LoadEtcdDataPurge(membership::EtcdClient* client, const std::string& prefix);
 
-// The operator's pending data node actions (P/rings/data-actions; "" deletes the key), and
-// back ("" when there are none).
+// The operator's data node actions not carried out yet (data_rebalancer.h), in text: one
+// "<action> <id>" line each, and back; sets empty on "". The text is what the rebalancer keeps
+// in its state file, and what etcd holds at etcd-value 1.
+std::string EncodeDataActions(const absl::flat_hash_set<uint32_t>& out,
+                              const absl::flat_hash_set<uint32_t>& in,
+                              const absl::flat_hash_set<uint32_t>& decommission);
+absl::Status DecodeDataActions(const std::string& text, absl::flat_hash_set<uint32_t>* out,
+                               absl::flat_hash_set<uint32_t>* in,
+                               absl::flat_hash_set<uint32_t>* decommission);
+
+// The pending actions in etcd (P/rings/data-actions; "" deletes the key), and back ("" when
+// there are none), in the text form above; in etcd an EtcdValue once the cluster's feature level
+// allows it (membership/etcd_value.h).
 absl::Status SaveEtcdDataActions(membership::EtcdClient* client, const std::string& prefix,
                                  const std::string& actions,
                                  const std::optional<membership::TxnCompare>& guard);

@@ -11,6 +11,7 @@
 #include "coordinator/coordinator.h"
 #include "gtest/gtest.h"
 #include "membership/etcd_test_server.h"
+#include "membership/etcd_value.h"
 #include "membership/feature_level.h"
 #include "membership/membership.h"
 
@@ -112,6 +113,7 @@ TEST_F(EtcdStateTest, CatalogSeedsEtcdThenFollowsIt) {
 // The cluster feature level (docs/upgrades.md): absent, it is 1; finalize raises it only as far
 // as every registered node supports, naming the nodes that hold it back.
 TEST_F(EtcdStateTest, FinalizeRaisesTheFeatureLevelOnlyAsFarAsEveryNodeSupports) {
+  membership::ScopedClusterFeatureLevel noted(kBaseFeatureLevel);  // put back at the end
   absl::StatusOr<uint32_t> level = membership::ReadFeatureLevel(client_.get(), "/rc");
   ASSERT_TRUE(level.ok()) << level.status();
   EXPECT_EQ(*level, 1u);
@@ -138,25 +140,137 @@ TEST_F(EtcdStateTest, FinalizeRaisesTheFeatureLevelOnlyAsFarAsEveryNodeSupports)
   r = FinalizeFeatureLevel(client_.get(), "/rc");
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->first, kFeatureLevel);
-  EXPECT_NE(r->second.find("raised from 1 to 2"), std::string::npos) << r->second;
+  EXPECT_NE(r->second.find(absl::StrCat("raised from 1 to ", kFeatureLevel)), std::string::npos)
+      << r->second;
   EXPECT_EQ(*membership::ReadFeatureLevel(client_.get(), "/rc"), kFeatureLevel);
+  // The level that brings the versioned etcd values is the first written as one, and this
+  // process (the coordinator that finalized) writes them from now on.
+  auto raw = client_->Get(membership::FeatureLevelKey("/rc"));
+  ASSERT_TRUE(raw.ok() && raw->has_value());
+  EXPECT_TRUE(membership::IsEtcdValue((*raw)->value));
+  EXPECT_TRUE(membership::WritesEtcdValues());
   r = FinalizeFeatureLevel(client_.get(), "/rc");
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_NE(r->second.find("stays 2, the highest this release knows"), std::string::npos)
+  EXPECT_NE(r->second.find(absl::StrCat("stays ", kFeatureLevel,
+                                        ", the highest this release knows")),
+            std::string::npos)
       << r->second;
 
   EXPECT_TRUE(membership::CheckFeatureLevel(client_.get(), "/rc", "gateway 1").ok());
 
   // A cluster finalized past this release (by a newer one): its gateways refuse to start.
-  ASSERT_TRUE(client_->Put(membership::FeatureLevelKey("/rc"), "3").ok());
+  ASSERT_TRUE(client_->Put(membership::FeatureLevelKey("/rc"),
+                           membership::EncodeFeatureLevelValue(kFeatureLevel + 1))
+                  .ok());
   absl::Status beyond = membership::CheckFeatureLevel(client_.get(), "/rc", "gateway 1");
   EXPECT_TRUE(absl::IsFailedPrecondition(beyond)) << beyond;
-  EXPECT_NE(beyond.message().find("feature level 3"), absl::string_view::npos) << beyond;
-  EXPECT_NE(beyond.message().find("levels up to 2"), absl::string_view::npos) << beyond;
+  EXPECT_NE(beyond.message().find(absl::StrCat("feature level ", kFeatureLevel + 1)),
+            absl::string_view::npos)
+      << beyond;
+  EXPECT_NE(beyond.message().find(absl::StrCat("levels up to ", kFeatureLevel)),
+            absl::string_view::npos)
+      << beyond;
   EXPECT_NE(beyond.message().find("gateway 1: "), absl::string_view::npos) << beyond;
 
   ASSERT_TRUE(client_->Put(membership::FeatureLevelKey("/rc"), "two").ok());
   EXPECT_TRUE(absl::IsDataLoss(membership::ReadFeatureLevel(client_.get(), "/rc").status()));
+}
+
+// What the coordinator keeps in etcd (docs/upgrades.md, "What etcd holds"): each key's text
+// until the cluster's feature level allows one versioned encoding, then an EtcdValue; what
+// was written before stays readable beside what is written after, and a value of a newer
+// version is refused by name, not misread.
+TEST_F(EtcdStateTest, EveryValueIsVersionedFromItsLevelAndBothVersionsRead) {
+  datanode::DataRing ring;
+  ring.epoch = 7;
+  ring.nodes = {{1, "10.0.0.1:7401", 1.0, "a"}, {2, "10.0.0.2:7401", 2.0, "b"}};
+  ring.members = {1, 2};
+  membership::CacheRingState cache;
+  cache.epoch = 11;
+  cache.learned = {{4, "10.0.0.4:7301", 1.0}};
+  cache.removing = {3};
+  const std::string actions = "out 2\nin 5\ndecommission 9\n";
+  auto raw = [&](const std::string& key) {
+    auto kv = client_->Get(key);
+    EXPECT_TRUE(kv.ok() && kv->has_value()) << key;
+    return kv.ok() && kv->has_value() ? (*kv)->value : std::string();
+  };
+  const std::vector<std::string> keys = {"/rc/vdis/old", "/rc/vdi-next-id", "/rc/rings/data",
+                                         "/rc/ring-epochs/data", "/rc/rings/data-purge",
+                                         "/rc/rings/data-actions", "/rc/rings/cache",
+                                         "/rc/ring-epochs/cache"};
+  auto write_all = [&](Catalog* c, const std::string& vdi) {
+    ASSERT_TRUE(c->Create(vdi, 1 << 20, 0, 2).ok());
+    ASSERT_TRUE(SaveEtcdDataRing(client_.get(), "/rc", ring).ok());
+    ASSERT_TRUE(SaveEtcdDataPurge(client_.get(), "/rc", true, std::nullopt).ok());
+    ASSERT_TRUE(SaveEtcdDataActions(client_.get(), "/rc", actions, std::nullopt).ok());
+    auto txn = client_->Txn({}, membership::CacheRingPuts("/rc", cache), {});
+    ASSERT_TRUE(txn.ok() && txn->succeeded);
+  };
+  auto read_all = [&](Catalog* c) {
+    ASSERT_TRUE(c->Reload().ok());
+    auto got = LoadEtcdDataRing(client_.get(), "/rc");
+    ASSERT_TRUE(got.ok() && got->has_value()) << got.status();
+    EXPECT_EQ((*got)->nodes[1].address, "10.0.0.2:7401");
+    EXPECT_EQ((*got)->members, ring.members);
+    EXPECT_TRUE(*LoadEtcdDataPurge(client_.get(), "/rc"));
+    EXPECT_EQ(*LoadEtcdDataActions(client_.get(), "/rc"), actions);
+    auto st = membership::LoadEtcdCacheRing(client_.get(), "/rc");
+    ASSERT_TRUE(st.ok() && st->has_value()) << st.status();
+    EXPECT_EQ(**st, cache);
+    auto tv = TakeOverEpoch(client_.get(), "/rc");
+    ASSERT_TRUE(tv.ok()) << tv.status();
+    EXPECT_GE(*tv, cache.epoch);
+  };
+
+  auto catalog = Open("levels.txt");
+  EtcdCatalogStore store(client_.get(), "/rc");
+  ASSERT_TRUE(catalog->AttachStore(&store).ok());
+  {
+    membership::ScopedClusterFeatureLevel level(membership::kEtcdValueFeatureLevel - 1);
+    write_all(catalog.get(), "old");
+    for (const std::string& k : keys) EXPECT_FALSE(membership::IsEtcdValue(raw(k))) << k;
+    EXPECT_EQ(raw("/rc/vdis/old"), "1 old 1048576 4194304 4096 2 writeback");
+    EXPECT_EQ(raw("/rc/ring-epochs/cache"), "11\n");
+    read_all(catalog.get());
+  }
+  membership::ScopedClusterFeatureLevel level(membership::kEtcdValueFeatureLevel);
+  ring.epoch = 8;
+  cache.epoch = 12;
+  write_all(catalog.get(), "new");
+  EXPECT_FALSE(membership::IsEtcdValue(raw("/rc/vdis/old"))) << "not rewritten";
+  for (const std::string& k : keys) {
+    if (k != "/rc/vdis/old") {
+      EXPECT_TRUE(membership::IsEtcdValue(raw(k))) << k;
+    }
+  }
+  EXPECT_TRUE(membership::IsEtcdValue(raw("/rc/vdis/new")));
+  read_all(catalog.get());
+  // Another gateway (a new coordinator) loads both versions of the catalog.
+  auto other = Open("other.txt");
+  EtcdCatalogStore store2(client_.get(), "/rc");
+  ASSERT_TRUE(other->AttachStore(&store2).ok());
+  ASSERT_EQ(other->List().size(), 2u);
+  EXPECT_EQ(other->List()[0].geometry.name(), "new");
+  EXPECT_EQ(other->List()[1].geometry.name(), "old");
+  EXPECT_EQ(other->List()[0].geometry.vdi_id(), 2u);
+
+  // A data ring of a newer etcd-value version stops the reader, naming the versions.
+  v1::EtcdValue newer;
+  newer.set_format(kEtcdValueFormat.writes + 1);
+  *newer.mutable_data_ring() = ring.ToProto();
+  ASSERT_TRUE(client_->Put("/rc/rings/data", newer.SerializeAsString()).ok());
+  absl::Status s = LoadEtcdDataRing(client_.get(), "/rc").status();
+  EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
+  EXPECT_NE(s.message().find("/rc/rings/data"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("versions 1-2"), std::string::npos) << s;
+  // A value of another kind where a VDI record belongs is damage, named with its key.
+  ASSERT_TRUE(client_->Put("/rc/vdis/odd", membership::EncodeNumberValue(3)).ok());
+  s = other->Reload().status();
+  EXPECT_TRUE(absl::IsDataLoss(s)) << s;
+  EXPECT_NE(s.message().find("/rc/vdis/odd: catalog record: holds a number, not a VDI record"),
+            std::string::npos)
+      << s;
 }
 
 TEST_F(EtcdStateTest, MalformedRecordIsReported) {

@@ -1,6 +1,7 @@
 // Fuzz target for the values ringcache reads from etcd (docs/design.md, "etcd layout"): VDI
 // catalog records, node records (JSON), the cache ring's state, ring epochs and the data ring
-// (protobuf text). Anyone who can write to etcd, or a torn or hand-edited value, gets an error
+// (protobuf text), each in both versions of etcd-value (text, and the EtcdValue message of
+// membership/etcd_value.h). Anyone who can write to etcd, or a torn or hand-edited value, gets an error
 // naming what is wrong, never a crash; what decodes encodes back to a value that decodes the
 // same.
 //
@@ -12,30 +13,41 @@
 #include <cstdlib>
 #include <string>
 
+#include "common/formats.h"
+#include "common/testing/fuzz_check.h"
 #include "coordinator/catalog.h"
 #include "datanode/client/datanode_pool.h"
 #include "membership/cache_ring_state.h"
+#include "membership/etcd_value.h"
 #include "membership/membership.h"
-#include "common/testing/fuzz_check.h"
 
 namespace {
 
 using namespace ringcache;  // NOLINT: fuzzer-local brevity
 
+// Round trips in the version the value came in: text (etcd-value 1) back through text, an
+// EtcdValue back through an EtcdValue.
+membership::ScopedClusterFeatureLevel LevelOf(const std::string& v) {
+  return membership::ScopedClusterFeatureLevel(
+      membership::IsEtcdValue(v) ? membership::kEtcdValueFeatureLevel : kBaseFeatureLevel);
+}
+
 void VdiLine(const std::string& v) {
-  auto r = coordinator::DecodeVdiLine(v);
+  auto r = coordinator::DecodeVdiValue(v);
   if (!r.ok()) return;
-  const std::string line = coordinator::EncodeVdiLine(*r);
-  auto back = coordinator::DecodeVdiLine(line);
+  auto level = LevelOf(v);
+  const std::string value = coordinator::EncodeVdiValue(*r);
+  auto back = coordinator::DecodeVdiValue(value);
   FUZZ_CHECK(back.ok());
-  FUZZ_CHECK(coordinator::EncodeVdiLine(*back) == line);
+  FUZZ_CHECK(coordinator::EncodeVdiValue(*back) == value);
 }
 
 void NodeRecord(const std::string& v) {
   auto r = membership::DecodeNodeRecord(v);
   if (!r.ok()) return;
   FUZZ_CHECK(r->Validate().ok());
-  auto back = membership::DecodeNodeRecord(membership::EncodeNodeRecord(*r));
+  auto level = LevelOf(v);
+  auto back = membership::DecodeNodeRecord(membership::EncodeNodeValue(*r));
   FUZZ_CHECK(back.ok());
   FUZZ_CHECK(*back == *r);
 }
@@ -43,7 +55,8 @@ void NodeRecord(const std::string& v) {
 void CacheRing(const std::string& v) {
   auto s = membership::DecodeCacheRingState(v);
   if (!s.ok()) return;
-  auto back = membership::DecodeCacheRingState(membership::EncodeCacheRingState(*s));
+  auto level = LevelOf(v);
+  auto back = membership::DecodeCacheRingState(membership::EncodeCacheRingValue(*s));
   FUZZ_CHECK(back.ok());
   FUZZ_CHECK(*back == *s);
 }
@@ -51,18 +64,20 @@ void CacheRing(const std::string& v) {
 void RingEpoch(const std::string& v) {
   auto e = membership::DecodeRingEpoch(v);
   if (!e.ok()) return;
-  auto back = membership::DecodeRingEpoch(membership::EncodeRingEpoch(*e));
+  auto level = LevelOf(v);
+  auto back = membership::DecodeRingEpoch(membership::EncodeNumberValue(*e, true));
   FUZZ_CHECK(back.ok() && *back == *e);
 }
 
 void DataRing(const std::string& v) {
-  auto r = datanode::DecodeDataRing(v);
+  auto r = datanode::DecodeDataRingValue(v);
   if (!r.ok()) return;
   FUZZ_CHECK(r->Validate().ok());
-  const std::string text = datanode::EncodeDataRing(*r);
-  auto back = datanode::DecodeDataRing(text);
+  auto level = LevelOf(v);
+  const std::string value = datanode::EncodeDataRingValue(*r);
+  auto back = datanode::DecodeDataRingValue(value);
   FUZZ_CHECK(back.ok());
-  FUZZ_CHECK(datanode::EncodeDataRing(*back) == text);
+  FUZZ_CHECK(datanode::EncodeDataRingValue(*back) == value);
 }
 
 }  // namespace

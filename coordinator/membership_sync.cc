@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "coordinator/member_decision.h"
 #include "gateway/admin_service.h"
+#include "membership/etcd_value.h"
 
 namespace ringcache::coordinator {
 
@@ -34,7 +35,8 @@ std::unique_ptr<MembershipSync> MembershipSync::Start(membership::EtcdClient* cl
 absl::Status MembershipSync::MarkDrained(membership::EtcdClient* client, const std::string& prefix,
                                          uint32_t id) {
   absl::StatusOr<int64_t> rev =
-      client->Put(membership::DrainingKey(prefix, id), "ringcachectl node remove");
+      client->Put(membership::DrainingKey(prefix, id),
+                  membership::EncodeMarkValue("ringcachectl node remove"));
   if (!rev.ok()) {
     return absl::UnavailableError(
         absl::StrCat("cannot mark cache node ", id, " drained in etcd: ", rev.status().message()));

@@ -8,6 +8,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/status_macros.h"
+#include "membership/etcd_value.h"
 
 namespace ringcache::membership {
 
@@ -23,7 +24,61 @@ std::string EncodeCacheRingState(const CacheRingState& s) {
   return out;
 }
 
+std::string EncodeCacheRingValue(const CacheRingState& s) {
+  if (!WritesEtcdValues()) return EncodeCacheRingState(s);
+  v1::EtcdValue v;
+  v1::EtcdCacheRing* r = v.mutable_cache_ring();
+  r->set_epoch(s.epoch);
+  for (const auto& l : s.learned) {
+    v1::EtcdCacheRing::Learned* p = r->add_learned();
+    p->set_id(l.id);
+    p->set_address(l.address);
+    p->set_weight(l.weight);
+  }
+  for (uint32_t id : s.removed) r->add_removed(id);
+  for (uint32_t id : s.removing) r->add_removing(id);
+  r->set_joining(s.joining);
+  return EncodeEtcdValue(std::move(v));
+}
+
+namespace {
+
+void SortState(CacheRingState* s) {
+  std::sort(s->learned.begin(), s->learned.end(),
+            [](const auto& a, const auto& b) { return a.id < b.id; });
+  std::sort(s->removed.begin(), s->removed.end());
+  std::sort(s->removing.begin(), s->removing.end());
+}
+
+absl::StatusOr<CacheRingState> DecodeCacheRingEtcdValue(absl::string_view value) {
+  RC_ASSIGN_OR_RETURN(v1::EtcdValue v,
+                      DecodeEtcdValue(value, v1::EtcdValue::kCacheRing, "cache ring state"));
+  const v1::EtcdCacheRing& r = v.cache_ring();
+  CacheRingState s;
+  s.epoch = r.epoch();
+  for (const auto& p : r.learned()) {
+    if (p.weight() <= 0 || p.address().empty()) {
+      return absl::DataLossError(absl::StrCat("cache ring state: learned node ", p.id(),
+                                              " has no address or a weight <= 0"));
+    }
+    s.learned.push_back({p.id(), p.address(), p.weight()});
+  }
+  s.removed.assign(r.removed().begin(), r.removed().end());
+  s.removing.assign(r.removing().begin(), r.removing().end());
+  s.joining = r.joining();
+  for (const auto* ids : {&s.removed, &s.removing}) {
+    if (std::find(ids->begin(), ids->end(), 0u) != ids->end()) {
+      return absl::DataLossError("cache ring state: node id 0");
+    }
+  }
+  SortState(&s);
+  return s;
+}
+
+}  // namespace
+
 absl::StatusOr<CacheRingState> DecodeCacheRingState(absl::string_view text) {
+  if (IsEtcdValue(text)) return DecodeCacheRingEtcdValue(text);
   CacheRingState s;
   bool has_epoch = false;
   for (absl::string_view line : absl::StrSplit(text, '\n')) {
@@ -54,10 +109,7 @@ absl::StatusOr<CacheRingState> DecodeCacheRingState(absl::string_view text) {
     }
   }
   if (!has_epoch) return absl::DataLossError("cache ring state: no epoch line");
-  std::sort(s.learned.begin(), s.learned.end(),
-            [](const auto& a, const auto& b) { return a.id < b.id; });
-  std::sort(s.removed.begin(), s.removed.end());
-  std::sort(s.removing.begin(), s.removing.end());
+  SortState(&s);
   return s;
 }
 
@@ -69,16 +121,12 @@ std::string DataRingEpochKey(const std::string& prefix) { return RingEpochsPrefi
 std::string EncodeRingEpoch(uint64_t epoch) { return absl::StrCat(epoch, "\n"); }
 
 absl::StatusOr<uint64_t> DecodeRingEpoch(absl::string_view text) {
-  uint64_t epoch = 0;
-  if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(text), &epoch)) {
-    return absl::DataLossError(absl::StrCat("not a ring epoch: '", text, "'"));
-  }
-  return epoch;
+  return DecodeNumberValue(text, "ring epoch");
 }
 
 std::vector<TxnOp> CacheRingPuts(const std::string& prefix, const CacheRingState& state) {
-  return {TxnOp::Put(CacheRingKey(prefix), EncodeCacheRingState(state)),
-          TxnOp::Put(CacheRingEpochKey(prefix), EncodeRingEpoch(state.epoch))};
+  return {TxnOp::Put(CacheRingKey(prefix), EncodeCacheRingValue(state)),
+          TxnOp::Put(CacheRingEpochKey(prefix), EncodeNumberValue(state.epoch, true))};
 }
 
 absl::StatusOr<std::optional<CacheRingState>> LoadEtcdCacheRing(EtcdClient* client,
@@ -87,7 +135,7 @@ absl::StatusOr<std::optional<CacheRingState>> LoadEtcdCacheRing(EtcdClient* clie
   if (!kv.has_value()) return std::optional<CacheRingState>();
   auto st = DecodeCacheRingState(kv->value);
   if (!st.ok()) {
-    return absl::DataLossError(absl::StrCat(CacheRingKey(prefix), ": ", st.status().message()));
+    return EtcdReadError(CacheRingKey(prefix), st.status());
   }
   return std::optional<CacheRingState>(*std::move(st));
 }

@@ -41,7 +41,11 @@ struct CacheRingState {
 };
 
 std::string EncodeCacheRingState(const CacheRingState& s);
-// kDataLoss naming the line when the text does not parse.
+// The state as this process writes it to etcd: the text above (etcd-value 1) or, once the
+// cluster's feature level allows it, an EtcdValue (etcd_value.h).
+std::string EncodeCacheRingValue(const CacheRingState& s);
+// Either version. kDataLoss naming the line when the text does not parse (kFailedPrecondition
+// for an EtcdValue of a newer version).
 absl::StatusOr<CacheRingState> DecodeCacheRingState(absl::string_view text);
 
 std::string CacheRingKey(const std::string& prefix);  // P/rings/cache
@@ -54,8 +58,8 @@ std::string DataRingKey(const std::string& prefix);   // P/rings/data (datanode:
 std::string RingEpochsPrefix(const std::string& prefix);  // P/ring-epochs/
 std::string CacheRingEpochKey(const std::string& prefix);
 std::string DataRingEpochKey(const std::string& prefix);
-std::string EncodeRingEpoch(uint64_t epoch);
-absl::StatusOr<uint64_t> DecodeRingEpoch(absl::string_view text);
+std::string EncodeRingEpoch(uint64_t epoch);  // version 1's text (EncodeNumberValue writes)
+absl::StatusOr<uint64_t> DecodeRingEpoch(absl::string_view text);  // either version
 // The writes that publish `state`: the ring and its epoch.
 std::vector<TxnOp> CacheRingPuts(const std::string& prefix, const CacheRingState& state);
 // The published cache ring (nullopt: none yet); kDataLoss naming the key when it does not parse.

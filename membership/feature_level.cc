@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/formats.h"
 #include "common/status_macros.h"
+#include "membership/etcd_value.h"
 #include "membership/membership.h"
 
 namespace ringcache::membership {
@@ -13,13 +14,25 @@ absl::StatusOr<std::pair<uint32_t, int64_t>> ReadFeatureLevelKey(EtcdClient* cli
   EtcdCallOptions call;
   call.timeout = absl::Seconds(2);
   RC_ASSIGN_OR_RETURN(std::optional<KeyValue> kv, client->Get(FeatureLevelKey(prefix), call));
-  if (!kv) return std::make_pair(kBaseFeatureLevel, int64_t{0});
-  uint32_t level = 0;
-  if (!absl::SimpleAtoi(kv->value, &level) || level < kBaseFeatureLevel) {
-    return absl::DataLossError(absl::StrCat("cluster feature level in etcd is '", kv->value,
-                                            "', not a level"));
+  if (!kv) {
+    NoteClusterFeatureLevel(kBaseFeatureLevel);
+    return std::make_pair(kBaseFeatureLevel, int64_t{0});
   }
-  return std::make_pair(level, kv->mod_revision);
+  absl::StatusOr<uint64_t> level = DecodeNumberValue(kv->value, FeatureLevelKey(prefix));
+  if (!level.ok() || *level < kBaseFeatureLevel || *level > UINT32_MAX) {
+    return absl::DataLossError(absl::StrCat("cluster feature level in etcd is not a level: ",
+                                            level.ok() ? absl::StrCat(*level)
+                                                       : level.status().message()));
+  }
+  NoteClusterFeatureLevel(static_cast<uint32_t>(*level));
+  return std::make_pair(static_cast<uint32_t>(*level), kv->mod_revision);
+}
+
+std::string EncodeFeatureLevelValue(uint32_t level) {
+  if (level < kEtcdValueFeatureLevel) return absl::StrCat(level);
+  v1::EtcdValue v;
+  v.set_number(level);
+  return EncodeEtcdValue(std::move(v));
 }
 
 absl::StatusOr<uint32_t> ReadFeatureLevel(EtcdClient* client, const std::string& prefix) {

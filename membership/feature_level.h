@@ -19,9 +19,14 @@ namespace ringcache::membership {
 
 // The cluster's feature level (absent: kBaseFeatureLevel) and the key's mod revision (0 when
 // absent), for a compare-and-set. kDataLoss when the key holds something that is not a level.
+// Every level read is noted as the one this process writes etcd values for (etcd_value.h).
 absl::StatusOr<std::pair<uint32_t, int64_t>> ReadFeatureLevelKey(EtcdClient* client,
                                                                 const std::string& prefix);
 absl::StatusOr<uint32_t> ReadFeatureLevel(EtcdClient* client, const std::string& prefix);
+
+// The feature level key's value for `level`: version 1's decimal below kEtcdValueFeatureLevel,
+// an EtcdValue from it (the level that allows it is the first written in it).
+std::string EncodeFeatureLevelValue(uint32_t level);
 
 // OK when this release supports the cluster's feature level (common/formats.h, kFeatureLevel);
 // kFailedPrecondition naming both otherwise: a node of an older release in a cluster finalized

@@ -15,6 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "common/status_macros.h"
+#include "membership/etcd_value.h"
 
 namespace ringcache::membership {
 
@@ -147,7 +148,48 @@ std::string EncodeNodeRecord(const NodeRecord& r) {
   return out;
 }
 
+std::string EncodeNodeValue(const NodeRecord& r) {
+  if (!WritesEtcdValues()) return EncodeNodeRecord(r);
+  v1::EtcdValue v;
+  v1::EtcdNode* n = v.mutable_node();
+  n->set_role(std::string(RoleName(r.role)));
+  n->set_id(r.id);
+  n->set_address(r.address);
+  n->set_http_address(r.http_address);
+  n->set_capacity_bytes(r.capacity_bytes);
+  n->set_weight(r.weight);
+  n->set_zone(r.zone);
+  n->set_incarnation(r.incarnation);
+  n->set_release(r.release);
+  n->set_feature_level(r.feature_level);
+  return EncodeEtcdValue(std::move(v));
+}
+
+namespace {
+
+absl::StatusOr<NodeRecord> DecodeNodeEtcdValue(absl::string_view value) {
+  RC_ASSIGN_OR_RETURN(v1::EtcdValue v, DecodeEtcdValue(value, v1::EtcdValue::kNode,
+                                                       "node record"));
+  const v1::EtcdNode& n = v.node();
+  NodeRecord r;
+  RC_ASSIGN_OR_RETURN(r.role, ParseRole(n.role()));
+  r.id = n.id();
+  r.address = n.address();
+  r.http_address = n.http_address();
+  r.capacity_bytes = n.capacity_bytes();
+  r.weight = n.weight();
+  r.zone = n.zone();
+  r.incarnation = n.incarnation();
+  r.release = n.release();
+  r.feature_level = n.feature_level();
+  RC_RETURN_IF_ERROR(r.Validate());
+  return r;
+}
+
+}  // namespace
+
 absl::StatusOr<NodeRecord> DecodeNodeRecord(absl::string_view json) {
+  if (IsEtcdValue(json)) return DecodeNodeEtcdValue(json);
   // JSON is a subset of YAML 1.2 flow style, so yaml-cpp (already a dependency) parses it.
   YAML::Node root;
   try {
@@ -249,7 +291,7 @@ NodeRegistration::NodeRegistration(EtcdClient* client, Clock* clock, Options opt
       options_(std::move(options)),
       record_(std::move(record)),
       key_(NodeKey(options_.prefix, record_.role, record_.id)),
-      value_(EncodeNodeRecord(record_)),
+      value_(EncodeNodeValue(record_)),
       on_reregistered_(std::move(on_reregistered)) {}
 
 NodeRegistration::~NodeRegistration() {

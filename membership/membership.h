@@ -85,8 +85,12 @@ struct NodeRecord {
 };
 
 std::string EncodeNodeRecord(const NodeRecord& record);
-// Parses and validates a record; kInvalidArgument naming what was wrong.
-absl::StatusOr<NodeRecord> DecodeNodeRecord(absl::string_view json);
+// The record as this process writes it to etcd: the JSON above (etcd-value 1) or, once the
+// cluster's feature level allows it, an EtcdValue (etcd_value.h).
+std::string EncodeNodeValue(const NodeRecord& record);
+// Parses and validates a record of either version; kInvalidArgument naming what was wrong
+// (kFailedPrecondition for an EtcdValue of a newer version).
+absl::StatusOr<NodeRecord> DecodeNodeRecord(absl::string_view value);
 
 // The keys of the layout above. `prefix` has no trailing slash ("" is allowed: keys start "/").
 std::string NodesPrefix(absl::string_view prefix);            // P/nodes/

@@ -24,6 +24,7 @@
 #include "common/grpc_channel.h"
 #include "common/grpc_status.h"
 #include "common/status_macros.h"
+#include "membership/etcd_value.h"
 
 namespace ringcache::datanode {
 
@@ -112,6 +113,22 @@ absl::StatusOr<DataRing> DecodeDataRing(const std::string& text) {
     return absl::DataLossError("not a data ring (damaged?)");
   }
   DataRing r = DataRing::FromProto(p);
+  RC_RETURN_IF_ERROR(r.Validate());
+  return r;
+}
+
+std::string EncodeDataRingValue(const DataRing& ring) {
+  if (!membership::WritesEtcdValues()) return EncodeDataRing(ring);
+  v1::EtcdValue v;
+  *v.mutable_data_ring() = ring.ToProto();
+  return membership::EncodeEtcdValue(std::move(v));
+}
+
+absl::StatusOr<DataRing> DecodeDataRingValue(const std::string& value) {
+  if (!membership::IsEtcdValue(value)) return DecodeDataRing(value);
+  RC_ASSIGN_OR_RETURN(v1::EtcdValue v,
+                      membership::DecodeEtcdValue(value, v1::EtcdValue::kDataRing, "data ring"));
+  DataRing r = DataRing::FromProto(v.data_ring());
   RC_RETURN_IF_ERROR(r.Validate());
   return r;
 }

@@ -72,6 +72,11 @@ absl::Status SaveDataRing(const std::string& path, const DataRing& ring);
 // The text both use (also the value of the data ring's key in etcd); Decode validates.
 std::string EncodeDataRing(const DataRing& ring);
 absl::StatusOr<DataRing> DecodeDataRing(const std::string& text);
+// The ring as this process writes it to etcd (P/rings/data): the text above (etcd-value 1) or,
+// once the cluster's feature level allows it, an EtcdValue (membership/etcd_value.h); and back,
+// either version.
+std::string EncodeDataRingValue(const DataRing& ring);
+absl::StatusOr<DataRing> DecodeDataRingValue(const std::string& value);
 absl::StatusOr<std::optional<DataRing>> LoadDataRing(const std::string& path);
 
 // Builds the data ring over `nodes` exactly as DataNodePool places homes (same options).

@@ -3,6 +3,9 @@
 # processes on 127.0.0.1 started by `deploy/cluster.sh up --etcd`: a real etcd, 4 data nodes,
 # 3 cache nodes and a gateway, all given etcd_endpoints in the cluster file.
 #  1. Every daemon registers: `etcdctl get --prefix` shows 4 data, 3 cache and 1 gateway record.
+#     `ringcachectl cluster finalize` raises the feature level from 1 to this release's (3):
+#     everything below runs in a cluster that keeps its etcd values as versioned protobuf
+#     messages (docs/upgrades.md, "What etcd holds"), beside the JSON records written before.
 #  2. qemu-io writes patterns that stay dirty in the cache nodes; cache node 2 is killed with
 #     SIGKILL. Its lease expires, the gateway takes it out of the ring by itself (its write-back
 #     log is replayed home), and every pattern reads back through NBD.
@@ -14,6 +17,7 @@
 #     write of the loop reads back.
 #  5. The cluster's feature level set past this release: a data node, a cache node and the
 #     gateway each refuse to start, naming the level; at the cluster's own level they start.
+#     Every value the steps above rewrote is a versioned message by then.
 # Exits 77 (skipped) when etcd, etcdctl or qemu-io is not installed.
 #
 #   tests/e2e/etcd_cluster_test.sh BUILD_DIR
@@ -87,6 +91,12 @@ wait_for() {  # seconds description command...
   done
   fail "timed out after ${secs}s waiting for: $what"
 }
+# etcd_value KEY: KEY holds a versioned EtcdValue (its first byte is field 1's tag, 0x08).
+etcd_value() {
+  [ "$(etcdctl_ get --print-value-only "$1" | head -c1 | od -An -tx1 | tr -d ' \n')" = 08 ]
+}
+# value_text KEY: KEY's value without its NUL bytes (a message holds strings as they are).
+value_text() { etcdctl_ get --print-value-only "$1" | tr -d '\000'; }
 registered() { has . etcdctl_ get --keys-only --prefix "$PREFIX/nodes/$1/$2"; }
 not_registered() { ! registered "$@"; }
 state_is() { [ "$(node_state "$1")" = "$2" ]; }
@@ -110,6 +120,10 @@ has '"role":"cache"' etcdctl_ get --print-value-only "$PREFIX/nodes/cache/2" ||
 wait_for 20 "a first membership epoch" epoch_from_etcd
 epoch0=$("${CTL[@]}" --json status | json_field epoch)
 log "all daemons registered; epoch $epoch0"
+etcd_value "$PREFIX/nodes/cache/2" && fail "a record written before finalize is a message"
+out=$("${CTL[@]}" cluster finalize) || fail "cluster finalize: $out"
+case "$out" in "feature level raised from 1 to 3"*) ;; *) fail "cluster finalize: $out" ;; esac
+log "$out"
 
 # write_round / check_round SEED: tests/e2e/patterns.sh
 source "$ROOT/tests/e2e/patterns.sh"
@@ -135,8 +149,9 @@ log "cache node 2 removed at epoch $epoch1; all data read back (its log was repl
 has '"policy":"arc+sieve"' "${CTL[@]}" --json stats --vdi disk ||
   fail "the live cache nodes did not switch disk to arc+sieve"
 "${CTL[@]}" vdi set-policy disk uarc > /dev/null 2>&1 && fail "a complete policy was accepted per VDI"
-has 'policy=arc+sieve' etcdctl_ get --print-value-only "$PREFIX/vdis/disk" ||
+has 'arc+sieve' value_text "$PREFIX/vdis/disk" ||
   fail "the catalog in etcd does not hold the policy"
+etcd_value "$PREFIX/vdis/disk" || fail "the VDI record rewritten after finalize is not a message"
 log "disk runs arc+sieve on the live cache nodes"
 
 # 3. Restart it: it registers again and rejoins.
@@ -153,11 +168,16 @@ grep -q "joined; its objects now go to it" "$WORK/cluster/logs/gateway-1.log" ||
 stats=$("${CTL[@]}" --json stats --vdi disk)
 echo "$stats" | grep -q '"policy":"arc+sieve"' || fail "after the rejoin: $stats"
 case "$stats" in *" | "*) fail "cache node 2 rejoined without the VDI's policy: $stats" ;; esac
+for key in nodes/cache/2 rings/cache ring-epochs/cache; do
+  etcd_value "$PREFIX/$key" || fail "$PREFIX/$key, written after finalize, is not a message"
+done
+etcd_value "$PREFIX/nodes/cache/1" && fail "cache node 1's record (from before) was rewritten"
 log "cache node 2 rejoined at epoch $epoch2; old and new data read back; it runs arc+sieve"
 
 # 3b. An operator's removal sticks: node 3 stays out while registered, until its mark is gone.
 "${CTL[@]}" node remove 3 > /dev/null || fail "node remove 3"
 has . etcdctl_ get --keys-only "$PREFIX/draining/3" || fail "no drained mark for node 3"
+etcd_value "$PREFIX/draining/3" || fail "the drained mark is not a message"
 etcdctl_ put "$PREFIX/nodes/cache/99" '{"role":"cache","id":99,"address":"127.0.0.1:1"}' \
   > /dev/null  # a membership change (a node nobody runs: learned, but it never answers, so never joins)
 sleep 2
@@ -205,7 +225,7 @@ log "write loop across an etcd restart: no client error, every write read back"
 
 # 5. A cluster finalized past this release (as a newer release's `cluster finalize` leaves it):
 # none of its daemons starts in it, each naming the level in its log; back at this cluster's
-# level (the key removed: level 1) each starts again (docs/upgrades.md).
+# level (3, put back as text: both versions read) each starts again (docs/upgrades.md).
 write_round 13
 etcdctl_ put "$PREFIX/cluster/feature_level" 9 > /dev/null
 # The gateway first: it would take the stopped cache node out of the ring meanwhile.
@@ -216,11 +236,16 @@ for d in gateway-1 datanode-4 cachenode-3; do
   grep -q "the cluster runs at feature level 9" "$WORK/cluster/logs/$d.log" ||
     fail "$d: no refusal naming level 9 in its log: $(tail -3 "$WORK/cluster/logs/$d.log")"
 done
-etcdctl_ del "$PREFIX/cluster/feature_level" > /dev/null
+etcdctl_ put "$PREFIX/cluster/feature_level" 3 > /dev/null
 for d in datanode-4 cachenode-3 gateway-1; do
-  cluster start "${d%-*}" "${d#*-}" > /dev/null || fail "$d did not start at feature level 1"
+  cluster start "${d%-*}" "${d#*-}" > /dev/null || fail "$d did not start at feature level 3"
 done
 wait_for 60 "cache node 3 back in the ring" state_is 3 up
 check_round 13
 log "a daemon refuses a cluster finalized past its release, and starts at the cluster's level"
+wait_for 30 "a coordinator elected again" has . etcdctl_ get --keys-only "$PREFIX/coordinator"
+for key in coordinator nodes/gateway/1 nodes/data/4 nodes/cache/3; do
+  etcd_value "$PREFIX/$key" || fail "$PREFIX/$key, written at level 3, is not a message"
+done
+log "the restarted daemons registered, and the coordinator campaigned, in versioned messages"
 log "PASS"

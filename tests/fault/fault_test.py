@@ -184,6 +184,7 @@ Usage:
 """
 
 import argparse
+import base64
 import collections
 import fcntl
 import hashlib
@@ -478,10 +479,10 @@ class Cluster:
     def leader(self):
         """The id of the elected coordinator (P/coordinator in etcd), or None."""
         try:
-            r = self.etcdctl("get", "--print-value-only", f"{ETCD_PREFIX}/coordinator")
-            return int(json.loads(r.stdout)["id"]) if r.returncode == 0 and r.stdout.strip() \
-                else None
-        except (ValueError, KeyError, TypeError, subprocess.TimeoutExpired):
+            r = self.etcdctl("get", "-w", "json", f"{ETCD_PREFIX}/coordinator")
+            kvs = json.loads(r.stdout).get("kvs") if r.returncode == 0 else None
+            return record_id(base64.b64decode(kvs[0]["value"])) if kvs else None
+        except (ValueError, KeyError, TypeError, IndexError, subprocess.TimeoutExpired):
             return None
 
     def sh(self, *argv, timeout=180, bin_dir=None):
@@ -2193,22 +2194,65 @@ def finalize_upgrade(ctx, vdi):
         ctx.problem(f"`ringcachectl vdi set-qos` before finalize: want a refusal naming the "
                     f"feature level, got exit {r.returncode}: {(r.stderr or r.stdout).strip()}")
         return
+    r = c.ctl("--json", "cluster", "version")
+    top = json.loads(r.stdout).get("max_feature_level") if r.returncode == 0 else None
     r = c.ctl("cluster", "finalize")
-    if r.returncode != 0 or "raised from 1 to 2" not in r.stdout:
+    if r.returncode != 0 or f"raised from 1 to {top}" not in r.stdout:
         ctx.problem(f"`ringcachectl cluster finalize`: exit {r.returncode}: "
                     f"{(r.stderr or r.stdout).strip()}")
         return
     ctx.log(f"rolling upgrade: {r.stdout.strip()}")
     r = c.ctl("--json", "cluster", "version")
     v = json.loads(r.stdout) if r.returncode == 0 else {}
-    if v.get("feature_level") != 2 or not v.get("uniform"):
+    if v.get("feature_level") != top or not v.get("uniform"):
         ctx.problem(f"`ringcachectl cluster version` after finalize: {r.stdout or r.stderr}")
         return
     r = c.ctl(*limit)
     if r.returncode != 0:
         ctx.problem(f"`ringcachectl vdi set-qos` after finalize: {(r.stderr or r.stdout).strip()}")
         return
-    ctx.log(f"rolling upgrade: feature level 2; {r.stdout.strip()}")
+    ctx.log(f"rolling upgrade: feature level {top}; {r.stdout.strip()}")
+
+
+def record_id(raw):
+    """A node record's id, from either version of etcd's values (docs/upgrades.md, "What etcd
+    holds"): JSON, or an EtcdValue message (proto/ringcache/v1/etcd.proto: its field 2 is the
+    node, whose field 2 is the id). ValueError when it is neither."""
+    if raw[:1] != b"\x08":
+        return int(json.loads(raw)["id"])
+
+    def fields(b):  # (number, value) of each field: ints for varints, bytes for the others
+        i = 0
+        while i < len(b):
+            key, i = varint(b, i)
+            kind = key & 7
+            if kind == 0:
+                v, i = varint(b, i)
+            elif kind == 2:
+                n, i = varint(b, i)
+                v, i = b[i:i + n], i + n
+            elif kind in (1, 5):
+                n = 8 if kind == 1 else 4
+                v, i = b[i:i + n], i + n
+            else:
+                raise ValueError(f"wire type {kind}")
+            yield key >> 3, v
+
+    def varint(b, i):
+        v = shift = 0
+        while True:
+            if i >= len(b):
+                raise ValueError("truncated")
+            v |= (b[i] & 0x7F) << shift
+            shift += 7
+            i += 1
+            if not b[i - 1] & 0x80:
+                return v, i
+
+    node = dict(fields(raw)).get(2)
+    if not isinstance(node, bytes):
+        raise ValueError("no node record")
+    return dict(fields(node)).get(2, 0)
 
 
 def release_of(bin_dir):

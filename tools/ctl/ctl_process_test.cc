@@ -336,13 +336,13 @@ TEST_F(CtlProcessTest, NodesAndStatus) {
   EXPECT_TRUE(std::regex_search(
       r.out, std::regex("^RELEASE +NODES +WHICH\nunknown \\(before 0\\.2\\.0, or static mode\\) +5 +"
                         "cachenode 1, cachenode 2, datanode 1, datanode 2, datanode 3\n"
-                        "no node says its release .*\nfeature level 2 \\(static mode: this "
+                        "no node says its release .*\nfeature level 3 \\(static mode: this "
                         "gateway's release\\)\nringcachectl [0-9]+\\.[0-9]+\\.[0-9]+; formats: "
                         "slot-file")))
       << r.out;
   r = Ctl("--json cluster version");
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_THAT(r.out, HasSubstr("\"uniform\":false,\"feature_level\":2,\"max_feature_level\":2,"
+  EXPECT_THAT(r.out, HasSubstr("\"uniform\":false,\"feature_level\":3,\"max_feature_level\":3,"
                                "\"cluster_mode\":false,\"releases\":{\"unknown\":[\"cachenode 1\","));
   r = Ctl("cluster finalize");
   ASSERT_EQ(r.code, 0) << r.err;

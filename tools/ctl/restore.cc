@@ -17,6 +17,8 @@
 #include "coordinator/election.h"
 #include "coordinator/etcd_state.h"
 #include "membership/cache_ring_state.h"
+#include "membership/etcd_value.h"
+#include "membership/feature_level.h"
 #include "ringcache/v1/cachenode.grpc.pb.h"
 #include "ringcache/v1/datanode.grpc.pb.h"
 #include "tools/ctl/backup.h"
@@ -190,7 +192,8 @@ absl::Status RepairCatalog(membership::EtcdClient* etcd, const RestoreOptions& o
   }
   if (next_id != s.next_vdi_id && !o.dry_run) {
     RC_RETURN_IF_ERROR(
-        etcd->Put(coordinator::VdiNextIdKey(o.prefix), absl::StrCat(next_id)).status());
+        etcd->Put(coordinator::VdiNextIdKey(o.prefix), membership::EncodeNumberValue(next_id))
+            .status());
   }
   *out << "catalog: " << s.vdis.size() << " VDI(s) in the backup, " << known.size()
        << " on the data nodes: " << added << " added, " << resized << " resized, " << removed
@@ -208,10 +211,10 @@ absl::StatusOr<int64_t> RaiseRevision(membership::EtcdClient* etcd, const std::s
     *revision = r.revision;
     return int64_t{0};
   }
-  RC_ASSIGN_OR_RETURN(*revision, etcd->Put(key, "0"));
+  RC_ASSIGN_OR_RETURN(*revision, etcd->Put(key, membership::EncodeNumberValue(0)));
   int64_t writes = 1;
   while (*revision <= term) {
-    RC_ASSIGN_OR_RETURN(*revision, etcd->Put(key, absl::StrCat(writes)));
+    RC_ASSIGN_OR_RETURN(*revision, etcd->Put(key, membership::EncodeNumberValue(writes)));
     ++writes;
   }
   RC_RETURN_IF_ERROR(etcd->Delete(key).status());
@@ -244,12 +247,15 @@ absl::Status RestoreSteps(membership::EtcdClient* etcd, const RestoreOptions& o,
   *out << "restore: backup taken " << manifest.created << " by release " << manifest.release
        << " (snapshot sha256 " << manifest.snapshot_sha256.substr(0, 16) << "...)"
        << (o.dry_run ? "; dry run: nothing is changed" : "") << "\n";
+  // What this restore writes to etcd follows the snapshot's feature level (etcd_value.h).
+  RC_RETURN_IF_ERROR(membership::ReadFeatureLevel(etcd, o.prefix).status());
   if (!o.dry_run) {
     // No coordinator while the state is repaired: the mark keeps any from being elected, and
     // the one the snapshot names (if its lease still runs) loses its key.
-    RC_RETURN_IF_ERROR(etcd->Put(coordinator::RestoreMarkKey(o.prefix),
-                                 absl::StrCat("ringcachectl restore ", o.dir))
-                           .status());
+    RC_RETURN_IF_ERROR(
+        etcd->Put(coordinator::RestoreMarkKey(o.prefix),
+                  membership::EncodeMarkValue(absl::StrCat("ringcachectl restore ", o.dir)))
+            .status());
     RC_RETURN_IF_ERROR(etcd->Delete(coordinator::CoordinatorKey(o.prefix)).status());
   }
   RC_ASSIGN_OR_RETURN(EtcdSummary s, SummarizeEtcd(etcd, o.prefix));
