@@ -11,7 +11,8 @@
 namespace ringcache::coordinator {
 namespace {
 
-TEST(CatalogLineTest, AccessRoundTripsAndOldLinesReadAsOpen) {
+// VDI 3, "disk": 1 MiB of 4 KiB blocks in 4 MiB objects, three replicas; nothing else set.
+VdiRecord DiskRecord() {
   VdiRecord r;
   r.geometry.set_vdi_id(3);
   r.geometry.set_name("disk");
@@ -19,6 +20,11 @@ TEST(CatalogLineTest, AccessRoundTripsAndOldLinesReadAsOpen) {
   r.geometry.set_object_size(4 << 20);
   r.geometry.set_block_size(4096);
   r.geometry.set_replication(3);
+  return r;
+}
+
+TEST(CatalogLineTest, AccessRoundTripsAndOldLinesReadAsOpen) {
+  VdiRecord r = DiskRecord();
   // A record without access settings is written as before this field existed.
   const std::string plain = EncodeVdiLine(r);
   EXPECT_EQ(plain.find("ro"), std::string::npos);
@@ -87,13 +93,7 @@ TEST(CatalogLineTest, AccessRoundTripsAndOldLinesReadAsOpen) {
 // content and the same rules as its line; lines of version 1 still read.
 TEST(CatalogLineTest, AnEtcdValueCarriesTheRecordUnderTheLinesRules) {
   membership::ScopedClusterFeatureLevel level(membership::kEtcdValueFeatureLevel);
-  VdiRecord r;
-  r.geometry.set_vdi_id(3);
-  r.geometry.set_name("disk");
-  r.geometry.set_size_bytes(1 << 20);
-  r.geometry.set_object_size(4 << 20);
-  r.geometry.set_block_size(4096);
-  r.geometry.set_replication(3);
+  VdiRecord r = DiskRecord();
   r.mode = v1::WRITEAROUND;
   r.policy = "lru+sieve(adapt=1)";
   r.read_only = true;

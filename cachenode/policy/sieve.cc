@@ -13,6 +13,9 @@ absl::Status SieveConfig::Validate() const {
   if (!(margin >= 0 && margin <= FreqSketch::kMaxCount)) {
     return absl::InvalidArgumentError("sieve: margin must be in [0, 15]");
   }
+  if (!(region_margin <= FreqSketch::kMaxCount)) {
+    return absl::InvalidArgumentError("sieve: region_margin must be at most 15");
+  }
   if (freq && capacity == 0) return absl::InvalidArgumentError("sieve: freq needs a capacity");
   if (region == 1 || (region & (region - 1)) != 0 || region > (1u << 20)) {
     return absl::InvalidArgumentError(
@@ -106,7 +109,9 @@ bool SieveAdmission::PassesFrequencyGate(const BlockKey& key) {
   };
   if (sketch_->Estimate(key) > v.block[draw()] + config_.margin) return true;
   return region_sketch_ != nullptr &&
-         region_sketch_->Estimate(RegionOf(key)) > v.region[draw()] + config_.margin;
+         region_sketch_->Estimate(RegionOf(key)) >
+             v.region[draw()] + (config_.region_margin >= 0 ? config_.region_margin
+                                                             : config_.margin);
 }
 
 void SieveAdmission::OnAccess(const Access& access, bool hit) {

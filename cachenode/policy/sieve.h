@@ -74,6 +74,8 @@ struct SieveConfig {
   // the cache's blocks; REQUIRES > 0 with freq).
   bool freq = false;
   double margin = 3;
+  // The region test's own margin (`region_margin`); below 0: `margin`.
+  double region_margin = -1;
   size_t capacity = 0;
   // With freq: blocks per region of the region test (a power of two from 2; 0: no region test).
   uint32_t region = 64;
