@@ -131,6 +131,27 @@ TEST(FrequencyGateTest, AFirstMissInARegionReadAgainPasses) {
   EXPECT_FALSE(blocks_only.Admit(Read(650)));
 }
 
+// The region test has a margin of its own when `region_margin` is set (else the block test's).
+TEST(FrequencyGateTest, TheRegionTestsMarginIsItsOwnWhenSet) {
+  auto region_read_again = [](SieveConfig c) {
+    SieveAdmission s(c);
+    s.OnEvicted(BlockKey{0, 100'000});                    // the bar 0
+    for (uint64_t b = 640; b < 644; ++b) Seen(s, b, 2);  // region 10: four re-references
+    Seen(s, 650, 1);
+    return s.Admit(Read(650));
+  };
+  SieveConfig c = FreqSieve(3, 64);
+  EXPECT_TRUE(region_read_again(c));  // 4 > 0 + 3
+  c.region_margin = 4;
+  EXPECT_FALSE(region_read_again(c));  // 4 is not above 0 + 4
+  c = FreqSieve(4, 64);
+  EXPECT_FALSE(region_read_again(c));  // the block test's margin, shared
+  c.region_margin = 3;
+  EXPECT_TRUE(region_read_again(c));
+  c.region_margin = 16;
+  EXPECT_FALSE(c.Validate().ok());
+}
+
 TEST(FrequencyGateTest, OffByDefaultAndValidated) {
   SieveConfig c = testing::Sieve(2, 64);
   EXPECT_FALSE(c.freq);
@@ -183,6 +204,8 @@ TEST(FrequencyGateTest, TheDriverReportsEvictionsToTheAdmission) {
   EXPECT_FALSE(MakePolicy("lru+sieve(freq=1,margin=20)", ctx).ok());
   EXPECT_TRUE(MakePolicy("lru+sieve(freq=1,region=0)", ctx).ok());
   EXPECT_FALSE(MakePolicy("lru+sieve(freq=1,region=100)", ctx).ok());
+  EXPECT_TRUE(MakePolicy("lru+sieve(freq=1,margin=6,region_margin=3)", ctx).ok());
+  EXPECT_FALSE(MakePolicy("lru+sieve(freq=1,region_margin=30)", ctx).ok());
 }
 
 }  // namespace
