@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "common/formats.h"
 #include "coordinator/coordinator.h"
@@ -271,6 +272,23 @@ TEST_F(EtcdStateTest, EveryValueIsVersionedFromItsLevelAndBothVersionsRead) {
   EXPECT_NE(s.message().find("/rc/vdis/odd: catalog record: holds a number, not a VDI record"),
             std::string::npos)
       << s;
+}
+
+// A daemon's first etcd call (the feature level) waits for an etcd that does not answer yet,
+// as in a container whose network comes up after it starts, instead of failing at once.
+TEST_F(EtcdStateTest, TheFeatureLevelCheckAtStartWaitsForEtcd) {
+  server_->Kill();
+  absl::Status gone = membership::CheckFeatureLevel(client_.get(), "/rc", "data node 2",
+                                                    absl::Seconds(1));
+  EXPECT_TRUE(absl::IsUnavailable(gone) || absl::IsDeadlineExceeded(gone)) << gone;
+  std::thread back([this] {
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    ASSERT_TRUE(server_->Restart().ok());
+  });
+  absl::Status s = membership::CheckFeatureLevel(client_.get(), "/rc", "data node 2",
+                                                 absl::Minutes(2));
+  back.join();
+  EXPECT_TRUE(s.ok()) << s;
 }
 
 TEST_F(EtcdStateTest, MalformedRecordIsReported) {

@@ -1,5 +1,9 @@
 #include "membership/feature_level.h"
 
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/formats.h"
@@ -41,8 +45,25 @@ absl::StatusOr<uint32_t> ReadFeatureLevel(EtcdClient* client, const std::string&
 }
 
 absl::Status CheckFeatureLevel(EtcdClient* client, const std::string& prefix,
-                               const std::string& who) {
-  RC_ASSIGN_OR_RETURN(uint32_t level, ReadFeatureLevel(client, prefix));
+                               const std::string& who, absl::Duration wait) {
+  // The first etcd call of a daemon's start: etcd (or the network to it, a container's DNS)
+  // may not answer yet, so an unreachable etcd is waited for rather than fatal.
+  const absl::Time deadline = absl::Now() + wait;
+  absl::StatusOr<uint32_t> read = ReadFeatureLevel(client, prefix);
+  auto unreachable = [](const absl::Status& st) {
+    return absl::IsUnavailable(st) || absl::IsDeadlineExceeded(st);
+  };
+  for (bool logged = false; !read.ok() && unreachable(read.status()) && absl::Now() < deadline;
+       logged = true) {
+    if (!logged) {
+      spdlog::warn("{}: etcd does not answer yet ({}); waiting up to {} for it", who,
+                   std::string(read.status().message()), absl::FormatDuration(wait));
+    }
+    absl::SleepFor(std::min(absl::Seconds(1), std::max(deadline - absl::Now(),
+                                                       absl::ZeroDuration())));
+    read = ReadFeatureLevel(client, prefix);
+  }
+  RC_ASSIGN_OR_RETURN(uint32_t level, read);
   if (level <= kFeatureLevel) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrCat(
       who, ": the cluster runs at feature level ", level, " (etcd ", FeatureLevelKey(prefix),

@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "membership/etcd_client.h"
 
 namespace ringcache::membership {
@@ -31,8 +32,10 @@ std::string EncodeFeatureLevelValue(uint32_t level);
 // OK when this release supports the cluster's feature level (common/formats.h, kFeatureLevel);
 // kFailedPrecondition naming both otherwise: a node of an older release in a cluster finalized
 // past it refuses to start. `who` names the daemon in the message ("cache node 3").
+// It is a daemon's first etcd call: while etcd is unreachable (kUnavailable) it tries again
+// every second for up to `wait`, then fails with the last error.
 absl::Status CheckFeatureLevel(EtcdClient* client, const std::string& prefix,
-                               const std::string& who);
+                               const std::string& who, absl::Duration wait = absl::Seconds(30));
 
 }  // namespace ringcache::membership
 
