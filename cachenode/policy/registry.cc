@@ -303,7 +303,8 @@ absl::StatusOr<std::unique_ptr<Admission>> BuildAdmission(const Component* c,
           p.Double("budget", &cfg.climber.budget), p.Uint("window", &cfg.climber.window),
           p.Double("start", &cfg.climber.initial), p.Uint("horizon", &cfg.horizon),
           p.Bool("freq", &cfg.freq), p.Double("margin", &cfg.margin),
-          p.Double("region_margin", &cfg.region_margin),
+          p.Double("region_margin", &cfg.region_margin), p.Bool("region_adapt", &cfg.region_adapt),
+          p.Double("region_waste", &cfg.region_waste),
           p.UintAs("region", &cfg.region)}) {
       if (!s.ok()) return s;
     }

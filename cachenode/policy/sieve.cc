@@ -16,6 +16,9 @@ absl::Status SieveConfig::Validate() const {
   if (!(region_margin <= FreqSketch::kMaxCount)) {
     return absl::InvalidArgumentError("sieve: region_margin must be at most 15");
   }
+  if (!(region_waste > 0 && region_waste < 1)) {
+    return absl::InvalidArgumentError("sieve: region_waste must be in (0, 1)");
+  }
   if (freq && capacity == 0) return absl::InvalidArgumentError("sieve: freq needs a capacity");
   if (region == 1 || (region & (region - 1)) != 0 || region > (1u << 20)) {
     return absl::InvalidArgumentError(
@@ -82,6 +85,10 @@ void SieveAdmission::ExpireProbation() {
 
 void SieveAdmission::OnEvicted(const BlockKey& key) {
   if (sketch_ == nullptr) return;
+  // Evicted unread since the region test admitted it: an SSD write for nothing.
+  if (!region_admitted_.empty() && region_admitted_.erase(key) > 0) {
+    region_tuners_.at(key.vdi).OnOutcome(false);
+  }
   const auto f = static_cast<uint8_t>(sketch_->Estimate(key));
   const auto r =
       static_cast<uint8_t>(region_sketch_ ? region_sketch_->Estimate(RegionOf(key)) : 0);
@@ -96,25 +103,50 @@ void SieveAdmission::OnEvicted(const BlockKey& key) {
   }
 }
 
-bool SieveAdmission::PassesFrequencyGate(const BlockKey& key) {
+double SieveAdmission::RegionMarginOf(uint32_t vdi) const {
+  if (config_.region_adapt) {
+    if (auto it = region_tuners_.find(vdi); it != region_tuners_.end()) {
+      return it->second.margin();
+    }
+  }
+  return config_.region_margin >= 0 ? config_.region_margin : config_.margin;
+}
+
+SieveAdmission::Gate SieveAdmission::FrequencyGate(const BlockKey& key) {
   // Nothing of the VDI evicted yet: its queue has room, and a block admitted displaces nothing
   // of its own.
   auto it = victims_.find(key.vdi);
-  if (it == victims_.end()) return true;
+  if (it == victims_.end()) return Gate::kBlock;
   // TinyLFU admits a block more frequent than the victim it replaces; VBQ's rounds choose
   // victims after admission, so the comparison is with a victim of the recent past instead.
   const Victims& v = it->second;
   const auto draw = [&] {
     return static_cast<size_t>(NextDraw() * static_cast<double>(v.block.size()));
   };
-  if (sketch_->Estimate(key) > v.block[draw()] + config_.margin) return true;
-  return region_sketch_ != nullptr &&
-         region_sketch_->Estimate(RegionOf(key)) >
-             v.region[draw()] + (config_.region_margin >= 0 ? config_.region_margin
-                                                             : config_.margin);
+  if (sketch_->Estimate(key) > v.block[draw()] + config_.margin) return Gate::kBlock;
+  if (region_sketch_ != nullptr &&
+      region_sketch_->Estimate(RegionOf(key)) > v.region[draw()] + RegionMarginOf(key.vdi)) {
+    return Gate::kRegion;
+  }
+  return Gate::kNo;
+}
+
+void RegionTuner::OnOutcome(bool read_again) {
+  ++used_;
+  if (!read_again) ++wasted_;
+  if (used_ < kWindow) return;
+  const double waste = static_cast<double>(wasted_) / used_;
+  if (waste > waste_) margin_ = std::min(kMax, margin_ + 1);
+  if (waste < waste_ / 2) margin_ = std::max(kMin, margin_ - 1);
+  used_ = wasted_ = 0;
 }
 
 void SieveAdmission::OnAccess(const Access& access, bool hit) {
+  // A block the region test admitted, read again while cached: the admission paid.
+  if (hit && access.op == Op::kRead && !region_admitted_.empty() &&
+      region_admitted_.erase(access.key) > 0) {
+    region_tuners_.at(access.key.vdi).OnOutcome(true);
+  }
   if (sketch_ != nullptr) {
     // A re-reference (the block seen before) counts for its region.
     if (region_sketch_ != nullptr && sketch_->Estimate(access.key) > 0) {
@@ -142,7 +174,15 @@ bool SieveAdmission::Admit(const Access& access) {
   const SlotId e = lru_.Find(access.key);
   if (e == kNoSlot) {
     // Vouched for by the sketch: more popular than what the cache evicts.
-    if (sketch_ != nullptr && PassesFrequencyGate(access.key)) return true;
+    if (sketch_ != nullptr) {
+      const Gate gate = FrequencyGate(access.key);
+      if (gate == Gate::kRegion && config_.region_adapt) {
+        region_tuners_.try_emplace(access.key.vdi, RegionMarginOf(access.key.vdi),
+                                   config_.region_waste);
+        region_admitted_.insert(access.key);
+      }
+      if (gate != Gate::kNo) return true;
+    }
     if (config_.adapt != SieveConfig::Adapt::kOff) {
       // (kGhost) a first-miss admission missed again before any read hit: it left the cache
       // without paying for its write, a waste found before the horizon.
@@ -187,6 +227,8 @@ size_t SieveAdmission::MetadataBytes() const {
          probation_order_.size() * sizeof(std::pair<uint64_t, BlockKey>) +
          (sketch_ != nullptr ? sketch_->MemoryBytes() : 0) +
          (region_sketch_ != nullptr ? region_sketch_->MemoryBytes() : 0) +
+         region_tuners_.capacity() * (sizeof(uint32_t) + sizeof(RegionTuner) + 1) +
+         region_admitted_.capacity() * (sizeof(BlockKey) + 1) +
          victims_.capacity() * (sizeof(uint32_t) + sizeof(Victims) + 2 * kVictims + 1);
 }
 

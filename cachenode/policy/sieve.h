@@ -34,7 +34,11 @@
 // blocks, aged ten times as often; a first miss in a region whose count beats a recent victim's
 // region by more than `margin` is admitted too. A hot spot that moves to new blocks is seen
 // before any of its blocks has been read twice; a scan re-references nothing and never passes.
-// Blocks neither sketch vouches for still go through the sieve.
+// With `region_adapt` each VDI's region margin follows what the blocks the region test admitted
+// did (RegionTuner below): a Zipf disk whose popular blocks are spread everywhere has warm
+// regions all over, and the blocks they vouch for are evicted unread, so its margin rises; a hot
+// spot's are read again, so its margin falls. Blocks neither sketch vouches for still go
+// through the sieve.
 //
 // Thread-safety: not thread-safe; driven by one CacheDriver.
 #ifndef RINGCACHE_CACHENODE_POLICY_SIEVE_H_
@@ -49,6 +53,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "cachenode/policy/admission.h"
 #include "cachenode/policy/admit_climber.h"
@@ -76,10 +81,36 @@ struct SieveConfig {
   double margin = 3;
   // The region test's own margin (`region_margin`); below 0: `margin`.
   double region_margin = -1;
+  // With the region test: its margin per VDI follows what the blocks it admits do
+  // (`region_adapt`, RegionTuner below), starting at the one above.
+  bool region_adapt = false;
+  // With region_adapt: the share of its admissions wasted above which a VDI's region margin
+  // rises (below half of it, the margin falls).
+  double region_waste = 0.5;
   size_t capacity = 0;
   // With freq: blocks per region of the region test (a power of two from 2; 0: no region test).
   uint32_t region = 64;
   absl::Status Validate() const;
+};
+
+// The region test's margin of one VDI, moved by what the blocks it admitted did (issue 37, our
+// rule): a block read again while cached paid for its SSD write, one evicted unread did not.
+// Every kWindow outcomes, more than `waste` of them wasted raises the margin by one (fewer
+// admissions), fewer than half of that lowers it (more), within [kMin, kMax].
+class RegionTuner {
+ public:
+  static constexpr uint32_t kWindow = 64;
+  static constexpr double kMin = 1;
+  static constexpr double kMax = 8;
+  RegionTuner(double start, double waste) : margin_(start), waste_(waste) {}
+  double margin() const { return margin_; }
+  void OnOutcome(bool read_again);
+
+ private:
+  double margin_;
+  double waste_;
+  uint32_t used_ = 0;
+  uint32_t wasted_ = 0;
 };
 
 class SieveAdmission final : public Admission {
@@ -97,6 +128,8 @@ class SieveAdmission final : public Admission {
   // (rows of VDIs the climber has not seen are left alone).
   void AnnotateVdiStats(absl::Span<VdiStats> rows) const override;
 
+  // The region test's margin for `vdi` now.
+  double RegionMarginForTest(uint32_t vdi) const { return RegionMarginOf(vdi); }
   // Returns the count the sieve holds for `key` (0 if not remembered).
   uint32_t CountForTest(const BlockKey& key) const;
   size_t size() const { return lru_.size(); }
@@ -110,8 +143,10 @@ class SieveAdmission final : public Admission {
   double NextDraw();
   // Counts as wastes the first-miss admissions older than the horizon that were not read again.
   void ExpireProbation();
-  // With freq: whether the sketches vouch for `key` (or its region) against a recent victim.
-  bool PassesFrequencyGate(const BlockKey& key);
+  // With freq: which test, if any, vouches for `key` against a recent victim.
+  enum class Gate : uint8_t { kNo, kBlock, kRegion };
+  Gate FrequencyGate(const BlockKey& key);
+  double RegionMarginOf(uint32_t vdi) const;
   BlockKey RegionOf(const BlockKey& key) const {
     return BlockKey{key.vdi, key.block >> region_shift_};
   }
@@ -140,6 +175,10 @@ class SieveAdmission final : public Admission {
   std::unique_ptr<FreqSketch> region_sketch_;  // null without the region test
   uint32_t region_shift_ = 0;
   absl::flat_hash_map<uint32_t, Victims> victims_;
+  // With region_adapt: each VDI's tuner, and the blocks the region test admitted that have not
+  // been read again or evicted since.
+  absl::flat_hash_map<uint32_t, RegionTuner> region_tuners_;
+  absl::flat_hash_set<BlockKey> region_admitted_;
 };
 
 }  // namespace ringcache::policy

@@ -152,6 +152,53 @@ TEST(FrequencyGateTest, TheRegionTestsMarginIsItsOwnWhenSet) {
   EXPECT_FALSE(c.Validate().ok());
 }
 
+TEST(RegionTunerTest, MostlyWastedRaisesTheMarginMostlyReadAgainLowersIt) {
+  RegionTuner t(3, 0.5);
+  for (uint32_t i = 0; i < RegionTuner::kWindow - 1; ++i) t.OnOutcome(i % 3 == 0);
+  EXPECT_EQ(t.margin(), 3);  // not a whole window yet
+  t.OnOutcome(false);        // 2 in 3 wasted
+  EXPECT_EQ(t.margin(), 4);
+  for (uint32_t i = 0; i < RegionTuner::kWindow; ++i) t.OnOutcome(i % 2 == 0);
+  EXPECT_EQ(t.margin(), 4);  // half wasted: between the two bounds
+  for (uint32_t i = 0; i < RegionTuner::kWindow; ++i) t.OnOutcome(i % 8 != 0);
+  EXPECT_EQ(t.margin(), 3);  // one in eight wasted
+  for (int w = 0; w < 20; ++w) {
+    for (uint32_t i = 0; i < RegionTuner::kWindow; ++i) t.OnOutcome(true);
+  }
+  EXPECT_EQ(t.margin(), RegionTuner::kMin);
+  for (int w = 0; w < 20; ++w) {
+    for (uint32_t i = 0; i < RegionTuner::kWindow; ++i) t.OnOutcome(false);
+  }
+  EXPECT_EQ(t.margin(), RegionTuner::kMax);
+}
+
+// With region_adapt, what the region test's blocks do moves its margin for their VDI.
+TEST(FrequencyGateTest, TheRegionTestsAdmissionsMoveItsMargin) {
+  for (bool read_again : {false, true}) {
+    SieveConfig c = FreqSieve(3, 128);
+    c.region_adapt = true;
+    SieveAdmission s(c);
+    s.OnEvicted(BlockKey{0, 100'000});                    // the bar 0
+    for (uint64_t b = 640; b < 644; ++b) Seen(s, b, 2);  // region 5: four re-references
+    std::vector<uint64_t> admitted;
+    for (uint64_t b = 650; admitted.size() < RegionTuner::kWindow; ++b) {
+      Seen(s, b, 1);
+      ASSERT_TRUE(s.Admit(Read(b))) << b;
+      admitted.push_back(b);
+    }
+    EXPECT_EQ(s.RegionMarginForTest(0), 3);
+    for (uint64_t b : admitted) {
+      if (read_again) {
+        s.OnAccess(Read(b), /*hit=*/true);
+      } else {
+        s.OnEvicted(BlockKey{0, b});
+      }
+    }
+    EXPECT_EQ(s.RegionMarginForTest(0), read_again ? 2 : 4) << read_again;
+    EXPECT_EQ(s.RegionMarginForTest(1), 3) << "another VDI keeps its own";
+  }
+}
+
 TEST(FrequencyGateTest, OffByDefaultAndValidated) {
   SieveConfig c = testing::Sieve(2, 64);
   EXPECT_FALSE(c.freq);
@@ -206,6 +253,7 @@ TEST(FrequencyGateTest, TheDriverReportsEvictionsToTheAdmission) {
   EXPECT_FALSE(MakePolicy("lru+sieve(freq=1,region=100)", ctx).ok());
   EXPECT_TRUE(MakePolicy("lru+sieve(freq=1,margin=6,region_margin=3)", ctx).ok());
   EXPECT_FALSE(MakePolicy("lru+sieve(freq=1,region_margin=30)", ctx).ok());
+  EXPECT_TRUE(MakePolicy("lru+sieve(freq=1,region_adapt=1)", ctx).ok());
 }
 
 }  // namespace

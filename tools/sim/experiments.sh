@@ -127,7 +127,7 @@ vbq() {
 # E7: the default policy against LRU, ARC, S3-FIFO and the previous default, on five workloads.
 default() {
   echo "## E7 The default policy: hits of the best online policy, SSD writes well below LRU's"
-  local NEW="vbq(share=utility)+arc+sieve(freq=1)+lcr" OLD="vbq(share=utility)+s3fifo+sieve(freq=1)+lcr"
+  local NEW="vbq(share=utility)+arc+sieve(freq=1,region_adapt=1)+lcr" OLD="vbq(share=utility)+arc+sieve(freq=1)+lcr"
   local P="${E7_POLICIES:-lru,arc,s3fifo,$OLD,$NEW}"
   local C="policy,size_blocks,hit%,gap:arc|s3fifo,ssd_writes,ssd_writes/lru"
   # E7b and E7d, which E7f runs again with the node's tiers.
