@@ -247,8 +247,8 @@ absl::StatusOr<VdiRecord> DecodeVdiValue(const std::string& value) {
   r.qos = e.qos();
   const v1::VdiGeometry& g = r.geometry;
   bool bad = r.mode < v1::WRITEBACK || r.mode > v1::PASSTHROUGH ||
-             !ValidateVdiName(g.name()).ok() || g.vdi_id() == 0 || g.block_size() == 0 || g.object_size() == 0 ||
-             g.object_size() % g.block_size() != 0 ||
+             !ValidateVdiName(g.name()).ok() || g.vdi_id() == 0 || g.block_size() == 0 ||
+             g.object_size() == 0 || g.object_size() % g.block_size() != 0 ||
              r.policy.find_first_of(" \t\n") != std::string::npos;
   for (const auto* list : {&r.allowed_clients, &r.read_only_clients}) {
     for (const std::string& c : *list) bad = bad || !ValidateClientIdentity(c).ok();
