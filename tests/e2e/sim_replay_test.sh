@@ -59,7 +59,8 @@ run_phase() {
   local slots cap policy
   slots=$(grep -o "[0-9]* SSD slots" "$WORK/local.log" | head -1 | cut -d' ' -f1)
   cap=$(python3 -c "print($slots - max(16, int(0.02 * $slots)))")
-  policy=$(grep -o "policy [^ ,]*" "$WORK/local.log" | head -1 | cut -d' ' -f2)
+  # "..., policy SPEC, placement P" (a spec may hold commas inside its parentheses)
+  policy=$(sed -n 's/.*, policy \(.*\), placement .*/\1/p' "$WORK/local.log" | head -1)
   echo "[sim-replay] $name: $slots SSD slots, capacity $cap blocks, RAM $ram_blocks, $policy"
 
   # An export too small for the trace: refused, nothing sent.
