@@ -179,6 +179,10 @@ bool SieveAdmission::Admit(const Access& access) {
       if (gate == Gate::kRegion && config_.region_adapt) {
         region_tuners_.try_emplace(access.key.vdi, RegionMarginOf(access.key.vdi),
                                    config_.region_waste);
+        // Blocks that leave without an eviction (trimmed, invalidated, a VDI deleted) are not
+        // seen leaving: past twice the cache's blocks the set holds such leftovers, and starts
+        // again (the tuners keep their margins).
+        if (region_admitted_.size() >= 2 * config_.capacity) region_admitted_.clear();
         region_admitted_.insert(access.key);
       }
       if (gate != Gate::kNo) return true;

@@ -130,6 +130,7 @@ class SieveAdmission final : public Admission {
 
   // The region test's margin for `vdi` now.
   double RegionMarginForTest(uint32_t vdi) const { return RegionMarginOf(vdi); }
+  size_t RegionAdmittedForTest() const { return region_admitted_.size(); }
   // Returns the count the sieve holds for `key` (0 if not remembered).
   uint32_t CountForTest(const BlockKey& key) const;
   size_t size() const { return lru_.size(); }

@@ -196,6 +196,23 @@ TEST(FrequencyGateTest, TheRegionTestsAdmissionsMoveItsMargin) {
     }
     EXPECT_EQ(s.RegionMarginForTest(0), read_again ? 2 : 4) << read_again;
     EXPECT_EQ(s.RegionMarginForTest(1), 3) << "another VDI keeps its own";
+    EXPECT_EQ(s.RegionAdmittedForTest(), 0u);
+  }
+}
+
+// Blocks the region test admitted that leave without an eviction (trimmed) are never seen
+// leaving: the set that follows them stays within twice the cache's blocks.
+TEST(FrequencyGateTest, TheRegionTestsWatchListStaysBounded) {
+  SieveConfig c = FreqSieve(3, 1024);
+  c.capacity = 64;
+  c.region_adapt = true;
+  SieveAdmission s(c);
+  s.OnEvicted(BlockKey{0, 100'000});
+  for (uint64_t b = 0; b < 4; ++b) Seen(s, b, 2);  // region 0: four re-references
+  for (uint64_t b = 10; b < 600; ++b) {
+    Seen(s, b, 1);
+    ASSERT_TRUE(s.Admit(Read(b))) << b;
+    EXPECT_LE(s.RegionAdmittedForTest(), 2 * c.capacity);
   }
 }
 
