@@ -108,6 +108,12 @@ void CacheNode::AddVdiGauges(const v1::VdiGeometry& vdi) {
       "before the VDI's first eviction.",
       lb, stat(&policy::VdiStats::admit_bar, -1.0));
   registry_->AddCallbackGauge(
+      "ringcache_vdi_admission_region_margin",
+      "Frequency gate's region test (sieve(region_adapt=1)): the margin a first read miss's "
+      "region must beat a recent victim's by, moved by what the blocks it admitted did; -1 "
+      "when fixed or before the test admitted anything of the VDI.",
+      lb, stat(&policy::VdiStats::region_margin, -1.0));
+  registry_->AddCallbackGauge(
       "ringcache_vdi_oldest_dirty_seconds",
       "How long the VDI's oldest dirty block on this node has waited for its destage.", lb,
       [this, id = vdi.vdi_id()] {

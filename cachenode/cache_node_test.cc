@@ -603,23 +603,27 @@ TEST_F(CacheNodeTest, WritersAreHeldBeforeTheDirtyCapNeverFailed) {
 }
 
 // The default's frequency gate (sieve(freq=1)) shows its bar per VDI: -1 until the VDI's first
-// eviction, then the mean estimate of its recent victims.
+// eviction, then the mean estimate of its recent victims; and its region test's margin
+// (region_adapt=1): -1 until the test admitted a block of the VDI, then within 1-8.
 TEST_F(CacheNodeTest, TheFrequencyGateShowsItsBarPerVdi) {
-  config_.policy = "vbq(share=utility)+s3fifo+sieve(freq=1)+lcr";
+  config_.policy = "vbq(share=utility)+arc+sieve(freq=1,region_adapt=1)+lcr";
   config_.ram_bytes = 0;
   ASSERT_NO_FATAL_FAILURE(Start());
-  auto bar = [&] {
+  auto gauge = [&](const std::string& name) {
     const std::string text = registry_.Render();
-    const size_t at = text.find("ringcache_vdi_admission_victim_frequency{");
+    const size_t at = text.find(name + "{");
     EXPECT_NE(at, std::string::npos) << text;
     return at == std::string::npos ? -2.0 : std::stod(text.substr(text.find('}', at) + 1));
   };
-  EXPECT_EQ(bar(), -1.0);
+  EXPECT_EQ(gauge("ringcache_vdi_admission_victim_frequency"), -1.0);
+  EXPECT_EQ(gauge("ringcache_vdi_admission_region_margin"), -1.0);
   // 600 blocks read once and 300 of them again: more than the 256 slots, so blocks leave.
   for (int pass = 0; pass < 2; ++pass) {
     for (uint64_t b = 0; b < (pass == 0 ? 600u : 300u); ++b) Read(b * kBs, kBs);
   }
-  EXPECT_GE(bar(), 0.0);
+  EXPECT_GE(gauge("ringcache_vdi_admission_victim_frequency"), 0.0);
+  const double margin = gauge("ringcache_vdi_admission_region_margin");
+  EXPECT_TRUE(margin == -1.0 || (margin >= 1 && margin <= 8)) << margin;
 }
 
 TEST_F(CacheNodeTest, AVdiAtItsDirtyCapIsDestagedFirstAndItsWritersHeld) {

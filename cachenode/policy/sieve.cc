@@ -242,6 +242,9 @@ void SieveAdmission::AnnotateVdiStats(absl::Span<VdiStats> rows) const {
       row.admit_first = it->second.fraction();
     }
     if (auto it = tuners_.find(row.vdi); it != tuners_.end()) row.admit_first = it->second.fraction();
+    if (auto it = region_tuners_.find(row.vdi); it != region_tuners_.end()) {
+      row.region_margin = it->second.margin();
+    }
     if (auto it = victims_.find(row.vdi); it != victims_.end()) {
       const std::vector<uint8_t>& b = it->second.block;
       row.admit_bar = static_cast<double>(std::accumulate(b.begin(), b.end(), 0u)) /

@@ -195,6 +195,12 @@ TEST(FrequencyGateTest, TheRegionTestsAdmissionsMoveItsMargin) {
       }
     }
     EXPECT_EQ(s.RegionMarginForTest(0), read_again ? 2 : 4) << read_again;
+    VdiStats rows[2];
+    rows[0].vdi = 0;
+    rows[1].vdi = 1;
+    s.AnnotateVdiStats(rows);  // the VDI's margin in its stats row; none for another VDI
+    EXPECT_EQ(rows[0].region_margin, read_again ? 2 : 4);
+    EXPECT_EQ(rows[1].region_margin, -1);
     EXPECT_EQ(s.RegionMarginForTest(1), 3) << "another VDI keeps its own";
     EXPECT_EQ(s.RegionAdmittedForTest(), 0u);
   }

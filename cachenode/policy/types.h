@@ -92,6 +92,9 @@ struct VdiStats {
   // Frequency gate (sieve(freq=1)): mean sketch estimate of the VDI's recent victims, the bar a
   // first miss must pass by the margin; -1: no gate, or nothing of the VDI evicted yet.
   double admit_bar = -1;
+  // The region test's margin for the VDI (sieve(region_adapt=1)); -1: fixed, or nothing of the
+  // VDI admitted by the region test yet.
+  double region_margin = -1;
 };
 
 // A whole cache configuration (admission + space + order + victim choice + tiers) behind one

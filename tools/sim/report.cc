@@ -220,6 +220,9 @@ std::string FormatJson(const SimResult& r, const ReportOptions& options) {
                            s.admit_bar >= 0
                                ? absl::StrCat(",\"admit_bar\":", JsonDouble(s.admit_bar))
                                : std::string(),
+                           s.region_margin >= 0
+                               ? absl::StrCat(",\"region_margin\":", JsonDouble(s.region_margin))
+                               : std::string(),
                            "}")
             : std::string(),
         "}"));

@@ -357,6 +357,7 @@ class Replay {
       v.queue_lower = q.lower;
       v.admit_first = q.admit_first;
       v.admit_bar = q.admit_bar;
+      v.region_margin = q.region_margin;
     }
 #endif
   }
