@@ -292,7 +292,7 @@ void Coordinator::ResumeDataRecords(const membership::TxnCompare& guard) {
                  purge.status().ToString());
   }
   ro.purge_pending = !purge.ok() || *purge;
-  ro.save_actions = [client, prefix, guard](const std::string& actions) {
+  ro.save_actions = [client, prefix, guard](const DataActions& actions) {
     return SaveEtcdDataActions(client, prefix, actions, guard);
   };
   auto actions = LoadEtcdDataActions(client, prefix);
@@ -302,7 +302,7 @@ void Coordinator::ResumeDataRecords(const membership::TxnCompare& guard) {
         "action the previous leader accepted may have to be asked again",
         actions.status().ToString());
   }
-  ro.actions = actions.ok() ? *actions : "";
+  if (actions.ok()) ro.actions = *std::move(actions);
 }
 
 bool Coordinator::Lead(int64_t term) {

@@ -53,30 +53,29 @@ DataRebalancer::DataRebalancer(gateway::Router* router, datanode::DataNodePool* 
   }
   // Operator actions a predecessor (or this gateway before a restart) accepted and did not
   // carry out yet.
-  std::string actions = options_.actions;
+  asks_ = options_.actions;
   // Cluster mode keeps them in etcd only: a file left from an earlier term of this gateway
   // may name actions another coordinator carried out since.
   if (!options_.save_actions && !options_.state_path.empty()) {
     absl::StatusOr<std::string> text = ReadStateFile(ActionsFile(options_.state_path));
     if (text.ok()) {
-      absl::StrAppend(&actions, *text);
+      if (absl::Status s = DecodeDataActions(*text, &asks_); !s.ok()) {
+        spdlog::error(
+            "data rebalance: the saved operator actions are unreadable ({}); they are "
+            "dropped: ask again with `ringcachectl datanode out|in|decommission`",
+            s.ToString());
+        asks_ = options_.actions;  // (the lines before the bad one were read)
+      }
     } else if (!absl::IsNotFound(text.status())) {
       spdlog::error("data rebalance: {}; the saved operator actions are not read",
                     text.status().ToString());
     }
   }
-  if (absl::Status s = DecodeDataActions(actions, &ask_out_, &ask_in_, &ask_decommission_);
-      !s.ok()) {
-    spdlog::error(
-        "data rebalance: the saved operator actions are unreadable ({}); they are "
-        "dropped: ask again with `ringcachectl datanode out|in|decommission`",
-        s.ToString());
-    ask_out_.clear();  // (the lines before the bad one were read)
-    ask_in_.clear();
-    ask_decommission_.clear();
-  } else if (!actions.empty()) {
+  if (!asks_.empty()) {
     spdlog::info("data rebalance: carrying out the saved operator actions: {}",
-                 absl::StrJoin(absl::StrSplit(actions, '\n', absl::SkipWhitespace()), "; "));
+                 absl::StrJoin(absl::StrSplit(EncodeDataActions(asks_), '\n',
+                                              absl::SkipWhitespace()),
+                               "; "));
   }
   const DataRing ring = pool_->ring();
   status_.set_state("preparing");
@@ -226,7 +225,7 @@ absl::Status DataRebalancer::TakeOut(DataRing* cur) {
   {
     absl::MutexLock al(&actions_mu_);
     absl::MutexLock l(&mu_);
-    for (uint32_t id : outs) ask_out_.erase(id);
+    for (uint32_t id : outs) asks_.out.erase(id);
     actions_dirty_ = true;
     status_.set_reason("out");
     ResetCountsLocked();
@@ -325,11 +324,11 @@ absl::Status DataRebalancer::Prepare(const DataRing& cur) {
     absl::MutexLock al(&actions_mu_);
     absl::MutexLock l(&mu_);
     DataRingAsks asks;
-    asks.in.assign(ask_in_.begin(), ask_in_.end());
+    asks.in.assign(asks_.in.begin(), asks_.in.end());
     asks.wanted = wanted_;
-    asks.decommission.assign(ask_decommission_.begin(), ask_decommission_.end());
+    asks.decommission.assign(asks_.decommission.begin(), asks_.decommission.end());
     plan = PlanDataRing(cur, asks);
-    for (uint32_t id : plan.in_done) ask_in_.erase(id);
+    for (uint32_t id : plan.in_done) asks_.in.erase(id);
     if (!plan.in_done.empty()) actions_dirty_ = true;
     if (plan.idle()) {
       SetIdleLocked(cur);
@@ -349,7 +348,7 @@ absl::Status DataRebalancer::Prepare(const DataRing& cur) {
   {
     absl::MutexLock al(&actions_mu_);
     absl::MutexLock l(&mu_);
-    for (uint32_t id : plan.leaving) ask_decommission_.erase(id);
+    for (uint32_t id : plan.leaving) asks_.decommission.erase(id);
     if (!plan.leaving.empty()) actions_dirty_ = true;
   }
   if (!plan.back_in.empty()) {
@@ -366,7 +365,7 @@ absl::Status DataRebalancer::Prepare(const DataRing& cur) {
   SetState(
       "preparing",
       ids.empty() ? "" : absl::StrCat("registering VDIs on data nodes ", absl::StrJoin(ids, ",")));
-  return Publish(plan.prep);  // the next Step copies; ask_in_ is emptied by the next pass
+  return Publish(plan.prep);  // the next Step copies; asks_.in is emptied by the next pass
 }
 
 std::vector<uint32_t> DataRebalancer::DueOut(const DataRing& ring) {
@@ -378,7 +377,7 @@ std::vector<uint32_t> DataRebalancer::DueOut(const DataRing& ring) {
   {
     absl::MutexLock l(&mu_);
     for (uint32_t id : live) {
-      if (ask_out_.contains(id)) due.push_back(id);
+      if (asks_.out.contains(id)) due.push_back(id);
     }
   }
   if (options_.down_out > absl::ZeroDuration()) {
@@ -426,16 +425,16 @@ int DataRebalancer::MaxReplication() const {
 }
 
 absl::Status DataRebalancer::SaveActions() {
-  std::string text;
+  DataActions asks;
   {
     absl::MutexLock l(&mu_);
-    text = EncodeDataActions(ask_out_, ask_in_, ask_decommission_);
+    asks = asks_;
   }
   absl::Status s;
   if (options_.save_actions) {
-    s = options_.save_actions(text);
+    s = options_.save_actions(asks);
   } else if (!options_.state_path.empty()) {
-    s = WriteFileAtomically(ActionsFile(options_.state_path), text);
+    s = WriteFileAtomically(ActionsFile(options_.state_path), EncodeDataActions(asks));
   }
   absl::MutexLock l(&mu_);
   actions_dirty_ = !s.ok();

@@ -80,11 +80,11 @@ class DataRebalancer {
     std::function<absl::Status(bool pending)> save_purge;
     bool purge_pending = false;
     // Cluster mode: keeps the operator's actions not carried out yet there (`datanode
-    // out|in|decommission`, EncodeDataActions), so that a coordinator taking over carries out
-    // what its predecessor accepted; and what was found at the start. Static mode keeps them
-    // in <state_path>.actions.
-    std::function<absl::Status(const std::string& actions)> save_actions;
-    std::string actions;
+    // out|in|decommission`), so that a coordinator taking over carries out what its
+    // predecessor accepted; and what was found at the start. Static mode keeps them in
+    // <state_path>.actions (EncodeDataActions).
+    std::function<absl::Status(const DataActions& actions)> save_actions;
+    DataActions actions;
     // How often an idle rebalancer checks the data nodes for a lost store (Heal).
     absl::Duration heal_interval = absl::Seconds(2);
     // Speed of copies (a join, an out node's replicas made again, a refill from the other
@@ -211,9 +211,7 @@ class DataRebalancer {
   // Operator actions not carried out yet (Action). Changed with actions_mu_ held too, which
   // orders their saves.
   absl::Mutex actions_mu_ ABSL_ACQUIRED_BEFORE(mu_);
-  absl::flat_hash_set<uint32_t> ask_out_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_set<uint32_t> ask_in_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_set<uint32_t> ask_decommission_ ABSL_GUARDED_BY(mu_);
+  DataActions asks_ ABSL_GUARDED_BY(mu_);
   bool actions_dirty_ ABSL_GUARDED_BY(mu_) = false;  // ask_* changed since their last save
   absl::Time copy_started_ ABSL_GUARDED_BY(mu_);
   bool purge_pending_ ABSL_GUARDED_BY(mu_) = false;

@@ -30,8 +30,8 @@ void DataRebalancer::TidyActions(const DataRing& ring) {
     absl::MutexLock l(&mu_);
     // Done already (a predecessor published the ring, then died before it saved the actions):
     // an "out" or "decommission" left here would take the node out again after a later "in".
-    const size_t before = ask_out_.size() + ask_decommission_.size();
-    for (auto* asks : {&ask_out_, &ask_decommission_}) {
+    const size_t before = asks_.out.size() + asks_.decommission.size();
+    for (auto* asks : {&asks_.out, &asks_.decommission}) {
       for (auto it = asks->begin(); it != asks->end();) {
         if (ring.IsOut(*it)) {
           asks->erase(it++);
@@ -40,7 +40,7 @@ void DataRebalancer::TidyActions(const DataRing& ring) {
         }
       }
     }
-    if (ask_out_.size() + ask_decommission_.size() != before) actions_dirty_ = true;
+    if (asks_.out.size() + asks_.decommission.size() != before) actions_dirty_ = true;
     if (!actions_dirty_) return;
   }
   if (absl::Status s = SaveActions(); !s.ok()) {
@@ -51,24 +51,20 @@ void DataRebalancer::TidyActions(const DataRing& ring) {
 
 absl::StatusOr<std::string> DataRebalancer::Action(uint32_t id, const std::string& action) {
   absl::MutexLock al(&actions_mu_);
-  absl::flat_hash_set<uint32_t> out, in, decommission;
+  DataActions before;
   {
     absl::MutexLock l(&mu_);
-    out = ask_out_;
-    in = ask_in_;
-    decommission = ask_decommission_;
+    before = asks_;
   }
   absl::StatusOr<std::string> answer = ActionLocked(id, action);
   if (!answer.ok()) return answer;
   {
     absl::MutexLock l(&mu_);
-    if (out == ask_out_ && in == ask_in_ && decommission == ask_decommission_) return answer;
+    if (before == asks_) return answer;
   }
   if (absl::Status s = SaveActions(); !s.ok()) {
     absl::MutexLock l(&mu_);
-    ask_out_ = std::move(out);
-    ask_in_ = std::move(in);
-    ask_decommission_ = std::move(decommission);
+    asks_ = std::move(before);
     return absl::UnavailableError(absl::StrCat(
         "data node ", id, ": the action could not be recorded, so it is not carried out (",
         s.message(), "); ask again"));
@@ -96,7 +92,7 @@ absl::StatusOr<std::string> DataRebalancer::ActionLocked(uint32_t id, const std:
       return absl::FailedPreconditionError(
           absl::StrCat("data node ", id, " is not a member of the data ring yet (it is joining)"));
     if (live <= 1) return absl::FailedPreconditionError("the last data node cannot go out");
-    ask_out_.insert(id);
+    asks_.out.insert(id);
     idle_ = false;
     std::string msg =
         absl::StrCat("data node ", id,
@@ -114,7 +110,7 @@ absl::StatusOr<std::string> DataRebalancer::ActionLocked(uint32_t id, const std:
     if (member)
       return absl::FailedPreconditionError(absl::StrCat(
           "data node ", id, " is still leaving the ring: put it in once the move ends"));
-    ask_in_.insert(id);
+    asks_.in.insert(id);
     idle_ = false;
     return absl::StrCat("data node ", id,
                         " is in again: it joins as a new node (its store is cleared) once it "
@@ -132,7 +128,7 @@ absl::StatusOr<std::string> DataRebalancer::ActionLocked(uint32_t id, const std:
           "decommissioning data node ", id, " would leave ", live - 1,
           " data nodes for VDIs of replication ", replication, ": add a data node first"));
     }
-    ask_decommission_.insert(id);
+    asks_.decommission.insert(id);
     idle_ = false;
     return absl::StrCat("data node ", id,
                         " is decommissioned: its replicas move to the other data nodes, then it "

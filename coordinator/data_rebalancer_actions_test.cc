@@ -12,18 +12,20 @@ namespace {
 using namespace ringcache::coordinator::testing;  // NOLINT: the fixture and its constants
 
 TEST(DataActionsTest, EncodeDecodeRoundTripAndRefuseGarbage) {
-  absl::flat_hash_set<uint32_t> out{3, 1}, in{2}, decommission{7};
-  const std::string text = EncodeDataActions(out, in, decommission);
+  const DataActions asks{{3, 1}, {2}, {7}};
+  const std::string text = EncodeDataActions(asks);
   EXPECT_EQ(text, "out 1\nout 3\nin 2\ndecommission 7\n");
-  absl::flat_hash_set<uint32_t> o, i, d;
-  ASSERT_TRUE(DecodeDataActions(text, &o, &i, &d).ok());
-  EXPECT_EQ(o, out);
-  EXPECT_EQ(i, in);
-  EXPECT_EQ(d, decommission);
-  ASSERT_TRUE(DecodeDataActions("", &o, &i, &d).ok());
-  EXPECT_TRUE(o.empty() && i.empty() && d.empty());
-  EXPECT_FALSE(DecodeDataActions("sideways 2\n", &o, &i, &d).ok());
-  EXPECT_FALSE(DecodeDataActions("out two\n", &o, &i, &d).ok());
+  DataActions back;
+  ASSERT_TRUE(DecodeDataActions(text, &back).ok());
+  EXPECT_EQ(back, asks);
+  DataActions none;
+  ASSERT_TRUE(DecodeDataActions("", &none).ok());
+  EXPECT_TRUE(none.empty());
+  // Lines add to what is there.
+  ASSERT_TRUE(DecodeDataActions("in 5\n", &back).ok());
+  EXPECT_EQ(back.in, (absl::flat_hash_set<uint32_t>{2, 5}));
+  EXPECT_FALSE(DecodeDataActions("sideways 2\n", &none).ok());
+  EXPECT_FALSE(DecodeDataActions("out two\n", &none).ok());
 }
 
 // `datanode out` accepted by a coordinator whose term ends before the ring without the node
@@ -34,13 +36,13 @@ TEST_F(DataRebalancerTest, ActionAcceptedByAnEndedTermIsCarriedOutByTheNext) {
   ASSERT_TRUE(router_->SetMode("v", v1::WRITETHROUGH).ok());
   for (const bool etcd : {true, false}) {
     SCOPED_TRACE(etcd ? "cluster mode" : "static mode");
-    std::string saved;  // what etcd holds
+    DataActions saved;  // what etcd holds
     DataRebalancer::Options o;
     o.scan_page = 16;
     o.retry_interval = absl::Milliseconds(50);
     o.heal_interval = absl::Milliseconds(100);
     if (etcd) {
-      o.save_actions = [&saved](const std::string& actions) {
+      o.save_actions = [&saved](const DataActions& actions) {
         saved = actions;
         return absl::OkStatus();
       };
@@ -68,7 +70,7 @@ TEST_F(DataRebalancerTest, ActionAcceptedByAnEndedTermIsCarriedOutByTheNext) {
     ASSERT_TRUE(refused.load()) << "the ended term never tried to take node 2 out";
     rebalancer_.reset();
     if (etcd) {
-      EXPECT_EQ(saved, "out 2\n");
+      EXPECT_EQ(EncodeDataActions(saved), "out 2\n");
     } else {
       // As after a crash before the ring was saved.
       std::filesystem::remove(dir_ + "/data_ring");
@@ -102,7 +104,7 @@ TEST_F(DataRebalancerTest, ActionAcceptedByAnEndedTermIsCarriedOutByTheNext) {
 TEST_F(DataRebalancerTest, ActionThatCannotBeRecordedIsNotAsked) {
   DataRebalancer::Options o;
   o.retry_interval = absl::Milliseconds(50);
-  o.save_actions = [](const std::string&) { return absl::UnavailableError("etcd is away"); };
+  o.save_actions = [](const DataActions&) { return absl::UnavailableError("etcd is away"); };
   rebalancer_ = DataRebalancer::Start(router_.get(), gateway_pool_.get(), o);
   rebalancer_->Add(initial_.nodes);
   ASSERT_TRUE(rebalancer_->WaitIdle(absl::Seconds(30)));

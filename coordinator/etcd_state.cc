@@ -16,27 +16,29 @@ std::string DataPurgeKey(const std::string& prefix) { return prefix + "/rings/da
 std::string DataActionsKey(const std::string& prefix) { return prefix + "/rings/data-actions"; }
 std::string VdiNextIdKey(const std::string& prefix) { return prefix + "/vdi-next-id"; }
 
-std::string EncodeDataActions(const absl::flat_hash_set<uint32_t>& out,
-                              const absl::flat_hash_set<uint32_t>& in,
-                              const absl::flat_hash_set<uint32_t>& decommission) {
+namespace {
+
+// The ids in ascending order: the text and the message list them alike.
+std::vector<uint32_t> Sorted(const absl::flat_hash_set<uint32_t>& ids) {
+  std::vector<uint32_t> sorted(ids.begin(), ids.end());
+  std::sort(sorted.begin(), sorted.end());
+  return sorted;
+}
+
+}  // namespace
+
+std::string EncodeDataActions(const DataActions& a) {
   std::string text;
   auto add = [&text](const char* action, const absl::flat_hash_set<uint32_t>& ids) {
-    std::vector<uint32_t> sorted(ids.begin(), ids.end());
-    std::sort(sorted.begin(), sorted.end());
-    for (uint32_t id : sorted) absl::StrAppend(&text, action, " ", id, "\n");
+    for (uint32_t id : Sorted(ids)) absl::StrAppend(&text, action, " ", id, "\n");
   };
-  add("out", out);
-  add("in", in);
-  add("decommission", decommission);
+  add("out", a.out);
+  add("in", a.in);
+  add("decommission", a.decommission);
   return text;
 }
 
-absl::Status DecodeDataActions(const std::string& text, absl::flat_hash_set<uint32_t>* out,
-                               absl::flat_hash_set<uint32_t>* in,
-                               absl::flat_hash_set<uint32_t>* decommission) {
-  out->clear();
-  in->clear();
-  decommission->clear();
+absl::Status DecodeDataActions(const std::string& text, DataActions* a) {
   for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipWhitespace())) {
     const std::vector<absl::string_view> f = absl::StrSplit(line, ' ', absl::SkipEmpty());
     uint32_t id = 0;
@@ -44,11 +46,11 @@ absl::Status DecodeDataActions(const std::string& text, absl::flat_hash_set<uint
       return absl::DataLossError(absl::StrCat("bad data node action line '", line, "'"));
     }
     if (f[0] == "out") {
-      out->insert(id);
+      a->out.insert(id);
     } else if (f[0] == "in") {
-      in->insert(id);
+      a->in.insert(id);
     } else if (f[0] == "decommission") {
-      decommission->insert(id);
+      a->decommission.insert(id);
     } else {
       return absl::DataLossError(absl::StrCat("unknown data node action in '", line, "'"));
     }
@@ -175,42 +177,44 @@ absl::StatusOr<bool> LoadEtcdDataPurge(membership::EtcdClient* client, const std
 }
 
 absl::Status SaveEtcdDataActions(membership::EtcdClient* client, const std::string& prefix,
-                                 const std::string& actions,
+                                 const DataActions& actions,
                                  const std::optional<membership::TxnCompare>& guard) {
-  std::string value = actions;
-  if (!actions.empty() && membership::WritesEtcdValues()) {
-    absl::flat_hash_set<uint32_t> out, in, decommission;
-    RC_RETURN_IF_ERROR(DecodeDataActions(actions, &out, &in, &decommission));
-    v1::EtcdValue v;
-    v1::EtcdDataActions* a = v.mutable_data_actions();
-    auto add = [](const absl::flat_hash_set<uint32_t>& ids,
-                  google::protobuf::RepeatedField<uint32_t>* to) {
-      std::vector<uint32_t> sorted(ids.begin(), ids.end());
-      std::sort(sorted.begin(), sorted.end());
-      to->Add(sorted.begin(), sorted.end());
-    };
-    add(out, a->mutable_out());
-    add(in, a->mutable_in());
-    add(decommission, a->mutable_decommission());
-    value = membership::EncodeEtcdValue(std::move(v));
+  if (actions.empty()) {
+    return GuardedWrite(client, {membership::TxnOp::Delete(DataActionsKey(prefix))}, guard);
   }
-  return GuardedWrite(client,
-                      {actions.empty() ? membership::TxnOp::Delete(DataActionsKey(prefix))
-                                       : membership::TxnOp::Put(DataActionsKey(prefix), value)},
-                      guard);
+  std::string value;
+  if (membership::WritesEtcdValues()) {
+    v1::EtcdValue v;
+    v1::EtcdDataActions* m = v.mutable_data_actions();
+    for (uint32_t id : Sorted(actions.out)) m->add_out(id);
+    for (uint32_t id : Sorted(actions.in)) m->add_in(id);
+    for (uint32_t id : Sorted(actions.decommission)) m->add_decommission(id);
+    value = membership::EncodeEtcdValue(std::move(v));
+  } else {
+    value = EncodeDataActions(actions);
+  }
+  return GuardedWrite(client, {membership::TxnOp::Put(DataActionsKey(prefix), value)}, guard);
 }
 
-absl::StatusOr<std::string> LoadEtcdDataActions(membership::EtcdClient* client,
+absl::StatusOr<DataActions> LoadEtcdDataActions(membership::EtcdClient* client,
                                                 const std::string& prefix) {
   RC_ASSIGN_OR_RETURN(std::optional<membership::KeyValue> kv, client->Get(DataActionsKey(prefix)));
-  if (!kv.has_value()) return std::string();
-  if (!membership::IsEtcdValue(kv->value)) return kv->value;
+  DataActions actions;
+  if (!kv.has_value()) return actions;
+  if (!membership::IsEtcdValue(kv->value)) {
+    if (absl::Status s = DecodeDataActions(kv->value, &actions); !s.ok()) {
+      return membership::EtcdReadError(DataActionsKey(prefix), s);
+    }
+    return actions;
+  }
   RC_ASSIGN_OR_RETURN(v1::EtcdValue v,
                       membership::DecodeEtcdValue(kv->value, v1::EtcdValue::kDataActions,
                                                   DataActionsKey(prefix)));
-  const v1::EtcdDataActions& a = v.data_actions();
-  return EncodeDataActions({a.out().begin(), a.out().end()}, {a.in().begin(), a.in().end()},
-                           {a.decommission().begin(), a.decommission().end()});
+  const v1::EtcdDataActions& m = v.data_actions();
+  actions.out.insert(m.out().begin(), m.out().end());
+  actions.in.insert(m.in().begin(), m.in().end());
+  actions.decommission.insert(m.decommission().begin(), m.decommission().end());
+  return actions;
 }
 
 absl::Status PublishEtcdCacheRing(membership::EtcdClient* client, const std::string& prefix,

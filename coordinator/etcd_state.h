@@ -76,23 +76,28 @@ absl::Status SaveEtcdDataPurge(membership::EtcdClient* client, const std::string
                                const std::optional<membership::TxnCompare>& guard = std::nullopt);
 absl::StatusOr<bool> LoadEtcdDataPurge(membership::EtcdClient* client, const std::string& prefix);
 
-// The operator's data node actions not carried out yet (data_rebalancer.h), in text: one
-// "<action> <id>" line each, and back; sets empty on "". The text is what the rebalancer keeps
-// in its state file, and what etcd holds at etcd-value 1.
-std::string EncodeDataActions(const absl::flat_hash_set<uint32_t>& out,
-                              const absl::flat_hash_set<uint32_t>& in,
-                              const absl::flat_hash_set<uint32_t>& decommission);
-absl::Status DecodeDataActions(const std::string& text, absl::flat_hash_set<uint32_t>* out,
-                               absl::flat_hash_set<uint32_t>* in,
-                               absl::flat_hash_set<uint32_t>* decommission);
+// The operator's data node actions not carried out yet (data_rebalancer.h): the nodes to take
+// out, to put back in and to decommission.
+struct DataActions {
+  absl::flat_hash_set<uint32_t> out;
+  absl::flat_hash_set<uint32_t> in;
+  absl::flat_hash_set<uint32_t> decommission;
+  bool empty() const { return out.empty() && in.empty() && decommission.empty(); }
+  bool operator==(const DataActions&) const = default;
+};
+// The actions in text, one "<action> <id>" line each (ids sorted; "" for none), and back: the
+// lines read are added to *a (a bad line: kDataLoss naming it; the lines before it are in *a).
+// The text is what the rebalancer keeps in its state file, and what etcd holds at etcd-value 1.
+std::string EncodeDataActions(const DataActions& a);
+absl::Status DecodeDataActions(const std::string& text, DataActions* a);
 
-// The pending actions in etcd (P/rings/data-actions; "" deletes the key), and back ("" when
-// there are none), in the text form above; in etcd an EtcdValue once the cluster's feature level
-// allows it (membership/etcd_value.h).
+// The pending actions in etcd (P/rings/data-actions; none deletes the key), and back (none when
+// the key is missing): text, or an EtcdValue once the cluster's feature level allows it
+// (membership/etcd_value.h).
 absl::Status SaveEtcdDataActions(membership::EtcdClient* client, const std::string& prefix,
-                                 const std::string& actions,
+                                 const DataActions& actions,
                                  const std::optional<membership::TxnCompare>& guard);
-absl::StatusOr<std::string> LoadEtcdDataActions(membership::EtcdClient* client,
+absl::StatusOr<DataActions> LoadEtcdDataActions(membership::EtcdClient* client,
                                                 const std::string& prefix);
 
 // The cache ring the coordinator publishes at P/rings/cache (membership/cache_ring_state.h,

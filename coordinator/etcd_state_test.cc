@@ -190,7 +190,7 @@ TEST_F(EtcdStateTest, EveryValueIsVersionedFromItsLevelAndBothVersionsRead) {
   cache.epoch = 11;
   cache.learned = {{4, "10.0.0.4:7301", 1.0}};
   cache.removing = {3};
-  const std::string actions = "out 2\nin 5\ndecommission 9\n";
+  const DataActions actions{{2}, {5}, {9}};
   auto raw = [&](const std::string& key) {
     auto kv = client_->Get(key);
     EXPECT_TRUE(kv.ok() && kv->has_value()) << key;

@@ -73,7 +73,11 @@ absl::Status EtcdReadError(absl::string_view key, const absl::Status& decode) {
 }
 
 std::string EncodeNumberValue(uint64_t n, bool newline) {
-  if (!WritesEtcdValues()) return newline ? absl::StrCat(n, "\n") : absl::StrCat(n);
+  return EncodeNumberValueAs(n, WritesEtcdValues(), newline);
+}
+
+std::string EncodeNumberValueAs(uint64_t n, bool message, bool newline) {
+  if (!message) return newline ? absl::StrCat(n, "\n") : absl::StrCat(n);
   v1::EtcdValue v;
   v.set_number(n);
   return EncodeEtcdValue(std::move(v));

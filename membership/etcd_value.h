@@ -70,6 +70,9 @@ absl::Status EtcdReadError(absl::string_view key, const absl::Status& decode);
 // Numbers (ring epochs, the next VDI id, the feature level). Version 1: decimal, followed by
 // `newline` ("N\n" for epochs, "N" for the others); version 2 when the process writes it.
 std::string EncodeNumberValue(uint64_t n, bool newline = false);
+// The same in the version the caller chose (`message`: 2), whatever the process writes: the
+// feature level's own key, whose version follows the level it holds.
+std::string EncodeNumberValueAs(uint64_t n, bool message, bool newline = false);
 // Either version; the text may end in white space. kDataLoss naming `what` otherwise.
 absl::StatusOr<uint64_t> DecodeNumberValue(absl::string_view value, absl::string_view what);
 

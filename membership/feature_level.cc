@@ -33,10 +33,7 @@ absl::StatusOr<std::pair<uint32_t, int64_t>> ReadFeatureLevelKey(EtcdClient* cli
 }
 
 std::string EncodeFeatureLevelValue(uint32_t level) {
-  if (level < kEtcdValueFeatureLevel) return absl::StrCat(level);
-  v1::EtcdValue v;
-  v.set_number(level);
-  return EncodeEtcdValue(std::move(v));
+  return EncodeNumberValueAs(level, level >= kEtcdValueFeatureLevel);
 }
 
 absl::StatusOr<uint32_t> ReadFeatureLevel(EtcdClient* client, const std::string& prefix) {

@@ -1,19 +1,14 @@
-// The policy registry: see registry.h. Spec parsing, parameter checking, and assembly of a
-// CacheDriver from its parts (or a call to a complete policy's factory).
+// The policy registry: see registry.h. Parameter checking and assembly of a CacheDriver from its
+// parts (or a call to a complete policy's factory); the spec grammar is in spec_parser.h.
 #include "cachenode/policy/registry.h"
 
 #include <algorithm>
-#include <cctype>
 #include <functional>
-#include <initializer_list>
-#include <limits>
 #include <optional>
 #include <string>
 #include <utility>
 
 #include "absl/status/status.h"
-#include "absl/strings/ascii.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
@@ -31,6 +26,7 @@
 #include "cachenode/policy/s3fifo.h"
 #include "cachenode/policy/seq_cutoff.h"
 #include "cachenode/policy/sieve.h"
+#include "cachenode/policy/spec_parser.h"
 #include "cachenode/policy/tiering.h"
 #include "cachenode/policy/vbq.h"
 #include "common/policy_spec.h"
@@ -38,209 +34,11 @@
 namespace ringcache::policy {
 namespace {
 
-enum class Role { kOrder, kSpace, kAdmission, kBypass, kVictim, kComplete };
-
-struct ComponentInfo {
-  const char* name;
-  Role role;
-};
-
-constexpr ComponentInfo kComponents[] = {
-    {"lru", Role::kOrder},        {"fifo", Role::kOrder},      {"arc", Role::kOrder},
-    {"s3fifo", Role::kOrder},     {"cflru", Role::kOrder},     {"vbq", Role::kSpace},
-    {"always", Role::kAdmission}, {"sieve", Role::kAdmission}, {"rpac", Role::kAdmission},
-    {"cmf", Role::kBypass},       {"seqcut", Role::kBypass},   {"lcr", Role::kVictim},
-    {"iarc", Role::kComplete},    {"garc", Role::kComplete},   {"uarc", Role::kComplete},
-    {"opt", Role::kComplete},
-};
-
-const char* RoleName(Role r) {
-  switch (r) {
-    case Role::kOrder:
-      return "order";
-    case Role::kSpace:
-      return "space";
-    case Role::kAdmission:
-      return "admission";
-    case Role::kBypass:
-      return "bypass";
-    case Role::kVictim:
-      return "victim";
-    case Role::kComplete:
-      return "complete policy";
-  }
-  return "?";
-}
-
-struct Component {
-  std::string name;
-  Role role = Role::kOrder;
-  std::vector<std::pair<std::string, std::string>> params;
-  std::string text;  // as written, for messages
-};
-
-// Typed access to a component's key=value parameters; Finish() rejects keys nobody read.
-class Params {
- public:
-  explicit Params(const Component& c) : c_(c), used_(c.params.size(), false) {}
-
-  absl::Status Double(absl::string_view key, double* v) {
-    const std::string* s = Take(key);
-    if (s == nullptr) return absl::OkStatus();
-    if (!absl::SimpleAtod(*s, v)) return Bad(key, *s, "a number");
-    return absl::OkStatus();
-  }
-  absl::Status Uint(absl::string_view key, uint64_t* v) {
-    const std::string* s = Take(key);
-    if (s == nullptr) return absl::OkStatus();
-    if (!absl::SimpleAtoi(*s, v)) return Bad(key, *s, "a non-negative integer");
-    return absl::OkStatus();
-  }
-  template <typename T>
-  absl::Status UintAs(absl::string_view key, T* v) {
-    uint64_t u = *v;
-    if (absl::Status st = Uint(key, &u); !st.ok()) return st;
-    if (u > static_cast<uint64_t>(std::numeric_limits<T>::max())) {
-      return Bad(key, absl::StrCat(u), "a smaller integer");
-    }
-    *v = static_cast<T>(u);
-    return absl::OkStatus();
-  }
-  // A value out of `words`; *index is set to its position.
-  absl::Status Word(absl::string_view key, std::initializer_list<const char*> words, int* index) {
-    const std::string* s = Take(key);
-    if (s == nullptr) return absl::OkStatus();
-    int i = 0;
-    for (const char* w : words) {
-      if (*s == w) {
-        *index = i;
-        return absl::OkStatus();
-      }
-      ++i;
-    }
-    return Bad(key, *s, absl::StrJoin(words, " or "));
-  }
-  absl::Status Bool(absl::string_view key, bool* v) {
-    const std::string* s = Take(key);
-    if (s == nullptr) return absl::OkStatus();
-    if (!absl::SimpleAtob(*s, v)) return Bad(key, *s, "0, 1, true or false");
-    return absl::OkStatus();
-  }
-  // Returns an error naming the first parameter no getter consumed.
-  absl::Status Finish() const {
-    for (size_t i = 0; i < used_.size(); ++i) {
-      if (!used_[i]) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("unknown parameter '", c_.params[i].first, "' for '", c_.name, "'"));
-      }
-    }
-    return absl::OkStatus();
-  }
-
- private:
-  const std::string* Take(absl::string_view key) {
-    for (size_t i = 0; i < c_.params.size(); ++i) {
-      if (c_.params[i].first == key) {
-        used_[i] = true;
-        return &c_.params[i].second;
-      }
-    }
-    return nullptr;
-  }
-  absl::Status Bad(absl::string_view key, absl::string_view value, absl::string_view want) const {
-    return absl::InvalidArgumentError(absl::StrCat("bad value '", value, "' for parameter '", key,
-                                                   "' of '", c_.name, "': want ", want));
-  }
-
-  const Component& c_;
-  std::vector<bool> used_;
-};
-
-bool IsNameChar(char ch) {
-  return std::islower(static_cast<unsigned char>(ch)) ||
-         std::isdigit(static_cast<unsigned char>(ch)) || ch == '_';
-}
-
-absl::StatusOr<Component> ParseComponent(absl::string_view text) {
-  Component c;
-  c.text = std::string(text);
-  const size_t open = text.find('(');
-  absl::string_view name = absl::StripAsciiWhitespace(text.substr(0, open));
-  if (name.empty())
-    return absl::InvalidArgumentError(absl::StrCat("empty component name in '", text, "'"));
-  for (char ch : name) {
-    if (!IsNameChar(ch)) {
-      return absl::InvalidArgumentError(absl::StrCat("unknown policy component '", name, "'"));
-    }
-  }
-  c.name = std::string(name);
-  const ComponentInfo* info = nullptr;
-  for (const ComponentInfo& ci : kComponents) {
-    if (c.name == ci.name) info = &ci;
-  }
-  if (info == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat("unknown policy component '", c.name, "'"));
-  }
-  c.role = info->role;
-  if (open == absl::string_view::npos) return c;
-  absl::string_view rest = absl::StripTrailingAsciiWhitespace(text.substr(open + 1));
-  if (rest.empty() || rest.back() != ')') {
-    return absl::InvalidArgumentError(absl::StrCat("missing ')' in '", text, "'"));
-  }
-  rest.remove_suffix(1);
-  if (absl::StripAsciiWhitespace(rest).empty()) return c;
-  size_t start = 0;
-  while (start <= rest.size()) {
-    size_t comma = rest.find(',', start);
-    if (comma == absl::string_view::npos) comma = rest.size();
-    absl::string_view kv = absl::StripAsciiWhitespace(rest.substr(start, comma - start));
-    const size_t eq = kv.find('=');
-    if (eq == absl::string_view::npos) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("parameter '", kv, "' of '", c.name, "' is not key=value"));
-    }
-    std::string key(absl::StripAsciiWhitespace(kv.substr(0, eq)));
-    std::string value(absl::StripAsciiWhitespace(kv.substr(eq + 1)));
-    if (key.empty() || value.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("parameter '", kv, "' of '", c.name, "' is not key=value"));
-    }
-    for (const auto& [k, v] : c.params) {
-      if (k == key) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("parameter '", key, "' given twice for '", c.name, "'"));
-      }
-    }
-    c.params.emplace_back(std::move(key), std::move(value));
-    start = comma + 1;
-  }
-  return c;
-}
-
-absl::StatusOr<std::vector<Component>> Parse(absl::string_view spec) {
-  std::vector<Component> out;
-  int depth = 0;
-  size_t start = 0;
-  for (size_t i = 0; i <= spec.size(); ++i) {
-    const char ch = i < spec.size() ? spec[i] : '+';
-    if (ch == '(') ++depth;
-    if (ch == ')' && --depth < 0) {
-      return absl::InvalidArgumentError(absl::StrCat("unbalanced ')' in spec '", spec, "'"));
-    }
-    if (ch != '+' || depth > 0) continue;
-    absl::string_view piece = absl::StripAsciiWhitespace(spec.substr(start, i - start));
-    if (piece.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat("empty component in spec '", spec, "'"));
-    }
-    absl::StatusOr<Component> c = ParseComponent(piece);
-    if (!c.ok()) return c.status();
-    out.push_back(*std::move(c));
-    start = i + 1;
-  }
-  if (depth != 0)
-    return absl::InvalidArgumentError(absl::StrCat("missing ')' in spec '", spec, "'"));
-  return out;
-}
+using spec::Component;
+using spec::Params;
+using spec::Parse;
+using spec::Role;
+using spec::RoleName;
 
 size_t Clamp(size_t v, size_t lo, size_t hi) { return std::max(lo, std::min(v, hi)); }
 
@@ -655,10 +453,6 @@ std::vector<std::string> KnownPolicies() {
           kDefaultPolicy};
 }
 
-std::vector<std::string> KnownComponents() {
-  std::vector<std::string> names;
-  for (const ComponentInfo& c : kComponents) names.emplace_back(c.name);
-  return names;
-}
+std::vector<std::string> KnownComponents() { return spec::ComponentNames(); }
 
 }  // namespace ringcache::policy
