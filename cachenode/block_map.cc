@@ -122,7 +122,7 @@ bool BlockMap::IsShadow(const BlockKey& key) const {
 }
 
 uint32_t BlockMap::RelieveSlotPressure(uint32_t free, uint32_t need, Leftovers* out) {
-  const uint64_t target = uint64_t{need} + slot_headroom_;
+  const uint64_t target = uint64_t{need} + slot_headroom_.load(std::memory_order_relaxed);
   if (!exclusive_ || free >= target) return 0;
   absl::MutexLock l(&mu_);
   uint64_t have = free;  // plus the slots the reclaimer will free: evicted blocks that hold one
@@ -189,18 +189,63 @@ void BlockMap::AdoptRecovered(const RecoveredSlot& r, Leftovers* out) {
     MarkDirty(r.key, &e);
     return;
   }
-  // Every recovered block re-enters the policy as a write (always admitted); clean ones are then
-  // marked clean. Recovered blocks stay on SSD.
+  // Every recovered block re-enters the policy as a block it holds (CachePolicy::Adopt: never
+  // judged by admission or bypasses), dirty or clean. Recovered blocks stay on SSD.
   policy::Outcome outcome;
   const policy::Access a{r.key, policy::Op::kWrite, 0, seq_++};
-  policy_->OnAccess(a, &outcome);
-  if (!r.dirty) policy_->MarkClean(r.key);
+  policy_->Adopt(a, r.dirty, &outcome);
   BlockEntry& e = map_[r.key];
   e.slot = r.slot;
   e.log_seq = r.log_seq;
   e.epoch = r.epoch;
   if (r.dirty) MarkDirty(r.key, &e);
   ApplyEvictions(outcome);
+}
+
+BlockMap::Rebuilt BlockMap::ReplacePolicy(std::unique_ptr<policy::CachePolicy> fresh) {
+  absl::MutexLock l(&mu_);
+  std::vector<BlockKey> order;
+  absl::flat_hash_set<BlockKey> seen;
+  policy::Outcome out;
+  while (policy_->Shed(&out)) {
+    for (const policy::Eviction& ev : out.evicted) {
+      if (seen.insert(ev.key).second) order.push_back(ev.key);
+    }
+    out.Reset();
+  }
+  for (const auto& [key, e] : map_) {
+    if (e.state == BlockState::kCached && !seen.contains(key)) order.push_back(key);
+  }
+  policy_ = std::move(fresh);
+  Rebuilt r;
+  for (const BlockKey& key : order) {
+    auto it = map_.find(key);
+    const bool dirty = it != map_.end() && it->second.dirty;
+    policy_->Adopt(NextAccess(key, policy::Op::kWrite), dirty, &out);
+    ++r.members;
+    r.evicted += out.evicted.size();
+    if (!out.admitted && out.hit == policy::Tier::kNone) {
+      // No room for it at all (a share's maximum, or a policy that refuses): it leaves too.
+      out.evicted.push_back(policy::Eviction{key, dirty, policy::Tier::kSsd});
+      ++r.evicted;
+    }
+    ApplyEvictions(out);
+  }
+  return r;
+}
+
+uint64_t BlockMap::EvictSlotsFrom(uint32_t first) {
+  absl::MutexLock l(&mu_);
+  policy::Outcome out;
+  for (const auto& [key, e] : map_) {
+    if (e.state != BlockState::kCached || e.slot < 0 || static_cast<uint64_t>(e.slot) < first) {
+      continue;
+    }
+    policy_->Erase(key);
+    out.evicted.push_back(policy::Eviction{key, e.dirty, policy::Tier::kSsd});
+  }
+  ApplyEvictions(out);
+  return out.evicted.size();
 }
 
 // ---------------------------------------------------------------------------------------------

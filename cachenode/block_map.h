@@ -210,7 +210,9 @@ class BlockMap {
   uint32_t RelieveSlotPressure(uint32_t free, uint32_t need, Leftovers* out);
   // Slots to keep free beyond what callers ask for (the cache node's slot reserve). Set before
   // serving.
-  void set_slot_headroom(uint32_t slots) { slot_headroom_ = slots; }
+  void set_slot_headroom(uint32_t slots) {
+    slot_headroom_.store(slots, std::memory_order_relaxed);
+  }
   bool exclusive() const { return exclusive_; }
 
   // --- SSD write budget (policy/write_budget.h; the policy was built with it in its context)
@@ -256,6 +258,23 @@ class BlockMap {
   uint64_t cached_blocks() const;
   std::vector<policy::VdiStats> VdiStats() const;
 
+  // --- Online resize of the SSD tier (CacheNode::ResizeSsd)
+  struct Rebuilt {
+    uint64_t members = 0;  // blocks passed to the new policy
+    uint64_t evicted = 0;  // of them, those it evicted to fit (destaged if dirty, then freed)
+  };
+  // Replaces the policy with `fresh` (built for the new capacity, with the VDIs' own policies
+  // and shares already set) in one step under the lock: the old one gives up its members in
+  // its eviction order (CachePolicy::Shed: coldest first; a policy that cannot shed gives them
+  // in no order), and each enters the new one (CachePolicy::Adopt) with its dirtiness. What the
+  // new one evicts to fit leaves as any eviction does. The policies' learned state (ghosts,
+  // sketches, VBQ's shares) starts over, as after a restart.
+  Rebuilt ReplacePolicy(std::unique_ptr<policy::CachePolicy> fresh);
+  // Evicts every block whose SSD slot is `first` or past it (a shrink's released region): each
+  // leaves as an eviction does (destaged first if dirty); returns how many it sent. Blocks on
+  // their way out already are not counted.
+  uint64_t EvictSlotsFrom(uint32_t first);
+
   // --- Per-VDI policies (policy/registry.h SetVdiPolicy)
   // Switches `vdi` to `spec` ("" or "default": the node's policy). The VDI's cached blocks stay,
   // dirty ones too; the switch is one step under the lock, between two accesses.
@@ -268,7 +287,7 @@ class BlockMap {
 
  private:
   uint32_t stream_read_blocks_ = 0;  // set before serving, then read-only
-  uint32_t slot_headroom_ = 0;       // set before serving, then read-only
+  std::atomic<uint32_t> slot_headroom_{0};  // changed by an online resize
   void ApplyEvictions(const policy::Outcome& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PushDemotions(const std::vector<BlockKey>& demote) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MarkDirty(const BlockKey& key, BlockEntry* e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

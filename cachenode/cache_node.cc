@@ -126,9 +126,21 @@ absl::Status CacheNode::Init() {
                       SlotStore::Open({config_.ssd_path, config_.ssd_bytes, config_.block_size,
                                        config_.node_id, config_.cluster_id},
                                       &recovered, &recovery_, std::move(file)));
-  const size_t reserve =
-      std::max<size_t>(16, static_cast<size_t>(config_.slot_reserve * slots_->num_slots()));
-  if (reserve >= slots_->num_slots()) {
+  // A store resized online keeps its own size (a pending shrink: its target), whatever the
+  // configuration says.
+  const uint32_t usable = slots_->usable_slots();
+  if (uint64_t{slots_->num_slots()} * config_.block_size != config_.ssd_bytes) {
+    spdlog::warn(
+        "cache node {}: the SSD tier was resized online to {} bytes{}; the configured size ({} "
+        "bytes) is not used (set it to the store's size in the node's configuration)",
+        config_.node_id, uint64_t{slots_->num_slots()} * config_.block_size,
+        slots_->shrink_target() != 0
+            ? absl::StrCat(", shrinking to ", uint64_t{usable} * config_.block_size)
+            : "",
+        config_.ssd_bytes);
+  }
+  const size_t reserve = ReserveFor(usable);
+  if (reserve >= usable) {
     return absl::InvalidArgumentError("SSD too small for its slot reserve");
   }
   load_view_ = std::make_unique<PoolLoad>(pool_, vdis_.get());
@@ -136,7 +148,7 @@ absl::Status CacheNode::Init() {
   // Membership is bounded by SSD slots so that every block can keep one: a dirty block always
   // does (invariant 1), a block promoted to RAM keeps its slot as a shadow copy. An exclusive
   // placement adds the RAM tier's blocks; slot pressure then sheds members (AllocateSlots).
-  ctx.capacity_blocks = slots_->num_slots() - reserve;
+  ctx.capacity_blocks = usable - reserve;
   ctx.ram_blocks = config_.ram_bytes / config_.block_size;
   ctx.load = load_view_.get();
   RC_ASSIGN_OR_RETURN(auto placement, policy::MakePlacement(config_.placement, ctx.ram_blocks));
@@ -241,7 +253,7 @@ absl::Status CacheNode::Init() {
   dopt.planner = {config_.idle_ops_per_s,       config_.idle_window_ms,
                   config_.dirty_high_watermark, config_.dirty_low_watermark,
                   config_.forced_destage_mb_s,  config_.forced_destage_duty,
-                  slots_->num_slots(),          config_.dirty_age_target_ms,
+                  usable,                       config_.dirty_age_target_ms,
                   config_.DirtyCap()};
   dopt.planner.vdi_dirty_cap = config_.vdi_dirty_cap;
   DestagerContext dctx{
@@ -251,6 +263,14 @@ absl::Status CacheNode::Init() {
                                           slots_.get(), log_.get(), pool_, owner_.get());
   destager_ = std::make_unique<Destager>(dopt, dctx, registry_);
   destager_->Start();
+  if (const uint32_t target = slots_->shrink_target(); target != 0) {
+    // A shrink the last run did not finish: its blocks past the target leave now.
+    spdlog::info("cache node {}: resuming the shrink of the SSD tier to {} slots",
+                 config_.node_id, target);
+    map_->EvictSlotsFrom(target);
+    absl::MutexLock l(&policy_mu_);
+    StartShrinkWatch();
+  }
   return absl::OkStatus();
 }
 
@@ -356,6 +376,11 @@ void CacheNode::AdoptRecovered(std::vector<RecoveredSlot> recovered) {
 }
 
 CacheNode::~CacheNode() {
+  {
+    absl::MutexLock l(&shrink_mu_);
+    shrink_stop_ = true;
+  }
+  if (shrink_thread_.joinable()) shrink_thread_.join();
   if (destager_) destager_->Stop();
   log_.reset();
   if (slots_) (void)slots_->Sync();

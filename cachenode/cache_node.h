@@ -184,6 +184,24 @@ class CacheNode {
   // node joining takes them over: gateway/router.h AddCacheNode); the others stay dirty.
   absl::Status FlushMoving(const ring::Ring& ring);
 
+  // Online resize of the SSD tier (docs/cache-node.md, "Resizing the SSD tier") to `bytes`
+  // (whole blocks). Growing takes effect at once: the slot file grows and the policy is rebuilt
+  // for the new capacity, keeping every block in its eviction order. Shrinking stops using the
+  // slots past the new size at once (persisted: a restart resumes it), evicts their blocks
+  // (dirty ones are destaged first, never dropped) and cuts the file once they are all gone, in
+  // the background; resize_state() tells how far it is. kInvalidArgument for a size too small
+  // for the slot reserve; kFailedPrecondition for a block device too small, or a store grown
+  // too many times.
+  absl::Status ResizeSsd(uint64_t bytes);
+  struct ResizeState {
+    uint64_t ssd_bytes = 0;       // the size the node serves with now
+    uint64_t file_bytes = 0;      // the slot file's slots: above ssd_bytes while a shrink runs
+    uint64_t target_bytes = 0;    // a pending shrink's target (0: none)
+    uint64_t blocks_to_move = 0;  // blocks still past the target
+  };
+  ResizeState resize_state() const;
+  v1::ResizeSsdResponse ResizeStateProto() const;
+
   // Fills per-VDI statistics (all VDIs when vdi == 0).
   void Stats(uint32_t vdi, std::vector<v1::VdiCacheStats>* out) const;
   uint64_t dirty_blocks() const;
@@ -323,6 +341,13 @@ class CacheNode {
   // Forgets a cached block under its object stripe (callers that hold no stripe: a concurrent
   // destage must never read a slot this releases and another write reuses).
   absl::Status InvalidateUnderStripe(const BlockKey& key);
+  // The slots kept free for evictions in flight, for a tier of `slots`.
+  uint32_t ReserveFor(uint32_t slots) const;
+  // While a shrink is pending: evicts what is past its target and completes it once nothing
+  // is (the resize thread's loop; started by ResizeSsd and by a start that finds one pending).
+  void StartShrinkWatch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(policy_mu_);
+  void ShrinkWatch();
+
   // Exclusive tiers: frees slots so that `need` and the reserve are free or coming (BlockMap).
   void RelieveSlotPressure(uint32_t need);
   // Takes `n` free slots (all or none), waiting for the reclaimer while too few are free.
@@ -355,6 +380,11 @@ class CacheNode {
   absl::Mutex gate_mu_;
   std::function<bool()> destage_gate_ ABSL_GUARDED_BY(gate_mu_);
   absl::Mutex data_ring_mu_;  // serialises SetDataRing (pool switch + state file)
+  // The shrink thread (ShrinkWatch): runs while a shrink is pending.
+  absl::Mutex shrink_mu_ ABSL_ACQUIRED_AFTER(policy_mu_);
+  bool shrink_stop_ ABSL_GUARDED_BY(shrink_mu_) = false;
+  bool shrink_running_ ABSL_GUARDED_BY(shrink_mu_) = false;
+  std::thread shrink_thread_;
   metrics::Counter* slot_waits_ = nullptr;
   metrics::Counter* policy_switches_ = nullptr;
 };

@@ -282,8 +282,11 @@ absl::StatusOr<CacheNode::DropResult> CacheNode::InvalidateVdi(uint32_t vdi) {
 
 CacheNode::Usage CacheNode::usage() const {
   Usage u;
-  u.ssd_bytes = uint64_t{slots_->num_slots()} * config_.block_size;
-  u.ssd_used_bytes = uint64_t{slots_->num_slots() - slots_->free_slots()} * config_.block_size;
+  // While a shrink runs: the target's slots, and the blocks still past it count as used.
+  const uint32_t usable = slots_->usable_slots();
+  const uint32_t past = slots_->shrink_target() != 0 ? slots_->used_past_target() : 0;
+  u.ssd_bytes = uint64_t{usable} * config_.block_size;
+  u.ssd_used_bytes = uint64_t{usable - slots_->free_slots() + past} * config_.block_size;
   u.dirty_bytes = map_->dirty_blocks() * config_.block_size;
   for (const VdiInfo& v : vdis_->All()) {
     u.hits += v.counters->hits_ram + v.counters->hits_ssd;
@@ -371,6 +374,7 @@ void CacheNode::Stats(uint32_t vdi, std::vector<v1::VdiCacheStats>* out) const {
       s.set_lower_bound(p.lower);
       if (p.admit_first >= 0) s.set_admit_first(p.admit_first);
       if (p.admit_bar >= 0) s.set_admit_bar(p.admit_bar);
+      if (p.region_margin >= 0) s.set_admit_region_margin(p.region_margin);
     }
     out->push_back(s);
   }

@@ -604,7 +604,8 @@ TEST_F(CacheNodeTest, WritersAreHeldBeforeTheDirtyCapNeverFailed) {
 
 // The default's frequency gate (sieve(freq=1)) shows its bar per VDI: -1 until the VDI's first
 // eviction, then the mean estimate of its recent victims; and its region test's margin
-// (region_adapt=1): -1 until the test admitted a block of the VDI, then within 1-8.
+// (region_adapt=1): -1 until the test admitted a block of the VDI, then within 1-8; the node's
+// stats carry both.
 TEST_F(CacheNodeTest, TheFrequencyGateShowsItsBarPerVdi) {
   config_.policy = "vbq(share=utility)+arc+sieve(freq=1,region_adapt=1)+lcr";
   config_.ram_bytes = 0;
@@ -623,7 +624,16 @@ TEST_F(CacheNodeTest, TheFrequencyGateShowsItsBarPerVdi) {
   }
   EXPECT_GE(gauge("ringcache_vdi_admission_victim_frequency"), 0.0);
   const double margin = gauge("ringcache_vdi_admission_region_margin");
-  EXPECT_TRUE(margin == -1.0 || (margin >= 1 && margin <= 8)) << margin;
+  EXPECT_TRUE(margin >= 1 && margin <= 8) << margin;
+  // The same state in the node's stats (`ringcachectl stats`' ADMISSION column).
+  std::vector<v1::VdiCacheStats> stats;
+  node_->Stats(0, &stats);
+  ASSERT_EQ(stats.size(), 1u);
+  EXPECT_TRUE(stats[0].has_admit_bar());
+  EXPECT_NEAR(stats[0].admit_bar(), gauge("ringcache_vdi_admission_victim_frequency"), 1e-3);
+  ASSERT_TRUE(stats[0].has_admit_region_margin());
+  EXPECT_EQ(stats[0].admit_region_margin(), margin);
+  EXPECT_FALSE(stats[0].has_admit_first()) << "the default's sieve does not climb";
 }
 
 TEST_F(CacheNodeTest, AVdiAtItsDirtyCapIsDestagedFirstAndItsWritersHeld) {
@@ -983,6 +993,72 @@ TEST_F(CacheNodeTest, WithoutABudgetNothingGoesAroundAndWearIsStillCounted) {
   EXPECT_EQ(w.written_bytes, 100 * kBs);
   EXPECT_EQ(node_->cached_blocks(), 100u);
   EXPECT_EQ(registry_.Render().find("ssd_budget_fill"), std::string::npos);
+}
+
+// Online resize (docs/cache-node.md, "Resizing the SSD tier"): a growth is usable at once and
+// keeps the blocks; a shrink moves every block out of the released slots (dirty ones home
+// first), cuts the file, and the store keeps its new size across a restart whatever the
+// configuration says. Every block reads back what was written throughout.
+TEST_F(CacheNodeTest, TheSsdTierGrowsAndShrinksOnlineAndNoWriteIsLost) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  EXPECT_EQ(WriteDistinctBlocks(2, 100, 1000), 0);
+  ASSERT_TRUE(node_->ResizeSsd(1024 * kBs).ok());
+  EXPECT_EQ(node_->resize_state().ssd_bytes, 1024u * kBs);
+  EXPECT_EQ(node_->resize_state().target_bytes, 0u);
+  EXPECT_EQ(node_->cached_blocks(), 200u) << "the blocks stay through the policy's rebuild";
+  // More than the old tier held, all cached now (dirty, no destage needed to make room).
+  EXPECT_EQ(WriteDistinctBlocks(4, 150, 5000), 0);
+  EXPECT_GT(node_->cached_blocks(), 256u);
+  const uint64_t grown = std::filesystem::file_size(config_.ssd_path);
+  for (uint64_t b = 0; b < 600; ++b) ASSERT_EQ(Read(b * kBs, kBs), Pattern(5000 + b, kBs)) << b;
+
+  ASSERT_TRUE(node_->ResizeSsd(128 * kBs).ok());
+  EXPECT_EQ(node_->resize_state().ssd_bytes, 128u * kBs);
+  for (int i = 0; i < 600 && node_->resize_state().target_bytes != 0; ++i) {
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  const CacheNode::ResizeState st = node_->resize_state();
+  ASSERT_EQ(st.target_bytes, 0u) << st.blocks_to_move << " blocks never left the released slots";
+  EXPECT_EQ(st.file_bytes, 128u * kBs);
+  EXPECT_LT(std::filesystem::file_size(config_.ssd_path), grown);
+  EXPECT_LE(node_->cached_blocks(), 128u);
+  for (uint64_t b = 0; b < 600; ++b) ASSERT_EQ(Read(b * kBs, kBs), Pattern(5000 + b, kBs)) << b;
+  EXPECT_EQ(WriteDistinctBlocks(2, 100, 9000), 0) << "writes go on in the smaller tier";
+
+  node_.reset();
+  ASSERT_NO_FATAL_FAILURE(Start());  // configured 256 blocks: the store's 128 hold
+  EXPECT_EQ(node_->resize_state().ssd_bytes, 128u * kBs);
+  for (uint64_t b = 0; b < 200; ++b) ASSERT_EQ(Read(b * kBs, kBs), Pattern(9000 + b, kBs)) << b;
+  for (uint64_t b = 200; b < 600; ++b) {
+    ASSERT_EQ(Read(b * kBs, kBs), Pattern(5000 + b, kBs)) << b;
+  }
+  // Too small for the slot reserve: refused, nothing changed.
+  EXPECT_TRUE(absl::IsInvalidArgument(node_->ResizeSsd(20 * kBs)));
+  EXPECT_EQ(node_->resize_state().ssd_bytes, 128u * kBs);
+}
+
+// A shrink whose dirty blocks cannot go home (every data node down) waits for them, never
+// drops one; a restart in the middle resumes it, and it completes once the homes are back.
+TEST_F(CacheNodeTest, AShrinkWaitsForItsDirtyBlocksAndARestartResumesIt) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  EXPECT_EQ(WriteDistinctBlocks(2, 100, 2000), 0);
+  for (int i = 0; i < 3; ++i) dns_->StopForTest(i);
+  ASSERT_TRUE(node_->ResizeSsd(64 * kBs).ok());
+  absl::SleepFor(absl::Seconds(1));
+  CacheNode::ResizeState st = node_->resize_state();
+  EXPECT_EQ(st.target_bytes, 64u * kBs);
+  EXPECT_GT(st.blocks_to_move, 0u) << "dirty blocks leave only once they are home";
+  node_.reset();
+  for (int i = 0; i < 3; ++i) dns_->RestartForTest(i);
+  ASSERT_NO_FATAL_FAILURE(Start());
+  for (int i = 0; i < 600 && node_->resize_state().target_bytes != 0; ++i) {
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  st = node_->resize_state();
+  ASSERT_EQ(st.target_bytes, 0u) << st.blocks_to_move << " blocks never left the released slots";
+  EXPECT_EQ(st.ssd_bytes, 64u * kBs);
+  EXPECT_EQ(st.file_bytes, 64u * kBs);
+  for (uint64_t b = 0; b < 200; ++b) ASSERT_EQ(Read(b * kBs, kBs), Pattern(2000 + b, kBs)) << b;
 }
 
 }  // namespace

@@ -6,7 +6,11 @@ namespace ringcache::cachenode {
 
 DestagePlanner::DestagePlanner(const DestagePlannerOptions& options, int64_t now_us,
                                uint64_t foreground_ops)
-    : options_(options), last_count_(foreground_ops), last_time_(now_us), quiet_since_(now_us) {}
+    : options_(options),
+      slots_(options.slots),
+      last_count_(foreground_ops),
+      last_time_(now_us),
+      quiet_since_(now_us) {}
 
 DestagePlanner::Decision DestagePlanner::Tick(int64_t now_us, uint64_t foreground_ops,
                                               uint64_t dirty_blocks, bool log_over_limit,
@@ -18,9 +22,9 @@ DestagePlanner::Decision DestagePlanner::Tick(int64_t now_us, uint64_t foregroun
   if (rate >= options_.idle_ops_per_s) quiet_since_ = now_us;
   Decision d;
   d.idle = now_us - quiet_since_ >= options_.idle_window_ms * 1000;
-  const double slots = static_cast<double>(options_.slots);
-  if (dirty_blocks > options_.dirty_high_watermark * slots) forcing_ = true;
-  if (dirty_blocks < options_.dirty_low_watermark * slots) forcing_ = false;
+  const double total = static_cast<double>(slots());
+  if (dirty_blocks > options_.dirty_high_watermark * total) forcing_ = true;
+  if (dirty_blocks < options_.dirty_low_watermark * total) forcing_ = false;
   // Pushback: a data node's log area is over its limit; destage so records can be reclaimed.
   if (log_over_limit && dirty_blocks > 0) forcing_ = true;
   d.forcing = forcing_;
@@ -31,7 +35,7 @@ DestagePlanner::Decision DestagePlanner::Tick(int64_t now_us, uint64_t foregroun
   d.aging = target_us > 0 && dirty_blocks > 0 && age >= target_us / 2;
   // The pace: faster the dirtier the node (1x at the low watermark, 4x at the high one) and the
   // older its oldest block (1x at the target, 4x at 2.5x the target); unpaced at the cap.
-  const double f = slots > 0 ? static_cast<double>(dirty_blocks) / slots : 0;
+  const double f = total > 0 ? static_cast<double>(dirty_blocks) / total : 0;
   const double span = options_.dirty_high_watermark - options_.dirty_low_watermark;
   const double by_dirt = 1 + 3 * std::clamp((f - options_.dirty_low_watermark) / span, 0.0, 1.0);
   const double by_age = target_us > 0 ? std::clamp(2 * age / target_us - 1, 1.0, 4.0) : 1.0;
@@ -40,20 +44,20 @@ DestagePlanner::Decision DestagePlanner::Tick(int64_t now_us, uint64_t foregroun
 }
 
 bool DestagePlanner::AtCap(uint64_t dirty_blocks) const {
-  return options_.slots > 0 &&
-         static_cast<double>(dirty_blocks) >= options_.dirty_cap * static_cast<double>(options_.slots);
+  return slots() > 0 &&
+         static_cast<double>(dirty_blocks) >= options_.dirty_cap * static_cast<double>(slots());
 }
 
 bool DestagePlanner::VdiAtCap(int64_t vdi_dirty_blocks) const {
-  return options_.vdi_dirty_cap > 0 && options_.slots > 0 &&
+  return options_.vdi_dirty_cap > 0 && slots() > 0 &&
          static_cast<double>(vdi_dirty_blocks) >=
-             options_.vdi_dirty_cap * static_cast<double>(options_.slots);
+             options_.vdi_dirty_cap * static_cast<double>(slots());
 }
 
 int64_t DestagePlanner::WriteDelayMicros(uint64_t dirty_blocks) const {
-  if (options_.slots == 0) return 0;
+  if (slots() == 0) return 0;
   if (AtCap(dirty_blocks)) return -1;
-  const double f = static_cast<double>(dirty_blocks) / static_cast<double>(options_.slots);
+  const double f = static_cast<double>(dirty_blocks) / static_cast<double>(slots());
   const double x = (f - options_.dirty_high_watermark) /
                    (options_.dirty_cap - options_.dirty_high_watermark);
   if (x <= 0) return 0;

@@ -25,6 +25,7 @@
 #ifndef RINGCACHE_CACHENODE_DESTAGE_PLANNER_H_
 #define RINGCACHE_CACHENODE_DESTAGE_PLANNER_H_
 
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <utility>
@@ -39,7 +40,7 @@ struct DestagePlannerOptions {
   double dirty_low_watermark = 0.4;
   double forced_destage_mb_s = 64;
   double forced_destage_duty = 0.25;
-  uint64_t slots = 0;  // SSD slots: the watermarks are fractions of it
+  uint64_t slots = 0;  // SSD slots: the watermarks are fractions of it (set_slots changes it)
   // Aging destage keeps the oldest dirty block's age near this (0: no aging destage).
   int64_t dirty_age_target_ms = 30000;
   // Dirty share of the slots that writers are held under (in (dirty_high_watermark, 1]).
@@ -83,12 +84,18 @@ class DestagePlanner {
   // Whether one VDI's `vdi_dirty_blocks` is at or above the per-VDI cap (never without one).
   bool VdiAtCap(int64_t vdi_dirty_blocks) const;
 
+  // The SSD slots the watermarks and caps are fractions of: the tier's size changed online
+  // (CacheNode::ResizeSsd). Any thread.
+  void set_slots(uint64_t slots) { slots_.store(slots, std::memory_order_relaxed); }
+  uint64_t slots() const { return slots_.load(std::memory_order_relaxed); }
+
   // The VDI to destage next among (vdi, accesses A_m) of the VDIs with dirty blocks.
   static std::optional<uint32_t> ColdestVdi(
       const std::vector<std::pair<uint32_t, uint64_t>>& candidates);
 
  private:
   const DestagePlannerOptions options_;
+  std::atomic<uint64_t> slots_;
   uint64_t last_count_;
   int64_t last_time_;
   int64_t quiet_since_;

@@ -79,6 +79,9 @@ class Destager {
   // first.
   absl::Duration ThrottleWrite(const VdiInfo& v, absl::Time deadline);
 
+  // The SSD tier's slots changed (an online resize): the watermarks and caps follow.
+  void SetSlots(uint64_t slots) { planner_.set_slots(slots); }
+
   // Counts foreground block operations (idle detection).
   void NoteForeground(uint64_t blocks) { fg_blocks_.fetch_add(blocks, std::memory_order_relaxed); }
 

@@ -261,6 +261,15 @@ grpc::Status CacheNodeService::InvalidateVdi(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
+grpc::Status CacheNodeService::ResizeSsd(grpc::ServerContext*, const v1::ResizeSsdRequest* req,
+                                         v1::ResizeSsdResponse* resp) {
+  if (req->ssd_bytes() != 0) {
+    if (absl::Status s = node_->ResizeSsd(req->ssd_bytes()); !s.ok()) return ToGrpc(s);
+  }
+  *resp = node_->ResizeStateProto();
+  return grpc::Status::OK;
+}
+
 grpc::Status CacheNodeService::DropVdi(grpc::ServerContext*, const v1::DropVdiRequest* req,
                                        v1::DropVdiResponse*) {
   absl::Status s = node_->DropVdi(req->vdi_id());

@@ -18,8 +18,12 @@ namespace ringcache::cachenode {
 namespace {
 
 constexpr char kMagic[8] = {'R', 'C', 'S', 'L', 'O', 'T', 'S', '1'};
-constexpr uint32_t kVersion = kSlotFileFormat.writes;
-static_assert(kSlotFileFormat.reads_from == 1, "Open reads version 1 and kVersion");
+// A store that was never resized is written as version 2 (which 0.1.0 reads); the first
+// online resize makes it version 3 (its extent table).
+constexpr uint32_t kVersion = 2;
+constexpr uint32_t kResizedVersion = kSlotFileFormat.writes;
+static_assert(kSlotFileFormat.reads_from == 1 && kResizedVersion == 3,
+              "Open reads versions 1-3");
 constexpr uint32_t kEntryMagic = 0x58494352;  // "RCIX"
 constexpr uint64_t kSuperSize = 4096;
 constexpr uint64_t kEntrySize = 64;
@@ -74,6 +78,33 @@ static_assert(sizeof(DiskCluster) == 64);
 constexpr char kClusterMagic[8] = {'R', 'C', 'C', 'L', 'U', 'S', 'T', 'R'};
 constexpr uint64_t kClusterOffset = 64;
 
+// Version 3's extent table, at byte 512 of the superblock page (its own sectors: a torn write
+// of it cannot touch the superblock). It is the truth about the geometry: written before the
+// superblock, so a crash between them leaves the new table under a superblock that either
+// still says version 2 (the first resize: the old geometry holds, the file's new tail unused)
+// or says 3 (the table holds).
+struct DiskExtent {
+  uint64_t index_offset;
+  uint64_t data_offset;
+  uint32_t first;
+  uint32_t slots;
+  uint32_t index_slots;
+  uint32_t pad;
+};
+static_assert(sizeof(DiskExtent) == 32);
+constexpr uint32_t kDiskExtents = 16;
+struct DiskLayout {
+  char magic[8];
+  uint32_t count;
+  uint32_t shrink_to;  // a pending shrink's target in slots (0: none)
+  DiskExtent extents[kDiskExtents];
+  uint64_t checksum;  // of the bytes above
+};
+static_assert(sizeof(DiskLayout) == 536);
+constexpr char kLayoutMagic[8] = {'R', 'C', 'E', 'X', 'T', 'E', 'N', 'T'};
+constexpr uint64_t kLayoutOffset = 512;
+constexpr uint64_t kRegionAlign = 1 << 20;
+
 std::string IncarnationText(const uint64_t (&v)[2]) {
   return absl::StrFormat("%016x%016x", v[0], v[1]);
 }
@@ -106,10 +137,16 @@ absl::StatusOr<std::unique_ptr<SlotStore>> SlotStore::Open(const SlotStoreOption
   std::unique_ptr<SlotStore> s(new SlotStore());
   s->path_ = options.path;
   s->block_size_ = options.block_size;
-  s->num_slots_ = static_cast<uint32_t>(options.capacity_bytes / options.block_size);
-  s->index_offset_ = kSuperSize;
-  s->data_offset_ = RoundUp(kSuperSize + uint64_t{s->num_slots_} * kEntrySize, 1 << 20);
-  const uint64_t total = s->data_offset_ + uint64_t{s->num_slots_} * s->block_size_;
+  static_assert(kMaxExtents == kDiskExtents);
+  const uint32_t configured = static_cast<uint32_t>(options.capacity_bytes / options.block_size);
+  s->num_slots_.store(configured);
+  s->extents_[0] = Extent{kSuperSize,
+                          RoundUp(kSuperSize + uint64_t{configured} * kEntrySize, kRegionAlign), 0,
+                          configured};
+  s->extent_count_.store(1);
+  const uint64_t data_offset = s->extents_[0].data_offset;
+  const uint64_t total = data_offset + uint64_t{configured} * s->block_size_;
+  uint32_t shrink_to = 0;
 
   if (file == nullptr) {
     RC_ASSIGN_OR_RETURN(file, OpenPosixFile(options.path, /*create=*/true));
@@ -133,9 +170,9 @@ absl::StatusOr<std::unique_ptr<SlotStore>> SlotStore::Open(const SlotStoreOption
       }
       // Zero the index area of a device (a file gets zeros from ftruncate).
       std::string zeros(1 << 20, '\0');
-      for (uint64_t off = kSuperSize; off < s->data_offset_; off += zeros.size()) {
+      for (uint64_t off = kSuperSize; off < data_offset; off += zeros.size()) {
         RC_RETURN_IF_ERROR(s->file_->PWrite(
-            zeros.data(), std::min<uint64_t>(zeros.size(), s->data_offset_ - off), off));
+            zeros.data(), std::min<uint64_t>(zeros.size(), data_offset - off), off));
       }
     } else {
       RC_RETURN_IF_ERROR(s->file_->Preallocate(total));
@@ -143,8 +180,8 @@ absl::StatusOr<std::unique_ptr<SlotStore>> SlotStore::Open(const SlotStoreOption
     sup = DiskSuper{};
     std::memcpy(sup.magic, kMagic, sizeof(kMagic));
     sup.block_size = s->block_size_;
-    sup.num_slots = s->num_slots_;
-    sup.data_offset = s->data_offset_;
+    sup.num_slots = configured;
+    sup.data_offset = data_offset;
     sup.flags = kAdoptPending;
     write_super = true;
   } else {
@@ -162,12 +199,21 @@ absl::StatusOr<std::unique_ptr<SlotStore>> SlotStore::Open(const SlotStoreOption
       return absl::FailedPreconditionError(absl::StrCat(
           options.path, " is not a ringcache slot file (bad superblock); refusing to overwrite"));
     }
-    if ((sup.version != kVersion && !v1) || sup.block_size != s->block_size_ ||
-        sup.num_slots != s->num_slots_ || sup.data_offset != s->data_offset_) {
+    const bool v3 = sup.version == kResizedVersion;
+    if (v3 && sup.block_size == s->block_size_) {
+      // Resized online: its extent table says its size, whatever the configuration says (the
+      // cache node warns when they differ).
+      uint32_t n = 0;
+      RC_RETURN_IF_ERROR(s->ReadLayout(&n, &shrink_to));
+      s->num_slots_.store(n);
+    } else if ((sup.version != kVersion && !v1) || sup.block_size != s->block_size_ ||
+               sup.num_slots != configured || sup.data_offset != data_offset) {
       return absl::FailedPreconditionError(absl::StrCat(
           options.path, " was created with block_size ", sup.block_size, " and ", sup.num_slots,
-          " slots; configured ", s->block_size_, " and ", s->num_slots_,
-          ". Destage and remove the file to change the geometry"));
+          " slots; configured ", s->block_size_, " and ", configured,
+          ". To change its size, start the node with the size it has and resize it online "
+          "(`ringcachectl node resize`); to change the block size, destage and remove the "
+          "file"));
     }
     if (v1) {
       // A version 1 store: same blocks, same incarnation from now on (it gets its id here).
@@ -195,7 +241,7 @@ absl::StatusOr<std::unique_ptr<SlotStore>> SlotStore::Open(const SlotStoreOption
     write_super = true;
   }
   if (write_super) {
-    sup.version = kVersion;
+    sup.version = sup.version == kResizedVersion ? kResizedVersion : kVersion;
     sup.checksum = BlockChecksum(&sup, offsetof(DiskSuper, checksum));
     RC_RETURN_IF_ERROR(s->file_->PWrite(&sup, sizeof(sup), 0));
     RC_RETURN_IF_ERROR(s->file_->Sync());
@@ -230,7 +276,8 @@ absl::StatusOr<std::unique_ptr<SlotStore>> SlotStore::Open(const SlotStoreOption
   s->created_ = (sup.flags & kAdoptPending) != 0;
   {
     absl::MutexLock l(&s->mu_);
-    s->meta_.assign(s->num_slots_, Meta{});
+    s->meta_.assign(s->num_slots(), Meta{});
+    s->limit_ = shrink_to != 0 ? shrink_to : s->num_slots();
   }
   RecoveryStats local;
   RC_RETURN_IF_ERROR(s->Recover(recovered, stats ? stats : &local));
@@ -262,28 +309,33 @@ absl::Status SlotStore::Recover(std::vector<RecoveredSlot>* recovered, RecoveryS
   };
   absl::flat_hash_map<SlotKey, std::vector<Candidate>> by_key;
   std::vector<uint32_t> to_clear;
-  const uint64_t index_bytes = uint64_t{num_slots_} * kEntrySize;
   std::vector<char> buf(1 << 20);
-  for (uint64_t off = 0; off < index_bytes; off += buf.size()) {
-    const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), index_bytes - off));
-    RC_RETURN_IF_ERROR(file_->PRead(buf.data(), n, index_offset_ + off));
-    for (size_t i = 0; i < n; i += kEntrySize) {
-      DiskEntry e;
-      std::memcpy(&e, buf.data() + i, sizeof(e));
-      const uint32_t slot = static_cast<uint32_t>((off + i) / kEntrySize);
-      if (e.magic == 0 && e.flags == 0) continue;  // never used / released
-      if (e.magic != kEntryMagic || !(e.flags & 1) ||
-          e.entry_checksum != BlockChecksum(&e, offsetof(DiskEntry, entry_checksum))) {
-        ++stats->torn_or_corrupt;
-        to_clear.push_back(slot);
-        continue;
+  const uint32_t extents = extent_count_.load(std::memory_order_acquire);
+  for (uint32_t x = 0; x < extents; ++x) {
+    const Extent& ext = extents_[x];
+    const uint32_t end = x + 1 < extents ? extents_[x + 1].first : num_slots();
+    const uint64_t index_bytes = uint64_t{end - ext.first} * kEntrySize;
+    for (uint64_t off = 0; off < index_bytes; off += buf.size()) {
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), index_bytes - off));
+      RC_RETURN_IF_ERROR(file_->PRead(buf.data(), n, ext.index_offset + off));
+      for (size_t i = 0; i < n; i += kEntrySize) {
+        DiskEntry e;
+        std::memcpy(&e, buf.data() + i, sizeof(e));
+        const uint32_t slot = ext.first + static_cast<uint32_t>((off + i) / kEntrySize);
+        if (e.magic == 0 && e.flags == 0) continue;  // never used / released
+        if (e.magic != kEntryMagic || !(e.flags & 1) ||
+            e.entry_checksum != BlockChecksum(&e, offsetof(DiskEntry, entry_checksum))) {
+          ++stats->torn_or_corrupt;
+          to_clear.push_back(slot);
+          continue;
+        }
+        // An entry of a newer layout (a newer release wrote it into a file whose superblock
+        // this release reads) is refused before anything is freed or rewritten.
+        if (const uint32_t v = e.version == 0 ? 1 : e.version; v > kSlotEntryFormat.writes) {
+          return CheckFormat(kSlotEntryFormat, v, absl::StrCat(path_, " (slot ", slot, ")"));
+        }
+        by_key[SlotKey{e.vdi, e.block}].push_back({slot, e});
       }
-      // An entry of a newer layout (a newer release wrote it into a file whose superblock
-      // this release reads) is refused before anything is freed or rewritten.
-      if (const uint32_t v = e.version == 0 ? 1 : e.version; v > kSlotEntryFormat.writes) {
-        return CheckFormat(kSlotEntryFormat, v, absl::StrCat(path_, " (slot ", slot, ")"));
-      }
-      by_key[SlotKey{e.vdi, e.block}].push_back({slot, e});
     }
   }
   std::vector<char> data(block_size_);
@@ -300,8 +352,7 @@ absl::Status SlotStore::Recover(std::vector<RecoveredSlot>* recovered, RecoveryS
         to_clear.push_back(c.slot);
         continue;
       }
-      RC_RETURN_IF_ERROR(
-          file_->PRead(data.data(), block_size_, data_offset_ + uint64_t{c.slot} * block_size_));
+      RC_RETURN_IF_ERROR(file_->PRead(data.data(), block_size_, DataOffset(c.slot)));
       if (BlockChecksum(data.data(), block_size_) != c.e.data_checksum) {
         ++stats->torn_or_corrupt;
         if ((c.e.flags & 2) != 0 && c.e.log_seq != 0 && !damaged) {
@@ -329,15 +380,197 @@ absl::Status SlotStore::Recover(std::vector<RecoveredSlot>* recovered, RecoveryS
   next_seq_ = max_seq + 1;
   const DiskEntry zero{};
   for (uint32_t slot : to_clear) {
-    RC_RETURN_IF_ERROR(file_->PWrite(&zero, sizeof(zero), index_offset_ + slot * kEntrySize));
+    RC_RETURN_IF_ERROR(file_->PWrite(&zero, sizeof(zero), IndexOffset(slot)));
   }
   if (!to_clear.empty()) RC_RETURN_IF_ERROR(file_->Sync());
   free_.clear();
-  for (uint32_t i = num_slots_; i-- > 0;) {
+  for (uint32_t i = limit_; i-- > 0;) {
     if (!meta_[i].used) free_.push_back(i);
   }
   std::sort(recovered->begin(), recovered->end(),
             [](const RecoveredSlot& a, const RecoveredSlot& b) { return a.seq < b.seq; });
+  return absl::OkStatus();
+}
+
+const SlotStore::Extent& SlotStore::ExtentOf(uint32_t slot) const {
+  uint32_t x = extent_count_.load(std::memory_order_acquire);
+  while (x > 1 && extents_[x - 1].first > slot) --x;
+  return extents_[x - 1];
+}
+
+uint64_t SlotStore::IndexOffset(uint32_t slot) const {
+  const Extent& e = ExtentOf(slot);
+  return e.index_offset + uint64_t{slot - e.first} * kEntrySize;
+}
+
+uint64_t SlotStore::DataOffset(uint32_t slot) const {
+  const Extent& e = ExtentOf(slot);
+  return e.data_offset + uint64_t{slot - e.first} * block_size_;
+}
+
+absl::Status SlotStore::ReadLayout(uint32_t* num_slots, uint32_t* shrink_to) {
+  DiskLayout d{};
+  RC_RETURN_IF_ERROR(file_->PRead(&d, sizeof(d), kLayoutOffset));
+  if (std::memcmp(d.magic, kLayoutMagic, sizeof(kLayoutMagic)) != 0 ||
+      d.checksum != BlockChecksum(&d, offsetof(DiskLayout, checksum)) || d.count == 0 ||
+      d.count > kDiskExtents) {
+    return absl::DataLossError(
+        absl::StrCat(path_, ": the extent table of a resized slot file is damaged"));
+  }
+  uint64_t n = 0;
+  for (uint32_t x = 0; x < d.count; ++x) {
+    const DiskExtent& e = d.extents[x];
+    if (e.first != n || e.slots > e.index_slots || e.slots == 0) {
+      return absl::DataLossError(
+          absl::StrCat(path_, ": extent ", x, " of the slot file does not follow the one before"));
+    }
+    extents_[x] = Extent{e.index_offset, e.data_offset, e.first, e.index_slots};
+    n += e.slots;
+  }
+  if (n > UINT32_MAX - 1 || (d.shrink_to != 0 && d.shrink_to >= n)) {
+    return absl::DataLossError(absl::StrCat(path_, ": the extent table's sizes do not add up"));
+  }
+  extent_count_.store(d.count, std::memory_order_release);
+  *num_slots = static_cast<uint32_t>(n);
+  *shrink_to = d.shrink_to;
+  return absl::OkStatus();
+}
+
+absl::Status SlotStore::WriteLayout(uint32_t extents, uint32_t num_slots, uint32_t shrink_to) {
+  DiskLayout d{};
+  std::memcpy(d.magic, kLayoutMagic, sizeof(kLayoutMagic));
+  d.count = extents;
+  d.shrink_to = shrink_to;
+  for (uint32_t x = 0; x < extents; ++x) {
+    const Extent& e = extents_[x];
+    const uint32_t end = x + 1 < extents ? extents_[x + 1].first : num_slots;
+    d.extents[x] = DiskExtent{e.index_offset, e.data_offset, e.first, end - e.first,
+                              e.index_slots, 0};
+  }
+  d.checksum = BlockChecksum(&d, offsetof(DiskLayout, checksum));
+  RC_RETURN_IF_ERROR(Checked(file_->PWrite(&d, sizeof(d), kLayoutOffset)));
+  RC_RETURN_IF_ERROR(Checked(file_->Sync()));
+  DiskSuper sup{};
+  RC_RETURN_IF_ERROR(file_->PRead(&sup, sizeof(sup), 0));
+  sup.version = kResizedVersion;
+  sup.num_slots = num_slots;
+  sup.checksum = BlockChecksum(&sup, offsetof(DiskSuper, checksum));
+  RC_RETURN_IF_ERROR(Checked(file_->PWrite(&sup, sizeof(sup), 0)));
+  return Checked(file_->Sync());
+}
+
+uint32_t SlotStore::usable_slots() const {
+  absl::MutexLock l(&mu_);
+  return limit_;
+}
+
+uint32_t SlotStore::shrink_target() const {
+  absl::MutexLock l(&mu_);
+  return limit_ < meta_.size() ? limit_ : 0;
+}
+
+uint32_t SlotStore::used_past_target() const {
+  absl::MutexLock l(&mu_);
+  uint32_t n = 0;
+  for (size_t i = limit_; i < meta_.size(); ++i) n += meta_[i].used ? 1 : 0;
+  return n;
+}
+
+absl::Status SlotStore::Resize(uint32_t slots) {
+  if (slots < 16 || slots > UINT32_MAX - 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("an SSD tier of ", slots, " slots: want 16 to 2^32-2"));
+  }
+  absl::MutexLock rl(&super_mu_);
+  RC_RETURN_IF_ERROR(failed());
+  const uint32_t have = num_slots();
+  uint32_t extents = extent_count_.load(std::memory_order_acquire);
+  if (slots < have) {
+    // A shrink: persisted first, so that a restart resumes it.
+    RC_RETURN_IF_ERROR(WriteLayout(extents, have, slots));
+  } else if (slots > have) {
+    // The last extent lengthens while its index has room (its data ends the file); the rest
+    // is a new extent after it.
+    const Extent& last = extents_[extents - 1];
+    const uint32_t in_place =
+        std::min<uint32_t>(slots - have, last.first + last.index_slots - have);
+    uint64_t end = last.data_offset + uint64_t{have + in_place - last.first} * block_size_;
+    uint32_t count = extents;
+    if (have + in_place < slots) {
+      if (extents == kMaxExtents) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            path_, " was grown ", kMaxExtents - 1, " times and has no room for another "
+            "extent: destage and remove the file to lay it out again at its new size"));
+      }
+      Extent e;
+      e.first = have + in_place;
+      e.index_slots = slots - e.first;
+      e.index_offset = RoundUp(end, kRegionAlign);
+      e.data_offset = RoundUp(e.index_offset + uint64_t{e.index_slots} * kEntrySize, kRegionAlign);
+      end = e.data_offset + uint64_t{e.index_slots} * block_size_;
+      extents_[count++] = e;  // not published until the layout is on disk
+    }
+    RC_ASSIGN_OR_RETURN(const uint64_t size, file_->Size());
+    if (file_->IsBlockDevice() && size < end) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "block device ", path_, " has ", size, " bytes; ", slots, " slots need ", end));
+    }
+    if (!file_->IsBlockDevice() && size < end) RC_RETURN_IF_ERROR(file_->Preallocate(end));
+    // The new slots' index entries start empty (a device, or a file cut by an earlier shrink
+    // in the middle of an index region, may hold old bytes there).
+    const std::string zeros(kEntrySize * 1024, '\0');
+    for (uint32_t x = extents - 1; x < count; ++x) {
+      const Extent& e = extents_[x];
+      const uint32_t from = std::max(e.first, have);
+      const uint32_t to = x + 1 < count ? extents_[x + 1].first : slots;
+      for (uint32_t i = from; i < to;) {
+        const uint32_t n = std::min<uint32_t>(to - i, 1024);
+        RC_RETURN_IF_ERROR(Checked(file_->PWrite(
+            zeros.data(), uint64_t{n} * kEntrySize,
+            e.index_offset + uint64_t{i - e.first} * kEntrySize)));
+        i += n;
+      }
+    }
+    RC_RETURN_IF_ERROR(WriteLayout(count, slots, 0));
+    extents = count;
+    extent_count_.store(count, std::memory_order_release);
+  } else if (shrink_target() != 0) {
+    RC_RETURN_IF_ERROR(WriteLayout(extents, have, 0));  // back to its full size
+  }
+  absl::MutexLock l(&mu_);
+  if (meta_.size() < slots) meta_.resize(slots);
+  limit_ = slots;
+  free_.clear();
+  for (uint32_t i = limit_; i-- > 0;) {
+    if (!meta_[i].used) free_.push_back(i);
+  }
+  if (slots > have) num_slots_.store(slots, std::memory_order_release);
+  return absl::OkStatus();
+}
+
+absl::Status SlotStore::FinishShrink() {
+  absl::MutexLock rl(&super_mu_);
+  const uint32_t target = shrink_target();
+  if (target == 0) return absl::OkStatus();
+  if (const uint32_t used = used_past_target(); used > 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        used, " SSD slots past the shrink's target (", target, " slots) still hold blocks"));
+  }
+  RC_RETURN_IF_ERROR(Sync());  // the released entries first
+  uint32_t count = extent_count_.load(std::memory_order_acquire);
+  while (count > 1 && extents_[count - 1].first >= target) --count;
+  RC_RETURN_IF_ERROR(WriteLayout(count, target, 0));
+  {
+    absl::MutexLock l(&mu_);
+    meta_.resize(target);
+    num_slots_.store(target, std::memory_order_release);
+  }
+  extent_count_.store(count, std::memory_order_release);
+  if (!file_->IsBlockDevice()) {
+    const Extent& last = extents_[count - 1];
+    RC_RETURN_IF_ERROR(
+        file_->Preallocate(last.data_offset + uint64_t{target - last.first} * block_size_));
+  }
   return absl::OkStatus();
 }
 
@@ -383,7 +616,7 @@ absl::Status SlotStore::WriteEntry(uint32_t slot, const Meta& m) {
   e.log_seq = m.log_seq;
   e.epoch = m.epoch;
   e.entry_checksum = BlockChecksum(&e, offsetof(DiskEntry, entry_checksum));
-  return Checked(file_->PWrite(&e, sizeof(e), index_offset_ + uint64_t{slot} * kEntrySize));
+  return Checked(file_->PWrite(&e, sizeof(e), IndexOffset(slot)));
 }
 
 absl::Status SlotStore::Checked(absl::Status s) {
@@ -412,7 +645,7 @@ void SlotStore::NoteWrite() {
 
 absl::Status SlotStore::WriteSlot(uint32_t slot, const SlotKey& key, bool dirty,
                                   const char* data, uint64_t log_seq, uint64_t epoch) {
-  if (slot >= num_slots_) return absl::InvalidArgumentError("slot out of range");
+  if (slot >= num_slots()) return absl::InvalidArgumentError("slot out of range");
   RC_RETURN_IF_ERROR(failed());
   Meta m{key, 0, BlockChecksum(data, block_size_), dirty, true, log_seq, epoch};
   {
@@ -420,8 +653,7 @@ absl::Status SlotStore::WriteSlot(uint32_t slot, const SlotKey& key, bool dirty,
     m.seq = next_seq_++;
   }
   // Data first, then the entry that vouches for it (its checksum covers the data).
-  RC_RETURN_IF_ERROR(
-      Checked(file_->PWrite(data, block_size_, data_offset_ + uint64_t{slot} * block_size_)));
+  RC_RETURN_IF_ERROR(Checked(file_->PWrite(data, block_size_, DataOffset(slot))));
   RC_RETURN_IF_ERROR(WriteEntry(slot, m));
   {
     absl::MutexLock l(&mu_);
@@ -436,7 +668,7 @@ absl::Status SlotStore::SetDirty(uint32_t slot, bool dirty) {
   Meta m;
   {
     absl::MutexLock l(&mu_);
-    if (slot >= num_slots_ || !meta_[slot].used) {
+    if (slot >= meta_.size() || !meta_[slot].used) {
       return absl::FailedPreconditionError(absl::StrCat("slot ", slot, " is not in use"));
     }
     meta_[slot].dirty = dirty;
@@ -452,7 +684,7 @@ absl::Status SlotStore::SetLogSeq(uint32_t slot, uint64_t log_seq) {
   Meta m;
   {
     absl::MutexLock l(&mu_);
-    if (slot >= num_slots_ || !meta_[slot].used) {
+    if (slot >= meta_.size() || !meta_[slot].used) {
       return absl::FailedPreconditionError(absl::StrCat("slot ", slot, " is not in use"));
     }
     meta_[slot].log_seq = log_seq;
@@ -467,12 +699,12 @@ absl::Status SlotStore::ReadSlot(uint32_t slot, char* data) const {
   uint64_t want;
   {
     absl::MutexLock l(&mu_);
-    if (slot >= num_slots_ || !meta_[slot].used) {
+    if (slot >= meta_.size() || !meta_[slot].used) {
       return absl::FailedPreconditionError(absl::StrCat("slot ", slot, " is not in use"));
     }
     want = meta_[slot].checksum;
   }
-  RC_RETURN_IF_ERROR(file_->PRead(data, block_size_, data_offset_ + uint64_t{slot} * block_size_));
+  RC_RETURN_IF_ERROR(file_->PRead(data, block_size_, DataOffset(slot)));
   if (BlockChecksum(data, block_size_) != want) {
     return absl::DataLossError(absl::StrCat("SSD slot ", slot, " failed its checksum"));
   }
@@ -485,7 +717,7 @@ void SlotStore::ReadSlots(std::vector<SlotRead>* reads) const {
     absl::MutexLock l(&mu_);
     for (size_t i = 0; i < reads->size(); ++i) {
       SlotRead& r = (*reads)[i];
-      if (r.slot >= num_slots_ || !meta_[r.slot].used) {
+      if (r.slot >= meta_.size() || !meta_[r.slot].used) {
         r.status = absl::FailedPreconditionError(absl::StrCat("slot ", r.slot, " is not in use"));
       } else {
         r.status = absl::OkStatus();
@@ -504,12 +736,16 @@ void SlotStore::ReadSlots(std::vector<SlotRead>* reads) const {
   std::vector<struct iovec> iov;
   for (size_t lo = 0; lo < order.size();) {
     size_t hi = lo + 1;
-    while (hi < order.size() && (*reads)[order[hi]].slot == (*reads)[order[hi - 1]].slot + 1) ++hi;
+    // Adjacent slots of one extent are adjacent on the device.
+    const Extent* ext = &ExtentOf((*reads)[order[lo]].slot);
+    while (hi < order.size() && (*reads)[order[hi]].slot == (*reads)[order[hi - 1]].slot + 1 &&
+           &ExtentOf((*reads)[order[hi]].slot) == ext) {
+      ++hi;
+    }
     iov.clear();
     for (size_t k = lo; k < hi; ++k) iov.push_back({(*reads)[order[k]].data, block_size_});
     const uint32_t first = (*reads)[order[lo]].slot;
-    absl::Status s = file_->PReadV(iov.data(), static_cast<int>(iov.size()),
-                                   data_offset_ + uint64_t{first} * block_size_);
+    absl::Status s = file_->PReadV(iov.data(), static_cast<int>(iov.size()), DataOffset(first));
     for (size_t k = lo; k < hi; ++k) {
       SlotRead& r = (*reads)[order[k]];
       if (!s.ok()) {
@@ -525,16 +761,15 @@ void SlotStore::ReadSlots(std::vector<SlotRead>* reads) const {
 absl::Status SlotStore::Release(uint32_t slot) {
   {
     absl::MutexLock l(&mu_);
-    if (slot >= num_slots_ || !meta_[slot].used) {
+    if (slot >= meta_.size() || !meta_[slot].used) {
       return absl::FailedPreconditionError(absl::StrCat("slot ", slot, " is not in use"));
     }
   }
   const DiskEntry zero{};
-  absl::Status s =
-      Checked(file_->PWrite(&zero, sizeof(zero), index_offset_ + uint64_t{slot} * kEntrySize));
+  absl::Status s = Checked(file_->PWrite(&zero, sizeof(zero), IndexOffset(slot)));
   absl::MutexLock l(&mu_);
   meta_[slot] = Meta{};
-  free_.push_back(slot);
+  if (slot < limit_) free_.push_back(slot);  // past a pending shrink's target: left empty
   if (s.ok()) {
     absl::MutexLock sl(&sync_mu_);
     ++write_gen_;

@@ -4,9 +4,17 @@
 // File layout (little-endian):
 //   [0, 4 KiB)                      superblock: magic, version, block_size, slot count, the
 //                                   store's identity (node id, incarnation), checksum; at 64
-//                                   the cluster record (cluster id, checksum; zeros: none)
+//                                   the cluster record (cluster id, checksum; zeros: none); at
+//                                   512 the extent table (version 3 only, below)
 //   [4 KiB, 4 KiB + 64·N rounded)   index: one 64-byte entry per slot (IndexEntry below)
 //   [data_offset, + N·block_size)   data: slot i's block at data_offset + i·block_size
+//
+// Online resize (Resize, FinishShrink; docs/cache-node.md "Resizing the SSD tier"): a store that
+// was resized is version 3 and lists its extents, each an index region and a data region of
+// consecutive slots; the first is the layout above, a growth adds one at the end of the file
+// (or lengthens the last one while its index has room). A shrink first stops handing out the
+// slots past its target (persisted: a restart resumes it), the cache node moves their blocks
+// out, then FinishShrink cuts the extents and the file. Slot numbers never change.
 //
 // Invariants:
 //  1. A block is never overwritten in place: every write goes to a fresh slot with a higher
@@ -25,6 +33,7 @@
 #ifndef RINGCACHE_CACHENODE_SLOT_STORE_H_
 #define RINGCACHE_CACHENODE_SLOT_STORE_H_
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -89,7 +98,23 @@ class SlotStore {
                                                          std::unique_ptr<File> file = nullptr);
   ~SlotStore();
 
-  uint32_t num_slots() const { return num_slots_; }
+  // Every slot of the file, and those a block may take: fewer while a shrink is pending.
+  uint32_t num_slots() const { return num_slots_.load(std::memory_order_acquire); }
+  uint32_t usable_slots() const;
+  // A shrink's target (slots), or 0 with none pending.
+  uint32_t shrink_target() const;
+
+  // Online resize to `slots` (at least 16). Growing extends the file (a block device must be
+  // large enough) and takes effect at once; it also ends a pending shrink. Shrinking below
+  // num_slots() stops handing out the slots at or past `slots` (blocks there stay readable)
+  // and persists the target; the caller moves the blocks out (Release) and calls FinishShrink.
+  // The first resize makes the file version 3 (older releases refuse it, naming the versions).
+  absl::Status Resize(uint32_t slots);
+  // Slots in use at or past the pending shrink's target (0 with none pending).
+  uint32_t used_past_target() const;
+  // Completes a pending shrink once no slot past its target is in use (kFailedPrecondition
+  // with the count otherwise): the extents and the file are cut, durably.
+  absl::Status FinishShrink();
   // The store's incarnation (32 hex digits), made when it was created: a new device, or a wiped
   // file, is a new incarnation holding nothing of the node's earlier one.
   const std::string& incarnation() const { return incarnation_; }
@@ -143,7 +168,7 @@ class SlotStore {
   uint64_t blocks_written() const { return blocks_written_.load(std::memory_order_relaxed); }
 
   // Test-only: returns the file offset of `slot`'s data (to corrupt it on purpose).
-  uint64_t DataOffsetForTest(uint32_t slot) const { return data_offset_ + uint64_t{slot} * block_size_; }
+  uint64_t DataOffsetForTest(uint32_t slot) const { return DataOffset(slot); }
 
  private:
   struct Meta {
@@ -155,7 +180,27 @@ class SlotStore {
     uint64_t log_seq = 0;
     uint64_t epoch = 0;
   };
+  // Consecutive slots with their index and data regions (version 3's extent table).
+  struct Extent {
+    uint64_t index_offset = 0;
+    uint64_t data_offset = 0;
+    uint32_t first = 0;        // first slot
+    uint32_t index_slots = 0;  // entries the index region holds (>= the extent's slots)
+  };
+  static constexpr uint32_t kMaxExtents = 16;
+
   SlotStore() = default;
+  // Where slot `slot`'s index entry and block are (any thread: extents are only appended,
+  // and published by extent_count_).
+  const Extent& ExtentOf(uint32_t slot) const;
+  uint64_t IndexOffset(uint32_t slot) const;
+  uint64_t DataOffset(uint32_t slot) const;
+  // Writes the version 3 superblock and extent table (num_slots, shrink target), synced.
+  // `extents` of extents_ (the first `extents` may not be published yet).
+  absl::Status WriteLayout(uint32_t extents, uint32_t num_slots, uint32_t shrink_to)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(super_mu_);
+  // Reads a version 3 store's extent table into extents_; returns its slot count and target.
+  absl::Status ReadLayout(uint32_t* num_slots, uint32_t* shrink_to);
   // Records a failed write as the sticky device error and returns kDeviceFailed.
   absl::Status Checked(absl::Status s);
   absl::Status DeviceFailedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_);
@@ -165,17 +210,22 @@ class SlotStore {
   std::unique_ptr<File> file_;
   std::string path_;
   std::string incarnation_;
-  absl::Mutex super_mu_;
+  // Serializes superblock writes: MarkAdopted and resizes.
+  mutable absl::Mutex super_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   bool created_ = false;
   uint32_t block_size_ = 0;
-  uint32_t num_slots_ = 0;
-  uint64_t index_offset_ = 0;
-  uint64_t data_offset_ = 0;
+  std::atomic<uint32_t> num_slots_{0};
+  // The extents; [0, extent_count_) are set (an unresized store: one). Written under resize_mu_
+  // before extent_count_ publishes them.
+  std::array<Extent, kMaxExtents> extents_{};
+  std::atomic<uint32_t> extent_count_{0};
   std::atomic<uint64_t> blocks_written_{0};
 
   mutable absl::Mutex mu_;
   std::vector<Meta> meta_ ABSL_GUARDED_BY(mu_);
   std::vector<uint32_t> free_ ABSL_GUARDED_BY(mu_);
+  // Slots at or past it are not handed out (a pending shrink); num_slots_ otherwise.
+  uint32_t limit_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
 
   // Group commit: writers bump write_gen_; Sync waits until a completed fdatasync started after

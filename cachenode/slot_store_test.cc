@@ -247,15 +247,15 @@ TEST_F(SlotStoreTest, SlotFileOfANewerFormatIsRefusedNamingTheVersions) {
   {
     int fd = ::open(path_.c_str(), O_RDWR);
     ASSERT_EQ(::pread(fd, before, sizeof(before), 0), 64);
-    const uint32_t v3 = 3;
-    ASSERT_EQ(::pwrite(fd, &v3, 4, 8), 4);
+    const uint32_t v4 = 4;
+    ASSERT_EQ(::pwrite(fd, &v4, 4, 8), 4);
     ::close(fd);
   }
   auto s = SlotStore::Open({path_, 64 * 4096, 4096}, &recovered_, &stats_);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(s.status().message().find(
-                "format version 3; this release reads slot-file versions 1-2. It was written by "
+                "format version 4; this release reads slot-file versions 1-3. It was written by "
                 "a newer release"),
             absl::string_view::npos)
       << s.status();
@@ -375,6 +375,152 @@ TEST_F(SlotStoreTest, ConcurrentWritersShareSyncs) {
   s.reset();
   s = Open(256 * 4096);
   EXPECT_EQ(recovered_.size(), 128u);
+}
+
+// Online resize (docs/cache-node.md, "Resizing the SSD tier"): a growth adds slots at once and
+// keeps every block where it was; a shrink stops handing out the slots past its target, waits
+// until they are empty, then cuts the file; each step survives a reopen, and the configured size
+// no longer matters once the store was resized.
+TEST_F(SlotStoreTest, GrowsOnlineAndKeepsItsBlocksAcrossReopens) {
+  auto s = Open();  // 64 slots
+  std::vector<uint32_t> first;
+  ASSERT_TRUE(s->AllocateMany(64, &first).ok());
+  for (uint32_t i = 0; i < 64; ++i) {
+    ASSERT_TRUE(s->WriteSlot(first[i], {1, i}, i % 2 == 0, Block('a' + i % 20).data()).ok());
+  }
+  EXPECT_FALSE(s->Allocate().ok());
+  const uint64_t size_before = std::filesystem::file_size(path_);
+  ASSERT_TRUE(s->Resize(100).ok());
+  EXPECT_EQ(s->num_slots(), 100u);
+  EXPECT_EQ(s->free_slots(), 36u);
+  EXPECT_GT(std::filesystem::file_size(path_), size_before);
+  std::vector<uint32_t> more;
+  ASSERT_TRUE(s->AllocateMany(36, &more).ok());
+  for (uint32_t i = 0; i < 36; ++i) {
+    EXPECT_GE(more[i], 64u);
+    ASSERT_TRUE(s->WriteSlot(more[i], {2, i}, true, Block('A' + i % 20).data()).ok());
+  }
+  // Reads across the two extents: adjacent slot numbers, not adjacent on the device.
+  std::vector<std::string> bufs(4, std::string(4096, '\0'));
+  std::vector<SlotStore::SlotRead> reads = {{62, bufs[0].data(), {}}, {63, bufs[1].data(), {}},
+                                            {64, bufs[2].data(), {}}, {65, bufs[3].data(), {}}};
+  s->ReadSlots(&reads);
+  for (const auto& r : reads) EXPECT_TRUE(r.status.ok()) << r.slot << ": " << r.status;
+  ASSERT_TRUE(s->Resize(200).ok());  // a third extent
+  ASSERT_TRUE(s->Sync().ok());
+  s.reset();
+  s = Open();  // configured 64: the store's own size holds
+  EXPECT_EQ(s->num_slots(), 200u);
+  EXPECT_EQ(recovered_.size(), 100u);
+  EXPECT_EQ(s->free_slots(), 100u);
+  for (const auto& r : recovered_) {
+    std::string data(4096, '\0');
+    ASSERT_TRUE(s->ReadSlot(r.slot, data.data()).ok()) << r.slot;
+    const uint32_t i = static_cast<uint32_t>(r.key.block);
+    EXPECT_EQ(data, r.key.vdi == 1 ? Block('a' + i % 20) : Block('A' + i % 20)) << r.slot;
+    EXPECT_EQ(r.dirty, r.key.vdi == 2 || i % 2 == 0);
+  }
+}
+
+TEST_F(SlotStoreTest, ShrinksOnceThePastSlotsAreEmptyAndAReopenResumesIt) {
+  auto s = Open(256 * 4096);
+  ASSERT_TRUE(s->Resize(400).ok());  // two extents
+  std::vector<uint32_t> slots;
+  ASSERT_TRUE(s->AllocateMany(400, &slots).ok());
+  for (uint32_t slot : slots) {
+    ASSERT_TRUE(s->WriteSlot(slot, {3, slot}, slot % 3 == 0, Block('a' + slot % 20).data()).ok());
+  }
+  ASSERT_TRUE(s->Sync().ok());
+  const uint64_t size_before = std::filesystem::file_size(path_);
+  ASSERT_TRUE(s->Resize(100).ok());
+  EXPECT_EQ(s->shrink_target(), 100u);
+  EXPECT_EQ(s->num_slots(), 400u);
+  EXPECT_EQ(s->used_past_target(), 300u);
+  EXPECT_FALSE(s->FinishShrink().ok()) << "blocks past the target";
+  // Released slots past the target are not handed out again.
+  for (uint32_t slot = 100; slot < 150; ++slot) ASSERT_TRUE(s->Release(slot).ok());
+  ASSERT_TRUE(s->Release(10).ok());
+  EXPECT_EQ(s->free_slots(), 1u);
+  EXPECT_EQ(*s->Allocate(), 10u);
+  ASSERT_TRUE(s->Sync().ok());
+  s.reset();
+  s = Open(256 * 4096);  // the target is kept
+  EXPECT_EQ(s->num_slots(), 400u);
+  EXPECT_EQ(s->shrink_target(), 100u);
+  EXPECT_EQ(s->used_past_target(), 250u);
+  EXPECT_EQ(s->free_slots(), 1u);  // slot 10: taken, never written
+  for (const auto& r : recovered_) {
+    if (r.slot >= 100) {
+      ASSERT_TRUE(s->Release(r.slot).ok());
+    }
+  }
+  EXPECT_EQ(s->used_past_target(), 0u);
+  ASSERT_TRUE(s->FinishShrink().ok());
+  EXPECT_EQ(s->num_slots(), 100u);
+  EXPECT_EQ(s->shrink_target(), 0u);
+  EXPECT_LT(std::filesystem::file_size(path_), size_before);
+  s.reset();
+  s = Open(256 * 4096);
+  EXPECT_EQ(s->num_slots(), 100u);
+  EXPECT_EQ(recovered_.size(), 99u);  // slot 10 was released and taken but never written
+  for (const auto& r : recovered_) {
+    std::string data(4096, '\0');
+    ASSERT_TRUE(s->ReadSlot(r.slot, data.data()).ok()) << r.slot;
+    EXPECT_EQ(data, Block('a' + r.slot % 20));
+  }
+  // Grown again inside the first extent's index room: the cut slots come back empty.
+  ASSERT_TRUE(s->Resize(300).ok());
+  EXPECT_EQ(s->free_slots(), 201u);
+  s.reset();
+  s = Open(256 * 4096);
+  EXPECT_EQ(s->num_slots(), 300u);
+  EXPECT_EQ(recovered_.size(), 99u);
+}
+
+TEST_F(SlotStoreTest, AGrowthEndsAPendingShrinkAndBadSizesAreRefused) {
+  auto s = Open();
+  EXPECT_FALSE(s->Resize(8).ok());
+  ASSERT_TRUE(s->Resize(32).ok());
+  EXPECT_EQ(s->free_slots(), 32u);
+  ASSERT_TRUE(s->Resize(64).ok());  // back to its size: the shrink is off
+  EXPECT_EQ(s->shrink_target(), 0u);
+  EXPECT_EQ(s->free_slots(), 64u);
+  ASSERT_TRUE(s->Resize(48).ok());
+  ASSERT_TRUE(s->Resize(80).ok());
+  EXPECT_EQ(s->shrink_target(), 0u);
+  EXPECT_EQ(s->free_slots(), 80u);
+  s.reset();
+  s = Open();
+  EXPECT_EQ(s->num_slots(), 80u);
+  EXPECT_EQ(s->shrink_target(), 0u);
+  // Another block size is still refused.
+  s.reset();
+  recovered_.clear();
+  EXPECT_FALSE(SlotStore::Open({path_, 64 * 8192, 8192}, &recovered_, &stats_).ok());
+}
+
+TEST_F(SlotStoreTest, AResizedStoreSaysVersion3AndADamagedExtentTableStopsTheStart) {
+  {
+    auto s = Open();
+    s.reset();
+    char version = 0;
+    int fd = ::open(path_.c_str(), O_RDONLY);
+    ASSERT_EQ(::pread(fd, &version, 1, 8), 1);
+    ::close(fd);
+    EXPECT_EQ(version, 2) << "a store never resized stays version 2 (0.1.0 reads it)";
+  }
+  auto s = Open();
+  ASSERT_TRUE(s->Resize(100).ok());
+  s.reset();
+  char version = 0;
+  int fd = ::open(path_.c_str(), O_RDONLY);
+  ASSERT_EQ(::pread(fd, &version, 1, 8), 1);
+  ::close(fd);
+  EXPECT_EQ(version, 3);
+  Corrupt(512 + 20);
+  auto bad = SlotStore::Open({path_, 64 * 4096, 4096}, &recovered_, &stats_);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("extent table"), std::string::npos) << bad.status();
 }
 
 }  // namespace

@@ -36,7 +36,8 @@ class File {
   virtual absl::Status Sync() = 0;
   // Size in bytes (a block device's capacity).
   virtual absl::StatusOr<uint64_t> Size() const = 0;
-  // Grows a regular file to `size` bytes with allocated (not sparse) space.
+  // Sets a regular file's size to `size` bytes with allocated (not sparse) space; a smaller size
+  // cuts the file there.
   virtual absl::Status Preallocate(uint64_t size) = 0;
   virtual bool IsBlockDevice() const = 0;
 };

@@ -24,8 +24,9 @@ struct Format {
 };
 
 // The cache node's SSD slot file: superblock, slot headers (cachenode/slot_store.h). 1: no
-// store incarnation; 2: the incarnation and cluster stamps.
-inline constexpr Format kSlotFileFormat{"slot-file", 2, 1, "cache node SSD slot file"};
+// store incarnation; 2: the incarnation and cluster stamps; 3: an extent table, written only
+// once the store is resized online (`ringcachectl node resize`): a store never resized stays 2.
+inline constexpr Format kSlotFileFormat{"slot-file", 3, 1, "cache node SSD slot file"};
 // One slot's index entry in the slot file (cachenode/slot_store.cc): 1, entries that do not say
 // their version (the byte is 0, releases up to 0.1.0); 2, entries that say it. Releases that
 // do not know the byte ignore it, so version 2 needs no feature level.

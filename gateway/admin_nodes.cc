@@ -217,7 +217,8 @@ void AdminService::FillCacheUsage(std::vector<v1::NodeInfo>* nodes) const {
     if (it == cache_usage_.end()) continue;
     const CacheClient::NodeHealth& u = it->second;
     n.set_usage_known(true);
-    if (n.capacity_bytes() == 0) n.set_capacity_bytes(u.ssd_bytes);
+    // The node's own word on its SSD tier: after `node resize`, its new size.
+    if (u.ssd_bytes != 0) n.set_capacity_bytes(u.ssd_bytes);
     n.set_ssd_used_bytes(u.ssd_used_bytes);
     n.set_dirty_bytes(u.dirty_bytes);
     const uint64_t asked = u.hits + u.misses;
@@ -278,6 +279,15 @@ grpc::Status AdminService::RemoveNode(grpc::ServerContext*, const v1::RemoveNode
   SetNodeState("cachenode", id, s.ok() ? "removed" : "up");
   SetDrainProgress(id, "", 0, 0);
   return ToGrpc(s);
+}
+
+grpc::Status AdminService::ResizeNode(grpc::ServerContext*, const v1::ResizeNodeRequest* req,
+                                      v1::ResizeSsdResponse* resp) {
+  // Node-local: any gateway that knows the node passes it on.
+  absl::StatusOr<v1::ResizeSsdResponse> r = router_->ResizeCacheNode(req->id(), req->ssd_bytes());
+  if (!r.ok()) return ToGrpc(r.status());
+  *resp = *std::move(r);
+  return grpc::Status::OK;
 }
 
 grpc::Status AdminService::UndrainNode(grpc::ServerContext*, const v1::UndrainNodeRequest* req,

@@ -254,6 +254,15 @@ class GrpcCacheClient : public CacheClient {
     RC_RETURN_IF_ERROR(FromGrpc(stub_->RelogRecords(ctx.get(), req, &resp), What("relog")));
     return resp.relogged();
   }
+  absl::StatusOr<v1::ResizeSsdResponse> ResizeSsd(uint64_t ssd_bytes) override {
+    v1::ResizeSsdRequest req;
+    req.set_ssd_bytes(ssd_bytes);
+    v1::ResizeSsdResponse resp;
+    // A growth writes the new slots' index entries; a policy rebuild passes every block.
+    auto ctx = Ctx(120 * 1000);
+    RC_RETURN_IF_ERROR(FromGrpc(stub_->ResizeSsd(ctx.get(), req, &resp), What("resize SSD")));
+    return resp;
+  }
   absl::Status SetDataRing(const datanode::DataRing& ring) override {
     v1::SetDataRingResponse resp;
     auto ctx = Ctx(120 * 1000);  // waits for the node's requests on the previous ring

@@ -112,6 +112,11 @@ class CacheClient {
   virtual absl::StatusOr<uint32_t> RelogRecords(const std::vector<uint64_t>& /*seqs*/) {
     return absl::UnimplementedError("RelogRecords");
   }
+  // Resizes the node's SSD tier to `ssd_bytes` (0: no change) and says where the resize
+  // stands (the ResizeSsd RPC; cachenode/cache_node.h ResizeSsd).
+  virtual absl::StatusOr<v1::ResizeSsdResponse> ResizeSsd(uint64_t /*ssd_bytes*/) {
+    return absl::UnimplementedError("ResizeSsd");
+  }
   // Cancels the calls in flight (they return CANCELLED). For a node that stopped answering,
   // whose requests the router re-sends to the next owner. In-process clients have none.
   virtual void CancelInFlight() {}

@@ -113,6 +113,18 @@ absl::StatusOr<CacheClient::NodeHealth> Router::NodeHealth(uint32_t id, int time
   return c->Health(timeout_ms);
 }
 
+absl::StatusOr<v1::ResizeSsdResponse> Router::ResizeCacheNode(uint32_t id,
+                                                               uint64_t ssd_bytes) const {
+  CacheClient* c = Client(id);
+  if (c == nullptr) return absl::NotFoundError(absl::StrCat("no cache node ", id));
+  absl::StatusOr<v1::ResizeSsdResponse> r = c->ResizeSsd(ssd_bytes);
+  if (!r.ok()) {
+    return absl::Status(r.status().code(),
+                        absl::StrCat("cache node ", id, ": ", r.status().message()));
+  }
+  return r;
+}
+
 std::vector<uint32_t> Router::member_ids() const {
   absl::MutexLock l(&mu_);
   std::vector<uint32_t> out;

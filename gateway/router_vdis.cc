@@ -187,7 +187,21 @@ absl::Status Router::Stats(const std::string& name, std::vector<v1::VdiCacheStat
   std::map<uint32_t, v1::VdiCacheStats> sum;
   std::map<uint32_t, int> n;
   std::map<uint32_t, int> queues;  // nodes that have a queue for the VDI (and so bounds)
-  std::map<uint32_t, int> admit_firsts, admit_bars;  // nodes that report admission state
+  // The VDI's admission state: the mean over the nodes that report it.
+  struct Mean {
+    bool (v1::VdiCacheStats::*has)() const;
+    double (v1::VdiCacheStats::*get)() const;
+    void (v1::VdiCacheStats::*set)(double);
+    std::map<uint32_t, int> nodes;  // per VDI, the nodes that report it
+  };
+  Mean means[] = {
+      {&v1::VdiCacheStats::has_admit_first, &v1::VdiCacheStats::admit_first,
+       &v1::VdiCacheStats::set_admit_first, {}},
+      {&v1::VdiCacheStats::has_admit_bar, &v1::VdiCacheStats::admit_bar,
+       &v1::VdiCacheStats::set_admit_bar, {}},
+      {&v1::VdiCacheStats::has_admit_region_margin, &v1::VdiCacheStats::admit_region_margin,
+       &v1::VdiCacheStats::set_admit_region_margin, {}},
+  };
   for (CacheMember* m : Live()) {
     if (std::find(skip.begin(), skip.end(), m->id) != skip.end()) continue;
     std::vector<v1::VdiCacheStats> s;
@@ -208,13 +222,10 @@ absl::Status Router::Stats(const std::string& name, std::vector<v1::VdiCacheStat
       t.set_lower_bound(t.lower_bound() + x.lower_bound());
       t.set_dirty_bytes(t.dirty_bytes() + x.dirty_bytes());
       t.set_oldest_dirty_ms(std::max(t.oldest_dirty_ms(), x.oldest_dirty_ms()));
-      if (x.has_admit_first()) {
-        t.set_admit_first(t.admit_first() + x.admit_first());
-        ++admit_firsts[x.vdi_id()];
-      }
-      if (x.has_admit_bar()) {
-        t.set_admit_bar(t.admit_bar() + x.admit_bar());
-        ++admit_bars[x.vdi_id()];
+      for (Mean& m : means) {
+        if (!(x.*m.has)()) continue;
+        (t.*m.set)((t.*m.get)() + (x.*m.get)());
+        ++m.nodes[x.vdi_id()];
       }
       t.set_mode(x.mode());
       // Nodes agree unless one could not run the VDI's own policy (it keeps the node's).
@@ -231,8 +242,9 @@ absl::Status Router::Stats(const std::string& name, std::vector<v1::VdiCacheStat
     // U_i, D_i are fractions: average them over the nodes that hold a queue for the VDI (a
     // node the VDI's objects have not reached yet has none, and reports 0).
     const int q = std::max(1, queues[id]);
-    if (t.has_admit_first()) t.set_admit_first(t.admit_first() / admit_firsts[id]);
-    if (t.has_admit_bar()) t.set_admit_bar(t.admit_bar() / admit_bars[id]);
+    for (Mean& m : means) {
+      if ((t.*m.has)()) (t.*m.set)((t.*m.get)() / m.nodes[id]);
+    }
     t.set_upper_bound(t.upper_bound() / q);
     t.set_lower_bound(t.lower_bound() / q);
     out->push_back(t);

@@ -130,6 +130,29 @@ void CacheDriver::OnAccess(const Access& access, Outcome* out) {
   out->ssd_writes = 1;
 }
 
+void CacheDriver::Adopt(const Access& access, bool dirty, Outcome* out) {
+  out->Reset();
+  const BlockKey& key = access.key;
+  const uint32_t q = space_->OnAccess(key.vdi);
+  if (slots_.Find(key) != kNoSlot) {
+    out->hit = Tier::kSsd;
+    return;
+  }
+  Order& order = space_->queue(q);
+  order.OnMiss(key);
+  if (space_->AtMaxShare(q) && EvictOne(q, key, /*judged=*/false, out) != EvictResult::kEvicted) {
+    out->rejected = true;
+    return;
+  }
+  if (space_->NeedsReclaim(slots_.used()) && !MakeRoom(key, /*judged=*/false, out)) {
+    out->rejected = true;
+    return;
+  }
+  order.Insert(slots_.Allocate(key, dirty));
+  if (dirty) ++dirty_;
+  out->admitted = true;
+}
+
 bool CacheDriver::MakeRoom(const BlockKey& incoming, bool judged, Outcome* out) {
   space_->BeginReclaim(slots_.used());
   for (uint32_t q; (q = space_->NextReclaimQueue(slots_.used())) != kNoQueue;) {

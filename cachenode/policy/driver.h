@@ -87,6 +87,7 @@ class CacheDriver final : public CachePolicy {
   std::string_view name() const override { return name_; }
   void OnAccess(const Access& access, Outcome* out) override;
   bool MarkClean(const BlockKey& key) override;
+  void Adopt(const Access& access, bool dirty, Outcome* out) override;
   bool Erase(const BlockKey& key) override;
   Tier Lookup(const BlockKey& key) const override;
   size_t size() const override { return slots_.used(); }

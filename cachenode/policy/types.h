@@ -120,6 +120,14 @@ class CachePolicy {
   virtual size_t MetadataBytes() const = 0;
   // Appends one row per VDI queue to *out (not cleared). Default: nothing (single-queue policies).
   virtual void AppendVdiStats(std::vector<VdiStats>* out) const { (void)out; }
+  // A block the cache holds already enters the policy (a restart's recovered blocks, the members
+  // of a policy rebuilt for a new size): inserted as a write would be, `dirty` or clean, without
+  // admission or bypass judging it; room is made as for any insertion (out->evicted), and
+  // out->admitted says whether it got in. Default: OnAccess as a write, then MarkClean.
+  virtual void Adopt(const Access& access, bool dirty, Outcome* out) {
+    OnAccess(access, out);
+    if (!dirty) MarkClean(access.key);
+  }
   // Evicts one block as the policy would to make room for a miss, although the cache may not be
   // full, and reports it in out->evicted (out is not reset). Returns false if the policy holds
   // no block or cannot shed one. The cache node calls it when its SSD slots run out before the

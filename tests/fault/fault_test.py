@@ -67,6 +67,13 @@ Nemeses (--nemeses, comma list, or `all`):
                          gateway is refused by the seal (or by its own lease check), never
                          acknowledged and missed. Heal after the removal; wait for the rejoin.
                          Needs root, iptables and cgroup2; left out (with a note) without them.
+  resize-cache           `ringcachectl node resize` a cache node while the writers go on: its SSD
+                         tier grows to 2-4x --ssd-size, then shrinks to uniform(0.25, 0.75) of
+                         it (the blocks in the released slots leave, dirty ones destaged first;
+                         the checker follows the shrink until the file is cut); half the time
+                         the node is killed -9 in the middle of the shrink and restarted (the
+                         shrink resumes from the store's record; cluster mode: rejoin waited
+                         for); then it grows back to --ssd-size.
   wipe-cache             kill -9 a cache node, remove its directory (a new, empty SSD: slot
                          file, sequence mark, VDI table, ownership state), restart it after
                          uniform(0.2, --max-down) s: a new store incarnation, which replays the
@@ -220,7 +227,7 @@ ETCD_PREFIX = "/ringcache"
 NEMESES = ("kill-cache", "kill-data", "remove", "rejoin", "pause", "data-during-join",
            "restart-during-replay", "kill-coordinator", "wipe-cache", "wipe-data", "lose-data",
            "rot-data", "slow-data", "full-data", "slow-cache", "full-cache", "pause-coordinator",
-           "partition-coordinator", "upgrade", "lose-etcd")
+           "partition-coordinator", "upgrade", "lose-etcd", "resize-cache")
 CLUSTER_ONLY = {"rejoin", "pause", "data-during-join", "restart-during-replay",
                 "kill-coordinator", "full-cache", "pause-coordinator", "partition-coordinator",
                 "lose-etcd"}
@@ -237,7 +244,7 @@ NOT_IN_ALL = {"wipe-data", "wipe-cache", "lose-data", "rot-data", "slow-data", "
 DISK_SEAMS = {"slow-data", "full-data", "slow-cache", "full-cache"}
 CACHE_NEMESES = {"kill-cache", "remove", "rejoin", "pause", "data-during-join",
                  "restart-during-replay", "kill-coordinator", "wipe-cache", "slow-cache",
-                 "full-cache", "pause-coordinator", "partition-coordinator"}
+                 "full-cache", "pause-coordinator", "partition-coordinator", "resize-cache"}
 
 nbd = None  # the libnbd module, imported after argument parsing so --help works anywhere
 
@@ -1673,6 +1680,69 @@ class Nemesis:
         if not ok:
             return None
         return f"datanode {node}: disk full for {length:.1f}s, then space freed and restarted"
+
+    def await_resize(self, node, size):
+        """Follows cache node `node`'s resize to `size` until no shrink is pending (the
+        released slots empty, the file cut); returns the seconds it took, or None (a problem is
+        recorded) when it does not end within the settle timeout. The node may be away for a
+        while (restarted, rejoining): failed asks are asked again."""
+        start = time.monotonic()
+        last = ""
+        while True:
+            try:
+                r = self.c.ctl("--json", "node", "resize", str(node), "--ssd", str(size),
+                               "--no-wait", timeout=60)
+                st = json.loads(r.stdout) if r.returncode == 0 else None
+                last = (r.stderr or r.stdout).strip()
+            except (subprocess.TimeoutExpired, ValueError) as e:
+                st, last = None, str(e)
+            if st is not None and st.get("target_bytes", 0) == 0:
+                return time.monotonic() - start
+            if st is not None:
+                last = f"{st.get('blocks_to_move')} blocks still to move"
+            if time.monotonic() - start > self.a.settle_timeout:
+                self.ctx.problem(f"cachenode {node}: the resize to {size} bytes did not end "
+                                 f"within {self.a.settle_timeout:.0f}s ({last})")
+                return None
+            if not self.ctx.sleep(0.5):
+                return None
+
+    def resize_cache(self, node, _data, down):
+        """The node's SSD tier grows, shrinks below its configured size (blocks leave the
+        released slots; dirty ones go home first) with, half the time, a kill -9 and restart in
+        the middle of the shrink (it resumes), then grows back; the writers never stop."""
+        size = parse_size(self.a.ssd_size)
+        big = size * self.rng.randint(2, 4)
+        small = int(size * self.rng.uniform(0.25, 0.75)) // 65536 * 65536
+        self.step(f"cachenode {node}: SSD tier grows to {big} bytes")
+        if not self.ctl_ok("node", "resize", str(node), "--ssd", str(big)):
+            return None
+        if not self.ctx.sleep(down):  # writes land in the larger tier
+            return None
+        self.step(f"cachenode {node}: SSD tier shrinks to {small} bytes")
+        if not self.ctl_ok("node", "resize", str(node), "--ssd", str(small), "--no-wait"):
+            return None
+        what = f"cachenode {node}: SSD {size} -> {big} -> {small}"
+        if self.rng.random() < 0.5:
+            since = self.kill_cache_node(node)
+            took = self.restart_cache_node(node, "restart in the middle of the shrink")
+            what += f" (killed -9 in the middle of the shrink, restart took {took:.1f}s"
+            if self.a.etcd:
+                joined = self.await_rejoin(node, since)
+                if joined is None:
+                    return None
+                what += f", rejoined {joined:.1f}s later"
+            else:
+                self.ctx.sweep_gen += 1
+            what += ")"
+        took = self.await_resize(node, small)
+        if took is None:
+            return None
+        what += f", shrink done {took:.1f}s after"
+        self.step(f"cachenode {node}: SSD tier back to {size} bytes")
+        if not self.ctl_ok("node", "resize", str(node), "--ssd", str(size)):
+            return None
+        return what + f" -> {size}"
 
     def slow_cache(self, node, _data, _down):
         """One cache node's SSD syncs turn slow for a while; nothing may be lost or refused."""

@@ -70,6 +70,9 @@ struct Args {
   double ssd_min = 0, ssd_max = 0;
   bool no_limits = false;
   bool dry_run = false;  // restore
+  // node resize
+  std::string ssd;
+  bool no_wait = false;
 };
 
 // A command that needs no gateway (tls ...).
@@ -320,6 +323,26 @@ void AddUndrainCommand(CLI::App* node, Args* a, Action* action) {
   });
 }
 
+void AddResizeCommand(CLI::App* node, Args* a, Action* action) {
+  CLI::App* sub = node->add_subcommand(
+      "resize",
+      "Resize a cache node's SSD tier while it serves: growing takes effect at once; shrinking "
+      "moves the blocks out of the released slots (dirty ones destaged first), then cuts the "
+      "slot file");
+  sub->add_option("ID", a->node_id, "Cache node id, as in `node list`")->required();
+  sub->add_option("--ssd", a->ssd, "The SSD tier's new size, e.g. 200G")
+      ->type_name("SIZE")
+      ->required()
+      ->check(ByteSizeCheck(UINT64_MAX, "2^64-1"));
+  sub->add_flag("--no-wait", a->no_wait,
+                "Return once the shrink started instead of waiting until it is done");
+  sub->callback([a, action] {
+    *action = [a](const AdminSession& s) {
+      return ResizeNode(s, a->node_id, SizeOf(a->ssd), !a->no_wait);
+    };
+  });
+}
+
 void AddNodeCommands(CLI::App* app, Args* a, Action* action) {
   CLI::App* node = app->add_subcommand("node", "List, drain, undrain and remove cluster nodes");
   node->require_subcommand(1);
@@ -342,6 +365,7 @@ void AddNodeCommands(CLI::App* app, Args* a, Action* action) {
     });
   }
   AddUndrainCommand(node, a, action);
+  AddResizeCommand(node, a, action);
 }
 
 void AddDataNodeCommands(CLI::App* app, Args* a, Action* action) {

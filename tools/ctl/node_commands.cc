@@ -168,6 +168,60 @@ absl::Status UndrainNode(const AdminSession& s, const std::string& role, uint32_
   return absl::OkStatus();
 }
 
+namespace {
+
+absl::StatusOr<v1::ResizeSsdResponse> AskResize(const AdminSession& s, uint32_t id,
+                                                uint64_t ssd_bytes) {
+  v1::ResizeNodeRequest req;
+  req.set_id(id);
+  req.set_ssd_bytes(ssd_bytes);
+  v1::ResizeSsdResponse resp;
+  grpc::ClientContext ctx;
+  // A growth writes the new slots' index entries; the policy rebuild passes every block.
+  ctx.set_deadline(std::chrono::system_clock::now() +
+                   std::max<std::chrono::milliseconds>(s.timeout, std::chrono::minutes(2)));
+  if (absl::Status st = FromRpc(s, s.stub->ResizeNode(&ctx, req, &resp)); !st.ok()) return st;
+  return resp;
+}
+
+}  // namespace
+
+absl::Status ResizeNode(const AdminSession& s, uint32_t id, uint64_t ssd_bytes, bool wait) {
+  absl::StatusOr<v1::ResizeSsdResponse> r = AskResize(s, id, ssd_bytes);
+  if (!r.ok()) return r.status();
+  absl::Time next = absl::Now();
+  while (wait && r->target_bytes() != 0) {
+    if (absl::Now() >= next) {
+      *s.err << "cache node " << id << ": shrinking to " << FormatBytes(r->target_bytes())
+             << ": " << r->blocks_to_move() << " blocks still to move out\n";
+      next = absl::Now() + absl::Seconds(5);
+    }
+    absl::SleepFor(absl::Milliseconds(200));
+    r = AskResize(s, id, 0);
+    if (!r.ok()) return r.status();
+  }
+  if (s.json) {
+    *s.out << JsonWriter()
+                  .BeginObject()
+                  .Field("id", id)
+                  .Field("ssd_bytes", r->ssd_bytes())
+                  .Field("file_bytes", r->file_bytes())
+                  .Field("target_bytes", r->target_bytes())
+                  .Field("blocks_to_move", r->blocks_to_move())
+                  .EndObject()
+                  .str()
+           << '\n';
+  } else if (r->target_bytes() != 0) {
+    *s.out << "cache node " << id << ": SSD tier shrinking to " << FormatBytes(r->target_bytes())
+           << " (" << r->blocks_to_move()
+           << " blocks still to move out of the released slots; `ringcachectl node resize " << id
+           << " --ssd " << r->target_bytes() << "` again follows it)\n";
+  } else {
+    *s.out << "cache node " << id << ": SSD tier is " << FormatBytes(r->ssd_bytes()) << '\n';
+  }
+  return absl::OkStatus();
+}
+
 absl::Status DataNodeAction(const AdminSession& s, const std::string& action, uint32_t id) {
   v1::DataNodeActionRequest req;
   req.set_id(id);

@@ -115,6 +115,12 @@ class LocalCacheClient : public CacheClient {
   absl::Status SetDataRing(const datanode::DataRing& ring) override {
     return node_->SetDataRing(ring);
   }
+  absl::StatusOr<v1::ResizeSsdResponse> ResizeSsd(uint64_t ssd_bytes) override {
+    if (ssd_bytes != 0) {
+      if (absl::Status s = node_->ResizeSsd(ssd_bytes); !s.ok()) return s;
+    }
+    return node_->ResizeStateProto();
+  }
 
  private:
   cachenode::CacheNode* const node_;
