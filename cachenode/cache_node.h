@@ -193,14 +193,10 @@ class CacheNode {
   // for the slot reserve; kFailedPrecondition for a block device too small, or a store grown
   // too many times.
   absl::Status ResizeSsd(uint64_t bytes);
-  struct ResizeState {
-    uint64_t ssd_bytes = 0;       // the size the node serves with now
-    uint64_t file_bytes = 0;      // the slot file's slots: above ssd_bytes while a shrink runs
-    uint64_t target_bytes = 0;    // a pending shrink's target (0: none)
-    uint64_t blocks_to_move = 0;  // blocks still past the target
-  };
-  ResizeState resize_state() const;
-  v1::ResizeSsdResponse ResizeStateProto() const;
+  // Where the SSD tier's size stands (proto/ringcache/v1/cachenode.proto ResizeSsdResponse):
+  // the size it serves with, the file's slots, a pending shrink's target and the blocks still
+  // past it.
+  v1::ResizeSsdResponse resize_state() const;
 
   // Fills per-VDI statistics (all VDIs when vdi == 0).
   void Stats(uint32_t vdi, std::vector<v1::VdiCacheStats>* out) const;

@@ -73,24 +73,14 @@ absl::Status CacheNode::ResizeSsd(uint64_t bytes) {
   return absl::OkStatus();
 }
 
-CacheNode::ResizeState CacheNode::resize_state() const {
-  ResizeState st;
-  st.ssd_bytes = uint64_t{slots_->usable_slots()} * config_.block_size;
-  st.file_bytes = uint64_t{slots_->num_slots()} * config_.block_size;
+v1::ResizeSsdResponse CacheNode::resize_state() const {
+  v1::ResizeSsdResponse st;
+  st.set_ssd_bytes(uint64_t{slots_->usable_slots()} * config_.block_size);
+  st.set_file_bytes(uint64_t{slots_->num_slots()} * config_.block_size);
   const uint32_t target = slots_->shrink_target();
-  st.target_bytes = uint64_t{target} * config_.block_size;
-  st.blocks_to_move = target != 0 ? slots_->used_past_target() : 0;
+  st.set_target_bytes(uint64_t{target} * config_.block_size);
+  st.set_blocks_to_move(target != 0 ? slots_->used_past_target() : 0);
   return st;
-}
-
-v1::ResizeSsdResponse CacheNode::ResizeStateProto() const {
-  const ResizeState st = resize_state();
-  v1::ResizeSsdResponse p;
-  p.set_ssd_bytes(st.ssd_bytes);
-  p.set_file_bytes(st.file_bytes);
-  p.set_target_bytes(st.target_bytes);
-  p.set_blocks_to_move(st.blocks_to_move);
-  return p;
 }
 
 void CacheNode::StartShrinkWatch() {

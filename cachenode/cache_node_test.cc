@@ -1003,8 +1003,8 @@ TEST_F(CacheNodeTest, TheSsdTierGrowsAndShrinksOnlineAndNoWriteIsLost) {
   ASSERT_NO_FATAL_FAILURE(Start());
   EXPECT_EQ(WriteDistinctBlocks(2, 100, 1000), 0);
   ASSERT_TRUE(node_->ResizeSsd(1024 * kBs).ok());
-  EXPECT_EQ(node_->resize_state().ssd_bytes, 1024u * kBs);
-  EXPECT_EQ(node_->resize_state().target_bytes, 0u);
+  EXPECT_EQ(node_->resize_state().ssd_bytes(), 1024u * kBs);
+  EXPECT_EQ(node_->resize_state().target_bytes(), 0u);
   EXPECT_EQ(node_->cached_blocks(), 200u) << "the blocks stay through the policy's rebuild";
   // More than the old tier held, all cached now (dirty, no destage needed to make room).
   EXPECT_EQ(WriteDistinctBlocks(4, 150, 5000), 0);
@@ -1013,13 +1013,14 @@ TEST_F(CacheNodeTest, TheSsdTierGrowsAndShrinksOnlineAndNoWriteIsLost) {
   for (uint64_t b = 0; b < 600; ++b) ASSERT_EQ(Read(b * kBs, kBs), Pattern(5000 + b, kBs)) << b;
 
   ASSERT_TRUE(node_->ResizeSsd(128 * kBs).ok());
-  EXPECT_EQ(node_->resize_state().ssd_bytes, 128u * kBs);
-  for (int i = 0; i < 600 && node_->resize_state().target_bytes != 0; ++i) {
+  EXPECT_EQ(node_->resize_state().ssd_bytes(), 128u * kBs);
+  for (int i = 0; i < 600 && node_->resize_state().target_bytes() != 0; ++i) {
     absl::SleepFor(absl::Milliseconds(100));
   }
-  const CacheNode::ResizeState st = node_->resize_state();
-  ASSERT_EQ(st.target_bytes, 0u) << st.blocks_to_move << " blocks never left the released slots";
-  EXPECT_EQ(st.file_bytes, 128u * kBs);
+  const v1::ResizeSsdResponse st = node_->resize_state();
+  ASSERT_EQ(st.target_bytes(), 0u)
+      << st.blocks_to_move() << " blocks never left the released slots";
+  EXPECT_EQ(st.file_bytes(), 128u * kBs);
   EXPECT_LT(std::filesystem::file_size(config_.ssd_path), grown);
   EXPECT_LE(node_->cached_blocks(), 128u);
   for (uint64_t b = 0; b < 600; ++b) ASSERT_EQ(Read(b * kBs, kBs), Pattern(5000 + b, kBs)) << b;
@@ -1027,14 +1028,14 @@ TEST_F(CacheNodeTest, TheSsdTierGrowsAndShrinksOnlineAndNoWriteIsLost) {
 
   node_.reset();
   ASSERT_NO_FATAL_FAILURE(Start());  // configured 256 blocks: the store's 128 hold
-  EXPECT_EQ(node_->resize_state().ssd_bytes, 128u * kBs);
+  EXPECT_EQ(node_->resize_state().ssd_bytes(), 128u * kBs);
   for (uint64_t b = 0; b < 200; ++b) ASSERT_EQ(Read(b * kBs, kBs), Pattern(9000 + b, kBs)) << b;
   for (uint64_t b = 200; b < 600; ++b) {
     ASSERT_EQ(Read(b * kBs, kBs), Pattern(5000 + b, kBs)) << b;
   }
   // Too small for the slot reserve: refused, nothing changed.
   EXPECT_TRUE(absl::IsInvalidArgument(node_->ResizeSsd(20 * kBs)));
-  EXPECT_EQ(node_->resize_state().ssd_bytes, 128u * kBs);
+  EXPECT_EQ(node_->resize_state().ssd_bytes(), 128u * kBs);
 }
 
 // A shrink whose dirty blocks cannot go home (every data node down) waits for them, never
@@ -1045,19 +1046,20 @@ TEST_F(CacheNodeTest, AShrinkWaitsForItsDirtyBlocksAndARestartResumesIt) {
   for (int i = 0; i < 3; ++i) dns_->StopForTest(i);
   ASSERT_TRUE(node_->ResizeSsd(64 * kBs).ok());
   absl::SleepFor(absl::Seconds(1));
-  CacheNode::ResizeState st = node_->resize_state();
-  EXPECT_EQ(st.target_bytes, 64u * kBs);
-  EXPECT_GT(st.blocks_to_move, 0u) << "dirty blocks leave only once they are home";
+  v1::ResizeSsdResponse st = node_->resize_state();
+  EXPECT_EQ(st.target_bytes(), 64u * kBs);
+  EXPECT_GT(st.blocks_to_move(), 0u) << "dirty blocks leave only once they are home";
   node_.reset();
   for (int i = 0; i < 3; ++i) dns_->RestartForTest(i);
   ASSERT_NO_FATAL_FAILURE(Start());
-  for (int i = 0; i < 600 && node_->resize_state().target_bytes != 0; ++i) {
+  for (int i = 0; i < 600 && node_->resize_state().target_bytes() != 0; ++i) {
     absl::SleepFor(absl::Milliseconds(100));
   }
   st = node_->resize_state();
-  ASSERT_EQ(st.target_bytes, 0u) << st.blocks_to_move << " blocks never left the released slots";
-  EXPECT_EQ(st.ssd_bytes, 64u * kBs);
-  EXPECT_EQ(st.file_bytes, 64u * kBs);
+  ASSERT_EQ(st.target_bytes(), 0u)
+      << st.blocks_to_move() << " blocks never left the released slots";
+  EXPECT_EQ(st.ssd_bytes(), 64u * kBs);
+  EXPECT_EQ(st.file_bytes(), 64u * kBs);
   for (uint64_t b = 0; b < 200; ++b) ASSERT_EQ(Read(b * kBs, kBs), Pattern(2000 + b, kBs)) << b;
 }
 

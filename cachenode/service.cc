@@ -266,7 +266,7 @@ grpc::Status CacheNodeService::ResizeSsd(grpc::ServerContext*, const v1::ResizeS
   if (req->ssd_bytes() != 0) {
     if (absl::Status s = node_->ResizeSsd(req->ssd_bytes()); !s.ok()) return ToGrpc(s);
   }
-  *resp = node_->ResizeStateProto();
+  *resp = node_->resize_state();
   return grpc::Status::OK;
 }
 

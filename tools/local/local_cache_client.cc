@@ -119,7 +119,7 @@ class LocalCacheClient : public CacheClient {
     if (ssd_bytes != 0) {
       if (absl::Status s = node_->ResizeSsd(ssd_bytes); !s.ok()) return s;
     }
-    return node_->ResizeStateProto();
+    return node_->resize_state();
   }
 
  private:
