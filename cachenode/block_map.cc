@@ -7,6 +7,18 @@
 
 namespace ringcache::cachenode {
 
+namespace {
+
+// A block the policy could not take in (CachePolicy::Adopt found no room: a share's maximum, or
+// every queue empty yet full) leaves the cache as an eviction does, instead of staying in the
+// map without the policy knowing it.
+void LeaveIfRefused(const BlockKey& key, bool dirty, policy::Outcome* out) {
+  if (out->admitted || out->hit != policy::Tier::kNone) return;
+  out->evicted.push_back(policy::Eviction{key, dirty, policy::Tier::kSsd});
+}
+
+}  // namespace
+
 BlockMap::BlockMap(std::unique_ptr<policy::CachePolicy> policy,
                    std::unique_ptr<policy::Placement> placement, uint32_t block_size,
                    VdiTable* vdis, Clock* clock, metrics::Counter* evictions,
@@ -194,6 +206,7 @@ void BlockMap::AdoptRecovered(const RecoveredSlot& r, Leftovers* out) {
   policy::Outcome outcome;
   const policy::Access a{r.key, policy::Op::kWrite, 0, seq_++};
   policy_->Adopt(a, r.dirty, &outcome);
+  LeaveIfRefused(r.key, r.dirty, &outcome);
   BlockEntry& e = map_[r.key];
   e.slot = r.slot;
   e.log_seq = r.log_seq;
@@ -222,13 +235,9 @@ BlockMap::Rebuilt BlockMap::ReplacePolicy(std::unique_ptr<policy::CachePolicy> f
     auto it = map_.find(key);
     const bool dirty = it != map_.end() && it->second.dirty;
     policy_->Adopt(NextAccess(key, policy::Op::kWrite), dirty, &out);
+    LeaveIfRefused(key, dirty, &out);
     ++r.members;
     r.evicted += out.evicted.size();
-    if (!out.admitted && out.hit == policy::Tier::kNone) {
-      // No room for it at all (a share's maximum, or a policy that refuses): it leaves too.
-      out.evicted.push_back(policy::Eviction{key, dirty, policy::Tier::kSsd});
-      ++r.evicted;
-    }
     ApplyEvictions(out);
   }
   return r;

@@ -129,7 +129,7 @@ absl::Status CacheNode::Init() {
   // A store resized online keeps its own size (a pending shrink: its target), whatever the
   // configuration says.
   const uint32_t usable = slots_->usable_slots();
-  if (uint64_t{slots_->num_slots()} * config_.block_size != config_.ssd_bytes) {
+  if (slots_->num_slots() != config_.ssd_bytes / config_.block_size) {
     spdlog::warn(
         "cache node {}: the SSD tier was resized online to {} bytes{}; the configured size ({} "
         "bytes) is not used (set it to the store's size in the node's configuration)",
