@@ -218,17 +218,12 @@ void BlockMap::AdoptRecovered(const RecoveredSlot& r, Leftovers* out) {
 BlockMap::Rebuilt BlockMap::ReplacePolicy(std::unique_ptr<policy::CachePolicy> fresh) {
   absl::MutexLock l(&mu_);
   std::vector<BlockKey> order;
-  absl::flat_hash_set<BlockKey> seen;
-  policy::Outcome out;
-  while (policy_->Shed(&out)) {
-    for (const policy::Eviction& ev : out.evicted) {
-      if (seen.insert(ev.key).second) order.push_back(ev.key);
+  if (!policy_->TakeMembers(&order)) {
+    for (const auto& [key, e] : map_) {
+      if (e.state == BlockState::kCached) order.push_back(key);
     }
-    out.Reset();
   }
-  for (const auto& [key, e] : map_) {
-    if (e.state == BlockState::kCached && !seen.contains(key)) order.push_back(key);
-  }
+  policy::Outcome out;
   policy_ = std::move(fresh);
   Rebuilt r;
   for (const BlockKey& key : order) {

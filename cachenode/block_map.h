@@ -265,8 +265,9 @@ class BlockMap {
   };
   // Replaces the policy with `fresh` (built for the new capacity, with the VDIs' own policies
   // and shares already set) in one step under the lock: the old one gives up its members in
-  // its eviction order (CachePolicy::Shed: coldest first; a policy that cannot shed gives them
-  // in no order), and each enters the new one (CachePolicy::Adopt) with its dirtiness. What the
+  // its eviction order (CachePolicy::TakeMembers: each queue coldest first; a policy that cannot
+  // say gives them in no order), and each enters the new one (CachePolicy::Adopt) with its
+  // dirtiness. What the
   // new one evicts to fit leaves as any eviction does. The policies' learned state (ghosts,
   // sketches, VBQ's shares) starts over, as after a restart.
   Rebuilt ReplacePolicy(std::unique_ptr<policy::CachePolicy> fresh);

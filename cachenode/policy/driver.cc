@@ -153,6 +153,21 @@ void CacheDriver::Adopt(const Access& access, bool dirty, Outcome* out) {
   out->admitted = true;
 }
 
+bool CacheDriver::TakeMembers(std::vector<BlockKey>* out) {
+  out->reserve(out->size() + slots_.used());
+  for (uint32_t q = 0; q < static_cast<uint32_t>(space_->queue_count()); ++q) {
+    Order& order = space_->queue(q);
+    SlotId s;
+    while (order.Candidates(absl::MakeSpan(&s, 1)) == 1) {
+      out->push_back(slots_.key(s));
+      order.Remove(s, /*evicted=*/false);
+      if (slots_.dirty(s)) --dirty_;
+      slots_.Free(s);
+    }
+  }
+  return true;
+}
+
 bool CacheDriver::MakeRoom(const BlockKey& incoming, bool judged, Outcome* out) {
   space_->BeginReclaim(slots_.used());
   for (uint32_t q; (q = space_->NextReclaimQueue(slots_.used())) != kNoQueue;) {

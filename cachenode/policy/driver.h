@@ -88,6 +88,7 @@ class CacheDriver final : public CachePolicy {
   void OnAccess(const Access& access, Outcome* out) override;
   bool MarkClean(const BlockKey& key) override;
   void Adopt(const Access& access, bool dirty, Outcome* out) override;
+  bool TakeMembers(std::vector<BlockKey>* out) override;
   bool Erase(const BlockKey& key) override;
   Tier Lookup(const BlockKey& key) const override;
   size_t size() const override { return slots_.used(); }

@@ -38,6 +38,8 @@ class Space {
   virtual uint32_t QueueOf(uint32_t vdi) const = 0;
   // Returns queue `q`. REQUIRES: q was returned by OnAccess.
   virtual Order& queue(uint32_t q) = 0;
+  // The queues there are: 0 .. queue_count() - 1 (some may be empty).
+  virtual size_t queue_count() const = 0;
   // Reports a miss of `key` in queue `q` (every miss: admitted, rejected or bypassed alike), and
   // a block the driver evicted from queue `q`. Spaces that size queues by ghost hits use them.
   // OnMiss returns true if the queue evicted `key` recently (a ghost hit): the block has shown
@@ -126,6 +128,7 @@ class GlobalSpace final : public Space {
     (void)q;
     return *order_;
   }
+  size_t queue_count() const override { return 1; }
   bool NeedsReclaim(size_t used) const override { return used >= capacity_; }
   void BeginReclaim(size_t used) override { (void)used; }
   uint32_t NextReclaimQueue(size_t used) override { return used >= capacity_ ? 0 : kNoQueue; }

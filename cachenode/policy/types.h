@@ -128,6 +128,14 @@ class CachePolicy {
     OnAccess(access, out);
     if (!dirty) MarkClean(access.key);
   }
+  // Empties the policy into *out (appended), each queue's blocks in its eviction order, coldest
+  // first, without counting them as evictions: what an online resize's rebuild passes to a new
+  // policy (CachePolicy::Adopt). Returns false, taking nothing, if the policy cannot say an
+  // order (default).
+  virtual bool TakeMembers(std::vector<BlockKey>* out) {
+    (void)out;
+    return false;
+  }
   // Evicts one block as the policy would to make room for a miss, although the cache may not be
   // full, and reports it in out->evicted (out is not reset). Returns false if the policy holds
   // no block or cannot shed one. The cache node calls it when its SSD slots run out before the

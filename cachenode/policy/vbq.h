@@ -114,7 +114,7 @@ class VbqSpace final : public Space {
   void AppendVdiStats(std::vector<VdiStats>* out) const override;
   size_t MetadataBytes() const override;
 
-  size_t queue_count() const { return queues_.size(); }
+  size_t queue_count() const override { return queues_.size(); }
   // Returns sum U_i*L_i / S for the current access counts (the left side of eq. 8).
   double UpperSumFraction() const;
   // Returns the VDIs of the current round's plan, coldest first (for tests).
