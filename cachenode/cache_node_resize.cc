@@ -93,6 +93,10 @@ void CacheNode::StartShrinkWatch() {
 
 void CacheNode::ShrinkWatch() {
   absl::Time next_log = absl::Now() + absl::Seconds(10);
+  // The pass over the block map (under its lock, which every request takes) runs again only
+  // when the count stopped falling for a while: blocks whose eviction failed and came back.
+  uint32_t last_left = UINT32_MAX;
+  absl::Time progress = absl::Now();
   for (;;) {
     {
       absl::MutexLock l(&shrink_mu_);
@@ -100,10 +104,14 @@ void CacheNode::ShrinkWatch() {
     }
     const uint32_t target = slots_->shrink_target();
     if (target == 0) break;  // done, or ended by a growth
-    // Blocks that reached the released slots meanwhile (none should: they are not handed out)
-    // and those whose eviction failed and came back are sent again; those on their way are not.
-    map_->EvictSlotsFrom(target);
     const uint32_t left = slots_->used_past_target();
+    if (left < last_left) {
+      last_left = left;
+      progress = absl::Now();
+    } else if (left > 0 && absl::Now() - progress >= absl::Seconds(5)) {
+      map_->EvictSlotsFrom(target);
+      progress = absl::Now();
+    }
     if (left == 0) {
       if (absl::Status s = slots_->FinishShrink(); s.ok()) {
         spdlog::info("cache node {}: SSD tier shrunk to {} slots; the slot file is cut",

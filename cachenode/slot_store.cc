@@ -387,6 +387,7 @@ absl::Status SlotStore::Recover(std::vector<RecoveredSlot>* recovered, RecoveryS
   for (uint32_t i = limit_; i-- > 0;) {
     if (!meta_[i].used) free_.push_back(i);
   }
+  CountUsedPastLimitLocked();
   std::sort(recovered->begin(), recovered->end(),
             [](const RecoveredSlot& a, const RecoveredSlot& b) { return a.seq < b.seq; });
   return absl::OkStatus();
@@ -471,9 +472,12 @@ uint32_t SlotStore::shrink_target() const {
 
 uint32_t SlotStore::used_past_target() const {
   absl::MutexLock l(&mu_);
-  uint32_t n = 0;
-  for (size_t i = limit_; i < meta_.size(); ++i) n += meta_[i].used ? 1 : 0;
-  return n;
+  return used_past_limit_;
+}
+
+void SlotStore::CountUsedPastLimitLocked() {
+  used_past_limit_ = 0;
+  for (size_t i = limit_; i < meta_.size(); ++i) used_past_limit_ += meta_[i].used ? 1 : 0;
 }
 
 absl::Status SlotStore::Resize(uint32_t slots) {
@@ -544,6 +548,7 @@ absl::Status SlotStore::Resize(uint32_t slots) {
   for (uint32_t i = limit_; i-- > 0;) {
     if (!meta_[i].used) free_.push_back(i);
   }
+  CountUsedPastLimitLocked();
   if (slots > have) num_slots_.store(slots, std::memory_order_release);
   return absl::OkStatus();
 }
@@ -769,7 +774,11 @@ absl::Status SlotStore::Release(uint32_t slot) {
   absl::Status s = Checked(file_->PWrite(&zero, sizeof(zero), IndexOffset(slot)));
   absl::MutexLock l(&mu_);
   meta_[slot] = Meta{};
-  if (slot < limit_) free_.push_back(slot);  // past a pending shrink's target: left empty
+  if (slot < limit_) {
+    free_.push_back(slot);
+  } else {
+    --used_past_limit_;  // past a pending shrink's target: left empty
+  }
   if (s.ok()) {
     absl::MutexLock sl(&sync_mu_);
     ++write_gen_;

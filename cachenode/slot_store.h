@@ -226,6 +226,9 @@ class SlotStore {
   std::vector<uint32_t> free_ ABSL_GUARDED_BY(mu_);
   // Slots at or past it are not handed out (a pending shrink); num_slots_ otherwise.
   uint32_t limit_ ABSL_GUARDED_BY(mu_) = 0;
+  // Slots in use at or past limit_ (none is handed out there, so only Release lowers it).
+  uint32_t used_past_limit_ ABSL_GUARDED_BY(mu_) = 0;
+  void CountUsedPastLimitLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
 
   // Group commit: writers bump write_gen_; Sync waits until a completed fdatasync started after
