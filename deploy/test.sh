@@ -104,9 +104,46 @@ report() {
     if [ $rc -eq 0 ] && [ $FAILED -eq 0 ]; then
       rm -rf "$OWN_TMPDIR"
     else
-      echo "deploy/test.sh: the tests' directories (logs of the failures) are kept in $OWN_TMPDIR"
+      keep_failure_logs
     fi
   fi
+}
+
+# A failed run keeps its tests' directories for their logs. In memory (/dev/shm) they would hold
+# gigabytes of RAM after the run is over (a killed fault run leaves its data nodes' RocksDB and
+# its SSD files): the files over 32 MiB that are not logs are dropped and the rest moved to disk.
+keep_failure_logs() {
+  local kept=$OWN_TMPDIR
+  case $OWN_TMPDIR in
+    /dev/shm/*)
+      find "$OWN_TMPDIR" -type f -size +32M ! -path '*/logs/*' -delete 2> /dev/null || true
+      kept=$RESULTS/test-dirs
+      if mv "$OWN_TMPDIR" "$kept" 2> /dev/null; then
+        echo "deploy/test.sh: moved the tests' directories out of memory (files over 32 MiB" \
+          "that are not logs dropped)"
+      else
+        kept=$OWN_TMPDIR
+      fi ;;
+  esac
+  echo "deploy/test.sh: the tests' directories (logs of the failures) are kept in $kept"
+}
+
+# A run that was killed (a CI timeout, a session that ended) never reaches its EXIT trap, and its
+# directory stays: in /dev/shm, gigabytes of memory the next run's daemons then lack (a run after
+# one such leftover ran out of memory: the kernel killed data nodes and compilers). Each run holds
+# a lock on a file in its directory while it and its children live; a directory whose lock
+# nobody holds, or that has none, belongs to a run that is gone and is removed.
+sweep_stale_dirs() {
+  local d
+  for d in /dev/shm/ringcache-ctest.* /tmp/ringcache-ctest.*; do
+    [ -d "$d" ] || continue
+    if [ -e "$d/.test-sh.lock" ] && ! flock -n "$d/.test-sh.lock" true 2> /dev/null; then
+      continue
+    fi
+    echo "deploy/test.sh: removing $d ($(du -sh "$d" 2> /dev/null | cut -f1)), left by a run" \
+      "that is gone"
+    rm -rf "$d"
+  done
 }
 trap report EXIT
 
@@ -138,12 +175,22 @@ tests() {
 # cluster tests share goes to ringcache instead of the block layer (two fault runs side by side
 # acknowledge more writes each than one did alone on disk; docs/testing.md). A passing run
 # removes the directory; a failing one keeps it for its logs.
+# Memory is the limit: the fault runs' data (up to 4 GiB each, two at a time), a compose
+# cluster and the sanitizer build's compilers share it, so the tests go to /dev/shm only when it
+# has 8 GiB free and the machine 14 GiB available; else to /tmp.
 if [ -z "${TEST_TMPDIR:-}" ]; then
+  sweep_stale_dirs
   tmp_root=/tmp
   shm_free_kb=$(df -Pk /dev/shm 2> /dev/null | awk 'NR == 2 {print $4}')
-  if [ -w /dev/shm ] && [ "${shm_free_kb:-0}" -gt $((8 * 1024 * 1024)) ]; then tmp_root=/dev/shm; fi
+  mem_avail_kb=$(awk '/^MemAvailable:/ {print $2}' /proc/meminfo 2> /dev/null)
+  if [ -w /dev/shm ] && [ "${shm_free_kb:-0}" -gt $((8 * 1024 * 1024)) ] &&
+      [ "${mem_avail_kb:-0}" -gt $((14 * 1024 * 1024)) ]; then
+    tmp_root=/dev/shm
+  fi
   TEST_TMPDIR=$(mktemp -d "$tmp_root/ringcache-ctest.XXXXXX")
   OWN_TMPDIR=$TEST_TMPDIR
+  exec {TMPDIR_LOCK}> "$TEST_TMPDIR/.test-sh.lock"
+  flock -n "$TMPDIR_LOCK" || true
 fi
 export TEST_TMPDIR
 echo "deploy/test.sh: test directories under $TEST_TMPDIR"
