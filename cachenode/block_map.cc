@@ -252,6 +252,26 @@ uint64_t BlockMap::EvictSlotsFrom(uint32_t first) {
   return out.evicted.size();
 }
 
+uint64_t BlockMap::ResizeRam(size_t blocks) {
+  absl::MutexLock l(&mu_);
+  std::vector<BlockKey> demote;
+  placement_->SetRamCapacity(blocks, &demote);
+  PushDemotions(demote);
+  return demote.size();
+}
+
+size_t BlockMap::ram_capacity() const {
+  absl::MutexLock l(&mu_);
+  return placement_->ram_capacity();
+}
+
+size_t BlockMap::ram_held() const {
+  absl::MutexLock l(&mu_);
+  size_t n = placement_->ram_blocks();
+  for (const ReclaimWork& w : work_) n += w.demote;
+  return n;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Reads
 

@@ -258,7 +258,7 @@ class BlockMap {
   uint64_t cached_blocks() const;
   std::vector<policy::VdiStats> VdiStats() const;
 
-  // --- Online resize of the SSD tier (CacheNode::ResizeSsd)
+  // --- Online resize of the tiers (CacheNode::Resize)
   struct Rebuilt {
     uint64_t members = 0;  // blocks passed to the new policy
     uint64_t evicted = 0;  // of them, those it evicted to fit (destaged if dirty, then freed)
@@ -275,6 +275,14 @@ class BlockMap {
   // leaves as an eviction does (destaged first if dirty); returns how many it sent. Blocks on
   // their way out already are not counted.
   uint64_t EvictSlotsFrom(uint32_t first);
+  // Gives the RAM tier `blocks` of room (Placement::SetRamCapacity; same REQUIRES). The blocks
+  // a smaller tier no longer holds leave RAM as any demotion does (to their SSD slot; a clean
+  // RAM-only one the sieve finds not worth a slot leaves the cache); returns how many.
+  uint64_t ResizeRam(size_t blocks);
+  // The RAM tier's room, and the blocks it holds now: those the placement keeps in RAM and those
+  // on their way out (demotions not done yet).
+  size_t ram_capacity() const;
+  size_t ram_held() const;
 
   // --- Per-VDI policies (policy/registry.h SetVdiPolicy)
   // Switches `vdi` to `spec` ("" or "default": the node's policy). The VDI's cached blocks stay,

@@ -149,7 +149,7 @@ absl::Status CacheNode::Init() {
   // does (invariant 1), a block promoted to RAM keeps its slot as a shadow copy. An exclusive
   // placement adds the RAM tier's blocks; slot pressure then sheds members (AllocateSlots).
   ctx.capacity_blocks = usable - reserve;
-  ctx.ram_blocks = config_.ram_bytes / config_.block_size;
+  ctx.ram_blocks = RamBytesAtStart() / config_.block_size;
   ctx.load = load_view_.get();
   RC_ASSIGN_OR_RETURN(auto placement, policy::MakePlacement(config_.placement, ctx.ram_blocks));
   ctx = policy::NodeMembershipContext(ctx, *placement);

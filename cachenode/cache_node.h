@@ -184,19 +184,22 @@ class CacheNode {
   // node joining takes them over: gateway/router.h AddCacheNode); the others stay dirty.
   absl::Status FlushMoving(const ring::Ring& ring);
 
-  // Online resize of the SSD tier (docs/cache-node.md, "Resizing the SSD tier") to `bytes`
-  // (whole blocks). Growing takes effect at once: the slot file grows and the policy is rebuilt
-  // for the new capacity, keeping every block in its eviction order. Shrinking stops using the
-  // slots past the new size at once (persisted: a restart resumes it), evicts their blocks
-  // (dirty ones are destaged first, never dropped) and cuts the file once they are all gone, in
-  // the background; resize_state() tells how far it is. kInvalidArgument for a size too small
-  // for the slot reserve; kFailedPrecondition for a block device too small, or a store grown
-  // too many times.
-  absl::Status ResizeSsd(uint64_t bytes);
-  // Where the SSD tier's size stands (proto/ringcache/v1/cachenode.proto ResizeSsdResponse):
-  // the size it serves with, the file's slots, a pending shrink's target and the blocks still
-  // past it.
-  v1::ResizeSsdResponse resize_state() const;
+  // Online resize of the SSD and RAM tiers (docs/cache-node.md, "Resizing the tiers") to
+  // `ssd_bytes` and `ram_bytes` (whole blocks; 0 leaves a tier as it is). Growing takes effect
+  // at once: the slot file grows and the policy is rebuilt for the new capacity, keeping every
+  // block in its eviction order. Shrinking the SSD stops using the slots past the new size at
+  // once (persisted: a restart resumes it), evicts their blocks (dirty ones are destaged first,
+  // never dropped) and cuts the file once they are all gone, in the background; resize_state()
+  // tells how far it is. Shrinking the RAM demotes its least valuable blocks to the SSD (an
+  // exclusive tier's policy first gives up what no longer fits). The RAM size is recorded in
+  // <state>.ram and kept by a restart whose configuration was not edited since. kInvalidArgument
+  // for a size too small; kFailedPrecondition for a block device too small, a store grown too
+  // many times, or a RAM size for a node that runs without a RAM tier.
+  absl::Status Resize(uint64_t ssd_bytes, uint64_t ram_bytes);
+  // Where the tiers' sizes stand (proto/ringcache/v1/cachenode.proto ResizeTiersResponse): the
+  // SSD size it serves with, the file's slots, a pending shrink's target and the blocks still
+  // past it, the RAM tier's size and the blocks it holds.
+  v1::ResizeTiersResponse resize_state() const;
 
   // Fills per-VDI statistics (all VDIs when vdi == 0).
   void Stats(uint32_t vdi, std::vector<v1::VdiCacheStats>* out) const;
@@ -339,8 +342,13 @@ class CacheNode {
   absl::Status InvalidateUnderStripe(const BlockKey& key);
   // The slots kept free for evictions in flight, for a tier of `slots`.
   uint32_t ReserveFor(uint32_t slots) const;
+  // The RAM tier's size at start: the configured one, or the one an online resize recorded.
+  uint64_t RamBytesAtStart() const;
+  // The node's policy for `ctx`, with the VDIs' own policies and shares set (a resize).
+  absl::StatusOr<std::unique_ptr<policy::CachePolicy>> BuildPolicyFor(
+      const policy::PolicyContext& ctx) const;
   // While a shrink is pending: evicts what is past its target and completes it once nothing
-  // is (the resize thread's loop; started by ResizeSsd and by a start that finds one pending).
+  // is (the resize thread's loop; started by Resize and by a start that finds one pending).
   void StartShrinkWatch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(policy_mu_);
   void ShrinkWatch();
 

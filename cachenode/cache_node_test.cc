@@ -995,14 +995,14 @@ TEST_F(CacheNodeTest, WithoutABudgetNothingGoesAroundAndWearIsStillCounted) {
   EXPECT_EQ(registry_.Render().find("ssd_budget_fill"), std::string::npos);
 }
 
-// Online resize (docs/cache-node.md, "Resizing the SSD tier"): a growth is usable at once and
+// Online resize (docs/cache-node.md, "Resizing the tiers"): a growth is usable at once and
 // keeps the blocks; a shrink moves every block out of the released slots (dirty ones home
 // first), cuts the file, and the store keeps its new size across a restart whatever the
 // configuration says. Every block reads back what was written throughout.
 TEST_F(CacheNodeTest, TheSsdTierGrowsAndShrinksOnlineAndNoWriteIsLost) {
   ASSERT_NO_FATAL_FAILURE(Start());
   EXPECT_EQ(WriteDistinctBlocks(2, 100, 1000), 0);
-  ASSERT_TRUE(node_->ResizeSsd(1024 * kBs).ok());
+  ASSERT_TRUE(node_->Resize(1024 * kBs, 0).ok());
   EXPECT_EQ(node_->resize_state().ssd_bytes(), 1024u * kBs);
   EXPECT_EQ(node_->resize_state().target_bytes(), 0u);
   EXPECT_EQ(node_->cached_blocks(), 200u) << "the blocks stay through the policy's rebuild";
@@ -1012,12 +1012,12 @@ TEST_F(CacheNodeTest, TheSsdTierGrowsAndShrinksOnlineAndNoWriteIsLost) {
   const uint64_t grown = std::filesystem::file_size(config_.ssd_path);
   for (uint64_t b = 0; b < 600; ++b) ASSERT_EQ(Read(b * kBs, kBs), Pattern(5000 + b, kBs)) << b;
 
-  ASSERT_TRUE(node_->ResizeSsd(128 * kBs).ok());
+  ASSERT_TRUE(node_->Resize(128 * kBs, 0).ok());
   EXPECT_EQ(node_->resize_state().ssd_bytes(), 128u * kBs);
   for (int i = 0; i < 600 && node_->resize_state().target_bytes() != 0; ++i) {
     absl::SleepFor(absl::Milliseconds(100));
   }
-  const v1::ResizeSsdResponse st = node_->resize_state();
+  const v1::ResizeTiersResponse st = node_->resize_state();
   ASSERT_EQ(st.target_bytes(), 0u)
       << st.blocks_to_move() << " blocks never left the released slots";
   EXPECT_EQ(st.file_bytes(), 128u * kBs);
@@ -1034,7 +1034,7 @@ TEST_F(CacheNodeTest, TheSsdTierGrowsAndShrinksOnlineAndNoWriteIsLost) {
     ASSERT_EQ(Read(b * kBs, kBs), Pattern(5000 + b, kBs)) << b;
   }
   // Too small for the slot reserve: refused, nothing changed.
-  EXPECT_TRUE(absl::IsInvalidArgument(node_->ResizeSsd(20 * kBs)));
+  EXPECT_TRUE(absl::IsInvalidArgument(node_->Resize(20 * kBs, 0)));
   EXPECT_EQ(node_->resize_state().ssd_bytes(), 128u * kBs);
 }
 
@@ -1044,9 +1044,9 @@ TEST_F(CacheNodeTest, AShrinkWaitsForItsDirtyBlocksAndARestartResumesIt) {
   ASSERT_NO_FATAL_FAILURE(Start());
   EXPECT_EQ(WriteDistinctBlocks(2, 100, 2000), 0);
   for (int i = 0; i < 3; ++i) dns_->StopForTest(i);
-  ASSERT_TRUE(node_->ResizeSsd(64 * kBs).ok());
+  ASSERT_TRUE(node_->Resize(64 * kBs, 0).ok());
   absl::SleepFor(absl::Seconds(1));
-  v1::ResizeSsdResponse st = node_->resize_state();
+  v1::ResizeTiersResponse st = node_->resize_state();
   EXPECT_EQ(st.target_bytes(), 64u * kBs);
   EXPECT_GT(st.blocks_to_move(), 0u) << "dirty blocks leave only once they are home";
   node_.reset();
@@ -1061,6 +1061,86 @@ TEST_F(CacheNodeTest, AShrinkWaitsForItsDirtyBlocksAndARestartResumesIt) {
   EXPECT_EQ(st.ssd_bytes(), 64u * kBs);
   EXPECT_EQ(st.file_bytes(), 64u * kBs);
   for (uint64_t b = 0; b < 200; ++b) ASSERT_EQ(Read(b * kBs, kBs), Pattern(2000 + b, kBs)) << b;
+}
+
+// The RAM tier resized online (docs/cache-node.md, "Resizing the tiers"): a larger tier takes
+// the blocks read next, a smaller one demotes its coldest to their SSD slots, every block reads
+// back what was written, and a restart keeps the new size unless the configuration was edited.
+TEST_F(CacheNodeTest, TheRamTierGrowsAndShrinksOnlineAndARestartKeepsItsSize) {
+  config_.policy = "vbq+lru";
+  config_.ram_bytes = 16 * kBs;
+  ASSERT_NO_FATAL_FAILURE(Start());
+  EXPECT_EQ(WriteDistinctBlocks(2, 50, 300), 0);
+  EXPECT_EQ(node_->resize_state().ram_bytes(), 16u * kBs);
+  ASSERT_TRUE(node_->Resize(0, 64 * kBs).ok());
+  EXPECT_EQ(node_->resize_state().ram_bytes(), 64u * kBs);
+  EXPECT_EQ(node_->resize_state().ssd_bytes(), 256u * kBs) << "the SSD tier is as it was";
+  for (uint64_t b = 0; b < 64; ++b) ASSERT_EQ(Read(b * kBs, kBs), Pattern(300 + b, kBs)) << b;
+  EXPECT_GT(node_->resize_state().ram_used_bytes(), 16u * kBs) << "the larger tier fills";
+  ASSERT_TRUE(node_->Resize(0, 8 * kBs).ok());
+  for (int i = 0; i < 500 && node_->resize_state().ram_used_bytes() > 8 * kBs; ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_LE(node_->resize_state().ram_used_bytes(), 8u * kBs);
+  for (uint64_t b = 0; b < 100; ++b) ASSERT_EQ(Read(b * kBs, kBs), Pattern(300 + b, kBs)) << b;
+  // Sizes that hold no block, and a size for a node without a RAM tier, are refused.
+  EXPECT_TRUE(absl::IsInvalidArgument(node_->Resize(0, kBs / 2)));
+  EXPECT_EQ(node_->resize_state().ram_bytes(), 8u * kBs);
+
+  node_.reset();
+  ASSERT_NO_FATAL_FAILURE(Start());
+  EXPECT_EQ(node_->resize_state().ram_bytes(), 8u * kBs) << "the online size outlives a restart";
+  for (uint64_t b = 0; b < 100; ++b) ASSERT_EQ(Read(b * kBs, kBs), Pattern(300 + b, kBs)) << b;
+  config_.ram_bytes = 32 * kBs;  // the operator edits the configuration: it wins
+  ASSERT_NO_FATAL_FAILURE(Start());
+  EXPECT_EQ(node_->resize_state().ram_bytes(), 32u * kBs);
+  config_.ram_bytes = 0;
+  ASSERT_NO_FATAL_FAILURE(Start());
+  EXPECT_EQ(node_->resize_state().ram_bytes(), 0u);
+  EXPECT_TRUE(absl::IsFailedPrecondition(node_->Resize(0, 16 * kBs)));
+}
+
+// An exclusive RAM tier adds to the policy's capacity, so resizing it rebuilds the policy: a
+// smaller tier evicts what no longer fits in slots + RAM and demotes the rest of its overflow
+// to the SSD; a larger one holds more again. Nothing written is lost.
+TEST_F(CacheNodeTest, AnExclusiveRamTierResizedOnlineMovesTheCapacityAndLosesNothing) {
+  config_.policy = "vbq+lru";  // every read miss is admitted (into RAM)
+  config_.placement = "uarc(exclusive)";
+  config_.ram_bytes = 128 * kBs;  // 256 slots (230 after the reserve) + 128 RAM blocks
+  ASSERT_NO_FATAL_FAILURE(Start());
+  EXPECT_EQ(WriteDistinctBlocks(2, 50, 800), 0);
+  const std::string zeros(kBs, '\0');
+  auto read_all = [&] {
+    for (uint64_t b = 0; b < 100; ++b) ASSERT_EQ(Read(b * kBs, kBs), Pattern(800 + b, kBs)) << b;
+    for (uint64_t b = 1000; b < 1250; ++b) ASSERT_EQ(Read(b * kBs, kBs), zeros) << b;
+  };
+  for (int pass = 0; pass < 2; ++pass) ASSERT_NO_FATAL_FAILURE(read_all());
+  for (int i = 0; i < 500 && node_->cached_blocks() <= 256; ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_GT(node_->cached_blocks(), 256u) << "the RAM tier holds blocks the SSD does not";
+
+  ASSERT_TRUE(node_->Resize(0, 16 * kBs).ok());
+  constexpr uint64_t kHolds = 256 - 16 + 16;  // the slots after their reserve (16), + RAM
+  for (int i = 0; i < 500 && (node_->resize_state().ram_used_bytes() > 16 * kBs ||
+                              node_->cached_blocks() > kHolds);
+       ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_LE(node_->resize_state().ram_used_bytes(), 16u * kBs);
+  EXPECT_LE(node_->cached_blocks(), kHolds);
+  ASSERT_NO_FATAL_FAILURE(read_all());
+  EXPECT_EQ(WriteDistinctBlocks(2, 50, 900), 0) << "writes go on with the smaller tier";
+
+  ASSERT_TRUE(node_->Resize(0, 256 * kBs).ok());
+  for (int pass = 0; pass < 2; ++pass) {
+    for (uint64_t b = 1000; b < 1400; ++b) ASSERT_EQ(Read(b * kBs, kBs), zeros) << b;
+  }
+  for (int i = 0; i < 500 && node_->cached_blocks() <= 300; ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_GT(node_->cached_blocks(), 300u) << "the larger tier adds capacity again";
+  for (uint64_t b = 0; b < 100; ++b) ASSERT_EQ(Read(b * kBs, kBs), Pattern(900 + b, kBs)) << b;
 }
 
 }  // namespace

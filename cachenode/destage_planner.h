@@ -85,7 +85,7 @@ class DestagePlanner {
   bool VdiAtCap(int64_t vdi_dirty_blocks) const;
 
   // The SSD slots the watermarks and caps are fractions of: the tier's size changed online
-  // (CacheNode::ResizeSsd). Any thread.
+  // (CacheNode::Resize). Any thread.
   void set_slots(uint64_t slots) { slots_.store(slots, std::memory_order_relaxed); }
   uint64_t slots() const { return slots_.load(std::memory_order_relaxed); }
 

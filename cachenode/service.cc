@@ -261,10 +261,10 @@ grpc::Status CacheNodeService::InvalidateVdi(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status CacheNodeService::ResizeSsd(grpc::ServerContext*, const v1::ResizeSsdRequest* req,
-                                         v1::ResizeSsdResponse* resp) {
-  if (req->ssd_bytes() != 0) {
-    if (absl::Status s = node_->ResizeSsd(req->ssd_bytes()); !s.ok()) return ToGrpc(s);
+grpc::Status CacheNodeService::ResizeTiers(grpc::ServerContext*, const v1::ResizeTiersRequest* req,
+                                         v1::ResizeTiersResponse* resp) {
+  if (absl::Status s = node_->Resize(req->ssd_bytes(), req->ram_bytes()); !s.ok()) {
+    return ToGrpc(s);
   }
   *resp = node_->resize_state();
   return grpc::Status::OK;

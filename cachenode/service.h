@@ -153,8 +153,8 @@ class CacheNodeService final : public v1::CacheNode::Service {
                        v1::DropVdiResponse*) override;
   grpc::Status InvalidateVdi(grpc::ServerContext*, const v1::InvalidateVdiRequest*,
                              v1::InvalidateVdiResponse*) override;
-  grpc::Status ResizeSsd(grpc::ServerContext*, const v1::ResizeSsdRequest*,
-                         v1::ResizeSsdResponse*) override;
+  grpc::Status ResizeTiers(grpc::ServerContext*, const v1::ResizeTiersRequest*,
+                         v1::ResizeTiersResponse*) override;
   grpc::Status Prefetch(grpc::ServerContext*, const v1::CacheReadRequest*,
                         v1::PrefetchResponse*) override;
   grpc::Status Allocation(grpc::ServerContext*, const v1::CacheReadRequest*,

@@ -9,7 +9,7 @@
 //   [4 KiB, 4 KiB + 64·N rounded)   index: one 64-byte entry per slot (IndexEntry below)
 //   [data_offset, + N·block_size)   data: slot i's block at data_offset + i·block_size
 //
-// Online resize (Resize, FinishShrink; docs/cache-node.md "Resizing the SSD tier"): a store that
+// Online resize (Resize, FinishShrink; docs/cache-node.md "Resizing the tiers"): a store that
 // was resized is version 3 and lists its extents, each an index region and a data region of
 // consecutive slots; the first is the layout above, a growth adds one at the end of the file
 // (or lengthens the last one while its index has room). A shrink first stops handing out the

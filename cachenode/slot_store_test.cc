@@ -377,7 +377,7 @@ TEST_F(SlotStoreTest, ConcurrentWritersShareSyncs) {
   EXPECT_EQ(recovered_.size(), 128u);
 }
 
-// Online resize (docs/cache-node.md, "Resizing the SSD tier"): a growth adds slots at once and
+// Online resize (docs/cache-node.md, "Resizing the tiers"): a growth adds slots at once and
 // keeps every block where it was; a shrink stops handing out the slots past its target, waits
 // until they are empty, then cuts the file; each step survives a reopen, and the configured size
 // no longer matters once the store was resized.

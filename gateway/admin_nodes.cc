@@ -282,9 +282,10 @@ grpc::Status AdminService::RemoveNode(grpc::ServerContext*, const v1::RemoveNode
 }
 
 grpc::Status AdminService::ResizeNode(grpc::ServerContext*, const v1::ResizeNodeRequest* req,
-                                      v1::ResizeSsdResponse* resp) {
+                                      v1::ResizeTiersResponse* resp) {
   // Node-local: any gateway that knows the node passes it on.
-  absl::StatusOr<v1::ResizeSsdResponse> r = router_->ResizeCacheNode(req->id(), req->ssd_bytes());
+  absl::StatusOr<v1::ResizeTiersResponse> r =
+      router_->ResizeCacheNode(req->id(), req->ssd_bytes(), req->ram_bytes());
   if (!r.ok()) return ToGrpc(r.status());
   *resp = *std::move(r);
   return grpc::Status::OK;

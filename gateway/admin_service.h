@@ -62,7 +62,7 @@ class AdminService final : public v1::Admin::Service {
   grpc::Status UndrainNode(grpc::ServerContext*, const v1::UndrainNodeRequest*,
                            v1::UndrainNodeResponse*) override;
   grpc::Status ResizeNode(grpc::ServerContext*, const v1::ResizeNodeRequest*,
-                          v1::ResizeSsdResponse*) override;
+                          v1::ResizeTiersResponse*) override;
   grpc::Status ListNodes(grpc::ServerContext*, const v1::ListNodesRequest*,
                          v1::ListNodesResponse*) override;
   grpc::Status RemoveNode(grpc::ServerContext*, const v1::RemoveNodeRequest*,

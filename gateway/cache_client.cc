@@ -254,13 +254,15 @@ class GrpcCacheClient : public CacheClient {
     RC_RETURN_IF_ERROR(FromGrpc(stub_->RelogRecords(ctx.get(), req, &resp), What("relog")));
     return resp.relogged();
   }
-  absl::StatusOr<v1::ResizeSsdResponse> ResizeSsd(uint64_t ssd_bytes) override {
-    v1::ResizeSsdRequest req;
+  absl::StatusOr<v1::ResizeTiersResponse> ResizeTiers(uint64_t ssd_bytes,
+                                                      uint64_t ram_bytes) override {
+    v1::ResizeTiersRequest req;
     req.set_ssd_bytes(ssd_bytes);
-    v1::ResizeSsdResponse resp;
+    req.set_ram_bytes(ram_bytes);
+    v1::ResizeTiersResponse resp;
     // A growth writes the new slots' index entries; a policy rebuild passes every block.
     auto ctx = Ctx(120 * 1000);
-    RC_RETURN_IF_ERROR(FromGrpc(stub_->ResizeSsd(ctx.get(), req, &resp), What("resize SSD")));
+    RC_RETURN_IF_ERROR(FromGrpc(stub_->ResizeTiers(ctx.get(), req, &resp), What("resize")));
     return resp;
   }
   absl::Status SetDataRing(const datanode::DataRing& ring) override {

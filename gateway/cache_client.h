@@ -112,10 +112,11 @@ class CacheClient {
   virtual absl::StatusOr<uint32_t> RelogRecords(const std::vector<uint64_t>& /*seqs*/) {
     return absl::UnimplementedError("RelogRecords");
   }
-  // Resizes the node's SSD tier to `ssd_bytes` (0: no change) and says where the resize
-  // stands (the ResizeSsd RPC; cachenode/cache_node.h ResizeSsd).
-  virtual absl::StatusOr<v1::ResizeSsdResponse> ResizeSsd(uint64_t /*ssd_bytes*/) {
-    return absl::UnimplementedError("ResizeSsd");
+  // Resizes the node's SSD and RAM tiers to `ssd_bytes` and `ram_bytes` (0: no change) and
+  // says where the resize stands (the ResizeTiers RPC; cachenode/cache_node.h Resize).
+  virtual absl::StatusOr<v1::ResizeTiersResponse> ResizeTiers(uint64_t /*ssd_bytes*/,
+                                                              uint64_t /*ram_bytes*/) {
+    return absl::UnimplementedError("ResizeTiers");
   }
   // Cancels the calls in flight (they return CANCELLED). For a node that stopped answering,
   // whose requests the router re-sends to the next owner. In-process clients have none.

@@ -160,9 +160,10 @@ class Router : public ExportProvider {
   // Asks cache node `id` for its own state (quarantined, device failed), waiting at most
   // `timeout_ms`; kNotFound for an unknown id, kUnavailable if it does not answer.
   absl::StatusOr<CacheClient::NodeHealth> NodeHealth(uint32_t id, int timeout_ms) const;
-  // Resizes cache node `id`'s SSD tier to `ssd_bytes` (0: no change) and says where the resize
-  // stands (CacheClient::ResizeSsd); kNotFound for an unknown id.
-  absl::StatusOr<v1::ResizeSsdResponse> ResizeCacheNode(uint32_t id, uint64_t ssd_bytes) const;
+  // Resizes cache node `id`'s SSD and RAM tiers to `ssd_bytes` and `ram_bytes` (0: no change)
+  // and says where the resize stands (CacheClient::ResizeTiers); kNotFound for an unknown id.
+  absl::StatusOr<v1::ResizeTiersResponse> ResizeCacheNode(uint32_t id, uint64_t ssd_bytes,
+                                                          uint64_t ram_bytes) const;
   // Cluster mode: the coordinator's term (coordinator/election.h), carried from now on by the
   // control steps this router sends — to cache nodes (DropBlocks, handoff flushes, relogs) and
   // to data nodes (log seals and reclaims) — so that nodes refuse them once a newer coordinator

@@ -113,11 +113,11 @@ absl::StatusOr<CacheClient::NodeHealth> Router::NodeHealth(uint32_t id, int time
   return c->Health(timeout_ms);
 }
 
-absl::StatusOr<v1::ResizeSsdResponse> Router::ResizeCacheNode(uint32_t id,
-                                                               uint64_t ssd_bytes) const {
+absl::StatusOr<v1::ResizeTiersResponse> Router::ResizeCacheNode(uint32_t id, uint64_t ssd_bytes,
+                                                                 uint64_t ram_bytes) const {
   CacheClient* c = Client(id);
   if (c == nullptr) return absl::NotFoundError(absl::StrCat("no cache node ", id));
-  absl::StatusOr<v1::ResizeSsdResponse> r = c->ResizeSsd(ssd_bytes);
+  absl::StatusOr<v1::ResizeTiersResponse> r = c->ResizeTiers(ssd_bytes, ram_bytes);
   if (!r.ok()) {
     return absl::Status(r.status().code(),
                         absl::StrCat("cache node ", id, ": ", r.status().message()));

@@ -50,7 +50,7 @@ class ListPlacement : public Placement {
     n.in_ram = ram_cap_ > 0;
     if (!n.in_ram) return Tier::kSsd;
     if (ram_in_[to_list]++ == 0) boundary_[to_list] = n.pos;
-    Rebalance(key, demote);
+    Rebalance(&key, demote);
     return Tier::kRam;  // Rebalance never demotes `key`
   }
 
@@ -75,6 +75,13 @@ class ListPlacement : public Placement {
   }
   size_t ram_blocks() const override { return ram_in_[0] + ram_in_[1]; }
   size_t ram_capacity() const override { return ram_cap_; }
+  void SetRamCapacity(size_t blocks, std::vector<BlockKey>* demote) override {
+    // UARC's target for T1's RAM share (ARC's p) keeps its fraction of the tier: what it
+    // learned about the workload stays true of a larger or smaller RAM.
+    target_t1_ = ram_cap_ == 0 ? blocks / 2 : target_t1_ * blocks / ram_cap_;
+    ram_cap_ = blocks;
+    Rebalance(nullptr, demote);
+  }
 
  private:
   struct Node {
@@ -95,8 +102,9 @@ class ListPlacement : public Placement {
     lists_[l].erase(n.pos);
   }
 
-  // Demotes least recent RAM blocks until RAM fits, never `keep` (the block being accessed).
-  void Rebalance(const BlockKey& keep, std::vector<BlockKey>* demote) {
+  // Demotes least recent RAM blocks until RAM fits, never *keep (the block being accessed; null
+  // for none).
+  void Rebalance(const BlockKey* keep, std::vector<BlockKey>* demote) {
     while (ram_in_[0] + ram_in_[1] > ram_cap_) {
       int from = 0;
       if (arc_) {
@@ -104,8 +112,9 @@ class ListPlacement : public Placement {
         // as UARC applies it to the RAM/SSD boundary, paper 001 §III-A2).
         from = ram_in_[0] > target_t1_ ? 0 : 1;
       }
-      if (ram_in_[from] == 0 || *boundary_[from] == keep) from = 1 - from;
-      if (ram_in_[from] == 0 || *boundary_[from] == keep) break;
+      auto kept = [&](int l) { return keep != nullptr && *boundary_[l] == *keep; };
+      if (ram_in_[from] == 0 || kept(from)) from = 1 - from;
+      if (ram_in_[from] == 0 || kept(from)) break;
       auto pos = boundary_[from];
       Node& victim = index_[*pos];
       victim.in_ram = false;
@@ -114,7 +123,7 @@ class ListPlacement : public Placement {
     }
   }
 
-  const size_t ram_cap_;
+  size_t ram_cap_;
   const bool arc_;
   const uint32_t sieve_;  // 0: no sieve
   const bool exclusive_;

@@ -52,6 +52,11 @@ class Placement {
   virtual bool exclusive() const { return false; }
   virtual size_t ram_blocks() const = 0;
   virtual size_t ram_capacity() const = 0;
+  // Gives the RAM tier `blocks` of room (an online resize: CacheNode::Resize). A smaller tier
+  // appends to *demote the blocks that must leave RAM now, least valuable first, as accesses
+  // would; a larger one fills as blocks are accessed. REQUIRES: blocks > 0 if the tier had
+  // room before, and 0 if it had none (a tier is not added or removed while the node runs).
+  virtual void SetRamCapacity(size_t blocks, std::vector<BlockKey>* demote) = 0;
 };
 
 // Returns "lru" or "uarc" placement over `ram_blocks` of RAM, optionally with parameters

@@ -31,6 +31,35 @@ TEST(PlacementTest, LruKeepsMostRecentInRamAndDemotesExclusively) {
   EXPECT_EQ(p->TierOf(K(3)), Tier::kNone);
 }
 
+TEST(PlacementTest, ARamTierShrinksByItsLeastRecentBlocksAndGrowsAsBlocksAreUsed) {
+  for (const char* name : {"lru", "uarc"}) {
+    SCOPED_TRACE(name);
+    auto p = *MakePlacement(name, 4);
+    std::vector<BlockKey> demote;
+    for (uint64_t b = 1; b <= 6; ++b) p->OnAccess(K(b), true, &demote);  // RAM: 6 5 4 3
+    demote.clear();
+    p->SetRamCapacity(2, &demote);
+    EXPECT_EQ(p->ram_capacity(), 2u);
+    EXPECT_EQ(p->ram_blocks(), 2u);
+    ASSERT_EQ(demote.size(), 2u);
+    EXPECT_EQ(demote[0], K(3));  // the least recent leave first
+    EXPECT_EQ(demote[1], K(4));
+    for (uint64_t b = 1; b <= 4; ++b) EXPECT_EQ(p->TierOf(K(b)), Tier::kSsd) << b;
+    EXPECT_EQ(p->TierOf(K(5)), Tier::kRam);
+    EXPECT_EQ(p->TierOf(K(6)), Tier::kRam);
+    // A larger tier demotes nothing and takes the blocks used next.
+    demote.clear();
+    p->SetRamCapacity(5, &demote);
+    EXPECT_TRUE(demote.empty());
+    for (uint64_t b = 1; b <= 3; ++b) EXPECT_EQ(p->OnAccess(K(b), false, &demote), Tier::kRam);
+    EXPECT_TRUE(demote.empty());
+    EXPECT_EQ(p->ram_blocks(), 5u);
+    EXPECT_EQ(p->OnAccess(K(4), false, &demote), Tier::kRam);
+    EXPECT_EQ(demote.size(), 1u);
+    EXPECT_EQ(p->ram_blocks(), 5u);
+  }
+}
+
 TEST(PlacementTest, ZeroRamPutsEverythingOnSsd) {
   auto p = *MakePlacement("uarc", 0);
   std::vector<BlockKey> demote;

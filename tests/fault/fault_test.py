@@ -68,12 +68,13 @@ Nemeses (--nemeses, comma list, or `all`):
                          acknowledged and missed. Heal after the removal; wait for the rejoin.
                          Needs root, iptables and cgroup2; left out (with a note) without them.
   resize-cache           `ringcachectl node resize` a cache node while the writers go on: its SSD
-                         tier grows to 2-4x --ssd-size, then shrinks to uniform(0.25, 0.75) of
-                         it (the blocks in the released slots leave, dirty ones destaged first;
-                         the checker follows the shrink until the file is cut); half the time
-                         the node is killed -9 in the middle of the shrink and restarted (the
-                         shrink resumes from the store's record; cluster mode: rejoin waited
-                         for); then it grows back to --ssd-size.
+                         and RAM tiers grow to 2-4x --ssd-size and --ram-size, then shrink to
+                         uniform(0.25, 0.75) of them (the blocks in the released slots leave,
+                         dirty ones destaged first; the checker follows the shrink until the
+                         file is cut); half the time the node is killed -9 in the middle of the
+                         shrink and restarted (the shrink resumes from the store's record, the
+                         RAM size from its own; cluster mode: rejoin waited for); then both
+                         grow back.
   wipe-cache             kill -9 a cache node, remove its directory (a new, empty SSD: slot
                          file, sequence mark, VDI table, ownership state), restart it after
                          uniform(0.2, --max-down) s: a new store incarnation, which replays the
@@ -1681,11 +1682,12 @@ class Nemesis:
             return None
         return f"datanode {node}: disk full for {length:.1f}s, then space freed and restarted"
 
-    def await_resize(self, node, size):
+    def await_resize(self, node, size, ram):
         """Follows cache node `node`'s resize to `size` until no shrink is pending (the
         released slots empty, the file cut); returns the seconds it took, or None (a problem is
-        recorded) when it does not end within the settle timeout. The node may be away for a
-        while (restarted, rejoining): failed asks are asked again."""
+        recorded) when it does not end within the settle timeout, or its RAM tier is not `ram`
+        bytes. The node may be away for a while (restarted, rejoining): failed asks are asked
+        again."""
         start = time.monotonic()
         last = ""
         while True:
@@ -1697,6 +1699,10 @@ class Nemesis:
             except (subprocess.TimeoutExpired, ValueError) as e:
                 st, last = None, str(e)
             if st is not None and st.get("target_bytes", 0) == 0:
+                if st.get("ram_bytes") != ram:
+                    self.ctx.problem(f"cachenode {node}: its RAM tier is {st.get('ram_bytes')} "
+                                     f"bytes, not the {ram} it was resized to")
+                    return None
                 return time.monotonic() - start
             if st is not None:
                 last = f"{st.get('blocks_to_move')} blocks still to move"
@@ -1708,21 +1714,32 @@ class Nemesis:
                 return None
 
     def resize_cache(self, node, _data, down):
-        """The node's SSD tier grows, shrinks below its configured size (blocks leave the
-        released slots; dirty ones go home first) with, half the time, a kill -9 and restart in
-        the middle of the shrink (it resumes), then grows back; the writers never stop."""
+        """The node's SSD and RAM tiers grow, shrink below their configured sizes (blocks leave
+        the released slots, dirty ones go home first; RAM demotes to the SSD) with, half the
+        time, a kill -9 and restart in the middle of the shrink (it resumes, the RAM size
+        holds), then grow back; the writers never stop."""
         size = parse_size(self.a.ssd_size)
+        ram = parse_size(self.a.ram_size)
         big = size * self.rng.randint(2, 4)
         small = int(size * self.rng.uniform(0.25, 0.75)) // 65536 * 65536
-        self.step(f"cachenode {node}: SSD tier grows to {big} bytes")
-        if not self.ctl_ok("node", "resize", str(node), "--ssd", str(big)):
+        ram_big = ram * self.rng.randint(2, 4)
+        ram_small = max(65536, int(ram * self.rng.uniform(0.25, 0.75)) // 65536 * 65536)
+        if ram == 0:  # a node without a RAM tier gets none
+            ram_big = ram_small = 0
+
+        def ram_arg(n):
+            return ["--ram", str(n)] if n else []
+        self.step(f"cachenode {node}: SSD tier grows to {big} bytes, RAM to {ram_big}")
+        if not self.ctl_ok("node", "resize", str(node), "--ssd", str(big), *ram_arg(ram_big)):
             return None
-        if not self.ctx.sleep(down):  # writes land in the larger tier
+        if not self.ctx.sleep(down):  # writes land in the larger tiers
             return None
-        self.step(f"cachenode {node}: SSD tier shrinks to {small} bytes")
-        if not self.ctl_ok("node", "resize", str(node), "--ssd", str(small), "--no-wait"):
+        self.step(f"cachenode {node}: SSD tier shrinks to {small} bytes, RAM to {ram_small}")
+        if not self.ctl_ok("node", "resize", str(node), "--ssd", str(small),
+                           *ram_arg(ram_small), "--no-wait"):
             return None
-        what = f"cachenode {node}: SSD {size} -> {big} -> {small}"
+        what = f"cachenode {node}: SSD {size} -> {big} -> {small}, RAM {ram} -> {ram_big} -> " \
+            f"{ram_small}"
         if self.rng.random() < 0.5:
             since = self.kill_cache_node(node)
             took = self.restart_cache_node(node, "restart in the middle of the shrink")
@@ -1735,14 +1752,14 @@ class Nemesis:
             else:
                 self.ctx.sweep_gen += 1
             what += ")"
-        took = self.await_resize(node, small)
+        took = self.await_resize(node, small, ram_small)
         if took is None:
             return None
         what += f", shrink done {took:.1f}s after"
-        self.step(f"cachenode {node}: SSD tier back to {size} bytes")
-        if not self.ctl_ok("node", "resize", str(node), "--ssd", str(size)):
+        self.step(f"cachenode {node}: SSD tier back to {size} bytes, RAM to {ram}")
+        if not self.ctl_ok("node", "resize", str(node), "--ssd", str(size), *ram_arg(ram)):
             return None
-        return what + f" -> {size}"
+        return what + f" -> {size} and {ram}"
 
     def slow_cache(self, node, _data, _down):
         """One cache node's SSD syncs turn slow for a while; nothing may be lost or refused."""

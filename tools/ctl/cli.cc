@@ -71,7 +71,7 @@ struct Args {
   bool no_limits = false;
   bool dry_run = false;  // restore
   // node resize
-  std::string ssd;
+  std::string ssd, ram;
   bool no_wait = false;
 };
 
@@ -326,19 +326,26 @@ void AddUndrainCommand(CLI::App* node, Args* a, Action* action) {
 void AddResizeCommand(CLI::App* node, Args* a, Action* action) {
   CLI::App* sub = node->add_subcommand(
       "resize",
-      "Resize a cache node's SSD tier while it serves: growing takes effect at once; shrinking "
-      "moves the blocks out of the released slots (dirty ones destaged first), then cuts the "
-      "slot file");
+      "Resize a cache node's SSD and RAM tiers while it serves: growing takes effect at once; "
+      "shrinking the SSD moves the blocks out of the released slots (dirty ones destaged "
+      "first), then cuts the slot file; shrinking the RAM demotes its coldest blocks to the SSD");
   sub->add_option("ID", a->node_id, "Cache node id, as in `node list`")->required();
   sub->add_option("--ssd", a->ssd, "The SSD tier's new size, e.g. 200G")
       ->type_name("SIZE")
-      ->required()
+      ->check(ByteSizeCheck(UINT64_MAX, "2^64-1"));
+  sub->add_option("--ram", a->ram,
+                  "The RAM tier's new size, e.g. 4G (a node that runs without one gets none)")
+      ->type_name("SIZE")
       ->check(ByteSizeCheck(UINT64_MAX, "2^64-1"));
   sub->add_flag("--no-wait", a->no_wait,
                 "Return once the shrink started instead of waiting until it is done");
   sub->callback([a, action] {
+    if (a->ssd.empty() && a->ram.empty()) {
+      throw CLI::ValidationError("give --ssd SIZE, --ram SIZE or both");
+    }
     *action = [a](const AdminSession& s) {
-      return ResizeNode(s, a->node_id, SizeOf(a->ssd), !a->no_wait);
+      return ResizeNode(s, a->node_id, a->ssd.empty() ? 0 : SizeOf(a->ssd),
+                        a->ram.empty() ? 0 : SizeOf(a->ram), !a->no_wait);
     };
   });
 }

@@ -114,9 +114,11 @@ absl::Status RemoveNode(const AdminSession& s, const std::string& verb, const st
                         uint32_t id);
 // node undrain: brings a drained or removed cache node back into the ring; prints what happened.
 absl::Status UndrainNode(const AdminSession& s, const std::string& role, uint32_t id);
-// `node resize ID --ssd SIZE`: resizes cache node `id`'s SSD tier; with `wait`, a shrink is
-// followed (progress on the error stream) until the released slots are empty and cut.
-absl::Status ResizeNode(const AdminSession& s, uint32_t id, uint64_t ssd_bytes, bool wait);
+// `node resize ID [--ssd SIZE] [--ram SIZE]`: resizes cache node `id`'s SSD and RAM tiers (0:
+// unchanged); with `wait`, an SSD shrink is followed (progress on the error stream) until the
+// released slots are empty and cut.
+absl::Status ResizeNode(const AdminSession& s, uint32_t id, uint64_t ssd_bytes,
+                        uint64_t ram_bytes, bool wait);
 
 // datanode out|in|decommission ID: asks the coordinator to take data node `id` out of the data
 // ring, put it back in, or decommission it; prints what happens next.

@@ -26,6 +26,7 @@ namespace {
 using testing::DaemonProcess;
 using ::testing::HasSubstr;
 using ::testing::Not;
+using ::testing::StartsWith;
 
 struct CtlResult {
   int code = -1;
@@ -530,26 +531,33 @@ TEST_F(CtlProcessNoIdleDestageTest, InvalidateDrainUndrainAndNodeUsage) {
 // `node resize`: a cache node's SSD tier grows and shrinks while the VDI is served; a shrink
 // below what the node holds moves its blocks out (dirty ones home first) and nothing written is
 // lost; `node list` shows the new size; bad ids and sizes are refused with a message.
-TEST_F(CtlProcessTest, NodeResizeGrowsAndShrinksTheSsdTierWhileServing) {
+TEST_F(CtlProcessTest, NodeResizeGrowsAndShrinksTheTiersWhileServing) {
   if (!HaveQemuIo()) GTEST_SKIP() << "qemu-io not installed";
   CtlResult r = Ctl("node resize 1 --ssd 512M");
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_EQ(r.out, "cache node 1: SSD tier is 512.0 MiB\n");
+  EXPECT_THAT(r.out, StartsWith("cache node 1: SSD tier is 512.0 MiB, RAM tier 64.0 MiB ("));
   ASSERT_NO_FATAL_FAILURE(QemuIo("demo", "write -P 0x3c 0 48M"));
   // 16 MiB holds 4,096 blocks: fewer than the ~6,000 of its half of the writes (write-back:
-  // dirty), so blocks leave the released slots by destage.
+  // dirty), so blocks leave the released slots by destage. The RAM tier shrinks with it.
   for (const char* id : {"1", "2"}) {
-    r = Ctl(std::string("node resize ") + id + " --ssd 16M");
+    r = Ctl(std::string("node resize ") + id + " --ssd 16M --ram 2M");
     ASSERT_EQ(r.code, 0) << r.err;
-    EXPECT_EQ(r.out, std::string("cache node ") + id + ": SSD tier is 16.0 MiB\n");
+    EXPECT_THAT(r.out, StartsWith(std::string("cache node ") + id +
+                                  ": SSD tier is 16.0 MiB, RAM tier 2.0 MiB ("));
   }
   ASSERT_NO_FATAL_FAILURE(QemuIo("demo", "read -P 0x3c 0 48M"));
   ASSERT_NO_FATAL_FAILURE(QemuIo("demo", "write -P 0x4d 8M 8M"));
   ASSERT_NO_FATAL_FAILURE(QemuIo("demo", "read -P 0x4d 8M 8M"));
   r = Ctl("--json node resize 1 --ssd 16M");  // no change: where it stands
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_EQ(r.out, "{\"id\":1,\"ssd_bytes\":16777216,\"file_bytes\":16777216,"
-                   "\"target_bytes\":0,\"blocks_to_move\":0}\n");
+  EXPECT_THAT(r.out, StartsWith("{\"id\":1,\"ssd_bytes\":16777216,\"file_bytes\":16777216,"
+                                "\"target_bytes\":0,\"blocks_to_move\":0,"
+                                "\"ram_bytes\":2097152,\"ram_used_bytes\":"));
+  EXPECT_LE(JsonNumber(r.out, "ram_used_bytes"), 2097152);
+  r = Ctl("node resize 2 --ram 32M");  // a larger RAM tier alone
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, StartsWith("cache node 2: SSD tier is 16.0 MiB, RAM tier 32.0 MiB ("));
+  ASSERT_NO_FATAL_FAILURE(QemuIo("demo", "read -P 0x4d 8M 8M"));
   bool listed = false;  // the health watch's next round
   for (int i = 0; i < 300 && !listed; ++i) {
     r = Ctl("--json node list");
@@ -565,8 +573,12 @@ TEST_F(CtlProcessTest, NodeResizeGrowsAndShrinksTheSsdTierWhileServing) {
   r = Ctl("node resize 1 --ssd 64K");
   EXPECT_EQ(r.code, 1);
   EXPECT_THAT(r.err, HasSubstr("too small"));
+  r = Ctl("node resize 1 --ram 1K");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.err, HasSubstr("holds no block"));
   r = Ctl("node resize 1");
-  EXPECT_EQ(r.code, 2) << "--ssd is required";
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, HasSubstr("give --ssd SIZE, --ram SIZE or both"));
 }
 
 }  // namespace

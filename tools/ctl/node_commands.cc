@@ -170,12 +170,13 @@ absl::Status UndrainNode(const AdminSession& s, const std::string& role, uint32_
 
 namespace {
 
-absl::StatusOr<v1::ResizeSsdResponse> AskResize(const AdminSession& s, uint32_t id,
-                                                uint64_t ssd_bytes) {
+absl::StatusOr<v1::ResizeTiersResponse> AskResize(const AdminSession& s, uint32_t id,
+                                                  uint64_t ssd_bytes, uint64_t ram_bytes) {
   v1::ResizeNodeRequest req;
   req.set_id(id);
   req.set_ssd_bytes(ssd_bytes);
-  v1::ResizeSsdResponse resp;
+  req.set_ram_bytes(ram_bytes);
+  v1::ResizeTiersResponse resp;
   grpc::ClientContext ctx;
   // A growth writes the new slots' index entries; the policy rebuild passes every block.
   ctx.set_deadline(std::chrono::system_clock::now() +
@@ -186,8 +187,9 @@ absl::StatusOr<v1::ResizeSsdResponse> AskResize(const AdminSession& s, uint32_t 
 
 }  // namespace
 
-absl::Status ResizeNode(const AdminSession& s, uint32_t id, uint64_t ssd_bytes, bool wait) {
-  absl::StatusOr<v1::ResizeSsdResponse> r = AskResize(s, id, ssd_bytes);
+absl::Status ResizeNode(const AdminSession& s, uint32_t id, uint64_t ssd_bytes,
+                        uint64_t ram_bytes, bool wait) {
+  absl::StatusOr<v1::ResizeTiersResponse> r = AskResize(s, id, ssd_bytes, ram_bytes);
   if (!r.ok()) return r.status();
   absl::Time next = absl::Now();
   while (wait && r->target_bytes() != 0) {
@@ -197,7 +199,7 @@ absl::Status ResizeNode(const AdminSession& s, uint32_t id, uint64_t ssd_bytes, 
       next = absl::Now() + absl::Seconds(5);
     }
     absl::SleepFor(absl::Milliseconds(200));
-    r = AskResize(s, id, 0);
+    r = AskResize(s, id, 0, 0);
     if (!r.ok()) return r.status();
   }
   if (s.json) {
@@ -208,17 +210,26 @@ absl::Status ResizeNode(const AdminSession& s, uint32_t id, uint64_t ssd_bytes, 
                   .Field("file_bytes", r->file_bytes())
                   .Field("target_bytes", r->target_bytes())
                   .Field("blocks_to_move", r->blocks_to_move())
+                  .Field("ram_bytes", r->ram_bytes())
+                  .Field("ram_used_bytes", r->ram_used_bytes())
                   .EndObject()
                   .str()
            << '\n';
-  } else if (r->target_bytes() != 0) {
+    return absl::OkStatus();
+  }
+  if (r->target_bytes() != 0) {
     *s.out << "cache node " << id << ": SSD tier shrinking to " << FormatBytes(r->target_bytes())
            << " (" << r->blocks_to_move()
            << " blocks still to move out of the released slots; `ringcachectl node resize " << id
-           << " --ssd " << r->target_bytes() << "` again follows it)\n";
+           << " --ssd " << r->target_bytes() << "` again follows it)";
   } else {
-    *s.out << "cache node " << id << ": SSD tier is " << FormatBytes(r->ssd_bytes()) << '\n';
+    *s.out << "cache node " << id << ": SSD tier is " << FormatBytes(r->ssd_bytes());
   }
+  if (r->ram_bytes() != 0) {
+    *s.out << ", RAM tier " << FormatBytes(r->ram_bytes()) << " ("
+           << FormatBytes(r->ram_used_bytes()) << " in use)";
+  }
+  *s.out << '\n';
   return absl::OkStatus();
 }
 

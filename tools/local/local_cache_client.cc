@@ -115,10 +115,9 @@ class LocalCacheClient : public CacheClient {
   absl::Status SetDataRing(const datanode::DataRing& ring) override {
     return node_->SetDataRing(ring);
   }
-  absl::StatusOr<v1::ResizeSsdResponse> ResizeSsd(uint64_t ssd_bytes) override {
-    if (ssd_bytes != 0) {
-      if (absl::Status s = node_->ResizeSsd(ssd_bytes); !s.ok()) return s;
-    }
+  absl::StatusOr<v1::ResizeTiersResponse> ResizeTiers(uint64_t ssd_bytes,
+                                                      uint64_t ram_bytes) override {
+    if (absl::Status s = node_->Resize(ssd_bytes, ram_bytes); !s.ok()) return s;
     return node_->resize_state();
   }
 
