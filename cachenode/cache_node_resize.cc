@@ -123,7 +123,8 @@ absl::Status CacheNode::Resize(uint64_t ssd_bytes, uint64_t ram_bytes) {
   }
   map_->set_slot_headroom(reserve);
   BlockMap::Rebuilt r;
-  if (fresh != nullptr) r = map_->ReplacePolicy(std::move(fresh));
+  const bool rebuilt = fresh != nullptr;
+  if (rebuilt) r = map_->ReplacePolicy(std::move(fresh));
   policy_ctx_ = ctx;
   const uint64_t demoted = ram != ram_before ? map_->ResizeRam(ram) : 0;
   uint64_t moving = 0;
@@ -140,7 +141,7 @@ absl::Status CacheNode::Resize(uint64_t ssd_bytes, uint64_t ram_bytes) {
       config_.node_id, slots_before, slots, config_.block_size,
       slots >= slots_before ? "" : " (a shrink: the released slots empty in the background)",
       ram_before, ram, demoted > 0 ? absl::StrCat(" (", demoted, " demoted to the SSD)") : "",
-      fresh != nullptr || r.members > 0
+      rebuilt
           ? absl::StrCat("the policy took ", r.members, " blocks, evicted ", r.evicted, " to fit",
                          moving > 0 ? absl::StrCat(", ", moving, " more leave the released slots")
                                     : "")

@@ -579,6 +579,9 @@ TEST_F(CtlProcessTest, NodeResizeGrowsAndShrinksTheTiersWhileServing) {
   r = Ctl("node resize 1");
   EXPECT_EQ(r.code, 2);
   EXPECT_THAT(r.err, HasSubstr("give --ssd SIZE, --ram SIZE or both"));
+  r = Ctl("node resize 1 --ram 0");  // not "no change": a size must be positive
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, HasSubstr("'0' is zero"));
 }
 
 }  // namespace
