@@ -104,21 +104,18 @@ absl::Status CacheNode::Resize(uint64_t ssd_bytes, uint64_t ram_bytes) {
       (ram != ram_before && policy::IsCompletePolicy(config_.policy))) {
     RC_ASSIGN_OR_RETURN(fresh, BuildPolicyFor(ctx));
   }
-  if (slots != slots_before) RC_RETURN_IF_ERROR(slots_->Resize(slots));
-  if (ram != ram_before) {
-    const uint64_t bytes = uint64_t{ram} * config_.block_size;
-    if (absl::Status s = WriteFileAtomically(
-            RamRecordPath(config_),
-            absl::StrCat("ram_bytes ", bytes, " configured ", config_.ram_bytes, "\n"));
-        !s.ok()) {
-      if (slots == slots_before) return s;
-      spdlog::error("cache node {}: the SSD tier is resized; the RAM tier is not: {}",
-                    config_.node_id, s.ToString());
-      ram = ram_before;
-      ctx.ram_blocks = ram;
-      ctx.capacity_blocks = slots - reserve + (map_->exclusive() ? ram : 0);
-      fresh.reset();
-      RC_ASSIGN_OR_RETURN(fresh, BuildPolicyFor(ctx));
+  // The RAM record before anything changes (a failure leaves all as it was); put back if the
+  // SSD's resize then fails.
+  auto record_ram = [this](size_t blocks) {
+    return WriteFileAtomically(RamRecordPath(config_),
+                               absl::StrCat("ram_bytes ", uint64_t{blocks} * config_.block_size,
+                                            " configured ", config_.ram_bytes, "\n"));
+  };
+  if (ram != ram_before) RC_RETURN_IF_ERROR(record_ram(ram));
+  if (slots != slots_before) {
+    if (absl::Status s = slots_->Resize(slots); !s.ok()) {
+      if (ram != ram_before) record_ram(ram_before).IgnoreError();
+      return s;
     }
   }
   map_->set_slot_headroom(reserve);
