@@ -233,21 +233,30 @@ cstart() {  # ROLE ID: the unit's ExecStart line, as the unit's user, inside the
   docker exec -d -u ringcache "$CONTAINER" bash -c \
     "\$(sed -n 's/^ExecStart=//p' /lib/systemd/system/ringcache-$1@.service | sed 's/%i/$2/; s/\\\$RINGCACHE_ARGS//') > /tmp/$1-$2.log 2>&1"
 }
-ready() {  # PORT: /readyz says ready
-  local t=$SECONDS
-  until [ "$(curl -s "http://127.0.0.1:$1/readyz" 2> /dev/null)" = ready ]; do
-    [ $((SECONDS - t)) -lt 120 ] || return 1
+# ROLE ID: /readyz says ready within 240 s (a loaded host was seen to need more than 120), else
+# the test fails with the last answer and the daemons' logs in the container.
+cready() {
+  local t=$SECONDS port answer
+  port=$(port_of "$1" "$2" http_listen)
+  until answer=$(curl -s "http://127.0.0.1:$port/readyz" 2>&1) && [ "$answer" = ready ]; do
+    if [ $((SECONDS - t)) -ge 240 ]; then
+      for f in datanode-1 datanode-2 datanode-3 cachenode-1 gateway-1; do
+        echo "--- (container) /tmp/$f.log" >&2
+        in_c "tail -n 15 /tmp/$f.log" >&2 2> /dev/null || true
+      done
+      fail "container: $1 $2 not ready after 240 s (/readyz: ${answer:-no answer})"
+    fi
     sleep 0.2
   done
 }
 for i in 1 2 3; do
   cstart datanode "$i"
-  ready "$(port_of datanode "$i" http_listen)" || fail "container: data node $i not ready"
+  cready datanode "$i"
 done
 cstart cachenode 1
-ready "$(port_of cachenode 1 http_listen)" || fail "container: cache node 1 not ready"
+cready cachenode 1
 cstart gateway 1
-ready "$(port_of gateway 1 http_listen)" || fail "container: gateway 1 not ready"
+cready gateway 1
 in_c "ringcachectl --gateway 127.0.0.1:$ADMIN vdi create disk2 --size 64MiB" > /dev/null ||
   fail "container: vdi create"
 qemu-io -f raw -c "write -P 0x2c 0 4M" "nbd://127.0.0.1:$NBD/disk2" > "$WORK/cw.log" 2>&1 &&

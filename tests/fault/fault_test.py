@@ -314,6 +314,11 @@ def parse_args(argv):
                    "mode only: it goes into the cluster file)")
     p.add_argument("--writers", type=int, default=6, help="writer threads (NBD connections)")
     p.add_argument("--depth", type=int, default=4, help="requests in flight per writer")
+    p.add_argument("--max-iops", type=float, default=0,
+                   help="at most this many requests a second from all writers together (each "
+                   "writer its share), 0 for no limit; the ctest runs cap their load so that "
+                   "several runs and the recoveries they wait for share two cores (the writers "
+                   "are closed loops: unlimited, they take all the CPU they are given)")
     p.add_argument("--cache-fault-share", type=float, default=0.5,
                    help="without --nemeses in static mode: probability that a fault hits a "
                    "cache node rather than data nodes")
@@ -372,8 +377,8 @@ def parse_args(argv):
                 "not negative")
     if a.lease_ttl < 2:
         p.error("--lease-ttl: at least 2 s")
-    if a.pause_s < 0 or a.side_load < 0:
-        p.error("--pause-s and --side-load: not negative")
+    if a.pause_s < 0 or a.side_load < 0 or a.max_iops < 0:
+        p.error("--pause-s, --side-load and --max-iops: not negative")
     if a.side_load and a.tls:
         p.error("--side-load: fio's nbd engine speaks no TLS; not with --tls")
     if a.gateways < 1 or (a.gateways > 1 and not a.etcd):
@@ -942,6 +947,9 @@ class Writer(threading.Thread):
         self.stall_max = 0.0
         self.free_bufs = {}  # size -> bytearrays to reuse (see take_buf)
         self.last_ack = None  # monotonic time of the last acknowledged write
+        # --max-iops: this writer's share, as the time between two requests it issues
+        self.interval = ctx.args.writers / ctx.args.max_iops if ctx.args.max_iops else 0.0
+        self.next_issue = 0.0  # monotonic time before which no new request is issued
         self.ack_gap_max = 0.0  # the longest time between two acknowledged writes
 
     # Debian 12's libnbd (1.14) Python binding keeps a reference to the buffer of every
@@ -1150,9 +1158,15 @@ class Writer(threading.Thread):
                 break
             broken = False
             while not stopping and len(inflight) < ctx.args.depth:
+                if self.interval and time.monotonic() < self.next_issue:
+                    break  # --max-iops: this writer's next request is not due yet
                 op = self.next_op()
                 if op is None:
                     break
+                if self.interval:
+                    # no credit for idle time beyond one request: the cap holds after a stall
+                    self.next_issue = max(self.next_issue, time.monotonic() - self.interval) \
+                        + self.interval
                 try:
                     inflight[self.issue(h, op)] = op
                 except nbd.Error:
@@ -1163,8 +1177,11 @@ class Writer(threading.Thread):
                 time.sleep(0.01)
                 continue
             if not broken:
+                wait_ms = 200
+                if self.interval:  # wake up for the next request that is due
+                    wait_ms = min(wait_ms, max(1, int((self.next_issue - time.monotonic()) * 1000)))
                 try:
-                    h.poll(200)
+                    h.poll(wait_ms)
                 except nbd.Error:
                     broken = True
             for cookie in list(inflight):
@@ -2375,8 +2392,9 @@ def run_phase(ctx, state, faults, seconds, nemesis, rng):
     a = ctx.args
     max_data = min(state.replication - 1, a.data_nodes - 1)
     plan = f"{seconds:.0f}s of faults" if seconds else f"{faults} faults"
-    ctx.log(f"phase {state.name} (replication {state.replication}): {a.writers} writers, "
-            f"{plan}, at most {max_data} data node(s) down at once")
+    ctx.log(f"phase {state.name} (replication {state.replication}): {a.writers} writers"
+            f"{f' (at most {a.max_iops:g} requests/s)' if a.max_iops else ''}, {plan}, "
+            f"at most {max_data} data node(s) down at once")
     ctx.stop_writers.clear()
     owned = make_chunks(state, a.writers)
     writers = [Writer(ctx, state, i, owned[i], rng.randrange(1 << 62)) for i in range(a.writers)]
