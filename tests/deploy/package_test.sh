@@ -40,6 +40,7 @@ cleanup() {
   for p in "${PIDS[@]}"; do wait "$p" 2> /dev/null; done
   [ -n "${LISTENER:-}" ] && kill "$LISTENER" 2> /dev/null
   [ -n "${CONTAINER:-}" ] && docker rm -f "$CONTAINER" > /dev/null 2>&1
+  release_project_lock
   stop_dockerd
   if [ "${KEEP:-0}" = 1 ]; then echo "kept $WORK"; else rm -rf "$WORK"; fi
 }
@@ -194,7 +195,12 @@ skip() {
   log "PASS"
   exit 0
 }
+# This run's container carries a label that names the run, under a lock held for the run's life;
+# the container of a killed run (its daemons still serving on the host's network) goes first.
+RUN_NAME=rcpkg$(date +%s)$((RANDOM % 1000))
+hold_project_lock "$RUN_NAME" || fail "run $RUN_NAME: its lock is held by another run"
 ensure_docker
+sweep_stale_projects rcpkg ringcache.test.run
 BASE_IMG=${BASE_IMAGE:-debian:bookworm-slim}
 if ! docker image inspect "$BASE_IMG" > /dev/null 2>&1; then
   log "base image $BASE_IMG missing: making it (deploy/compose/make-base-image.sh)"
@@ -218,7 +224,7 @@ DOCKER_BUILDKIT=0 docker build -q -t "$DEPS_IMG" "$WORK/depsctx" > "$WORK/deps-b
   { tail -20 "$WORK/deps-build.log"; skip "the dependencies' image cannot be built here (no Debian mirror?)"; }
 cp "$DEB" "$WORK/ringcache.deb"
 # --init: a PID 1 that reaps, so that a stopped daemon does not linger as a zombie
-CONTAINER=$(docker run -d --init --network host -v "$WORK:/pkg" "$DEPS_IMG" sleep infinity)
+CONTAINER=$(docker run -d --init --network host --label "ringcache.test.run=$RUN_NAME" -v "$WORK:/pkg" "$DEPS_IMG" sleep infinity)
 in_c() { docker exec "$CONTAINER" bash -c "$1"; }
 in_c "dpkg -i /pkg/ringcache.deb" > "$WORK/dpkg-i.log" 2>&1 ||
   { cat "$WORK/dpkg-i.log"; fail "dpkg -i in a clean container"; }

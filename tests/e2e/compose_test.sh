@@ -84,14 +84,17 @@ cleanup() {
   if [ -n "${UP:-}" ]; then
     dc down -v --remove-orphans --timeout 10 > "$WORK/down-cleanup.log" 2>&1
   fi
+  release_project_lock
   stop_dockerd
   if [ "${KEEP:-0}" = 1 ]; then echo "kept $WORK"; else rm -rf "$WORK"; fi
   if [ -n "${PASSED:-}" ] && [ -n "${DOCKERD_LOG:-}" ]; then rm -f "$DOCKERD_LOG"; fi
 }
 trap cleanup EXIT
 
-# 0. A Docker engine: the one running, or one started here.
+# 0. A Docker engine: the one running, or one started here; nothing left of killed runs.
+hold_project_lock "$PROJECT" || fail "project $PROJECT: its lock is held by another run"
 ensure_docker
+sweep_stale_projects rctest
 for tool in docker-compose qemu-img qemu-io curl python3; do
   command -v "$tool" > /dev/null ||
     fail "$tool is not installed (deploy/install-deps.sh --with-compose installs it)"

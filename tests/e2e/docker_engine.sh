@@ -45,3 +45,41 @@ ensure_docker() {
     skip "the Docker engine cannot start here (dockerd log above: $DOCKERD_LOG)"
   fi
 }
+
+# Compose projects that a killed run of a test left behind (ctest's timeout or an ended session
+# kill it without its EXIT trap, so no `down -v`). Their containers come back with the engine
+# (restart: unless-stopped) and ran whole clusters beside later runs: five stale projects, twenty
+# containers, were found running beside a CI run's tests. Each run holds a lock on
+# $COMPOSE_LOCKS/PROJECT.lock for its life (hold_project_lock, before the project exists);
+# sweep_stale_projects PREFIX removes the containers, volumes and networks of every project named
+# PREFIX... whose lock nobody holds (a project named PROJECTtls belongs to PROJECT's run). With
+# KEY, the project is that label's value instead of compose's (the package test's container).
+COMPOSE_LOCKS=/tmp/ringcache-compose-locks
+LOCKED_PROJECT=""
+hold_project_lock() {  # PROJECT
+  mkdir -p "$COMPOSE_LOCKS"
+  exec {PROJECT_LOCK_FD}> "$COMPOSE_LOCKS/$1.lock"
+  flock -n "$PROJECT_LOCK_FD" && LOCKED_PROJECT=$1
+}
+release_project_lock() {  # from the EXIT trap, after down -v
+  [ -n "$LOCKED_PROJECT" ] || return 0
+  rm -f "$COMPOSE_LOCKS/$LOCKED_PROJECT.lock"
+  exec {PROJECT_LOCK_FD}>&-
+  LOCKED_PROJECT=""
+}
+sweep_stale_projects() {  # PREFIX [KEY]
+  local key=${2:-com.docker.compose.project} p lock swept=""
+  for p in $( { docker ps -a --filter "label=$key" --format "{{.Label \"$key\"}}"
+                docker volume ls --filter "label=$key" --format "{{.Label \"$key\"}}"
+                docker network ls --filter "label=$key" --format "{{.Label \"$key\"}}"
+              } 2> /dev/null | grep "^$1" | sort -u); do
+    lock=$COMPOSE_LOCKS/${p%tls}.lock
+    if [ -e "$lock" ] && ! flock -n "$lock" true; then continue; fi  # its run is alive
+    docker ps -aq --filter "label=$key=$p" | xargs -r docker rm -f -v > /dev/null 2>&1
+    docker volume ls -q --filter "label=$key=$p" | xargs -r docker volume rm -f > /dev/null 2>&1
+    docker network ls -q --filter "label=$key=$p" | xargs -r docker network rm > /dev/null 2>&1
+    rm -f "$lock"
+    swept="$swept $p"
+  done
+  [ -z "$swept" ] || log "removed what killed runs left behind (label $key):$swept"
+}
