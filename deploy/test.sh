@@ -142,6 +142,12 @@ sweep_stale_dirs() {
     fi
     echo "deploy/test.sh: removing $d ($(du -sh "$d" 2> /dev/null | cut -f1)), left by a run" \
       "that is gone"
+    # Daemons that a killed run started in a session of their own outlive it, serving from $d.
+    if pgrep -f -- "$d/" > /dev/null; then
+      echo "deploy/test.sh: stopping $(pgrep -fc -- "$d/") processes still running from $d"
+      pkill -KILL -f -- "$d/"
+      sleep 0.5
+    fi
     rm -rf "$d"
   done
 }
