@@ -150,9 +150,11 @@ SERVICES=(etcd datanode1 datanode2 datanode3 cachenode1 cachenode2 cachenode3 ga
           prometheus)
 declare -A CID  # service -> container id (kept across stop and start)
 health() { docker inspect -f '{{if .State.Health}}{{.State.Health.Status}}{{else}}{{.State.Status}}{{end}}' "${CID[$1]}"; }
-all_healthy() {
-  local s
-  for s in "${SERVICES[@]}"; do [ "$(health "$s")" = healthy ] || return 1; done
+all_healthy() {  # one docker inspect for all (each docker call is a Go program's start)
+  local ids=() s
+  for s in "${SERVICES[@]}"; do ids+=("${CID[$s]}"); done
+  ! docker inspect -f '{{if .State.Health}}{{.State.Health.Status}}{{else}}{{.State.Status}}{{end}}' \
+    "${ids[@]}" | grep -qv '^healthy$'
 }
 wait_for() {  # seconds description command...
   local secs=$1 what=$2 t0=$SECONDS
