@@ -151,10 +151,12 @@ SERVICES=(etcd datanode1 datanode2 datanode3 cachenode1 cachenode2 cachenode3 ga
 declare -A CID  # service -> container id (kept across stop and start)
 health() { docker inspect -f '{{if .State.Health}}{{.State.Health.Status}}{{else}}{{.State.Status}}{{end}}' "${CID[$1]}"; }
 all_healthy() {  # one docker inspect for all (each docker call is a Go program's start)
-  local ids=() s
+  local ids=() s states=()
   for s in "${SERVICES[@]}"; do ids+=("${CID[$s]}"); done
-  ! docker inspect -f '{{if .State.Health}}{{.State.Health.Status}}{{else}}{{.State.Status}}{{end}}' \
-    "${ids[@]}" | grep -qv '^healthy$'
+  mapfile -t states < <(docker inspect -f \
+    '{{if .State.Health}}{{.State.Health.Status}}{{else}}{{.State.Status}}{{end}}' "${ids[@]}")
+  [ "${#states[@]}" = "${#ids[@]}" ] || return 1  # a container gone: fewer lines
+  for s in "${states[@]}"; do [ "$s" = healthy ] || return 1; done
 }
 wait_for() {  # seconds description command...
   local secs=$1 what=$2 t0=$SECONDS
