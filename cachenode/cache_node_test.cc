@@ -1041,6 +1041,10 @@ TEST_F(CacheNodeTest, TheSsdTierGrowsAndShrinksOnlineAndNoWriteIsLost) {
 // A shrink whose dirty blocks cannot go home (every data node down) waits for them, never
 // drops one; a restart in the middle resumes it, and it completes once the homes are back.
 TEST_F(CacheNodeTest, AShrinkWaitsForItsDirtyBlocksAndARestartResumesIt) {
+  // The 200 blocks written fill 78% of the 256 slots: above the default high watermark (60%) the
+  // destager forces them home, and on a loaded machine it did so before the data nodes stopped.
+  config_.dirty_high_watermark = 0.95;
+  config_.dirty_low_watermark = 0.9;
   ASSERT_NO_FATAL_FAILURE(Start());
   EXPECT_EQ(WriteDistinctBlocks(2, 100, 2000), 0);
   for (int i = 0; i < 3; ++i) dns_->StopForTest(i);
