@@ -149,12 +149,12 @@ down_clean() {
 SERVICES=(etcd datanode1 datanode2 datanode3 cachenode1 cachenode2 cachenode3 gateway1 gateway2
           prometheus)
 declare -A CID  # service -> container id (kept across stop and start)
-health() { docker inspect -f '{{if .State.Health}}{{.State.Health.Status}}{{else}}{{.State.Status}}{{end}}' "${CID[$1]}"; }
+HEALTH_FMT='{{if .State.Health}}{{.State.Health.Status}}{{else}}{{.State.Status}}{{end}}'
+health() { docker inspect -f "$HEALTH_FMT" "${CID[$1]}"; }
 all_healthy() {  # one docker inspect for all (each docker call is a Go program's start)
   local ids=() s states=()
   for s in "${SERVICES[@]}"; do ids+=("${CID[$s]}"); done
-  mapfile -t states < <(docker inspect -f \
-    '{{if .State.Health}}{{.State.Health.Status}}{{else}}{{.State.Status}}{{end}}' "${ids[@]}")
+  mapfile -t states < <(docker inspect -f "$HEALTH_FMT" "${ids[@]}")
   [ "${#states[@]}" = "${#ids[@]}" ] || return 1  # a container gone: fewer lines
   for s in "${states[@]}"; do [ "$s" = healthy ] || return 1; done
 }
