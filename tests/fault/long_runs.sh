@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
-# The fault runs of ctest as ctest ran them until 2026-12-01: the checker configurations of the
-# FaultInjection.* entries of tests/CMakeLists.txt and Upgrade.rolling with their fault counts of
-# then (60 mixed faults in cluster mode, 24 through two gateways, 24 static, 16 under TLS) and the
-# writers unlimited (closed loops, no --max-iops) on the checker's default 32 MiB SSD and 8 MiB
-# RAM tiers. ctest's runs now cap the writers and deal fewer faults to fit the suite's time. One
-# run after another, so that each has the machine to itself; prints each run's summary line
+# The fault runs of ctest at full load: the same checker configurations as the FaultInjection.*
+# entries of tests/CMakeLists.txt and Upgrade.rolling, with the same faults, but with the writers
+# unlimited (closed loops, no --max-iops) on the checker's default 32 MiB SSD and 8 MiB RAM tiers,
+# as ctest ran them until 2026-12-01 (ctest caps them now to fit the suite's time). One run after
+# another, so that each has the machine to itself; prints each run's summary line
 #
 #   NAME: acknowledged=N faults=F verified=V lost=L stale=S zeros=Z (exit E, S s)
 #

@@ -32,4 +32,4 @@ echo "rolling_upgrade_test: previous release: $("$OLD/gateway/ringcache-gateway"
 # This test is about mixed releases; cache pressure under faults is the other runs' subject.
 exec python3 "$HERE/../fault/fault_test.py" --bin "$BUILD" --old-bin "$OLD" --etcd --gateways 2 \
   --nemeses upgrade --faults 27 --lease-ttl 3 --max-gap 1.5 --writers 4 --depth 3 \
-  --ssd-size 128MiB --max-iops 800 --no-write-errors "$@"
+  --ssd-size 128MiB --max-iops 250 --no-write-errors "$@"
