@@ -54,15 +54,7 @@ ECTL=("$BUILD/tools/ctl/ringcachectl" --etcd "$ETCD_EP")
 VDI=disk
 qio() { qemu-io -f raw "nbd://127.0.0.1:$((BASE+9))/$VDI" -c "$1"; }
 source "$(dirname "$0")/patterns.sh"
-wait_for() {  # seconds description command...
-  local secs=$1 what=$2
-  shift 2
-  for _ in $(seq 1 $((secs * 5))); do
-    if "$@" > /dev/null 2>&1; then return 0; fi
-    sleep 0.2
-  done
-  fail "timed out after ${secs}s waiting for: $what"
-}
+source "$(dirname "$0")/wait_for.sh"  # wait_for SECONDS WHAT COMMAND...
 source "$(dirname "$0")/node_state.sh"  # state_is, rebalance
 all_up() { state_is 1 up && state_is 2 up && state_is 3 up; }
 rebalance_is() { [ "$(rebalance)" = "$1" ]; }

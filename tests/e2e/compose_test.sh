@@ -158,14 +158,7 @@ all_healthy() {  # one docker inspect for all (each docker call is a Go program'
   [ "${#states[@]}" = "${#ids[@]}" ] || return 1  # a container gone: fewer lines
   for s in "${states[@]}"; do [ "$s" = healthy ] || return 1; done
 }
-wait_for() {  # seconds description command...
-  local secs=$1 what=$2 t0=$SECONDS
-  shift 2
-  while ! "$@" > /dev/null 2>&1; do
-    [ $((SECONDS - t0)) -lt "$secs" ] || fail "timed out after ${secs}s waiting for: $what"
-    sleep 0.5
-  done
-}
+source "$(dirname "$0")/wait_for.sh"  # wait_for SECONDS WHAT COMMAND...
 prom_up() {  # every scrape target up, both gateways among them; $1: the daemons' scheme
   curl -sf --max-time 5 "http://127.0.0.1:$PROM_PORT/api/v1/targets" | python3 -c '
 import json, sys

@@ -82,15 +82,7 @@ nodes = json.load(sys.stdin)
 nodes = nodes['nodes'] if isinstance(nodes, dict) else nodes
 print([n.get('state') for n in nodes if n['role'] == 'cachenode' and int(n['id']) == $1][0])"
 }
-wait_for() {  # seconds description command...
-  local secs=$1 what=$2
-  shift 2
-  for _ in $(seq 1 $((secs * 5))); do
-    if "$@" > /dev/null 2>&1; then return 0; fi
-    sleep 0.2
-  done
-  fail "timed out after ${secs}s waiting for: $what"
-}
+source "$(dirname "$0")/wait_for.sh"  # wait_for SECONDS WHAT COMMAND...
 # etcd_value KEY: KEY holds a versioned EtcdValue (its first byte is field 1's tag, 0x08).
 etcd_value() {
   [ "$(etcdctl_ get --print-value-only "$1" | head -c1 | od -An -tx1 | tr -d ' \n')" = 08 ]

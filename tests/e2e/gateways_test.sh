@@ -52,15 +52,7 @@ cleanup() {
   if [ "${KEEP:-0}" = 1 ]; then echo "kept $WORK"; else rm -rf "$WORK"; fi
 }
 trap cleanup EXIT
-wait_for() {  # seconds description command...
-  local secs=$1 what=$2
-  shift 2
-  for _ in $(seq 1 $((secs * 5))); do
-    if "$@" > /dev/null 2>&1; then return 0; fi
-    sleep 0.2
-  done
-  fail "timed out after ${secs}s waiting for: $what"
-}
+source "$(dirname "$0")/wait_for.sh"  # wait_for SECONDS WHAT COMMAND...
 nbd_port() { if [ "$1" = 1 ]; then echo $((BASE+9)); else echo $((BASE+500+$1)); fi; }
 admin_port() { if [ "$1" = 1 ]; then echo $((BASE+10)); else echo $((BASE+600+$1)); fi; }
 ctl() {  # gateway args...

@@ -190,15 +190,7 @@ FILE=$WORK/cluster.yaml
 } > "$FILE"
 
 etcdctl_() { ETCDCTL_API=3 etcdctl --endpoints "$ETCD_EP" --command-timeout=3s "$@"; }
-wait_for() {  # seconds description command...
-  local secs=$1 what=$2
-  shift 2
-  for _ in $(seq 1 $((secs * 5))); do
-    if "$@" > /dev/null 2>&1; then return 0; fi
-    sleep 0.2
-  done
-  fail "timed out after ${secs}s waiting for: $what"
-}
+source "$(dirname "$0")/wait_for.sh"  # wait_for SECONDS WHAT COMMAND...
 in_ns() { local n=$1; shift; ip netns exec "$(ns_of "$n")" "$@"; }
 
 ip netns exec "$(ns_of etcd)" etcd --name rc --data-dir "$WORK/etcd" \

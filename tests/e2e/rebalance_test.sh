@@ -52,17 +52,12 @@ trap cleanup EXIT
 
 CTL=("$BUILD/tools/ctl/ringcachectl" --gateway "127.0.0.1:$((BASE+10))")
 URI="nbd://127.0.0.1:$((BASE+9))/disk"
-wait_for() {  # seconds description command...
-  local secs=$1 what=$2
-  local deadline=$((SECONDS + secs))
-  shift 2
-  while [ "$SECONDS" -lt "$deadline" ]; do
-    if "$@" > /dev/null 2>&1; then return 0; fi
-    loop_alive || fail "the fio loop stopped while waiting for: $what ($(tail -3 "$WORK/loop.log"))"
-    sleep 0.2
-  done
-  fail "timed out after $secs s waiting for: $what"
+source "$(dirname "$0")/wait_for.sh"  # wait_for SECONDS WHAT COMMAND...
+# A wait ends early, failed, if the fio loop stopped.
+fio_loop_guard() {
+  loop_alive || fail "the fio loop stopped while waiting for: $1 ($(tail -3 "$WORK/loop.log"))"
 }
+WAIT_FOR_GUARD=fio_loop_guard
 loop_alive() { [ -z "${LOOP_PID:-}" ] || kill -0 "$LOOP_PID" 2> /dev/null; }
 # State of node ROLE ID in `ringcachectl --json node list` ("absent" if it is not listed).
 node_state() {

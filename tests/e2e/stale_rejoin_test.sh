@@ -64,18 +64,14 @@ CTL=("$BUILD/tools/ctl/ringcachectl" --gateway "127.0.0.1:$((BASE+10))")
 NBD="nbd://127.0.0.1:$((BASE+9))/t"
 source "$(dirname "$0")/node_state.sh"  # json_field, node_state, state_is
 in_gwlog() { grep -qF "$1" "$GWLOG"; }
-# wait_for SECONDS DESCRIPTION COMMAND...: polls every 0.1 s, never past the deadline.
-wait_for() {
-  local secs=$1 what=$2 end
-  shift 2
-  end=$(( $(date +%s) + secs ))
-  [ "$end" -le "$DEADLINE" ] || end=$DEADLINE
-  while :; do
-    if "$@" > /dev/null 2>&1; then return 0; fi
-    [ "$(date +%s)" -lt "$end" ] || fail "timed out after ${secs}s (or the test deadline) waiting for: $what"
-    sleep 0.1
-  done
+source "$(dirname "$0")/wait_for.sh"  # wait_for SECONDS WHAT COMMAND...
+# A wait ends early, failed, at the test's deadline.
+deadline_guard() {
+  local now
+  printf -v now '%(%s)T' -1
+  [ "$now" -lt "$DEADLINE" ] || fail "the test's deadline passed waiting for: $1"
 }
+WAIT_FOR_GUARD=deadline_guard
 write_all() {  # pattern byte
   local out
   out=$(qemu-io -f raw -c "write -P $1 0 64M" "$NBD" 2>&1) || fail "write $1: $out"

@@ -1,0 +1,24 @@
+# Sourced by the e2e scripts: waiting for a condition without spending the machine on it.
+#
+#   wait_for SECONDS WHAT COMMAND...
+#
+# runs COMMAND (its output discarded) until it succeeds. Between tries it sleeps 0.1 s, then 0.2,
+# 0.4, and from then on 0.5 s: most conditions hold at once or within a second, the others take
+# seconds (a restart, a lease, a replay), and every try of those starts ringcachectl, etcdctl or
+# python3, about a tenth of a CPU-second each on the loaded machine (docs/testing.md, "Waiting").
+# It gives up, calling the script's `fail "timed out after SECONDS s waiting for: WHAT"`, once it
+# has slept SECONDS in all: the time the tries themselves take is not counted, as the loops it
+# replaced counted tries, so a wait is never shorter than it was on a loaded machine.
+# WAIT_FOR_GUARD, when set, is a command run after each failed try, output shown: it calls fail
+# itself when waiting longer makes no sense (a load generator that died, the test's deadline).
+wait_for() {
+  local secs=$1 what=$2 slept=0 step=1
+  shift 2
+  until "$@" > /dev/null 2>&1; do
+    [ "$slept" -lt $((secs * 10)) ] || fail "timed out after ${secs}s waiting for: $what"
+    if [ -n "${WAIT_FOR_GUARD:-}" ]; then $WAIT_FOR_GUARD "$what"; fi
+    sleep "0.$step"
+    slept=$((slept + step))
+    case $step in 1) step=2 ;; 2) step=4 ;; *) step=5 ;; esac
+  done
+}
