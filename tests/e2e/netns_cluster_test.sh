@@ -58,12 +58,50 @@ WORK=$(mktemp -d "${TEST_TMPDIR:-/tmp}/rc-netns.XXXXXX")
 mkdir -p "$WORK/logs" "$WORK/ready"
 START=$(date +%s)
 
-# Names unique per run (interface names: at most 15 characters).
+# Names unique per run (interface names: at most 15 characters). Each run writes its pid to
+# $NETNS_RUNS/SUFFIX.pid before its namespaces exist, so that a later run can tell the namespaces
+# of a killed run (ctest's timeout or an ended session kill it without its EXIT trap) from those
+# of a live one: sweep_stale_runs kills the daemons still running in the former and removes their
+# namespaces, veths, bridge and FORWARD rules. (Not a lock held on a file descriptor: the
+# daemons, started in the background, would inherit it and keep it held after the run died.)
 NODES=(etcd d1 d2 d3 d4 c1 c2 c3 g1 g2)
+NETNS_RUNS=/tmp/ringcache-netns-runs
+mkdir -p "$NETNS_RUNS"
+run_alive() {  # SUFFIX: its run's pid file names a live netns_cluster_test.sh
+  local pid cmd
+  [ -r "$NETNS_RUNS/$1.pid" ] && read -r pid < "$NETNS_RUNS/$1.pid" || return 1
+  [ -n "$pid" ] && [ -r "/proc/$pid/cmdline" ] || return 1
+  read -r -d '' cmd < <(tr '\0' ' ' < "/proc/$pid/cmdline") || true
+  [[ $cmd == *netns_cluster_test* ]]
+}
+sweep_stale_runs() {
+  local ns each sfx swept="" link rule
+  for ns in $(ip netns list 2> /dev/null | awk '{print $1}' | grep -E '^rc[0-9a-f]{4}etcd$'); do
+    sfx=${ns:2:4}
+    if run_alive "$sfx"; then continue; fi
+    for each in $(ip netns list 2> /dev/null | awk '{print $1}' | grep "^rc$sfx"); do
+      ip netns pids "$each" 2> /dev/null | xargs -r kill -9 2> /dev/null
+      ip netns del "$each" 2> /dev/null
+    done
+    for link in $(ip -o link show 2> /dev/null | awk -F': ' '{print $2}' | cut -d@ -f1 |
+                  grep -E "^(rv$sfx|rcbr$sfx$)"); do
+      ip link del "$link" 2> /dev/null
+    done
+    for rule in "-i rcbr$sfx" "-o rcbr$sfx"; do
+      # shellcheck disable=SC2086  # "-i BR" / "-o BR"
+      while iptables -w 5 -D FORWARD $rule -j ACCEPT 2> /dev/null; do :; done
+    done
+    rm -f "$NETNS_RUNS/$sfx.pid"
+    swept="$swept rc$sfx"
+  done
+  [ -z "$swept" ] || echo "[netns] removed what killed runs left behind:$swept"
+}
+sweep_stale_runs
 for _ in $(seq 1 20); do
   SUFFIX=$(printf '%04x' $((RANDOM % 65536)))
-  if ! ip netns list 2> /dev/null | grep -q "^rc$SUFFIX" &&
+  if ! run_alive "$SUFFIX" && ! ip netns list 2> /dev/null | grep -q "^rc$SUFFIX" &&
       ! ip link show "rcbr$SUFFIX" > /dev/null 2>&1; then
+    echo $$ > "$NETNS_RUNS/$SUFFIX.pid"
     break
   fi
 done
@@ -106,6 +144,7 @@ cleanup() {
     # shellcheck disable=SC2086  # "-i BR" / "-o BR"
     iptables -w 5 -D FORWARD $rule -j ACCEPT 2> /dev/null
   done
+  rm -f "$NETNS_RUNS/$SUFFIX.pid"
   if [ "${KEEP:-0}" = 1 ]; then echo "kept $WORK"; else rm -rf "$WORK"; fi
 }
 FW_RULES=()  # iptables FORWARD rules this run inserted ("-i BR", "-o BR"), deleted by cleanup
