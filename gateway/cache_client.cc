@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/errors.h"
@@ -32,8 +33,7 @@ class GrpcCacheClient : public CacheClient {
  public:
   GrpcCacheClient(const std::string& address, int timeout_ms)
       : address_(address), timeout_ms_(timeout_ms) {
-    channel_ = PeerChannel(address, tls::kRoleCacheNode, kPeerKeepaliveMs);
-    stub_ = v1::CacheNode::NewStub(channel_);
+    rpc_ = NewRpc();
   }
 
   absl::Status Read(uint32_t vdi, uint64_t object, uint32_t offset, uint32_t len,
@@ -45,7 +45,7 @@ class GrpcCacheClient : public CacheClient {
     v1::CacheReadRequest req = Range(vdi, object, offset, len);
     v1::CacheReadResponse resp;
     auto ctx = Ctx();
-    absl::Status s = FromGrpc(stub_->Read(ctx.get(), req, &resp), What("read"));
+    absl::Status s = FromGrpc(Rpc()->stub->Read(ctx.get(), req, &resp), What("read"));
     if (!s.ok()) return s;
     if (resp.data().size() != len) return absl::DataLossError(What("short read"));
     std::memcpy(out, resp.data().data(), len);
@@ -80,7 +80,7 @@ class GrpcCacheClient : public CacheClient {
     req.set_epoch(ring_epoch());
     v1::CacheWriteResponse resp;
     auto ctx = Ctx();
-    return FromGrpc(stub_->Write(ctx.get(), req, &resp), What("write"));
+    return FromGrpc(Rpc()->stub->Write(ctx.get(), req, &resp), What("write"));
   }
   absl::Status Trim(uint32_t vdi, uint64_t object, uint32_t offset, uint32_t len,
                     bool zero) override {
@@ -98,12 +98,12 @@ class GrpcCacheClient : public CacheClient {
     req.set_epoch(ring_epoch());
     v1::CacheTrimResponse resp;
     auto ctx = Ctx();
-    return FromGrpc(stub_->Trim(ctx.get(), req, &resp), What("trim"));
+    return FromGrpc(Rpc()->stub->Trim(ctx.get(), req, &resp), What("trim"));
   }
   absl::Status Prefetch(uint32_t vdi, uint64_t object, uint32_t offset, uint32_t len) override {
     v1::PrefetchResponse resp;
     auto ctx = Ctx();
-    return FromGrpc(stub_->Prefetch(ctx.get(), Range(vdi, object, offset, len), &resp),
+    return FromGrpc(Rpc()->stub->Prefetch(ctx.get(), Range(vdi, object, offset, len), &resp),
                     What("prefetch"));
   }
   absl::Status Allocation(uint32_t vdi, uint64_t object, uint32_t offset, uint32_t len,
@@ -111,7 +111,7 @@ class GrpcCacheClient : public CacheClient {
     v1::AllocationResponse resp;
     auto ctx = Ctx();
     absl::Status s = FromGrpc(
-        stub_->Allocation(ctx.get(), Range(vdi, object, offset, len), &resp), What("status"));
+        Rpc()->stub->Allocation(ctx.get(), Range(vdi, object, offset, len), &resp), What("status"));
     allocated->assign(resp.allocated().begin(), resp.allocated().end());
     return s;
   }
@@ -123,14 +123,14 @@ class GrpcCacheClient : public CacheClient {
     req.set_policy(policy);
     v1::RegisterVdiResponse resp;
     auto ctx = Ctx();
-    return FromGrpc(stub_->RegisterVdi(ctx.get(), req, &resp), What("register VDI"));
+    return FromGrpc(Rpc()->stub->RegisterVdi(ctx.get(), req, &resp), What("register VDI"));
   }
   absl::Status DropVdi(uint32_t vdi) override {
     v1::DropVdiRequest req;
     req.set_vdi_id(vdi);
     v1::DropVdiResponse resp;
     auto ctx = Ctx();
-    return FromGrpc(stub_->DropVdi(ctx.get(), req, &resp), What("drop VDI"));
+    return FromGrpc(Rpc()->stub->DropVdi(ctx.get(), req, &resp), What("drop VDI"));
   }
   absl::StatusOr<Invalidated> InvalidateVdi(uint32_t vdi) override {
     v1::InvalidateVdiRequest req;
@@ -138,7 +138,7 @@ class GrpcCacheClient : public CacheClient {
     v1::InvalidateVdiResponse resp;
     auto ctx = Ctx();
     RC_RETURN_IF_ERROR(
-        FromGrpc(stub_->InvalidateVdi(ctx.get(), req, &resp), What("invalidate VDI")));
+        FromGrpc(Rpc()->stub->InvalidateVdi(ctx.get(), req, &resp), What("invalidate VDI")));
     return Invalidated{resp.dropped_blocks(), resp.dirty_blocks_kept()};
   }
   absl::Status SetMode(uint32_t vdi, v1::CacheMode mode) override {
@@ -147,7 +147,7 @@ class GrpcCacheClient : public CacheClient {
     req.set_mode(mode);
     v1::SetModeResponse resp;
     auto ctx = Ctx(3600 * 1000, kNoWait);  // leaving write-back destages first
-    return FromGrpc(stub_->SetMode(ctx.get(), req, &resp), What("set mode"));
+    return FromGrpc(Rpc()->stub->SetMode(ctx.get(), req, &resp), What("set mode"));
   }
   absl::Status SetPolicy(uint32_t vdi, const std::string& policy) override {
     v1::SetPolicyRequest req;
@@ -155,7 +155,7 @@ class GrpcCacheClient : public CacheClient {
     req.set_policy(policy);
     v1::SetPolicyResponse resp;
     auto ctx = Ctx();
-    return FromGrpc(stub_->SetPolicy(ctx.get(), req, &resp), What("set policy"));
+    return FromGrpc(Rpc()->stub->SetPolicy(ctx.get(), req, &resp), What("set policy"));
   }
   absl::StatusOr<uint64_t> Flush(uint32_t vdi) override {
     v1::CacheFlushRequest req;
@@ -164,7 +164,7 @@ class GrpcCacheClient : public CacheClient {
     req.set_epoch(ring_epoch());
     v1::CacheFlushResponse resp;
     auto ctx = Ctx(3600 * 1000, kNoWait);
-    absl::Status s = FromGrpc(stub_->Flush(ctx.get(), req, &resp), What("flush"));
+    absl::Status s = FromGrpc(Rpc()->stub->Flush(ctx.get(), req, &resp), What("flush"));
     if (!s.ok()) return s;
     return resp.dirty_bytes_left();
   }
@@ -180,7 +180,7 @@ class GrpcCacheClient : public CacheClient {
     *req.mutable_fence() = fence();
     v1::CacheFlushResponse resp;
     auto ctx = Ctx(3600 * 1000, kNoWait);
-    return FromGrpc(stub_->Flush(ctx.get(), req, &resp), What("handoff flush"));
+    return FromGrpc(Rpc()->stub->Flush(ctx.get(), req, &resp), What("handoff flush"));
   }
   absl::Status Stats(uint32_t vdi, std::vector<v1::VdiCacheStats>* out) override {
     v1::CacheStatsRequest req;
@@ -188,7 +188,7 @@ class GrpcCacheClient : public CacheClient {
     req.set_all_vdis(vdi == 0);
     v1::CacheStatsResponse resp;
     auto ctx = Ctx(5000);  // status and stats answer soon with what they know
-    absl::Status s = FromGrpc(stub_->Stats(ctx.get(), req, &resp), What("stats"));
+    absl::Status s = FromGrpc(Rpc()->stub->Stats(ctx.get(), req, &resp), What("stats"));
     for (const auto& v : resp.vdis()) out->push_back(v);
     return s;
   }
@@ -214,12 +214,13 @@ class GrpcCacheClient : public CacheClient {
     // until it connects). Try at once, and wait for the connection.
     const auto deadline =
         std::chrono::system_clock::now() + std::chrono::milliseconds(timeout_ms);
-    grpc_connectivity_state state = channel_->GetState(false);
+    const std::shared_ptr<grpc::Channel> channel = Rpc()->channel;
+    grpc_connectivity_state state = channel->GetState(false);
     if (state == GRPC_CHANNEL_READY) return;
-    grpc::experimental::ChannelResetConnectionBackoff(channel_.get());
-    state = channel_->GetState(/*try_to_connect=*/true);
-    while (state != GRPC_CHANNEL_READY && channel_->WaitForStateChange(state, deadline)) {
-      state = channel_->GetState(/*try_to_connect=*/true);
+    grpc::experimental::ChannelResetConnectionBackoff(channel.get());
+    state = channel->GetState(/*try_to_connect=*/true);
+    while (state != GRPC_CHANNEL_READY && channel->WaitForStateChange(state, deadline)) {
+      state = channel->GetState(/*try_to_connect=*/true);
     }
   }
   absl::StatusOr<uint64_t> DropBlocks(bool all, const std::vector<ring::Member>& ring) override {
@@ -233,7 +234,7 @@ class GrpcCacheClient : public CacheClient {
     *req.mutable_fence() = fence();
     v1::DropBlocksResponse resp;
     auto ctx = Ctx(600 * 1000, kNoWait);
-    absl::Status s = FromGrpc(stub_->DropBlocks(ctx.get(), req, &resp), What("drop blocks"));
+    absl::Status s = FromGrpc(Rpc()->stub->DropBlocks(ctx.get(), req, &resp), What("drop blocks"));
     if (!s.ok()) return s;
     return resp.dirty_blocks_kept();
   }
@@ -251,7 +252,7 @@ class GrpcCacheClient : public CacheClient {
     *req.mutable_fence() = fence();
     v1::RelogRecordsResponse resp;
     auto ctx = Ctx(60 * 1000);
-    RC_RETURN_IF_ERROR(FromGrpc(stub_->RelogRecords(ctx.get(), req, &resp), What("relog")));
+    RC_RETURN_IF_ERROR(FromGrpc(Rpc()->stub->RelogRecords(ctx.get(), req, &resp), What("relog")));
     return resp.relogged();
   }
   absl::StatusOr<v1::ResizeTiersResponse> ResizeTiers(uint64_t ssd_bytes,
@@ -262,13 +263,14 @@ class GrpcCacheClient : public CacheClient {
     v1::ResizeTiersResponse resp;
     // A growth writes the new slots' index entries; a policy rebuild passes every block.
     auto ctx = Ctx(120 * 1000);
-    RC_RETURN_IF_ERROR(FromGrpc(stub_->ResizeTiers(ctx.get(), req, &resp), What("resize")));
+    RC_RETURN_IF_ERROR(FromGrpc(Rpc()->stub->ResizeTiers(ctx.get(), req, &resp), What("resize")));
     return resp;
   }
   absl::Status SetDataRing(const datanode::DataRing& ring) override {
     v1::SetDataRingResponse resp;
     auto ctx = Ctx(120 * 1000);  // waits for the node's requests on the previous ring
-    return FromGrpc(stub_->SetDataRing(ctx.get(), ring.ToProto(), &resp), What("set data ring"));
+    return FromGrpc(Rpc()->stub->SetDataRing(ctx.get(), ring.ToProto(), &resp),
+                    What("set data ring"));
   }
 
  private:
@@ -322,7 +324,9 @@ class GrpcCacheClient : public CacheClient {
     v1::CacheStatsResponse resp;
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(timeout_ms));
-    RC_RETURN_IF_ERROR(FromGrpc(stub_->Stats(&ctx, req, &resp), What(op)));
+    absl::Status s = FromGrpc(Rpc()->stub->Stats(&ctx, req, &resp), What(op));
+    if (absl::StrContains(s.message(), "security handshaker")) RenewRpc();
+    RC_RETURN_IF_ERROR(s);
     RC_RETURN_IF_ERROR(CheckPeerApi(resp.api_version(), absl::StrCat("cache node ", address_)));
     return resp;
   }
@@ -369,10 +373,42 @@ class GrpcCacheClient : public CacheClient {
     return data_;
   }
 
+  // The channel to the node and its stub, replaced whole by RenewRpc; each call holds the pair
+  // it started on.
+  struct RpcPair {
+    std::shared_ptr<grpc::Channel> channel;
+    std::unique_ptr<v1::CacheNode::Stub> stub;
+  };
+  std::shared_ptr<const RpcPair> NewRpc() const {
+    auto r = std::make_shared<RpcPair>();
+    r->channel = PeerChannel(address_, tls::kRoleCacheNode, kPeerKeepaliveMs);
+    r->stub = v1::CacheNode::NewStub(r->channel);
+    return r;
+  }
+  std::shared_ptr<const RpcPair> Rpc() const {
+    absl::MutexLock l(&rpc_mu_);
+    return rpc_;
+  }
+  // A TLS channel whose connection attempts all fail with "Failed to create security
+  // handshaker" stays that way: gRPC 1.51's certificate provider can lose its watcher when a
+  // connection is dropped and another starts at the same moment (the old one's "stop watching"
+  // reaches the provider after the new one's "start"), and from then on it hands the new one no
+  // certificates. Seen in CI: a cache node killed -9 and restarted could never be probed again
+  // (three minutes of "security handshaker" failures, the node never re-admitted). A new channel
+  // has a provider of its own; at most one every 5 s.
+  void RenewRpc() const {
+    absl::MutexLock l(&rpc_mu_);
+    const absl::Time now = absl::Now();
+    if (now < next_renew_) return;
+    next_renew_ = now + absl::Seconds(5);
+    rpc_ = NewRpc();
+  }
+
   const std::string address_;
   const int timeout_ms_;
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<v1::CacheNode::Stub> stub_;
+  mutable absl::Mutex rpc_mu_;
+  mutable std::shared_ptr<const RpcPair> rpc_ ABSL_GUARDED_BY(rpc_mu_);
+  mutable absl::Time next_renew_ ABSL_GUARDED_BY(rpc_mu_) = absl::InfinitePast();
   mutable absl::Mutex live_mu_;
   mutable absl::flat_hash_set<grpc::ClientContext*> live_ ABSL_GUARDED_BY(live_mu_);
   // RINGCACHE_BLOCK_TRANSPORT=grpc turns the block data protocol off (comparisons, debugging).
