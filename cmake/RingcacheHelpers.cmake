@@ -7,12 +7,25 @@
 # Every test carries exactly one label, so that the groups add up to the whole suite.
 set(RINGCACHE_TEST_LABELS unit cluster e2e fault sanitizer)
 
-# rc_label_tests(LABEL test...): sets the label of tests registered with add_test.
+# Every test also carries its name in its environment (RINGCACHE_CTEST; a googletest binary's
+# tests the binary's name), and so does every process it starts, daemons included:
+# deploy/test_cpu.py adds up the CPU each test used by it.
+
+# rc_name_tests(test...): puts RINGCACHE_CTEST=<name> in the environment of each test.
+function(rc_name_tests)
+  foreach(t IN LISTS ARGN)
+    set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT RINGCACHE_CTEST=${t})
+  endforeach()
+endfunction()
+
+# rc_label_tests(LABEL test...): sets the label of tests registered with add_test (and names
+# them, rc_name_tests).
 function(rc_label_tests label)
   if(NOT label IN_LIST RINGCACHE_TEST_LABELS)
     message(FATAL_ERROR "rc_label_tests: unknown label ${label}")
   endif()
   set_tests_properties(${ARGN} PROPERTIES LABELS ${label})
+  rc_name_tests(${ARGN})
 endfunction()
 
 # rc_add_gtest(NAME SOURCES a_test.cc ... LIBS lib ... [LABEL unit|cluster] [SANITIZER])
@@ -33,7 +46,8 @@ function(rc_add_gtest name)
   endif()
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE ${ARG_LIBS} GTest::gtest GTest::gmock GTest::gtest_main)
-  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 300 LABELS ${ARG_LABEL})
+  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60
+                       PROPERTIES TIMEOUT 300 LABELS ${ARG_LABEL} ENVIRONMENT RINGCACHE_CTEST=${name})
 endfunction()
 
 # rc_sanitizer_needs(target...): targets the sanitizer pass's tests run besides their own binary
@@ -64,5 +78,6 @@ function(rc_add_fuzz name)
   target_link_libraries(${name} PRIVATE ${ARG_LIBS})
   add_test(NAME Fuzz.${name} COMMAND ${name} --runs ${ARG_RUNS} --seed 1 ${ARG_CORPUS})
   set_tests_properties(Fuzz.${name} PROPERTIES TIMEOUT 300 LABELS ${label})
+  rc_name_tests(Fuzz.${name})
   set_property(GLOBAL APPEND PROPERTY RINGCACHE_FUZZ_TARGETS ${name})
 endfunction()

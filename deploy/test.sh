@@ -107,8 +107,9 @@ report() {
     cat "$RESULTS/cross-fault.log" 2> /dev/null || true
   fi
   record "total (wall)" "$(since "$START")" "$([ $rc -eq 0 ] && [ $FAILED -eq 0 ] && echo ok || echo FAILED)"
+  stop_cpu_watch
   echo
-  python3 deploy/test_report.py "$STAGES" "$RESULTS"/*.xml || true
+  python3 deploy/test_report.py --cpu "$RESULTS/cpu.tsv" "$STAGES" "$RESULTS"/*.xml || true
   echo "deploy/test.sh: stage times and ctest results in $RESULTS"
   if [ -n "$OWN_TMPDIR" ]; then
     if [ $rc -eq 0 ] && [ $FAILED -eq 0 ]; then
@@ -116,6 +117,22 @@ report() {
     else
       keep_failure_logs
     fi
+  fi
+}
+
+# The CPU each test uses (deploy/test_cpu.py: daemons and clients included, through a control
+# group per test): the cross-process stage is CPU-bound on two cores, so its wall time is the
+# CPU its tests use, and the table names the tests that used most.
+CPU_WATCH_PID=""
+start_cpu_watch() {
+  python3 deploy/test_cpu.py watch "$RESULTS/cpu.tsv" &
+  CPU_WATCH_PID=$!
+}
+stop_cpu_watch() {
+  if [ -n "$CPU_WATCH_PID" ]; then
+    kill "$CPU_WATCH_PID" 2> /dev/null || true
+    wait "$CPU_WATCH_PID" 2> /dev/null || true
+    CPU_WATCH_PID=""
   fi
 }
 
@@ -256,6 +273,7 @@ if [ $RUN_ASAN = 1 ] && [ ${#MAIN_LABELS[@]} -gt 0 ] && [ "${ASAN_BACKGROUND:-1}
   start_asan_build
 fi
 
+start_cpu_watch
 if wants unit; then tests "unit tests" "$BUILD_DIR" unit '^unit$'; fi
 ASAN_NOTE=""
 if [ -n "$ASAN_PID" ] && kill -0 "$ASAN_PID" 2> /dev/null; then

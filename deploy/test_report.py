@@ -5,11 +5,13 @@ run did (writes acknowledged, faults injected: the checker's summary line, kept 
 output of passed tests too). A shorter stage must not come from fewer writes under faults
 unnoticed.
 
-    deploy/test_report.py STAGES_FILE [JUNIT_XML ...] [--slowest N]
+    deploy/test_report.py STAGES_FILE [JUNIT_XML ...] [--slowest N] [--cpu CPU_TSV]
 
 STAGES_FILE has one line per stage: NAME<TAB>SECONDS<TAB>STATUS[<TAB>NOTE], in run order (the
 last one deploy/test.sh writes is the whole run's wall time).
-A JUnit file that is missing (its stage did not run) is skipped.
+A JUnit file that is missing (its stage did not run) is skipped. CPU_TSV is what
+deploy/test_cpu.py counted: the CPU-seconds of each test (a column of the slowest entries) and
+the tests that used most.
 """
 
 import argparse
@@ -17,6 +19,8 @@ import os
 import re
 import sys
 import xml.etree.ElementTree as ET
+
+import test_cpu
 
 
 def fmt(seconds):
@@ -70,7 +74,9 @@ def main():
     p.add_argument("stages")
     p.add_argument("junit", nargs="*")
     p.add_argument("--slowest", type=int, default=10)
+    p.add_argument("--cpu", help="deploy/test_cpu.py's file: CPU-seconds per test")
     a = p.parse_args()
+    cpu = test_cpu.read(a.cpu) if a.cpu else {}
 
     stages = read_stages(a.stages)
     print("deploy/test.sh: where the time went")
@@ -81,15 +87,19 @@ def main():
     cases = read_cases(a.junit)
     if cases:
         cases.sort(key=lambda c: -c[0])
-        print(f"  slowest {min(a.slowest, len(cases))} of {len(cases)} ctest entries:")
+        print(f"  slowest {min(a.slowest, len(cases))} of {len(cases)} ctest entries"
+              f"{' (and the CPU each used, m:ss)' if cpu else ''}:")
         for secs, name, tag, status, _ in cases[:a.slowest]:
-            print(f"  {fmt(secs):>7}  {name:<48} {tag:<10} {status}")
+            used = f"  {fmt(cpu[name]):>6} CPU" if name in cpu else ""
+            print(f"  {fmt(secs):>7}  {name:<48} {tag:<10} {status:<8}{used}")
         runs = [c for c in cases if c[4] is not None]
         if runs:
             total = sum(int(c[4][0]) for c in runs)
             print(f"  fault runs: {total:,} writes acknowledged under faults in all")
             for secs, name, _, _, (acked, faults) in sorted(runs, key=lambda c: c[1]):
                 print(f"  {fmt(secs):>7}  {name:<48} {int(acked):>9,} writes, {faults} faults")
+        if cpu:
+            test_cpu.show(a.cpu, a.slowest)
         failed = [c for c in cases if c[3] == "FAILED"]
         for secs, name, tag, _, _ in failed:
             print(f"  FAILED   {name} ({tag}, {fmt(secs)})")
