@@ -17,8 +17,11 @@ counts the CPU of every process of the group, also after it ended. Docker's cont
 Docker's groups: their CPU is a line of its own. Needs root and a cgroup hierarchy it may write;
 without them it says so and exits 0 (the table then has no CPU column).
 
-OUT has one line per group, NAME<TAB>CPU_SECONDS, and two more: `(docker containers)` and
-`(machine)` (all CPU of the machine while the watch ran, from /proc/stat).
+Within a test's group each program (a process's name: ringcache-datan, python3, etcd, bash)
+has one; a process that lives less than the interval stays in its parent's. OUT has one line
+per test, NAME<TAB>CPU_SECONDS, each followed by its programs' lines,
+NAME<TAB>PROGRAM<TAB>CPU_SECONDS, and two more: `(docker containers)` and `(machine)` (all CPU
+of the machine while the watch ran, from /proc/stat).
 """
 
 import argparse
@@ -88,11 +91,13 @@ def safe(name):
     return re.sub(r"[^A-Za-z0-9._-]", "_", name)[:200] or "_"
 
 
-def start_time(pid):
+def identity(pid):
+    """(start time, program name) of a process: a pid used again, or a process that ran exec,
+    is looked at again. None when it is gone."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             s = f.read()
-        return s[s.rfind(")") + 2:].split()[19]
+        return s[s.rfind(")") + 2:].split()[19], s[s.find("(") + 1:s.rfind(")")]
     except OSError:
         return None
 
@@ -121,12 +126,12 @@ def watch(out, interval):
     except OSError as e:
         print(f"test_cpu: cannot make {root}: {e}: no CPU per test", file=sys.stderr)
         return 0
-    rel_root = "/" + os.path.relpath(root, h.mount)
     docker = os.path.join(h.mount, "docker")
     docker0 = h.usage_seconds(docker) or 0.0
     machine0 = machine_cpu_seconds()
-    groups = {}  # test name -> group directory
-    seen = {}    # pid -> start time when last looked at
+    groups = {}    # test name -> its group's directory
+    programs = {}  # (test name, program) -> the group of the test's processes of that program
+    seen = {}      # pid -> identity() when last looked at
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
     signal.signal(signal.SIGINT, lambda *_: stop.append(1))
@@ -135,22 +140,23 @@ def watch(out, interval):
         for entry in os.listdir("/proc"):
             if not entry.isdigit() or entry == str(os.getpid()):
                 continue
-            st = start_time(entry)
-            if st is None or seen.get(entry) == st:
+            ident = identity(entry)
+            if ident is None or seen.get(entry) == ident:
                 continue
-            seen[entry] = st
+            seen[entry] = ident
             name = test_of(entry)
             if name is None:
                 continue
-            group = groups.get(name)
+            if name not in groups:
+                groups[name] = os.path.join(root, safe(name))
+                os.makedirs(groups[name], exist_ok=True)
+            group = programs.get((name, ident[1]))
             if group is None:
-                group = os.path.join(root, safe(name))
+                group = os.path.join(groups[name], "program." + safe(ident[1]))
                 os.makedirs(group, exist_ok=True)
-                groups[name] = group
+                programs[(name, ident[1])] = group
             now = h.group_of(entry)
-            if now is None or now == "/" + os.path.relpath(group, h.mount):
-                continue
-            if now.startswith(rel_root + "/") or "docker" in now:
+            if now is None or now == "/" + os.path.relpath(group, h.mount) or "docker" in now:
                 continue
             try:
                 with open(os.path.join(group, "cgroup.procs"), "w") as f:
@@ -170,11 +176,14 @@ def watch(out, interval):
     with open(tmp, "w") as f:
         for name, secs in sorted(rows, key=lambda r: -r[1]):
             f.write(f"{name}\t{secs:.1f}\n")
+            for (test, program), g in sorted(programs.items()):
+                if test == name:
+                    f.write(f"{name}\t{program}\t{h.usage_seconds(g) or 0.0:.1f}\n")
         f.write(f"{DOCKER}\t{max(docker_s, 0.0):.1f}\n{MACHINE}\t{machine_s:.1f}\n")
     os.replace(tmp, out)
 
     # Leave no group behind: what still runs in one goes back to the hierarchy's root group.
-    for g in groups.values():
+    for g in list(programs.values()) + list(groups.values()):
         try:
             with open(os.path.join(g, "cgroup.procs")) as f:
                 left = f.read().split()
@@ -194,8 +203,9 @@ def watch(out, interval):
     return 0
 
 
-def read(path):
-    """{name: CPU seconds} of a finished watch, or {} when there is none."""
+def read(path, programs=None):
+    """{name: CPU seconds} of a finished watch, or {} when there is none; with `programs` (a
+    dict), also {name: {program: CPU seconds}} into it."""
     rows = {}
     try:
         with open(path) as f:
@@ -203,6 +213,8 @@ def read(path):
                 parts = line.rstrip("\n").split("\t")
                 if len(parts) == 2:
                     rows[parts[0]] = float(parts[1])
+                elif len(parts) == 3 and programs is not None:
+                    programs.setdefault(parts[0], {})[parts[1]] = float(parts[2])
     except (OSError, ValueError):
         return {}
     return rows
@@ -214,7 +226,8 @@ def fmt(seconds):
 
 
 def show(path, top):
-    rows = read(path)
+    progs = {}
+    rows = read(path, progs)
     if not rows:
         return
     machine = rows.pop(MACHINE, 0.0)
@@ -223,13 +236,15 @@ def show(path, top):
     ranked = sorted(rows.items(), key=lambda r: -r[1])
     print(f"  CPU (m:ss): {fmt(in_tests + docker)} in the tests and their containers, of "
           f"{fmt(machine)} the machine used meanwhile; the {min(top, len(ranked))} tests that "
-          f"used most:")
+          f"used most, and their programs that used most (a program's short-lived children "
+          f"count as its own):")
     for name, secs in ranked[:top]:
         share = 100.0 * secs / machine if machine > 0 else 0.0
-        print(f"  {fmt(secs):>7}  {name:<48} {share:4.1f}% of the machine's")
+        split = sorted(progs.get(name, {}).items(), key=lambda r: -r[1])[:4]
+        print(f"  {fmt(secs):>7}  {name:<40} {share:4.1f}%  " +
+              ", ".join(f"{p} {fmt(v)}" for p, v in split))
     if docker > 0 and machine > 0:
-        print(f"  {fmt(docker):>7}  {DOCKER:<48} {100.0 * docker / machine:4.1f}% of the "
-              f"machine's")
+        print(f"  {fmt(docker):>7}  {DOCKER:<40} {100.0 * docker / machine:4.1f}%")
 
 
 def main():
