@@ -61,7 +61,11 @@ ctl() {  # gateway args...
   "$BUILD/tools/ctl/ringcachectl" --gateway "127.0.0.1:$(admin_port "$g")" "$@"
 }
 GW=1  # the gateway qio uses
-qio() { qemu-io -f raw "nbd://127.0.0.1:$(nbd_port "$GW")/disk" -c "$1"; }
+qio() {  # COMMAND...: one qemu-io, each command in turn (tests/e2e/patterns.sh)
+  local a=() c
+  for c in "$@"; do a+=(-c "$c"); done
+  qemu-io -f raw "nbd://127.0.0.1:$(nbd_port "$GW")/disk" "${a[@]}"
+}
 leader() {  # prints the id of the elected coordinator (fails when none)
   etcdctl_ get --print-value-only "$PREFIX/coordinator" |
     python3 -c "import json,sys; print(json.load(sys.stdin)['id'])"
@@ -130,6 +134,7 @@ start_loop() {  # gateway: a qemu-io write loop through it (patterns.sh's loop l
         { echo "loop write $k failed" >&2; exit 1; }
       k=$((k + 1))
       echo "$k" > "$WORK/loop.ops"
+      sleep "$LOOP_PAUSE"  # a client, not a load (tests/e2e/patterns.sh)
     done
   ) > "$WORK/loop.log" 2>&1 &
   LOOP_PID=$!

@@ -263,7 +263,11 @@ ctl() {  # gateway args...: ringcachectl against that gateway's admin port
 }
 nbd_of() { echo "nbd://$(ip_of "g$1"):10809/disk"; }
 GW=1  # the gateway qio (and the rounds of patterns.sh) use
-qio() { qemu-io -f raw "$(nbd_of "$GW")" -c "$1"; }
+qio() {  # COMMAND...: one qemu-io, each command in turn (tests/e2e/patterns.sh)
+  local a=() c
+  for c in "$@"; do a+=(-c "$c"); done
+  qemu-io -f raw "$(nbd_of "$GW")" "${a[@]}"
+}
 leader() {  # prints the id of the elected coordinator (fails when none)
   etcdctl_ get --print-value-only "$PREFIX/coordinator" |
     python3 -c "import json,sys; print(json.load(sys.stdin)['id'])"
@@ -302,14 +306,6 @@ source "$ROOT/tests/e2e/patterns.sh"
 rounds=0  # rounds of 64 runs written or verified
 write_r() { write_round "$1"; rounds=$((rounds + 1)); }
 check_r() { check_round "$1"; rounds=$((rounds + 1)); }
-# The same runs as write_round, from one qemu-io process: done within a second or so.
-write_fast() {  # seed
-  local i args=()
-  for i in $(seq 0 63); do args+=(-c "write -P $(( ($1 + i) % 250 + 1 )) $(( i * 4 ))M 64k"); done
-  qemu-io -f raw "$(nbd_of "$GW")" "${args[@]}" > "$WORK/fast.out" 2>&1 || fail "fast round $1: $(cat "$WORK/fast.out")"
-  if grep -qi "failed\|error" "$WORK/fast.out"; then fail "fast round $1: $(cat "$WORK/fast.out")"; fi
-  rounds=$((rounds + 1))
-}
 since() { python3 -c "import time; print(f'{time.time() - $1:.1f}')"; }  # seconds since a date +%s.%N
 
 # 1. Registration over the bridge.
@@ -353,6 +349,7 @@ client_loop() {  # name gateway base_mib
     echo "$out" | grep -qi "failed\|error" && { echo "read $k: stale or failed: $out"; exit 1; }
     echo "$k $(date +%s.%N)" >> "$WORK/loop-$1.log"
     k=$((k + 1))
+    sleep "$LOOP_PAUSE"  # a client, not a load (tests/e2e/patterns.sh)
   done
 }
 loop_ops() { [ -f "$WORK/loop-$1.log" ] && wc -l < "$WORK/loop-$1.log" || echo 0; }
@@ -387,7 +384,7 @@ wait_for 30 "the client loops to get going" bash -c \
   "[ \$(wc -l < $WORK/loop-A.log) -ge 5 ] && [ \$(wc -l < $WORK/loop-B.log) -ge 5 ]"
 
 # 2. A round the cut node still holds dirty, then its link goes down.
-GW=$L; write_fast 31
+GW=$L; write_r 31
 ip link set "$(veth_of c2)" down
 cut_at=$(date +%s.%N)
 ops_at_cut=$(( $(loop_ops A) + $(loop_ops B) ))
@@ -446,7 +443,7 @@ stepdown_after=$(after_cut "$stepped_down")
 elected_after=$(after_cut "$elected")
 log "gateway $F elected (term $term_f) ${takeover} s after the leader's cut (its log: after" \
   "${elected_after} s; gateway $L stepped down after ${stepdown_after} s; lease TTL $TTL s)"
-GW=$F; write_fast 41  # newest round, written through the new leader while the old one is cut off
+GW=$F; write_r 41  # newest round, written through the new leader while the old one is cut off
 loop_progress B 10
 log "during the leader's cut: round 41 written through gateway $F, loop B went on"
 # Cache node 2 cut for longer than relog_after_ms (RELOG_S): it must not log its dirty blocks
