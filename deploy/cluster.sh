@@ -201,6 +201,13 @@ added_file() {  # role id
 
 pidfile() { echo "$DIR/pids/$1-$2.pid"; }
 
+# nap SECONDS: sleeps without starting a process (a read that times out on a pipe no one writes
+# to). The wait loops below poll every 0.05-0.1 s, and a `sleep` process each time cost the
+# fault runs, which restart daemons all the time, seconds of CPU on a loaded machine. The
+# daemons do not inherit the pipe ({NAP_FD}<&- where they start).
+exec {NAP_FD}<> <(:)
+nap() { read -r -t "$1" -u "$NAP_FD" _ || true; }
+
 # A process is alive if it exists and is not a zombie (killed daemons may linger unreaped when
 # their parent shell is gone and the container's init does not reap).
 # Bash builtins only: the wait loops ask this ten times a second, and on a loaded 2-core machine
@@ -274,7 +281,7 @@ start_etcd() {
     --advertise-client-urls "$scheme://$ep" --listen-peer-urls "$scheme://127.0.0.1:$((port-1))" \
     --initial-advertise-peer-urls "$scheme://127.0.0.1:$((port-1))" \
     --initial-cluster "ringcache=$scheme://127.0.0.1:$((port-1))" "${sec[@]}" \
-    >> "$DIR/logs/etcd.log" 2>&1 &
+    >> "$DIR/logs/etcd.log" 2>&1 {NAP_FD}<&- &
   echo $! > "$(pidfile etcd 0)"
   for _ in $(seq 1 300); do
     if ETCDCTL_API=3 etcdctl --endpoints "$scheme://$ep" --command-timeout=1s "${check[@]}" \
@@ -289,7 +296,7 @@ start_etcd() {
       return 0
     fi
     if ! alive etcd 0; then break; fi
-    sleep 0.1
+    nap 0.1
   done
   echo "cluster.sh: etcd on $ep did not come up; log:" >&2
   tail -20 "$DIR/logs/etcd.log" >&2
@@ -323,7 +330,7 @@ start_one() {  # role id
   fi
   rm -f "$DIR/ready/$role-$id.json"
   "$(bin "ringcache-$role")" --cluster "$file" --id "$id" --ready-file "$DIR/ready/$role-$id.json" \
-    "${extra[@]}" >> "$DIR/logs/$role-$id.log" 2>&1 &
+    "${extra[@]}" >> "$DIR/logs/$role-$id.log" 2>&1 {NAP_FD}<&- &
   echo $! > "$(pidfile "$role" "$id")"
 }
 
@@ -335,7 +342,7 @@ wait_ready() {  # role id
       tail -20 "$DIR/logs/$1-$2.log" >&2
       return 1
     fi
-    sleep 0.1
+    nap 0.1
   done
   echo "cluster.sh: $1 $2 not ready after 60 s" >&2
   return 1
@@ -467,7 +474,7 @@ case "$cmd" in
       }
       for _ in $(seq 1 1200); do
         if gone; then break; fi
-        sleep 0.05
+        nap 0.05
       done
       if ! gone; then
         echo "cluster.sh: ${POS[0]} $id still alive 60 s after kill $sig" >&2
@@ -515,14 +522,14 @@ case "$cmd" in
           if [ "$r" = "$role" ] && alive "$r" "$id"; then any=1; fi
         done < <(members)
         [ $any = 0 ] && break
-        sleep 0.1
+        nap 0.1
       done
     done
     if alive etcd 0; then  # last: the daemons revoked their leases in it
       kill "$(cat "$(pidfile etcd 0)")"
       for _ in $(seq 1 100); do
         alive etcd 0 || break
-        sleep 0.1
+        nap 0.1
       done
     fi
     rm -f "$DIR"/pids/*.pid

@@ -11,13 +11,15 @@
 # replaced counted tries, so a wait is never shorter than it was on a loaded machine.
 # WAIT_FOR_GUARD, when set, is a command run after each failed try, output shown: it calls fail
 # itself when waiting longer makes no sense (a load generator that died, the test's deadline).
+# The sleeps start no process: a read that times out on a pipe no one writes to.
+exec {WAIT_FOR_NAP_FD}<> <(:)
 wait_for() {
   local secs=$1 what=$2 slept=0 step=1
   shift 2
   until "$@" > /dev/null 2>&1; do
     [ "$slept" -lt $((secs * 10)) ] || fail "timed out after ${secs}s waiting for: $what"
     if [ -n "${WAIT_FOR_GUARD:-}" ]; then $WAIT_FOR_GUARD "$what"; fi
-    sleep "0.$step"
+    read -r -t "0.$step" -u "$WAIT_FOR_NAP_FD" _ || true
     slept=$((slept + step))
     case $step in 1) step=2 ;; 2) step=4 ;; *) step=5 ;; esac
   done
