@@ -147,14 +147,17 @@ def watch(out, interval):
             name = test_of(entry)
             if name is None:
                 continue
-            if name not in groups:
-                groups[name] = os.path.join(root, safe(name))
-                os.makedirs(groups[name], exist_ok=True)
-            group = programs.get((name, ident[1]))
-            if group is None:
-                group = os.path.join(groups[name], "program." + safe(ident[1]))
-                os.makedirs(group, exist_ok=True)
-                programs[(name, ident[1])] = group
+            try:  # a group the kernel refuses leaves that process uncounted, not the run
+                if name not in groups:
+                    os.makedirs(os.path.join(root, safe(name)), exist_ok=True)
+                    groups[name] = os.path.join(root, safe(name))
+                group = programs.get((name, ident[1]))
+                if group is None:
+                    group = os.path.join(groups[name], "program." + safe(ident[1]))
+                    os.makedirs(group, exist_ok=True)
+                    programs[(name, ident[1])] = group
+            except OSError:
+                continue
             now = h.group_of(entry)
             if now is None or now == "/" + os.path.relpath(group, h.mount) or "docker" in now:
                 continue
