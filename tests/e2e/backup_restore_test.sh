@@ -52,11 +52,7 @@ trap cleanup EXIT
 CTL=("$BUILD/tools/ctl/ringcachectl" --gateway "127.0.0.1:$((BASE+10))")
 ECTL=("$BUILD/tools/ctl/ringcachectl" --etcd "$ETCD_EP")
 VDI=disk
-qio() {  # COMMAND...: one qemu-io, each command in turn (tests/e2e/patterns.sh)
-  local a=() c
-  for c in "$@"; do a+=(-c "$c"); done
-  qemu-io -f raw "nbd://127.0.0.1:$((BASE+9))/$VDI" "${a[@]}"
-}
+qio() { qio_at "nbd://127.0.0.1:$((BASE+9))/$VDI" "$@"; }  # COMMAND...: tests/e2e/patterns.sh
 source "$(dirname "$0")/patterns.sh"
 source "$(dirname "$0")/wait_for.sh"  # wait_for SECONDS WHAT COMMAND...
 source "$(dirname "$0")/node_state.sh"  # state_is, rebalance

@@ -298,11 +298,7 @@ log "qemu-img info demo (1 GiB) via both gateways; vdi create refused by gateway
 wait_for 60 "Prometheus to scrape every daemon (both gateways) and etcd" prom_up
 log "Prometheus scrapes every daemon (gateway1 and gateway2 up) and etcd"
 
-qio() {  # COMMAND...: one qemu-io, each command in turn (tests/e2e/patterns.sh)
-  local a=() c
-  for c in "$@"; do a+=(-c "$c"); done
-  qemu-io -f raw "$NBD" "${a[@]}"
-}
+qio() { qio_at "$NBD" "$@"; }  # COMMAND...: tests/e2e/patterns.sh
 source "$ROOT/tests/e2e/patterns.sh"  # write_round / check_round SEED: 64 runs of 64 KiB at i*4 MiB
 metric() {  # service, port, metric name -> its value (summed over labels), read in the container
   docker exec "${CID[$1]}" curl -sf --max-time 5 "http://127.0.0.1:$2/metrics" |

@@ -73,11 +73,7 @@ trap cleanup EXIT
 
 CTL=("$BUILD/tools/ctl/ringcachectl" --gateway "127.0.0.1:$((BASE+10))")
 NBD="nbd://127.0.0.1:$((BASE+9))/disk"
-qio() {  # COMMAND...: one qemu-io, each command in turn (tests/e2e/patterns.sh)
-  local a=() c
-  for c in "$@"; do a+=(-c "$c"); done
-  qemu-io -f raw "$NBD" "${a[@]}"
-}
+qio() { qio_at "$NBD" "$@"; }  # COMMAND...: tests/e2e/patterns.sh
 json_field() { python3 -c "import json,sys; print(json.load(sys.stdin)[\"$1\"])"; }
 node_state() {  # cache node id -> its state in `ringcachectl node list`
   "${CTL[@]}" --json node list | python3 -c "

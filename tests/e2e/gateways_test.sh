@@ -61,11 +61,7 @@ ctl() {  # gateway args...
   "$BUILD/tools/ctl/ringcachectl" --gateway "127.0.0.1:$(admin_port "$g")" "$@"
 }
 GW=1  # the gateway qio uses
-qio() {  # COMMAND...: one qemu-io, each command in turn (tests/e2e/patterns.sh)
-  local a=() c
-  for c in "$@"; do a+=(-c "$c"); done
-  qemu-io -f raw "nbd://127.0.0.1:$(nbd_port "$GW")/disk" "${a[@]}"
-}
+qio() { qio_at "nbd://127.0.0.1:$(nbd_port "$GW")/disk" "$@"; }  # COMMAND...: tests/e2e/patterns.sh
 leader() {  # prints the id of the elected coordinator (fails when none)
   etcdctl_ get --print-value-only "$PREFIX/coordinator" |
     python3 -c "import json,sys; print(json.load(sys.stdin)['id'])"

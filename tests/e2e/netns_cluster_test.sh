@@ -263,11 +263,7 @@ ctl() {  # gateway args...: ringcachectl against that gateway's admin port
 }
 nbd_of() { echo "nbd://$(ip_of "g$1"):10809/disk"; }
 GW=1  # the gateway qio (and the rounds of patterns.sh) use
-qio() {  # COMMAND...: one qemu-io, each command in turn (tests/e2e/patterns.sh)
-  local a=() c
-  for c in "$@"; do a+=(-c "$c"); done
-  qemu-io -f raw "$(nbd_of "$GW")" "${a[@]}"
-}
+qio() { qio_at "$(nbd_of "$GW")" "$@"; }  # COMMAND...: tests/e2e/patterns.sh
 leader() {  # prints the id of the elected coordinator (fails when none)
   etcdctl_ get --print-value-only "$PREFIX/coordinator" |
     python3 -c "import json,sys; print(json.load(sys.stdin)['id'])"

@@ -7,6 +7,15 @@
 # them, one per run, took about a CPU-second per round on the loaded test machine
 # (docs/testing.md, "The CPU of each test").
 
+# qio_at URI COMMAND...: one qemu-io on the raw export URI running each COMMAND in turn (what
+# the sourcing scripts' qio calls with their export).
+qio_at() {
+  local uri=$1 a=() c
+  shift
+  for c in "$@"; do a+=(-c "$c"); done
+  qemu-io -f raw "$uri" "${a[@]}"
+}
+
 # qio_round WHAT COMMAND...: runs the commands in one qemu-io; fails naming WHAT and, for a
 # pattern that did not verify, the 4 MiB slot of the first bad offset.
 qio_round() {

@@ -26,11 +26,7 @@ trap cleanup EXIT
 log() { echo "[policy-switch] $(date +%T) $*"; }
 fail() { echo "[policy-switch] FAIL: $*" >&2; tail -n 30 "$WORK/local.log" >&2 || true; exit 1; }
 CTL=("$BUILD/tools/ctl/ringcachectl" --gateway "127.0.0.1:$((BASE+2))")
-qio() {  # COMMAND...: one qemu-io, each command in turn (tests/e2e/patterns.sh)
-  local a=() c
-  for c in "$@"; do a+=(-c "$c"); done
-  qemu-io -f raw "nbd://127.0.0.1:$((BASE+1))/disk" "${a[@]}"
-}
+qio() { qio_at "nbd://127.0.0.1:$((BASE+1))/disk" "$@"; }  # COMMAND...: tests/e2e/patterns.sh
 source "$ROOT/tests/e2e/patterns.sh"  # write_round / check_round SEED
 # 32 runs of 2 MiB between the rounds' runs (16k blocks: four times the two SSDs), pattern SEED.
 fill() {  # write|read SEED: one qemu-io for the 32 runs (patterns.sh's qio_round)

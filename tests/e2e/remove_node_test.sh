@@ -38,11 +38,7 @@ trap cleanup EXIT
 command -v qemu-io > /dev/null || { echo "qemu-io not installed: skipping"; exit 0; }
 CTL=("$BUILD/tools/ctl/ringcachectl" --gateway "127.0.0.1:$((BASE+10))")
 NBD="nbd://127.0.0.1:$((BASE+9))/disk"
-qio() {  # COMMAND...: one qemu-io, each command in turn (tests/e2e/patterns.sh)
-  local a=() c
-  for c in "$@"; do a+=(-c "$c"); done
-  qemu-io -f raw "$NBD" "${a[@]}"
-}
+qio() { qio_at "$NBD" "$@"; }  # COMMAND...: tests/e2e/patterns.sh
 
 cluster up --base-port "$BASE" --cache-nodes 3 --data-nodes 4 --replication 3 \
   --ssd-size 128MiB --ram-size 8MiB --create-vdi disk:256MiB > "$WORK/up.log" 2>&1 ||
