@@ -101,17 +101,26 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
+# Builtins where the fault runs call it (kill, stop, start, status, down: hundreds of times a
+# run): on a 2-core machine a fork costs milliseconds, and the subshells, `seq`, `cat`, `sed` and
+# `grep` of each call once came to about sixty processes (docs/testing.md, "Where the time goes").
+# The absolute paths without a subshell: cd there and back.
+here=$PWD
+case "$0" in */*) cd "${0%/*}/.." ;; *) cd .. ;; esac
+ROOT=$PWD
+cd "$here"
 BIN=${RINGCACHE_BIN:-$ROOT/build}
-bin() {
+bin_of() {  # role -> BIN_OF, the daemon's executable
   case "$1" in
-    ringcache-datanode) echo "$BIN/datanode/ringcache-datanode" ;;
-    ringcache-cachenode) echo "$BIN/cachenode/ringcache-cachenode" ;;
-    ringcache-gateway) echo "$BIN/gateway/ringcache-gateway" ;;
+    datanode) BIN_OF=$BIN/datanode/ringcache-datanode ;;
+    cachenode) BIN_OF=$BIN/cachenode/ringcache-cachenode ;;
+    gateway) BIN_OF=$BIN/gateway/ringcache-gateway ;;
   esac
 }
-mkdir -p "$DIR"
-DIR=$(cd "$DIR" && pwd)
+[ -d "$DIR" ] || mkdir -p "$DIR"
+cd "$DIR"
+DIR=$PWD
+cd "$here"
 [ -n "$FILE" ] || FILE=$DIR/cluster.yaml
 ADDED=$DIR/added_nodes  # "role id" of the nodes started by `add`
 
@@ -171,12 +180,40 @@ WEB
 # Lists "role id" for every node of the cluster file (one flow mapping per line), then for every
 # node started by `add`. Read all of it: under pipefail a `grep -q` that stops early fails the
 # pipeline with SIGPIPE.
+MEMBER_RE='^ *- *\{ *role: *([a-z]*), *id: *([0-9]*)'
 members() {
-  sed -n 's/^ *- *{ *role: *\([a-z]*\), *id: *\([0-9]*\).*/\1 \2/p' "$FILE"
-  if [ -f "$ADDED" ]; then cat "$ADDED"; fi
+  local line
+  if [ -f "$FILE" ]; then
+    while IFS= read -r line || [ -n "$line" ]; do
+      if [[ "$line" =~ $MEMBER_RE ]]; then echo "${BASH_REMATCH[1]} ${BASH_REMATCH[2]}"; fi
+    done < "$FILE"
+  fi
+  if [ -f "$ADDED" ]; then
+    while IFS= read -r line || [ -n "$line" ]; do echo "$line"; done < "$ADDED"
+  fi
 }
 
-is_added() { [ -f "$ADDED" ] && grep -qx "$1 $2" "$ADDED"; }
+# Whether "role id" is a member (of the cluster file or added), without a process.
+is_member() {
+  local line
+  if [ -f "$FILE" ]; then
+    while IFS= read -r line || [ -n "$line" ]; do
+      if [[ "$line" =~ $MEMBER_RE ]] && [ "${BASH_REMATCH[1]} ${BASH_REMATCH[2]}" = "$1 $2" ]; then
+        return 0
+      fi
+    done < "$FILE"
+  fi
+  is_added "$1" "$2"
+}
+
+is_added() {
+  local line
+  [ -f "$ADDED" ] || return 1
+  while IFS= read -r line || [ -n "$line" ]; do
+    [ "$line" = "$1 $2" ] && return 0
+  done < "$ADDED"
+  return 1
+}
 
 # The cluster file entry of a node that `add` starts: the ports of the scheme for its id.
 added_entry() {  # role id
@@ -200,6 +237,10 @@ added_file() {  # role id
 }
 
 pidfile() { echo "$DIR/pids/$1-$2.pid"; }
+pid_of() {  # role id -> PID, the pid its pid file names ("" without one)
+  PID=""
+  read -r PID 2> /dev/null < "$DIR/pids/$1-$2.pid" || true
+}
 
 # nap SECONDS: sleeps without starting a process (a read that times out on a pipe no one writes
 # to). The wait loops below poll every 0.05-0.1 s, and a `sleep` process each time cost the
@@ -282,8 +323,8 @@ start_etcd() {
     --initial-advertise-peer-urls "$scheme://127.0.0.1:$((port-1))" \
     --initial-cluster "ringcache=$scheme://127.0.0.1:$((port-1))" "${sec[@]}" \
     >> "$DIR/logs/etcd.log" 2>&1 {NAP_FD}<&- &
-  echo $! > "$(pidfile etcd 0)"
-  for _ in $(seq 1 300); do
+  echo $! > "$DIR/pids/etcd-0.pid"
+  for ((try = 0; try < 300; try++)); do
     if ETCDCTL_API=3 etcdctl --endpoints "$scheme://$ep" --command-timeout=1s "${check[@]}" \
         endpoint health > /dev/null 2>&1; then
       # With TLS, etcd knows callers by their certificate's CN: one role per component, the
@@ -308,7 +349,7 @@ start_one() {  # role id
   if alive "$role" "$id"; then return 0; fi
   if [ "$role" = datanode ] && [ -n "$HDD" ]; then extra+=("$HDD"); fi
   if [ "$role" != gateway ] && [ -n "$FAULT_SEAMS" ]; then
-    mkdir -p "$DIR/faults"
+    [ -d "$DIR/faults" ] || mkdir -p "$DIR/faults"
     extra+=(--disk-faults-file "$DIR/faults/$role-$id")
   fi
   if [ "$role" = gateway ] && [ ${#CREATE[@]} -gt 0 ]; then extra+=("${CREATE[@]}"); fi
@@ -329,13 +370,14 @@ start_one() {  # role id
     fi
   fi
   rm -f "$DIR/ready/$role-$id.json"
-  "$(bin "ringcache-$role")" --cluster "$file" --id "$id" --ready-file "$DIR/ready/$role-$id.json" \
+  bin_of "$role"
+  "$BIN_OF" --cluster "$file" --id "$id" --ready-file "$DIR/ready/$role-$id.json" \
     "${extra[@]}" >> "$DIR/logs/$role-$id.log" 2>&1 {NAP_FD}<&- &
-  echo $! > "$(pidfile "$role" "$id")"
+  echo $! > "$DIR/pids/$role-$id.pid"
 }
 
 wait_ready() {  # role id
-  for _ in $(seq 1 600); do
+  for ((try = 0; try < 600; try++)); do
     [ -f "$DIR/ready/$1-$2.json" ] && return 0
     if ! alive "$1" "$2"; then
       echo "cluster.sh: $1 $2 exited; log:" >&2
@@ -356,7 +398,7 @@ role_ids() {
   fi
   local id
   for id in "${POS[@]:1}"; do
-    if ! members | grep -x "${POS[0]} $id" > /dev/null; then
+    if ! is_member "${POS[0]}" "$id"; then
       echo "cluster.sh $cmd: no ${POS[0]} $id in $FILE" >&2
       exit 2
     fi
@@ -387,7 +429,7 @@ add_args() {
     echo "cluster.sh add: etcd is down (\`cluster.sh up --etcd\` starts it again)" >&2
     exit 1
   fi
-  if members | grep -x "${POS[0]} ${POS[1]}" > /dev/null; then
+  if is_member "${POS[0]}" "${POS[1]}"; then
     if is_added "${POS[0]}" "${POS[1]}"; then
       echo "cluster.sh add: ${POS[0]} ${POS[1]} was added already (\`cluster.sh start ${POS[0]} ${POS[1]}\` restarts it)" >&2
     else
@@ -431,15 +473,19 @@ case "$cmd" in
       what=""
       if is_added "$r" "$id"; then what=" (added)"; fi
       if alive "$r" "$id"; then
-        echo "$r $id$what: up (pid $(cat "$(pidfile "$r" "$id")"), ready $(cat "$DIR/ready/$r-$id.json" 2>/dev/null | tr -d '\n'))"
+        pid_of "$r" "$id"
+        ready=""
+        read -r -d '' ready 2> /dev/null < "$DIR/ready/$r-$id.json" || true
+        echo "$r $id$what: up (pid $PID, ready ${ready//$'\n'/})"
       else
         echo "$r $id$what: down"
         bad=1
       fi
     done < <(members)
-    if [ -f "$(pidfile etcd 0)" ]; then
+    if [ -f "$DIR/pids/etcd-0.pid" ]; then
       if alive etcd 0; then
-        echo "etcd: up (pid $(cat "$(pidfile etcd 0)"), $(etcd_endpoint))"
+        pid_of etcd 0
+        echo "etcd: up (pid $PID, $(etcd_endpoint))"
       else
         echo "etcd: down"
         bad=1
@@ -457,12 +503,13 @@ case "$cmd" in
     ;;
   kill|stop)
     if [ "${POS[0]:-}" = etcd ]; then POS=(etcd 0); else role_ids; fi
-    sig=$([ "$cmd" = kill ] && echo -9 || echo -TERM)
+    if [ "$cmd" = kill ]; then sig=-9; else sig=-TERM; fi
     for id in "${POS[@]:1}"; do
-      if alive "${POS[0]}" "$id"; then kill "$sig" "$(cat "$(pidfile "${POS[0]}" "$id")")"; fi
+      if alive "${POS[0]}" "$id"; then pid_of "${POS[0]}" "$id"; kill "$sig" "$PID"; fi
     done
     for id in "${POS[@]:1}"; do
-      pid=$(cat "$(pidfile "${POS[0]}" "$id")" 2> /dev/null || true)
+      pid_of "${POS[0]}" "$id"
+      pid=$PID
       # Dead once ps shows no live leader and no other thread is left: a leader thread can
       # be a zombie while the others still exit, holding the process's ports and files (a
       # restart at once then fails with "Address already in use" or on RocksDB's LOCK). A
@@ -472,7 +519,7 @@ case "$cmd" in
         [ -z "$pid" ] || tasks=("/proc/$pid/task/"*)
         ! alive "${POS[0]}" "$id" && { [ ! -e "${tasks[0]:-}" ] || [ "${#tasks[@]}" -le 1 ]; }
       }
-      for _ in $(seq 1 1200); do
+      for ((try = 0; try < 1200; try++)); do
         if gone; then break; fi
         nap 0.05
       done
@@ -480,20 +527,22 @@ case "$cmd" in
         echo "cluster.sh: ${POS[0]} $id still alive 60 s after kill $sig" >&2
         exit 1
       fi
-      echo "${POS[0]} $id: $([ "$cmd" = kill ] && echo killed || echo stopped)"
+      if [ "$cmd" = kill ]; then echo "${POS[0]} $id: killed"; else echo "${POS[0]} $id: stopped"; fi
     done
     ;;
   start)
     if [ "${POS[0]:-}" = etcd ]; then  # cluster mode's etcd alone (a restore, docs/upgrades.md)
       start_etcd
-      echo "etcd: up (pid $(cat "$(pidfile etcd 0)"))"
+      pid_of etcd 0
+      echo "etcd: up (pid $PID)"
       exit 0
     fi
     role_ids
     for id in "${POS[@]:1}"; do start_one "${POS[0]}" "$id"; done
     for id in "${POS[@]:1}"; do
       wait_ready "${POS[0]}" "$id"
-      echo "${POS[0]} $id: up (pid $(cat "$(pidfile "${POS[0]}" "$id")"))"
+      pid_of "${POS[0]}" "$id"
+      echo "${POS[0]} $id: up (pid $PID)"
     done
     ;;
   add)
@@ -514,9 +563,9 @@ case "$cmd" in
     for role in gateway cachenode datanode; do
       while read -r r id; do
         [ "$r" = "$role" ] || continue
-        if alive "$r" "$id"; then kill "$(cat "$(pidfile "$r" "$id")")"; fi
+        if alive "$r" "$id"; then pid_of "$r" "$id"; kill "$PID"; fi
       done < <(members)
-      for _ in $(seq 1 100); do
+      for ((try = 0; try < 100; try++)); do
         any=0
         while read -r r id; do
           if [ "$r" = "$role" ] && alive "$r" "$id"; then any=1; fi
@@ -526,8 +575,9 @@ case "$cmd" in
       done
     done
     if alive etcd 0; then  # last: the daemons revoked their leases in it
-      kill "$(cat "$(pidfile etcd 0)")"
-      for _ in $(seq 1 100); do
+      pid_of etcd 0
+      kill "$PID"
+      for ((try = 0; try < 100; try++)); do
         alive etcd 0 || break
         nap 0.1
       done

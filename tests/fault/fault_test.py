@@ -224,6 +224,8 @@ HEADER = struct.Struct("<8sQQQQ")  # magic, VDI tag, block, version, seed
 ZERO_BLOCK = bytes(BLOCK)
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ETCD_PREFIX = "/ringcache"
+# A node of a cluster file (deploy/cluster.sh's members(): one flow mapping per line).
+MEMBER_RE = re.compile(r"^ *- *\{ *role: *([a-z]*), *id: *([0-9]*)")
 
 NEMESES = ("kill-cache", "kill-data", "remove", "rejoin", "pause", "data-during-join",
            "restart-during-replay", "kill-coordinator", "wipe-cache", "wipe-data", "lose-data",
@@ -618,18 +620,39 @@ class Cluster:
             pass
         self.paused.discard(pid)
 
+    def members(self):
+        """[(role, id)] of the cluster file's nodes and those `cluster.sh add` started, as
+        cluster.sh lists them (one flow mapping per line of the cluster file)."""
+        out = []
+        with open(os.path.join(self.dir, "cluster.yaml")) as f:
+            for line in f:
+                m = MEMBER_RE.match(line)
+                if m:
+                    out.append((m.group(1), int(m.group(2))))
+        try:
+            with open(os.path.join(self.dir, "added_nodes")) as f:
+                out += [(r, int(i)) for r, i in (line.split() for line in f if line.strip())]
+        except FileNotFoundError:
+            pass
+        return out
+
+    def alive(self, role, node_id):
+        """cluster.sh's test: the pid file names a process that exists and is not a zombie."""
+        try:
+            with open(f"/proc/{self.pid(role, node_id)}/stat") as f:
+                stat = f.read()
+        except (OSError, ValueError):
+            return False
+        return stat[stat.rfind(")") + 2:][:1] not in ("", "Z")
+
     def down_members(self):
         """Returns [(role, id)] of the daemons that are not running (role 'etcd', id 0, for
-        etcd)."""
-        r = self.sh("status")
-        out = []
-        for line in r.stdout.splitlines():
-            if not line.endswith(": down"):
-                continue
-            if line.startswith("etcd:"):
-                out.append(("etcd", 0))
-            else:
-                out.append((line.split()[0], int(line.split()[1].rstrip(":"))))
+        etcd; only in cluster mode). Asked after every fault: read here, not with a `cluster.sh
+        status` (tens of processes each time)."""
+        out = [(r, i) for r, i in self.members() if not self.alive(r, i)]
+        if os.path.exists(os.path.join(self.dir, "pids", "etcd-0.pid")) and \
+                not self.alive("etcd", 0):
+            out.append(("etcd", 0))
         return out
 
     def down(self):
