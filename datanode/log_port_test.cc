@@ -334,6 +334,52 @@ TEST_F(LogPortTest, BlockWritesLandAsOverGrpcOnlyForNodeApiTwo) {
             1);
 }
 
+// A block write begun on the writer's thread (TryBeginStore) holds the link until FinishStore:
+// meanwhile neither another begun write nor the link's thread (TrySendStore) takes it, so the
+// pool sends those another way. Finished, it has landed and the link is free again; begun on a
+// kept connection the node closed (a restart), it is sent once more on a fresh one.
+TEST_F(LogPortTest, ABegunBlockWriteHoldsTheLinkUntilFinishedAndOutlivesARestart) {
+  LogLink link(1, "127.0.0.1", 5000);
+  link.SetPort(port_->port(), store_->incarnation(), 2);
+  v1::WriteBlocksRequest req;
+  req.mutable_range()->set_vdi_id(1);
+  req.mutable_range()->set_object_index(0);
+  req.mutable_range()->set_first_block(5);
+  req.set_data(std::string(4096, 'b'));
+  req.set_writer_node(kWriter);
+  req.add_versions(21);
+  req.add_epochs(1);
+  absl::Status sent;
+  ASSERT_TRUE(link.TryBeginStore(req, &sent)) << "the link is free";
+  ASSERT_TRUE(sent.ok()) << sent;
+  absl::Status other;
+  EXPECT_FALSE(link.TryBeginStore(req, &other)) << "a second write while one is begun";
+  v1::WriteBlocksResponse queued_resp;
+  EXPECT_FALSE(link.TrySendStore(&req, &queued_resp, [](absl::Status) {}));
+  v1::WriteBlocksResponse resp;
+  absl::Status s = link.FinishStore(&resp);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(resp.blocks_stored(), 1u);
+  auto got = store_->ReadBlocks(1, 0, 5, 1);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->data, req.data());
+  EXPECT_EQ(Counter("ringcache_datanode_log_port_block_writes_total"), 1);
+  EXPECT_EQ(link.FinishStore(&resp).code(), absl::StatusCode::kFailedPrecondition)
+      << "nothing begun";
+
+  RestartOnTheSamePort();
+  req.set_data(std::string(4096, 'c'));
+  req.set_versions(0, 22);
+  ASSERT_TRUE(link.TryBeginStore(req, &sent)) << "free again after FinishStore";
+  ASSERT_TRUE(sent.ok()) << sent;
+  s = link.FinishStore(&resp);
+  ASSERT_TRUE(s.ok()) << s;
+  got = store_->ReadBlocks(1, 0, 5, 1);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->data, req.data());
+  EXPECT_TRUE(link.stores_blocks());
+}
+
 // A block write meant for another store is closed unanswered and never stored; the link parks.
 TEST_F(LogPortTest, ABlockWriteMeantForAnotherStoreIsNeverStored) {
   LogLink link(1, "127.0.0.1", 5000);

@@ -220,20 +220,13 @@ absl::Status LogLink::Call(const v1::LogAppendRequest& req, v1::LogAppendRespons
   return absl::OkStatus();
 }
 
-absl::Status LogLink::BeginCall(const v1::LogAppendRequest& req) {
-  std::string incarnation;
-  bool closing = false;
-  const int port = Target(&incarnation, &closing);
-  if (port == 0 || closing) return absl::UnavailableError("no log port known");
-  absl::MutexLock l(&io_mu_);
-  if (begun()) return Busy();
-  EncodeAppend(req, incarnation);
+absl::Status LogLink::BeginOp(wire::Op op, int port) {
   for (int attempt = 0;; ++attempt) {
     const bool reused = fd_ >= 0 && fd_port_ == port;
     absl::Status transport = reused ? absl::OkStatus() : Connect(port);
-    if (transport.ok()) transport = SendRequest(wire::Op::kLogAppend, payload_, &begun_tag_);
+    if (transport.ok()) transport = SendRequest(op, payload_, &begun_tag_);
     if (transport.ok()) {
-      begun_port_ = port;  // the connection is this append's until FinishCall
+      begun_port_ = port;  // the connection is this request's until its Finish
       begun_reused_ = reused;
       return absl::OkStatus();
     }
@@ -244,26 +237,88 @@ absl::Status LogLink::BeginCall(const v1::LogAppendRequest& req) {
   }
 }
 
-absl::Status LogLink::FinishCall(v1::LogAppendResponse* resp) {
-  absl::MutexLock l(&io_mu_);
-  if (!begun()) return absl::FailedPreconditionError("FinishCall without a begun append");
+absl::Status LogLink::FinishOp(wire::Op op) {
   const int port = std::exchange(begun_port_, 0);
   bool answered = false;
   absl::Status result;
-  absl::Status transport =
-      ReadAnswer(wire::Op::kLogAppend, begun_tag_, &data_, &answered, &result);
+  absl::Status transport = ReadAnswer(op, begun_tag_, &data_, &answered, &result);
   if (!transport.ok()) {
     Close();
-    // A kept connection the node closed before it read the request: the whole append once
-    // more on a fresh one (RoundTrip parks the link if that fails too).
+    // A kept connection the node closed before it read the request: the whole request once
+    // more on a fresh one (RoundTrip parks the link if that fails too). Both ops are
+    // idempotent (an append of the same records, a stamped write).
     result = begun_reused_ && !answered && !absl::IsDeadlineExceeded(transport)
-                 ? RoundTrip(wire::Op::kLogAppend, port, &data_)
+                 ? RoundTrip(op, port, &data_)
                  : Park(port, transport);
   }
+  if (payload_.capacity() > (4u << 20)) std::string().swap(payload_);  // not kept
+  return result;
+}
+
+absl::Status LogLink::BeginCall(const v1::LogAppendRequest& req) {
+  std::string incarnation;
+  bool closing = false;
+  const int port = Target(&incarnation, &closing);
+  if (port == 0 || closing) return absl::UnavailableError("no log port known");
+  absl::MutexLock l(&io_mu_);
+  if (begun()) return Busy();
+  EncodeAppend(req, incarnation);
+  return BeginOp(wire::Op::kLogAppend, port);
+}
+
+absl::Status LogLink::FinishCall(v1::LogAppendResponse* resp) {
+  absl::MutexLock l(&io_mu_);
+  if (!begun()) return absl::FailedPreconditionError("FinishCall without a begun append");
+  absl::Status result = FinishOp(wire::Op::kLogAppend);
   if (result.ok() && !resp->ParseFromString(data_)) {
     result = absl::DataLossError("a log append answer that does not parse");
   }
-  if (payload_.capacity() > (4u << 20)) std::string().swap(payload_);  // not kept
+  return result;
+}
+
+bool LogLink::TryBeginStore(const v1::WriteBlocksRequest& req, absl::Status* status) {
+  std::string incarnation;
+  bool closing = false;
+  const int port = Target(&incarnation, &closing);
+  if (port == 0 || closing) return false;
+  {
+    absl::MutexLock m(&mu_);
+    if (queued_ > 0) return false;  // TrySendStore's write, or another begun one
+    ++queued_;
+  }
+  auto give_back = [this] {
+    absl::MutexLock m(&mu_);
+    --queued_;
+  };
+  if (!io_mu_.TryLock()) {
+    give_back();
+    return false;
+  }
+  if (begun()) {
+    io_mu_.Unlock();
+    give_back();
+    return false;
+  }
+  payload_ = wire::EncodeStorePrefix(incarnation);
+  *status = req.AppendToString(&payload_) ? BeginOp(wire::Op::kStoreBlocks, port)
+                                          : absl::InternalError("a block write not serialized");
+  io_mu_.Unlock();
+  if (!status->ok()) give_back();  // over: no FinishStore follows
+  return true;
+}
+
+absl::Status LogLink::FinishStore(v1::WriteBlocksResponse* resp) {
+  absl::Status result;
+  {
+    absl::MutexLock l(&io_mu_);
+    if (!begun()) return absl::FailedPreconditionError("FinishStore without a begun write");
+    result = FinishOp(wire::Op::kStoreBlocks);
+    if (result.ok() && !resp->ParseFromString(data_)) {
+      result = absl::DataLossError("a block write answer that does not parse");
+    }
+  }
+  absl::MutexLock m(&mu_);
+  --queued_;
   return result;
 }
 

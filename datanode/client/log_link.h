@@ -4,8 +4,9 @@
 // group-committed log appends (DataNodePool::SendLogBatch hands a batch here when the data node
 // announced a port, Health's `log_port`, and the link is usable, else it calls gRPC), one for
 // block writes (WriteAll: the destager's writes, when the node speaks node-api 2 and the link
-// is idle; a write that finds it busy goes over gRPC, so concurrent writers are not queued
-// behind each other on one connection). A third carries reads of blocks, on the reader's own
+// is idle, sent and awaited on the writer's own thread, TryBeginStore; a write that finds it
+// busy goes over gRPC, so concurrent writers are not queued behind each other on one
+// connection). A third carries reads of blocks, on the reader's own
 // thread when the link is free (TryCallLoad), over gRPC when it is not.
 //
 // A transport failure (refused, reset, no answer within the timeout) fails the batch UNAVAILABLE
@@ -68,6 +69,15 @@ class LogLink {
   absl::Status BeginCall(const v1::LogAppendRequest& req);
   absl::Status FinishCall(v1::LogAppendResponse* resp);
 
+  // A block write on the calling thread, in two halves as BeginCall and FinishCall, unless a
+  // write is queued, in flight or begun here already (returns false, nothing sent: the caller
+  // sends it another way). Returns true when it took the link; then *status says whether the
+  // request went out: OK, and FinishStore must follow (it waits for the answer and frees the
+  // link); not OK, and the call is over (a transport failure parks the link as Call does).
+  // A writer begins its write on each home's link, then finishes each: no thread hand-off.
+  bool TryBeginStore(const v1::WriteBlocksRequest& req, absl::Status* status);
+  absl::Status FinishStore(v1::WriteBlocksResponse* resp);
+
   // A block write: sends `req` (alive until `done` ran) on the link's thread and returns true,
   // unless a request is queued or in flight here already (returns false, `done` is not run:
   // the caller sends it another way). `done` runs on the link's thread, once.
@@ -91,6 +101,12 @@ class LogLink {
   absl::Status Exchange(wire::Op op, const std::string& payload, std::string* data,
                         bool* answered, absl::Status* result)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(io_mu_);
+  // The halves of a request on the calling thread (BeginCall, TryBeginStore): BeginOp sends
+  // payload_ as `op` to `port` (again on a fresh connection when a kept one turned out closed;
+  // parks the link on a transport failure) and keeps the connection for its answer; FinishOp
+  // reads the answer into data_ and returns the node's answer or the failure.
+  absl::Status BeginOp(wire::Op op, int port) ABSL_EXCLUSIVE_LOCKS_REQUIRED(io_mu_);
+  absl::Status FinishOp(wire::Op op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(io_mu_);
   // Exchange's halves: the request (its tag in *tag), then the answer to `tag`.
   absl::Status SendRequest(wire::Op op, const std::string& payload, uint64_t* tag)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(io_mu_);
@@ -121,7 +137,8 @@ class LogLink {
   std::string incarnation_ ABSL_GUARDED_BY(mu_);
   uint32_t api_version_ ABSL_GUARDED_BY(mu_) = 0;
   bool parked_ ABSL_GUARDED_BY(mu_) = false;
-  int queued_ ABSL_GUARDED_BY(mu_) = 0;  // block writes taken by TrySendStore, not yet done
+  // Block writes taken by TrySendStore or TryBeginStore, not yet done.
+  int queued_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Mutex io_mu_;  // one exchange at a time
   int fd_ ABSL_GUARDED_BY(io_mu_) = -1;
   int fd_port_ ABSL_GUARDED_BY(io_mu_) = 0;  // the port fd_ is connected to
@@ -129,8 +146,8 @@ class LogLink {
   uint64_t tag_ ABSL_GUARDED_BY(io_mu_) = 0;
   std::string payload_ ABSL_GUARDED_BY(io_mu_);
   std::string data_ ABSL_GUARDED_BY(io_mu_);
-  // The append between BeginCall and FinishCall: its port (0: none begun), tag and whether it
-  // went on a kept connection.
+  // The request between BeginCall and FinishCall (or TryBeginStore and FinishStore): its port
+  // (0: none begun), tag and whether it went on a kept connection.
   int begun_port_ ABSL_GUARDED_BY(io_mu_) = 0;
   uint64_t begun_tag_ ABSL_GUARDED_BY(io_mu_) = 0;
   bool begun_reused_ ABSL_GUARDED_BY(io_mu_) = false;
