@@ -35,6 +35,7 @@ using pool_internal::CopyVersion;
 using pool_internal::Unconfirmed;
 using pool_internal::VersionIn;
 using pool_internal::BlocksOnLogPortsAllowed;
+using pool_internal::InlineCallsAllowed;
 
 absl::StatusOr<std::unique_ptr<DataNodePool>> DataNodePool::Create(
     const std::vector<DataNodeEndpoint>& nodes, metrics::Registry* registry, int rpc_timeout_ms,
@@ -539,7 +540,7 @@ absl::Status DataNodePool::WriteAll(uint32_t vdi, uint64_t object, uint32_t firs
       if (node->store_link != nullptr && BlocksOnLogPortsAllowed() &&
           node->store_link->stores_blocks()) {
         absl::Status sent;
-        if (node->store_link->TryBeginStore(req, &sent)) {
+        if (InlineCallsAllowed() && node->store_link->TryBeginStore(req, &sent)) {
           if (sent.ok()) {
             begun.push_back(i);
           } else {

@@ -31,7 +31,7 @@ namespace ringcache::datanode {
 using pool_internal::NowMs;
 using pool_internal::Seconds;
 using pool_internal::Unreachable;
-using pool_internal::InlineAppendsAllowed;
+using pool_internal::InlineCallsAllowed;
 using pool_internal::LogPortsAllowed;
 
 std::vector<uint32_t> DataNodePool::LogCandidatesIn(const View& v, uint32_t vdi, uint64_t object,
@@ -176,7 +176,7 @@ bool BlocksOnLogPortsAllowed() {
   }();
   return allowed;
 }
-bool InlineAppendsAllowed() {
+bool InlineCallsAllowed() {
   static const bool allowed = [] {
     const char* t = std::getenv("RINGCACHE_LOG_TRANSPORT");
     return t == nullptr || std::string_view(t) != "handoff";
@@ -201,7 +201,7 @@ void DataNodePool::EndLogCall(Node* node, const std::vector<LogWaiter*>& waiters
 }
 
 DataNodePool::Inline DataNodePool::StartLogInline(Node* node, LogWaiter* w) {
-  if (node->log_link == nullptr || !LogPortsAllowed() || !InlineAppendsAllowed() ||
+  if (node->log_link == nullptr || !LogPortsAllowed() || !InlineCallsAllowed() ||
       log_fault_for_test_ || !node->log_link->usable()) {
     return Inline::kNotTaken;
   }

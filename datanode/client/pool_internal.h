@@ -19,11 +19,11 @@ namespace ringcache::datanode::pool_internal {
 
 // RINGCACHE_LOG_TRANSPORT=grpc in the environment keeps every append and block write on the
 // RPCs, off the data nodes' log ports; =appends keeps the block writes and reads on the
-// WriteBlocks and ReadBlocks RPCs; =handoff hands every append to its link's sender thread,
-// never sending one on the writer's thread (for comparisons and debugging).
+// WriteBlocks and ReadBlocks RPCs; =handoff hands every append and block write to its link's
+// sender thread, never sending one on the writer's thread (for comparisons and debugging).
 bool LogPortsAllowed();
 bool BlocksOnLogPortsAllowed();
-bool InlineAppendsAllowed();
+bool InlineCallsAllowed();
 
 inline double Seconds(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();

@@ -11,17 +11,21 @@
 #                 ports, destage writes as WriteBlocks RPCs: the default until 2026-11-30);
 #   grpc          the same cluster with RINGCACHE_LOG_TRANSPORT=grpc (both as RPCs);
 #   handoff       (only when --transports names it) log ports, but every append handed to the
-#                 link's sender thread, as before 2026-11-30 (RINGCACHE_LOG_TRANSPORT=handoff;
-#                 the default sends an append on the writer's thread when its link is idle);
+#                 link's sender thread, as before 2026-11-30, and every destaged block write
+#                 as before 2026-12-01 (RINGCACHE_LOG_TRANSPORT=handoff; the default sends an
+#                 append, and a block write, on the writer's thread when its link is idle);
 # and for each the servers' CPU (utime + stime from /proc, per process kind) over the measured
 # run divided by fio's completed writes, after a 5 s warm-up. Prints a table and the ratios.
 #
 # Usage: tests/bench/write_cpu_bench.sh [--runtime S] [--rounds N] [--base-port P]
-#                                        [--iodepth Q] [--transports LIST]
+#                                        [--iodepth Q] [--transports LIST] [--ssd-size S] [--rate N]
 #   --runtime S    seconds per measured run (default 15)
 #   --rounds N     how many times the cluster configurations alternate (default 1)
 #   --iodepth Q    fio's queue depth (default 16)
 #   --transports L the cluster configurations, a comma list (default log-port,appends,grpc)
+#   --ssd-size S   each cache node's SSD tier (default 256MiB: the run destages almost nothing;
+#                  8MiB: the warm-up fills it, and every write is destaged during the run)
+#   --rate N       fio's rate_iops in the measured run (default: none, a closed loop at QD)
 #   --base-port P  the cluster's ports (default 31000; P..P+40 must be free)
 # Environment: RINGCACHE_BIN (default <repo>/build).
 set -euo pipefail
@@ -31,6 +35,8 @@ ROUNDS=1
 QD=16
 TRANSPORTS=log-port,appends,grpc
 BASE=31000
+SSD=256MiB
+RATE=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --runtime) RUNTIME=$2; shift 2 ;;
@@ -38,7 +44,9 @@ while [ $# -gt 0 ]; do
     --base-port) BASE=$2; shift 2 ;;
     --iodepth) QD=$2; shift 2 ;;
     --transports) TRANSPORTS=$2; shift 2 ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    --ssd-size) SSD=$2; shift 2 ;;
+    --rate) RATE=(--rate_iops="$2"); shift 2 ;;
+    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
     *) echo "write_cpu_bench.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -76,7 +84,8 @@ run() {
   local k
   for k in "$@"; do before+=("$(ticks "$k")"); done
   fio --name=w --ioengine=nbd --uri="$uri" --rw=randwrite --bs=4k --iodepth="$QD" --size=1g \
-    --time_based=1 --runtime="$RUNTIME" --output-format=json --output="$TMP/fio.json" > /dev/null
+    --time_based=1 --runtime="$RUNTIME" "${RATE[@]}" --output-format=json \
+    --output="$TMP/fio.json" > /dev/null
   local ios
   ios=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['jobs'][0]['write']['total_ios'])" "$TMP/fio.json")
   local i=0 total=0 d label
@@ -93,7 +102,8 @@ run() {
   echo "$name $(echo "$total * 1000000 / $HZ / $ios" | bc -l) $(echo "$ios / $RUNTIME" | bc -l)" >> "$TMP/rows"
 }
 
-echo "write_cpu_bench: fio randwrite 4k QD$QD, ${RUNTIME}s after a 5 s warm-up; CPU per acknowledged write"
+echo "write_cpu_bench: fio randwrite 4k QD$QD${RATE:+ (${RATE[*]})}, ${RUNTIME}s after a 5 s" \
+  "warm-up; SSD tiers $SSD; CPU per acknowledged write"
 printf "%-12s %-22s %11s\n" "config" "process" "CPU/write"
 
 # The anchor: qemu-nbd, writethrough, on a raw file of the same size.
@@ -112,7 +122,7 @@ for ((r = 0; r < ROUNDS; r++)); do
     env_word=""
     [ $transport != log-port ] && env_word="RINGCACHE_LOG_TRANSPORT=$transport"
     env $env_word deploy/cluster.sh up --dir "$CLUSTER" --cache-nodes 3 --data-nodes 4 \
-      --base-port "$BASE" --ssd-size 256MiB --replication 3 --create-vdi v1:1GiB \
+      --base-port "$BASE" --ssd-size "$SSD" --replication 3 --create-vdi v1:1GiB \
       > "$TMP/up.log" 2>&1 || { tail -20 "$TMP/up.log"; exit 1; }
     run "$transport" "nbd://127.0.0.1:$((BASE + 9))/v1" \
       "ringcache-datanode " "ringcache-cachenode " "ringcache-gateway "
