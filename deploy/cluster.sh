@@ -103,8 +103,10 @@ done
 
 # Builtins where the fault runs call it (kill, stop, start, status, down: hundreds of times a
 # run): on a 2-core machine a fork costs milliseconds, and the subshells, `seq`, `cat`, `sed` and
-# `grep` of each call once came to about sixty processes (docs/testing.md, "Where the time goes").
-# The absolute paths without a subshell: cd there and back.
+# `grep` of each call once came to about sixty processes (docs/testing.md, "Processes and
+# hand-offs"). The absolute paths without a subshell: cd there and back (CDPATH unset: a cd it
+# finds prints, and may go elsewhere).
+unset CDPATH
 here=$PWD
 case "$0" in */*) cd "${0%/*}/.." ;; *) cd .. ;; esac
 ROOT=$PWD
