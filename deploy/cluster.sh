@@ -526,7 +526,7 @@ case "$cmd" in
       # then not (2026-12-01, a fault run: "still alive" a second after the kill). The minute
       # is counted by the clock.
       seen=0
-      end=$((SECONDS + 60))
+      end=$((SECONDS + 61))  # SECONDS counts whole seconds: 60 to 61 s
       while [ "$SECONDS" -lt "$end" ]; do
         if gone; then
           seen=$((seen + 1))
