@@ -183,29 +183,29 @@ WEB
 # node started by `add`. Read all of it: under pipefail a `grep -q` that stops early fails the
 # pipeline with SIGPIPE.
 MEMBER_RE='^ *- *\{ *role: *([a-z]*), *id: *([0-9]*)'
-members() {
+member_list() {  # -> MEMBERS: "role id" of each node, read with builtins
   local line
+  MEMBERS=()
   if [ -f "$FILE" ]; then
     while IFS= read -r line || [ -n "$line" ]; do
-      if [[ "$line" =~ $MEMBER_RE ]]; then echo "${BASH_REMATCH[1]} ${BASH_REMATCH[2]}"; fi
+      if [[ "$line" =~ $MEMBER_RE ]]; then MEMBERS+=("${BASH_REMATCH[1]} ${BASH_REMATCH[2]}"); fi
     done < "$FILE"
   fi
   if [ -f "$ADDED" ]; then
-    while IFS= read -r line || [ -n "$line" ]; do echo "$line"; done < "$ADDED"
+    while IFS= read -r line || [ -n "$line" ]; do MEMBERS+=("$line"); done < "$ADDED"
   fi
+}
+members() {
+  member_list
+  [ ${#MEMBERS[@]} -eq 0 ] || printf '%s\n' "${MEMBERS[@]}"
 }
 
 # Whether "role id" is a member (of the cluster file or added), without a process.
 is_member() {
-  local line
-  if [ -f "$FILE" ]; then
-    while IFS= read -r line || [ -n "$line" ]; do
-      if [[ "$line" =~ $MEMBER_RE ]] && [ "${BASH_REMATCH[1]} ${BASH_REMATCH[2]}" = "$1 $2" ]; then
-        return 0
-      fi
-    done < "$FILE"
-  fi
-  is_added "$1" "$2"
+  local m
+  member_list
+  for m in "${MEMBERS[@]}"; do [ "$m" != "$1 $2" ] || return 0; done
+  return 1
 }
 
 is_added() {
