@@ -1,6 +1,7 @@
 // Test support: a real single-member etcd on 127.0.0.1 with free ports and a fresh data dir,
 // which a test can stop (SIGKILL) and restart on the same ports and data dir. The child gets
-// SIGKILL if the test process dies. Used only by membership_test.
+// SIGKILL if the thread that started it ends (PR_SET_PDEATHSIG follows the thread, not the
+// process): Start and Restart from a thread that outlives the server, the test's own.
 //
 // Thread-compatible.
 #ifndef RINGCACHE_MEMBERSHIP_ETCD_TEST_SERVER_H_
