@@ -267,6 +267,7 @@ absl::Status DataServer::Handle(const wire::Request& r, const char* payload, cha
     case wire::Op::kLogAppend:
     case wire::Op::kStoreBlocks:
     case wire::Op::kLoadBlocks:
+    case wire::Op::kStoreBlocksBatch:
       break;  // refused by Serve
   }
   return absl::InvalidArgumentError("unknown op");

@@ -108,67 +108,84 @@ absl::Status Destager::DiscardObsolete(const BlockKey& key, const absl::Status& 
   return absl::OkStatus();
 }
 
-absl::Status Destager::DestageAround(const VdiInfo& v, const BlockKey& key,
-                                     uint64_t* blocks_done, bool single) {
+absl::StatusOr<bool> Destager::PrepareRun(const VdiInfo& v, const BlockKey& key, bool single,
+                                          PreparedRun* p) {
   const uint64_t per_obj = v.blocks_per_object();
-  const uint64_t object = key.block / per_obj;
-  const uint64_t base = object * per_obj;
-  const std::optional<DestageRun> run =
+  p->v = v;
+  p->key = key;
+  p->object = key.block / per_obj;
+  p->base = p->object * per_obj;
+  std::optional<DestageRun> run =
       ctx_.map->PlanDestage(key, per_obj, single ? 1 : options_.destage_max_blocks);
-  if (!run) return absl::OkStatus();
+  if (!run) return false;
+  p->run = *std::move(run);
   std::function<void()> planned_hook;
   {
     absl::MutexLock l(&hook_mu_);
     planned_hook = planned_hook_;
   }
   if (planned_hook) planned_hook();
-  std::string data;
-  RC_RETURN_IF_ERROR(ReadRun(key, object, base, *run, &data));
+  RC_RETURN_IF_ERROR(ReadRun(key, p->object, p->base, p->run, &p->data));
   // Stamp each block with its log record's sequence (a fresh one where it has none), so replay
   // never puts an older record over what this destage wrote.
-  datanode::HomeStamp stamp{options_.node_id, {}, false, {}};
-  uint32_t unlogged = 0;
-  for (const DirtyCopy& b : run->blocks) unlogged += b.log_seq == 0;
+  p->stamp = datanode::HomeStamp{options_.node_id, {}, false, {}};
+  p->unlogged = 0;
+  for (const DirtyCopy& b : p->run.blocks) p->unlogged += b.log_seq == 0;
   uint64_t fresh = 0;
-  if (unlogged > 0) {
-    RC_ASSIGN_OR_RETURN(fresh, ctx_.log->Reserve(unlogged));
+  if (p->unlogged > 0) {
+    RC_ASSIGN_OR_RETURN(fresh, ctx_.log->Reserve(p->unlogged));
   }
+  p->fresh = fresh;
   const uint64_t now_epoch = ctx_.owner->epoch();
-  for (const DirtyCopy& b : run->blocks) {
-    stamp.seqs.push_back(b.log_seq != 0 ? b.log_seq : fresh++);
+  for (const DirtyCopy& b : p->run.blocks) {
+    p->stamp.seqs.push_back(b.log_seq != 0 ? b.log_seq : fresh++);
     // A block without a log record (N = 1) was accepted at some epoch this node still holds
     // the object at; recovered blocks of older files carry 0.
-    stamp.epochs.push_back(b.log_seq != 0 || b.epoch != 0 ? b.epoch : now_epoch);
+    p->stamp.epochs.push_back(b.log_seq != 0 || b.epoch != 0 ? b.epoch : now_epoch);
   }
-  absl::Status s =
-      ctx_.pool->WriteAll(key.vdi, object, static_cast<uint32_t>(run->first_block - base), data,
-                          v.geometry.replication(), &stamp);
-  if (unlogged > 0) ctx_.log->Done(fresh - unlogged);
-  if (IsKind(s, ErrorKind::kOlderVersion) && run->blocks.size() > 1) {
+  return true;
+}
+
+absl::Status Destager::SettleRun(const PreparedRun& p, const absl::Status& s,
+                                 uint64_t* blocks_done) {
+  if (p.unlogged > 0) ctx_.log->Done(p.fresh);
+  const BlockKey& key = p.key;
+  if (IsKind(s, ErrorKind::kOlderVersion) && p.run.blocks.size() > 1) {
     // Some block of the run is older than a home's copy: settle the blocks one by one.
-    for (size_t i = 0; i < run->blocks.size(); ++i) {
-      RC_RETURN_IF_ERROR(DestageAround(v, BlockKey{key.vdi, run->first_block + i}, blocks_done,
-                                       /*single=*/true));
+    for (size_t i = 0; i < p.run.blocks.size(); ++i) {
+      RC_RETURN_IF_ERROR(DestageAround(p.v, BlockKey{key.vdi, p.run.first_block + i},
+                                       blocks_done, /*single=*/true));
     }
     return absl::OkStatus();
   }
   if (IsKind(s, ErrorKind::kOlderVersion)) {
-    return DiscardObsolete(BlockKey{key.vdi, run->first_block}, s);
+    return DiscardObsolete(BlockKey{key.vdi, p.run.first_block}, s);
   }
   if (!s.ok()) {
     destage_errors_->Increment();
     return s;
   }
-  destage_bytes_->Increment(static_cast<double>(data.size()));
-  v.counters->destaged_bytes += data.size();
+  destage_bytes_->Increment(static_cast<double>(p.data.size()));
+  p.v.counters->destaged_bytes += p.data.size();
   std::vector<uint32_t> clean_slots;
   Leftovers left;
-  ctx_.map->MarkDestaged(key.vdi, run->first_block, run->blocks.size(), &clean_slots, &left);
+  ctx_.map->MarkDestaged(key.vdi, p.run.first_block, p.run.blocks.size(), &clean_slots, &left);
   GiveBack(left, ctx_.slots, ctx_.log).IgnoreError();
   for (uint32_t slot : clean_slots) ctx_.slots->SetDirty(slot, false).IgnoreError();
-  ctx_.map->NoteDestagedShadows(key.vdi, run->first_block, run->blocks.size());
-  if (blocks_done) *blocks_done += run->blocks.size();
+  ctx_.map->NoteDestagedShadows(key.vdi, p.run.first_block, p.run.blocks.size());
+  if (blocks_done) *blocks_done += p.run.blocks.size();
   return absl::OkStatus();
+}
+
+absl::Status Destager::DestageAround(const VdiInfo& v, const BlockKey& key,
+                                     uint64_t* blocks_done, bool single) {
+  PreparedRun p;
+  RC_ASSIGN_OR_RETURN(const bool planned, PrepareRun(v, key, single, &p));
+  if (!planned) return absl::OkStatus();
+  const absl::Status s = ctx_.pool->WriteAll(
+      key.vdi, p.object, static_cast<uint32_t>(p.run.first_block - p.base), p.data,
+      v.geometry.replication(), &p.stamp);
+  return SettleRun(p, s, blocks_done);
 }
 
 void Destager::DestageTick() {
@@ -206,27 +223,32 @@ void Destager::DestageBatch(const DestagePlanner::Decision& d, uint64_t fg_at_ti
   const bool by_age = d.aging && !d.forcing && !d.idle;
   const int64_t batch_start = ctx_.clock->NowMicros();
   uint64_t bytes = 0;
-  for (int n = 0; n < 64 && !stop_.load(); ++n) {
+  for (int n = 0; n < 64 && !stop_.load();) {
     if (n > 0 && !ctx_.check_owner().ok()) break;  // fenced during the batch
-    const std::optional<BlockKey> key =
-        only_vdi != 0 ? ctx_.map->NextDirtyOf(only_vdi) : ctx_.map->NextDirty(by_age);
-    if (!key) break;
-    auto v = ctx_.vdis->Get(key->vdi);
-    if (!v.ok()) {
-      ctx_.map->RequeueDirty(*key);  // not registered yet; later
-      break;
+    // Up to destage_batch_runs dirty blocks, each the seed of a run of its object, written
+    // home together: one request and one commit per data node (DataNodePool::WriteAllBatch).
+    std::vector<std::pair<BlockKey, VdiInfo>> seeds;
+    bool stop_after = false;
+    while (seeds.size() < options_.destage_batch_runs && n < 64) {
+      const std::optional<BlockKey> key =
+          only_vdi != 0 ? ctx_.map->NextDirtyOf(only_vdi) : ctx_.map->NextDirty(by_age);
+      if (!key) {
+        stop_after = true;
+        break;
+      }
+      auto v = ctx_.vdis->Get(key->vdi);
+      if (!v.ok()) {
+        ctx_.map->RequeueDirty(*key);  // not registered yet; later
+        stop_after = true;
+        break;
+      }
+      seeds.emplace_back(*key, *std::move(v));
+      ++n;
     }
-    uint64_t done = 0;
-    absl::Status s;
+    if (seeds.empty()) break;
     const int64_t one_start = ctx_.clock->NowMicros();
-    {
-      absl::MutexLock stripe(&ctx_.stripes->Of(key->vdi, v->ObjectOf(*key)));
-      s = DestageAround(*v, *key, &done);
-    }
-    if (!s.ok()) {
-      ctx_.map->RequeueDirty(*key);
-      break;
-    }
+    uint64_t done = 0;
+    if (!DestageSeeds(seeds, &done)) stop_after = true;
     bytes += done * options_.block_size;
     const bool load = fg_blocks_.load() != fg_at_tick;
     if (!idle && load && !ctx_.log->over_limit()) {
@@ -236,8 +258,74 @@ void Destager::DestageBatch(const DestagePlanner::Decision& d, uint64_t fg_at_ti
           planner_.PauseMicros(bytes, now - batch_start, now - one_start, d.speed);
       if (pause > 0) ctx_.clock->SleepFor(absl::Microseconds(pause));
     }
-    if (idle && load) break;  // load returned
+    if (stop_after || (idle && load)) break;  // failed, nothing left, or load returned
   }
+}
+
+bool Destager::DestageSeeds(const std::vector<std::pair<BlockKey, VdiInfo>>& seeds,
+                            uint64_t* blocks_done) {
+  // The seeds' stripes, each once, in address order: the only holder of several stripes at once
+  // takes them so (every other holder takes one), so this never deadlocks.
+  std::vector<absl::Mutex*> locks;
+  for (const auto& [key, v] : seeds) locks.push_back(&ctx_.stripes->Of(key.vdi, v.ObjectOf(key)));
+  std::sort(locks.begin(), locks.end());
+  locks.erase(std::unique(locks.begin(), locks.end()), locks.end());
+  for (absl::Mutex* mu : locks) mu->Lock();
+  bool ok = true;
+  std::vector<PreparedRun> runs;
+  runs.reserve(seeds.size());
+  for (const auto& [key, v] : seeds) {
+    // A seed inside a run planned already goes home with it.
+    const bool covered = std::any_of(runs.begin(), runs.end(), [&](const PreparedRun& r) {
+      return r.key.vdi == key.vdi && key.block >= r.run.first_block &&
+             key.block < r.run.first_block + r.run.blocks.size();
+    });
+    if (covered) continue;
+    PreparedRun p;
+    absl::StatusOr<bool> planned = PrepareRun(v, key, /*single=*/false, &p);
+    const bool overlaps = planned.ok() && *planned &&
+                          std::any_of(runs.begin(), runs.end(), [&](const PreparedRun& r) {
+                            return r.key.vdi == key.vdi &&
+                                   p.run.first_block < r.run.first_block + r.run.blocks.size() &&
+                                   r.run.first_block < p.run.first_block + p.run.blocks.size();
+                          });
+    if (overlaps) {
+      // Around a block of a run planned already (that one was cut at destage_max_blocks):
+      // the next batch takes it.
+      if (p.unlogged > 0) ctx_.log->Done(p.fresh);
+      ctx_.map->RequeueDirty(key);
+      continue;
+    }
+    if (!planned.ok()) {
+      ctx_.map->RequeueDirty(key);
+      ok = false;
+      continue;
+    }
+    if (*planned) runs.push_back(std::move(p));
+  }
+  std::vector<absl::Status> written;
+  if (runs.size() == 1) {
+    const PreparedRun& p = runs[0];
+    written.push_back(ctx_.pool->WriteAll(
+        p.key.vdi, p.object, static_cast<uint32_t>(p.run.first_block - p.base), p.data,
+        p.v.geometry.replication(), &p.stamp));
+  } else if (!runs.empty()) {
+    std::vector<datanode::RunWrite> batch;
+    batch.reserve(runs.size());
+    for (const PreparedRun& p : runs) {
+      batch.push_back({p.key.vdi, p.object, static_cast<uint32_t>(p.run.first_block - p.base),
+                       &p.data, static_cast<int>(p.v.geometry.replication()), p.stamp});
+    }
+    written = ctx_.pool->WriteAllBatch(batch);
+  }
+  for (size_t i = 0; i < runs.size(); ++i) {
+    if (!SettleRun(runs[i], written[i], blocks_done).ok()) {
+      ctx_.map->RequeueDirty(runs[i].key);
+      ok = false;
+    }
+  }
+  for (auto mu = locks.rbegin(); mu != locks.rend(); ++mu) (*mu)->Unlock();
+  return ok;
 }
 
 absl::Duration Destager::ThrottleWrite(const VdiInfo& v, absl::Time deadline) {

@@ -16,7 +16,9 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -43,6 +45,9 @@ struct DestagerOptions {
   uint32_t node_id = 1;
   uint32_t block_size = 4096;
   uint32_t destage_max_blocks = 256;  // largest coalesced destage write (blocks)
+  // Runs (of any objects) a destage batch writes home together: one request and one commit per
+  // data node (node-api 3), instead of one per run and home.
+  size_t destage_batch_runs = 16;
   int64_t relog_after_ms = 30000;     // a data node unreachable this long is taken for lost
   DestagePlannerOptions planner;
 };
@@ -117,6 +122,31 @@ class Destager {
   // Destages the batch the planner asked for (idle: stop when load returns; else paced).
   // `only_vdi` (not 0): that VDI's blocks only (it is at its per-VDI cap).
   void DestageBatch(const DestagePlanner::Decision& d, uint64_t fg_at_tick, uint32_t only_vdi = 0);
+  // A run planned, read and stamped, to be written home (PrepareRun) and settled (SettleRun).
+  struct PreparedRun {
+    VdiInfo v;
+    BlockKey key;  // the dirty block the run was planned around
+    uint64_t object = 0;
+    uint64_t base = 0;  // the object's first block
+    DestageRun run;
+    std::string data;
+    datanode::HomeStamp stamp;
+    uint32_t unlogged = 0;  // blocks without a log record: fresh sequences reserved for them
+    uint64_t fresh = 0;     // the first of them
+  };
+  // Plans the run around `key` (`single`: only `key`), reads it and stamps it; false: nothing
+  // dirty there. REQUIRES: the object's stripe lock is held.
+  absl::StatusOr<bool> PrepareRun(const VdiInfo& v, const BlockKey& key, bool single,
+                                  PreparedRun* p);
+  // After the run's write home answered `written`: marks it clean, or discards what a home
+  // holds newer, or counts the error (returned). REQUIRES: the object's stripe lock is held.
+  absl::Status SettleRun(const PreparedRun& p, const absl::Status& written,
+                         uint64_t* blocks_done);
+  // Destages the runs around `seeds` (each with its VDI) under their stripes, together (one
+  // DataNodePool::WriteAllBatch). False when one failed (its seed is queued again).
+  // REQUIRES: no stripe lock held.
+  bool DestageSeeds(const std::vector<std::pair<BlockKey, VdiInfo>>& seeds,
+                    uint64_t* blocks_done);
   // Reads the blocks of `run` into `data` (repairing damaged dirty slots).
   absl::Status ReadRun(const BlockKey& key, uint64_t object, uint64_t base,
                        const DestageRun& run, std::string* data);

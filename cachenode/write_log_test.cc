@@ -311,6 +311,46 @@ TEST_F(WriteLogTest, HomeWritesAndReadsTakeTheLogPortOnceAnnouncedAndFallBackToG
   EXPECT_EQ(dns_->LogPortBlockReads(), 1);
 }
 
+// A destage batch's runs go to each data node in one request (node-api 3) once the ports are
+// known, over gRPC before; each run is answered alone: one a home refuses as older than its
+// copy fails with kOlderVersion, the others land on every home.
+TEST_F(WriteLogTest, ABatchOfRunsTakesOneRequestPerDataNodeAndFailsRunsAlone) {
+  ASSERT_NO_FATAL_FAILURE(Init(3, 3));
+  const std::string data[4] = {Pattern(1), Pattern(2), Pattern(3), Pattern(4)};
+  auto batch = [&](uint64_t seq) {
+    std::vector<datanode::RunWrite> runs;
+    for (uint64_t object = 0; object < 4; ++object) {
+      runs.push_back({1, object, 1, &data[object], 3,
+                      datanode::HomeStamp{9, {seq + object}, false, {1}}});
+    }
+    return pool_->WriteAllBatch(runs);
+  };
+  for (const absl::Status& s : batch(10)) EXPECT_TRUE(s.ok()) << s;
+  EXPECT_EQ(dns_->LogPortBlockWrites(), 0) << "no port is known before a probe";
+  pool_->ProbeAll(5000);
+  // Object 2's block 1 holds a newer version on every home.
+  datanode::HomeStamp newer{9, {500}, false, {1}};
+  ASSERT_TRUE(pool_->WriteAll(1, 2, 1, Pattern(9), 3, &newer).ok());
+  const double before = dns_->LogPortBlockWrites();
+  const std::vector<absl::Status> got = batch(20);
+  EXPECT_EQ(dns_->LogPortBlockWrites() - before, 3) << "one request per data node";
+  ASSERT_EQ(got.size(), 4u);
+  for (uint64_t object = 0; object < 4; ++object) {
+    if (object == 2) {
+      EXPECT_TRUE(IsKind(got[object], ErrorKind::kOlderVersion)) << got[object];
+      continue;
+    }
+    EXPECT_TRUE(got[object].ok()) << got[object];
+    for (int i = 0; i < 3; ++i) {
+      auto r = dns_->store(i)->ReadBlocks(1, object, 1, 1);
+      ASSERT_TRUE(r.ok()) << r.status();
+      EXPECT_EQ(r->data, data[object]) << "data node " << i;
+      EXPECT_EQ(r->versions[0].seq, 20 + object);
+    }
+  }
+  EXPECT_EQ(dns_->store(0)->ReadBlocks(1, 2, 1, 1)->data, Pattern(9));
+}
+
 TEST_F(WriteLogTest, TwoReplicasKeepOneLogCopyOutsideTheHomes) {
   ASSERT_NO_FATAL_FAILURE(Init(4, 2));
   ASSERT_NO_FATAL_FAILURE(Start());

@@ -42,7 +42,10 @@ inline constexpr uint32_t kMaxMessage = 64u << 10;
 // blocks) and kLoadBlocks (a read of blocks), both node-api 2, are the store incarnation the
 // sender means (EncodeStorePrefix) followed by a serialized v1::WriteBlocksRequest or
 // v1::ReadBlocksRequest; the answer's data a serialized v1::WriteBlocksResponse or
-// v1::ReadBlocksResponse.
+// v1::ReadBlocksResponse. kStoreBlocksBatch (node-api 3) is kStoreBlocks for the writes of
+// several objects at once, stored in one commit: the prefix, then a serialized
+// v1::WriteBlocksBatchRequest; the answer's data a v1::WriteBlocksBatchResponse (one result per
+// write: each is refused or stored alone).
 enum class Op : uint8_t {
   kRead = 1,
   kWrite = 2,
@@ -51,13 +54,15 @@ enum class Op : uint8_t {
   kLogAppend = 5,
   kStoreBlocks = 6,
   kLoadBlocks = 7,
+  kStoreBlocksBatch = 8,
 };
-inline constexpr Op kLastOp = Op::kLoadBlocks;
+inline constexpr Op kLastOp = Op::kStoreBlocksBatch;
 // The ops only a data node's log port serves (a cache node's block data port refuses them).
 inline bool ForDataNode(Op op) {
-  return op == Op::kLogAppend || op == Op::kStoreBlocks || op == Op::kLoadBlocks;
+  return op == Op::kLogAppend || op == Op::kStoreBlocks || op == Op::kLoadBlocks ||
+         op == Op::kStoreBlocksBatch;
 }
-// kStoreBlocks' and kLoadBlocks' payload prefix: a 2-byte little-endian length, then the store
+// kStoreBlocks', kStoreBlocksBatch's and kLoadBlocks' payload prefix: a 2-byte little-endian length, then the store
 // incarnation (Health's store_incarnation; empty: not checked). A node whose store has another
 // closes the connection unanswered, as for an append's expect_store_incarnation.
 std::string EncodeStorePrefix(const std::string& store_incarnation);

@@ -54,7 +54,9 @@ inline constexpr Format kVdiCatalogFormat{"vdi-catalog", 2, 1, "VDI catalog reco
 // versions, instead of misreading fields. Releases before 0.2.0 did not say (0): version 1.
 // 2: the data node's log port also takes block writes and reads (kStoreBlocks, kLoadBlocks,
 // common/block_wire.h); a cache node sends them only to a data node that says 2.
-inline constexpr Format kNodeApiFormat{"node-api", 2, 1, "cache and data node API"};
+// 3: the log port also takes the block writes of several objects in one request and one commit
+// (kStoreBlocksBatch: a destage batch); sent only to a data node that says 3.
+inline constexpr Format kNodeApiFormat{"node-api", 3, 1, "cache and data node API"};
 
 // What the cluster keeps in etcd (proto/ringcache/v1/etcd.proto; membership/etcd_value.h): 1,
 // each key's own text encoding (JSON node records, catalog lines, ring text, decimal numbers), as

@@ -26,7 +26,7 @@ TEST(FormatsTest, VersionPrintsTheReleaseThenEveryFormat) {
   EXPECT_EQ(v.substr(0, v.find('\n')), std::string("prog ") + Version());
   EXPECT_NE(v.find("\nformats: slot-file 3 (reads 1-3), slot-entry 2 (reads 1-2), vdi-table 2 "
                    "(reads 1-2), datanode-store 1 (reads 1), log-record 2 (reads 1-2), block-wire "
-                   "2 (reads 2), vdi-catalog 2 (reads 1-2), node-api 2 (reads 1-2), etcd-value 2 "
+                   "2 (reads 2), vdi-catalog 2 (reads 1-2), node-api 3 (reads 1-3), etcd-value 2 "
                    "(reads 1-2), backup 1 (reads 1)"),
             std::string::npos)
       << v;

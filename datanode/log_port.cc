@@ -137,6 +137,11 @@ bool LogPort::Handle(wire::Op op, const std::string& payload, absl::Status* resu
         payload, "a block write", block_writes_, result, answer, closing,
         [this](const auto& req, auto* resp) { return service_->StoreBlocks(req, resp); });
   }
+  if (op == wire::Op::kStoreBlocksBatch) {
+    return Blocks<v1::WriteBlocksBatchRequest, v1::WriteBlocksBatchResponse>(
+        payload, "a batch of block writes", block_writes_, result, answer, closing,
+        [this](const auto& req, auto* resp) { return service_->StoreBlocksBatch(req, resp); });
+  }
   return Blocks<v1::ReadBlocksRequest, v1::ReadBlocksResponse>(
       payload, "a block read", block_reads_, result, answer, closing,
       [this](const auto& req, auto* resp) { return service_->LoadBlocks(req, resp); });

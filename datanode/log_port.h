@@ -15,6 +15,9 @@
 //             v1::WriteBlocksRequest (node-api 2: a data node that says 1 gets no such frame)
 //   read:     RequestHeader{op = kLoadBlocks, ...} + the store prefix + a serialized
 //             v1::ReadBlocksRequest (node-api 2)
+//   batch:    RequestHeader{op = kStoreBlocksBatch, ...} + the store prefix + a serialized
+//             v1::WriteBlocksBatchRequest (node-api 3): the writes of several objects in one
+//             commit (DataNodeService::StoreBlocksBatch), answered one result per write
 //   answer:   ResponseHeader{code, kind, tag} [+ message] [+ the serialized response
 //             (v1::LogAppendResponse, v1::WriteBlocksResponse, v1::ReadBlocksResponse):
 //             data_len bytes, on success]

@@ -334,6 +334,54 @@ TEST_F(LogPortTest, BlockWritesLandAsOverGrpcOnlyForNodeApiTwo) {
             1);
 }
 
+// Batches of block writes (kStoreBlocksBatch): only to a node that said node-api 3; the writes of
+// several objects land in one request, each answered alone: one the node refuses (a newer
+// version is stored) fails with its kind while the others are stored.
+TEST_F(LogPortTest, ABatchOfBlockWritesLandsWriteByWriteOnlyForNodeApiThree) {
+  LogLink link(1, "127.0.0.1", 5000);
+  link.SetPort(port_->port(), store_->incarnation(), 2);
+  EXPECT_TRUE(link.stores_blocks());
+  EXPECT_FALSE(link.stores_batches()) << "node-api 2 takes no batches";
+  link.SetPort(port_->port(), store_->incarnation(), 3);
+  ASSERT_TRUE(link.stores_batches());
+  // Block 0 of object 2 holds version 50 already: the batch's older write of it is refused.
+  ASSERT_TRUE(store_->WriteBlocks(1, 2, 0, std::string(4096, 'n'), {},
+                                  WriteStamp{kWriter, {50}, false, false, {1}})
+                  .ok());
+  v1::WriteBlocksBatchRequest batch;
+  for (uint64_t object : {0, 1, 2}) {
+    v1::WriteBlocksRequest& w = *batch.add_writes();
+    w.mutable_range()->set_vdi_id(1);
+    w.mutable_range()->set_object_index(object);
+    w.mutable_range()->set_first_block(0);
+    w.set_data(std::string(4096, static_cast<char>('a' + object)));
+    w.set_writer_node(kWriter);
+    w.add_versions(20 + object);
+    w.add_epochs(1);
+  }
+  absl::Status sent;
+  ASSERT_TRUE(link.TryBeginStoreBatch(batch, &sent)) << "the link is free";
+  ASSERT_TRUE(sent.ok()) << sent;
+  v1::WriteBlocksBatchResponse resp;
+  const absl::Status s = link.FinishStoreBatch(&resp);
+  ASSERT_TRUE(s.ok()) << s;
+  ASSERT_EQ(resp.results_size(), 3);
+  for (uint64_t object : {0, 1}) {
+    EXPECT_EQ(resp.results(object).code(), 0) << resp.results(object).message();
+    EXPECT_EQ(resp.results(object).blocks_stored(), 1u);
+    auto got = store_->ReadBlocks(1, object, 0, 1);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(got->data, std::string(4096, static_cast<char>('a' + object)));
+  }
+  EXPECT_EQ(resp.results(2).code(), static_cast<int>(absl::StatusCode::kFailedPrecondition));
+  EXPECT_EQ(resp.results(2).kind(), ErrorKindName(ErrorKind::kOlderVersion));
+  auto kept = store_->ReadBlocks(1, 2, 0, 1);
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_EQ(kept->data, std::string(4096, 'n')) << "the newer copy stays";
+  EXPECT_EQ(Counter("ringcache_datanode_log_port_block_writes_total"), 1);
+  EXPECT_TRUE(link.stores_batches()) << "a refusal leaves the link in use";
+}
+
 // A block write begun on the writer's thread (TryBeginStore) holds the link until FinishStore:
 // meanwhile neither another begun write nor the link's thread (TrySendStore) takes it, so the
 // pool sends those another way. Finished, it has landed and the link is free again; begun on a

@@ -167,6 +167,60 @@ absl::Status DataNodeService::StoreBlocks(const v1::WriteBlocksRequest& request,
   });
 }
 
+absl::Status DataNodeService::StoreBlocksBatch(const v1::WriteBlocksBatchRequest& req,
+                                               v1::WriteBlocksBatchResponse* resp) {
+  for (const v1::WriteBlocksRequest& w : req.writes()) {
+    if (!w.only_if_absent()) client_ops_.fetch_add(1, std::memory_order_relaxed);
+  }
+  return Run(&write_, [&]() -> absl::Status {
+    std::vector<BlockWrite> writes;
+    std::vector<absl::Status> refused(static_cast<size_t>(req.writes_size()));
+    std::vector<size_t> index;  // writes[j] is req.writes(index[j])
+    for (int i = 0; i < req.writes_size(); ++i) {
+      const v1::WriteBlocksRequest& w = req.writes(i);
+      const auto& r = w.range();
+      if (r.block_count() != 0) {
+        auto vdi = store_->GetVdi(r.vdi_id());
+        if (vdi.ok() &&
+            static_cast<uint64_t>(r.block_count()) * vdi->block_size() != w.data().size()) {
+          refused[i] = absl::InvalidArgumentError("block_count does not match the payload size");
+          continue;
+        }
+      }
+      hdd_->Charge(w.data().size());
+      writes.push_back(BlockWrite{
+          r.vdi_id(), r.object_index(), r.first_block(), w.data(), Checksums(w.checksums()),
+          WriteStamp{w.writer_node(), std::vector<uint64_t>(w.versions().begin(), w.versions().end()),
+                     w.only_if_newer(), w.only_if_absent(),
+                     std::vector<uint64_t>(w.epochs().begin(), w.epochs().end())}});
+      index.push_back(static_cast<size_t>(i));
+    }
+    std::vector<absl::StatusOr<uint32_t>> stored = store_->WriteBlocksBatch(writes);
+    for (size_t j = 0; j < stored.size(); ++j) {
+      if (stored[j].ok()) {
+        bytes_written_->Increment(static_cast<double>(writes[j].data.size()));
+      } else {
+        refused[index[j]] = stored[j].status();
+      }
+    }
+    size_t next = 0;
+    for (int i = 0; i < req.writes_size(); ++i) {
+      v1::BlockWriteResult* r = resp->add_results();
+      const absl::Status& s = refused[i];
+      if (next < index.size() && index[next] == static_cast<size_t>(i)) {
+        if (stored[next].ok()) r->set_blocks_stored(*stored[next]);
+        ++next;
+      }
+      if (s.ok()) continue;
+      r->set_code(static_cast<int32_t>(s.code()));
+      r->set_kind(std::string(ErrorKindName(KindOf(s))));
+      // The answer must stay within a frame's message bound however many writes fail.
+      r->set_message(std::string(s.message().substr(0, 512)));
+    }
+    return absl::OkStatus();
+  });
+}
+
 grpc::Status DataNodeService::ReadBlocks(grpc::ServerContext*, const v1::ReadBlocksRequest* req,
                                          v1::ReadBlocksResponse* resp) {
   return ToGrpc(LoadBlocks(*req, resp));

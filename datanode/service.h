@@ -33,6 +33,11 @@ class DataNodeService final : public v1::DataNode::Service {
   // The write behind WriteBlocks, for the log port's kStoreBlocks frames: the same checks,
   // metrics and typed errors without gRPC.
   absl::Status StoreBlocks(const v1::WriteBlocksRequest& req, v1::WriteBlocksResponse* resp);
+  // The log port's kStoreBlocksBatch (node-api 3): the writes of several objects, each checked
+  // as StoreBlocks checks it and answered alone (resp: one result per write), stored in one
+  // commit. Not OK only when the node serves nothing (draining).
+  absl::Status StoreBlocksBatch(const v1::WriteBlocksBatchRequest& req,
+                                v1::WriteBlocksBatchResponse* resp);
   grpc::Status ReadBlocks(grpc::ServerContext*, const v1::ReadBlocksRequest*,
                           v1::ReadBlocksResponse*) override;
   // The read behind ReadBlocks, for the log port's kLoadBlocks frames.

@@ -419,84 +419,25 @@ absl::Status BlockStore::CheckRange(const v1::VdiGeometry& vdi, uint64_t object_
   return absl::OkStatus();
 }
 
-static absl::Status CheckStamp(const WriteStamp& stamp, uint64_t n) {
-  if (!stamp.seqs.empty() && stamp.seqs.size() != n) {
+absl::Status WriteStamp::Check(uint64_t n) const {
+  if (!seqs.empty() && seqs.size() != n) {
     return absl::InvalidArgumentError(
-        absl::StrCat(stamp.seqs.size(), " versions for ", n, " blocks"));
+        absl::StrCat(seqs.size(), " versions for ", n, " blocks"));
   }
-  if (!stamp.epochs.empty() && stamp.epochs.size() != n) {
+  if (!epochs.empty() && epochs.size() != n) {
     return absl::InvalidArgumentError(
-        absl::StrCat(stamp.epochs.size(), " epochs for ", n, " blocks"));
+        absl::StrCat(epochs.size(), " epochs for ", n, " blocks"));
   }
-  if (!stamp.seqs.empty() && stamp.writer == 0) {
+  if (!seqs.empty() && writer == 0) {
     return absl::InvalidArgumentError("versions given without a writer node id");
   }
-  if (stamp.only_if_newer && stamp.seqs.empty()) {
+  if (only_if_newer && seqs.empty()) {
     return absl::InvalidArgumentError("a conditional (replay) write needs versions");
   }
-  if (stamp.only_if_newer && stamp.only_if_absent) {
+  if (only_if_newer && only_if_absent) {
     return absl::InvalidArgumentError("only_if_newer and only_if_absent exclude each other");
   }
   return absl::OkStatus();
-}
-
-absl::StatusOr<uint32_t> BlockStore::WriteBlocks(uint32_t vdi_id, uint64_t object_index,
-                                                 uint32_t first_block, const std::string& data,
-                                                 const std::vector<uint64_t>& checksums,
-                                                 const WriteStamp& stamp) {
-  RC_ASSIGN_OR_RETURN(v1::VdiGeometry vdi, GetVdi(vdi_id));
-  const uint32_t bs = vdi.block_size();
-  if (data.empty() || data.size() % bs != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "payload of ", data.size(), " bytes is not a whole number of ", bs, "-byte blocks"));
-  }
-  const uint64_t n = data.size() / bs;
-  RC_RETURN_IF_ERROR(CheckRange(vdi, object_index, first_block, n));
-  if (!checksums.empty() && checksums.size() != n) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(checksums.size(), " checksums for ", n, " blocks"));
-  }
-  RC_RETURN_IF_ERROR(CheckStamp(stamp, n));
-  RC_RETURN_IF_ERROR(CheckWritable());
-  if (!stamp.seqs.empty()) {
-    RC_RETURN_IF_ERROR(
-        NoteSequence(stamp.writer, *std::max_element(stamp.seqs.begin(), stamp.seqs.end())));
-  }
-  absl::MutexLock stripe(&Stripe(vdi_id, object_index));
-  // The stored versions of the range, read under the stripe: compare and write are one step.
-  RC_ASSIGN_OR_RETURN(std::vector<std::optional<BlockVersion>> have,
-                      StoredVersions(vdi, object_index, first_block, n));
-  rocksdb::WriteBatch batch;
-  std::string value;
-  uint32_t stored = 0;
-  for (uint64_t i = 0; i < n; ++i) {
-    const char* p = data.data() + i * bs;
-    const uint64_t sum = BlockChecksum(p, bs);
-    if (!checksums.empty() && checksums[i] != sum) {
-      return absl::InvalidArgumentError(absl::StrCat("checksum mismatch on block ", first_block + i,
-                                                     " of object ", object_index,
-                                                     ": the payload was damaged in transit"));
-    }
-    const BlockVersion incoming = stamp.VersionOf(i);
-    if (have[i].has_value()) {
-      if (stamp.only_if_absent) continue;  // any copy or tombstone is newer than the copy
-      const int cmp = CompareVersions(*have[i], incoming);
-      if (stamp.only_if_newer && cmp >= 0) continue;
-      if (cmp > 0) {
-        return RefuseOlder("write", vdi_id, object_index, first_block + i, *have[i], incoming);
-      }
-    }
-    value.clear();
-    PutBe64(&value, sum);
-    value.append(p, bs);
-    if (incoming.writer != 0) PutVersion(&value, incoming);
-    batch.Put(blocks_cf_, BlockKey(vdi_id, object_index, static_cast<uint32_t>(first_block + i)),
-              value);
-    ++stored;
-  }
-  if (stored == 0) return 0u;
-  RC_RETURN_IF_ERROR(Commit(&batch, "write blocks"));
-  return stored;
 }
 
 absl::StatusOr<std::vector<std::optional<BlockVersion>>> BlockStore::StoredVersions(
@@ -572,7 +513,7 @@ absl::Status BlockStore::TrimBlocks(uint32_t vdi_id, uint64_t object_index, uint
                                     uint32_t block_count, const WriteStamp& stamp, bool purge) {
   RC_ASSIGN_OR_RETURN(v1::VdiGeometry vdi, GetVdi(vdi_id));
   RC_RETURN_IF_ERROR(CheckRange(vdi, object_index, first_block, block_count));
-  RC_RETURN_IF_ERROR(CheckStamp(stamp, block_count));
+  RC_RETURN_IF_ERROR(stamp.Check(block_count));
   if (stamp.only_if_newer || stamp.only_if_absent) {
     return absl::InvalidArgumentError("trims are never conditional");
   }

@@ -49,6 +49,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "common/formats.h"
 #include "absl/synchronization/mutex.h"
 #include "ringcache/v1/common.pb.h"
@@ -98,10 +99,22 @@ struct WriteStamp {
   // tombstone), so the copy never replaces a write or trim that reached this node first.
   bool only_if_absent = false;
   std::vector<uint64_t> epochs{};  // ownership epochs: empty (all 0) or one per block
+  // InvalidArgument unless the stamp fits a write of `n` blocks.
+  absl::Status Check(uint64_t n) const;
   // The version of block i of the write.
   BlockVersion VersionOf(size_t i) const {
     return {writer, seqs.empty() ? 0 : seqs[i], epochs.empty() ? 0 : epochs[i]};
   }
+};
+
+// One write of WriteBlocksBatch: WriteBlocks' arguments (`data` not owned).
+struct BlockWrite {
+  uint32_t vdi_id = 0;
+  uint64_t object_index = 0;
+  uint32_t first_block = 0;
+  absl::string_view data;
+  std::vector<uint64_t> checksums;
+  WriteStamp stamp;
 };
 
 // One entry of ScanBlocks.
@@ -202,6 +215,12 @@ class BlockStore {
                                        uint32_t first_block, const std::string& data,
                                        const std::vector<uint64_t>& checksums,
                                        const WriteStamp& stamp = {});
+  // The writes of several ranges (a destage batch: any VDIs and objects) in one commit. Each is
+  // checked and refused alone, as WriteBlocks would (the others are stored); a failed commit
+  // fails every write it carried. Returns one result per write, in order: WriteBlocks' answer.
+  // Two writes of one block: the later one is compared with the earlier one, as if written
+  // after it.
+  std::vector<absl::StatusOr<uint32_t>> WriteBlocksBatch(const std::vector<BlockWrite>& writes);
   absl::StatusOr<ReadResult> ReadBlocks(uint32_t vdi_id, uint64_t object_index,
                                         uint32_t first_block, uint32_t block_count) const;
   // Drops the blocks, leaving a small tombstone carrying the stamp's version (none when
@@ -292,6 +311,15 @@ class BlockStore {
       const v1::VdiGeometry& vdi, uint64_t object_index, uint32_t first_block, uint64_t n) const;
   absl::Status CheckRange(const v1::VdiGeometry& vdi, uint64_t object_index, uint32_t first_block,
                           uint64_t block_count) const;
+  // WriteBlocksBatch's checks of one write that need no lock: payload, range, checksums,
+  // stamp; then its writer's sequence mark.
+  absl::Status CheckWrite(const BlockWrite& w, const v1::VdiGeometry& vdi);
+  // Puts the blocks of `w` into `batch` after comparing them with the stored versions and with
+  // those of the batch's earlier writes (`staged`, updated); nothing on a refusal. Returns the
+  // blocks put. REQUIRES: the object's stripe held.
+  absl::StatusOr<uint32_t> StageWrite(
+      const BlockWrite& w, const v1::VdiGeometry& vdi, rocksdb::WriteBatch* batch,
+      absl::flat_hash_map<std::string, BlockVersion>* staged);
 
   std::unique_ptr<rocksdb::Env> env_;  // with options.file_system; outlives db_
   std::shared_ptr<MetaFlusher> meta_flusher_;  // stopped before db_ closes

@@ -103,6 +103,39 @@ TEST_F(StoreTest, VersionedWritesAndTombstonesGuardReplay) {
       absl::StatusCode::kInvalidArgument);
 }
 
+// A batch stores the writes of several objects together, each checked and refused alone: a
+// range beyond its object, an unknown VDI, a version older than the stored one or than an
+// earlier write of the same batch fail those writes; the others are stored (and durable).
+TEST_F(StoreTest, ABatchRefusesWritesAloneAndStoresTheOthers) {
+  ASSERT_TRUE(store_->WriteBlocks(7, 3, 0, Pattern('h'), {}, WriteStamp{4, {50}, false}).ok());
+  const std::string a = Pattern('a') + Pattern('b'), c = Pattern('c'), d = Pattern('d');
+  const std::vector<BlockWrite> writes = {
+      {7, 1, 4, a, {}, WriteStamp{4, {10, 11}, false}},
+      {7, 2, 255, a, {}, WriteStamp{4, {12, 13}, false}},  // block 256 is beyond the object
+      {9, 0, 0, c, {}, WriteStamp{4, {14}, false}},         // no such VDI
+      {7, 3, 0, c, {}, WriteStamp{4, {15}, false}},         // older than the stored 50
+      {7, 1, 5, d, {}, WriteStamp{4, {9}, false}},          // older than this batch's 11
+      {7, 4, 0, d, {}, WriteStamp{4, {16}, false}},
+  };
+  const std::vector<absl::StatusOr<uint32_t>> got = store_->WriteBlocksBatch(writes);
+  ASSERT_EQ(got.size(), writes.size());
+  ASSERT_TRUE(got[0].ok()) << got[0].status();
+  EXPECT_EQ(*got[0], 2u);
+  EXPECT_EQ(got[1].status().code(), absl::StatusCode::kInvalidArgument) << got[1].status();
+  EXPECT_FALSE(got[2].ok());
+  EXPECT_TRUE(IsKind(got[3].status(), ErrorKind::kOlderVersion)) << got[3].status();
+  EXPECT_TRUE(IsKind(got[4].status(), ErrorKind::kOlderVersion)) << got[4].status();
+  ASSERT_TRUE(got[5].ok()) << got[5].status();
+  Reopen();
+  auto r = store_->ReadBlocks(7, 1, 4, 2);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->data, a);
+  EXPECT_EQ(r->versions[1].seq, 11u);
+  EXPECT_EQ(store_->ReadBlocks(7, 4, 0, 1)->data, d);
+  EXPECT_EQ(store_->ReadBlocks(7, 3, 0, 1)->data, Pattern('h'));
+  EXPECT_FALSE(store_->ReadBlocks(7, 2, 255, 1)->present[0]);
+}
+
 TEST_F(StoreTest, SurvivesReopen) {
   ASSERT_TRUE(store_->WriteBlocks(7, 0, 0, Pattern('z'), {}).ok());
   Reopen();

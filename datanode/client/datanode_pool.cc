@@ -491,17 +491,8 @@ absl::Status DataNodePool::WriteAll(uint32_t vdi, uint64_t object, uint32_t firs
                                     uint32_t* stored) {
   const auto v = view();  // held until every write answered (SetRing waits for it)
   RC_ASSIGN_OR_RETURN(std::vector<uint32_t> homes, WriteHomesIn(*v, vdi, object, n));
-  v1::WriteBlocksRequest req;
-  req.mutable_range()->set_vdi_id(vdi);
-  req.mutable_range()->set_object_index(object);
-  req.mutable_range()->set_first_block(first);
-  req.set_data(data);
-  if (stamp != nullptr) {
-    req.set_writer_node(stamp->writer);
-    for (uint64_t s : stamp->seqs) req.add_versions(s);
-    for (uint64_t e : stamp->epochs) req.add_epochs(e);
-    req.set_only_if_newer(stamp->only_if_newer);
-  }
+  const v1::WriteBlocksRequest req =
+      pool_internal::BlockWriteRequest(vdi, object, first, data, stamp);
   struct Call {
     std::unique_ptr<grpc::ClientContext> ctx;
     v1::WriteBlocksResponse resp;

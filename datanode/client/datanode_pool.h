@@ -107,6 +107,16 @@ struct HomeStamp {
   std::vector<uint64_t> epochs;
 };
 
+// Blocks first.. of one object, written to its n homes (DataNodePool::WriteAllBatch).
+struct RunWrite {
+  uint32_t vdi = 0;
+  uint64_t object = 0;
+  uint32_t first = 0;
+  const std::string* data = nullptr;  // whole blocks; not owned, alive during the call
+  int n = 0;
+  HomeStamp stamp;
+};
+
 // Blocks first.. of one object, copied to data node `node` (DataNodePool::CopyBlocksAll).
 struct BlockCopy {
   uint32_t node = 0;
@@ -222,6 +232,14 @@ class DataNodePool {
   // answered UNAVAILABLE are asked twice more (after 20 and 200 ms) before it fails.
   absl::Status WriteAll(uint32_t vdi, uint64_t object, uint32_t first, const std::string& data,
                         int n, const HomeStamp* stamp = nullptr, uint32_t* stored = nullptr);
+  // WriteAll of several stamped runs (a destage batch: any VDIs and objects), the runs bound
+  // for one data node in one request and one commit of its store where the node speaks node-api
+  // 3 and its store link is free (kStoreBlocksBatch, sent and awaited on the calling thread);
+  // else each run to that node over gRPC, all at once. Returns one status per run, WriteAll's
+  // for it: OK only when every home stored it; a home's refusal of one run (kOlderVersion)
+  // fails that run alone. Homes that answered UNAVAILABLE are asked twice more, as WriteAll
+  // does.
+  std::vector<absl::Status> WriteAllBatch(const std::vector<RunWrite>& runs);
   // Trims the run on all n homes.
   absl::Status TrimAll(uint32_t vdi, uint64_t object, uint32_t first, uint32_t count, int n,
                        const HomeStamp* stamp = nullptr);

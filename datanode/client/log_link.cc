@@ -54,6 +54,12 @@ bool LogLink::stores_blocks() const {
   return port_ != 0 && !parked_ && api_version_ >= 2;
 }
 
+bool LogLink::stores_batches() const {
+  absl::MutexLock l(&mu_);
+  // node-api 3 added kStoreBlocksBatch (common/formats.h).
+  return port_ != 0 && !parked_ && api_version_ >= 3;
+}
+
 int LogLink::Target(std::string* store_incarnation, bool* closing) const {
   absl::MutexLock l(&mu_);
   *store_incarnation = incarnation_;
@@ -276,7 +282,8 @@ absl::Status LogLink::FinishCall(v1::LogAppendResponse* resp) {
   return result;
 }
 
-bool LogLink::TryBeginStore(const v1::WriteBlocksRequest& req, absl::Status* status) {
+bool LogLink::TryBeginBlocks(wire::Op op, const google::protobuf::MessageLite& req,
+                             absl::Status* status) {
   std::string incarnation;
   bool closing = false;
   const int port = Target(&incarnation, &closing);
@@ -300,19 +307,19 @@ bool LogLink::TryBeginStore(const v1::WriteBlocksRequest& req, absl::Status* sta
     return false;
   }
   payload_ = wire::EncodeStorePrefix(incarnation);
-  *status = req.AppendToString(&payload_) ? BeginOp(wire::Op::kStoreBlocks, port)
+  *status = req.AppendToString(&payload_) ? BeginOp(op, port)
                                           : absl::InternalError("a block write not serialized");
   io_mu_.Unlock();
-  if (!status->ok()) give_back();  // over: no FinishStore follows
+  if (!status->ok()) give_back();  // over: no FinishBlocks follows
   return true;
 }
 
-absl::Status LogLink::FinishStore(v1::WriteBlocksResponse* resp) {
+absl::Status LogLink::FinishBlocks(wire::Op op, google::protobuf::MessageLite* resp) {
   absl::Status result;
   {
     absl::MutexLock l(&io_mu_);
     if (!begun()) return absl::FailedPreconditionError("FinishStore without a begun write");
-    result = FinishOp(wire::Op::kStoreBlocks);
+    result = FinishOp(op);
     if (result.ok() && !resp->ParseFromString(data_)) {
       result = absl::DataLossError("a block write answer that does not parse");
     }
@@ -320,6 +327,22 @@ absl::Status LogLink::FinishStore(v1::WriteBlocksResponse* resp) {
   absl::MutexLock m(&mu_);
   --queued_;
   return result;
+}
+
+bool LogLink::TryBeginStore(const v1::WriteBlocksRequest& req, absl::Status* status) {
+  return TryBeginBlocks(wire::Op::kStoreBlocks, req, status);
+}
+
+absl::Status LogLink::FinishStore(v1::WriteBlocksResponse* resp) {
+  return FinishBlocks(wire::Op::kStoreBlocks, resp);
+}
+
+bool LogLink::TryBeginStoreBatch(const v1::WriteBlocksBatchRequest& req, absl::Status* status) {
+  return TryBeginBlocks(wire::Op::kStoreBlocksBatch, req, status);
+}
+
+absl::Status LogLink::FinishStoreBatch(v1::WriteBlocksBatchResponse* resp) {
+  return FinishBlocks(wire::Op::kStoreBlocksBatch, resp);
 }
 
 absl::Status LogLink::CallStore(const v1::WriteBlocksRequest& req,

@@ -77,6 +77,13 @@ class LogLink {
   // A writer begins its write on each home's link, then finishes each: no thread hand-off.
   bool TryBeginStore(const v1::WriteBlocksRequest& req, absl::Status* status);
   absl::Status FinishStore(v1::WriteBlocksResponse* resp);
+  // Whether batches of block writes may be sent here: stores_blocks(), and the node takes
+  // kStoreBlocksBatch (node-api 3 or later).
+  bool stores_batches() const;
+  // The writes of several objects in one request (kStoreBlocksBatch), in halves as
+  // TryBeginStore and FinishStore; *resp has one result per write.
+  bool TryBeginStoreBatch(const v1::WriteBlocksBatchRequest& req, absl::Status* status);
+  absl::Status FinishStoreBatch(v1::WriteBlocksBatchResponse* resp);
 
   // A block write: sends `req` (alive until `done` ran) on the link's thread and returns true,
   // unless a request is queued or in flight here already (returns false, `done` is not run:
@@ -107,6 +114,10 @@ class LogLink {
   // reads the answer into data_ and returns the node's answer or the failure.
   absl::Status BeginOp(wire::Op op, int port) ABSL_EXCLUSIVE_LOCKS_REQUIRED(io_mu_);
   absl::Status FinishOp(wire::Op op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(io_mu_);
+  // TryBeginStore and FinishStore for a request of `op` (kStoreBlocks, kStoreBlocksBatch).
+  bool TryBeginBlocks(wire::Op op, const google::protobuf::MessageLite& req,
+                      absl::Status* status);
+  absl::Status FinishBlocks(wire::Op op, google::protobuf::MessageLite* resp);
   // Exchange's halves: the request (its tag in *tag), then the answer to `tag`.
   absl::Status SendRequest(wire::Op op, const std::string& payload, uint64_t* tag)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(io_mu_);

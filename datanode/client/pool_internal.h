@@ -65,6 +65,23 @@ inline CopyVersion VersionIn(const v1::ReadBlocksResponse& r, uint32_t i) {
   return v;
 }
 
+// The WriteBlocks request of blocks first.. of one object, stamped when `stamp` is set.
+inline v1::WriteBlocksRequest BlockWriteRequest(uint32_t vdi, uint64_t object, uint32_t first,
+                                                const std::string& data,
+                                                const HomeStamp* stamp) {
+  v1::WriteBlocksRequest req;
+  req.mutable_range()->set_vdi_id(vdi);
+  req.mutable_range()->set_object_index(object);
+  req.mutable_range()->set_first_block(first);
+  req.set_data(data);
+  if (stamp != nullptr) {
+    req.set_writer_node(stamp->writer);
+    for (uint64_t s : stamp->seqs) req.add_versions(s);
+    for (uint64_t e : stamp->epochs) req.add_epochs(e);
+    req.set_only_if_newer(stamp->only_if_newer);
+  }
+  return req;
+}
 
 }  // namespace ringcache::datanode::pool_internal
 
