@@ -86,6 +86,9 @@ absl::Status CacheNodeConfig::Validate() const {
         "idle_window_ms and forced_destage_mb_s must be positive, idle_ops_per_s >= 0");
   }
   if (destage_max_blocks == 0) return absl::InvalidArgumentError("destage_max_blocks must be >= 1");
+  if (destage_batch_runs == 0 || destage_batch_runs > 64) {
+    return absl::InvalidArgumentError("destage_batch_runs must be in [1, 64]");
+  }
   RC_RETURN_IF_ERROR(policy::MakePlacement(placement, 0).status());
   return absl::OkStatus();
 }
@@ -249,6 +252,7 @@ absl::Status CacheNode::Init() {
   dopt.node_id = config_.node_id;
   dopt.block_size = config_.block_size;
   dopt.destage_max_blocks = config_.destage_max_blocks;
+  dopt.destage_batch_runs = config_.destage_batch_runs;
   dopt.relog_after_ms = config_.relog_after_ms;
   dopt.planner = {config_.idle_ops_per_s,       config_.idle_window_ms,
                   config_.dirty_high_watermark, config_.dirty_low_watermark,

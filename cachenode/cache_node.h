@@ -108,6 +108,7 @@ struct CacheNodeConfig {
   // write) while destage takes its blocks first (destage_planner.h).
   double vdi_dirty_cap = 0;
   uint32_t destage_max_blocks = 256;    // largest coalesced destage write (blocks)
+  uint32_t destage_batch_runs = 16;     // runs a destage batch writes home together (1..64)
   // SSD write budget (policy/write_budget.h): the bytes a day the SSD is rated for (0: none).
   // With one, misses go around the cache (reads unfilled, writes write-around) while the node
   // writes faster than that, from half of a bucket of ssd_budget_burst_s of the rate on.

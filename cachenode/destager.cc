@@ -275,12 +275,16 @@ bool Destager::DestageSeeds(const std::vector<std::pair<BlockKey, VdiInfo>>& see
   std::vector<PreparedRun> runs;
   runs.reserve(seeds.size());
   for (const auto& [key, v] : seeds) {
-    // A seed inside a run planned already goes home with it.
-    const bool covered = std::any_of(runs.begin(), runs.end(), [&](const PreparedRun& r) {
+    // A seed inside a run planned already goes home with it (and back to the queue with it,
+    // should that fail).
+    const auto covering = std::find_if(runs.begin(), runs.end(), [&](const PreparedRun& r) {
       return r.key.vdi == key.vdi && key.block >= r.run.first_block &&
              key.block < r.run.first_block + r.run.blocks.size();
     });
-    if (covered) continue;
+    if (covering != runs.end()) {
+      covering->riders.push_back(key);
+      continue;
+    }
     PreparedRun p;
     absl::StatusOr<bool> planned = PrepareRun(v, key, /*single=*/false, &p);
     const bool overlaps = planned.ok() && *planned &&
@@ -321,6 +325,7 @@ bool Destager::DestageSeeds(const std::vector<std::pair<BlockKey, VdiInfo>>& see
   for (size_t i = 0; i < runs.size(); ++i) {
     if (!SettleRun(runs[i], written[i], blocks_done).ok()) {
       ctx_.map->RequeueDirty(runs[i].key);
+      for (const BlockKey& k : runs[i].riders) ctx_.map->RequeueDirty(k);
       ok = false;
     }
   }

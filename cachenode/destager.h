@@ -133,6 +133,7 @@ class Destager {
     datanode::HomeStamp stamp;
     uint32_t unlogged = 0;  // blocks without a log record: fresh sequences reserved for them
     uint64_t fresh = 0;     // the first of them
+    std::vector<BlockKey> riders;  // other seeds of the batch inside the run
   };
   // Plans the run around `key` (`single`: only `key`), reads it and stamps it; false: nothing
   // dirty there. REQUIRES: the object's stripe lock is held.

@@ -56,6 +56,7 @@ struct Flags {
   std::optional<std::string> listen, http_listen, data_listen, ssd_path, state_dir, ready_file,
       policy, placement;
   std::optional<int64_t> relog_after_ms, dirty_age_target_ms;
+  std::optional<uint32_t> destage_batch_runs;
   std::optional<double> dirty_cap, vdi_dirty_cap, ssd_budget_burst_s;
   std::optional<std::string> ssd_write_budget;
   std::string disk_faults_file;
@@ -92,6 +93,11 @@ void AddFlags(CLI::App* app, Flags* f) {
                   "(it starts at half of it; 0: destage only when idle or above the high "
                   "watermark; default 30000)")
       ->check(CLI::Range(int64_t{0}, int64_t{86400000}));
+  app->add_option("--destage-batch-runs", f->destage_batch_runs,
+                  "Runs of dirty blocks (of any objects) destage writes home together: one "
+                  "request and one commit per data node that speaks node-api 3 (1: a request "
+                  "per run and home; default 16)")
+      ->check(CLI::Range(1, 64));
   app->add_option("--dirty-cap", f->dirty_cap,
                   "Dirty share of the SSD slots that writers are held under: writes slow down "
                   "smoothly above the high watermark (0.6) and wait, at most 1 s each, at the "
@@ -149,6 +155,7 @@ absl::StatusOr<Settings> Resolve(const Flags& f) {
   s.cc.placement = f.placement.value_or(s.cluster.placement);
   if (f.relog_after_ms) s.cc.relog_after_ms = *f.relog_after_ms;
   if (f.dirty_age_target_ms) s.cc.dirty_age_target_ms = *f.dirty_age_target_ms;
+  if (f.destage_batch_runs) s.cc.destage_batch_runs = *f.destage_batch_runs;
   if (f.dirty_cap) s.cc.dirty_cap = *f.dirty_cap;
   if (f.vdi_dirty_cap) s.cc.vdi_dirty_cap = *f.vdi_dirty_cap;
   const std::string budget = f.ssd_write_budget.value_or(s.self.ssd_write_budget);

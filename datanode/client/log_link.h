@@ -4,9 +4,9 @@
 // group-committed log appends (DataNodePool::SendLogBatch hands a batch here when the data node
 // announced a port, Health's `log_port`, and the link is usable, else it calls gRPC), one for
 // block writes (WriteAll: the destager's writes, when the node speaks node-api 2 and the link
-// is idle, sent and awaited on the writer's own thread, TryBeginStore; a write that finds it
-// busy goes over gRPC, so concurrent writers are not queued behind each other on one
-// connection). A third carries reads of blocks, on the reader's own
+// is idle, sent and awaited on the writer's own thread, TryBeginStore, or a destage batch's runs
+// in one request, TryBeginStoreBatch, node-api 3; a write that finds it busy goes over gRPC, so
+// concurrent writers are not queued behind each other on one connection). A third carries reads of blocks, on the reader's own
 // thread when the link is free (TryCallLoad), over gRPC when it is not.
 //
 // A transport failure (refused, reset, no answer within the timeout) fails the batch UNAVAILABLE
