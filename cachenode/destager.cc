@@ -248,7 +248,7 @@ void Destager::DestageBatch(const DestagePlanner::Decision& d, uint64_t fg_at_ti
     if (seeds.empty()) break;
     const int64_t one_start = ctx_.clock->NowMicros();
     uint64_t done = 0;
-    if (!DestageSeeds(seeds, &done)) stop_after = true;
+    if (!DestageSeeds(seeds, &done, /*requeue=*/true).ok()) stop_after = true;
     bytes += done * options_.block_size;
     const bool load = fg_blocks_.load() != fg_at_tick;
     if (!idle && load && !ctx_.log->over_limit()) {
@@ -262,8 +262,8 @@ void Destager::DestageBatch(const DestagePlanner::Decision& d, uint64_t fg_at_ti
   }
 }
 
-bool Destager::DestageSeeds(const std::vector<std::pair<BlockKey, VdiInfo>>& seeds,
-                            uint64_t* blocks_done) {
+absl::Status Destager::DestageSeeds(const std::vector<std::pair<BlockKey, VdiInfo>>& seeds,
+                                    uint64_t* blocks_done, bool requeue) {
   // The seeds' stripes, each once, in address order: the only holder of several stripes at once
   // takes them so (every other holder takes one), so this never deadlocks.
   std::vector<absl::Mutex*> locks;
@@ -271,7 +271,8 @@ bool Destager::DestageSeeds(const std::vector<std::pair<BlockKey, VdiInfo>>& see
   std::sort(locks.begin(), locks.end());
   locks.erase(std::unique(locks.begin(), locks.end()), locks.end());
   for (absl::Mutex* mu : locks) mu->Lock();
-  bool ok = true;
+  absl::Status failed;  // the first failure
+  std::vector<std::pair<BlockKey, VdiInfo>> runs_after;
   std::vector<PreparedRun> runs;
   runs.reserve(seeds.size());
   for (const auto& [key, v] : seeds) {
@@ -297,12 +298,16 @@ bool Destager::DestageSeeds(const std::vector<std::pair<BlockKey, VdiInfo>>& see
       // Around a block of a run planned already (that one was cut at destage_max_blocks):
       // the next batch takes it.
       if (p.unlogged > 0) ctx_.log->Done(p.fresh);
-      ctx_.map->RequeueDirty(key);
+      if (requeue) {
+        ctx_.map->RequeueDirty(key);
+      } else {
+        runs_after.emplace_back(key, v);
+      }
       continue;
     }
     if (!planned.ok()) {
-      ctx_.map->RequeueDirty(key);
-      ok = false;
+      if (requeue) ctx_.map->RequeueDirty(key);
+      if (failed.ok()) failed = planned.status();
       continue;
     }
     if (*planned) runs.push_back(std::move(p));
@@ -323,14 +328,18 @@ bool Destager::DestageSeeds(const std::vector<std::pair<BlockKey, VdiInfo>>& see
     written = ctx_.pool->WriteAllBatch(batch);
   }
   for (size_t i = 0; i < runs.size(); ++i) {
-    if (!SettleRun(runs[i], written[i], blocks_done).ok()) {
-      ctx_.map->RequeueDirty(runs[i].key);
-      for (const BlockKey& k : runs[i].riders) ctx_.map->RequeueDirty(k);
-      ok = false;
+    if (absl::Status s = SettleRun(runs[i], written[i], blocks_done); !s.ok()) {
+      if (requeue) {
+        ctx_.map->RequeueDirty(runs[i].key);
+        for (const BlockKey& k : runs[i].riders) ctx_.map->RequeueDirty(k);
+      }
+      if (failed.ok()) failed = s;
     }
   }
   for (auto mu = locks.rbegin(); mu != locks.rend(); ++mu) (*mu)->Unlock();
-  return ok;
+  // Not queued (a flush's): the seeds around a run cut short go in a batch of their own.
+  if (!runs_after.empty() && failed.ok()) return DestageSeeds(runs_after, blocks_done, false);
+  return failed;
 }
 
 absl::Duration Destager::ThrottleWrite(const VdiInfo& v, absl::Time deadline) {
@@ -378,10 +387,15 @@ absl::Status Destager::Flush(uint32_t vdi, const ring::Ring* moving_under) {
   std::sort(keys.begin(), keys.end(), [](const BlockKey& a, const BlockKey& b) {
     return a.vdi != b.vdi ? a.vdi < b.vdi : a.block < b.block;
   });
-  for (const BlockKey& k : keys) {
-    RC_ASSIGN_OR_RETURN(VdiInfo v, ctx_.vdis->Get(k.vdi));
-    absl::MutexLock stripe(&ctx_.stripes->Of(k.vdi, v.ObjectOf(k)));
-    RC_RETURN_IF_ERROR(DestageAround(v, k, nullptr));  // nothing to do if destaged meanwhile
+  // In batches, as the destager's (nothing to do for a block destaged meanwhile).
+  std::vector<std::pair<BlockKey, VdiInfo>> seeds;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    RC_ASSIGN_OR_RETURN(VdiInfo v, ctx_.vdis->Get(keys[i].vdi));
+    seeds.emplace_back(keys[i], std::move(v));
+    if (seeds.size() == options_.destage_batch_runs || i + 1 == keys.size()) {
+      RC_RETURN_IF_ERROR(DestageSeeds(seeds, nullptr, /*requeue=*/false));
+      seeds.clear();
+    }
   }
   ctx_.log->ReclaimNow().IgnoreError();  // a down data node's copies are collected later
   return absl::OkStatus();

@@ -144,10 +144,10 @@ class Destager {
   absl::Status SettleRun(const PreparedRun& p, const absl::Status& written,
                          uint64_t* blocks_done);
   // Destages the runs around `seeds` (each with its VDI) under their stripes, together (one
-  // DataNodePool::WriteAllBatch). False when one failed (its seed is queued again).
-  // REQUIRES: no stripe lock held.
-  bool DestageSeeds(const std::vector<std::pair<BlockKey, VdiInfo>>& seeds,
-                    uint64_t* blocks_done);
+  // DataNodePool::WriteAllBatch). Returns the first failure; `requeue`: the seeds came from the
+  // destage queue (NextDirty), and a failed run's go back to it. REQUIRES: no stripe lock held.
+  absl::Status DestageSeeds(const std::vector<std::pair<BlockKey, VdiInfo>>& seeds,
+                            uint64_t* blocks_done, bool requeue);
   // Reads the blocks of `run` into `data` (repairing damaged dirty slots).
   absl::Status ReadRun(const BlockKey& key, uint64_t object, uint64_t base,
                        const DestageRun& run, std::string* data);
