@@ -96,7 +96,8 @@ void AddFlags(CLI::App* app, Flags* f) {
   app->add_option("--destage-batch-runs", f->destage_batch_runs,
                   "Runs of dirty blocks (of any objects) destage writes home together: one "
                   "request and one commit per data node that speaks node-api 3 (1: a request "
-                  "per run and home; default 16)")
+                  "per run and home; default 16; environment RINGCACHE_DESTAGE_BATCH_RUNS)")
+      ->envname("RINGCACHE_DESTAGE_BATCH_RUNS")
       ->check(CLI::Range(1, 64));
   app->add_option("--dirty-cap", f->dirty_cap,
                   "Dirty share of the SSD slots that writers are held under: writes slow down "

@@ -14,6 +14,9 @@
 #                 link's sender thread, as before 2026-11-30, and every destaged block write
 #                 as before 2026-12-01 (RINGCACHE_LOG_TRANSPORT=handoff; the default sends an
 #                 append, and a block write, on the writer's thread when its link is idle);
+#   runs          (only when --transports names it) log ports, each destaged run in a request
+#                 of its own to each home, as before 2026-12-01 (RINGCACHE_DESTAGE_BATCH_RUNS=1;
+#                 the default sends a data node the runs of up to 16 objects in one request);
 # and for each the servers' CPU (utime + stime from /proc, per process kind) over the measured
 # run divided by fio's completed writes, after a 5 s warm-up. Prints a table and the ratios.
 #
@@ -46,7 +49,7 @@ while [ $# -gt 0 ]; do
     --transports) TRANSPORTS=$2; shift 2 ;;
     --ssd-size) SSD=$2; shift 2 ;;
     --rate) RATE=(--rate_iops="$2"); shift 2 ;;
-    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
     *) echo "write_cpu_bench.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -120,7 +123,11 @@ for ((r = 0; r < ROUNDS; r++)); do
     deploy/cluster.sh down --dir "$CLUSTER" > /dev/null 2>&1 || true
     rm -rf "$CLUSTER"
     env_word=""
-    [ $transport != log-port ] && env_word="RINGCACHE_LOG_TRANSPORT=$transport"
+    case $transport in
+      log-port) ;;
+      runs) env_word="RINGCACHE_DESTAGE_BATCH_RUNS=1" ;;
+      *) env_word="RINGCACHE_LOG_TRANSPORT=$transport" ;;
+    esac
     env $env_word deploy/cluster.sh up --dir "$CLUSTER" --cache-nodes 3 --data-nodes 4 \
       --base-port "$BASE" --ssd-size "$SSD" --replication 3 --create-vdi v1:1GiB \
       > "$TMP/up.log" 2>&1 || { tail -20 "$TMP/up.log"; exit 1; }
@@ -138,12 +145,12 @@ for line in open(sys.argv[1]):
 mean = {n: (sum(c for c, _ in v) / len(v), sum(i for _, i in v) / len(v)) for n, v in rows.items()}
 q = mean["qemu-nbd-wt"]
 print()
-for n in ("log-port", "handoff", "appends", "grpc"):
+for n in ("log-port", "runs", "handoff", "appends", "grpc"):
     if n in mean:
         c, i = mean[n]
         print(f"{n:10s} CPU per write {c:6.0f} us = {c / q[0]:5.2f}x qemu-nbd writethrough's "
               f"({q[0]:.0f} us); {i:6.0f} writes/s = {i / q[1]:4.2f}x its {q[1]:.0f}")
-for other in ("handoff", "appends", "grpc"):
+for other in ("runs", "handoff", "appends", "grpc"):
     if "log-port" in mean and other in mean:
         print(f"log port / {other}: CPU per write {mean['log-port'][0] / mean[other][0]:.2f}x, "
               f"writes/s {mean['log-port'][1] / mean[other][1]:.2f}x")
