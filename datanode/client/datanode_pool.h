@@ -238,8 +238,10 @@ class DataNodePool {
   // else each run to that node over gRPC, all at once. Returns one status per run, WriteAll's
   // for it: OK only when every home stored it; a home's refusal of one run (kOlderVersion)
   // fails that run alone. Homes that answered UNAVAILABLE are asked twice more, as WriteAll
-  // does.
-  std::vector<absl::Status> WriteAllBatch(const std::vector<RunWrite>& runs);
+  // does. *stored (may be null) receives per run the most blocks any one home stored (WriteAll's
+  // `stored`, for conditional writes).
+  std::vector<absl::Status> WriteAllBatch(const std::vector<RunWrite>& runs,
+                                          std::vector<uint32_t>* stored = nullptr);
   // Trims the run on all n homes.
   absl::Status TrimAll(uint32_t vdi, uint64_t object, uint32_t first, uint32_t count, int n,
                        const HomeStamp* stamp = nullptr);

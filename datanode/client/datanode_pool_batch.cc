@@ -30,9 +30,11 @@ std::string What(uint32_t node) { return absl::StrCat("write to data node ", nod
 
 }  // namespace
 
-std::vector<absl::Status> DataNodePool::WriteAllBatch(const std::vector<RunWrite>& runs) {
+std::vector<absl::Status> DataNodePool::WriteAllBatch(const std::vector<RunWrite>& runs,
+                                                      std::vector<uint32_t>* stored) {
   const auto v = view();  // held until every write answered (SetRing waits for it)
   std::vector<absl::Status> out(runs.size());
+  std::vector<uint32_t> most(runs.size(), 0);  // per run, the most blocks one home stored
   std::vector<v1::WriteBlocksRequest> reqs(runs.size());
   // Per data node, the runs it is a home of; per run and home, the home's answer.
   absl::flat_hash_map<uint32_t, std::vector<size_t>> by_node;
@@ -132,12 +134,19 @@ std::vector<absl::Status> DataNodePool::WriteAllBatch(const std::vector<RunWrite
       Observe(b.node, pool_internal::Seconds(b.start));
       const uint32_t id = b.node->endpoint.id;
       for (size_t k = 0; k < b.runs->size(); ++k) {
-        answers[(*b.runs)[k]][id] =
+        const size_t run = (*b.runs)[k];
+        answers[run][id] =
             Annotate(s.ok() ? ResultStatus(resp.results(static_cast<int>(k))) : s, What(id) + ": ");
+        if (answers[run][id].ok()) {
+          most[run] = std::max(most[run], resp.results(static_cast<int>(k)).blocks_stored());
+        }
       }
     }
     pending.Wait();
-    for (const auto& c : calls) answers[c->run][c->id] = FromGrpc(c->status, What(c->id));
+    for (const auto& c : calls) {
+      answers[c->run][c->id] = FromGrpc(c->status, What(c->id));
+      if (c->status.ok()) most[c->run] = std::max(most[c->run], c->resp.blocks_stored());
+    }
   };
   round(by_node);
   // A transient fault is retried, not reported: a stamped write is idempotent (a home keeps the
@@ -171,6 +180,7 @@ std::vector<absl::Status> DataNodePool::WriteAllBatch(const std::vector<RunWrite
       }
     }
   }
+  if (stored != nullptr) *stored = std::move(most);
   return out;
 }
 

@@ -3,8 +3,10 @@
 
 #include <map>
 #include <set>
+#include <string>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include <spdlog/spdlog.h>
 
@@ -60,7 +62,31 @@ absl::StatusOr<ReplayStats> ReplayCacheNodeLog(
                   cache_node, seq);
   }
   stats.blocks = latest.size();
-  // Write runs of consecutive blocks of one object home, conditionally.
+  // Write runs of consecutive blocks of one object home, conditionally, up to kReplayBatch runs
+  // at a time (one request per data node each, DataNodePool::WriteAllBatch).
+  constexpr size_t kReplayBatch = 16;
+  std::vector<std::string> datas;
+  std::vector<RunWrite> runs;
+  std::vector<uint32_t> counts;  // blocks per run
+  auto write_runs = [&]() -> absl::Status {
+    if (runs.empty()) return absl::OkStatus();
+    std::vector<uint32_t> stored;
+    const std::vector<absl::Status> written = pool->WriteAllBatch(runs, &stored);
+    absl::Status first;
+    for (size_t i = 0; i < runs.size(); ++i) {
+      if (!written[i].ok()) {
+        if (first.ok()) first = written[i];
+        continue;
+      }
+      stats.blocks_written += stored[i];
+      stats.blocks_skipped += counts[i] - stored[i];
+    }
+    runs.clear();
+    datas.clear();
+    counts.clear();
+    return first;
+  };
+  datas.reserve(kReplayBatch);  // the runs point into it: never reallocated while they do
   for (auto it = latest.begin(); it != latest.end();) {
     const auto [vdi, object, first] = it->first;
     const uint32_t n = replication(vdi);
@@ -80,14 +106,14 @@ absl::StatusOr<ReplayStats> ReplayCacheNodeLog(
     if (n == 0) {
       stats.blocks_orphaned += count;
     } else {
-      uint32_t stored = 0;
-      RC_RETURN_IF_ERROR(pool->WriteAll(vdi, object, first, data, static_cast<int>(n), &stamp,
-                                        &stored));
-      stats.blocks_written += stored;
-      stats.blocks_skipped += count - stored;
+      datas.push_back(std::move(data));
+      runs.push_back({vdi, object, first, &datas.back(), static_cast<int>(n), std::move(stamp)});
+      counts.push_back(count);
+      if (runs.size() == kReplayBatch) RC_RETURN_IF_ERROR(write_runs());
     }
     it = end;
   }
+  RC_RETURN_IF_ERROR(write_runs());
   // Everything is home: drop the node's log. A data node that misses this keeps harmless
   // leftovers (they can never win over the stamped home copies).
   if (max_seq > 0) {
