@@ -212,10 +212,17 @@ absl::Status DataNodeService::StoreBlocksBatch(const v1::WriteBlocksBatchRequest
         ++next;
       }
       if (s.ok()) continue;
+      if (s.code() == absl::StatusCode::kDataLoss) data_loss_->Increment();
       r->set_code(static_cast<int32_t>(s.code()));
       r->set_kind(std::string(ErrorKindName(KindOf(s))));
-      // The answer must stay within a frame's message bound however many writes fail.
-      r->set_message(std::string(s.message().substr(0, 512)));
+      // The answer must stay within a frame's message bound however many writes fail; cut at a
+      // character's start (a proto3 string must be valid UTF-8).
+      size_t cut = std::min<size_t>(s.message().size(), 512);
+      while (cut > 0 && cut < s.message().size() &&
+             (static_cast<unsigned char>(s.message()[cut]) & 0xC0) == 0x80) {
+        --cut;
+      }
+      r->set_message(std::string(s.message().substr(0, cut)));
     }
     return absl::OkStatus();
   });
