@@ -179,6 +179,7 @@ v1::ResizeTiersResponse CacheNode::resize_state() const {
   st.set_blocks_to_move(target != 0 ? slots_->used_past_target() : 0);
   st.set_ram_bytes(uint64_t{map_->ram_capacity()} * config_.block_size);
   st.set_ram_used_bytes(uint64_t{map_->ram_held()} * config_.block_size);
+  st.set_configured_ssd_bytes(config_.ssd_bytes / config_.block_size * config_.block_size);
   return st;
 }
 

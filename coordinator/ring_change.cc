@@ -2,6 +2,7 @@
 #include "coordinator/ring_change.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "common/errors.h"
@@ -16,6 +17,18 @@ bool Contains(const std::vector<uint32_t>& v, uint32_t id) {
 void InsertSorted(std::vector<uint32_t>* v, uint32_t id) {
   if (Contains(*v, id)) return;
   v->insert(std::upper_bound(v->begin(), v->end(), id), id);
+}
+
+const char* KindName(RingChange::Kind kind) {
+  switch (kind) {
+    case RingChange::Kind::kRemoval:
+      return "removal";
+    case RingChange::Kind::kJoin:
+      return "join";
+    case RingChange::Kind::kReweight:
+      return "reweight";
+  }
+  return "?";
 }
 
 }  // namespace
@@ -42,11 +55,16 @@ const char* StepName(Step::Kind kind) {
 
 absl::StatusOr<RingChange> RingChange::Begin(Kind kind, const CacheRingState& current,
                                              const std::vector<uint32_t>& members, uint32_t node,
-                                             int attempts, absl::Duration retry_pause) {
+                                             int attempts, absl::Duration retry_pause,
+                                             CacheRingState::Weight weight) {
   const bool known = Contains(members, node);
   const bool out = Contains(current.removed, node);
-  if (kind == Kind::kRemoval && (!known || out)) {
+  if (kind != Kind::kJoin && (!known || out)) {
     return absl::NotFoundError(absl::StrCat("no cache node ", node, " in the ring"));
+  }
+  if (kind == Kind::kReweight && (!std::isfinite(weight.weight) || weight.weight <= 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cache node ", node, ": ring weight ", weight.weight, " is not positive"));
   }
   if (kind == Kind::kJoin && !known) {
     return absl::NotFoundError(absl::StrCat("unknown cache node ", node));
@@ -54,8 +72,9 @@ absl::StatusOr<RingChange> RingChange::Begin(Kind kind, const CacheRingState& cu
   if (kind == Kind::kJoin && !out) {
     return absl::AlreadyExistsError(absl::StrCat("cache node ", node, " is in the ring"));
   }
-  if (!current.removing.empty() || current.joining != 0) {
-    return absl::FailedPreconditionError("another cache node is being removed or added");
+  if (!current.removing.empty() || current.joining != 0 || current.reweighting.id != 0) {
+    return absl::FailedPreconditionError(
+        "another cache node is being removed, added or given a new weight");
   }
   size_t in_ring = 0;
   for (uint32_t id : members) in_ring += Contains(current.removed, id) ? 0 : 1;
@@ -70,8 +89,11 @@ absl::StatusOr<RingChange> RingChange::Begin(Kind kind, const CacheRingState& cu
   c.start_ = current;
   if (kind == Kind::kRemoval) {
     InsertSorted(&c.start_.removing, node);
-  } else {
+  } else if (kind == Kind::kJoin) {
     c.start_.joining = node;
+  } else {
+    weight.id = node;
+    c.start_.reweighting = weight;
   }
   c.start_.epoch = current.epoch + 1;  // a new owner never writes at the epoch of the one before
   return c;
@@ -119,8 +141,8 @@ void RingChange::Report(const absl::Status& result, bool term_ended) {
       }
       phase_ = Phase::kDone;
       status_ = absl::UnavailableError(
-          absl::StrCat("cannot publish the ", kind_ == Kind::kRemoval ? "removal" : "join",
-                       " of cache node ", node_, ": ", result.message()));
+          absl::StrCat("cannot publish the ", KindName(kind_), " of cache node ", node_, ": ",
+                       result.message()));
       return;
     case Phase::kDrain:
       phase_ = Phase::kWork;
@@ -160,11 +182,17 @@ CacheRingState RingChange::Outcome(const CacheRingState& now) const {
   CacheRingState st = now;
   std::erase(st.removing, node_);
   st.joining = 0;
+  st.reweighting = {};
   if (succeeded_) {
     if (kind_ == Kind::kRemoval) {
       InsertSorted(&st.removed, node_);
-    } else {
+    } else if (kind_ == Kind::kJoin) {
       std::erase(st.removed, node_);
+    } else {
+      std::erase_if(st.weights, [this](const auto& w) { return w.id == node_; });
+      st.weights.insert(std::upper_bound(st.weights.begin(), st.weights.end(), node_,
+                                         [](uint32_t id, const auto& w) { return id < w.id; }),
+                        start_.reweighting);
     }
   }
   st.epoch = now.epoch + 1;

@@ -12,10 +12,12 @@
 // Steps, in order:
 //   removal: kPublish(start) -> kDrain -> kSettle [-> kPause -> kSettle]... -> kPublishOutcome
 //   join:    kPublish(start) -> kDrain -> kHandoff [-> kPause -> kHandoff]... -> kPublishOutcome
-// then kDone. The start state holds the node in `removing` (its requests wait) or `joining`
-// (requests for the objects that move to it wait) at a new epoch; the outcome takes the node
-// out (settled) or in (handed over), or back to where it was (attempts ran out), at another new
-// epoch. A failed start publish ends the change at once with nothing changed; an outcome that
+//   reweight: as a join
+// then kDone. The start state holds the node in `removing` (its requests wait), `joining`
+// (requests for the objects that move to it wait) or `reweighting` (requests for the objects
+// that move to or from it wait) at a new epoch; the outcome takes the node out (settled), in
+// (handed over) or to its new weight (handed over), or back to where it was (attempts ran out),
+// at another new epoch. A failed start publish ends the change at once with nothing changed; an outcome that
 // cannot be published (the term ended) ends it with kFailedPrecondition: the next coordinator
 // decides the change again from the published state.
 //
@@ -42,8 +44,8 @@ struct Step {
     kDrain,           // wait until the requests the start state holds have finished
     kSettle,          // removal: leave none of the node's dirty data behind (destage if it
                       // answers; else seal its log and replay it, at `state.epoch`)
-    kHandoff,         // join: members destage and drop what moves; the joiner drops all and
-                      // is registered; the result is one status for the whole attempt
+    kHandoff,         // join, reweight: members destage and drop what moves; a joiner drops
+                      // all and is registered; the result is one status for the whole attempt
     kPause,           // wait `wait` before the next attempt
     kPublishOutcome,  // publish `state` (the change ends); report false if the term ended
     kDone,
@@ -58,16 +60,19 @@ const char* StepName(Step::Kind kind);
 
 class RingChange {
  public:
-  enum class Kind { kRemoval, kJoin };
+  enum class Kind { kRemoval, kJoin, kReweight };
 
   // Starts the change of `node` from the router's `current` state, whose ring has `members`
   // (every cache node it knows, removed or not). Fails with nothing started when the change
-  // cannot begin: kNotFound (removal of a node not in the ring), kAlreadyExists (join of a node
-  // in it), kFailedPrecondition (another change is under way, or the last node would leave).
-  // `attempts` bounds the settle or handoff attempts, `retry_pause` separates them.
+  // cannot begin: kNotFound (removal or reweight of a node not in the ring), kAlreadyExists
+  // (join of a node in it), kInvalidArgument (a reweight's weight is not positive and finite),
+  // kFailedPrecondition (another change is under way, or the last node would leave).
+  // `attempts` bounds the settle or handoff attempts, `retry_pause` separates them. `weight`:
+  // a reweight's new weight and the capacity it stands for (its id is ignored).
   static absl::StatusOr<RingChange> Begin(Kind kind, const CacheRingState& current,
                                           const std::vector<uint32_t>& members, uint32_t node,
-                                          int attempts, absl::Duration retry_pause);
+                                          int attempts, absl::Duration retry_pause,
+                                          CacheRingState::Weight weight = {});
 
   Kind kind() const { return kind_; }
   uint32_t node() const { return node_; }
@@ -79,13 +84,13 @@ class RingChange {
   // ended first. `term_ended`: this router lost its term as coordinator meanwhile.
   void Report(const absl::Status& result, bool term_ended = false);
   // The state the outcome publishes, built from the router's state at that moment (`now`: its
-  // epoch may have grown meanwhile): the node out or in if the change succeeded, neither
-  // removing nor joining, at a new epoch.
+  // epoch may have grown meanwhile): the node out, in or at its new weight if the change
+  // succeeded, neither removing, joining nor reweighting, at a new epoch.
   CacheRingState Outcome(const CacheRingState& now) const;
   bool done() const { return phase_ == Phase::kDone; }
-  // Once done: OK if the node left or joined; the error otherwise.
+  // Once done: OK if the node left, joined or took its weight; the error otherwise.
   const absl::Status& status() const { return status_; }
-  // True once the settle or handoff succeeded (the outcome takes the node out or in).
+  // True once the settle or handoff succeeded (the outcome takes the change's effect).
   bool succeeded() const { return succeeded_; }
 
   // True when a failed step must not be retried: the term ended (the next coordinator decides

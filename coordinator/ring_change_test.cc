@@ -2,6 +2,8 @@
 // and where it stops (attempts spent, a step refused as of an ended term, the term ended).
 #include "coordinator/ring_change.h"
 
+#include <cmath>
+
 #include "common/errors.h"
 #include "gtest/gtest.h"
 
@@ -116,6 +118,64 @@ TEST(RingChangeTest, FailedStartEndsWithNothingChanged) {
   EXPECT_TRUE(absl::IsUnavailable(c->status()));
   EXPECT_NE(c->status().message().find("cannot publish the removal of cache node 1"),
             std::string::npos);
+}
+
+TEST(RingChangeTest, ReweightHandsOffBothWaysAndSetsTheWeight) {
+  CacheRingState now = At(4, {3});
+  now.weights = {{1, 0.5, 8 << 20}};
+  auto c = RingChange::Begin(Kind::kReweight, now, {1, 2, 3}, 2, 5, absl::Seconds(1),
+                             {0, 2.5, 40 << 20});
+  ASSERT_TRUE(c.ok()) << c.status();
+  const Step first = c->next();
+  EXPECT_EQ(first.state.epoch, 5u);
+  EXPECT_EQ(first.state.reweighting, (CacheRingState::Weight{2, 2.5, 40 << 20}));
+  EXPECT_EQ(first.state.joining, 0u);
+  EXPECT_EQ(first.state.weights, now.weights) << "the ring keeps its weights until the outcome";
+  // While it runs, nothing else starts.
+  CacheRingState busy = first.state;
+  EXPECT_TRUE(absl::IsFailedPrecondition(
+      RingChange::Begin(Kind::kRemoval, busy, {1, 2, 3}, 1, 1, absl::ZeroDuration()).status()));
+  EXPECT_TRUE(absl::IsFailedPrecondition(
+      RingChange::Begin(Kind::kJoin, busy, {1, 2, 3}, 3, 1, absl::ZeroDuration()).status()));
+  const auto kinds = RunChange(&*c, {absl::UnavailableError("node 1 kept 1 dirty block"),
+                                     absl::OkStatus()});
+  EXPECT_EQ(kinds, (std::vector<Step::Kind>{Step::kPublish, Step::kDrain, Step::kHandoff,
+                                            Step::kPause, Step::kHandoff, Step::kPublishOutcome}));
+  EXPECT_TRUE(c->status().ok()) << c->status();
+  CacheRingState out = c->Outcome(first.state);
+  EXPECT_EQ(out.epoch, 6u);
+  EXPECT_EQ(out.reweighting, CacheRingState::Weight{});
+  EXPECT_EQ(out.weights, (std::vector<CacheRingState::Weight>{{1, 0.5, 8 << 20},
+                                                              {2, 2.5, 40 << 20}}));
+  EXPECT_EQ(out.removed, std::vector<uint32_t>{3});
+  // A second reweight of the same node replaces its weight.
+  auto again = RingChange::Begin(Kind::kReweight, out, {1, 2, 3}, 2, 1, absl::ZeroDuration(),
+                                 {0, 1, 16 << 20});
+  ASSERT_TRUE(again.ok());
+  RunChange(&*again, {absl::OkStatus()});
+  EXPECT_EQ(again->Outcome(out).weights,
+            (std::vector<CacheRingState::Weight>{{1, 0.5, 8 << 20}, {2, 1, 16 << 20}}));
+}
+
+TEST(RingChangeTest, ReweightThatFailsKeepsTheOldWeightAndRefusesBadOnes) {
+  auto c = RingChange::Begin(Kind::kReweight, At(4), {1, 2}, 1, 2, absl::Seconds(1),
+                             {0, 3, 1 << 30});
+  ASSERT_TRUE(c.ok());
+  RunChange(&*c, {absl::UnavailableError("cache node 2 does not answer")});
+  EXPECT_TRUE(absl::IsUnavailable(c->status()));
+  const CacheRingState out = c->Outcome(c->start());
+  EXPECT_TRUE(out.weights.empty());
+  EXPECT_EQ(out.reweighting.id, 0u);
+  EXPECT_TRUE(absl::IsNotFound(RingChange::Begin(Kind::kReweight, At(1, {2}), {1, 2}, 2, 1,
+                                                 absl::ZeroDuration(), {0, 2, 1})
+                                   .status()))
+      << "a node out of the ring has no weight in it";
+  for (double bad : {0.0, -1.0, std::nan("")}) {
+    EXPECT_TRUE(absl::IsInvalidArgument(RingChange::Begin(Kind::kReweight, At(1), {1, 2}, 2, 1,
+                                                          absl::ZeroDuration(), {0, bad, 1})
+                                            .status()))
+        << bad;
+  }
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <map>
 #include <optional>
 #include <thread>
@@ -281,13 +282,65 @@ grpc::Status AdminService::RemoveNode(grpc::ServerContext*, const v1::RemoveNode
   return ToGrpc(s);
 }
 
+namespace {
+
+// Ring weights need the weight lines of the published cache ring, which only etcd-value 2
+// readers (feature level 3) know.
+constexpr uint32_t kReweightFeatureLevel = 3;
+
+// The ring weight a cache node's SSD tier of `now` bytes stands for: its registered weight is
+// its configured size's, and the weight follows the size in proportion. Rounded to a thousandth
+// (the ring gives a node 128 virtual nodes per unit of weight), at least 0.01 (one vnode).
+double WeightFor(double registered, uint64_t configured, uint64_t now) {
+  const double w = registered * static_cast<double>(now) / static_cast<double>(configured);
+  return std::max(0.01, std::round(w * 1000) / 1000);
+}
+
+}  // namespace
+
 grpc::Status AdminService::ResizeNode(grpc::ServerContext*, const v1::ResizeNodeRequest* req,
                                       v1::ResizeTiersResponse* resp) {
-  // Node-local: any gateway that knows the node passes it on.
+  // The tiers are node-local: any gateway that knows the node passes a resize on. The node's
+  // share of the cache ring follows its SSD tier (a ring change): that takes the coordinator.
+  const uint32_t id = req->id();
+  const bool follow = req->ssd_bytes() != 0 && !req->keep_weight();
+  if (follow) {
+    if (grpc::Status c = CheckCoordinator(); !c.ok()) return c;
+  }
   absl::StatusOr<v1::ResizeTiersResponse> r =
-      router_->ResizeCacheNode(req->id(), req->ssd_bytes(), req->ram_bytes());
+      router_->ResizeCacheNode(id, req->ssd_bytes(), req->ram_bytes());
   if (!r.ok()) return ToGrpc(r.status());
   *resp = *std::move(r);
+  double registered = 1;
+  absl::StatusOr<CacheRingState::Weight> w = router_->RingWeight(id, &registered);
+  if (!w.ok()) return ToGrpc(w.status());
+  resp->set_ring_weight(w->weight);
+  if (!follow) return grpc::Status::OK;
+  // The size the tier heads to: a pending shrink's target, else the size it serves with.
+  const uint64_t now = resp->target_bytes() != 0 ? resp->target_bytes() : resp->ssd_bytes();
+  if (resp->configured_ssd_bytes() == 0) {
+    resp->set_ring_weight_note("the node's release does not say its configured SSD size");
+    return grpc::Status::OK;
+  }
+  const double want = WeightFor(registered, resp->configured_ssd_bytes(), now);
+  if (std::abs(want - w->weight) < 5e-4) return grpc::Status::OK;
+  bool cluster_mode = false;
+  absl::StatusOr<uint32_t> level = FeatureLevel(&cluster_mode);
+  if (!level.ok()) return ToGrpc(level.status());
+  if (*level < kReweightFeatureLevel) {
+    resp->set_ring_weight_note(absl::StrCat(
+        "a ring weight of ", want, " for the new size needs cluster feature level ",
+        kReweightFeatureLevel, " (the cluster is at ", *level,
+        "; `ringcachectl cluster finalize` raises it, then resize again)"));
+    return grpc::Status::OK;
+  }
+  if (absl::Status s = router_->ReweightCacheNode(id, want, now, nullptr); !s.ok()) {
+    return ToGrpc(absl::Status(
+        s.code(), absl::StrCat("cache node ", id, ": the SSD tier is resized, but its ring weight "
+                               "is still ", w->weight, " (the change to ", want, " failed: ",
+                               s.message(), "); the same resize again retries it")));
+  }
+  resp->set_ring_weight(want);
   return grpc::Status::OK;
 }
 

@@ -3,6 +3,7 @@
 add_library(rc_gateway STATIC
   ${CMAKE_CURRENT_LIST_DIR}/router.cc
   ${CMAKE_CURRENT_LIST_DIR}/router_membership.cc
+  ${CMAKE_CURRENT_LIST_DIR}/router_follow.cc
   ${CMAKE_CURRENT_LIST_DIR}/router_vdis.cc
   ${CMAKE_CURRENT_LIST_DIR}/piece_pool.cc
   ${CMAKE_CURRENT_LIST_DIR}/qos.cc

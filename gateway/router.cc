@@ -251,11 +251,18 @@ void Router::SetRingEpoch(uint64_t epoch) {
   epoch_ = std::max(epoch_, epoch);
 }
 
-absl::StatusOr<std::unique_ptr<ring::Ring>> Router::BuildRingLocked(uint32_t joining) const {
+double Router::WeightLocked(uint32_t id, double registered, bool reweighted) const {
+  if (reweighted && reweighting_.id == id) return reweighting_.weight;
+  auto it = weights_.find(id);
+  return it == weights_.end() ? registered : it->second.weight;
+}
+
+absl::StatusOr<std::unique_ptr<ring::Ring>> Router::BuildRingLocked(uint32_t joining,
+                                                                    bool reweighted) const {
   std::vector<ring::Member> members;
   for (const auto& m : members_) {
     if (!removed_.contains(m.id) || m.id == joining) {
-      members.push_back(ring::Member{m.id, m.weight, ""});
+      members.push_back(ring::Member{m.id, WeightLocked(m.id, m.weight, reweighted), ""});
     }
   }
   RC_ASSIGN_OR_RETURN(ring::Ring ring, ring::Ring::BuildCacheRing(std::move(members)));

@@ -199,6 +199,21 @@ class Router : public ExportProvider {
   // nothing changes (the node stays removed; dropped clean blocks are only a colder cache).
   absl::Status AddCacheNode(uint32_t id, const std::function<void(const std::string&)>& progress,
                             int attempts = 60);
+  // Gives cache node `id` (in the ring) the ring weight `weight`, standing for `capacity_bytes`
+  // of SSD tier (ringcachectl node resize: the weight follows the capacity). A handoff as for a
+  // join, both ways: requests for the objects that move to or from the node are held (those in
+  // flight finish first) while every member destages its dirty blocks of the objects it loses
+  // and drops its clean copies of them; then the ring takes the weight. Only keys to or from
+  // the node move (ring/ring.h). On error nothing changes. The weight is kept with the removals
+  // (LoadRemoved) and, in cluster mode, in the published ring state.
+  absl::Status ReweightCacheNode(uint32_t id, double weight, uint64_t capacity_bytes,
+                                 const std::function<void(const std::string&)>& progress,
+                                 int attempts = 30);
+  // The ring weight of cache node `id` now and the SSD capacity it stands for: the weight a
+  // reweight gave it, or (capacity 0) the one it registered with, which `registered` (may be
+  // null) receives in any case. kNotFound for an unknown id.
+  absl::StatusOr<CacheRingState::Weight> RingWeight(uint32_t id,
+                                                    double* registered = nullptr) const;
   // Runs `hook(id, client)` on a joining cache node after its VDIs are registered and before it
   // serves (a failure fails the attempt, which is retried). The data rebalancer uses it to give
   // the node the current data ring. Set before serving.
@@ -235,8 +250,14 @@ class Router : public ExportProvider {
   // `skip_removing`, not being removed either.
   std::vector<CacheMember*> Live(bool skip_removing = false) const;
   absl::Status RebuildRing() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The ring of the members not removed, plus `joining` (0: none).
-  absl::StatusOr<std::unique_ptr<ring::Ring>> BuildRingLocked(uint32_t joining) const
+  // The ring of the members not removed, plus `joining` (0: none); with `reweighted`, the
+  // reweight under way (reweighting_) has taken effect.
+  absl::StatusOr<std::unique_ptr<ring::Ring>> BuildRingLocked(uint32_t joining,
+                                                              bool reweighted = false) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A member's ring weight: a reweight's (reweighting_ with `reweighted`, else weights_), or
+  // `registered`.
+  double WeightLocked(uint32_t id, double registered, bool reweighted) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   CacheMember* MemberLocked(uint32_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint64_t RingEpochLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -249,21 +270,30 @@ class Router : public ExportProvider {
                             std::vector<std::pair<uint32_t, CacheClient*>>* leaving);
   // A cache ring change (coordinator/ring_change.h) carried out: the core decides the steps,
   // the router takes them. `work` is the settle (removal) or the handoff (join) attempt.
+  // `weight`: a reweight's.
   absl::Status RunChange(coordinator::RingChange::Kind kind, uint32_t id, int attempts,
                          const std::function<absl::Status(const coordinator::Step&)>& work,
-                         const std::function<void(const std::string&)>& say);
+                         const std::function<void(const std::string&)>& say,
+                         CacheRingState::Weight weight = {});
   // Starts the change in the routing state (requests for the node, or for the objects that
-  // move to it, wait from now on); fails with nothing changed when the core refuses it.
+  // move to or from it, wait from now on); fails with nothing changed when the core refuses it.
   absl::Status BeginChange(coordinator::RingChange::Kind kind, uint32_t id, int attempts,
+                           CacheRingState::Weight weight,
                            std::optional<coordinator::RingChange>* change);
   void EndChangeLocked(coordinator::RingChange::Kind kind, uint32_t id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A change that succeeded and whose outcome was published takes effect here: the node out,
+  // in, or at its new weight; the ring rebuilt and saved.
+  absl::Status ApplyChangeLocked(const coordinator::RingChange& change,
+                                 const std::function<void(const std::string&)>& say)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Waits for the requests the change holds that are already in flight (a removal cancels those
   // of a node that does not answer).
   void Drain(coordinator::RingChange::Kind kind, uint32_t id,
              const std::function<void(const std::string&)>& say);
-  // One handoff attempt of a join: members destage and drop what moves to `joiner`, which
-  // drops every block, gets the VDIs and the join hook.
+  // One handoff attempt of a join or reweight: members destage and drop what moves (to or from
+  // node `id`); a `joiner` (null for a reweight) drops every block, gets the VDIs and the join
+  // hook.
   absl::Status Handoff(uint32_t id, CacheClient* joiner,
                        const std::function<void(const std::string&)>& say);
   // True when a change must not be retried: a node refused its step as of an ended term
@@ -322,9 +352,13 @@ class Router : public ExportProvider {
   bool changing_ ABSL_GUARDED_BY(mu_) = false;
   // A publisher was set once (cluster mode's coordinator): without one now its term ended.
   bool publishes_ ABSL_GUARDED_BY(mu_) = false;
-  bool joining_ ABSL_GUARDED_BY(mu_) = false;  // AddCacheNode holds every request
-  uint32_t joining_id_ ABSL_GUARDED_BY(mu_) = 0;
-  std::unique_ptr<ring::Ring> next_ring_ ABSL_GUARDED_BY(mu_);  // the ring with the joiner
+  // A join or reweight is under way: requests for the objects that move wait (MovesLocked).
+  bool joining_ ABSL_GUARDED_BY(mu_) = false;
+  uint32_t joining_id_ ABSL_GUARDED_BY(mu_) = 0;  // the joiner (0: a reweight)
+  std::unique_ptr<ring::Ring> next_ring_ ABSL_GUARDED_BY(mu_);  // the ring after the change
+  // Ring weights set by reweights (by node), and the reweight under way (id 0: none).
+  absl::flat_hash_map<uint32_t, CacheRingState::Weight> weights_ ABSL_GUARDED_BY(mu_);
+  CacheRingState::Weight reweighting_ ABSL_GUARDED_BY(mu_);
   // Requests in flight per object (vdi, object index): a join waits for those of moving objects.
   absl::flat_hash_map<std::pair<uint32_t, uint64_t>, int> inflight_objects_ ABSL_GUARDED_BY(mu_);
   std::function<absl::Status(uint32_t, CacheClient*)> join_hook_ ABSL_GUARDED_BY(mu_);

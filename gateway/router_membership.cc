@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -20,6 +21,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/atomic_file.h"
@@ -32,6 +34,9 @@
 namespace ringcache::gateway {
 namespace {
 constexpr char kEpochLine[] = "#epoch ";
+// "#weight ID WEIGHT CAPACITY": a reweight's ring weight (a comment to releases before it, which
+// then use the registered weight).
+constexpr char kWeightLine[] = "#weight ";
 }  // namespace
 
 absl::Status Router::SaveRemoved() {
@@ -40,6 +45,12 @@ absl::Status Router::SaveRemoved() {
   // The static ring epoch: it only grows, across removals, joins and restarts (fencing tokens).
   absl::StrAppend(&text, kEpochLine, epoch_, "\n");
   for (uint32_t id : removed_) absl::StrAppend(&text, id, "\n");
+  std::vector<CacheRingState::Weight> weights;
+  for (const auto& [id, w] : weights_) weights.push_back(w);
+  std::sort(weights.begin(), weights.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
+  for (const auto& w : weights) {
+    absl::StrAppendFormat(&text, "%s%u %.17g %u\n", kWeightLine, w.id, w.weight, w.capacity_bytes);
+  }
   return WriteFileAtomically(removed_path_, text);
 }
 
@@ -64,6 +75,18 @@ absl::Status Router::LoadRemoved(const std::string& path) {
                             &saved_epoch)) {
         return absl::DataLossError(absl::StrCat(path, ": bad epoch line: ", line));
       }
+      continue;
+    }
+    if (absl::StartsWith(line, kWeightLine)) {
+      std::vector<absl::string_view> f =
+          absl::StrSplit(line.substr(strlen(kWeightLine)), ' ', absl::SkipEmpty());
+      CacheRingState::Weight w;
+      if (f.size() != 3 || !absl::SimpleAtoi(f[0], &w.id) || !absl::SimpleAtod(f[1], &w.weight) ||
+          !absl::SimpleAtoi(f[2], &w.capacity_bytes) || !(w.weight > 0) ||
+          !std::isfinite(w.weight)) {
+        return absl::DataLossError(absl::StrCat(path, ": bad weight line: ", line));
+      }
+      weights_[w.id] = w;
       continue;
     }
     if (line.empty() || line[0] == '#') continue;
@@ -243,6 +266,29 @@ absl::Status Router::AddCacheNode(uint32_t id,
   return RunChange(coordinator::RingChange::Kind::kJoin, id, attempts, work, say);
 }
 
+absl::Status Router::ReweightCacheNode(uint32_t id, double weight, uint64_t capacity_bytes,
+                                       const std::function<void(const std::string&)>& progress,
+                                       int attempts) {
+  auto say = [&](const std::string& m) {
+    spdlog::info("reweight cache node {}: {}", id, m);
+    if (progress) progress(m);
+  };
+  auto work = [&](const coordinator::Step&) { return Handoff(id, nullptr, say); };
+  return RunChange(coordinator::RingChange::Kind::kReweight, id, attempts, work, say,
+                   {id, weight, capacity_bytes});
+}
+
+absl::StatusOr<CacheRingState::Weight> Router::RingWeight(uint32_t id, double* registered) const {
+  absl::MutexLock l(&mu_);
+  for (const auto& m : members_) {
+    if (m.id != id) continue;
+    if (registered != nullptr) *registered = m.weight;
+    if (auto it = weights_.find(id); it != weights_.end()) return it->second;
+    return CacheRingState::Weight{id, m.weight, 0};
+  }
+  return absl::NotFoundError(absl::StrCat("no cache node ", id));
+}
+
 absl::Status Router::Handoff(uint32_t id, CacheClient* joiner,
                              const std::function<void(const std::string&)>& say) {
   std::vector<ring::Member> next;
@@ -254,10 +300,11 @@ absl::Status Router::Handoff(uint32_t id, CacheClient* joiner,
   // Every flush below first waits for the requests other gateways sent on older rings.
   const uint64_t epoch = ring_epoch();
   for (CacheMember* m : live) m->client->SetRingEpoch(epoch);
-  joiner->SetRingEpoch(epoch);
-  // Handoff: each member destages the objects it loses to the joiner (no request can dirty
-  // them again: they are held), then drops its clean copies of them (so an object that later
-  // comes back never meets a stale copy), and must keep no dirty block of them.
+  if (joiner != nullptr) joiner->SetRingEpoch(epoch);
+  // Handoff: each member destages the objects it loses (to the joiner, or to and from the node
+  // reweighted; no request can dirty them again: they are held), then drops its clean copies of
+  // them (so an object that later comes back never meets a stale copy), and must keep no dirty
+  // block of them.
   for (CacheMember* m : live) RC_RETURN_IF_ERROR(m->client->FlushMoving(next));
   say("the objects that move are destaged; dropping their clean copies");
   for (CacheMember* m : live) {
@@ -267,6 +314,7 @@ absl::Status Router::Handoff(uint32_t id, CacheClient* joiner,
           absl::StrCat("cache node ", m->id, " kept ", kept, " dirty blocks of moving objects"));
     }
   }
+  if (joiner == nullptr) return absl::OkStatus();  // a reweight: every node has the VDIs
   RC_RETURN_IF_ERROR(joiner->DropBlocks(true, {}).status());
   for (const auto& r : catalog_->List()) {
     RC_RETURN_IF_ERROR(joiner->RegisterVdi(r.geometry, r.mode, r.policy));
@@ -281,6 +329,7 @@ absl::Status Router::Handoff(uint32_t id, CacheClient* joiner,
 }
 
 absl::Status Router::BeginChange(coordinator::RingChange::Kind kind, uint32_t id, int attempts,
+                                 CacheRingState::Weight weight,
                                  std::optional<coordinator::RingChange>* change) {
   absl::MutexLock l(&mu_);
   std::vector<uint32_t> ids;
@@ -288,16 +337,24 @@ absl::Status Router::BeginChange(coordinator::RingChange::Kind kind, uint32_t id
   // removing_ and joining_ are in the state: the core refuses a second change.
   RC_ASSIGN_OR_RETURN(coordinator::RingChange c,
                       coordinator::RingChange::Begin(kind, RingStateLocked(), ids, id, attempts,
-                                                     absl::Seconds(1)));
+                                                     absl::Seconds(1), weight));
   if (kind == coordinator::RingChange::Kind::kRemoval) {
     removing_.insert(id);
   } else {
-    RC_ASSIGN_OR_RETURN(std::unique_ptr<ring::Ring> next_ring, BuildRingLocked(id));
-    // From here on requests for the objects that move to the joiner wait (OnOwner); the others
-    // go on as before. The moving ones already in flight finish first.
+    const bool reweight = kind == coordinator::RingChange::Kind::kReweight;
+    if (reweight) reweighting_ = c.start().reweighting;
+    absl::StatusOr<std::unique_ptr<ring::Ring>> next_ring =
+        BuildRingLocked(reweight ? 0 : id, reweight);
+    if (!next_ring.ok()) {
+      reweighting_ = {};
+      return next_ring.status();
+    }
+    // From here on requests for the objects that move (to the joiner, or to and from the node
+    // reweighted) wait (OnOwner); the others go on as before. The moving ones already in flight
+    // finish first.
     joining_ = true;
-    joining_id_ = id;
-    next_ring_ = std::move(next_ring);
+    joining_id_ = reweight ? 0 : id;
+    next_ring_ = *std::move(next_ring);
   }
   changing_ = true;
   change->emplace(std::move(c));
@@ -310,6 +367,7 @@ void Router::EndChangeLocked(coordinator::RingChange::Kind kind, uint32_t id) {
   } else {
     joining_ = false;
     joining_id_ = 0;
+    reweighting_ = {};
     next_ring_.reset();
   }
   changing_ = false;
@@ -317,9 +375,9 @@ void Router::EndChangeLocked(coordinator::RingChange::Kind kind, uint32_t id) {
 
 void Router::Drain(coordinator::RingChange::Kind kind, uint32_t id,
                    const std::function<void(const std::string&)>& say) {
-  if (kind == coordinator::RingChange::Kind::kJoin) {
+  if (kind != coordinator::RingChange::Kind::kRemoval) {
     absl::MutexLock l(&mu_);
-    say("holding requests for the objects it takes over; waiting for those in flight");
+    say("holding requests for the objects that move; waiting for those in flight");
     auto drained = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       for (const auto& [key, n] : inflight_objects_) {
         if (n != 0 && MovesLocked(ring::ObjectKey{key.first, key.second})) return false;
@@ -357,10 +415,11 @@ void Router::Drain(coordinator::RingChange::Kind kind, uint32_t id,
 
 absl::Status Router::RunChange(coordinator::RingChange::Kind kind, uint32_t id, int attempts,
                                const std::function<absl::Status(const coordinator::Step&)>& work,
-                               const std::function<void(const std::string&)>& say) {
+                               const std::function<void(const std::string&)>& say,
+                               CacheRingState::Weight weight) {
   using coordinator::Step;
   std::optional<coordinator::RingChange> change;
-  RC_RETURN_IF_ERROR(BeginChange(kind, id, attempts, &change));
+  RC_RETURN_IF_ERROR(BeginChange(kind, id, attempts, weight, &change));
   const bool removal = kind == coordinator::RingChange::Kind::kRemoval;
   CacheRingState outcome;
   bool started = false, published = false;
@@ -423,16 +482,32 @@ absl::Status Router::RunChange(coordinator::RingChange::Kind kind, uint32_t id, 
     }
     return change->status();
   }
-  if (removal) {
-    removed_.insert(id);
-  } else {
-    removed_.erase(id);
+  return ApplyChangeLocked(*change, say);
+}
+
+absl::Status Router::ApplyChangeLocked(const coordinator::RingChange& change,
+                                       const std::function<void(const std::string&)>& say) {
+  using Kind = coordinator::RingChange::Kind;
+  const uint32_t id = change.node();
+  std::string done;
+  switch (change.kind()) {
+    case Kind::kRemoval:
+      removed_.insert(id);
+      done = "removed; its objects now go to their next owners";
+      break;
+    case Kind::kJoin:
+      removed_.erase(id);
+      done = "joined; its objects now go to it";
+      break;
+    case Kind::kReweight:
+      weights_[id] = change.start().reweighting;
+      done = absl::StrCat("ring weight ", change.start().reweighting.weight,
+                          "; the objects that moved now go to their owners");
+      break;
   }
   absl::Status rs = RebuildRing();
   if (rs.ok()) rs = SaveRemoved();
-  say(rs.ok() ? (removal ? "removed; its objects now go to their next owners"
-                         : "joined; its objects now go to it")
-              : rs.ToString());
+  say(rs.ok() ? done : rs.ToString());
   return rs;
 }
 
@@ -447,137 +522,5 @@ void Router::SetPublisher(Publisher publisher) {
   if (publisher) publishes_ = true;
   publisher_ = std::move(publisher);
 }
-
-CacheRingState Router::RingStateLocked() const {
-  CacheRingState st;
-  st.epoch = epoch_;
-  for (const auto& [id, l] : learned_) st.learned.push_back({id, l.address, l.weight});
-  st.removed.assign(removed_.begin(), removed_.end());
-  std::sort(st.removed.begin(), st.removed.end());
-  st.removing.assign(removing_.begin(), removing_.end());
-  std::sort(st.removing.begin(), st.removing.end());
-  st.joining = joining_ ? joining_id_ : 0;
-  return st;
-}
-
-absl::Status Router::Publish(const CacheRingState& state) {
-  absl::MutexLock pl(&publish_mu_);
-  Publisher publisher;
-  {
-    absl::MutexLock l(&mu_);
-    publisher = publisher_;
-  }
-  if (!publisher) return absl::OkStatus();
-  return publisher(state);
-}
-
-bool Router::PublishOutcome(const CacheRingState& state) {
-  for (int i = 0;; ++i) {
-    {
-      absl::MutexLock l(&mu_);
-      // Static mode (never a publisher): the outcome is the ring. Cluster mode without one any
-      // more: the term ended, nothing was published, and the outcome must not be used.
-      if (!publisher_) return !publishes_;
-    }
-    absl::Status s = Publish(state);
-    if (s.ok()) return true;
-    if (i % 25 == 0) spdlog::warn("cannot publish the cache ring yet ({}); retrying", s.ToString());
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  }
-}
-
-absl::Status Router::FollowRingState(const CacheRingState& st) {
-  std::vector<std::pair<uint32_t, CacheClient*>> leaving;
-  absl::Status s = FollowLocked(st, &leaving);
-  // Requests this gateway still has in flight to a node that leaves and does not answer (it
-  // died) are cancelled: they were not acknowledged, and go to the next owner once the
-  // coordinator settled the node (as RemoveCacheNode does for its own; waiting for their
-  // deadline would stall clients for a minute).
-  for (const auto& [id, c] : leaving) {
-    if (!c->Probe(500).ok()) {
-      spdlog::info("cache node {} leaves and does not answer: cancelling requests in flight", id);
-      c->CancelInFlight();
-    }
-  }
-  return s;
-}
-
-absl::Status Router::FollowLocked(const CacheRingState& st,
-                                  std::vector<std::pair<uint32_t, CacheClient*>>* leaving) {
-  absl::MutexLock l(&mu_);
-  if (st.epoch <= epoch_) return absl::OkStatus();
-  if (publisher_) {
-    return absl::FailedPreconditionError("this gateway publishes the cache ring (coordinator)");
-  }
-  if (changing_) {  // a deposed coordinator's change winds down first (it then publishes nothing)
-    return absl::FailedPreconditionError(
-        "a cache node change of this gateway's ended term is still winding down");
-  }
-  auto known = [this](uint32_t id)
-                   ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return MemberLocked(id) != nullptr; };
-  for (const auto& n : st.learned) {
-    if (known(n.id)) continue;
-    members_.push_back({n.id, n.weight, NewClient(n.id, n.address)});
-    learned_[n.id] = Learned{n.address, n.weight};
-    spdlog::info("cache node {} at {} (weight {}): learned from the coordinator's ring", n.id,
-                 n.address, n.weight);
-  }
-  for (const auto* ids : {&st.removed, &st.removing}) {
-    for (uint32_t id : *ids) {
-      if (!known(id)) {
-        return absl::DataLossError(absl::StrCat("the published cache ring names cache node ", id,
-                                                ", which this gateway does not know"));
-      }
-    }
-  }
-  if (st.joining != 0 && !known(st.joining)) {
-    return absl::DataLossError(
-        absl::StrCat("the published cache ring joins unknown node ", st.joining));
-  }
-  for (const auto* ids : {&st.removed, &st.removing}) {
-    for (uint32_t id : *ids) {
-      if (!removed_.contains(id) && !removing_.contains(id)) {
-        leaving->push_back({id, MemberLocked(id)->client.get()});
-      }
-    }
-  }
-  removed_ = absl::flat_hash_set<uint32_t>(st.removed.begin(), st.removed.end());
-  removing_ = absl::flat_hash_set<uint32_t>(st.removing.begin(), st.removing.end());
-  next_ring_.reset();
-  joining_ = st.joining != 0;
-  joining_id_ = st.joining;
-  if (joining_) {
-    RC_ASSIGN_OR_RETURN(next_ring_, BuildRingLocked(st.joining));
-  }
-  epoch_ = st.epoch;
-  RC_RETURN_IF_ERROR(RebuildRing());
-  if (!learned_path_.empty()) RC_RETURN_IF_ERROR(SaveLearned());
-  return SaveRemoved();
-}
-
-absl::Status Router::TakeOver(uint64_t min_epoch) {
-  CacheRingState st;
-  {
-    absl::MutexLock l(&mu_);
-    st = RingStateLocked();
-    st.removing.clear();
-    st.joining = 0;
-    st.epoch = std::max(epoch_, min_epoch) + 1;
-  }
-  RC_RETURN_IF_ERROR(Publish(st));
-  absl::MutexLock l(&mu_);
-  if (!removing_.empty() || joining_) {
-    spdlog::info("coordinator: the previous leader left a {} under way; it is decided again",
-                 joining_ ? "join" : "removal");
-  }
-  removing_.clear();
-  joining_ = false;
-  joining_id_ = 0;
-  next_ring_.reset();
-  epoch_ = std::max(epoch_, st.epoch);
-  RC_RETURN_IF_ERROR(RebuildRing());
-  return SaveRemoved();
-}
-
 
 }  // namespace ringcache::gateway

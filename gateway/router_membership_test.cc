@@ -445,6 +445,86 @@ TEST_F(RouterMembershipTest, JoinHoldsOnlyTheObjectsThatMove) {
   EXPECT_GT(nodes_[1]->dirty_blocks(), 0u) << "the moved object's write went to node 2";
 }
 
+// A reweight (ringcachectl node resize: the weight follows the SSD tier) moves objects both
+// ways, each with a handoff: the members destage what they lose and drop their clean copies of
+// it, so an object that moves away and comes back never meets a stale copy. The weight is
+// published (a follower routes alike) and kept across a restart.
+TEST_F(RouterMembershipTest, AReweightMovesObjectsBothWaysWithoutStaleReads) {
+  absl::Mutex mu;
+  std::vector<CacheRingState> published;
+  router_->SetPublisher([&](const CacheRingState& st) {
+    absl::MutexLock l(&mu);
+    published.push_back(st);
+    return absl::OkStatus();
+  });
+  const uint32_t vdi = catalog_->Find("v")->geometry.vdi_id();
+  auto owned = [&](double w2, uint32_t id) {
+    ring::RingConfig rc;
+    rc.members = {{1, 1.0, ""}, {2, w2, ""}};
+    rc.cached_owners = 1;
+    auto ring = ring::Ring::Build(rc);
+    EXPECT_TRUE(ring.ok());
+    uint64_t n = 0;
+    for (uint64_t o = 0; o < kObjects; ++o) n += ring->Owner(ring::ObjectKey{vdi, o}) == id;
+    return n;
+  };
+  ASSERT_LT(owned(1.0, 2), owned(3.0, 2)) << "a heavier node owns more";
+  WriteAll('a');
+  ASSERT_TRUE(router_->ReweightCacheNode(2, 3.0, 3u << 20, nullptr, 3).ok());
+  EXPECT_EQ(router_->RingMembers(),
+            (std::vector<std::pair<uint32_t, double>>{{1, 1.0}, {2, 3.0}}));
+  EXPECT_EQ(router_->RingWeight(2)->capacity_bytes, 3u << 20);
+  // Node 1 destaged the objects it lost and nothing else (the test's nodes never destage alone).
+  EXPECT_EQ(nodes_[0]->dirty_blocks(), owned(3.0, 1));
+  EXPECT_EQ(StaleObjects('a'), 0);
+  WriteAll('b');
+  EXPECT_EQ(nodes_[1]->dirty_blocks(), owned(3.0, 2)) << "node 2 took its new objects' writes";
+  // And back below its first weight: node 2's objects go to node 1, which must not serve the
+  // 'a' copies it had of them before the first reweight.
+  ASSERT_TRUE(router_->ReweightCacheNode(2, 0.25, 256u << 10, nullptr, 3).ok());
+  EXPECT_EQ(StaleObjects('b'), 0);
+  EXPECT_EQ(nodes_[1]->dirty_blocks(), owned(0.25, 2));
+  WriteAll('c');
+  EXPECT_EQ(StaleObjects('c'), 0);
+  {
+    absl::MutexLock l(&mu);
+    ASSERT_EQ(published.size(), 4u) << "a start and an outcome per reweight";
+    EXPECT_EQ(published[0].reweighting, (CacheRingState::Weight{2, 3.0, 3u << 20}));
+    EXPECT_TRUE(published[0].weights.empty());
+    EXPECT_EQ(published[1].reweighting.id, 0u);
+    EXPECT_EQ(published[3].weights,
+              (std::vector<CacheRingState::Weight>{{2, 0.25, 256u << 10}}));
+  }
+  // Nothing else may start while a reweight runs; an unknown or removed node has no weight.
+  EXPECT_EQ(router_->ReweightCacheNode(9, 2, 1, nullptr, 1).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(router_->ReweightCacheNode(1, 0, 1, nullptr, 1).code(),
+            absl::StatusCode::kInvalidArgument);
+
+  // A gateway that follows the coordinator routes with the weights it published.
+  auto follower = Router::Create(catalog_.get(), FileMembers(), pool_.get());
+  ASSERT_TRUE(follower.ok()) << follower.status();
+  {
+    absl::MutexLock l(&mu);
+    ASSERT_TRUE((*follower)->FollowRingState(published[2]).ok());
+    EXPECT_EQ((*follower)->RingMembers(),
+              (std::vector<std::pair<uint32_t, double>>{{1, 1.0}, {2, 3.0}}))
+        << "the ring keeps its weights while a reweight runs";
+    ASSERT_TRUE((*follower)->FollowRingState(published[3]).ok());
+  }
+  EXPECT_EQ((*follower)->RingMembers(),
+            (std::vector<std::pair<uint32_t, double>>{{1, 1.0}, {2, 0.25}}));
+  // A restarted gateway keeps the weight (with the removals).
+  dev_.reset();
+  router_ = NewRouter(FileMembers());
+  ASSERT_NE(router_, nullptr);
+  EXPECT_EQ(router_->RingMembers(),
+            (std::vector<std::pair<uint32_t, double>>{{1, 1.0}, {2, 0.25}}));
+  auto dev = router_->Open("v");
+  ASSERT_TRUE(dev.ok()) << dev.status();
+  dev_ = *std::move(dev);
+  EXPECT_EQ(StaleObjects('c'), 0);
+}
+
 TEST_F(RouterMembershipTest, AddCacheNodeRefusesMembersAndUnknownIds) {
   EXPECT_EQ(router_->AddCacheNode(1, nullptr, 1).code(), absl::StatusCode::kAlreadyExists);
   EXPECT_EQ(router_->AddCacheNode(9, nullptr, 1).code(), absl::StatusCode::kNotFound);

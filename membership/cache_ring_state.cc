@@ -1,10 +1,12 @@
 #include "membership/cache_ring_state.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/status_macros.h"
@@ -21,6 +23,12 @@ std::string EncodeCacheRingState(const CacheRingState& s) {
   for (uint32_t id : s.removed) absl::StrAppend(&out, "removed ", id, "\n");
   for (uint32_t id : s.removing) absl::StrAppend(&out, "removing ", id, "\n");
   if (s.joining != 0) absl::StrAppend(&out, "joining ", s.joining, "\n");
+  for (const auto& w : s.weights) {
+    absl::StrAppendFormat(&out, "weight %u %.17g %u\n", w.id, w.weight, w.capacity_bytes);
+  }
+  if (const auto& w = s.reweighting; w.id != 0) {
+    absl::StrAppendFormat(&out, "reweighting %u %.17g %u\n", w.id, w.weight, w.capacity_bytes);
+  }
   return out;
 }
 
@@ -38,6 +46,13 @@ std::string EncodeCacheRingValue(const CacheRingState& s) {
   for (uint32_t id : s.removed) r->add_removed(id);
   for (uint32_t id : s.removing) r->add_removing(id);
   r->set_joining(s.joining);
+  auto put = [](const CacheRingState::Weight& w, v1::EtcdCacheRing::Weight* p) {
+    p->set_id(w.id);
+    p->set_weight(w.weight);
+    p->set_capacity_bytes(w.capacity_bytes);
+  };
+  for (const auto& w : s.weights) put(w, r->add_weights());
+  if (s.reweighting.id != 0) put(s.reweighting, r->mutable_reweighting());
   return EncodeEtcdValue(std::move(v));
 }
 
@@ -48,6 +63,17 @@ void SortState(CacheRingState* s) {
             [](const auto& a, const auto& b) { return a.id < b.id; });
   std::sort(s->removed.begin(), s->removed.end());
   std::sort(s->removing.begin(), s->removing.end());
+  std::sort(s->weights.begin(), s->weights.end(),
+            [](const auto& a, const auto& b) { return a.id < b.id; });
+}
+
+// A weight of the state: a node, a positive finite weight.
+absl::Status CheckWeight(const CacheRingState::Weight& w) {
+  if (w.id == 0 || !std::isfinite(w.weight) || w.weight <= 0) {
+    return absl::DataLossError(absl::StrCat("cache ring state: node ", w.id, " has weight ",
+                                            w.weight));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<CacheRingState> DecodeCacheRingEtcdValue(absl::string_view value) {
@@ -66,6 +92,15 @@ absl::StatusOr<CacheRingState> DecodeCacheRingEtcdValue(absl::string_view value)
   s.removed.assign(r.removed().begin(), r.removed().end());
   s.removing.assign(r.removing().begin(), r.removing().end());
   s.joining = r.joining();
+  for (const auto& p : r.weights()) {
+    s.weights.push_back({p.id(), p.weight(), p.capacity_bytes()});
+    RC_RETURN_IF_ERROR(CheckWeight(s.weights.back()));
+  }
+  if (r.has_reweighting()) {
+    const auto& p = r.reweighting();
+    s.reweighting = {p.id(), p.weight(), p.capacity_bytes()};
+    RC_RETURN_IF_ERROR(CheckWeight(s.reweighting));
+  }
   for (const auto* ids : {&s.removed, &s.removing}) {
     if (std::find(ids->begin(), ids->end(), 0u) != ids->end()) {
       return absl::DataLossError("cache ring state: node id 0");
@@ -104,6 +139,17 @@ absl::StatusOr<CacheRingState> DecodeCacheRingState(absl::string_view text) {
       if (f[0] == "removed") s.removed.push_back(id);
       if (f[0] == "removing") s.removing.push_back(id);
       if (f[0] == "joining") s.joining = id;
+    } else if ((f[0] == "weight" || f[0] == "reweighting") && f.size() == 4) {
+      CacheRingState::Weight w;
+      if (!absl::SimpleAtoi(f[1], &w.id) || !absl::SimpleAtod(f[2], &w.weight) ||
+          !absl::SimpleAtoi(f[3], &w.capacity_bytes) || !CheckWeight(w).ok()) {
+        return bad();
+      }
+      if (f[0] == "weight") {
+        s.weights.push_back(w);
+      } else {
+        s.reweighting = w;
+      }
     } else {
       return bad();
     }

@@ -9,8 +9,15 @@
 // published state and is the fencing token requests carry, so a gateway still routing on an older
 // state is refused by any cache node the coordinator already moved on (cachenode/service.h).
 //
+// A node's ring weight is the one it registered with (its cluster-file entry, or `learned`)
+// until a reweight (`ringcachectl node resize`: the weight follows the SSD tier's capacity) sets
+// one in `weights`, with the capacity it stands for; `reweighting` is a reweight under way
+// (requests for the objects that move wait, as for a join).
+//
 // Text form, one fact per line: "epoch N", "learned ID ADDRESS WEIGHT", "removed ID",
-// "removing ID", "joining ID"; lines starting with '#' are comments.
+// "removing ID", "joining ID", "weight ID WEIGHT CAPACITY", "reweighting ID WEIGHT CAPACITY";
+// lines starting with '#' are comments. Releases before 0.2 read neither weight line: a reweight
+// needs cluster feature level 3 (every value in etcd a message only 0.2 and later read).
 #ifndef RINGCACHE_MEMBERSHIP_CACHE_RING_STATE_H_
 #define RINGCACHE_MEMBERSHIP_CACHE_RING_STATE_H_
 
@@ -32,11 +39,19 @@ struct CacheRingState {
     double weight = 1.0;
     bool operator==(const Learned&) const = default;
   };
+  struct Weight {
+    uint32_t id = 0;  // 0: none (`reweighting`)
+    double weight = 0;
+    uint64_t capacity_bytes = 0;  // the SSD tier's size the weight stands for
+    bool operator==(const Weight&) const = default;
+  };
   uint64_t epoch = 0;
   std::vector<Learned> learned;     // sorted by id
   std::vector<uint32_t> removed;    // sorted
   std::vector<uint32_t> removing;   // sorted
   uint32_t joining = 0;             // 0: none
+  std::vector<Weight> weights;      // sorted by id: weights set by reweights
+  Weight reweighting;               // id 0: none
   bool operator==(const CacheRingState&) const = default;
 };
 

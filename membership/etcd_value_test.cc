@@ -34,6 +34,8 @@ CacheRingState SomeRing() {
   s.removed = {4};
   s.removing = {5, 6};
   s.joining = 9;
+  s.weights = {{3, 1.0 / 3, 123456789}, {7, 2.5, 1 << 30}};
+  s.reweighting = {8, 0.125, 4096};
   return s;
 }
 
@@ -82,6 +84,12 @@ TEST(EtcdValueTest, ReadersTakeTheTextOfVersionOne) {
   EXPECT_EQ(*DecodeRingEpoch("12\n"), 12u);
   EXPECT_EQ(*DecodeMarkValue("ringcachectl node remove", "m"), "ringcachectl node remove");
   EXPECT_TRUE(absl::IsDataLoss(DecodeNumberValue("twelve", "n").status()));
+  // Ring weights: positive and finite, on a node.
+  for (const char* bad : {"epoch 1\nweight 3 0 100\n", "epoch 1\nweight 0 1 100\n",
+                          "epoch 1\nreweighting 3 -2 100\n", "epoch 1\nweight 3 nan 1\n",
+                          "epoch 1\nweight 3 1\n"}) {
+    EXPECT_TRUE(absl::IsDataLoss(DecodeCacheRingState(bad).status())) << bad;
+  }
 }
 
 TEST(EtcdValueTest, ANewerVersionIsRefusedNamingTheVersionsAndAnotherKindIsDamage) {

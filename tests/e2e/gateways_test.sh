@@ -18,6 +18,10 @@
 #     etcd (the copy again, the switch, the purge of former homes) and finishes it: the rebalance
 #     is idle with 4 data nodes, the purge mark in etcd is gone, the write loop saw no error,
 #     every write reads back through both gateways.
+#  5. A resize of cache node 3's SSD tier to twice its size: refused by the follower; at feature
+#     level 1 done with the ring weight left as it was (and said why); after `cluster finalize`
+#     (last: the checks above read etcd's values as text) the ring weight follows (2) at both
+#     gateways, and every write reads back through both.
 # Exits 77 (skipped) when etcd, etcdctl or qemu-io is not installed.
 #
 #   tests/e2e/gateways_test.sh BUILD_DIR
@@ -235,6 +239,33 @@ GW=$L2
 check_round 29
 check_loop_slots "$ops"
 log "every write read back through both gateways after the rebalance takeover"
+# 5. A cache node's ring weight follows its SSD tier (docs/cache-node.md "Resizing the tiers"):
+# a reweight takes the coordinator, and cluster feature level 3 (the published ring's weights).
+L3=$F2
+F3=$L2
+leader_is "$L3" || fail "gateway $L3 no longer leads"
+ring_weight() {  # gateway node: node's weight in the cache ring that gateway routes over
+  ctl "$1" --json status | python3 -c "
+import json, sys
+print(float([m['weight'] for m in json.load(sys.stdin)['cache_ring'] if m['id'] == $2][0]))"
+}
+if out=$(ctl "$F3" node resize 3 --ssd 256MiB 2>&1); then fail "the follower reweighted: $out"; fi
+echo "$out" | grep -q "not the coordinator" || fail "resize through the follower: $out"
+out=$(ctl "$L3" node resize 3 --ssd 256MiB 2>&1) || fail "resize at level 1: $out"
+echo "$out" | grep -q "ring weight unchanged: .*needs cluster feature level 3" ||
+  fail "a resize at level 1 does not say why the weight stays: $out"
+ctl "$L3" cluster finalize > /dev/null || fail "cluster finalize"
+out=$(ctl "$L3" node resize 3 --ssd 256MiB 2>&1) || fail "resize after finalize: $out"
+echo "$out" | grep -q "ring weight 2$" || fail "node 3 at twice its 128 MiB is not weight 2: $out"
+for _ in $(seq 1 50); do
+  [ "$(ring_weight "$F3" 3 2> /dev/null)" = 2.0 ] && break
+  sleep 0.2
+done
+[ "$(ring_weight "$L3" 3)" = 2.0 ] && [ "$(ring_weight "$F3" 3)" = 2.0 ] ||
+  fail "node 3's ring weight: $(ring_weight "$L3" 3) at the leader, $(ring_weight "$F3" 3) at the follower"
+for GW in 1 2; do check_round 29; check_loop_slots "$ops"; done
+log "node 3 resized to twice its size: ring weight 2 at both gateways, every write reads back"
+
 echo "takeover_seconds=$takeover"
 echo "rebalance_takeover_seconds=$takeover2"
 log "PASS"

@@ -73,6 +73,7 @@ struct Args {
   // node resize
   std::string ssd, ram;
   bool no_wait = false;
+  bool keep_weight = false;
 };
 
 // A command that needs no gateway (tls ...).
@@ -339,13 +340,17 @@ void AddResizeCommand(CLI::App* node, Args* a, Action* action) {
       ->check(ByteSizeCheck(UINT64_MAX, "2^64-1"));
   sub->add_flag("--no-wait", a->no_wait,
                 "Return once the shrink started instead of waiting until it is done");
+  sub->add_flag("--keep-weight", a->keep_weight,
+                "Leave the node's cache ring weight as it is (by default a new SSD size gives it "
+                "the weight of that size: registered weight x size / configured size, and the "
+                "objects that move change owner as in a join)");
   sub->callback([a, action] {
     if (a->ssd.empty() && a->ram.empty()) {
       throw CLI::ValidationError("give --ssd SIZE, --ram SIZE or both");
     }
     *action = [a](const AdminSession& s) {
       return ResizeNode(s, a->node_id, a->ssd.empty() ? 0 : SizeOf(a->ssd),
-                        a->ram.empty() ? 0 : SizeOf(a->ram), !a->no_wait);
+                        a->ram.empty() ? 0 : SizeOf(a->ram), !a->no_wait, a->keep_weight);
     };
   });
 }

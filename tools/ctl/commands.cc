@@ -495,6 +495,10 @@ absl::Status ClusterStatus(const AdminSession& s) {
         .Key("nodes")
         .BeginArray();
     for (const auto& n : resp.nodes()) WriteNodeJson(n, &j);
+    j.EndArray().Key("cache_ring").BeginArray();
+    for (const auto& m : resp.cache_ring()) {
+      j.BeginObject().Field("id", m.id()).Field("weight", m.weight()).EndObject();
+    }
     j.EndArray().Field("vdis", resp.vdis()).Field("dirty_bytes", resp.dirty_bytes());
     const v1::DataRebalance& r = resp.rebalance();
     j.Key("rebalance").BeginObject().Field("state", r.state().empty() ? "idle" : r.state());
@@ -582,7 +586,11 @@ absl::Status ClusterStatus(const AdminSession& s) {
                                                       ? " (this gateway)"
                                                       : " (answered by another gateway)")});
   }
+  // "1 (1), 2 (2.5)": the cache nodes objects are routed over, with their ring weights.
+  std::vector<std::string> ring;
+  for (const auto& m : resp.cache_ring()) ring.push_back(absl::StrCat(m.id(), " (", m.weight(), ")"));
   fields.insert(fields.end(), {{"nodes", nodes},
+                               {"cache ring", ring.empty() ? "-" : absl::StrJoin(ring, ", ")},
                                {"VDIs", std::to_string(resp.vdis())},
                                {"dirty", FormatBytes(resp.dirty_bytes())},
                                {"rebalance", rebalance}});

@@ -116,9 +116,10 @@ absl::Status RemoveNode(const AdminSession& s, const std::string& verb, const st
 absl::Status UndrainNode(const AdminSession& s, const std::string& role, uint32_t id);
 // `node resize ID [--ssd SIZE] [--ram SIZE]`: resizes cache node `id`'s SSD and RAM tiers (0:
 // unchanged); with `wait`, an SSD shrink is followed (progress on the error stream) until the
-// released slots are empty and cut.
+// released slots are empty and cut. A new SSD size gives the node the ring weight of that size
+// unless `keep_weight` (the gateway's rule: docs/cache-node.md, "Resizing the tiers").
 absl::Status ResizeNode(const AdminSession& s, uint32_t id, uint64_t ssd_bytes,
-                        uint64_t ram_bytes, bool wait);
+                        uint64_t ram_bytes, bool wait, bool keep_weight = false);
 
 // datanode out|in|decommission ID: asks the coordinator to take data node `id` out of the data
 // ring, put it back in, or decommission it; prints what happens next.

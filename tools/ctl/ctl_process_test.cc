@@ -24,6 +24,7 @@ namespace ringcache {
 namespace {
 
 using testing::DaemonProcess;
+using ::testing::EndsWith;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::StartsWith;
@@ -352,12 +353,13 @@ TEST_F(CtlProcessTest, NodesAndStatus) {
   r = Ctl("status");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out,
-            "health:     OK\n"
-            "epoch:      1\n"
-            "nodes:      5 (2 cachenode, 3 datanode); 5 up\n"
-            "VDIs:       1\n"
-            "dirty:      0 B\n"
-            "rebalance:  idle (data ring 1,2,3, epoch 0)\n");
+            "health:      OK\n"
+            "epoch:       1\n"
+            "nodes:       5 (2 cachenode, 3 datanode); 5 up\n"
+            "cache ring:  1 (1), 2 (1)\n"
+            "VDIs:        1\n"
+            "dirty:       0 B\n"
+            "rebalance:   idle (data ring 1,2,3, epoch 0)\n");
   r = Ctl("--json status");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(JsonNumber(r.out, "epoch"), 1);
@@ -429,7 +431,7 @@ TEST_F(CtlProcessTest, StatsAndFlushAfterNbdWrites) {
 
   // After a completed flush and no new writes, nothing is dirty.
   r = Ctl("status");
-  EXPECT_THAT(r.out, HasSubstr("dirty:      0 B\n"));
+  EXPECT_THAT(r.out, HasSubstr("dirty:       0 B\n"));
   r = Ctl("--json stats --vdi demo");
   EXPECT_EQ(JsonNumber(r.out, "dirty_bytes"), 0) << r.out;
 }
@@ -536,6 +538,11 @@ TEST_F(CtlProcessTest, NodeResizeGrowsAndShrinksTheTiersWhileServing) {
   CtlResult r = Ctl("node resize 1 --ssd 512M");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_THAT(r.out, StartsWith("cache node 1: SSD tier is 512.0 MiB, RAM tier 64.0 MiB ("));
+  // Twice its configured 256 MiB: twice its registered weight in the cache ring.
+  EXPECT_THAT(r.out, EndsWith(", ring weight 2\n"));
+  r = Ctl("status");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("cache ring:  1 (2), 2 (1)\n")) << r.out;
   ASSERT_NO_FATAL_FAILURE(QemuIo("demo", "write -P 0x3c 0 48M"));
   // 16 MiB holds 4,096 blocks: fewer than the ~6,000 of its half of the writes (write-back:
   // dirty), so blocks leave the released slots by destage. The RAM tier shrinks with it.
@@ -553,6 +560,11 @@ TEST_F(CtlProcessTest, NodeResizeGrowsAndShrinksTheTiersWhileServing) {
   EXPECT_THAT(r.out, StartsWith("{\"id\":1,\"ssd_bytes\":16777216,\"file_bytes\":16777216,"
                                 "\"target_bytes\":0,\"blocks_to_move\":0,"
                                 "\"ram_bytes\":2097152,\"ram_used_bytes\":"));
+  // 16 of 256 MiB: 0.0625, to a thousandth.
+  EXPECT_THAT(r.out, HasSubstr(",\"ring_weight\":0.063,\"ring_weight_note\":\"\"}"));
+  r = Ctl("--json status");
+  EXPECT_THAT(r.out, HasSubstr("\"cache_ring\":[{\"id\":1,\"weight\":0.063},"
+                               "{\"id\":2,\"weight\":0.063}]"));
   EXPECT_LE(JsonNumber(r.out, "ram_used_bytes"), 2097152);
   r = Ctl("node resize 2 --ram 32M");  // a larger RAM tier alone
   ASSERT_EQ(r.code, 0) << r.err;
@@ -582,6 +594,15 @@ TEST_F(CtlProcessTest, NodeResizeGrowsAndShrinksTheTiersWhileServing) {
   r = Ctl("node resize 1 --ram 0");  // not "no change": a size must be positive
   EXPECT_EQ(r.code, 2);
   EXPECT_THAT(r.err, HasSubstr("'0' is zero"));
+  // --keep-weight: the tier changes, the ring does not; the next resize without it catches up.
+  r = Ctl("node resize 2 --ssd 64M --keep-weight");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("SSD tier is 64.0 MiB"));
+  EXPECT_THAT(r.out, EndsWith(", ring weight 0.063\n"));
+  r = Ctl("node resize 2 --ssd 64M");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, EndsWith(", ring weight 0.25\n"));
+  ASSERT_NO_FATAL_FAILURE(QemuIo("demo", "read -P 0x4d 8M 8M"));
 }
 
 }  // namespace

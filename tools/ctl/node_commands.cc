@@ -171,11 +171,13 @@ absl::Status UndrainNode(const AdminSession& s, const std::string& role, uint32_
 namespace {
 
 absl::StatusOr<v1::ResizeTiersResponse> AskResize(const AdminSession& s, uint32_t id,
-                                                  uint64_t ssd_bytes, uint64_t ram_bytes) {
+                                                  uint64_t ssd_bytes, uint64_t ram_bytes,
+                                                  bool keep_weight = false) {
   v1::ResizeNodeRequest req;
   req.set_id(id);
   req.set_ssd_bytes(ssd_bytes);
   req.set_ram_bytes(ram_bytes);
+  req.set_keep_weight(keep_weight);
   v1::ResizeTiersResponse resp;
   grpc::ClientContext ctx;
   // A growth writes the new slots' index entries; the policy rebuild passes every block.
@@ -188,9 +190,12 @@ absl::StatusOr<v1::ResizeTiersResponse> AskResize(const AdminSession& s, uint32_
 }  // namespace
 
 absl::Status ResizeNode(const AdminSession& s, uint32_t id, uint64_t ssd_bytes,
-                        uint64_t ram_bytes, bool wait) {
-  absl::StatusOr<v1::ResizeTiersResponse> r = AskResize(s, id, ssd_bytes, ram_bytes);
+                        uint64_t ram_bytes, bool wait, bool keep_weight) {
+  absl::StatusOr<v1::ResizeTiersResponse> r = AskResize(s, id, ssd_bytes, ram_bytes, keep_weight);
   if (!r.ok()) return r.status();
+  // Why the ring weight did not follow the new size (the answers of the polls below have none).
+  const std::string note = r->ring_weight_note();
+  if (!note.empty()) *s.err << "cache node " << id << ": ring weight unchanged: " << note << '\n';
   absl::Time next = absl::Now();
   while (wait && r->target_bytes() != 0) {
     if (absl::Now() >= next) {
@@ -212,6 +217,8 @@ absl::Status ResizeNode(const AdminSession& s, uint32_t id, uint64_t ssd_bytes,
                   .Field("blocks_to_move", r->blocks_to_move())
                   .Field("ram_bytes", r->ram_bytes())
                   .Field("ram_used_bytes", r->ram_used_bytes())
+                  .Field("ring_weight", r->ring_weight())
+                  .Field("ring_weight_note", note)
                   .EndObject()
                   .str()
            << '\n';
@@ -229,7 +236,7 @@ absl::Status ResizeNode(const AdminSession& s, uint32_t id, uint64_t ssd_bytes,
     *s.out << ", RAM tier " << FormatBytes(r->ram_bytes()) << " ("
            << FormatBytes(r->ram_used_bytes()) << " in use)";
   }
-  *s.out << '\n';
+  *s.out << ", ring weight " << r->ring_weight() << '\n';
   return absl::OkStatus();
 }
 
