@@ -74,7 +74,9 @@ Nemeses (--nemeses, comma list, or `all`):
                          file is cut); half the time the node is killed -9 in the middle of the
                          shrink and restarted (the shrink resumes from the store's record, the
                          RAM size from its own; cluster mode: rejoin waited for); then both
-                         grow back.
+                         grow back. Each SSD resize moves the node's ring weight with its size
+                         (objects handed over to and from it; in cluster mode only at feature
+                         level 3, which these runs do not raise).
   wipe-cache             kill -9 a cache node, remove its directory (a new, empty SSD: slot
                          file, sequence mark, VDI table, ownership state), restart it after
                          uniform(0.2, --max-down) s: a new store incarnation, which replays the
