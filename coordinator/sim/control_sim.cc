@@ -135,8 +135,8 @@ void Sim::CnWrite(uint32_t id, Write w, uint64_t req_epoch, Reply reply) {
             Fail(absl::StrCat("object ", w.obj, " taken by cache nodes ", it->second, " and ", id,
                               " at ring epoch ", ver.epoch));
           }
-          Log("cn", id, " took obj ", w.obj, " v", w.v, " epoch ", ver.epoch,
-                           " seq ", ver.seq);
+          Log("cn", id, " took obj ", w.obj, " v", w.v, " epoch ", ver.epoch, " seq ", ver.seq,
+              " from gw", w.gw, " at ring epoch ", req_epoch);
           if (superseded != 0) Reclaim(id, superseded, w.obj, 0);
           reply(absl::OkStatus());
         });

@@ -4,7 +4,9 @@
 // network — under client writes and reads, while a seeded schedule crashes and restarts cache
 // nodes, pauses them (SIGSTOP), cuts one off from the coordinator and etcd but not from the
 // other gateway (a partial partition), pauses the coordinator at any step (its term ends; it
-// wakes up in the middle of a change), and delays and reorders every message.
+// wakes up in the middle of a change), gives a cache node a new ring weight (an operator's
+// resize: a reweight, objects handed over to and from it), and delays and reorders every
+// message.
 //
 // The cluster follows the rules of the real daemons, reduced to what the control plane needs:
 // ring epochs on requests (stale ones refused), leases (a node acts as owner only while its own
@@ -42,6 +44,8 @@ struct SimOptions {
   // Test seams: run without a fence, to show that the invariants catch its absence.
   bool no_log_seal = false;
   bool no_term_fence = false;
+  bool no_reweight_hold = false;  // a reweight does not hold the requests of moving objects
+  bool reweights = true;          // the operator reweights cache nodes now and then
 };
 
 struct SimResult {
@@ -49,7 +53,7 @@ struct SimResult {
   std::string violation;         // the first invariant broken, with the time it happened
   uint64_t events = 0;
   uint64_t writes_acked = 0;
-  uint64_t changes_done = 0;     // removals and joins finished
+  uint64_t changes_done = 0;     // removals, joins and reweights finished
   uint64_t term_changes = 0;
   uint64_t steps_refused = 0;    // control steps refused as of an ended term
   uint64_t appends_sealed = 0;   // log appends refused by a seal

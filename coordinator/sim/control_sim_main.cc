@@ -14,7 +14,7 @@ int main(int argc, char** argv) {
                "messages. Exit 0 if every seed kept every invariant, 1 otherwise."};
   uint64_t seed = 1, seeds = 1;
   double fault_s = 20, settle_s = 40;
-  bool trace = false, no_seal = false, no_term = false;
+  bool trace = false, no_seal = false, no_term = false, no_hold = false;
   app.add_option("--seed", seed, "first seed")->capture_default_str();
   app.add_option("--seeds", seeds, "how many seeds, from --seed on")->capture_default_str();
   app.add_option("--fault-seconds", fault_s, "simulated seconds of faults and load")
@@ -24,6 +24,8 @@ int main(int argc, char** argv) {
   app.add_flag("--trace", trace, "print every event of a failing seed (or of --seeds 1)");
   app.add_flag("--no-log-seal", no_seal, "test seam: replay without sealing the log first");
   app.add_flag("--no-term-fence", no_term, "test seam: nodes ignore coordinator terms");
+  app.add_flag("--no-reweight-hold", no_hold,
+               "test seam: a reweight does not hold the requests of the objects it moves");
   CLI11_PARSE(app, argc, argv);
   uint64_t failed = 0, acked = 0, changes = 0, terms = 0, refused = 0, sealed = 0;
   for (uint64_t s = seed; s < seed + seeds; ++s) {
@@ -34,6 +36,7 @@ int main(int argc, char** argv) {
     o.trace = trace;
     o.no_log_seal = no_seal;
     o.no_term_fence = no_term;
+    o.no_reweight_hold = no_hold;
     const auto r = ringcache::coordinator::sim::RunControlSim(o);
     acked += r.writes_acked;
     changes += r.changes_done;

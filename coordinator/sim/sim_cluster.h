@@ -8,6 +8,7 @@
 #define RINGCACHE_COORDINATOR_SIM_SIM_CLUSTER_H_
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -103,7 +104,8 @@ struct Write {
 
 class Sim {
  public:
-  explicit Sim(const SimOptions& o) : o_(o), rng_(o.seed * 0x9e3779b97f4a7c15ULL + 7) {}
+  explicit Sim(const SimOptions& o)
+      : o_(o), rng_(o.seed * 0x9e3779b97f4a7c15ULL + 7), op_rng_(o.seed * 31 + 1) {}
   SimResult Run();
 
  private:
@@ -124,6 +126,7 @@ class Sim {
 
   double U(double a, double b) { return std::uniform_real_distribution<double>(a, b)(rng_); }
   int I(int a, int b) { return std::uniform_int_distribution<int>(a, b)(rng_); }
+
   bool P(double p) { return U(0, 1) < p; }
 
   // A trace line, built only when tracing (most runs do not: the pieces are not joined).
@@ -205,29 +208,49 @@ class Sim {
     x ^= x >> 33;
     return x;
   }
-  static std::vector<uint32_t> Members(const CacheRingState& s, uint32_t plus = 0) {
-    std::vector<uint32_t> m;
+  struct Member {
+    uint32_t id = 0;
+    double weight = 1;
+  };
+  // The ring of `s`: the members not removed (and `plus`), each with its weight (a reweight's,
+  // and with `reweighted` the one under way).
+  static std::vector<Member> Members(const CacheRingState& s, uint32_t plus = 0,
+                                     bool reweighted = false) {
+    std::vector<Member> m;
     for (uint32_t id = 1; id <= kCacheNodes; ++id) {
-      if (id == plus || std::find(s.removed.begin(), s.removed.end(), id) == s.removed.end()) {
-        m.push_back(id);
+      if (id != plus && std::find(s.removed.begin(), s.removed.end(), id) != s.removed.end()) {
+        continue;
       }
+      double w = 1;
+      for (const auto& x : s.weights) w = x.id == id ? x.weight : w;
+      if (reweighted && s.reweighting.id == id) w = s.reweighting.weight;
+      m.push_back({id, w});
     }
     return m;
   }
-  static uint32_t Owner(int obj, const std::vector<uint32_t>& members) {
+  // Weighted rendezvous hashing: the member with the highest -weight / ln(u) wins, u uniform in
+  // (0, 1) from the hash of (object, member). Like the real ring, a weight change of one member
+  // moves objects only to or from it.
+  static uint32_t Owner(int obj, const std::vector<Member>& members) {
     uint32_t best = 0;
-    uint64_t top = 0;
-    for (uint32_t id : members) {
-      const uint64_t h = Mix(static_cast<uint64_t>(obj) * 1000003 + id);
-      if (best == 0 || h > top) best = id, top = h;
+    double top = 0;
+    for (const Member& m : members) {
+      const uint64_t h = Mix(static_cast<uint64_t>(obj) * 1000003 + m.id);
+      const double u = (static_cast<double>(h >> 11) + 0.5) / 9007199254740992.0;  // 2^53
+      const double score = -m.weight / std::log(u);
+      if (best == 0 || score > top) best = m.id, top = score;
     }
     return best;
   }
   // The owner a gateway routes `obj` to, or 0 while its requests are held.
-  static uint32_t Route(const CacheRingState& s, int obj) {
+  uint32_t Route(const CacheRingState& s, int obj) const {
     const uint32_t o = Owner(obj, Members(s));
     if (std::find(s.removing.begin(), s.removing.end(), o) != s.removing.end()) return 0;
     if (s.joining != 0 && Owner(obj, Members(s, s.joining)) == s.joining) return 0;
+    if (s.reweighting.id != 0 && !o_.no_reweight_hold &&
+        Owner(obj, Members(s, 0, true)) != o) {
+      return 0;
+    }
     return o;
   }
 
@@ -246,10 +269,13 @@ class Sim {
   void Campaign(int g);
   void TakeOver(int g, uint64_t term);
   void Decide(int g);
+  // An operator resizes a cache node's SSD now and then: the coordinator gives it a new ring
+  // weight (a reweight, handed over like a join). True if one began.
+  bool MaybeReweight(int g);
   void Step(int g);
   void Settle(int g, const coordinator::Step& step, Reply done);
   void Handoff(int g, Reply done);
-  void FlushOn(uint32_t id, uint64_t epoch, const std::vector<uint32_t>* moving_under,
+  void FlushOn(uint32_t id, uint64_t epoch, const std::vector<Member>* moving_under,
                Reply reply);
   absl::Status CheckTerm(uint64_t* held, uint64_t term);
   void Fault();
@@ -261,6 +287,9 @@ class Sim {
 
   SimOptions o_;
   std::mt19937_64 rng_;
+  // The operator's reweights (an SSD resize) come from a stream of their own, so that the rest
+  // of a seed's schedule is the one it had before they were modelled.
+  std::mt19937_64 op_rng_;
   SimResult res_;
   double now_ = 0;
   uint64_t seq_ = 0;

@@ -1,6 +1,8 @@
 // The control plane simulation (control_sim.h): leases, the election, and the coordinator
 // that runs the real RingChange against the simulated cluster (sim_cluster.h).
 
+#include <array>
+
 #include "absl/strings/str_cat.h"
 #include "common/errors.h"
 #include "coordinator/member_decision.h"
@@ -115,6 +117,7 @@ void Sim::TakeOver(int g, uint64_t term) {
         CacheRingState st = published_;
         st.removing.clear();
         st.joining = 0;
+        st.reweighting = {};
         st.epoch = std::max(st.epoch, gw_[g].view.epoch) + 1;
         published_ = st;
         r(1);
@@ -132,7 +135,7 @@ void Sim::Decide(int g) {
   Gateway& gw = gw_[g];
   if (gw.term == 0) return;
   At(Gw(g), 0.2, [this, g] { Decide(g); });
-  if (gw.change.has_value()) return;
+  if (gw.change.has_value() || MaybeReweight(g)) return;
   const uint64_t term = gw.term;
   Call<std::map<uint32_t, int64_t>>(
       Gw(g), kEtcd,
@@ -189,6 +192,22 @@ void Sim::Decide(int g) {
       {});
 }
 
+bool Sim::MaybeReweight(int g) {
+  Gateway& gw = gw_[g];
+  if (!o_.reweights || !load_ || !std::bernoulli_distribution(0.015)(op_rng_)) return false;
+  const uint32_t id = std::uniform_int_distribution<uint32_t>(1, kCacheNodes)(op_rng_);
+  const double weight =
+      std::array<double, 4>{0.5, 1, 2, 3}[std::uniform_int_distribution<int>(0, 3)(op_rng_)];
+  auto c = RingChange::Begin(RingChange::Kind::kReweight, gw.view, {1, 2, 3}, id, 5,
+                             absl::Milliseconds(300), {0, weight, 0});
+  if (!c.ok()) return false;
+  Log("gw", g, " begins reweight of cn", id, " to ", weight, " (term ", gw.term, ")");
+  gw.change.emplace(std::move(*c));
+  gw.change_term = gw.term;
+  At(Gw(g), 0, [this, g] { Step(g); });
+  return true;
+}
+
 void Sim::Step(int g) {
   Gateway& gw = gw_[g];
   if (!gw.change.has_value()) return;
@@ -210,7 +229,10 @@ void Sim::Step(int g) {
           reply(absl::OkStatus());
         },
         [this, g, st, r](absl::Status s) {
-          if (s.ok()) gw_[g].view = st;
+          if (s.ok()) {
+            gw_[g].view = st;
+            Log("gw", g, " published epoch ", st.epoch);
+          }
           r(s);
         });
   };
@@ -244,13 +266,13 @@ void Sim::Step(int g) {
   }
 }
 
-void Sim::FlushOn(uint32_t id, uint64_t epoch, const std::vector<uint32_t>* moving_under,
+void Sim::FlushOn(uint32_t id, uint64_t epoch, const std::vector<Member>* moving_under,
                   Reply reply) {
   CacheNode& n = Node(id);
   n.epoch = std::max(n.epoch, epoch);
   // Waits for the writes admitted under an older epoch (RequestGate::Advance).
   if (!n.running.empty() && n.running.begin()->first < epoch) {
-    std::vector<uint32_t> m = moving_under ? *moving_under : std::vector<uint32_t>{};
+    std::vector<Member> m = moving_under ? *moving_under : std::vector<Member>{};
     const bool moving = moving_under != nullptr;
     At(Cn(id), 0.01, [this, id, epoch, m, moving, reply] {
       FlushOn(id, epoch, moving ? &m : nullptr, reply);
@@ -355,15 +377,18 @@ void Sim::Settle(int g, const coordinator::Step& step, Reply done) {
 
 void Sim::Handoff(int g, Reply done) {
   Gateway& gw = gw_[g];
-  const uint32_t joiner = gw.change->node();
+  // A join's ring has the joiner; a reweight's, the node at its new weight (and no joiner).
+  const bool reweight = gw.change->kind() == RingChange::Kind::kReweight;
+  const uint32_t joiner = reweight ? 0 : gw.change->node();
   const CacheRingState st = gw.view;
-  const std::vector<uint32_t> next = Members(st, joiner);
+  const std::vector<Member> next = Members(st, joiner, reweight);
   const uint64_t epoch = st.epoch;
   const uint64_t term = gw.control_term;
-  std::vector<uint32_t> members = Members(st);
+  std::vector<Member> members = Members(st);
   // One member after the other, then the joiner (Router::Handoff).
   auto chain = std::make_shared<std::function<void(size_t)>>();
   *chain = [this, g, members, next, epoch, term, joiner, done, chain](size_t i) {
+    if (i == members.size() && joiner == 0) return done(absl::OkStatus());
     if (i == members.size()) {
       StatusCall(
           Gw(g), Cn(joiner),
@@ -379,7 +404,7 @@ void Sim::Handoff(int g, Reply done) {
           done);
       return;
     }
-    const uint32_t m = members[i];
+    const uint32_t m = members[i].id;
     StatusCall(
         Gw(g), Cn(m),
         [this, m, epoch, term, next](Reply r) {
