@@ -301,12 +301,11 @@ double WeightFor(double registered, uint64_t configured, uint64_t now) {
 grpc::Status AdminService::ResizeNode(grpc::ServerContext*, const v1::ResizeNodeRequest* req,
                                       v1::ResizeTiersResponse* resp) {
   // The tiers are node-local: any gateway that knows the node passes a resize on. The node's
-  // share of the cache ring follows its SSD tier (a ring change): that takes the coordinator.
+  // share of the cache ring follows its SSD tier (a ring change): that takes the coordinator;
+  // elsewhere the answer says so, and the same resize through the coordinator moves the weight
+  // (the weight comes from the sizes alone).
   const uint32_t id = req->id();
   const bool follow = req->ssd_bytes() != 0 && !req->keep_weight();
-  if (follow) {
-    if (grpc::Status c = CheckCoordinator(); !c.ok()) return c;
-  }
   absl::StatusOr<v1::ResizeTiersResponse> r =
       router_->ResizeCacheNode(id, req->ssd_bytes(), req->ram_bytes());
   if (!r.ok()) return ToGrpc(r.status());
@@ -332,6 +331,11 @@ grpc::Status AdminService::ResizeNode(grpc::ServerContext*, const v1::ResizeNode
         "a ring weight of ", want, " for the new size needs cluster feature level ",
         kReweightFeatureLevel, " (the cluster is at ", *level,
         "; `ringcachectl cluster finalize` raises it, then resize again)"));
+    return grpc::Status::OK;
+  }
+  if (grpc::Status c = CheckCoordinator(); !c.ok()) {
+    resp->set_ring_weight_note(
+        absl::StrCat("a ring weight of ", want, " for the new size: ", c.error_message()));
     return grpc::Status::OK;
   }
   if (absl::Status s = router_->ReweightCacheNode(id, want, now, nullptr); !s.ok()) {

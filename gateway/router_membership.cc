@@ -377,7 +377,9 @@ void Router::Drain(coordinator::RingChange::Kind kind, uint32_t id,
                    const std::function<void(const std::string&)>& say) {
   if (kind != coordinator::RingChange::Kind::kRemoval) {
     absl::MutexLock l(&mu_);
-    say("holding requests for the objects that move; waiting for those in flight");
+    say(kind == coordinator::RingChange::Kind::kJoin
+            ? "holding requests for the objects it takes over; waiting for those in flight"
+            : "holding requests for the objects that move; waiting for those in flight");
     auto drained = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       for (const auto& [key, n] : inflight_objects_) {
         if (n != 0 && MovesLocked(ring::ObjectKey{key.first, key.second})) return false;
