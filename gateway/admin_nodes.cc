@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <thread>
+#include <vector>
 
 #include <spdlog/spdlog.h>
 
@@ -323,9 +324,21 @@ grpc::Status AdminService::ResizeNode(grpc::ServerContext*, const v1::ResizeNode
   }
   const double want = WeightFor(registered, resp->configured_ssd_bytes(), now);
   if (std::abs(want - w->weight) < 5e-4) return grpc::Status::OK;
+  const std::vector<uint32_t> out = router_->removed();
+  if (std::find(out.begin(), out.end(), id) != out.end()) {
+    resp->set_ring_weight_note(absl::StrCat(
+        "cache node ", id, " is out of the cache ring; once it is back, the same resize moves its "
+        "weight to ", want));
+    return grpc::Status::OK;
+  }
   bool cluster_mode = false;
   absl::StatusOr<uint32_t> level = FeatureLevel(&cluster_mode);
-  if (!level.ok()) return ToGrpc(level.status());
+  if (!level.ok()) {
+    resp->set_ring_weight_note(absl::StrCat("a ring weight of ", want, " for the new size: ",
+                                            "the cluster's feature level is unknown (",
+                                            level.status().message(), ")"));
+    return grpc::Status::OK;
+  }
   if (*level < kReweightFeatureLevel) {
     resp->set_ring_weight_note(absl::StrCat(
         "a ring weight of ", want, " for the new size needs cluster feature level ",
@@ -338,7 +351,8 @@ grpc::Status AdminService::ResizeNode(grpc::ServerContext*, const v1::ResizeNode
         absl::StrCat("a ring weight of ", want, " for the new size: ", c.error_message()));
     return grpc::Status::OK;
   }
-  if (absl::Status s = router_->ReweightCacheNode(id, want, now, nullptr); !s.ok()) {
+  // Requests for the objects that move wait while it runs: a few attempts, not a join's minute.
+  if (absl::Status s = router_->ReweightCacheNode(id, want, now, nullptr, 10); !s.ok()) {
     return ToGrpc(absl::Status(
         s.code(), absl::StrCat("cache node ", id, ": the SSD tier is resized, but its ring weight "
                                "is still ", w->weight, " (the change to ", want, " failed: ",
