@@ -263,8 +263,9 @@ for _ in $(seq 1 50); do
   [ "$(ring_weight "$F3" 3 2> /dev/null)" = 2.0 ] && break
   sleep 0.2
 done
-[ "$(ring_weight "$L3" 3)" = 2.0 ] && [ "$(ring_weight "$F3" 3)" = 2.0 ] ||
+if [ "$(ring_weight "$L3" 3)" != 2.0 ] || [ "$(ring_weight "$F3" 3)" != 2.0 ]; then
   fail "node 3's ring weight: $(ring_weight "$L3" 3) at the leader, $(ring_weight "$F3" 3) at the follower"
+fi
 for GW in 1 2; do check_round 29; check_loop_slots "$ops"; done
 log "node 3 resized to twice its size: ring weight 2 at both gateways, every write reads back"
 
