@@ -528,6 +528,15 @@ TEST_F(CtlProcessNoIdleDestageTest, InvalidateDrainUndrainAndNodeUsage) {
       << r.out;
   r = Ctl("stats --vdi demo");
   EXPECT_TRUE(std::regex_search(r.out, std::regex(" [0-9.]+% first +lru\\+sieve"))) << r.out;
+
+  // A drained node's SSD tier resized: the tier changes; its ring weight waits until it is back.
+  r = Ctl("node drain 2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = Ctl("node resize 2 --ssd 512M");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("ring weight unchanged: cache node 2 is out of the cache ring; "
+                               "once it is back, the same resize moves its weight to 2"));
+  EXPECT_THAT(r.out, EndsWith(", ring weight 1\n"));
 }
 
 // `node resize`: a cache node's SSD tier grows and shrinks while the VDI is served; a shrink
