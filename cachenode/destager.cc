@@ -312,13 +312,21 @@ absl::Status Destager::DestageSeeds(const std::vector<std::pair<BlockKey, VdiInf
     }
     if (*planned) runs.push_back(std::move(p));
   }
-  std::vector<datanode::RunWrite> batch;
-  batch.reserve(runs.size());
-  for (PreparedRun& p : runs) {
-    batch.push_back({p.key.vdi, p.object, static_cast<uint32_t>(p.run.first_block - p.base),
-                     &p.data, static_cast<int>(p.v.geometry.replication()), std::move(p.stamp)});
+  std::vector<absl::Status> written;
+  if (runs.size() == 1) {
+    const PreparedRun& p = runs[0];
+    written.push_back(ctx_.pool->WriteAll(
+        p.key.vdi, p.object, static_cast<uint32_t>(p.run.first_block - p.base), p.data,
+        p.v.geometry.replication(), &p.stamp));
+  } else if (!runs.empty()) {
+    std::vector<datanode::RunWrite> batch;
+    batch.reserve(runs.size());
+    for (const PreparedRun& p : runs) {
+      batch.push_back({p.key.vdi, p.object, static_cast<uint32_t>(p.run.first_block - p.base),
+                       &p.data, static_cast<int>(p.v.geometry.replication()), p.stamp});
+    }
+    written = ctx_.pool->WriteAllBatch(batch);
   }
-  const std::vector<absl::Status> written = ctx_.pool->WriteAllBatch(batch);
   for (size_t i = 0; i < runs.size(); ++i) {
     if (absl::Status s = SettleRun(runs[i], written[i], blocks_done); !s.ok()) {
       if (requeue) {

@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/blocking_counter.h"
 #include "absl/synchronization/mutex.h"
 #include "common/atomic_file.h"
 #include "common/checksum.h"
@@ -34,6 +35,7 @@ using pool_internal::CopyVersion;
 using pool_internal::Unconfirmed;
 using pool_internal::VersionIn;
 using pool_internal::BlocksOnLogPortsAllowed;
+using pool_internal::InlineCallsAllowed;
 
 absl::StatusOr<std::unique_ptr<DataNodePool>> DataNodePool::Create(
     const std::vector<DataNodeEndpoint>& nodes, metrics::Registry* registry, int rpc_timeout_ms,
@@ -482,6 +484,125 @@ absl::StatusOr<std::vector<bool>> DataNodePool::Presence(uint32_t vdi, uint64_t 
     if (open[i]) (*present)[i] = true;
   }
   return *present;
+}
+
+absl::Status DataNodePool::WriteAll(uint32_t vdi, uint64_t object, uint32_t first,
+                                    const std::string& data, int n, const HomeStamp* stamp,
+                                    uint32_t* stored) {
+  const auto v = view();  // held until every write answered (SetRing waits for it)
+  RC_ASSIGN_OR_RETURN(std::vector<uint32_t> homes, WriteHomesIn(*v, vdi, object, n));
+  const v1::WriteBlocksRequest req =
+      pool_internal::BlockWriteRequest(vdi, object, first, data, stamp);
+  struct Call {
+    std::unique_ptr<grpc::ClientContext> ctx;
+    v1::WriteBlocksResponse resp;
+    grpc::Status status;
+    std::chrono::steady_clock::time_point start;
+  };
+  std::vector<Call> calls(homes.size());
+  // Sends the write to the homes listed (indices into `homes`), all at once, and waits.
+  auto round = [&](const std::vector<size_t>& which) {
+    absl::BlockingCounter pending(static_cast<int>(which.size()));
+    auto finisher = [&](size_t i, Node* node) {
+      return [&, i, node](grpc::Status s) {
+        Note(node, s);
+        calls[i].status = std::move(s);
+        node->inflight.fetch_sub(1);
+        Observe(node, Seconds(calls[i].start));
+        pending.DecrementCount();
+      };
+    };
+    std::vector<size_t> begun;  // sent on this thread: their answers are read here below
+    for (size_t i : which) {
+      Node* node = v->Find(homes[i]);
+      calls[i].start = std::chrono::steady_clock::now();
+      if (write_fault_for_test_) {
+        if (grpc::Status injected = write_fault_for_test_(homes[i]); !injected.ok()) {
+          calls[i].status = injected;
+          pending.DecrementCount();
+          continue;
+        }
+      }
+      node->inflight.fetch_add(1);
+      auto finish = finisher(i, node);
+      // The log port when it takes block writes and no other write is on it, sent from this
+      // thread (no hand-off to the link's or gRPC's threads and back, a few context switches
+      // per home on every destaged run), else on the link's thread; gRPC otherwise.
+      if (node->store_link != nullptr && BlocksOnLogPortsAllowed() &&
+          node->store_link->stores_blocks()) {
+        absl::Status sent;
+        if (InlineCallsAllowed() && node->store_link->TryBeginStore(req, &sent)) {
+          if (sent.ok()) {
+            begun.push_back(i);
+          } else {
+            finish(ToGrpc(sent));
+          }
+          continue;
+        }
+        if (node->store_link->TrySendStore(&req, &calls[i].resp,
+                                           [finish](absl::Status s) { finish(ToGrpc(s)); })) {
+          continue;
+        }
+      }
+      calls[i].ctx = Context();  // only a call over gRPC needs one
+      node->stub->async()->WriteBlocks(calls[i].ctx.get(), &req, &calls[i].resp,
+                                       std::move(finish));
+    }
+    for (size_t i : begun) {
+      Node* node = v->Find(homes[i]);
+      finisher(i, node)(ToGrpc(node->store_link->FinishStore(&calls[i].resp)));
+    }
+    pending.Wait();
+  };
+  std::vector<size_t> all(homes.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+  round(all);
+  // A transient fault is retried, not reported: a stamped write is idempotent (a home keeps the
+  // newest version), so the homes that answered UNAVAILABLE (a reset connection, a restart) are
+  // asked again on fresh connections before the write fails.
+  for (const absl::Duration pause : {absl::Milliseconds(20), absl::Milliseconds(200)}) {
+    if (stamp == nullptr) break;
+    std::vector<size_t> again;
+    for (size_t i = 0; i < homes.size(); ++i) {
+      if (calls[i].status.error_code() == grpc::StatusCode::UNAVAILABLE) again.push_back(i);
+    }
+    if (again.empty()) break;
+    absl::SleepFor(pause);
+    if (write_retries_ != nullptr) write_retries_->Increment(static_cast<double>(again.size()));
+    round(again);
+  }
+  for (size_t i = 0; i < homes.size(); ++i) {
+    RC_RETURN_IF_ERROR(FromGrpc(calls[i].status, absl::StrCat("write to data node ", homes[i])));
+  }
+  if (stored != nullptr) {
+    *stored = 0;
+    for (const Call& c : calls) *stored = std::max(*stored, c.resp.blocks_stored());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DataNodePool::TrimAll(uint32_t vdi, uint64_t object, uint32_t first,
+                                   uint32_t count, int n, const HomeStamp* stamp) {
+  const auto v = view();
+  RC_ASSIGN_OR_RETURN(std::vector<uint32_t> homes, WriteHomesIn(*v, vdi, object, n));
+  for (uint32_t id : homes) {
+    v1::TrimBlocksRequest req;
+    req.mutable_range()->set_vdi_id(vdi);
+    req.mutable_range()->set_object_index(object);
+    req.mutable_range()->set_first_block(first);
+    req.mutable_range()->set_block_count(count);
+    if (stamp != nullptr) {
+      req.set_writer_node(stamp->writer);
+      for (uint64_t s : stamp->seqs) req.add_versions(s);
+      for (uint64_t e : stamp->epochs) req.add_epochs(e);
+    }
+    v1::TrimBlocksResponse resp;
+    auto ctx = Context();
+    RC_RETURN_IF_ERROR(
+        FromGrpc(v->Find(id)->stub->TrimBlocks(ctx.get(), req, &resp),
+                 absl::StrCat("trim on data node ", id)));
+  }
+  return absl::OkStatus();
 }
 
 std::vector<uint32_t> DataNodePool::node_ids() const {

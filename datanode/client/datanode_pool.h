@@ -115,7 +115,6 @@ struct RunWrite {
   const std::string* data = nullptr;  // whole blocks; not owned, alive during the call
   int n = 0;
   HomeStamp stamp;
-  bool stamped = true;  // false: `stamp` is not sent (an unversioned write, never retried)
 };
 
 // Blocks first.. of one object, copied to data node `node` (DataNodePool::CopyBlocksAll).
@@ -233,13 +232,14 @@ class DataNodePool {
   // answered UNAVAILABLE are asked twice more (after 20 and 200 ms) before it fails.
   absl::Status WriteAll(uint32_t vdi, uint64_t object, uint32_t first, const std::string& data,
                         int n, const HomeStamp* stamp = nullptr, uint32_t* stored = nullptr);
-  // WriteAll of several runs (a destage batch: any VDIs and objects; WriteAll is a batch of
-  // one), the runs bound for one data node in one request and one commit of its store where the
-  // node speaks node-api 3 and its store link is free (kStoreBlocksBatch, sent and awaited on
-  // the calling thread); else each run to that node on its own, all at once. Returns one status
-  // per run, WriteAll's for it: OK only when every home stored it; a home's refusal of one run
-  // (kOlderVersion) fails that run alone. *stored (may be null) receives per run the most blocks
-  // any one home stored (WriteAll's `stored`, for conditional writes).
+  // WriteAll of several stamped runs (a destage batch: any VDIs and objects), the runs bound
+  // for one data node in one request and one commit of its store where the node speaks node-api
+  // 3 and its store link is free (kStoreBlocksBatch, sent and awaited on the calling thread);
+  // else each run to that node over gRPC, all at once. Returns one status per run, WriteAll's
+  // for it: OK only when every home stored it; a home's refusal of one run (kOlderVersion)
+  // fails that run alone. Homes that answered UNAVAILABLE are asked twice more, as WriteAll
+  // does. *stored (may be null) receives per run the most blocks any one home stored (WriteAll's
+  // `stored`, for conditional writes).
   std::vector<absl::Status> WriteAllBatch(const std::vector<RunWrite>& runs,
                                           std::vector<uint32_t>* stored = nullptr);
   // Trims the run on all n homes.
