@@ -86,6 +86,7 @@ constexpr QosField kQosFields[] = {
     {"rb", &v1::VdiQos::read_bytes_per_s, &v1::VdiQos::set_read_bytes_per_s},
     {"wb", &v1::VdiQos::write_bytes_per_s, &v1::VdiQos::set_write_bytes_per_s},
     {"b", &v1::VdiQos::bytes_per_s, &v1::VdiQos::set_bytes_per_s},
+    {"rsv", &v1::VdiQos::reserve_iops, &v1::VdiQos::set_reserve_iops},
 };
 
 }  // namespace

@@ -85,7 +85,7 @@ absl::StatusOr<VdiRecord> DecodeVdiValue(const std::string& value);
 // A record's limits as its `qos=` token holds them ("ri:1000,wb:1048576,burst:500"; "" when
 // none), and back (false on a malformed token).
 std::string EncodeQos(const v1::VdiQos& qos);
-// True when `qos` limits anything (a burst alone limits nothing).
+// True when `qos` limits or reserves anything (a burst alone limits nothing).
 bool QosLimited(const v1::VdiQos& qos);
 // Whether `qos` gives the VDI a share of the cache nodes' SSDs (ssd_min/max_permille).
 bool QosShares(const v1::VdiQos& qos);

@@ -1,5 +1,7 @@
 // The admin service's cluster feature level (docs/upgrades.md): `cluster version` and
 // `cluster finalize`, and the VDI I/O limits (docs/qos.md), the first format it gates.
+#include <algorithm>
+
 #include <spdlog/spdlog.h>
 
 #include "absl/strings/str_cat.h"
@@ -67,12 +69,22 @@ grpc::Status AdminService::SetVdiQos(grpc::ServerContext*, const v1::SetVdiQosRe
   if (grpc::Status c = CheckCoordinator(); !c.ok()) return c;
   const v1::VdiQos& q = req->qos();
   for (uint64_t v : {q.read_iops(), q.write_iops(), q.iops(), q.read_bytes_per_s(),
-                     q.write_bytes_per_s(), q.bytes_per_s()}) {
+                     q.write_bytes_per_s(), q.bytes_per_s(), q.reserve_iops()}) {
     if (v > kMaxLimit) {
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                           absl::StrCat("limit ", v, " is beyond any disk (at most ", kMaxLimit,
                                        ")"));
     }
+  }
+  // A reservation is a floor under the limits: above one of them it could never be given.
+  const uint64_t ops_cap = std::min(q.iops() ? q.iops() : UINT64_MAX,
+                                    q.read_iops() && q.write_iops()
+                                        ? q.read_iops() + q.write_iops()
+                                        : UINT64_MAX);
+  if (q.reserve_iops() > ops_cap) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        absl::StrCat("reservation of ", q.reserve_iops(),
+                                     " IOPS is above the VDI's own IOPS limit (", ops_cap, ")"));
   }
   if (q.burst_ms() > 60000) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,

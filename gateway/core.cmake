@@ -7,6 +7,7 @@ add_library(rc_gateway STATIC
   ${CMAKE_CURRENT_LIST_DIR}/router_vdis.cc
   ${CMAKE_CURRENT_LIST_DIR}/piece_pool.cc
   ${CMAKE_CURRENT_LIST_DIR}/qos.cc
+  ${CMAKE_CURRENT_LIST_DIR}/qos_reserve.cc
   ${CMAKE_CURRENT_LIST_DIR}/cache_client.cc
   ${CMAKE_CURRENT_LIST_DIR}/data_channel.cc
   ${CMAKE_CURRENT_LIST_DIR}/admin_service.cc
@@ -49,4 +50,6 @@ rc_add_gtest(data_channel_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/data_channel_te
 
 
 rc_add_gtest(cache_client_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/cache_client_test.cc LIBS rc_gateway
+             SANITIZER)
+rc_add_gtest(qos_reserve_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/qos_reserve_test.cc LIBS rc_gateway
              SANITIZER)

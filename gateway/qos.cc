@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "gateway/qos_reserve.h"
 
 namespace ringcache::gateway {
 
@@ -49,8 +50,11 @@ void TokenBucket::Give(double n) {
 
 VdiLimiter::VdiLimiter(std::string vdi, Clock* clock,
                        std::function<absl::StatusOr<v1::VdiQos>()> lookup,
-                       metrics::Registry* registry)
-    : vdi_(std::move(vdi)), clock_(clock), lookup_(std::move(lookup)) {
+                       metrics::Registry* registry, std::shared_ptr<Reservations> reservations)
+    : vdi_(std::move(vdi)),
+      clock_(clock),
+      lookup_(std::move(lookup)),
+      reservations_(std::move(reservations)) {
   if (registry != nullptr) {
     delayed_ = registry->GetCounter(
         "ringcache_gateway_qos_delayed_requests_total",
@@ -59,6 +63,11 @@ VdiLimiter::VdiLimiter(std::string vdi, Clock* clock,
     delay_seconds_ = registry->GetCounter(
         "ringcache_gateway_qos_delay_seconds_total",
         "Time the requests of a VDI waited for its I/O limits, summed.", {{"vdi", vdi_}});
+    short_windows_ = registry->GetCounter(
+        "ringcache_gateway_qos_reservation_short_windows_total",
+        "Windows (250 ms) in which a VDI wanted more I/O than it got and got less than its "
+        "reservation (the gateway then holds the other VDIs back).",
+        {{"vdi", vdi_}});
   }
 }
 
@@ -86,6 +95,50 @@ void VdiLimiter::ApplyLocked(absl::Time now) {
   set(&bytes_[0], qos_.read_bytes_per_s());
   set(&bytes_[1], qos_.write_bytes_per_s());
   set(&bytes_[2], qos_.bytes_per_s());
+  const double reserve = static_cast<double>(qos_.reserve_iops()) * share_;
+  const bool was = reserve_ > 0;
+  reserve_ = reserve;
+  // A tenth of a second of the reservation may go at once: enough for a burst of a queue's
+  // requests, too little to skip the background's bucket for long after an idle spell.
+  reserve_bucket_.Set(reserve, std::max(1.0, reserve / 10), now);
+  reserved_.store(reserve > 0, std::memory_order_relaxed);
+  if (was != (reserve > 0) && reservations_ != nullptr) {
+    reservations_->Track(weak_from_this(), reserve > 0);
+  }
+}
+
+double VdiLimiter::reserve() {
+  absl::MutexLock l(&mu_);
+  RefreshLocked(clock_->Now());
+  return reserve_;
+}
+
+bool VdiLimiter::Start() {
+  if (!reserved_.load(std::memory_order_relaxed)) return false;
+  absl::MutexLock l(&mu_);
+  if (inflight_++ == 0) busy_since_ = clock_->Now();
+  return true;
+}
+
+void VdiLimiter::Finish() {
+  absl::MutexLock l(&mu_);
+  if (--inflight_ == 0) busy_ += clock_->Now() - busy_since_;
+}
+
+ReservationSample VdiLimiter::TakeSample(absl::Time now) {
+  absl::MutexLock l(&mu_);
+  RefreshLocked(now);
+  ReservationSample s;
+  s.reserve_iops = reserve_;
+  s.ops = window_ops_;
+  s.busy = busy_;
+  if (inflight_ > 0) {
+    s.busy += now - busy_since_;
+    busy_since_ = now;
+  }
+  window_ops_ = 0;
+  busy_ = absl::ZeroDuration();
+  return s;
 }
 
 void VdiLimiter::SetShare(double share) {
@@ -107,35 +160,12 @@ v1::VdiQos VdiLimiter::limits() {
   return qos_;
 }
 
-absl::Duration VdiLimiter::Admit(bool write, uint64_t bytes) {
-  if (Unlimited(clock_->NowMicros())) return absl::ZeroDuration();
-  absl::Duration wait;
-  {
-    absl::MutexLock l(&mu_);
-    const absl::Time now = clock_->Now();
-    RefreshLocked(now);
-    const int kind = write ? 1 : 0;
-    wait = std::max({ops_[kind].Take(1, now), ops_[2].Take(1, now),
-                     bytes_[kind].Take(static_cast<double>(bytes), now),
-                     bytes_[2].Take(static_cast<double>(bytes), now)});
-  }
-  if (wait > absl::ZeroDuration() && delayed_ != nullptr) {
-    delayed_->Increment();
-    delay_seconds_->Increment(absl::ToDoubleSeconds(wait));
-  }
-  return wait;
-}
-
-bool VdiLimiter::TryAdmitNow(bool write, uint64_t bytes) {
-  if (Unlimited(clock_->NowMicros())) return true;
-  absl::MutexLock l(&mu_);
-  const absl::Time now = clock_->Now();
-  RefreshLocked(now);
+bool VdiLimiter::OwnTokensLocked(bool write, uint64_t bytes, absl::Time now, bool take) {
   const int kind = write ? 1 : 0;
   const double b = static_cast<double>(bytes);
-  if (!ops_[kind].Has(1, now) || !ops_[2].Has(1, now) || !bytes_[kind].Has(b, now) ||
-      !bytes_[2].Has(b, now)) {
-    return false;
+  if (!take) {
+    return ops_[kind].Has(1, now) && ops_[2].Has(1, now) && bytes_[kind].Has(b, now) &&
+           bytes_[2].Has(b, now);
   }
   ops_[kind].Take(1, now);
   ops_[2].Take(1, now);
@@ -144,23 +174,82 @@ bool VdiLimiter::TryAdmitNow(bool write, uint64_t bytes) {
   return true;
 }
 
-void VdiLimiter::Refund(bool write, uint64_t bytes) {
-  if (!limited_.load(std::memory_order_relaxed)) return;  // nothing was taken
+absl::Duration VdiLimiter::Admit(bool write, uint64_t bytes) {
+  Reservations* const res = reservations_.get();
+  const bool armed = res != nullptr && res->armed();
+  if (armed) res->MaybeTick();
+  absl::Duration wait;
+  bool background = true;  // the request goes through the background's bucket
+  if (!Unlimited(clock_->NowMicros())) {
+    absl::MutexLock l(&mu_);
+    const absl::Time now = clock_->Now();
+    RefreshLocked(now);
+    const int kind = write ? 1 : 0;
+    wait = std::max({ops_[kind].Take(1, now), ops_[2].Take(1, now),
+                     bytes_[kind].Take(static_cast<double>(bytes), now),
+                     bytes_[2].Take(static_cast<double>(bytes), now)});
+    if (reserve_ > 0) {
+      ++window_ops_;
+      if (reserve_bucket_.Has(1, now)) {
+        reserve_bucket_.Take(1, now);
+        background = false;
+      }
+    }
+  }
+  if (armed && background) wait = std::max(wait, res->TakeBackground());
+  if (wait > absl::ZeroDuration() && delayed_ != nullptr) {
+    delayed_->Increment();
+    delay_seconds_->Increment(absl::ToDoubleSeconds(wait));
+  }
+  return wait;
+}
+
+bool VdiLimiter::TryAdmitNow(bool write, uint64_t bytes, bool* from_background) {
+  Reservations* const res = reservations_.get();
+  const bool armed = res != nullptr && res->armed();
+  if (armed) res->MaybeTick();
+  *from_background = armed;
+  if (Unlimited(clock_->NowMicros())) return !armed || res->TryTakeBackground();
+  absl::MutexLock l(&mu_);
+  const absl::Time now = clock_->Now();
+  RefreshLocked(now);
+  if (!OwnTokensLocked(write, bytes, now, /*take=*/false)) return false;
+  if (reserve_ > 0 && reserve_bucket_.Has(1, now)) {
+    reserve_bucket_.Take(1, now);
+    *from_background = false;
+  } else if (armed && !res->TryTakeBackground()) {
+    return false;
+  }
+  if (reserve_ > 0) ++window_ops_;
+  OwnTokensLocked(write, bytes, now, /*take=*/true);
+  return true;
+}
+
+void VdiLimiter::Refund(bool write, uint64_t bytes, bool from_background) {
+  if (from_background && reservations_ != nullptr) reservations_->GiveBackground();
+  if (!limited_.load(std::memory_order_relaxed)) return;  // nothing else was taken
   absl::MutexLock l(&mu_);
   const int kind = write ? 1 : 0;
   ops_[kind].Give(1);
   ops_[2].Give(1);
   bytes_[kind].Give(static_cast<double>(bytes));
   bytes_[2].Give(static_cast<double>(bytes));
+  if (reserve_ > 0) {
+    if (window_ops_ > 0) --window_ops_;
+    if (!from_background) reserve_bucket_.Give(1);
+  }
 }
 
 // ---- QosRegistry ----
 
 QosRegistry::QosRegistry(Clock* clock,
                          std::function<absl::StatusOr<v1::VdiQos>(const std::string&)> lookup)
-    : clock_(clock), lookup_(std::move(lookup)) {}
+    : clock_(clock),
+      lookup_(std::move(lookup)),
+      reservations_(std::make_shared<Reservations>(clock)) {}
 
 void QosRegistry::ExportMetrics(metrics::Registry* registry) {
+  reservations_->ExportMetrics(registry);
   absl::MutexLock l(&mu_);
   registry_ = registry;
 }
@@ -170,7 +259,7 @@ std::shared_ptr<VdiLimiter> QosRegistry::For(const std::string& vdi) {
   std::shared_ptr<VdiLimiter>& l_ = limiters_[vdi];
   if (!l_) {
     l_ = std::make_shared<VdiLimiter>(
-        vdi, clock_, [lookup = lookup_, vdi] { return lookup(vdi); }, registry_);
+        vdi, clock_, [lookup = lookup_, vdi] { return lookup(vdi); }, registry_, reservations_);
   }
   return l_;
 }
@@ -187,34 +276,59 @@ void QosDevice::Wait(bool write, uint64_t bytes) {
   if (wait > absl::ZeroDuration()) clock_->SleepFor(wait);
 }
 
+template <typename Op>
+absl::Status QosDevice::Tracked(Op op) {
+  const bool tracked = limiter_->Start();
+  absl::Status s = op();
+  if (tracked) limiter_->Finish();
+  return s;
+}
+
 absl::Status QosDevice::Read(uint64_t offset, uint32_t len, char* buf) {
-  Wait(false, len);
-  return inner_->Read(offset, len, buf);
+  return Tracked([&] {
+    Wait(false, len);
+    return inner_->Read(offset, len, buf);
+  });
 }
 
 bool QosDevice::ReadAsync(uint64_t offset, uint32_t len, char* buf,
                           absl::AnyInvocable<void(absl::Status)> done) {
   // The asynchronous path cannot wait: it takes a read only when its tokens are there now, and
   // gives them back when the inner device declines it (the caller's Read then admits it).
-  if (!limiter_->TryAdmitNow(false, len)) return false;
+  bool from_background = false;
+  if (!limiter_->TryAdmitNow(false, len, &from_background)) return false;
+  const bool tracked = limiter_->Start();
+  if (tracked) {
+    done = [limiter = limiter_, done = std::move(done)](absl::Status s) mutable {
+      limiter->Finish();
+      done(std::move(s));
+    };
+  }
   if (inner_->ReadAsync(offset, len, buf, std::move(done))) return true;
-  limiter_->Refund(false, len);
+  if (tracked) limiter_->Finish();  // declined: `done` is never run
+  limiter_->Refund(false, len, from_background);
   return false;
 }
 
 absl::Status QosDevice::Write(uint64_t offset, uint32_t len, const char* buf, bool fua) {
-  Wait(true, len);
-  return inner_->Write(offset, len, buf, fua);
+  return Tracked([&] {
+    Wait(true, len);
+    return inner_->Write(offset, len, buf, fua);
+  });
 }
 
 absl::Status QosDevice::Trim(uint64_t offset, uint32_t len) {
-  Wait(true, 0);
-  return inner_->Trim(offset, len);
+  return Tracked([&] {
+    Wait(true, 0);
+    return inner_->Trim(offset, len);
+  });
 }
 
 absl::Status QosDevice::WriteZeroes(uint64_t offset, uint32_t len, bool may_trim, bool fua) {
-  Wait(true, 0);
-  return inner_->WriteZeroes(offset, len, may_trim, fua);
+  return Tracked([&] {
+    Wait(true, 0);
+    return inner_->WriteZeroes(offset, len, may_trim, fua);
+  });
 }
 
 }  // namespace ringcache::gateway

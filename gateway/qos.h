@@ -6,6 +6,8 @@
 // again at most once a second, so a change reaches requests in flight within a second on every
 // gateway. Cluster-wide: each gateway applies `share` of every limit (QosSessions: 1 / the
 // number of gateways with the VDI open), so that the limit holds with any number of them.
+// A VDI may also hold a reservation (gateway/qos_reserve.h): the gateway then holds the other
+// VDIs' requests back while the reserved one gets less than it.
 //
 // Thread-safety: TokenBucket is thread-compatible; VdiLimiter, QosRegistry and QosDevice are
 // thread-safe.
@@ -39,6 +41,8 @@ inline constexpr uint32_t kDefaultBurstMs = 1000;
 // caller must wait before its request may go: the bucket may go into debt (a request larger than
 // the burst waits for its whole cost), and the callers after it wait behind the debt, so the
 // long-run rate never exceeds `rate` and the first `burst` tokens go at once.
+class Reservations;
+
 class TokenBucket {
  public:
   // rate <= 0: unlimited. A new limit keeps the tokens there are, up to the new burst.
@@ -60,23 +64,38 @@ class TokenBucket {
   absl::Time last_;
 };
 
-// One VDI's limits on one gateway.
-class VdiLimiter {
+// One window of a reserved VDI, as its limiter counted it (gateway/qos_reserve.h).
+struct ReservationSample {
+  double reserve_iops = 0;  // this gateway's part of the VDI's reservation
+  uint64_t ops = 0;         // requests admitted in the window
+  absl::Duration busy;      // time with a request of the VDI in flight
+};
+
+// One VDI's limits (and reservation) on one gateway.
+class VdiLimiter : public std::enable_shared_from_this<VdiLimiter> {
  public:
   // `lookup` returns the VDI's limits from the catalog; `registry` (may be null) gets the VDI's
-  // delay counters.
+  // delay counters; `reservations` (may be null) are the gateway's.
   VdiLimiter(std::string vdi, Clock* clock,
-             std::function<absl::StatusOr<v1::VdiQos>()> lookup, metrics::Registry* registry);
+             std::function<absl::StatusOr<v1::VdiQos>()> lookup, metrics::Registry* registry,
+             std::shared_ptr<Reservations> reservations = nullptr);
 
   // Reserves one request of `bytes` (reads or writes); returns how long it must wait, and
   // counts the wait. Trims and zero writes count as writes of 0 bytes.
   absl::Duration Admit(bool write, uint64_t bytes);
   // Takes one request's tokens only when they are all there now; false (nothing taken)
   // otherwise. The asynchronous read path, which cannot wait, takes only those; the others go
-  // through Admit on a worker.
-  bool TryAdmitNow(bool write, uint64_t bytes);
+  // through Admit on a worker. `*from_background`: whether it took the background's token.
+  bool TryAdmitNow(bool write, uint64_t bytes, bool* from_background);
   // Gives back what TryAdmitNow took for a request that did not go.
-  void Refund(bool write, uint64_t bytes);
+  void Refund(bool write, uint64_t bytes, bool from_background);
+  // A request of a reserved VDI starts (true: call Finish when it ends) or not (false: the VDI
+  // holds no reservation, nothing is counted). The time with one in flight is the VDI's busy
+  // time, which tells a VDI that wants more from one that is idle.
+  bool Start();
+  void Finish();
+  // This gateway's part of the reservation (0: none), for tests.
+  double reserve();
   // This gateway's part of each limit, in (0, 1] (QosSessions).
   void SetShare(double share);
   double share();
@@ -93,14 +112,22 @@ class VdiLimiter {
     return !limited_.load(std::memory_order_relaxed) &&
            now_us < next_refresh_us_.load(std::memory_order_relaxed);
   }
+  friend class Reservations;
   void RefreshLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ApplyLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The window's reserved requests and busy time, counted from zero again (Reservations' tick).
+  ReservationSample TakeSample(absl::Time now);
+  // Whether the own limits have the request's tokens now; takes them with `take`.
+  bool OwnTokensLocked(bool write, uint64_t bytes, absl::Time now, bool take)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string vdi_;
   Clock* const clock_;
   const std::function<absl::StatusOr<v1::VdiQos>()> lookup_;
   std::atomic<int> users_{0};
+  const std::shared_ptr<Reservations> reservations_;
   std::atomic<bool> limited_{false};  // QosLimited(qos_), for Unlimited()
+  std::atomic<bool> reserved_{false};  // reserve_ > 0, for Start()
   std::atomic<int64_t> next_refresh_us_{INT64_MIN};  // when the limits are read again
   metrics::Counter* delayed_ = nullptr;
   metrics::Counter* delay_seconds_ = nullptr;
@@ -110,9 +137,18 @@ class VdiLimiter {
   // [0] reads, [1] writes, [2] both.
   TokenBucket ops_[3] ABSL_GUARDED_BY(mu_);
   TokenBucket bytes_[3] ABSL_GUARDED_BY(mu_);
+  // The reservation: its part on this gateway, its bucket (requests within it skip the
+  // background's), and the window's counts.
+  double reserve_ ABSL_GUARDED_BY(mu_) = 0;
+  TokenBucket reserve_bucket_ ABSL_GUARDED_BY(mu_);
+  uint64_t window_ops_ ABSL_GUARDED_BY(mu_) = 0;
+  int inflight_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time busy_since_ ABSL_GUARDED_BY(mu_);
+  absl::Duration busy_ ABSL_GUARDED_BY(mu_);
+  metrics::Counter* short_windows_ = nullptr;
 };
 
-// The limiters of the gateway's VDIs, made on first use.
+// The limiters of the gateway's VDIs, made on first use, and the gateway's reservations.
 class QosRegistry {
  public:
   // `lookup(vdi)`: the VDI's limits from the catalog.
@@ -121,10 +157,12 @@ class QosRegistry {
   std::shared_ptr<VdiLimiter> For(const std::string& vdi);
   // Every limiter made so far, by VDI name.
   std::vector<std::pair<std::string, std::shared_ptr<VdiLimiter>>> All();
+  Reservations* reservations() const { return reservations_.get(); }
 
  private:
   Clock* const clock_;
   const std::function<absl::StatusOr<v1::VdiQos>(const std::string&)> lookup_;
+  const std::shared_ptr<Reservations> reservations_;
   absl::Mutex mu_;
   metrics::Registry* registry_ ABSL_GUARDED_BY(mu_) = nullptr;
   absl::flat_hash_map<std::string, std::shared_ptr<VdiLimiter>> limiters_ ABSL_GUARDED_BY(mu_);
@@ -154,6 +192,9 @@ class QosDevice : public BlockDevice {
 
  private:
   void Wait(bool write, uint64_t bytes);
+  // Runs `op` between the limiter's Start and Finish.
+  template <typename Op>
+  absl::Status Tracked(Op op);
 
   const std::shared_ptr<BlockDevice> inner_;
   const std::shared_ptr<VdiLimiter> limiter_;

@@ -128,12 +128,13 @@ TEST(VdiLimiterTest, NewLimitsApplyWithinASecondAndLookupsStayRare) {
 TEST(VdiLimiterTest, TryAdmitNowTakesOnlyWhatIsThereAndRefundsGiveItBack) {
   LimiterFixture f;
   f.qos.set_read_iops(2);
-  EXPECT_TRUE(f.limiter.TryAdmitNow(false, 4096));
-  EXPECT_TRUE(f.limiter.TryAdmitNow(false, 4096));
-  EXPECT_FALSE(f.limiter.TryAdmitNow(false, 4096));
-  f.limiter.Refund(false, 4096);
-  EXPECT_TRUE(f.limiter.TryAdmitNow(false, 4096));
-  EXPECT_TRUE(f.limiter.TryAdmitNow(true, 4096));  // writes: no limit
+  bool bg = false;
+  EXPECT_TRUE(f.limiter.TryAdmitNow(false, 4096, &bg));
+  EXPECT_TRUE(f.limiter.TryAdmitNow(false, 4096, &bg));
+  EXPECT_FALSE(f.limiter.TryAdmitNow(false, 4096, &bg));
+  f.limiter.Refund(false, 4096, bg);
+  EXPECT_TRUE(f.limiter.TryAdmitNow(false, 4096, &bg));
+  EXPECT_TRUE(f.limiter.TryAdmitNow(true, 4096, &bg));  // writes: no limit
 }
 
 // A device that counts what reaches it, and when the last call came (on `clock`).

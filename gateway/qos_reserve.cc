@@ -1,0 +1,156 @@
+#include "gateway/qos_reserve.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <utility>
+
+namespace ringcache::gateway {
+
+// ---- ReservationControl ----
+
+double ReservationControl::Step(const std::vector<Sample>& reserved, uint64_t background_ops,
+                                absl::Duration window) {
+  const double secs = std::max(absl::ToDoubleSeconds(window), 1e-3);
+  const double background = static_cast<double>(background_ops) / secs;
+  shorts_ = 0;
+  short_.assign(reserved.size(), false);
+  bool all_met = true;
+  for (size_t i = 0; i < reserved.size(); ++i) {
+    const Sample& s = reserved[i];
+    if (s.reserve_iops <= 0) continue;
+    // Idle for a fifth of the window or more: it had all it asked for.
+    if (s.busy < window * kBusyShare) continue;
+    const double got = static_cast<double>(s.ops) / secs;
+    if (got < s.reserve_iops * kShortShare) {
+      short_[i] = true;
+      ++shorts_;
+    }
+    if (got < s.reserve_iops * kMetShare) all_met = false;
+  }
+  if (shorts_ > 0) {
+    // Multiplicative decrease, from what the background did get when that is below the rate
+    // (a bucket set above the background's use would hold nothing back).
+    const double from = rate_ > 0 ? std::min(rate_, background) : background;
+    rate_ = std::max(kMinBackgroundIops, from * kDecrease);
+  } else if (rate_ > 0 && all_met) {
+    rate_ = rate_ * kIncrease + kIncreaseIops;
+    // Far above what the background uses: the bucket no longer holds anything back.
+    if (rate_ > 2 * background + 2 * kIncreaseIops) rate_ = 0;
+  }
+  return rate_;
+}
+
+// ---- Reservations ----
+
+void Reservations::ExportMetrics(metrics::Registry* registry) {
+  rate_gauge_ = registry->GetGauge(
+      "ringcache_gateway_qos_background_iops_limit",
+      "The rate the gateway holds the VDIs without a reservation (and reserved VDIs beyond "
+      "theirs) to while a reserved VDI gets less than its reservation; 0: none.");
+}
+
+void Reservations::Track(const std::weak_ptr<VdiLimiter>& limiter, bool reserved) {
+  absl::MutexLock l(&mu_);
+  const std::shared_ptr<VdiLimiter> self = limiter.lock();
+  std::erase_if(reserved_, [&](const std::weak_ptr<VdiLimiter>& w) {
+    const std::shared_ptr<VdiLimiter> other = w.lock();
+    return other == nullptr || other == self;
+  });
+  if (reserved && self != nullptr) reserved_.push_back(limiter);
+  armed_.store(!reserved_.empty(), std::memory_order_relaxed);
+  if (reserved_.empty()) {  // nothing to hold the others back for (the next tick resets)
+    limiting_.store(false, std::memory_order_relaxed);
+    background_.Set(0, 1, clock_->Now());
+  }
+}
+
+absl::Duration Reservations::TakeBackground() {
+  background_ops_.fetch_add(1, std::memory_order_relaxed);
+  if (!limiting()) return absl::ZeroDuration();
+  absl::MutexLock l(&mu_);
+  return background_.Take(1, clock_->Now());
+}
+
+bool Reservations::TryTakeBackground() {
+  if (!limiting()) {
+    background_ops_.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  }
+  absl::MutexLock l(&mu_);
+  const absl::Time now = clock_->Now();
+  if (!background_.Has(1, now)) return false;
+  background_.Take(1, now);
+  background_ops_.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+void Reservations::GiveBackground() {
+  background_ops_.fetch_sub(1, std::memory_order_relaxed);
+  absl::MutexLock l(&mu_);
+  background_.Give(1);
+}
+
+void Reservations::MaybeTick() {
+  const int64_t now_us = clock_->NowMicros();
+  if (now_us < next_tick_us_.load(std::memory_order_relaxed)) return;
+  if (!tick_mu_.TryLock()) return;  // another request runs it
+  const absl::Time now = absl::FromUnixMicros(now_us);
+  if (now_us >= next_tick_us_.load(std::memory_order_relaxed)) {
+    next_tick_us_.store(now_us + absl::ToInt64Microseconds(kReserveWindow),
+                        std::memory_order_relaxed);
+    Tick(now);
+  }
+  tick_mu_.Unlock();
+}
+
+void Reservations::Tick(absl::Time now) {
+  tick_mu_.AssertHeld();
+  const absl::Time since = last_tick_;
+  last_tick_ = now;
+  std::vector<std::shared_ptr<VdiLimiter>> limiters;
+  {
+    absl::MutexLock l(&mu_);
+    for (const auto& w : reserved_) {
+      if (auto p = w.lock()) limiters.push_back(std::move(p));
+    }
+  }
+  if (limiters.empty()) control_ = ReservationControl();  // no reservation left
+  // Every limiter's counts start from this tick, also after a quiet spell with no tick.
+  std::vector<ReservationControl::Sample> samples;
+  for (const auto& limiter : limiters) samples.push_back(limiter->TakeSample(now));
+  const uint64_t background = background_ops_.exchange(0, std::memory_order_relaxed);
+  const absl::Duration window = now - since;
+  // A first tick, or one after more than two windows without a request: the counts do not
+  // cover one window, so they steer nothing.
+  if (since == absl::Time() || window > 2 * kReserveWindow) return;
+  const double before = control_.rate();
+  const double rate = control_.Step(samples, background, window);
+  for (size_t i = 0; i < samples.size(); ++i) {
+    if (control_.short_samples()[i] && limiters[i]->short_windows_ != nullptr) {
+      limiters[i]->short_windows_->Increment();
+    }
+  }
+  if (rate != before || (rate > 0) != limiting()) {
+    absl::MutexLock l(&mu_);
+    background_.Set(rate, std::max(1.0, rate * absl::ToDoubleSeconds(kReserveWindow)), now);
+    limiting_.store(rate > 0, std::memory_order_relaxed);
+  }
+  if (rate_gauge_ != nullptr) rate_gauge_->Set(rate);
+  if (before == 0 && rate > 0) {
+    spdlog::info(
+        "I/O reservations: {} VDI(s) got less than their reservation while busy; holding the "
+        "other VDIs' requests to {:.0f}/s on this gateway (they made {:.0f}/s)",
+        control_.shorts(), rate, static_cast<double>(background) / absl::ToDoubleSeconds(window));
+  } else if (before > 0 && rate == 0) {
+    spdlog::info("I/O reservations: every reserved VDI gets its reservation; no longer holding "
+                 "the other VDIs back");
+  }
+}
+
+double Reservations::background_rate() {
+  absl::MutexLock l(&tick_mu_);
+  return control_.rate();
+}
+
+}  // namespace ringcache::gateway
