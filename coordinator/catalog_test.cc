@@ -84,6 +84,15 @@ TEST(CatalogLineTest, AccessRoundTripsAndOldLinesReadAsOpen) {
   EXPECT_FALSE(QosLimited(back->qos));
   EXPECT_TRUE(QosShares(back->qos));
   EXPECT_FALSE(DecodeVdiLine(plain + " qos=smax:1001").ok());
+  // A reservation (vdi-catalog 2, as the limits) is a limit of its own: the record is limited.
+  r.qos.Clear();
+  r.qos.set_reserve_iops(300);
+  const std::string reserved = EncodeVdiLine(r);
+  EXPECT_NE(reserved.find(" qos=rsv:300"), std::string::npos) << reserved;
+  back = DecodeVdiLine(reserved);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->qos.reserve_iops(), 300u);
+  EXPECT_TRUE(QosLimited(back->qos));
   EXPECT_FALSE(back->read_only_clients.empty() || DecodeVdiLine(plain + " allow_ro=").ok());
   EXPECT_FALSE(DecodeVdiLine(plain + " rx").ok());
   EXPECT_FALSE(DecodeVdiLine(plain + " allow=a,,b").ok());

@@ -113,31 +113,30 @@ double VdiLimiter::reserve() {
   return reserve_;
 }
 
-bool VdiLimiter::Start() {
-  if (!reserved_.load(std::memory_order_relaxed)) return false;
-  absl::MutexLock l(&mu_);
-  if (inflight_++ == 0) busy_since_ = clock_->Now();
-  return true;
+absl::Time VdiLimiter::Start() {
+  if (!reserved_.load(std::memory_order_relaxed)) return absl::InfinitePast();
+  return clock_->Now();
 }
 
-void VdiLimiter::Finish() {
+void VdiLimiter::Finish(absl::Time started) {
+  const absl::Time now = clock_->Now();
   absl::MutexLock l(&mu_);
-  if (--inflight_ == 0) busy_ += clock_->Now() - busy_since_;
+  ++window_done_;
+  window_latency_ += now - started;
 }
 
 ReservationSample VdiLimiter::TakeSample(absl::Time now) {
   absl::MutexLock l(&mu_);
   RefreshLocked(now);
   ReservationSample s;
+  s.key = reinterpret_cast<uintptr_t>(this);
   s.reserve_iops = reserve_;
   s.ops = window_ops_;
-  s.busy = busy_;
-  if (inflight_ > 0) {
-    s.busy += now - busy_since_;
-    busy_since_ = now;
-  }
+  s.done = window_done_;
+  s.latency = window_latency_;
   window_ops_ = 0;
-  busy_ = absl::ZeroDuration();
+  window_done_ = 0;
+  window_latency_ = absl::ZeroDuration();
   return s;
 }
 
@@ -190,8 +189,14 @@ absl::Duration VdiLimiter::Admit(bool write, uint64_t bytes) {
                      bytes_[2].Take(static_cast<double>(bytes), now)});
     if (reserve_ > 0) {
       ++window_ops_;
+      // Within the reservation: no background bucket. Beyond it, while the background is held
+      // back, a token of the background's that is there now, else the reservation's next one:
+      // never a place behind the background's debt (the requests it holds back).
       if (reserve_bucket_.Has(1, now)) {
         reserve_bucket_.Take(1, now);
+        background = false;
+      } else if (armed && res->limiting()) {
+        if (!res->TryTakeBackground()) wait = std::max(wait, reserve_bucket_.Take(1, now));
         background = false;
       }
     }
@@ -218,7 +223,7 @@ bool VdiLimiter::TryAdmitNow(bool write, uint64_t bytes, bool* from_background) 
     reserve_bucket_.Take(1, now);
     *from_background = false;
   } else if (armed && !res->TryTakeBackground()) {
-    return false;
+    return false;  // a worker's Admit waits for it (a reserved VDI: for its reservation's token)
   }
   if (reserve_ > 0) ++window_ops_;
   OwnTokensLocked(write, bytes, now, /*take=*/true);
@@ -278,9 +283,9 @@ void QosDevice::Wait(bool write, uint64_t bytes) {
 
 template <typename Op>
 absl::Status QosDevice::Tracked(Op op) {
-  const bool tracked = limiter_->Start();
+  const absl::Time started = limiter_->Start();
   absl::Status s = op();
-  if (tracked) limiter_->Finish();
+  if (started != absl::InfinitePast()) limiter_->Finish(started);
   return s;
 }
 
@@ -297,16 +302,15 @@ bool QosDevice::ReadAsync(uint64_t offset, uint32_t len, char* buf,
   // gives them back when the inner device declines it (the caller's Read then admits it).
   bool from_background = false;
   if (!limiter_->TryAdmitNow(false, len, &from_background)) return false;
-  const bool tracked = limiter_->Start();
-  if (tracked) {
-    done = [limiter = limiter_, done = std::move(done)](absl::Status s) mutable {
-      limiter->Finish();
+  const absl::Time started = limiter_->Start();
+  if (started != absl::InfinitePast()) {
+    done = [limiter = limiter_, started, done = std::move(done)](absl::Status s) mutable {
+      limiter->Finish(started);
       done(std::move(s));
     };
   }
   if (inner_->ReadAsync(offset, len, buf, std::move(done))) return true;
-  if (tracked) limiter_->Finish();  // declined: `done` is never run
-  limiter_->Refund(false, len, from_background);
+  limiter_->Refund(false, len, from_background);  // declined: `done` is never run
   return false;
 }
 

@@ -66,9 +66,11 @@ class TokenBucket {
 
 // One window of a reserved VDI, as its limiter counted it (gateway/qos_reserve.h).
 struct ReservationSample {
-  double reserve_iops = 0;  // this gateway's part of the VDI's reservation
-  uint64_t ops = 0;         // requests admitted in the window
-  absl::Duration busy;      // time with a request of the VDI in flight
+  uintptr_t key = 0;         // the VDI's limiter, to follow it from window to window
+  double reserve_iops = 0;   // this gateway's part of the VDI's reservation
+  uint64_t ops = 0;          // requests admitted in the window
+  uint64_t done = 0;         // requests that ended in the window
+  absl::Duration latency;    // their time at the gateway, summed
 };
 
 // One VDI's limits (and reservation) on one gateway.
@@ -89,11 +91,11 @@ class VdiLimiter : public std::enable_shared_from_this<VdiLimiter> {
   bool TryAdmitNow(bool write, uint64_t bytes, bool* from_background);
   // Gives back what TryAdmitNow took for a request that did not go.
   void Refund(bool write, uint64_t bytes, bool from_background);
-  // A request of a reserved VDI starts (true: call Finish when it ends) or not (false: the VDI
-  // holds no reservation, nothing is counted). The time with one in flight is the VDI's busy
-  // time, which tells a VDI that wants more from one that is idle.
-  bool Start();
-  void Finish();
+  // A request of a reserved VDI starts: returns its start time, to give to Finish when it ends
+  // (its time at the gateway, which tells a VDI slowed by the others from one that asks for
+  // less), or InfinitePast when the VDI holds no reservation (nothing to count; no Finish).
+  absl::Time Start();
+  void Finish(absl::Time started);
   // This gateway's part of the reservation (0: none), for tests.
   double reserve();
   // This gateway's part of each limit, in (0, 1] (QosSessions).
@@ -115,7 +117,7 @@ class VdiLimiter : public std::enable_shared_from_this<VdiLimiter> {
   friend class Reservations;
   void RefreshLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ApplyLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The window's reserved requests and busy time, counted from zero again (Reservations' tick).
+  // The window's reserved requests and their time, counted from zero again (Reservations' tick).
   ReservationSample TakeSample(absl::Time now);
   // Whether the own limits have the request's tokens now; takes them with `take`.
   bool OwnTokensLocked(bool write, uint64_t bytes, absl::Time now, bool take)
@@ -142,9 +144,8 @@ class VdiLimiter : public std::enable_shared_from_this<VdiLimiter> {
   double reserve_ ABSL_GUARDED_BY(mu_) = 0;
   TokenBucket reserve_bucket_ ABSL_GUARDED_BY(mu_);
   uint64_t window_ops_ ABSL_GUARDED_BY(mu_) = 0;
-  int inflight_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::Time busy_since_ ABSL_GUARDED_BY(mu_);
-  absl::Duration busy_ ABSL_GUARDED_BY(mu_);
+  uint64_t window_done_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Duration window_latency_ ABSL_GUARDED_BY(mu_);
   metrics::Counter* short_windows_ = nullptr;
 };
 

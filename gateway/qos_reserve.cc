@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
+
 namespace ringcache::gateway {
 
 // ---- ReservationControl ----
@@ -15,28 +17,58 @@ double ReservationControl::Step(const std::vector<Sample>& reserved, uint64_t ba
   const double background = static_cast<double>(background_ops) / secs;
   shorts_ = 0;
   short_.assign(reserved.size(), false);
-  bool all_met = true;
+  bool slow = false;   // a VDI below its reservation is slower than kFast x its best
+  bool below = false;  // a VDI is below its reservation
+  for (auto& [key, best] : best_) best.seen = false;
   for (size_t i = 0; i < reserved.size(); ++i) {
     const Sample& s = reserved[i];
     if (s.reserve_iops <= 0) continue;
-    // Idle for a fifth of the window or more: it had all it asked for.
-    if (s.busy < window * kBusyShare) continue;
-    const double got = static_cast<double>(s.ops) / secs;
-    if (got < s.reserve_iops * kShortShare) {
+    Best& best = best_[s.key];
+    best.seen = true;
+    if (s.done < kMinDone) continue;  // (nearly) idle: it had what it asked for
+    const double mean = absl::ToDoubleSeconds(s.latency) / static_cast<double>(s.done);
+    ++best.age;
+    if (best.seconds == 0 || mean < best.seconds || best.age > kBestWindows) {
+      best.seconds = mean;
+      best.age = 0;
+    }
+    if (static_cast<double>(s.ops) / secs >= s.reserve_iops * kShortShare) continue;
+    below = true;
+    if (mean > kFast * best.seconds) slow = true;
+    if (mean > kSlow * best.seconds) {
       short_[i] = true;
       ++shorts_;
     }
-    if (got < s.reserve_iops * kMetShare) all_met = false;
+  }
+  absl::erase_if(best_, [](const auto& kv) { return !kv.second.seen; });
+  if (probing_ > 0) {
+    // The background is held at the floor: the window taught the VDIs their best times. The
+    // window after the probe decides afresh.
+    shorts_ = 0;
+    short_.assign(reserved.size(), false);
+    rate_ = --probing_ > 0 ? kMinBackgroundIops : 0;
+    return rate_;
   }
   if (shorts_ > 0) {
     // Multiplicative decrease, from what the background did get when that is below the rate
     // (a bucket set above the background's use would hold nothing back).
     const double from = rate_ > 0 ? std::min(rate_, background) : background;
     rate_ = std::max(kMinBackgroundIops, from * kDecrease);
-  } else if (rate_ > 0 && all_met) {
-    rate_ = rate_ * kIncrease + kIncreaseIops;
-    // Far above what the background uses: the bucket no longer holds anything back.
-    if (rate_ > 2 * background + 2 * kIncreaseIops) rate_ = 0;
+    unheld_ = 0;
+  } else if (rate_ > 0) {
+    if (!slow) {
+      rate_ = rate_ * kIncrease + kIncreaseIops;
+      // Far above what the background uses: the bucket no longer holds anything back.
+      if (rate_ > 2 * background + 2 * kIncreaseIops) rate_ = 0;
+    }
+    unheld_ = 0;
+  } else if (below && ++unheld_ >= (probed_ ? kProbeEvery : kProbeAfter)) {
+    unheld_ = 0;
+    probed_ = true;
+    probing_ = kProbeWindows;
+    rate_ = kMinBackgroundIops;
+  } else if (!below) {
+    unheld_ = 0;
   }
   return rate_;
 }
@@ -125,6 +157,7 @@ void Reservations::Tick(absl::Time now) {
   // cover one window, so they steer nothing.
   if (since == absl::Time() || window > 2 * kReserveWindow) return;
   const double before = control_.rate();
+  const bool was_probing = control_.probing();
   const double rate = control_.Step(samples, background, window);
   for (size_t i = 0; i < samples.size(); ++i) {
     if (control_.short_samples()[i] && limiters[i]->short_windows_ != nullptr) {
@@ -137,12 +170,12 @@ void Reservations::Tick(absl::Time now) {
     limiting_.store(rate > 0, std::memory_order_relaxed);
   }
   if (rate_gauge_ != nullptr) rate_gauge_->Set(rate);
-  if (before == 0 && rate > 0) {
+  if (before == 0 && rate > 0 && !control_.probing()) {
     spdlog::info(
-        "I/O reservations: {} VDI(s) got less than their reservation while busy; holding the "
-        "other VDIs' requests to {:.0f}/s on this gateway (they made {:.0f}/s)",
+        "I/O reservations: {} VDI(s) got less than their reservation, slowed by the others; "
+        "holding the other VDIs' requests to {:.0f}/s on this gateway (they made {:.0f}/s)",
         control_.shorts(), rate, static_cast<double>(background) / absl::ToDoubleSeconds(window));
-  } else if (before > 0 && rate == 0) {
+  } else if (before > 0 && rate == 0 && !was_probing) {
     spdlog::info("I/O reservations: every reserved VDI gets its reservation; no longer holding "
                  "the other VDIs back");
   }

@@ -1,20 +1,27 @@
 // I/O reservations per VDI at the gateway (docs/qos.md "Reservations"): a VDI given
 // `vdi set-qos --reserve-iops R` gets R requests per second however busy the other VDIs are.
 //
-// The gateway does not know how many requests per second the cache tier can take (it changes
-// with hits, writes, destage, other gateways), so a reservation is kept by feedback, not by a
-// capacity budget: every window (250 ms) the gateway looks at each reserved VDI. A VDI is
-// *short* when it kept requests in flight for most of the window (it wanted more) and still got
-// less than its reservation; then the requests of everyone else (VDIs without a reservation,
-// and reserved VDIs beyond theirs: the *background*) go through one shared token bucket whose
-// rate falls by a factor each window while some VDI is short, and rises again, slowly, once
-// none is. When the background runs well under its rate the bucket is removed. What a reserved
-// VDI takes within its reservation never waits for the background bucket.
+// The gateway knows neither how many requests per second the cache tier can take (it changes
+// with hits, writes, destage, other gateways) nor how many a VM would send if served faster (a
+// guest waits for its answers before it asks again). So a reservation is kept by feedback:
+// every window (250 ms) the gateway looks at each reserved VDI. A VDI is *short* when it got
+// less than its reservation while its requests took longer at the gateway than they do without
+// contention (kSlow times its best window of the last minute): the others slow it down. Then
+// the requests of everyone else (VDIs without a reservation, and reserved VDIs beyond theirs:
+// the *background*) go through one shared token bucket whose rate falls by a factor each window
+// while some VDI is short, and rises again, more slowly, once none is slow (below kFast times
+// its best); well above what the background uses, the bucket is removed. What a reserved VDI
+// takes within its reservation never waits for the background's bucket.
 //
-// The decrease is multiplicative and the increase gentler (additive plus a small factor), the
-// rule TCP's congestion control and PARDA (FAST '09) use to share a resource nobody measures
-// directly. The background never stops: its rate has a floor (kMinBackgroundIops), so a
-// request is delayed, never failed.
+// A VDI that ran under contention from the start has never shown its uncontended time: while
+// one is below its reservation with no hold, the gateway *probes* now and then (after
+// kProbeAfter windows, then every kProbeEvery) by holding the background at the floor for
+// kProbeWindows windows, and learns its best time there.
+//
+// The decrease is multiplicative and the increase gentler (by a factor, plus a constant), the
+// rule TCP's congestion control uses, and with a latency target, as PARDA (FAST '09) controls
+// hosts sharing an array. The background never stops: its rate has a floor
+// (kMinBackgroundIops), so a request is delayed, never failed.
 //
 // Thread-safety: ReservationControl is thread-compatible; Reservations is thread-safe.
 #ifndef RINGCACHE_GATEWAY_QOS_RESERVE_H_
@@ -26,6 +33,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
@@ -41,28 +49,40 @@ inline constexpr absl::Duration kReserveWindow = absl::Milliseconds(250);
 class ReservationControl {
  public:
   using Sample = ReservationSample;
-  // A VDI is short when busy at least this part of the window and below this part of its
-  // reservation; the background speeds up again once every busy reserved VDI has at least
-  // kMetShare of its reservation.
-  static constexpr double kBusyShare = 0.8;
-  static constexpr double kShortShare = 0.95;
-  static constexpr double kMetShare = 1.0;
-  static constexpr double kDecrease = 0.7;   // the rate's factor per window while one is short
-  static constexpr double kIncrease = 1.1;   // and per window after, plus kIncreaseIops
+  static constexpr double kShortShare = 0.95;  // below this part of its reservation: below
+  static constexpr double kSlow = 1.5;         // short: below, and slower than kSlow x best
+  static constexpr double kFast = 1.2;         // the rate rises only while none is slower
+  static constexpr double kDecrease = 0.7;     // the rate's factor per window while one is short
+  static constexpr double kIncrease = 1.1;     // and per window after, plus kIncreaseIops
   static constexpr double kIncreaseIops = 20;
+  static constexpr uint64_t kMinDone = 8;      // fewer ended requests in a window tell nothing
+  static constexpr int kBestWindows = 240;     // a best time is kept for a minute
+  static constexpr int kProbeAfter = 4;        // windows below with no hold before a first probe
+  static constexpr int kProbeEvery = 120;      // and between probes (30 s)
+  static constexpr int kProbeWindows = 2;
 
   // Returns the background's rate for the next window (0: no limit). `background_ops`: the
   // requests of the background admitted in the window.
   double Step(const std::vector<Sample>& reserved, uint64_t background_ops, absl::Duration window);
   double rate() const { return rate_; }
+  bool probing() const { return probing_ > 0; }
   // How many of the last Step's samples were short, and which.
   int shorts() const { return shorts_; }
   const std::vector<bool>& short_samples() const { return short_; }
 
  private:
+  struct Best {
+    double seconds = 0;  // the VDI's best mean time per request (0: none yet)
+    int age = 0;         // windows since it was set
+    bool seen = false;   // in this Step's samples
+  };
   double rate_ = 0;
   int shorts_ = 0;
   std::vector<bool> short_;
+  absl::flat_hash_map<uintptr_t, Best> best_;
+  int probing_ = 0;                 // windows of the probe left
+  int unheld_ = 0;                  // windows some VDI was below with no hold
+  bool probed_ = false;             // a probe ran since the hold last ended
 };
 
 // The gateway's reservations: the limiters of the VDIs that hold one, the background bucket,

@@ -1,8 +1,10 @@
-// I/O reservations (gateway/qos_reserve.h) on an injected clock: the rule alone (a short,
-// busy VDI cuts the background's rate by a factor per window down to a floor; an idle one holds
-// nothing back; the rate rises once every reservation is met and goes when far above the
-// background's use), then the gateway's limiters: requests within a reservation skip the
-// background's bucket, the others wait in it, and the asynchronous path takes only what is there.
+// I/O reservations (gateway/qos_reserve.h) on an injected clock: the rule alone (a VDI below
+// its reservation and slowed by the others cuts the background's rate by a factor per window
+// down to a floor; one that asks for less, or is at its reservation, holds nothing back; the
+// rate holds while it is a little slow, rises once it is fast, and goes when far above the
+// background's use; a probe learns the best time of a VDI that never showed it), then the
+// gateway's limiters: requests within a reservation skip the background's bucket, the others
+// wait in it, and the asynchronous path takes only what is there.
 #include "gateway/qos_reserve.h"
 
 #include <gtest/gtest.h>
@@ -16,45 +18,70 @@ namespace ringcache::gateway {
 namespace {
 
 const absl::Duration kW = kReserveWindow;
+using Control = ReservationControl;
 
-ReservationControl::Sample Busy(double reserve, uint64_t ops) {
-  return {reserve, ops, kW};
+// One window of a VDI reserving `reserve`/s: `ops` requests, each `each` at the gateway.
+Control::Sample Window(double reserve, uint64_t ops, absl::Duration each) {
+  return {1, reserve, ops, ops, each * static_cast<int64_t>(ops)};
 }
+const absl::Duration kFastReq = absl::Microseconds(100);
+const absl::Duration kSlowReq = absl::Microseconds(300);  // 3x: over kSlow (1.5x)
 
-TEST(ReservationControlTest, ABusyVdiBelowItsReservationCutsTheBackgroundDownToTheFloor) {
-  ReservationControl c;
-  // 100 reserved, 10 in a quarter second (40/s) while busy the whole window; the background
-  // made 250 requests (1,000/s).
-  EXPECT_DOUBLE_EQ(c.Step({Busy(100, 10)}, 250, kW), 700);
+TEST(ReservationControlTest, ASlowedVdiBelowItsReservationCutsTheBackgroundDownToTheFloor) {
+  Control c;
+  // 1,000 reserved, 100 in a quarter second (400/s): below, but as fast as it has been.
+  EXPECT_EQ(c.Step({Window(1000, 100, kFastReq)}, 250, kW), 0);
+  // Three times slower while the background made 250 requests (1,000/s): cut to 0.7x.
+  EXPECT_DOUBLE_EQ(c.Step({Window(1000, 100, kSlowReq)}, 250, kW), 700);
   EXPECT_EQ(c.shorts(), 1);
-  // Next window the background made less than its rate: the cut starts from what it made.
-  EXPECT_DOUBLE_EQ(c.Step({Busy(100, 10)}, 100, kW), 280);
-  EXPECT_DOUBLE_EQ(c.Step({Busy(100, 10)}, 500, kW), 196);  // from the rate, not the 2,000/s
-  for (int i = 0; i < 20; ++i) c.Step({Busy(100, 10)}, 500, kW);
+  EXPECT_TRUE(c.short_samples()[0]);
+  // The background made less than its rate: the cut starts from what it made.
+  EXPECT_DOUBLE_EQ(c.Step({Window(1000, 100, kSlowReq)}, 100, kW), 280);
+  EXPECT_DOUBLE_EQ(c.Step({Window(1000, 100, kSlowReq)}, 500, kW), 196);  // from the rate
+  for (int i = 0; i < 20; ++i) c.Step({Window(1000, 100, kSlowReq)}, 500, kW);
   EXPECT_DOUBLE_EQ(c.rate(), kMinBackgroundIops) << "the background never stops";
 }
 
-TEST(ReservationControlTest, AnIdleOrSatisfiedReservedVdiHoldsNothingBack) {
-  ReservationControl c;
-  // Busy a tenth of the window: it had what it asked for, however few its requests.
-  EXPECT_EQ(c.Step({{100, 1, kW / 10}}, 1000, kW), 0);
-  // Busy and at its reservation (25 in a quarter second is 100/s).
-  EXPECT_EQ(c.Step({Busy(100, 25)}, 1000, kW), 0);
+TEST(ReservationControlTest, AVdiThatAsksForLessOrHasItsReservationHoldsNothingBack) {
+  Control c;
+  EXPECT_EQ(c.Step({Window(1000, 100, kFastReq)}, 1000, kW), 0);
+  // Slow, but at its reservation (250 in a quarter second is 1,000/s).
+  EXPECT_EQ(c.Step({Window(1000, 250, kSlowReq)}, 1000, kW), 0);
+  // Slow, but nearly idle: 5 requests tell nothing.
+  EXPECT_EQ(c.Step({Window(1000, 5, absl::Milliseconds(10))}, 1000, kW), 0);
   // No reservation at all.
-  EXPECT_EQ(c.Step({Busy(0, 0)}, 1000, kW), 0);
+  EXPECT_EQ(c.Step({Window(0, 100, kSlowReq)}, 1000, kW), 0);
   EXPECT_EQ(c.shorts(), 0);
 }
 
-TEST(ReservationControlTest, TheRateHoldsNearTheReservationRisesOnceMetAndGoesWhenUnused) {
-  ReservationControl c;
-  c.Step({Busy(100, 10)}, 250, kW);  // 700
-  // 96/s: within 5% of the reservation, not met: the rate holds.
-  EXPECT_DOUBLE_EQ(c.Step({Busy(100, 24)}, 175, kW), 700);
-  // Met: up by a tenth plus 20 per window.
-  EXPECT_DOUBLE_EQ(c.Step({Busy(100, 25)}, 175, kW), 790);
-  EXPECT_DOUBLE_EQ(c.Step({Busy(100, 25)}, 197, kW), 889);
+TEST(ReservationControlTest, TheRateHoldsWhileALittleSlowRisesOnceFastAndGoesWhenUnused) {
+  Control c;
+  c.Step({Window(1000, 100, kFastReq)}, 250, kW);
+  c.Step({Window(1000, 100, kSlowReq)}, 250, kW);  // 700
+  // 1.3x its best: not slow enough to cut, too slow to rise.
+  EXPECT_DOUBLE_EQ(c.Step({Window(1000, 100, absl::Microseconds(130))}, 175, kW), 700);
+  // Fast again: up by a tenth plus 20 per window.
+  EXPECT_DOUBLE_EQ(c.Step({Window(1000, 100, kFastReq)}, 175, kW), 790);
+  EXPECT_DOUBLE_EQ(c.Step({Window(1000, 100, kFastReq)}, 197, kW), 889);
   // The background now makes 100/s: a rate over twice that (plus 40) holds nothing: removed.
-  EXPECT_EQ(c.Step({Busy(100, 25)}, 25, kW), 0);
+  EXPECT_EQ(c.Step({Window(1000, 100, kFastReq)}, 25, kW), 0);
+}
+
+TEST(ReservationControlTest, AProbeLearnsTheBestTimeOfAVdiSlowedFromTheStart) {
+  Control c;
+  // Slow from its first window on: its best is its slow time, nothing looks short.
+  for (int i = 1; i < Control::kProbeAfter; ++i) {
+    EXPECT_EQ(c.Step({Window(1000, 100, kSlowReq)}, 1000, kW), 0) << i;
+  }
+  // Below its reservation for kProbeAfter windows with no hold: the probe holds the background
+  // at the floor for kProbeWindows windows.
+  EXPECT_EQ(c.Step({Window(1000, 100, kSlowReq)}, 1000, kW), kMinBackgroundIops);
+  EXPECT_TRUE(c.probing());
+  EXPECT_EQ(c.Step({Window(1000, 200, kFastReq)}, 10, kW), kMinBackgroundIops);
+  EXPECT_EQ(c.Step({Window(1000, 200, kFastReq)}, 10, kW), 0);  // the probe ends
+  EXPECT_FALSE(c.probing());
+  // Now it knows: slow again beside the background is short.
+  EXPECT_DOUBLE_EQ(c.Step({Window(1000, 100, kSlowReq)}, 250, kW), 700);
 }
 
 // Two VDIs on one gateway's registry: "gold" reserves 100 IOPS, "bulk" has no limit.
@@ -67,10 +94,10 @@ struct Gateway {
   std::shared_ptr<VdiLimiter> gold, bulk;
 
   Gateway() {
-    qos["gold"].set_reserve_iops(100);
+    qos["gold"].set_reserve_iops(1000);
     gold = registry.For("gold");
     bulk = registry.For("bulk");
-    EXPECT_DOUBLE_EQ(gold->reserve(), 100);
+    EXPECT_DOUBLE_EQ(gold->reserve(), 1000);
     EXPECT_TRUE(registry.reservations()->armed());
   }
   // `n` requests of a limiter at this instant; returns the longest wait.
@@ -81,46 +108,60 @@ struct Gateway {
   }
   // The tick of the window that ended now (a request would run it; tests run it themselves).
   void Tick() { registry.reservations()->MaybeTick(); }
-  // One window after its tick: gold busy throughout making `gold_ops`, bulk making `bulk_ops`.
-  void Window(int gold_ops, int bulk_ops) {
+  // One window after its tick: gold's requests one after another, each `each` at the
+  // gateway, then bulk's, then the rest of the window.
+  void Window(int gold_ops, absl::Duration each, int bulk_ops) {
     Tick();
-    EXPECT_TRUE(gold->Start());
-    Requests(gold.get(), gold_ops);
+    for (int i = 0; i < gold_ops; ++i) {
+      const absl::Time started = gold->Start();
+      EXPECT_NE(started, absl::InfinitePast());
+      gold->Admit(false, 4096);
+      clock.Advance(each);
+      gold->Finish(started);
+    }
     Requests(bulk.get(), bulk_ops);
-    clock.Advance(kW);
-    gold->Finish();
+    clock.Advance(kW - each * gold_ops);
+  }
+  // Gold below its reservation (80/s of 1,000), fast, then slowed beside 1,000/s of bulk:
+  // the tick after that holds bulk back.
+  void SlowGold() {
+    Window(20, kFastReq, 250);
+    Window(20, kSlowReq, 250);
+    Tick();
   }
 };
 
 TEST(ReservationsTest, AShortReservedVdiHoldsTheOthersBackButNotItself) {
   Gateway g;
   Reservations* r = g.registry.reservations();
-  g.Window(5, 250);  // 20/s of 100 while busy: short (the first tick only starts the counts)
-  g.Tick();
+  g.SlowGold();
   EXPECT_DOUBLE_EQ(r->background_rate(), 700);
   EXPECT_TRUE(r->limiting());
   // The background's bucket holds a quarter second of its rate (175): more waits.
   EXPECT_EQ(g.Requests(g.bulk.get(), 170), absl::ZeroDuration());
   EXPECT_GT(g.Requests(g.bulk.get(), 100), absl::Milliseconds(100));
-  // The reserved VDI's requests within its reservation do not wait behind that debt.
-  EXPECT_EQ(g.Requests(g.gold.get(), 5), absl::ZeroDuration());
   // The asynchronous path takes a background request only when its token is there.
   bool background = false;
   EXPECT_FALSE(g.bulk->TryAdmitNow(false, 4096, &background));
   EXPECT_TRUE(g.gold->TryAdmitNow(false, 4096, &background));
   EXPECT_FALSE(background);
   g.gold->Refund(false, 4096, background);
+  // The reserved VDI's requests within its reservation do not wait behind that debt (its
+  // bucket holds a tenth of a second: 100), nor do those beyond it: they wait for the
+  // reservation's next token, not behind the background's debt.
+  EXPECT_EQ(g.Requests(g.gold.get(), 100), absl::ZeroDuration());
+  EXPECT_LE(g.Requests(g.gold.get(), 5), absl::Milliseconds(5));
+  EXPECT_FALSE(g.gold->TryAdmitNow(false, 4096, &background)) << "a worker waits for it";
 }
 
 TEST(ReservationsTest, OnceTheReservationIsMetTheHoldEnds) {
   Gateway g;
   Reservations* r = g.registry.reservations();
-  g.Window(5, 250);
-  g.Tick();
+  g.SlowGold();
   ASSERT_TRUE(r->limiting());
-  // Gold gets its 100/s (25 a window) and the background makes 40/s: the rate climbs past
-  // twice the background's use and the bucket goes.
-  for (int i = 0; i < 3 && r->limiting(); ++i) g.Window(25, 10);
+  // Gold is fast again and the background makes 40/s: the rate climbs past twice the
+  // background's use and the bucket goes.
+  for (int i = 0; i < 3 && r->limiting(); ++i) g.Window(20, kFastReq, 10);
   g.Tick();
   EXPECT_FALSE(r->limiting());
   EXPECT_EQ(g.Requests(g.bulk.get(), 1000), absl::ZeroDuration());
@@ -129,22 +170,22 @@ TEST(ReservationsTest, OnceTheReservationIsMetTheHoldEnds) {
 TEST(ReservationsTest, ARemovedReservationHoldsNothingBackAnyMore) {
   Gateway g;
   Reservations* r = g.registry.reservations();
-  g.Window(5, 250);
-  g.Tick();
+  g.SlowGold();
   ASSERT_TRUE(r->limiting());
   // The reservation goes: within a second (the limits' refresh) nothing is held back.
   g.qos["gold"].clear_reserve_iops();
   g.clock.Advance(absl::Seconds(1));
   EXPECT_EQ(g.gold->reserve(), 0);
   EXPECT_FALSE(r->armed());
-  EXPECT_FALSE(g.gold->Start());
+  EXPECT_EQ(g.gold->Start(), absl::InfinitePast());
   EXPECT_EQ(g.Requests(g.bulk.get(), 1000), absl::ZeroDuration());
 }
 
 TEST(ReservationsTest, CountsThatDoNotCoverOneWindowSteerNothing) {
   Gateway g;
   Reservations* r = g.registry.reservations();
-  g.Window(5, 250);
+  g.Window(20, kFastReq, 250);
+  g.Window(20, kSlowReq, 250);
   g.clock.Advance(absl::Seconds(5));  // no request for a while: the next tick starts afresh
   g.Tick();
   EXPECT_FALSE(r->limiting());

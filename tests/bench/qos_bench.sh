@@ -4,9 +4,13 @@
 # one held to --limit IOPS by `ringcachectl vdi set-qos`. Prints the limited VDI's IOPS as
 # a share of its limit (goal: within 10%) and the free VDI's IOPS as a share of its solo run
 # (goal: at least 0.9x), and the gateway's delay counters.
+# With --reserve, reservations instead (docs/qos.md "Reservations"): a light VDI ("reserved", 4K
+# random reads at --reserved-depth) alone, then beside the free VDI at --depth without and with
+# `set-qos reserved --reserve-iops`; prints what it got with its reservation as a share of it
+# (goal: at least 0.9x) and without one, and what the free VDI kept.
 #
 #   tests/bench/qos_bench.sh [--runtime S] [--rounds N] [--limit IOPS] [--rw RW] [--depth QD]
-#                            [--out DIR]
+#                            [--reserve IOPS|auto] [--reserved-depth QD] [--out DIR]
 #
 # --runtime S   seconds per fio run (default 20)
 # --rounds N    solo and shared runs, alternated N times; the medians are compared (default 3:
@@ -15,6 +19,8 @@
 # --rw RW       the limited VDI's fio workload (default randread, as the free one's; randwrite
 #               shows what its writes cost the other VDI on a machine of few cores)
 # --depth QD    queue depth of each fio (default 16)
+# --reserve R   reservations: the reserved VDI's --reserve-iops; auto: 0.7x of its first solo run
+# --reserved-depth QD  the reserved VDI's queue depth (default 2)
 # --out DIR     where fio's JSON and the server log go (default a temporary directory, kept)
 # Environment: RINGCACHE_BIN (default <repo>/build). Needs fio with its nbd engine, curl.
 set -euo pipefail
@@ -25,6 +31,8 @@ ROUNDS=3
 LIMIT=1000
 RW=randread
 DEPTH=16
+RESERVE=""
+RDEPTH=2
 OUT=""
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -33,8 +41,10 @@ while [ $# -gt 0 ]; do
     --limit) LIMIT=$2; shift 2 ;;
     --rw) RW=$2; shift 2 ;;
     --depth) DEPTH=$2; shift 2 ;;
+    --reserve) RESERVE=$2; shift 2 ;;
+    --reserved-depth) RDEPTH=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
-    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "qos_bench.sh: unknown argument '$1' (--help)" >&2; exit 2 ;;
   esac
 done
@@ -50,7 +60,7 @@ mkdir -p "$OUT"
 . "$ROOT/tests/e2e/ports.sh"
 pick_base_port
 NBD=$((BASE + 20)) ADMIN=$((BASE + 21)) HTTP=$((BASE + 22))
-"$LOCAL" --data-dir "$OUT/data" --create-vdi free:1GiB --create-vdi limited:1GiB \
+"$LOCAL" --data-dir "$OUT/data" --create-vdi free:1GiB --create-vdi limited:1GiB --create-vdi reserved:1GiB \
   --cache-nodes 2 --data-nodes 3 --ssd-size 2GiB --nbd-listen 127.0.0.1:$NBD \
   --admin-listen 127.0.0.1:$ADMIN --http-listen 127.0.0.1:$HTTP \
   --ready-file "$OUT/ready.json" > "$OUT/ringcache-local.log" 2>&1 &
@@ -61,10 +71,11 @@ for _ in $(seq 1 300); do [ -s "$OUT/ready.json" ] && break; sleep 0.1; done
 [ -s "$OUT/ready.json" ] || { echo "qos_bench.sh: ringcache-local did not start" >&2; exit 1; }
 ctl() { "$CTL" --gateway 127.0.0.1:$ADMIN "$@"; }
 
-# fio NAME VDI RW: a time-based run at DEPTH, 4K random, its JSON in $OUT/NAME.json.
+# fio NAME VDI RW [QD]: a time-based run at QD (default DEPTH), 4K random, its JSON in
+# $OUT/NAME.json.
 fio_job() {
   fio --name="$1" --ioengine=nbd --uri="nbd://127.0.0.1:$NBD/$2" --rw="$3" --bs=4k \
-    --iodepth="$DEPTH" --size=256m --time_based --runtime="$RUNTIME" --ramp_time=2 \
+    --iodepth="${4:-$DEPTH}" --size=256m --time_based --runtime="$RUNTIME" --ramp_time=2 \
     --output-format=json --output="$OUT/$1.json" > /dev/null
 }
 iops() {
@@ -72,10 +83,62 @@ iops() {
 }
 
 # Both working sets written (and so cached) first, so that every run reads the same way.
-for v in free limited; do
+for v in free limited reserved; do
   fio --name=warm --ioengine=nbd --uri="nbd://127.0.0.1:$NBD/$v" --rw=write --bs=1m \
     --size=256m --iodepth=4 > /dev/null
 done
+
+if [ -n "$RESERVE" ]; then
+  SOLO="" BESIDE="" WITH="" FREE_BESIDE="" FREE_WITH=""
+  for r in $(seq 1 "$ROUNDS"); do
+    echo "qos_bench.sh: round $r/$ROUNDS: the reserved VDI alone (4K random read QD$RDEPTH)"
+    ctl vdi set-qos reserved --none > /dev/null 2>&1 || true
+    fio_job "rsolo-$r" reserved randread "$RDEPTH"
+    if [ "$RESERVE" = auto ]; then
+      RESERVE=$(python3 -c 'import sys; print(max(1, round(0.7 * float(sys.argv[1]))))' \
+        "$(iops "$OUT/rsolo-$r.json")")
+      echo "qos_bench.sh: reservation: $RESERVE IOPS (0.7x of the first solo run)"
+    fi
+    for mode in beside with; do
+      if [ $mode = with ]; then
+        ctl vdi set-qos reserved --reserve-iops "$RESERVE" > /dev/null
+      fi
+      echo "qos_bench.sh: round $r/$ROUNDS: beside the free VDI (QD$DEPTH), reservation: $mode"
+      fio_job "free-$mode-$r" free randread &
+      F1=$!
+      fio_job "reserved-$mode-$r" reserved randread "$RDEPTH"
+      wait $F1
+    done
+    SOLO+="$(iops "$OUT/rsolo-$r.json") "
+    BESIDE+="$(iops "$OUT/reserved-beside-$r.json") "
+    WITH+="$(iops "$OUT/reserved-with-$r.json") "
+    FREE_BESIDE+="$(iops "$OUT/free-beside-$r.json") "
+    FREE_WITH+="$(iops "$OUT/free-with-$r.json") "
+  done
+  short=$(curl -s "http://127.0.0.1:$HTTP/metrics" |
+    awk '/^ringcache_gateway_qos_reservation_short_windows_total\{vdi="reserved"\}/ {print $2}')
+  python3 - "$SOLO" "$BESIDE" "$WITH" "$FREE_BESIDE" "$FREE_WITH" "$RESERVE" "${short:-0}" << 'PY'
+import statistics, sys
+names = ("reserved VDI alone", "reserved, no reservation", "reserved, with reservation",
+         "free VDI beside, no reservation", "free VDI beside, with reservation")
+runs = [[float(x) for x in a.split()] for a in sys.argv[1:6]]
+for name, v in zip(names, runs):
+    print(f"{name:34s} runs: {' '.join(f'{x:.0f}' for x in v)}")
+solo, beside, with_, free_beside, free_with = (statistics.median(v) for v in runs)
+reserve, short = float(sys.argv[6]), float(sys.argv[7])
+print(f"{'medians':34s}{'IOPS':>10s}  ratio")
+print(f"{'reserved VDI alone':34s}{solo:10.0f}")
+print(f"{'reserved VDI, no reservation':34s}{beside:10.0f}  {beside / reserve:.2f}x of {reserve:.0f}")
+print(f"{'reserved VDI, with reservation':34s}{with_:10.0f}  {with_ / reserve:.2f}x of its "
+      f"reservation {reserve:.0f} (goal >= 0.90x)")
+print(f"{'free VDI, no reservation':34s}{free_beside:10.0f}")
+print(f"{'free VDI, with reservation':34s}{free_with:10.0f}  {free_with / free_beside:.2f}x")
+print(f"windows the reserved VDI was short (250 ms each): {short:.0f}")
+PY
+  echo "qos_bench.sh: fio JSON and the server log in $OUT"
+  exit 0
+fi
+
 ctl vdi set-qos limited --iops "$LIMIT" --burst-ms 200
 SOLO="" FREE="" LIMITED=""
 for r in $(seq 1 "$ROUNDS"); do

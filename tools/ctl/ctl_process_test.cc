@@ -151,7 +151,7 @@ TEST_F(CtlProcessTest, VdiLifecycle) {
                                "\"read_only_clients\":[],\"qos\":{\"read_iops\":0,"
                                "\"write_iops\":0,\"iops\":0,\"read_bytes_per_s\":0,"
                                "\"write_bytes_per_s\":0,\"bytes_per_s\":0,\"burst_ms\":0,"
-                               "\"ssd_min_share\":0,\"ssd_max_share\":0}}"));
+                               "\"ssd_min_share\":0,\"ssd_max_share\":0,\"reserve_iops\":0}}"));
   EXPECT_EQ(r.out.front(), '[');
 
   // I/O limits (static mode: the gateway's own feature level, 2, allows them).
@@ -163,10 +163,23 @@ TEST_F(CtlProcessTest, VdiLifecycle) {
   EXPECT_THAT(r.out, HasSubstr("\"qos\":{\"read_iops\":0,\"write_iops\":500,\"iops\":0,"
                                "\"read_bytes_per_s\":10485760,\"write_bytes_per_s\":0,"
                                "\"bytes_per_s\":0,\"burst_ms\":200,\"ssd_min_share\":0,"
-                               "\"ssd_max_share\":0}"));
+                               "\"ssd_max_share\":0,\"reserve_iops\":0}"));
   r = Ctl("vdi set-qos disk2");
   EXPECT_EQ(r.code, 1);
   EXPECT_THAT(r.err, HasSubstr("give at least one limit"));
+  // A reservation, alone or under limits; never above the VDI's own IOPS limit.
+  r = Ctl("vdi set-qos disk2 --reserve-iops 300 --iops 1000");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "VDI disk2: I/O limits and cache share 1000 IOPS, burst 1000 ms, "
+                   "300 IOPS reserved\n");
+  r = Ctl("--json vdi list");
+  EXPECT_THAT(r.out, HasSubstr("\"ssd_max_share\":0,\"reserve_iops\":300}"));
+  r = Ctl("vdi set-qos disk2 --reserve-iops 2000 --iops 1000");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.err, HasSubstr("reservation of 2000 IOPS is above the VDI's own IOPS limit"));
+  r = Ctl("vdi set-qos disk2 --reserve-iops 300");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "VDI disk2: I/O limits and cache share 300 IOPS reserved\n");
   r = Ctl("vdi set-qos nosuch --iops 5");
   EXPECT_EQ(r.code, 1);
   EXPECT_THAT(r.err, HasSubstr("no VDI named 'nosuch'"));
@@ -176,7 +189,8 @@ TEST_F(CtlProcessTest, VdiLifecycle) {
   EXPECT_EQ(r.out, "VDI disk2: I/O limits and cache share at least 5% of each cache node's SSD, "
                    "at most 40% of each cache node's SSD\n");
   r = Ctl("--json vdi list");
-  EXPECT_THAT(r.out, HasSubstr("\"burst_ms\":0,\"ssd_min_share\":0.05,\"ssd_max_share\":0.4}"));
+  EXPECT_THAT(r.out, HasSubstr("\"burst_ms\":0,\"ssd_min_share\":0.05,\"ssd_max_share\":0.4,"
+                               "\"reserve_iops\":0}"));
   r = Ctl("vdi set-qos disk2 --ssd-min 50 --ssd-max 40");
   EXPECT_EQ(r.code, 1);
   EXPECT_THAT(r.err, HasSubstr("--ssd-min is above --ssd-max"));
