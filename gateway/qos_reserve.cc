@@ -12,7 +12,7 @@ namespace ringcache::gateway {
 // ---- ReservationControl ----
 
 double ReservationControl::Step(const std::vector<Sample>& reserved, uint64_t background_ops,
-                                absl::Duration window) {
+                                absl::Duration window, Remote remote) {
   const double secs = std::max(absl::ToDoubleSeconds(window), 1e-3);
   const double background = static_cast<double>(background_ops) / secs;
   shorts_ = 0;
@@ -49,14 +49,14 @@ double ReservationControl::Step(const std::vector<Sample>& reserved, uint64_t ba
     rate_ = --probing_ > 0 ? kMinBackgroundIops : 0;
     return rate_;
   }
-  if (shorts_ > 0) {
+  if (shorts_ > 0 || remote.cut) {
     // Multiplicative decrease, from what the background did get when that is below the rate
     // (a bucket set above the background's use would hold nothing back).
     const double from = rate_ > 0 ? std::min(rate_, background) : background;
     rate_ = std::max(kMinBackgroundIops, from * kDecrease);
     unheld_ = 0;
   } else if (rate_ > 0) {
-    if (!slow) {
+    if (!slow && !remote.short_now) {
       rate_ = rate_ * kIncrease + kIncreaseIops;
       // Far above what the background uses: the bucket no longer holds anything back.
       if (rate_ > 2 * background + 2 * kIncreaseIops) rate_ = 0;
@@ -82,6 +82,17 @@ void Reservations::ExportMetrics(metrics::Registry* registry) {
       "theirs) to while a reserved VDI gets less than its reservation; 0: none.");
 }
 
+void Reservations::SetRemoteShort(bool remote_short) {
+  remote_short_.store(remote_short, std::memory_order_relaxed);
+  if (remote_short) remote_cut_.store(true, std::memory_order_relaxed);
+  absl::MutexLock l(&mu_);
+  armed_.store(!reserved_.empty() || remote_short, std::memory_order_relaxed);
+  if (reserved_.empty() && !remote_short) {  // as Track: nothing to hold back for
+    limiting_.store(false, std::memory_order_relaxed);
+    background_.Set(0, 1, clock_->Now());
+  }
+}
+
 void Reservations::Track(const std::weak_ptr<VdiLimiter>& limiter, bool reserved) {
   absl::MutexLock l(&mu_);
   const std::shared_ptr<VdiLimiter> self = limiter.lock();
@@ -90,8 +101,9 @@ void Reservations::Track(const std::weak_ptr<VdiLimiter>& limiter, bool reserved
     return other == nullptr || other == self;
   });
   if (reserved && self != nullptr) reserved_.push_back(limiter);
-  armed_.store(!reserved_.empty(), std::memory_order_relaxed);
-  if (reserved_.empty()) {  // nothing to hold the others back for (the next tick resets)
+  const bool remote = remote_short_.load(std::memory_order_relaxed);
+  armed_.store(!reserved_.empty() || remote, std::memory_order_relaxed);
+  if (reserved_.empty() && !remote) {  // nothing to hold the others back for (the next tick resets)
     limiting_.store(false, std::memory_order_relaxed);
     background_.Set(0, 1, clock_->Now());
   }
@@ -147,7 +159,10 @@ void Reservations::Tick(absl::Time now) {
       if (auto p = w.lock()) limiters.push_back(std::move(p));
     }
   }
-  if (limiters.empty()) control_ = ReservationControl();  // no reservation left
+  const bool remote_short = remote_short_.load(std::memory_order_relaxed);
+  if (limiters.empty() && !remote_short && control_.rate() > 0) {
+    control_ = ReservationControl();  // nothing left to hold the background back for
+  }
   // Every limiter's counts start from this tick, also after a quiet spell with no tick.
   std::vector<ReservationControl::Sample> samples;
   for (const auto& limiter : limiters) samples.push_back(limiter->TakeSample(now));
@@ -155,10 +170,14 @@ void Reservations::Tick(absl::Time now) {
   const absl::Duration window = now - since;
   // A first tick, or one after more than two windows without a request: the counts do not
   // cover one window, so they steer nothing.
-  if (since == absl::Time() || window > 2 * kReserveWindow) return;
+  if (since == absl::InfinitePast() || window > 2 * kReserveWindow) return;
+  ReservationControl::Remote remote;
+  remote.short_now = remote_short;
+  remote.cut = remote_cut_.exchange(false, std::memory_order_relaxed);
   const double before = control_.rate();
   const bool was_probing = control_.probing();
-  const double rate = control_.Step(samples, background, window);
+  const double rate = control_.Step(samples, background, window, remote);
+  if (control_.shorts() > 0) short_since_round_.store(true, std::memory_order_relaxed);
   for (size_t i = 0; i < samples.size(); ++i) {
     if (control_.short_samples()[i] && limiters[i]->short_windows_ != nullptr) {
       limiters[i]->short_windows_->Increment();

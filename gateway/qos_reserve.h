@@ -18,6 +18,12 @@
 // kProbeAfter windows, then every kProbeEvery) by holding the background at the floor for
 // kProbeWindows windows, and learns its best time there.
 //
+// Several gateways (cluster mode): VMs on different gateways slow each other down through the
+// cache nodes they share. A gateway with a short VDI in the last second says so in etcd
+// (QosSessions, P/qos-holds/<gateway id> under its lease); every gateway that sees another's
+// key holds its own background too: cut once per second it sees one (a second holds four
+// windows: cutting each would be 0.24x a second), never raised meanwhile.
+//
 // The decrease is multiplicative and the increase gentler (by a factor, plus a constant), the
 // rule TCP's congestion control uses, and with a latency target, as PARDA (FAST '09) controls
 // hosts sharing an array. The background never stops: its rate has a floor
@@ -45,6 +51,13 @@ namespace ringcache::gateway {
 inline constexpr double kMinBackgroundIops = 50;
 inline constexpr absl::Duration kReserveWindow = absl::Milliseconds(250);
 
+// What other gateways say: one of theirs is short (`short_now`: the rate is not raised
+// meanwhile), and a new report of it came since the last Step (`cut`: cut once).
+struct ReservationRemote {
+  bool short_now = false;
+  bool cut = false;
+};
+
 // The rule alone: from one window's samples, the background's rate for the next.
 class ReservationControl {
  public:
@@ -61,9 +74,11 @@ class ReservationControl {
   static constexpr int kProbeEvery = 120;      // and between probes (30 s)
   static constexpr int kProbeWindows = 2;
 
+  using Remote = ReservationRemote;
   // Returns the background's rate for the next window (0: no limit). `background_ops`: the
   // requests of the background admitted in the window.
-  double Step(const std::vector<Sample>& reserved, uint64_t background_ops, absl::Duration window);
+  double Step(const std::vector<Sample>& reserved, uint64_t background_ops, absl::Duration window,
+              Remote remote = {});
   double rate() const { return rate_; }
   bool probing() const { return probing_ > 0; }
   // How many of the last Step's samples were short, and which.
@@ -100,6 +115,11 @@ class Reservations {
   // True while the background bucket limits.
   bool limiting() const { return limiting_.load(std::memory_order_relaxed); }
 
+  // Whether a VDI here was short since the last call (QosSessions' round, once a second).
+  bool TakeShortSinceLastRound() { return short_since_round_.exchange(false); }
+  // Another gateway has a short VDI (QosSessions' round): hold this gateway's background too.
+  void SetRemoteShort(bool remote_short);
+
   // One background request: how long it must wait (zero while nothing limits).
   absl::Duration TakeBackground();
   // The asynchronous read path: takes a background request only when its token is there now.
@@ -119,9 +139,12 @@ class Reservations {
   std::atomic<bool> limiting_{false};
   std::atomic<uint64_t> background_ops_{0};
   std::atomic<int64_t> next_tick_us_{0};
+  std::atomic<bool> short_since_round_{false};
+  std::atomic<bool> remote_short_{false};
+  std::atomic<bool> remote_cut_{false};  // a report came since the last tick
   absl::Mutex tick_mu_;  // one tick at a time; taken before mu_
   ReservationControl control_ ABSL_GUARDED_BY(tick_mu_);
-  absl::Time last_tick_ ABSL_GUARDED_BY(tick_mu_);
+  absl::Time last_tick_ ABSL_GUARDED_BY(tick_mu_) = absl::InfinitePast();
   absl::Mutex mu_;
   std::vector<std::weak_ptr<VdiLimiter>> reserved_ ABSL_GUARDED_BY(mu_);
   TokenBucket background_ ABSL_GUARDED_BY(mu_);

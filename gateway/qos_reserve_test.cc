@@ -84,6 +84,16 @@ TEST(ReservationControlTest, AProbeLearnsTheBestTimeOfAVdiSlowedFromTheStart) {
   EXPECT_DOUBLE_EQ(c.Step({Window(1000, 100, kSlowReq)}, 250, kW), 700);
 }
 
+TEST(ReservationControlTest, AnotherGatewaysShortVdiCutsOncePerReportAndHoldsTheRate) {
+  Control c;
+  Control::Remote remote;
+  remote.short_now = remote.cut = true;
+  EXPECT_DOUBLE_EQ(c.Step({}, 250, kW, remote), 700);  // a report: cut once
+  remote.cut = false;
+  EXPECT_DOUBLE_EQ(c.Step({}, 175, kW, remote), 700);  // still short there: held, not raised
+  EXPECT_DOUBLE_EQ(c.Step({}, 175, kW), 790);          // gone: raised
+}
+
 // Two VDIs on one gateway's registry: "gold" reserves 100 IOPS, "bulk" has no limit.
 struct Gateway {
   SimulatedClock clock{absl::ToUnixMicros(absl::FromUnixSeconds(1000))};

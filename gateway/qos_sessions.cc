@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "gateway/qos_reserve.h"
 
 namespace ringcache::gateway {
 
@@ -15,6 +16,14 @@ std::string QosSessionPrefix(absl::string_view prefix, absl::string_view vdi) {
 
 std::string QosSessionKey(absl::string_view prefix, absl::string_view vdi, uint32_t gateway) {
   return absl::StrCat(QosSessionPrefix(prefix, vdi), gateway);
+}
+
+std::string QosHoldPrefix(absl::string_view prefix) {
+  return absl::StrCat(prefix, "/qos-holds/");
+}
+
+std::string QosHoldKey(absl::string_view prefix, uint32_t gateway) {
+  return absl::StrCat(QosHoldPrefix(prefix), gateway);
 }
 
 QosSessions::QosSessions(membership::EtcdClient* client,
@@ -34,6 +43,41 @@ QosSessions::~QosSessions() {
   call.timeout = absl::Seconds(1);
   for (const std::string& vdi : mine_) {
     client_->Delete(QosSessionKey(prefix_, vdi, gateway_id_), call).IgnoreError();
+  }
+  client_->Delete(QosHoldKey(prefix_, gateway_id_), call).IgnoreError();
+}
+
+void QosSessions::HoldsLocked(const membership::EtcdCallOptions& call) {
+  Reservations* const res = registry_->reservations();
+  const bool mine_short = res->TakeShortSinceLastRound();
+  absl::StatusOr<membership::RangeResult> keys = client_->GetPrefix(QosHoldPrefix(prefix_), call);
+  if (!keys.ok()) return;  // etcd away: keep what there is
+  const std::string key = QosHoldKey(prefix_, gateway_id_);
+  bool present = false;
+  size_t others = 0;
+  for (const membership::KeyValue& kv : keys->kvs) {
+    if (kv.key == key) {
+      present = true;
+    } else {
+      ++others;
+    }
+  }
+  if (mine_short && !present) {
+    const int64_t lease = registration_->lease_id();
+    if (lease != 0) client_->Put(key, "", lease, call).IgnoreError();  // again next round
+  } else if (!mine_short && present) {
+    client_->Delete(key, call).IgnoreError();
+  }
+  res->SetRemoteShort(others > 0);
+  if ((others > 0) != hold_logged_) {
+    hold_logged_ = others > 0;
+    if (hold_logged_) {
+      spdlog::info("I/O reservations: {} other gateway(s) have a VDI short of its reservation; "
+                   "this gateway holds its own requests back too",
+                   others);
+    } else {
+      spdlog::info("I/O reservations: no other gateway has a VDI short of its reservation");
+    }
   }
 }
 
@@ -85,6 +129,7 @@ void QosSessions::Round() {
     }
     it = mine_.erase(it);
   }
+  HoldsLocked(call);
 }
 
 }  // namespace ringcache::gateway

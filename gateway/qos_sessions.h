@@ -6,6 +6,10 @@
 // deleted. Until the others' keys are seen a gateway applies the whole limit: the sum over the
 // gateways can exceed a limit for about a round after a second gateway opens the VDI.
 //
+// Reservations (gateway/qos_reserve.h): every round the gateway puts P/qos-holds/<gateway id>
+// under its lease while one of its reserved VDIs was short since the round before (deletes it
+// otherwise), and tells its Reservations whether another gateway's key is there.
+//
 // Thread-safety: thread-safe; one background thread.
 #ifndef RINGCACHE_GATEWAY_QOS_SESSIONS_H_
 #define RINGCACHE_GATEWAY_QOS_SESSIONS_H_
@@ -28,6 +32,9 @@ namespace ringcache::gateway {
 // P/qos-sessions/<vdi>/ and P/qos-sessions/<vdi>/<gateway id>.
 std::string QosSessionPrefix(absl::string_view prefix, absl::string_view vdi);
 std::string QosSessionKey(absl::string_view prefix, absl::string_view vdi, uint32_t gateway);
+// P/qos-holds/ and P/qos-holds/<gateway id>.
+std::string QosHoldPrefix(absl::string_view prefix);
+std::string QosHoldKey(absl::string_view prefix, uint32_t gateway);
 
 class QosSessions {
  public:
@@ -42,6 +49,9 @@ class QosSessions {
   void Round();
 
  private:
+  // The round's reservations part: this gateway's hold key, and the others'.
+  void HoldsLocked(const membership::EtcdCallOptions& call) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   membership::EtcdClient* const client_;
   const membership::NodeRegistration* const registration_;
   const std::string prefix_;
@@ -49,6 +59,7 @@ class QosSessions {
   QosRegistry* const registry_;
   absl::Mutex mu_;  // one round at a time
   std::set<std::string> mine_ ABSL_GUARDED_BY(mu_);  // VDIs whose key this gateway put
+  bool hold_logged_ ABSL_GUARDED_BY(mu_) = false;     // another gateway's hold, as last logged
   absl::Notification stop_;
   std::thread thread_;
 };

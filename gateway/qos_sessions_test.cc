@@ -1,6 +1,7 @@
 // QosSessions against a real etcd (started by the test; skipped without etcd-server): two
 // gateways with the same limited VDI open apply half of its limits each, one alone the whole;
-// a gateway that closes the VDI, or stops, takes its key away.
+// a gateway that closes the VDI, or stops, takes its key away. A gateway whose reserved VDI is
+// short says so, and the other holds its own requests back until it no longer does.
 #include "gateway/qos_sessions.h"
 
 #include <gtest/gtest.h>
@@ -8,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "gateway/qos_reserve.h"
 #include "membership/testing/etcd_fixture.h"
 
 namespace ringcache::gateway {
@@ -34,7 +36,9 @@ class QosSessionsTest : public membership::testing::EtcdFixture {
     if (!reg.ok()) return g;
     g.registration = *std::move(reg);
     g.registry = std::make_unique<QosRegistry>(
-        &clock_, [this](const std::string&) -> absl::StatusOr<v1::VdiQos> { return limits_; });
+        &clock_, [this](const std::string& vdi) -> absl::StatusOr<v1::VdiQos> {
+          return vdi == "gold" ? gold_ : limits_;
+        });
     g.sessions = std::make_unique<QosSessions>(client_.get(), g.registration.get(), "/rc", id,
                                                g.registry.get());
     return g;
@@ -45,7 +49,14 @@ class QosSessionsTest : public membership::testing::EtcdFixture {
     return r.ok() ? r->kvs.size() : 0;
   }
 
+  size_t Holds() {
+    auto r = client_->GetPrefix(QosHoldPrefix("/rc"));
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? r->kvs.size() : 0;
+  }
+
   v1::VdiQos limits_;
+  v1::VdiQos gold_;  // the VDI "gold"'s
   SimulatedClock clock_;  // the limiters' (they read their limits again after a second of it)
 };
 
@@ -97,6 +108,54 @@ TEST_F(QosSessionsTest, GatewaysWithALimitedVdiOpenShareItsLimits) {
   EXPECT_EQ(Keys(), 1u);
   a.sessions->Round();
   EXPECT_EQ(la->share(), 1.0);
+}
+
+TEST_F(QosSessionsTest, AGatewayWithAShortReservedVdiHoldsTheOthersBackToo) {
+  gold_.set_reserve_iops(1000);
+  limits_.Clear();
+  Gateway a = Start(1), b = Start(2);
+  ASSERT_NE(a.sessions, nullptr);
+  ASSERT_NE(b.sessions, nullptr);
+  Reservations* ra = a.registry->reservations();
+  Reservations* rb = b.registry->reservations();
+  std::shared_ptr<VdiLimiter> gold = a.registry->For("gold");
+  std::shared_ptr<VdiLimiter> bulk = b.registry->For("bulk");
+  ASSERT_EQ(gold->reserve(), 1000);
+  // Gold, on gateway 1, is below its reservation: fast for a window, then three times slower.
+  for (absl::Duration each : {absl::Microseconds(100), absl::Microseconds(300)}) {
+    ra->MaybeTick();
+    for (int i = 0; i < 20; ++i) {
+      const absl::Time started = gold->Start();
+      gold->Admit(false, 4096);
+      clock_.Advance(each);
+      gold->Finish(started);
+    }
+    clock_.Advance(kReserveWindow - each * 20);
+  }
+  ra->MaybeTick();
+  a.sessions->Round();
+  EXPECT_EQ(Holds(), 1u);
+  // Gateway 2 has no reservation of its own; it sees gateway 1's key and holds its background
+  // (1,000/s of bulk) back at the window after: 0.7x.
+  EXPECT_FALSE(rb->armed());
+  b.sessions->Round();
+  EXPECT_TRUE(rb->armed());
+  for (int w = 0; w < 2; ++w) {
+    rb->MaybeTick();
+    for (int i = 0; i < 250; ++i) bulk->Admit(false, 4096);
+    clock_.Advance(kReserveWindow);
+  }
+  rb->MaybeTick();
+  EXPECT_TRUE(rb->limiting());
+  EXPECT_DOUBLE_EQ(rb->background_rate(), 700);
+  // Gold is no longer short (no window of it since the last round): gateway 1's key goes, and
+  // gateway 2 holds nothing back.
+  a.sessions->Round();
+  EXPECT_EQ(Holds(), 0u);
+  b.sessions->Round();
+  EXPECT_FALSE(rb->armed());
+  EXPECT_FALSE(rb->limiting());
+  EXPECT_EQ(bulk->Admit(false, 4096), absl::ZeroDuration());
 }
 
 }  // namespace
