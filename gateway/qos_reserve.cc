@@ -46,7 +46,7 @@ double ReservationControl::Step(const std::vector<Sample>& reserved, uint64_t ba
     // window after the probe decides afresh.
     shorts_ = 0;
     short_.assign(reserved.size(), false);
-    rate_ = --probing_ > 0 ? kMinBackgroundIops : 0;
+    rate_ = --probing_ > 0 ? rate_ : 0;
     return rate_;
   }
   if (shorts_ > 0 || remote.cut) {
@@ -66,7 +66,7 @@ double ReservationControl::Step(const std::vector<Sample>& reserved, uint64_t ba
     unheld_ = 0;
     probed_ = true;
     probing_ = kProbeWindows;
-    rate_ = kMinBackgroundIops;
+    rate_ = std::max(kMinBackgroundIops, background * kProbeShare);
   } else if (!below) {
     unheld_ = 0;
   }
@@ -130,7 +130,7 @@ bool Reservations::TryTakeBackground() {
 }
 
 void Reservations::GiveBackground() {
-  background_ops_.fetch_sub(1, std::memory_order_relaxed);
+  background_ops_.fetch_sub(1, std::memory_order_relaxed);  // may dip below 0 after a tick
   absl::MutexLock l(&mu_);
   background_.Give(1);
 }
@@ -166,7 +166,8 @@ void Reservations::Tick(absl::Time now) {
   // Every limiter's counts start from this tick, also after a quiet spell with no tick.
   std::vector<ReservationControl::Sample> samples;
   for (const auto& limiter : limiters) samples.push_back(limiter->TakeSample(now));
-  const uint64_t background = background_ops_.exchange(0, std::memory_order_relaxed);
+  const uint64_t background = static_cast<uint64_t>(
+      std::max<int64_t>(0, background_ops_.exchange(0, std::memory_order_relaxed)));
   const absl::Duration window = now - since;
   // A first tick, or one after more than two windows without a request: the counts do not
   // cover one window, so they steer nothing.

@@ -15,8 +15,9 @@
 //
 // A VDI that ran under contention from the start has never shown its uncontended time: while
 // one is below its reservation with no hold, the gateway *probes* now and then (after
-// kProbeAfter windows, then every kProbeEvery) by holding the background at the floor for
-// kProbeWindows windows, and learns its best time there.
+// kProbeAfter windows, then every kProbeEvery) by holding the background to kProbeShare of
+// what it made for kProbeWindows windows, and learns its best time there (each probe, and each
+// hold after it, can only lower that best: a half-load best is improved by the holds it starts).
 //
 // Several gateways (cluster mode): VMs on different gateways slow each other down through the
 // cache nodes they share. A gateway with a short VDI in the last second says so in etcd
@@ -73,6 +74,7 @@ class ReservationControl {
   static constexpr int kProbeAfter = 4;        // windows below with no hold before a first probe
   static constexpr int kProbeEvery = 120;      // and between probes (30 s)
   static constexpr int kProbeWindows = 2;
+  static constexpr double kProbeShare = 0.5;   // the background's rate in a probe
 
   using Remote = ReservationRemote;
   // Returns the background's rate for the next window (0: no limit). `background_ops`: the
@@ -137,7 +139,7 @@ class Reservations {
   Clock* const clock_;
   std::atomic<bool> armed_{false};
   std::atomic<bool> limiting_{false};
-  std::atomic<uint64_t> background_ops_{0};
+  std::atomic<int64_t> background_ops_{0};
   std::atomic<int64_t> next_tick_us_{0};
   std::atomic<bool> short_since_round_{false};
   std::atomic<bool> remote_short_{false};

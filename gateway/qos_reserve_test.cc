@@ -2,7 +2,8 @@
 // its reservation and slowed by the others cuts the background's rate by a factor per window
 // down to a floor; one that asks for less, or is at its reservation, holds nothing back; the
 // rate holds while it is a little slow, rises once it is fast, and goes when far above the
-// background's use; a probe learns the best time of a VDI that never showed it), then the
+// background's use; a probe at half the background's rate learns the best time of a VDI that
+// never showed it), then the
 // gateway's limiters: requests within a reservation skip the background's bucket, the others
 // wait in it, and the asynchronous path takes only what is there.
 #include "gateway/qos_reserve.h"
@@ -74,11 +75,11 @@ TEST(ReservationControlTest, AProbeLearnsTheBestTimeOfAVdiSlowedFromTheStart) {
     EXPECT_EQ(c.Step({Window(1000, 100, kSlowReq)}, 1000, kW), 0) << i;
   }
   // Below its reservation for kProbeAfter windows with no hold: the probe holds the background
-  // at the floor for kProbeWindows windows.
-  EXPECT_EQ(c.Step({Window(1000, 100, kSlowReq)}, 1000, kW), kMinBackgroundIops);
+  // to half what it made (1,000 in the window: 4,000/s) for kProbeWindows windows.
+  EXPECT_EQ(c.Step({Window(1000, 100, kSlowReq)}, 1000, kW), 2000);
   EXPECT_TRUE(c.probing());
-  EXPECT_EQ(c.Step({Window(1000, 200, kFastReq)}, 10, kW), kMinBackgroundIops);
-  EXPECT_EQ(c.Step({Window(1000, 200, kFastReq)}, 10, kW), 0);  // the probe ends
+  EXPECT_EQ(c.Step({Window(1000, 200, kFastReq)}, 500, kW), 2000);
+  EXPECT_EQ(c.Step({Window(1000, 200, kFastReq)}, 500, kW), 0);  // the probe ends
   EXPECT_FALSE(c.probing());
   // Now it knows: slow again beside the background is short.
   EXPECT_DOUBLE_EQ(c.Step({Window(1000, 100, kSlowReq)}, 250, kW), 700);
