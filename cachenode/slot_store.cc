@@ -92,17 +92,25 @@ struct DiskExtent {
   uint32_t pad;
 };
 static_assert(sizeof(DiskExtent) == 32);
-constexpr uint32_t kDiskExtents = 16;
-struct DiskLayout {
+// The table of N extents. The first tables had 16 ("RCEXTENT": 15 growths); a store writes 64
+// ("RCEXTNT2") and reads both.
+template <uint32_t N>
+struct DiskLayoutOf {
   char magic[8];
   uint32_t count;
   uint32_t shrink_to;  // a pending shrink's target in slots (0: none)
-  DiskExtent extents[kDiskExtents];
+  DiskExtent extents[N];
   uint64_t checksum;  // of the bytes above
 };
-static_assert(sizeof(DiskLayout) == 536);
-constexpr char kLayoutMagic[8] = {'R', 'C', 'E', 'X', 'T', 'E', 'N', 'T'};
+constexpr uint32_t kDiskExtents = 64;
+using DiskLayout = DiskLayoutOf<kDiskExtents>;
+using DiskLayout16 = DiskLayoutOf<16>;
+static_assert(sizeof(DiskLayout16) == 536);
+static_assert(sizeof(DiskLayout) == 2072);
+constexpr char kLayoutMagic[8] = {'R', 'C', 'E', 'X', 'T', 'N', 'T', '2'};
+constexpr char kLayout16Magic[8] = {'R', 'C', 'E', 'X', 'T', 'E', 'N', 'T'};
 constexpr uint64_t kLayoutOffset = 512;
+static_assert(kLayoutOffset + sizeof(DiskLayout) <= 4096, "the table fits the superblock page");
 constexpr uint64_t kRegionAlign = 1 << 20;
 
 std::string IncarnationText(const uint64_t (&v)[2]) {
@@ -412,9 +420,17 @@ uint64_t SlotStore::DataOffset(uint32_t slot) const {
 absl::Status SlotStore::ReadLayout(uint32_t* num_slots, uint32_t* shrink_to) {
   DiskLayout d{};
   RC_RETURN_IF_ERROR(file_->PRead(&d, sizeof(d), kLayoutOffset));
-  if (std::memcmp(d.magic, kLayoutMagic, sizeof(kLayoutMagic)) != 0 ||
-      d.checksum != BlockChecksum(&d, offsetof(DiskLayout, checksum)) || d.count == 0 ||
-      d.count > kDiskExtents) {
+  bool valid = std::memcmp(d.magic, kLayoutMagic, sizeof(kLayoutMagic)) == 0 &&
+               d.checksum == BlockChecksum(&d, offsetof(DiskLayout, checksum));
+  if (!valid && std::memcmp(d.magic, kLayout16Magic, sizeof(kLayout16Magic)) == 0) {
+    // A table of 16 (an earlier build): its checksum follows its 16th extent.
+    DiskLayout16 old{};
+    std::memcpy(&old, &d, sizeof(old));
+    valid = old.checksum == BlockChecksum(&old, offsetof(DiskLayout16, checksum)) &&
+            old.count <= 16;
+    std::memset(&d.extents[16], 0, sizeof(d.extents) - 16 * sizeof(DiskExtent));
+  }
+  if (!valid || d.count == 0 || d.count > kDiskExtents) {
     return absl::DataLossError(
         absl::StrCat(path_, ": the extent table of a resized slot file is damaged"));
   }

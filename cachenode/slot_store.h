@@ -187,7 +187,7 @@ class SlotStore {
     uint32_t first = 0;        // first slot
     uint32_t index_slots = 0;  // entries the index region holds (>= the extent's slots)
   };
-  static constexpr uint32_t kMaxExtents = 16;
+  static constexpr uint32_t kMaxExtents = 64;  // 63 growths
 
   SlotStore() = default;
   // Where slot `slot`'s index entry and block are (any thread: extents are only appended,

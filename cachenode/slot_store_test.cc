@@ -523,5 +523,56 @@ TEST_F(SlotStoreTest, AResizedStoreSaysVersion3AndADamagedExtentTableStopsTheSta
   EXPECT_NE(bad.status().message().find("extent table"), std::string::npos) << bad.status();
 }
 
+TEST_F(SlotStoreTest, GrowsSixtyThreeTimesThenSaysWhy) {
+  auto s = Open();  // 64 slots
+  uint32_t slots = 64;
+  // Each growth past what the last extent's index holds is a new extent.
+  for (int i = 0; i < 63; ++i) {
+    slots += 16;
+    ASSERT_TRUE(s->Resize(slots).ok()) << i;
+  }
+  const absl::Status full = s->Resize(slots + 16);
+  EXPECT_EQ(full.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(full.message().find("grown 63 times"), std::string::npos) << full;
+  // A block in the last extent reads back after a restart.
+  std::vector<uint32_t> got;
+  ASSERT_TRUE(s->AllocateMany(slots, &got).ok());
+  const uint32_t last = slots - 1;
+  ASSERT_TRUE(s->WriteSlot(last, {7, 7}, true, Block('z').data()).ok());
+  ASSERT_TRUE(s->Sync().ok());
+  s.reset();
+  s = Open();
+  EXPECT_EQ(s->num_slots(), slots);
+  std::string data(4096, '\0');
+  ASSERT_TRUE(s->ReadSlot(last, data.data()).ok());
+  EXPECT_EQ(data, Block('z'));
+}
+
+// A table of 16 extents ("RCEXTENT", what the first resized stores wrote) still reads.
+TEST_F(SlotStoreTest, AnExtentTableOfSixteenStillReads) {
+  {
+    auto s = Open();
+    ASSERT_TRUE(s->Resize(100).ok());
+    ASSERT_TRUE(s->Resize(200).ok());
+  }
+  // Rewrite the table as the 16-extent layout: the same header and extents, the checksum
+  // after the 16th.
+  int fd = ::open(path_.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  std::string table(16 + 16 * 32 + 8, '\0');
+  ASSERT_EQ(::pread(fd, table.data(), 16 + 16 * 32, 512), 16 + 16 * 32);
+  std::memcpy(table.data(), "RCEXTENT", 8);
+  const uint64_t sum = BlockChecksum(table.data(), 16 + 16 * 32);
+  std::memcpy(table.data() + 16 + 16 * 32, &sum, 8);
+  ASSERT_EQ(::pwrite(fd, table.data(), table.size(), 512), static_cast<ssize_t>(table.size()));
+  ::close(fd);
+  auto s = Open();
+  EXPECT_EQ(s->num_slots(), 200u);
+  ASSERT_TRUE(s->Resize(300).ok());  // and a growth writes the table of 64
+  s.reset();
+  s = Open();
+  EXPECT_EQ(s->num_slots(), 300u);
+}
+
 }  // namespace
 }  // namespace ringcache::cachenode
