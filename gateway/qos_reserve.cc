@@ -42,8 +42,8 @@ double ReservationControl::Step(const std::vector<Sample>& reserved, uint64_t ba
   }
   absl::erase_if(best_, [](const auto& kv) { return !kv.second.seen; });
   if (probing_ > 0) {
-    // The background is held at the floor: the window taught the VDIs their best times. The
-    // window after the probe decides afresh.
+    // The background is held back: the window taught the VDIs their best times. The window
+    // after the probe decides afresh.
     shorts_ = 0;
     short_.assign(reserved.size(), false);
     rate_ = --probing_ > 0 ? rate_ : 0;

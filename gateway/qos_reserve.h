@@ -6,7 +6,7 @@
 // guest waits for its answers before it asks again). So a reservation is kept by feedback:
 // every window (250 ms) the gateway looks at each reserved VDI. A VDI is *short* when it got
 // less than its reservation while its requests took longer at the gateway than they do without
-// contention (kSlow times its best window of the last minute): the others slow it down. Then
+// contention (kSlow times its best window of the last 30 s): the others slow it down. Then
 // the requests of everyone else (VDIs without a reservation, and reserved VDIs beyond theirs:
 // the *background*) go through one shared token bucket whose rate falls by a factor each window
 // while some VDI is short, and rises again, more slowly, once none is slow (below kFast times
@@ -70,7 +70,7 @@ class ReservationControl {
   static constexpr double kIncrease = 1.1;     // and per window after, plus kIncreaseIops
   static constexpr double kIncreaseIops = 20;
   static constexpr uint64_t kMinDone = 8;      // fewer ended requests in a window tell nothing
-  static constexpr int kBestWindows = 240;     // a best time is kept for a minute
+  static constexpr int kBestWindows = 120;     // a best time is kept for 30 s
   static constexpr int kProbeAfter = 4;        // windows below with no hold before a first probe
   static constexpr int kProbeEvery = 120;      // and between probes (30 s)
   static constexpr int kProbeWindows = 2;
