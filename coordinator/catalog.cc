@@ -87,6 +87,7 @@ constexpr QosField kQosFields[] = {
     {"wb", &v1::VdiQos::write_bytes_per_s, &v1::VdiQos::set_write_bytes_per_s},
     {"b", &v1::VdiQos::bytes_per_s, &v1::VdiQos::set_bytes_per_s},
     {"rsv", &v1::VdiQos::reserve_iops, &v1::VdiQos::set_reserve_iops},
+    {"rsvb", &v1::VdiQos::reserve_bytes_per_s, &v1::VdiQos::set_reserve_bytes_per_s},
 };
 
 }  // namespace

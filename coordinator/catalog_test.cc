@@ -87,11 +87,13 @@ TEST(CatalogLineTest, AccessRoundTripsAndOldLinesReadAsOpen) {
   // A reservation (vdi-catalog 2, as the limits) is a limit of its own: the record is limited.
   r.qos.Clear();
   r.qos.set_reserve_iops(300);
+  r.qos.set_reserve_bytes_per_s(1 << 20);
   const std::string reserved = EncodeVdiLine(r);
-  EXPECT_NE(reserved.find(" qos=rsv:300"), std::string::npos) << reserved;
+  EXPECT_NE(reserved.find(" qos=rsv:300,rsvb:1048576"), std::string::npos) << reserved;
   back = DecodeVdiLine(reserved);
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->qos.reserve_iops(), 300u);
+  EXPECT_EQ(back->qos.reserve_bytes_per_s(), 1u << 20);
   EXPECT_TRUE(QosLimited(back->qos));
   EXPECT_FALSE(back->read_only_clients.empty() || DecodeVdiLine(plain + " allow_ro=").ok());
   EXPECT_FALSE(DecodeVdiLine(plain + " rx").ok());

@@ -69,7 +69,8 @@ grpc::Status AdminService::SetVdiQos(grpc::ServerContext*, const v1::SetVdiQosRe
   if (grpc::Status c = CheckCoordinator(); !c.ok()) return c;
   const v1::VdiQos& q = req->qos();
   for (uint64_t v : {q.read_iops(), q.write_iops(), q.iops(), q.read_bytes_per_s(),
-                     q.write_bytes_per_s(), q.bytes_per_s(), q.reserve_iops()}) {
+                     q.write_bytes_per_s(), q.bytes_per_s(), q.reserve_iops(),
+                     q.reserve_bytes_per_s()}) {
     if (v > kMaxLimit) {
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                           absl::StrCat("limit ", v, " is beyond any disk (at most ", kMaxLimit,
@@ -77,14 +78,21 @@ grpc::Status AdminService::SetVdiQos(grpc::ServerContext*, const v1::SetVdiQosRe
     }
   }
   // A reservation is a floor under the limits: above one of them it could never be given.
-  const uint64_t ops_cap = std::min(q.iops() ? q.iops() : UINT64_MAX,
-                                    q.read_iops() && q.write_iops()
-                                        ? q.read_iops() + q.write_iops()
-                                        : UINT64_MAX);
+  const auto cap = [](uint64_t both, uint64_t read, uint64_t write) {
+    return std::min(both ? both : UINT64_MAX, read && write ? read + write : UINT64_MAX);
+  };
+  const uint64_t ops_cap = cap(q.iops(), q.read_iops(), q.write_iops());
+  const uint64_t bytes_cap = cap(q.bytes_per_s(), q.read_bytes_per_s(), q.write_bytes_per_s());
   if (q.reserve_iops() > ops_cap) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         absl::StrCat("reservation of ", q.reserve_iops(),
                                      " IOPS is above the VDI's own IOPS limit (", ops_cap, ")"));
+  }
+  if (q.reserve_bytes_per_s() > bytes_cap) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        absl::StrCat("reservation of ", q.reserve_bytes_per_s(),
+                                     " bytes/s is above the VDI's own bytes/s limit (", bytes_cap,
+                                     ")"));
   }
   if (q.burst_ms() > 60000) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,

@@ -95,22 +95,44 @@ void VdiLimiter::ApplyLocked(absl::Time now) {
   set(&bytes_[0], qos_.read_bytes_per_s());
   set(&bytes_[1], qos_.write_bytes_per_s());
   set(&bytes_[2], qos_.bytes_per_s());
-  const double reserve = static_cast<double>(qos_.reserve_iops()) * share_;
-  const bool was = reserve_ > 0;
-  reserve_ = reserve;
+  const bool was = ReservedLocked();
+  reserve_ = static_cast<double>(qos_.reserve_iops()) * share_;
+  reserve_bytes_ = static_cast<double>(qos_.reserve_bytes_per_s()) * share_;
   // A tenth of a second of the reservation may go at once: enough for a burst of a queue's
   // requests, too little to skip the background's bucket for long after an idle spell.
-  reserve_bucket_.Set(reserve, std::max(1.0, reserve / 10), now);
-  reserved_.store(reserve > 0, std::memory_order_relaxed);
-  if (was != (reserve > 0) && reservations_ != nullptr) {
-    reservations_->Track(weak_from_this(), reserve > 0);
+  reserve_ops_bucket_.Set(reserve_, std::max(1.0, reserve_ / 10), now);
+  reserve_bytes_bucket_.Set(reserve_bytes_, std::max(1.0, reserve_bytes_ / 10), now);
+  const bool reserved = ReservedLocked();
+  reserved_.store(reserved, std::memory_order_relaxed);
+  if (was != reserved && reservations_ != nullptr) {
+    reservations_->Track(weak_from_this(), reserved);
   }
+}
+
+bool VdiLimiter::WithinReservationLocked(uint64_t bytes, absl::Time now) {
+  if (!ReservedLocked() || !reserve_ops_bucket_.Has(1, now) ||
+      !reserve_bytes_bucket_.Has(static_cast<double>(bytes), now)) {
+    return false;
+  }
+  TakeReservationLocked(bytes, now);
+  return true;
+}
+
+absl::Duration VdiLimiter::TakeReservationLocked(uint64_t bytes, absl::Time now) {
+  return std::max(reserve_ops_bucket_.Take(1, now),
+                  reserve_bytes_bucket_.Take(static_cast<double>(bytes), now));
 }
 
 double VdiLimiter::reserve() {
   absl::MutexLock l(&mu_);
   RefreshLocked(clock_->Now());
   return reserve_;
+}
+
+double VdiLimiter::reserve_bytes() {
+  absl::MutexLock l(&mu_);
+  RefreshLocked(clock_->Now());
+  return reserve_bytes_;
 }
 
 absl::Time VdiLimiter::Start() {
@@ -131,10 +153,13 @@ ReservationSample VdiLimiter::TakeSample(absl::Time now) {
   ReservationSample s;
   s.key = reinterpret_cast<uintptr_t>(this);
   s.reserve_iops = reserve_;
+  s.reserve_bytes_per_s = reserve_bytes_;
   s.ops = window_ops_;
+  s.bytes = window_bytes_;
   s.done = window_done_;
   s.latency = window_latency_;
   window_ops_ = 0;
+  window_bytes_ = 0;
   window_done_ = 0;
   window_latency_ = absl::ZeroDuration();
   return s;
@@ -187,16 +212,18 @@ absl::Duration VdiLimiter::Admit(bool write, uint64_t bytes) {
     wait = std::max({ops_[kind].Take(1, now), ops_[2].Take(1, now),
                      bytes_[kind].Take(static_cast<double>(bytes), now),
                      bytes_[2].Take(static_cast<double>(bytes), now)});
-    if (reserve_ > 0) {
+    if (ReservedLocked()) {
       ++window_ops_;
+      window_bytes_ += bytes;
       // Within the reservation: no background bucket. Beyond it, while the background is held
       // back, a token of the background's that is there now, else the reservation's next one:
       // never a place behind the background's debt (the requests it holds back).
-      if (reserve_bucket_.Has(1, now)) {
-        reserve_bucket_.Take(1, now);
+      if (WithinReservationLocked(bytes, now)) {
         background = false;
       } else if (armed && res->limiting()) {
-        if (!res->TryTakeBackground()) wait = std::max(wait, reserve_bucket_.Take(1, now));
+        if (!res->TryTakeBackground()) {
+          wait = std::max(wait, TakeReservationLocked(bytes, now));
+        }
         background = false;
       }
     }
@@ -219,13 +246,15 @@ bool VdiLimiter::TryAdmitNow(bool write, uint64_t bytes, bool* from_background) 
   const absl::Time now = clock_->Now();
   RefreshLocked(now);
   if (!OwnTokensLocked(write, bytes, now, /*take=*/false)) return false;
-  if (reserve_ > 0 && reserve_bucket_.Has(1, now)) {
-    reserve_bucket_.Take(1, now);
+  if (WithinReservationLocked(bytes, now)) {
     *from_background = false;
   } else if (armed && !res->TryTakeBackground()) {
     return false;  // a worker's Admit waits for it (a reserved VDI: for its reservation's token)
   }
-  if (reserve_ > 0) ++window_ops_;
+  if (ReservedLocked()) {
+    ++window_ops_;
+    window_bytes_ += bytes;
+  }
   OwnTokensLocked(write, bytes, now, /*take=*/true);
   return true;
 }
@@ -239,9 +268,13 @@ void VdiLimiter::Refund(bool write, uint64_t bytes, bool from_background) {
   ops_[2].Give(1);
   bytes_[kind].Give(static_cast<double>(bytes));
   bytes_[2].Give(static_cast<double>(bytes));
-  if (reserve_ > 0) {
+  if (ReservedLocked()) {
     if (window_ops_ > 0) --window_ops_;
-    if (!from_background) reserve_bucket_.Give(1);
+    window_bytes_ -= std::min<uint64_t>(window_bytes_, bytes);
+    if (!from_background) {
+      reserve_ops_bucket_.Give(1);
+      reserve_bytes_bucket_.Give(static_cast<double>(bytes));
+    }
   }
 }
 

@@ -67,8 +67,10 @@ class TokenBucket {
 // One window of a reserved VDI, as its limiter counted it (gateway/qos_reserve.h).
 struct ReservationSample {
   uintptr_t key = 0;         // the VDI's limiter, to follow it from window to window
-  double reserve_iops = 0;   // this gateway's part of the VDI's reservation
+  double reserve_iops = 0;   // this gateway's part of the VDI's reservations (0: none)
+  double reserve_bytes_per_s = 0;
   uint64_t ops = 0;          // requests admitted in the window
+  uint64_t bytes = 0;        // and their bytes
   uint64_t done = 0;         // requests that ended in the window
   absl::Duration latency;    // their time at the gateway, summed
 };
@@ -96,8 +98,9 @@ class VdiLimiter : public std::enable_shared_from_this<VdiLimiter> {
   // less), or InfinitePast when the VDI holds no reservation (nothing to count; no Finish).
   absl::Time Start();
   void Finish(absl::Time started);
-  // This gateway's part of the reservation (0: none), for tests.
+  // This gateway's part of the reservations (0: none), for tests.
   double reserve();
+  double reserve_bytes();
   // This gateway's part of each limit, in (0, 1] (QosSessions).
   void SetShare(double share);
   double share();
@@ -119,6 +122,14 @@ class VdiLimiter : public std::enable_shared_from_this<VdiLimiter> {
   void ApplyLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The window's reserved requests and their time, counted from zero again (Reservations' tick).
   ReservationSample TakeSample(absl::Time now);
+  bool ReservedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return reserve_ > 0 || reserve_bytes_ > 0;
+  }
+  // Whether the request is within the reservation (its tokens there now); takes them if so.
+  bool WithinReservationLocked(uint64_t bytes, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes the request's reservation tokens, into debt: how long it must wait for them.
+  absl::Duration TakeReservationLocked(uint64_t bytes, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether the own limits have the request's tokens now; takes them with `take`.
   bool OwnTokensLocked(bool write, uint64_t bytes, absl::Time now, bool take)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -129,7 +140,7 @@ class VdiLimiter : public std::enable_shared_from_this<VdiLimiter> {
   std::atomic<int> users_{0};
   const std::shared_ptr<Reservations> reservations_;
   std::atomic<bool> limited_{false};  // QosLimited(qos_), for Unlimited()
-  std::atomic<bool> reserved_{false};  // reserve_ > 0, for Start()
+  std::atomic<bool> reserved_{false};  // ReservedLocked(), for Start()
   std::atomic<int64_t> next_refresh_us_{INT64_MIN};  // when the limits are read again
   metrics::Counter* delayed_ = nullptr;
   metrics::Counter* delay_seconds_ = nullptr;
@@ -139,11 +150,14 @@ class VdiLimiter : public std::enable_shared_from_this<VdiLimiter> {
   // [0] reads, [1] writes, [2] both.
   TokenBucket ops_[3] ABSL_GUARDED_BY(mu_);
   TokenBucket bytes_[3] ABSL_GUARDED_BY(mu_);
-  // The reservation: its part on this gateway, its bucket (requests within it skip the
-  // background's), and the window's counts.
+  // The reservations (requests, bytes per second): their parts on this gateway, their buckets
+  // (requests within them skip the background's), and the window's counts.
   double reserve_ ABSL_GUARDED_BY(mu_) = 0;
-  TokenBucket reserve_bucket_ ABSL_GUARDED_BY(mu_);
+  double reserve_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  TokenBucket reserve_ops_bucket_ ABSL_GUARDED_BY(mu_);
+  TokenBucket reserve_bytes_bucket_ ABSL_GUARDED_BY(mu_);
   uint64_t window_ops_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t window_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t window_done_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Duration window_latency_ ABSL_GUARDED_BY(mu_);
   metrics::Counter* short_windows_ = nullptr;

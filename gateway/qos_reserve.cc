@@ -22,7 +22,7 @@ double ReservationControl::Step(const std::vector<Sample>& reserved, uint64_t ba
   for (auto& [key, best] : best_) best.seen = false;
   for (size_t i = 0; i < reserved.size(); ++i) {
     const Sample& s = reserved[i];
-    if (s.reserve_iops <= 0) continue;
+    if (s.reserve_iops <= 0 && s.reserve_bytes_per_s <= 0) continue;
     Best& best = best_[s.key];
     best.seen = true;
     if (s.done < kMinDone) continue;  // (nearly) idle: it had what it asked for
@@ -32,7 +32,13 @@ double ReservationControl::Step(const std::vector<Sample>& reserved, uint64_t ba
       best.seconds = mean;
       best.age = 0;
     }
-    if (static_cast<double>(s.ops) / secs >= s.reserve_iops * kShortShare) continue;
+    // Below either of its reservations (requests, bytes per second).
+    const bool below_ops = s.reserve_iops > 0 &&
+                           static_cast<double>(s.ops) / secs < s.reserve_iops * kShortShare;
+    const bool below_bytes =
+        s.reserve_bytes_per_s > 0 &&
+        static_cast<double>(s.bytes) / secs < s.reserve_bytes_per_s * kShortShare;
+    if (!below_ops && !below_bytes) continue;
     below = true;
     if (mean > kFast * best.seconds) slow = true;
     if (mean > kSlow * best.seconds) {

@@ -21,9 +21,16 @@ namespace {
 const absl::Duration kW = kReserveWindow;
 using Control = ReservationControl;
 
-// One window of a VDI reserving `reserve`/s: `ops` requests, each `each` at the gateway.
+// One window of a VDI reserving `reserve` requests/s: `ops` requests of 4 KiB, each `each` at
+// the gateway.
 Control::Sample Window(double reserve, uint64_t ops, absl::Duration each) {
-  return {1, reserve, ops, ops, each * static_cast<int64_t>(ops)};
+  Control::Sample s;
+  s.key = 1;
+  s.reserve_iops = reserve;
+  s.ops = s.done = ops;
+  s.bytes = ops * 4096;
+  s.latency = each * static_cast<int64_t>(ops);
+  return s;
 }
 const absl::Duration kFastReq = absl::Microseconds(100);
 const absl::Duration kSlowReq = absl::Microseconds(300);  // 3x: over kSlow (1.5x)
@@ -83,6 +90,24 @@ TEST(ReservationControlTest, AProbeLearnsTheBestTimeOfAVdiSlowedFromTheStart) {
   EXPECT_FALSE(c.probing());
   // Now it knows: slow again beside the background is short.
   EXPECT_DOUBLE_EQ(c.Step({Window(1000, 100, kSlowReq)}, 250, kW), 700);
+}
+
+TEST(ReservationControlTest, ABytesReservationIsKeptTheSameWay) {
+  Control c;
+  // 100 MiB/s reserved, no requests reserved: 100 requests of 4 KiB a window is 1.6 MiB/s.
+  auto bytes_only = [](uint64_t ops, absl::Duration each) {
+    Control::Sample s = Window(0, ops, each);
+    s.reserve_bytes_per_s = 100 << 20;
+    return s;
+  };
+  EXPECT_EQ(c.Step({bytes_only(100, kFastReq)}, 250, kW), 0);
+  EXPECT_DOUBLE_EQ(c.Step({bytes_only(100, kSlowReq)}, 250, kW), 700);
+  // At its bytes reservation (25 MiB in a quarter second), however slow: not short, and the
+  // rate rises.
+  Control::Sample big = bytes_only(100, kSlowReq);
+  big.bytes = 25 << 20;
+  EXPECT_DOUBLE_EQ(c.Step({big}, 175, kW), 790);
+  EXPECT_EQ(c.shorts(), 0);
 }
 
 TEST(ReservationControlTest, AnotherGatewaysShortVdiCutsOncePerReportAndHoldsTheRate) {
@@ -163,6 +188,21 @@ TEST(ReservationsTest, AShortReservedVdiHoldsTheOthersBackButNotItself) {
   EXPECT_EQ(g.Requests(g.gold.get(), 100), absl::ZeroDuration());
   EXPECT_LE(g.Requests(g.gold.get(), 5), absl::Milliseconds(5));
   EXPECT_FALSE(g.gold->TryAdmitNow(false, 4096, &background)) << "a worker waits for it";
+}
+
+TEST(ReservationsTest, ABytesReservationAloneHoldsTheOthersBackAndSkipsTheirBucket) {
+  Gateway g;
+  g.qos["gold"].clear_reserve_iops();
+  g.qos["gold"].set_reserve_bytes_per_s(4 << 20);  // 1,024 requests of 4 KiB a second
+  g.clock.Advance(absl::Seconds(1));  // read again
+  ASSERT_EQ(g.gold->reserve(), 0);
+  ASSERT_DOUBLE_EQ(g.gold->reserve_bytes(), 4 << 20);
+  Reservations* r = g.registry.reservations();
+  g.SlowGold();  // 80 KiB/s of 4 MiB/s, three times slower
+  EXPECT_TRUE(r->limiting());
+  EXPECT_GT(g.Requests(g.bulk.get(), 400), absl::Milliseconds(100));
+  // A tenth of a second of its bytes (409.6 KiB: 102 requests of 4 KiB) goes at once.
+  EXPECT_EQ(g.Requests(g.gold.get(), 100), absl::ZeroDuration());
 }
 
 TEST(ReservationsTest, OnceTheReservationIsMetTheHoldEnds) {

@@ -65,7 +65,7 @@ struct Args {
   std::vector<std::string> users;
   // vdi set-qos
   uint64_t read_iops = 0, write_iops = 0, iops = 0, reserve_iops = 0;
-  std::string read_bps, write_bps, bps;
+  std::string read_bps, write_bps, bps, reserve_bps;
   uint32_t burst_ms = 0;
   double ssd_min = 0, ssd_max = 0;
   bool no_limits = false;
@@ -287,6 +287,10 @@ void AddQosCommand(CLI::App* vdi, Args* a, Action* action) {
                   "A reservation: reads and writes per second the VDI gets however busy the "
                   "gateway's other VDIs are (they are held back for it), up to its limits")
       ->type_name("N");
+  qos->add_option("--reserve-bps", a->reserve_bps,
+                  "A reservation of bytes per second read and written together, e.g. 50M")
+      ->type_name("SIZE")
+      ->check(ByteSizeCheck(uint64_t{1} << 50, "1 PiB"));
   qos->add_flag("--none", a->no_limits, "Remove every limit, reservation and share");
   qos->callback([a, action] {
     *action = [a](const AdminSession& s) {
@@ -298,6 +302,7 @@ void AddQosCommand(CLI::App* vdi, Args* a, Action* action) {
       q.set_write_bytes_per_s(a->write_bps.empty() ? 0 : SizeOf(a->write_bps));
       q.set_bytes_per_s(a->bps.empty() ? 0 : SizeOf(a->bps));
       q.set_reserve_iops(a->reserve_iops);
+      q.set_reserve_bytes_per_s(a->reserve_bps.empty() ? 0 : SizeOf(a->reserve_bps));
       q.set_burst_ms(a->burst_ms);
       q.set_ssd_min_permille(static_cast<uint32_t>(std::lround(a->ssd_min * 10)));
       q.set_ssd_max_permille(static_cast<uint32_t>(std::lround(a->ssd_max * 10)));
@@ -306,8 +311,8 @@ void AddQosCommand(CLI::App* vdi, Args* a, Action* action) {
         return absl::InvalidArgumentError(
             any ? "give limits or --none, not both"
                 : "give at least one limit (--read-iops, --write-iops, --iops, --read-bps, "
-                  "--write-bps, --bps), reservation (--reserve-iops) or share (--ssd-min, "
-                  "--ssd-max), or --none to remove them");
+                  "--write-bps, --bps), reservation (--reserve-iops, --reserve-bps) or share "
+                  "(--ssd-min, --ssd-max), or --none to remove them");
       }
       if (a->ssd_max > 0 && a->ssd_min > a->ssd_max) {
         return absl::InvalidArgumentError("--ssd-min is above --ssd-max");

@@ -33,6 +33,7 @@ std::string QosText(const v1::VdiQos& q) {
     parts.push_back(absl::StrCat("burst ", q.burst_ms() ? q.burst_ms() : 1000, " ms"));
   }
   add(q.reserve_iops(), absl::StrCat(q.reserve_iops(), " IOPS reserved"));
+  add(q.reserve_bytes_per_s(), FormatBytes(q.reserve_bytes_per_s()) + "/s reserved");
   add(q.ssd_min_permille(), absl::StrCat("at least ", q.ssd_min_permille() / 10.0,
                                          "% of each cache node's SSD"));
   add(q.ssd_max_permille(), absl::StrCat("at most ", q.ssd_max_permille() / 10.0,
@@ -55,6 +56,7 @@ void WriteQosJson(const v1::VdiQos& q, JsonWriter* j) {
       .Field("ssd_min_share", q.ssd_min_permille() / 1000.0)
       .Field("ssd_max_share", q.ssd_max_permille() / 1000.0)
       .Field("reserve_iops", q.reserve_iops())
+      .Field("reserve_bytes_per_s", q.reserve_bytes_per_s())
       .EndObject();
 }
 

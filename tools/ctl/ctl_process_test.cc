@@ -151,7 +151,8 @@ TEST_F(CtlProcessTest, VdiLifecycle) {
                                "\"read_only_clients\":[],\"qos\":{\"read_iops\":0,"
                                "\"write_iops\":0,\"iops\":0,\"read_bytes_per_s\":0,"
                                "\"write_bytes_per_s\":0,\"bytes_per_s\":0,\"burst_ms\":0,"
-                               "\"ssd_min_share\":0,\"ssd_max_share\":0,\"reserve_iops\":0}}"));
+                               "\"ssd_min_share\":0,\"ssd_max_share\":0,\"reserve_iops\":0,"
+                               "\"reserve_bytes_per_s\":0}}"));
   EXPECT_EQ(r.out.front(), '[');
 
   // I/O limits (static mode: the gateway's own feature level, 2, allows them).
@@ -163,7 +164,8 @@ TEST_F(CtlProcessTest, VdiLifecycle) {
   EXPECT_THAT(r.out, HasSubstr("\"qos\":{\"read_iops\":0,\"write_iops\":500,\"iops\":0,"
                                "\"read_bytes_per_s\":10485760,\"write_bytes_per_s\":0,"
                                "\"bytes_per_s\":0,\"burst_ms\":200,\"ssd_min_share\":0,"
-                               "\"ssd_max_share\":0,\"reserve_iops\":0}"));
+                               "\"ssd_max_share\":0,\"reserve_iops\":0,"
+                               "\"reserve_bytes_per_s\":0}"));
   r = Ctl("vdi set-qos disk2");
   EXPECT_EQ(r.code, 1);
   EXPECT_THAT(r.err, HasSubstr("give at least one limit"));
@@ -173,13 +175,18 @@ TEST_F(CtlProcessTest, VdiLifecycle) {
   EXPECT_EQ(r.out, "VDI disk2: I/O limits and cache share 1000 IOPS, burst 1000 ms, "
                    "300 IOPS reserved\n");
   r = Ctl("--json vdi list");
-  EXPECT_THAT(r.out, HasSubstr("\"ssd_max_share\":0,\"reserve_iops\":300}"));
+  EXPECT_THAT(r.out, HasSubstr("\"ssd_max_share\":0,\"reserve_iops\":300,"
+                               "\"reserve_bytes_per_s\":0}"));
   r = Ctl("vdi set-qos disk2 --reserve-iops 2000 --iops 1000");
   EXPECT_EQ(r.code, 1);
   EXPECT_THAT(r.err, HasSubstr("reservation of 2000 IOPS is above the VDI's own IOPS limit"));
-  r = Ctl("vdi set-qos disk2 --reserve-iops 300");
+  r = Ctl("vdi set-qos disk2 --reserve-iops 300 --reserve-bps 20M");
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_EQ(r.out, "VDI disk2: I/O limits and cache share 300 IOPS reserved\n");
+  EXPECT_EQ(r.out, "VDI disk2: I/O limits and cache share 300 IOPS reserved, "
+                   "20.0 MiB/s reserved\n");
+  r = Ctl("vdi set-qos disk2 --reserve-bps 20M --read-bps 5M --write-bps 5M");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.err, HasSubstr("above the VDI's own bytes/s limit (10485760)"));
   r = Ctl("vdi set-qos nosuch --iops 5");
   EXPECT_EQ(r.code, 1);
   EXPECT_THAT(r.err, HasSubstr("no VDI named 'nosuch'"));
@@ -190,7 +197,7 @@ TEST_F(CtlProcessTest, VdiLifecycle) {
                    "at most 40% of each cache node's SSD\n");
   r = Ctl("--json vdi list");
   EXPECT_THAT(r.out, HasSubstr("\"burst_ms\":0,\"ssd_min_share\":0.05,\"ssd_max_share\":0.4,"
-                               "\"reserve_iops\":0}"));
+                               "\"reserve_iops\":0,\"reserve_bytes_per_s\":0}"));
   r = Ctl("vdi set-qos disk2 --ssd-min 50 --ssd-max 40");
   EXPECT_EQ(r.code, 1);
   EXPECT_THAT(r.err, HasSubstr("--ssd-min is above --ssd-max"));
