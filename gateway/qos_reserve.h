@@ -1,5 +1,6 @@
 // I/O reservations per VDI at the gateway (docs/qos.md "Reservations"): a VDI given
-// `vdi set-qos --reserve-iops R` gets R requests per second however busy the other VDIs are.
+// `vdi set-qos --reserve-iops R` gets R requests per second (`--reserve-bps`: bytes per second)
+// however busy the other VDIs are.
 //
 // The gateway knows neither how many requests per second the cache tier can take (it changes
 // with hits, writes, destage, other gateways) nor how many a VM would send if served faster (a
