@@ -213,8 +213,7 @@ absl::Duration VdiLimiter::Admit(bool write, uint64_t bytes) {
                      bytes_[kind].Take(static_cast<double>(bytes), now),
                      bytes_[2].Take(static_cast<double>(bytes), now)});
     if (ReservedLocked()) {
-      ++window_ops_;
-      window_bytes_ += bytes;
+      CountReservedLocked(bytes);
       // Within the reservation: no background bucket. Beyond it, while the background is held
       // back, a token of the background's that is there now, else the reservation's next one:
       // never a place behind the background's debt (the requests it holds back).
@@ -251,10 +250,7 @@ bool VdiLimiter::TryAdmitNow(bool write, uint64_t bytes, bool* from_background) 
   } else if (armed && !res->TryTakeBackground()) {
     return false;  // a worker's Admit waits for it (a reserved VDI: for its reservation's token)
   }
-  if (ReservedLocked()) {
-    ++window_ops_;
-    window_bytes_ += bytes;
-  }
+  if (ReservedLocked()) CountReservedLocked(bytes);
   OwnTokensLocked(write, bytes, now, /*take=*/true);
   return true;
 }

@@ -125,6 +125,10 @@ class VdiLimiter : public std::enable_shared_from_this<VdiLimiter> {
   bool ReservedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return reserve_ > 0 || reserve_bytes_ > 0;
   }
+  void CountReservedLocked(uint64_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    ++window_ops_;
+    window_bytes_ += bytes;
+  }
   // Whether the request is within the reservation (its tokens there now); takes them if so.
   bool WithinReservationLocked(uint64_t bytes, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Takes the request's reservation tokens, into debt: how long it must wait for them.

@@ -92,8 +92,13 @@ void Reservations::SetRemoteShort(bool remote_short) {
   remote_short_.store(remote_short, std::memory_order_relaxed);
   if (remote_short) remote_cut_.store(true, std::memory_order_relaxed);
   absl::MutexLock l(&mu_);
-  armed_.store(!reserved_.empty() || remote_short, std::memory_order_relaxed);
-  if (reserved_.empty() && !remote_short) {  // as Track: nothing to hold back for
+  ArmLocked();
+}
+
+void Reservations::ArmLocked() {
+  const bool remote = remote_short_.load(std::memory_order_relaxed);
+  armed_.store(!reserved_.empty() || remote, std::memory_order_relaxed);
+  if (reserved_.empty() && !remote) {  // nothing to hold the others back for (the next tick resets)
     limiting_.store(false, std::memory_order_relaxed);
     background_.Set(0, 1, clock_->Now());
   }
@@ -107,12 +112,7 @@ void Reservations::Track(const std::weak_ptr<VdiLimiter>& limiter, bool reserved
     return other == nullptr || other == self;
   });
   if (reserved && self != nullptr) reserved_.push_back(limiter);
-  const bool remote = remote_short_.load(std::memory_order_relaxed);
-  armed_.store(!reserved_.empty() || remote, std::memory_order_relaxed);
-  if (reserved_.empty() && !remote) {  // nothing to hold the others back for (the next tick resets)
-    limiting_.store(false, std::memory_order_relaxed);
-    background_.Set(0, 1, clock_->Now());
-  }
+  ArmLocked();
 }
 
 absl::Duration Reservations::TakeBackground() {

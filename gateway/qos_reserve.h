@@ -136,6 +136,8 @@ class Reservations {
 
  private:
   void Tick(absl::Time now);
+  // armed_ from the reserved VDIs and the others' report; the bucket goes when both are none.
+  void ArmLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   Clock* const clock_;
   std::atomic<bool> armed_{false};
