@@ -396,7 +396,9 @@ bool BlockMap::AccessForWrite(const VdiInfo& v, uint64_t object, uint32_t first,
   policy::Outcome out;
   for (uint32_t i = 0; i < count; ++i) {
     policy_->OnAccess(NextAccess(v.KeyOf(object, first + i), policy::Op::kWrite), &out);
-    bypass |= out.bypassed;
+    // A refused write miss (an admission that judges writes) goes around as a bypassed one does.
+    bypass |= out.bypassed || out.rejected;
+    if (out.rejected) v.counters->admissions_rejected++;
     ApplyEvictions(out);
   }
   return bypass;

@@ -76,7 +76,7 @@ absl::Status BlockWriter::WriteRun(const VdiInfo& v, uint64_t object, uint32_t f
   }
   const bool through = v.mode == CacheMode::kWriteThrough;
   if (map_->AccessForWrite(v, object, first, count)) {
-    // CMF or sequential cutoff: write around for this request.
+    // CMF, the sequential cutoff or an admission that judges writes: write around this request.
     ctr.bypassed += count;
     absl::Status s = WriteAround(v, object, first, count, data);
     // Write-back never fails a write that the cache can hold: with a home replica down, cache

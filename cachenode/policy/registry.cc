@@ -103,7 +103,8 @@ absl::StatusOr<std::unique_ptr<Admission>> BuildAdmission(const Component* c,
           p.Bool("freq", &cfg.freq), p.Double("margin", &cfg.margin),
           p.Double("region_margin", &cfg.region_margin), p.Bool("region_adapt", &cfg.region_adapt),
           p.Double("region_waste", &cfg.region_waste),
-          p.UintAs("region", &cfg.region)}) {
+          p.UintAs("region", &cfg.region), p.Bool("seen", &cfg.seen),
+          p.Bool("writes", &cfg.judge_writes)}) {
       if (!s.ok()) return s;
     }
     cfg.adapt = adapt < 2   ? SieveConfig::Adapt::kOff

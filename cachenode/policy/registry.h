@@ -36,13 +36,17 @@
 namespace ringcache::policy {
 
 // The cache node's default policy (cluster file `policy:`, ringcache-local --policy): VBQ queues
-// sized by the utility of space (vbq.h), ARC order in each queue (arc.h), sieve admission for
-// read misses with the frequency gate in front (sieve.h, freq=1) whose region test's margin
-// follows each VDI's evidence (region_adapt=1), LCR victims.
-// docs/experiments.md (E7, E7i, E7j, E7k) shows why.
-inline constexpr char kDefaultPolicy[] = "vbq(share=utility)+arc+sieve(freq=1,region_adapt=1)+lcr";
-// The default until 2026-11-30 (the region test's margin fixed at 3), kept for comparisons.
-inline constexpr char kPreviousDefaultPolicy[] = "vbq(share=utility)+arc+sieve(freq=1)+lcr";
+// sized by the utility of space (vbq.h), ARC order in each queue (arc.h), sieve admission with
+// the frequency gate in front (sieve.h, freq=1) whose region test's margin follows each VDI's
+// evidence (region_adapt=1), a block seen before by the gate's sketch admitted (seen=1), write
+// misses judged as read misses are, a refused one written around (writes=1), LCR victims.
+// docs/experiments.md (E7, E7i, E7j, E7k, E7l) shows why.
+inline constexpr char kDefaultPolicy[] =
+    "vbq(share=utility)+arc+sieve(freq=1,region_adapt=1,seen=1,writes=1)+lcr";
+// The default until 2026-12-02 (read misses judged only, the sieve-LRU its only memory of first
+// misses), kept for comparisons.
+inline constexpr char kPreviousDefaultPolicy[] =
+    "vbq(share=utility)+arc+sieve(freq=1,region_adapt=1)+lcr";
 
 // What a policy is built for.
 struct PolicyContext {

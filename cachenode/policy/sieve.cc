@@ -20,6 +20,7 @@ absl::Status SieveConfig::Validate() const {
     return absl::InvalidArgumentError("sieve: region_waste must be in (0, 1)");
   }
   if (freq && capacity == 0) return absl::InvalidArgumentError("sieve: freq needs a capacity");
+  if (seen && !freq) return absl::InvalidArgumentError("sieve: seen needs freq=1 (its sketch)");
   if (region == 1 || (region & (region - 1)) != 0 || region > (1u << 20)) {
     return absl::InvalidArgumentError(
         "sieve: region must be 0 (no region test) or a power of two from 2 to 2^20 blocks");
@@ -171,6 +172,9 @@ void SieveAdmission::OnAccess(const Access& access, bool hit) {
 
 bool SieveAdmission::Admit(const Access& access) {
   if (config_.threshold <= 1) return true;
+  // Seen before (OnAccess counted this access already): its second access within the sketch's
+  // memory, the sieve's threshold-2 rule over a longer memory.
+  if (config_.seen && sketch_->Estimate(access.key) > 1) return true;
   const SlotId e = lru_.Find(access.key);
   if (e == kNoSlot) {
     // Vouched for by the sketch: more popular than what the cache evicts.

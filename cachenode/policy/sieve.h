@@ -40,6 +40,18 @@
 // spot's are read again, so its margin falls. Blocks neither sketch vouches for still go
 // through the sieve.
 //
+// With `seen=1` (issue 37, our rule) the block sketch is also the sieve's memory: a missed block
+// whose estimate counts an access before this one is admitted, paper 002's "admit at the second
+// miss" over the sketch's memory (it ages every ten caches of accesses) instead of the sieve-LRU's
+// quarter of a cache. A moving hot spot's blocks are read a second time soon, but often after the
+// sieve-LRU has forgotten their first read.
+//
+// With `writes=1` (issue 37; paper 002's sieve sends the requests it does not admit to the data
+// nodes) write misses are judged too: a write of a block no test vouches for goes around the
+// cache to the data nodes (write-around), and the sieve remembers it as a first miss. Here a
+// cached write costs the same synchronous data-node commits as a write-around (its log replicas),
+// so a block written once and never again is an SSD write and a destage for nothing.
+//
 // Thread-safety: not thread-safe; driven by one CacheDriver.
 #ifndef RINGCACHE_CACHENODE_POLICY_SIEVE_H_
 #define RINGCACHE_CACHENODE_POLICY_SIEVE_H_
@@ -88,6 +100,10 @@ struct SieveConfig {
   // rises (below half of it, the margin falls).
   double region_waste = 0.5;
   size_t capacity = 0;
+  // With freq: a missed block the block sketch has seen before is admitted (`seen`).
+  bool seen = false;
+  // Write misses are judged as read misses are (`writes`); a refused one goes around the cache.
+  bool judge_writes = false;
   // With freq: blocks per region of the region test (a power of two from 2; 0: no region test).
   uint32_t region = 64;
   absl::Status Validate() const;
@@ -100,7 +116,7 @@ struct SieveConfig {
 class RegionTuner {
  public:
   static constexpr uint32_t kWindow = 64;
-  static constexpr double kMin = 1;
+  static constexpr double kMin = 0;
   static constexpr double kMax = 8;
   RegionTuner(double start, double waste) : margin_(start), waste_(waste) {}
   double margin() const { return margin_; }
@@ -121,6 +137,7 @@ class SieveAdmission final : public Admission {
   std::string_view name() const override { return "sieve"; }
   void OnAccess(const Access& access, bool hit) override;
   bool Admit(const Access& access) override;
+  bool judges_writes() const override { return config_.judge_writes; }
   // With freq: remembers the victim's estimate, the bar of the frequency gate.
   void OnEvicted(const BlockKey& key) override;
   size_t MetadataBytes() const override;

@@ -113,6 +113,65 @@ TEST(FrequencyGateTest, TheBarRisesWithTheVictimsPopularity) {
   EXPECT_TRUE(s.Admit(Read(2)));
 }
 
+// seen=1: the block sketch is the sieve's memory too. A block read once, then again after the
+// sieve-LRU (8 keys here) forgot it, is admitted at its second miss; without seen it starts over.
+TEST(FrequencyGateTest, ABlockTheSketchSawBeforeIsAdmittedAfterTheSieveForgotIt) {
+  for (bool seen : {false, true}) {
+    SCOPED_TRACE(seen);
+    SieveConfig c = FreqSieve(3);
+    c.length = 8;
+    c.seen = seen;
+    SieveAdmission s(c);
+    s.OnEvicted(BlockKey{0, 100'000});  // the bar: a victim never read
+    Seen(s, 1, 1);
+    EXPECT_FALSE(s.Admit(Read(1)));  // a first miss: the sieve remembers it
+    for (uint64_t b = 10; b < 30; ++b) {  // 20 other first misses push it out of the sieve
+      Seen(s, b, 1);
+      EXPECT_FALSE(s.Admit(Read(b)));
+    }
+    EXPECT_EQ(s.CountForTest(Read(1).key), 0u);
+    Seen(s, 1, 1);
+    EXPECT_EQ(s.Admit(Read(1)), seen);
+  }
+  SieveConfig bad = FreqSieve(3);
+  bad.freq = false;
+  bad.seen = true;
+  EXPECT_FALSE(bad.Validate().ok());  // the sketch is its memory
+}
+
+// writes=1: a write miss goes through the same tests in the driver. Until the first eviction
+// every miss is admitted; after it, a block written for the first time is refused (the caller
+// writes it around, no SSD write) and the same block written again is admitted, dirty.
+TEST(FrequencyGateTest, WithWritesJudgedAFirstWriteGoesAroundASecondIsCached) {
+  PolicyContext ctx;
+  ctx.capacity_blocks = 4;
+  auto cache = MakePolicy("lru+sieve(freq=1,seen=1,writes=1)", ctx);
+  ASSERT_TRUE(cache.ok()) << cache.status();
+  Outcome out;
+  for (uint64_t b = 1; b <= 4; ++b) {
+    (*cache)->OnAccess(Write(b), &out);
+    EXPECT_TRUE(out.admitted) << b;  // nothing evicted yet
+  }
+  (*cache)->OnAccess(Write(5), &out);  // still nothing evicted: admitted, and 1 leaves
+  EXPECT_TRUE(out.admitted);
+  EXPECT_EQ(out.evicted.size(), 1u);
+  (*cache)->OnAccess(Write(6), &out);  // a block never seen, after an eviction
+  EXPECT_TRUE(out.rejected);
+  EXPECT_FALSE(out.admitted);
+  EXPECT_EQ(out.ssd_writes, 0u);
+  EXPECT_EQ((*cache)->Lookup(Write(6).key), Tier::kNone);
+  (*cache)->OnAccess(Write(6), &out);  // written again: seen before
+  EXPECT_TRUE(out.admitted);
+  EXPECT_EQ(out.ssd_writes, 1u);
+  // Without writes=1 the same write is cached at once (write-back caches every write).
+  auto plain = MakePolicy("lru+sieve(freq=1,seen=1)", ctx);
+  ASSERT_TRUE(plain.ok());
+  for (uint64_t b = 1; b <= 5; ++b) (*plain)->OnAccess(Write(b), &out);
+  (*plain)->OnAccess(Write(6), &out);
+  EXPECT_TRUE(out.admitted);
+  EXPECT_FALSE(MakePolicy("lru+sieve(seen=1)", ctx).ok());
+}
+
 // The region test: re-references count for their region of 64 blocks; a first miss in a region
 // read again lately passes, a scan (nothing read again) never does.
 TEST(FrequencyGateTest, AFirstMissInARegionReadAgainPasses) {

@@ -253,7 +253,7 @@ TEST_F(CtlProcessTest, VdiLifecycle) {
   r = Ctl("vdi set-policy disk2 default");
   ASSERT_EQ(r.code, 0) << r.err;
   r = Ctl("--json stats --vdi disk2");
-  EXPECT_THAT(r.out, HasSubstr("\"policy\":\"vbq(share=utility)+arc+sieve(freq=1,region_adapt=1)+lcr\""));
+  EXPECT_THAT(r.out, HasSubstr("\"policy\":\"vbq(share=utility)+arc+sieve(freq=1,region_adapt=1,seen=1,writes=1)+lcr\""));
 
   r = Ctl("vdi access disk2 --allow 'bad id'");
   EXPECT_EQ(r.code, 1);
