@@ -127,9 +127,10 @@ vbq() {
 # E7: the default policy against LRU, ARC, S3-FIFO and the previous default, on five workloads.
 default() {
   echo "## E7 The default policy: hits of the best online policy, SSD writes well below LRU's"
-  local NEW="vbq(share=utility)+arc+sieve(freq=1,region_adapt=1)+lcr" OLD="vbq(share=utility)+arc+sieve(freq=1)+lcr"
+  local NEW="vbq(share=utility)+arc+sieve(freq=1,region_adapt=1,seen=1,writes=1)+lcr"
+  local OLD="vbq(share=utility)+arc+sieve(freq=1,region_adapt=1)+lcr"
   local P="${E7_POLICIES:-lru,arc,s3fifo,$OLD,$NEW}"
-  local C="policy,size_blocks,hit%,gap:arc|s3fifo,ssd_writes,ssd_writes/lru"
+  local C="policy,size_blocks,hit%,gap:arc|s3fifo,ssd_writes,ssd_writes/lru,hdd_writes/lru"
   # E7b and E7d, which E7f runs again with the node's tiers.
   local MIX="multi:vdis=3,rates=84/21/50,write=0.59/0.91/0.70,blocks=100000/400000/100000,theta=0.9/0.3/0.9,requests=1000000,seed=7"
   local ZIPF="zipf:blocks=200000,theta=0.99,requests=1000000,write=0.1,seed=3"
@@ -154,27 +155,27 @@ with open(sys.argv[2], "w") as out:
 PY
   echo
   echo "### E7a Three disks, MSR CSV (one disk scans)"
-  run "$C" -- "$T/three.csv" --policy "$P" --size 1%,5%,20%
+  run "$C" -- "$T/three.csv" --policy "$P" --size 1%,5%,20%,50%
   echo
   echo "### E7b Paper 002's three VDIs (E6's workload, 59-91% writes)"
-  run "$C" -- --gen "$MIX" --policy "$P" --size 1%,5%,20%
+  run "$C" -- --gen "$MIX" --policy "$P" --size 1%,5%,20%,50%
   echo
   echo "### E7c A Zipf(0.99) disk, a uniform disk and a sequential writer"
   run "$C" -- --gen "zipf:blocks=50000,theta=0.99,requests=400000,write=0.2,vdi=0,iat_us=100,seed=21" \
     --gen "uniform:blocks=1000000,requests=400000,write=0.2,vdi=1,iat_us=100,seed=22" \
     --gen "seqwrite:blocks=200000,requests=200000,vdi=2,iat_us=200,seed=23" \
-    --policy "$P" --size 1%,5%,20%
+    --policy "$P" --size 1%,5%,20%,50%
   echo
   echo "### E7d One read-mostly Zipf(0.99) disk"
-  run "$C" -- --gen "$ZIPF" --policy "$P" --size 1%,5%,20%
+  run "$C" -- --gen "$ZIPF" --policy "$P" --size 1%,5%,20%,50%
   echo
   echo "### E7e Moving hot spots (E1's workload, read-only)"
   run "$C" -- --gen "hotspot:blocks=1000000,areas=8,area=16384,window=512,density=0.5,cycle=20000,hot=0.6,requests=1000000,seed=1" \
-    --policy "$P" --size 1%,5%,20%
+    --policy "$P" --size 1%,5%,20%,50%
   echo
   echo "### E7f The node's tiers: a RAM tier of 1/16 of the SSD; placement uarc, exclusive, sieved"
   local PT="$NEW,vbq(share=utility)+arc+lcr"
-  local CT="policy,size_blocks,ram_blocks,hit%,hits_ram,ssd_writes,ssd_writes/$NEW"
+  local CT="policy,size_blocks,ram_blocks,hit%,hits_ram,ssd_writes"
   for pl in uarc "uarc(exclusive)" "uarc(sieve=1)"; do
     echo
     echo "placement $pl, paper 002's mix (E7b):"
