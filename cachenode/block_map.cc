@@ -391,17 +391,23 @@ void BlockMap::MarkDirty(const VdiInfo& v, uint64_t object, uint32_t first,
 // Writes
 
 bool BlockMap::AccessForWrite(const VdiInfo& v, uint64_t object, uint32_t first, uint32_t count) {
-  bool bypass = false;
+  bool bypass = false, refused = false, member = false;
   absl::MutexLock l(&mu_);
   policy::Outcome out;
   for (uint32_t i = 0; i < count; ++i) {
     policy_->OnAccess(NextAccess(v.KeyOf(object, first + i), policy::Op::kWrite), &out);
-    // A refused write miss (an admission that judges writes) goes around as a bypassed one does.
-    bypass |= out.bypassed || out.rejected;
+    bypass |= out.bypassed;
+    refused |= out.rejected;
+    member |= out.hit != policy::Tier::kNone || out.admitted;
     if (out.rejected) v.counters->admissions_rejected++;
     ApplyEvictions(out);
   }
-  return bypass;
+  // A refused write miss (an admission that judges writes) goes around as a bypassed one does,
+  // unless the same request writes a block the cache holds or admits: going around would drop
+  // that block's cached copy (WriteAround invalidates what it writes). Then the whole run is
+  // cached, and a refused block, not a member of the policy, is destaged and dropped
+  // (CommitWrite).
+  return bypass || (refused && !member);
 }
 
 void BlockMap::CommitWrite(const WriteCommit& w, Leftovers* out) {

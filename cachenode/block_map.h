@@ -155,7 +155,8 @@ class BlockMap {
 
   // --- Writes
   // Passes `count` written blocks through the policy; true if it sends them past the cache: a
-  // bypass fired, or an admission that judges writes refused a missed block (write-around).
+  // bypass fired, or an admission that judges writes refused a missed block and none of the
+  // others is held or admitted (write-around).
   bool AccessForWrite(const VdiInfo& v, uint64_t object, uint32_t first, uint32_t count);
   void CommitWrite(const WriteCommit& w, Leftovers* out);
   // Forgets a block (policy, placement, map).

@@ -690,6 +690,17 @@ TEST_F(CacheNodeTest, AFirstWriteTheAdmissionRefusesGoesHomeASecondIsCached) {
   ASSERT_TRUE(Write(1500 * kBs, Pattern(2, kBs)).ok());
   EXPECT_EQ(node_->dirty_blocks(), dirty + 1);
   EXPECT_EQ(Read(1500 * kBs, kBs), Pattern(2, kBs));
+  // One request over block 1500 (cached) and 1501 (never seen): not written around, which would
+  // drop 1500's cached copy; the run is cached and 1501 destaged from there.
+  stats.clear();
+  node_->Stats(1, &stats);
+  const uint64_t bypassed = stats[0].bypassed();
+  const std::string two = Pattern(3, kBs) + Pattern(4, kBs);
+  ASSERT_TRUE(Write(1500 * kBs, two).ok());
+  stats.clear();
+  node_->Stats(1, &stats);
+  EXPECT_EQ(stats[0].bypassed(), bypassed);
+  EXPECT_EQ(Read(1500 * kBs, 2 * kBs), two);
 }
 
 TEST_F(CacheNodeTest, AVdiAtItsDirtyCapIsDestagedFirstAndItsWritersHeld) {
