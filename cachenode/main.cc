@@ -16,6 +16,7 @@
 #include "absl/synchronization/mutex.h"
 #include "cachenode/cache_node.h"
 #include "cachenode/data_server.h"
+#include "cachenode/policy/registry.h"
 #include "cachenode/policy/write_budget.h"
 #include "cachenode/ring_follower.h"
 #include "cachenode/service.h"
@@ -153,6 +154,7 @@ absl::StatusOr<Settings> Resolve(const Flags& f) {
   s.cc.ram_bytes = s.self.ram_bytes;
   s.cc.block_size = s.cluster.block_size;
   s.cc.policy = f.policy.value_or(s.cluster.policy);
+  if (s.cc.policy.empty()) s.cc.policy = policy::kDefaultPolicy;
   s.cc.placement = f.placement.value_or(s.cluster.placement);
   if (f.relog_after_ms) s.cc.relog_after_ms = *f.relog_after_ms;
   if (f.dirty_age_target_ms) s.cc.dirty_age_target_ms = *f.dirty_age_target_ms;

@@ -54,8 +54,8 @@ struct ClusterFile {
   std::string data_dir = "./ringcache-cluster";
   uint32_t replication = 3;
   uint32_t block_size = 4096;
-  // == policy::kDefaultPolicy
-  std::string policy = "vbq(share=utility)+arc+sieve(freq=1,region_adapt=1,seen=1,writes=1)+lcr";
+  // The cache nodes' policy spec; empty: their built-in default (policy::kDefaultPolicy).
+  std::string policy;
   // The cache nodes' RAM/SSD placement: uarc | lru, with NAME(exclusive) (the RAM tier adds
   // capacity) and/or NAME(sieve=N) (SE-UARC); cachenode/policy/placement.h.
   std::string placement = "uarc";
