@@ -125,6 +125,12 @@ absl::StatusOr<std::unique_ptr<BlockStore>> BlockStore::Open(const StoreOptions&
   rocksdb::BlockBasedTableOptions table;
   table.block_cache = rocksdb::NewLRUCache(options.block_cache_bytes);
   table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
+  // The SST blocks' checksum: XXH3 instead of CRC32C. Debian's librocksdb is a portable build
+  // whose CRC32C is the table-driven one (about 3 us per 4 KiB here, 10x XXH3), and every
+  // flush, compaction and read of a 4 KiB block paid it. Each file names its checksum type, so
+  // the files written before stay readable, and so do these by releases that predate it (the
+  // same library). The WAL keeps CRC32C: RocksDB has no other.
+  table.checksum = rocksdb::kXXH3;
   rocksdb::ColumnFamilyOptions cf_opts(db_opts);
   cf_opts.write_buffer_size = options.memtable_bytes;
   cf_opts.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
