@@ -114,6 +114,12 @@ void CacheNode::AddVdiGauges(const v1::VdiGeometry& vdi) {
       "when fixed or before the test admitted anything of the VDI.",
       lb, stat(&policy::VdiStats::region_margin, -1.0));
   registry_->AddCallbackGauge(
+      "ringcache_vdi_admission_budget_margin",
+      "Write budget (sieve(budget=B)): how many accesses more every admission test asks of a "
+      "missed block, raised while the VDI's admissions cost more SSD writes per read hit than "
+      "B; -1 without a budget or before anything of the VDI was admitted under it.",
+      lb, stat(&policy::VdiStats::budget_margin, -1.0));
+  registry_->AddCallbackGauge(
       "ringcache_vdi_oldest_dirty_seconds",
       "How long the VDI's oldest dirty block on this node has waited for its destage.", lb,
       [this, id = vdi.vdi_id()] {
@@ -375,6 +381,7 @@ void CacheNode::Stats(uint32_t vdi, std::vector<v1::VdiCacheStats>* out) const {
       if (p.admit_first >= 0) s.set_admit_first(p.admit_first);
       if (p.admit_bar >= 0) s.set_admit_bar(p.admit_bar);
       if (p.region_margin >= 0) s.set_admit_region_margin(p.region_margin);
+      if (p.budget_margin >= 0) s.set_admit_budget_margin(p.budget_margin);
     }
     out->push_back(s);
   }

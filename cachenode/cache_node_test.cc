@@ -629,10 +629,10 @@ TEST_F(CacheNodeTest, WritersAreHeldBeforeTheDirtyCapNeverFailed) {
 
 // The default's frequency gate (sieve(freq=1)) shows its bar per VDI: -1 until the VDI's first
 // eviction, then the mean estimate of its recent victims; and its region test's margin
-// (region_adapt=1): -1 until the test admitted a block of the VDI, then within 0-8; the node's
-// stats carry both.
+// (region_adapt=1): -1 until the test admitted a block of the VDI, then within 0-8; and a write
+// budget's margin (budget=2), the same; the node's stats carry them.
 TEST_F(CacheNodeTest, TheFrequencyGateShowsItsBarPerVdi) {
-  config_.policy = "vbq(share=utility)+arc+sieve(freq=1,region_adapt=1)+lcr";
+  config_.policy = "vbq(share=utility)+arc+sieve(freq=1,region_adapt=1,budget=2)+lcr";
   config_.ram_bytes = 0;
   ASSERT_NO_FATAL_FAILURE(Start());
   auto gauge = [&](const std::string& name) {
@@ -643,6 +643,7 @@ TEST_F(CacheNodeTest, TheFrequencyGateShowsItsBarPerVdi) {
   };
   EXPECT_EQ(gauge("ringcache_vdi_admission_victim_frequency"), -1.0);
   EXPECT_EQ(gauge("ringcache_vdi_admission_region_margin"), -1.0);
+  EXPECT_EQ(gauge("ringcache_vdi_admission_budget_margin"), -1.0);
   // 600 blocks read once and 300 of them again: more than the 256 slots, so blocks leave.
   for (int pass = 0; pass < 2; ++pass) {
     for (uint64_t b = 0; b < (pass == 0 ? 600u : 300u); ++b) Read(b * kBs, kBs);
@@ -650,6 +651,8 @@ TEST_F(CacheNodeTest, TheFrequencyGateShowsItsBarPerVdi) {
   EXPECT_GE(gauge("ringcache_vdi_admission_victim_frequency"), 0.0);
   const double margin = gauge("ringcache_vdi_admission_region_margin");
   EXPECT_TRUE(margin >= 0 && margin <= 8) << margin;
+  const double budget_margin = gauge("ringcache_vdi_admission_budget_margin");
+  EXPECT_TRUE(budget_margin >= 0 && budget_margin <= 8) << budget_margin;
   // The same state in the node's stats (`ringcachectl stats`' ADMISSION column).
   std::vector<v1::VdiCacheStats> stats;
   node_->Stats(0, &stats);
@@ -658,6 +661,8 @@ TEST_F(CacheNodeTest, TheFrequencyGateShowsItsBarPerVdi) {
   EXPECT_NEAR(stats[0].admit_bar(), gauge("ringcache_vdi_admission_victim_frequency"), 1e-3);
   ASSERT_TRUE(stats[0].has_admit_region_margin());
   EXPECT_EQ(stats[0].admit_region_margin(), margin);
+  ASSERT_TRUE(stats[0].has_admit_budget_margin());
+  EXPECT_EQ(stats[0].admit_budget_margin(), budget_margin);
   EXPECT_FALSE(stats[0].has_admit_first()) << "the default's sieve does not climb";
 }
 

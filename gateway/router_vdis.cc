@@ -201,6 +201,8 @@ absl::Status Router::Stats(const std::string& name, std::vector<v1::VdiCacheStat
        &v1::VdiCacheStats::set_admit_bar, {}},
       {&v1::VdiCacheStats::has_admit_region_margin, &v1::VdiCacheStats::admit_region_margin,
        &v1::VdiCacheStats::set_admit_region_margin, {}},
+      {&v1::VdiCacheStats::has_admit_budget_margin, &v1::VdiCacheStats::admit_budget_margin,
+       &v1::VdiCacheStats::set_admit_budget_margin, {}},
   };
   for (CacheMember* m : Live()) {
     if (std::find(skip.begin(), skip.end(), m->id) != skip.end()) continue;

@@ -280,7 +280,7 @@ void CacheDriver::AppendVdiStats(std::vector<VdiStats>* out) const {
   for (VdiStats& row : rows) {
     auto it = vdi_rules_.find(row.vdi);
     if (it == vdi_rules_.end()) continue;
-    row.admit_first = row.admit_bar = row.region_margin = -1;
+    row.admit_first = row.admit_bar = row.region_margin = row.budget_margin = -1;
     it->second->admission->AnnotateVdiStats(absl::MakeSpan(&row, 1));
   }
 }

@@ -3,7 +3,9 @@
 #include "cachenode/policy/registry.h"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <string>
 #include <utility>
@@ -95,10 +97,13 @@ absl::StatusOr<std::unique_ptr<Admission>> BuildAdmission(const Component* c,
     // kGhost's horizon: the same two caches of accesses.
     cfg.horizon = cfg.climber.window;
     int adapt = 0;
+    // One write budget: the margins' (off unless given) and the climber's and regret tuner's
+    // (4 unless given, as measured in docs/experiments.md E7g/E7h).
+    double budget = std::numeric_limits<double>::quiet_NaN();
     for (absl::Status s :
          {p.UintAs("threshold", &cfg.threshold), p.UintAs("len", &cfg.length),
           p.Word("adapt", {"0", "false", "1", "true", "ghost"}, &adapt),
-          p.Double("budget", &cfg.climber.budget), p.Uint("window", &cfg.climber.window),
+          p.Double("budget", &budget), p.Uint("window", &cfg.climber.window),
           p.Double("start", &cfg.climber.initial), p.Uint("horizon", &cfg.horizon),
           p.Bool("freq", &cfg.freq), p.Double("margin", &cfg.margin),
           p.Double("region_margin", &cfg.region_margin), p.Bool("region_adapt", &cfg.region_adapt),
@@ -110,6 +115,7 @@ absl::StatusOr<std::unique_ptr<Admission>> BuildAdmission(const Component* c,
     cfg.adapt = adapt < 2   ? SieveConfig::Adapt::kOff
                 : adapt < 4 ? SieveConfig::Adapt::kClimb
                             : SieveConfig::Adapt::kGhost;
+    if (!std::isnan(budget)) cfg.budget = cfg.climber.budget = budget;
     cfg.regret.budget = cfg.climber.budget;
     cfg.regret.initial = cfg.climber.initial;
     cfg.capacity = ctx.capacity_blocks;

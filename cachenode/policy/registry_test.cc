@@ -114,6 +114,8 @@ TEST(RegistryTest, BadSpecsNameTheBadToken) {
   ExpectError("vbq(umin=0.5)", "eq. 3");
   ExpectError("lru", "capacity_blocks", Ctx(0));
   ExpectError("rpac(depth=4,region=8)", "2^depth");
+  ExpectError("lru+sieve(budget=2)", "budget needs freq=1");
+  ExpectError("lru+sieve(freq=1,budget=-2)", "budget");
 }
 
 TEST(RegistryTest, TieredAndOptUseTheOtherFactories) {

@@ -1,6 +1,8 @@
 // SieveAdmission: see sieve.h (paper 002 §III-C).
 #include "cachenode/policy/sieve.h"
 
+#include <algorithm>
+#include <cmath>
 #include <numeric>
 
 namespace ringcache::policy {
@@ -18,6 +20,14 @@ absl::Status SieveConfig::Validate() const {
   }
   if (!(region_waste > 0 && region_waste < 1)) {
     return absl::InvalidArgumentError("sieve: region_waste must be in (0, 1)");
+  }
+  if (!(budget >= 0 && budget <= 1000)) {
+    return absl::InvalidArgumentError(
+        "sieve: budget (SSD writes per read hit) must be in [0, 1000] (0: none)");
+  }
+  if (budget > 0 && !freq && adapt == Adapt::kOff) {
+    return absl::InvalidArgumentError(
+        "sieve: budget needs freq=1 (the admissions it tunes) or adapt (the climber's)");
   }
   if (freq && capacity == 0) return absl::InvalidArgumentError("sieve: freq needs a capacity");
   if (seen && !freq) return absl::InvalidArgumentError("sieve: seen needs freq=1 (its sketch)");
@@ -38,7 +48,9 @@ absl::Status SieveConfig::Validate() const {
 }
 
 SieveAdmission::SieveAdmission(const SieveConfig& config)
-    : config_(config), lru_(config.length) {
+    : config_(config),
+      lru_(config.length),
+      budget_hits_to_count_(config.budget > 0 ? BudgetTuner::HitsToCount(config.budget) : 1) {
   if (!config.freq) return;
   sketch_ = std::make_unique<FreqSketch>(config.capacity);
   if (config.region > 0) {
@@ -86,6 +98,13 @@ void SieveAdmission::ExpireProbation() {
 
 void SieveAdmission::OnEvicted(const BlockKey& key) {
   if (sketch_ == nullptr) return;
+  // Evicted before it paid in full: its outcome is the hits it earned.
+  if (!budgeted_.empty()) {
+    if (auto it = budgeted_.find(key); it != budgeted_.end()) {
+      budget_tuners_.at(key.vdi).OnOutcome(it->second);
+      budgeted_.erase(it);
+    }
+  }
   // Evicted unread since the region test admitted it: an SSD write for nothing.
   if (!region_admitted_.empty() && region_admitted_.erase(key) > 0) {
     region_tuners_.at(key.vdi).OnOutcome(false);
@@ -113,20 +132,52 @@ double SieveAdmission::RegionMarginOf(uint32_t vdi) const {
   return config_.region_margin >= 0 ? config_.region_margin : config_.margin;
 }
 
-SieveAdmission::Gate SieveAdmission::FrequencyGate(const BlockKey& key) {
+uint32_t SieveAdmission::BudgetMarginOf(uint32_t vdi) const {
+  if (!Budgeted()) return 0;
+  auto it = budget_tuners_.find(vdi);
+  return it == budget_tuners_.end() ? 0 : it->second.margin();
+}
+
+void SieveAdmission::FollowBudgeted(const BlockKey& key) {
+  budget_tuners_.try_emplace(key.vdi, config_.budget);
+  // As region_admitted_: blocks that leave unseen (trimmed, invalidated) are dropped wholesale
+  // past twice the cache's blocks.
+  if (budgeted_.size() >= 2 * config_.capacity) budgeted_.clear();
+  budgeted_[key] = 0;
+}
+
+uint32_t BudgetTuner::HitsToCount(double budget) {
+  return static_cast<uint32_t>(std::clamp(std::ceil(1 / (kLower * budget)), 1.0, 255.0));
+}
+
+void BudgetTuner::OnOutcome(uint32_t hits) {
+  ++outcomes_;
+  hits_ += hits;
+  if (outcomes_ < kWindow) return;
+  // Writes per hit of the window: one SSD write per admission, over the hits they earned.
+  const double cost = hits_ == 0 ? budget_ + 1 : static_cast<double>(outcomes_) / hits_;
+  if (cost > budget_ && margin_ < kMax) ++margin_;
+  if (cost < kLower * budget_ && margin_ > 0) --margin_;
+  outcomes_ = hits_ = 0;
+}
+
+SieveAdmission::Gate SieveAdmission::FrequencyGate(const BlockKey& key, uint32_t budget_margin) {
   // Nothing of the VDI evicted yet: its queue has room, and a block admitted displaces nothing
   // of its own.
   auto it = victims_.find(key.vdi);
-  if (it == victims_.end()) return Gate::kBlock;
+  if (it == victims_.end()) return Gate::kRoom;
   // TinyLFU admits a block more frequent than the victim it replaces; VBQ's rounds choose
   // victims after admission, so the comparison is with a victim of the recent past instead.
   const Victims& v = it->second;
   const auto draw = [&] {
     return static_cast<size_t>(NextDraw() * static_cast<double>(v.block.size()));
   };
-  if (sketch_->Estimate(key) > v.block[draw()] + config_.margin) return Gate::kBlock;
+  if (sketch_->Estimate(key) > v.block[draw()] + config_.margin + budget_margin) {
+    return Gate::kBlock;
+  }
   if (region_sketch_ != nullptr &&
-      region_sketch_->Estimate(RegionOf(key)) > v.region[draw()] + RegionMarginOf(key.vdi)) {
+      region_sketch_->Estimate(RegionOf(key)) >
+          v.region[draw()] + RegionMarginOf(key.vdi) + budget_margin) {
     return Gate::kRegion;
   }
   return Gate::kNo;
@@ -147,6 +198,15 @@ void SieveAdmission::OnAccess(const Access& access, bool hit) {
   if (hit && access.op == Op::kRead && !region_admitted_.empty() &&
       region_admitted_.erase(access.key) > 0) {
     region_tuners_.at(access.key.vdi).OnOutcome(true);
+  }
+  // A read hit of an admission under the budget; once it has paid in full, its outcome.
+  if (hit && access.op == Op::kRead && !budgeted_.empty()) {
+    if (auto it = budgeted_.find(access.key); it != budgeted_.end()) {
+      if (++it->second >= budget_hits_to_count_) {
+        budget_tuners_.at(access.key.vdi).OnOutcome(it->second);
+        budgeted_.erase(it);
+      }
+    }
   }
   if (sketch_ != nullptr) {
     // A re-reference (the block seen before) counts for its region.
@@ -172,14 +232,21 @@ void SieveAdmission::OnAccess(const Access& access, bool hit) {
 
 bool SieveAdmission::Admit(const Access& access) {
   if (config_.threshold <= 1) return true;
+  // The write budget's margin: every test below asks for this many accesses more.
+  const uint32_t extra = BudgetMarginOf(access.key.vdi);
+  const auto admitted = [&] {
+    if (Budgeted()) FollowBudgeted(access.key);
+    return true;
+  };
   // Seen before (OnAccess counted this access already): its second access within the sketch's
   // memory, the sieve's threshold-2 rule over a longer memory.
-  if (config_.seen && sketch_->Estimate(access.key) > 1) return true;
+  if (config_.seen && sketch_->Estimate(access.key) > 1 + extra) return admitted();
   const SlotId e = lru_.Find(access.key);
   if (e == kNoSlot) {
     // Vouched for by the sketch: more popular than what the cache evicts.
     if (sketch_ != nullptr) {
-      const Gate gate = FrequencyGate(access.key);
+      const Gate gate = FrequencyGate(access.key, extra);
+      if (gate == Gate::kRoom) return true;
       if (gate == Gate::kRegion && config_.region_adapt) {
         region_tuners_.try_emplace(access.key.vdi, RegionMarginOf(access.key.vdi),
                                    config_.region_waste);
@@ -189,7 +256,7 @@ bool SieveAdmission::Admit(const Access& access) {
         if (region_admitted_.size() >= 2 * config_.capacity) region_admitted_.clear();
         region_admitted_.insert(access.key);
       }
-      if (gate != Gate::kNo) return true;
+      if (gate != Gate::kNo) return admitted();
     }
     if (config_.adapt != SieveConfig::Adapt::kOff) {
       // (kGhost) a first-miss admission missed again before any read hit: it left the cache
@@ -216,13 +283,13 @@ bool SieveAdmission::Admit(const Access& access) {
   if (count == 2 && config_.adapt == SieveConfig::Adapt::kGhost) {
     TunerOf(access.key.vdi).OnComeBack();
   }
-  if (count >= config_.threshold) {
+  if (count >= config_.threshold + extra) {
     // Hit meeting the entrance condition: the block goes into the cache, the sieve forgets it.
     lru_.Erase(e);
     if (config_.adapt == SieveConfig::Adapt::kClimb) ClimberOf(access.key.vdi).OnAdmit();
-    return true;
+    return admitted();
   }
-  lru_.set_tag(e, static_cast<uint8_t>(count));
+  lru_.set_tag(e, static_cast<uint8_t>(std::min<uint32_t>(count, 255)));
   lru_.MoveToFront(e);
   return false;
 }
@@ -237,6 +304,8 @@ size_t SieveAdmission::MetadataBytes() const {
          (region_sketch_ != nullptr ? region_sketch_->MemoryBytes() : 0) +
          region_tuners_.capacity() * (sizeof(uint32_t) + sizeof(RegionTuner) + 1) +
          region_admitted_.capacity() * (sizeof(BlockKey) + 1) +
+         budget_tuners_.capacity() * (sizeof(uint32_t) + sizeof(BudgetTuner) + 1) +
+         budgeted_.capacity() * (sizeof(BlockKey) + sizeof(uint8_t) + 1) +
          victims_.capacity() * (sizeof(uint32_t) + sizeof(Victims) + 2 * kVictims + 1);
 }
 
@@ -248,6 +317,9 @@ void SieveAdmission::AnnotateVdiStats(absl::Span<VdiStats> rows) const {
     if (auto it = tuners_.find(row.vdi); it != tuners_.end()) row.admit_first = it->second.fraction();
     if (auto it = region_tuners_.find(row.vdi); it != region_tuners_.end()) {
       row.region_margin = it->second.margin();
+    }
+    if (auto it = budget_tuners_.find(row.vdi); it != budget_tuners_.end()) {
+      row.budget_margin = it->second.margin();
     }
     if (auto it = victims_.find(row.vdi); it != victims_.end()) {
       const std::vector<uint8_t>& b = it->second.block;

@@ -46,6 +46,11 @@
 // quarter of a cache. A moving hot spot's blocks are read a second time soon, but often after the
 // sieve-LRU has forgotten their first read.
 //
+// With `budget=B` and freq (issue 37, our rule) each VDI's admissions are held to a write budget
+// of B SSD block writes per read hit: a BudgetTuner (below) follows what the blocks admitted did,
+// and while they cost more than B it asks every test for one more access (the sieve's
+// threshold, the seen, block and region tests' margins), while they cost well under B one less.
+//
 // With `writes=1` (issue 37; paper 002's sieve sends the requests it does not admit to the data
 // nodes) write misses are judged too: a write of a block no test vouches for goes around the
 // cache to the data nodes (write-around), and the sieve remembers it as a first miss. Here a
@@ -106,6 +111,9 @@ struct SieveConfig {
   bool judge_writes = false;
   // With freq: blocks per region of the region test (a power of two from 2; 0: no region test).
   uint32_t region = 64;
+  // The write budget (`budget`): SSD block writes per read hit that a VDI's admissions may cost
+  // (0: none). With freq, a BudgetTuner per VDI holds them to it.
+  double budget = 0;
   absl::Status Validate() const;
 };
 
@@ -129,6 +137,31 @@ class RegionTuner {
   uint32_t wasted_ = 0;
 };
 
+// The write budget's margin of one VDI (issue 37, our rule; a cost-aware admission that counts
+// SSD writes as the cost of hits). Each admission made under it is followed until it has earned
+// HitsToCount(budget) read hits (it paid in full) or is evicted, and its outcome is the read hits
+// it earned, for the one SSD write it cost. Every kWindow outcomes the window's writes per hit,
+// outcomes / hits, is compared with the budget: above it, the margin rises by one (every test
+// asks one access more); under kLower of it, the margin falls by one; within [0, kMax].
+class BudgetTuner {
+ public:
+  static constexpr uint32_t kWindow = 64;
+  static constexpr uint32_t kMax = 8;
+  static constexpr double kLower = 0.75;
+  explicit BudgetTuner(double budget) : budget_(budget) {}
+  // The read hits after which an admission has paid in full: enough that a window of such
+  // admissions is under the lowering bar (1 for a budget from 4/3 up).
+  static uint32_t HitsToCount(double budget);
+  uint32_t margin() const { return margin_; }
+  void OnOutcome(uint32_t hits);
+
+ private:
+  double budget_;
+  uint32_t margin_ = 0;
+  uint32_t outcomes_ = 0;
+  uint32_t hits_ = 0;
+};
+
 class SieveAdmission final : public Admission {
  public:
   // REQUIRES: config.Validate().ok() and config.length > 0.
@@ -148,6 +181,9 @@ class SieveAdmission final : public Admission {
   // The region test's margin for `vdi` now.
   double RegionMarginForTest(uint32_t vdi) const { return RegionMarginOf(vdi); }
   size_t RegionAdmittedForTest() const { return region_admitted_.size(); }
+  // The write budget's margin for `vdi` now (0 without a budget), and the admissions followed.
+  uint32_t BudgetMarginForTest(uint32_t vdi) const { return BudgetMarginOf(vdi); }
+  size_t BudgetFollowedForTest() const { return budgeted_.size(); }
   // Returns the count the sieve holds for `key` (0 if not remembered).
   uint32_t CountForTest(const BlockKey& key) const;
   size_t size() const { return lru_.size(); }
@@ -162,9 +198,14 @@ class SieveAdmission final : public Admission {
   // Counts as wastes the first-miss admissions older than the horizon that were not read again.
   void ExpireProbation();
   // With freq: which test, if any, vouches for `key` against a recent victim.
-  enum class Gate : uint8_t { kNo, kBlock, kRegion };
-  Gate FrequencyGate(const BlockKey& key);
+  // kRoom: nothing of the VDI evicted yet, so nothing is compared.
+  enum class Gate : uint8_t { kNo, kBlock, kRegion, kRoom };
+  Gate FrequencyGate(const BlockKey& key, uint32_t budget_margin);
   double RegionMarginOf(uint32_t vdi) const;
+  bool Budgeted() const { return config_.budget > 0 && sketch_ != nullptr; }
+  uint32_t BudgetMarginOf(uint32_t vdi) const;
+  // Follows an admission under the budget (its outcome goes to the VDI's BudgetTuner).
+  void FollowBudgeted(const BlockKey& key);
   BlockKey RegionOf(const BlockKey& key) const {
     return BlockKey{key.vdi, key.block >> region_shift_};
   }
@@ -197,6 +238,10 @@ class SieveAdmission final : public Admission {
   // been read again or evicted since.
   absl::flat_hash_map<uint32_t, RegionTuner> region_tuners_;
   absl::flat_hash_set<BlockKey> region_admitted_;
+  // With a budget: each VDI's tuner, and the admissions followed with the read hits each earned.
+  absl::flat_hash_map<uint32_t, BudgetTuner> budget_tuners_;
+  absl::flat_hash_map<BlockKey, uint8_t> budgeted_;
+  uint32_t budget_hits_to_count_ = 1;
 };
 
 }  // namespace ringcache::policy

@@ -281,6 +281,108 @@ TEST(FrequencyGateTest, TheRegionTestsWatchListStaysBounded) {
   }
 }
 
+TEST(BudgetTunerTest, WritesPerHitAboveTheBudgetRaiseTheMarginWellUnderItLowerIt) {
+  BudgetTuner t(2);  // 2 SSD writes per read hit
+  EXPECT_EQ(BudgetTuner::HitsToCount(2), 1u);
+  EXPECT_EQ(BudgetTuner::HitsToCount(0.5), 3u);  // 1 / (0.75 x 0.5) = 2.67 hits to pay in full
+  for (uint32_t i = 0; i < BudgetTuner::kWindow - 1; ++i) t.OnOutcome(i % 3 == 0 ? 1 : 0);
+  EXPECT_EQ(t.margin(), 0u);  // not a whole window yet
+  t.OnOutcome(0);             // 64 writes for 21 hits: 3 per hit
+  EXPECT_EQ(t.margin(), 1u);
+  for (uint32_t i = 0; i < BudgetTuner::kWindow; ++i) t.OnOutcome(i % 2);
+  EXPECT_EQ(t.margin(), 1u);  // 2 per hit: within the budget, above 3/4 of it
+  for (uint32_t i = 0; i < BudgetTuner::kWindow; ++i) t.OnOutcome(i % 4 == 0 ? 0 : 1);
+  EXPECT_EQ(t.margin(), 0u);  // 1.33 per hit: under 1.5
+  t.OnOutcome(1);
+  for (int w = 0; w < 20; ++w) {
+    for (uint32_t i = 0; i < BudgetTuner::kWindow; ++i) t.OnOutcome(0);  // nothing read again
+  }
+  EXPECT_EQ(t.margin(), BudgetTuner::kMax);
+  BudgetTuner tight(0.5);  // two hits per SSD write: an admission read once does not pay
+  for (uint32_t i = 0; i < BudgetTuner::kWindow; ++i) tight.OnOutcome(1);
+  EXPECT_EQ(tight.margin(), 1u);
+  for (uint32_t i = 0; i < BudgetTuner::kWindow; ++i) tight.OnOutcome(3);
+  EXPECT_EQ(tight.margin(), 0u);  // 0.33 per hit
+}
+
+// budget=B: the admissions of a VDI are followed; while they are not read again the VDI's margin
+// rises, and each test then asks for one access more (here the seen test: a block seen twice is
+// no longer enough); admissions that are read again bring it back down.
+TEST(FrequencyGateTest, TheWriteBudgetsMarginFollowsTheAdmissionsHits) {
+  SieveConfig c = FreqSieve(15);
+  c.seen = true;
+  c.budget = 2;
+  ASSERT_TRUE(c.Validate().ok());
+  SieveAdmission s(c);
+  s.OnEvicted(BlockKey{0, 100'000});  // the bar: a victim never read
+  const auto window = [&](uint64_t first, bool read_again) {
+    for (uint64_t b = first; b < first + BudgetTuner::kWindow; ++b) {
+      Seen(s, b, 3);
+      EXPECT_TRUE(s.Admit(Read(b))) << b;  // seen before, 3 > 1 + the margin (0 or 1)
+      if (read_again) {
+        s.OnAccess(Read(b), /*hit=*/true);
+      } else {
+        s.OnEvicted(BlockKey{0, b});
+      }
+    }
+  };
+  EXPECT_EQ(s.BudgetMarginForTest(0), 0u);
+  window(1000, false);  // 64 SSD writes, no hit
+  EXPECT_EQ(s.BudgetMarginForTest(0), 1u);
+  EXPECT_EQ(s.BudgetFollowedForTest(), 0u);
+  Seen(s, 5000, 2);  // seen once before this miss: 2 is not above 1 + 1
+  EXPECT_FALSE(s.Admit(Read(5000)));
+  VdiStats row;
+  row.vdi = 0;
+  s.AnnotateVdiStats(absl::MakeSpan(&row, 1));
+  EXPECT_EQ(row.budget_margin, 1);
+  EXPECT_EQ(s.BudgetMarginForTest(1), 0u) << "another VDI has its own";
+  window(2000, true);  // each read again: 1 write per hit
+  EXPECT_EQ(s.BudgetMarginForTest(0), 0u);
+  Seen(s, 6000, 2);
+  EXPECT_TRUE(s.Admit(Read(6000)));
+
+  SieveConfig none = FreqSieve(3);  // no budget: nothing followed, no margin shown
+  none.seen = true;
+  SieveAdmission n(none);
+  n.OnEvicted(BlockKey{0, 100'000});
+  Seen(n, 7, 2);
+  EXPECT_TRUE(n.Admit(Read(7)));
+  EXPECT_EQ(n.BudgetFollowedForTest(), 0u);
+  row = VdiStats{};
+  n.AnnotateVdiStats(absl::MakeSpan(&row, 1));
+  EXPECT_EQ(row.budget_margin, -1);
+
+  SieveConfig bad = testing::Sieve(2, 64);
+  bad.budget = 2;
+  EXPECT_FALSE(bad.Validate().ok());  // nothing to tune without freq or adapt
+  bad.budget = -1;
+  EXPECT_FALSE(bad.Validate().ok());
+}
+
+// The sieve's own threshold rises with the margin too: with the margin at 1, a block missed twice
+// within the sieve's memory is no longer admitted, one missed three times is.
+TEST(FrequencyGateTest, TheWriteBudgetsMarginRaisesTheSievesThreshold) {
+  SieveConfig c = FreqSieve(15);
+  c.budget = 2;
+  SieveAdmission s(c);
+  s.OnEvicted(BlockKey{0, 100'000});
+  for (uint64_t b = 1000; b < 1000 + BudgetTuner::kWindow; ++b) {
+    Seen(s, b, 1);
+    ASSERT_FALSE(s.Admit(Read(b)));
+    Seen(s, b, 1);
+    ASSERT_TRUE(s.Admit(Read(b)));  // the sieve's second miss
+    s.OnEvicted(BlockKey{0, b});    // never read again
+  }
+  ASSERT_EQ(s.BudgetMarginForTest(0), 1u);
+  for (int i = 0; i < 2; ++i) {
+    Seen(s, 9, 1);
+    EXPECT_FALSE(s.Admit(Read(9))) << i;
+  }
+  Seen(s, 9, 1);
+  EXPECT_TRUE(s.Admit(Read(9)));
+}
+
 TEST(FrequencyGateTest, OffByDefaultAndValidated) {
   SieveConfig c = testing::Sieve(2, 64);
   EXPECT_FALSE(c.freq);

@@ -95,6 +95,9 @@ struct VdiStats {
   // The region test's margin for the VDI (sieve(region_adapt=1)); -1: fixed, or nothing of the
   // VDI admitted by the region test yet.
   double region_margin = -1;
+  // The write budget's margin for the VDI (sieve(budget=B)): the accesses more every admission
+  // test asks for; -1: no budget, or nothing of the VDI admitted under it yet.
+  double budget_margin = -1;
 };
 
 // A whole cache configuration (admission + space + order + victim choice + tiers) behind one

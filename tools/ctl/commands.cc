@@ -118,6 +118,7 @@ void PrintStatsJson(const v1::VdiStatsResponse& resp, std::ostream& out) {
     if (x.has_admit_first()) j.Field("admit_first", x.admit_first());
     if (x.has_admit_bar()) j.Field("admit_bar", x.admit_bar());
     if (x.has_admit_region_margin()) j.Field("admit_region_margin", x.admit_region_margin());
+    if (x.has_admit_budget_margin()) j.Field("admit_budget_margin", x.admit_budget_margin());
     j.EndObject();
   }
   j.EndArray();
@@ -125,14 +126,17 @@ void PrintStatsJson(const v1::VdiStatsResponse& resp, std::ostream& out) {
 }
 
 // The VDI's admission state: "62.0% first" (an adaptive sieve admits that share of first read
-// misses), "bar 1.40" (the frequency gate's bar), "margin 3.0" (the region test's), those that
-// apply, or "-".
+// misses), "bar 1.40" (the frequency gate's bar), "margin 3.0" (the region test's), "budget
+// +1.0" (the write budget's margin), those that apply, or "-".
 std::string AdmissionText(const v1::VdiCacheStats& x) {
   std::vector<std::string> parts;
   if (x.has_admit_first()) parts.push_back(FormatPercent(x.admit_first()) + " first");
   if (x.has_admit_bar()) parts.push_back("bar " + FormatFixed(x.admit_bar(), 2));
   if (x.has_admit_region_margin()) {
     parts.push_back("margin " + FormatFixed(x.admit_region_margin(), 1));
+  }
+  if (x.has_admit_budget_margin()) {
+    parts.push_back("budget +" + FormatFixed(x.admit_budget_margin(), 1));
   }
   return parts.empty() ? "-" : absl::StrJoin(parts, ", ");
 }

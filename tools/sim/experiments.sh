@@ -4,7 +4,7 @@
 # the paper's; the doc explains the workloads and the results.
 #
 #   tools/sim/experiments.sh [BUILD_DIR] [EXPERIMENT...]
-# EXPERIMENT is one of rpac uarc sieve cmf lcr vbq (default: all). Deterministic: the same build
+# EXPERIMENT is one of rpac uarc sieve cmf lcr vbq default budget (default: all). Deterministic: the same build
 # prints the same tables (no wall-clock numbers).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -17,7 +17,7 @@ if [ ! -x "$SIM" ]; then
   cmake --build "$BUILD" --target ringcache-sim -j1
 fi
 WHICH=("$@")
-[ ${#WHICH[@]} -eq 0 ] && WHICH=(rpac uarc sieve cmf lcr vbq default)
+[ ${#WHICH[@]} -eq 0 ] && WHICH=(rpac uarc sieve cmf lcr vbq default budget)
 
 # run COLS [--vdi VCOLS] -- SIM-ARGS...: prints the command, then the table.
 run() {
@@ -124,18 +124,12 @@ vbq() {
     --size 5%,20% --occupancy
 }
 
-# E7: the default policy against LRU, ARC, S3-FIFO and the previous default, on five workloads.
-default() {
-  echo "## E7 The default policy: hits of the best online policy, SSD writes well below LRU's"
-  local NEW="vbq(share=utility)+arc+sieve(freq=1,region_adapt=1,seen=1,writes=1)+lcr"
-  local OLD="vbq(share=utility)+arc+sieve(freq=1,region_adapt=1)+lcr"
-  local P="${E7_POLICIES:-lru,arc,s3fifo,$OLD,$NEW}"
-  local C="policy,size_blocks,hit%,gap:arc|s3fifo,ssd_writes,ssd_writes/lru,hdd_writes/lru"
-  # E7b and E7d, which E7f runs again with the node's tiers.
+# E7's workloads, each at 1, 5, 20 and 50% of its working set, under the policies $1 (a comma
+# list) with the columns $2. The MSR CSV is written to $3.
+e7_tables() {
+  local P=$1 C=$2 T=$3
   local MIX="multi:vdis=3,rates=84/21/50,write=0.59/0.91/0.70,blocks=100000/400000/100000,theta=0.9/0.3/0.9,requests=1000000,seed=7"
   local ZIPF="zipf:blocks=200000,theta=0.99,requests=1000000,write=0.1,seed=3"
-  local T
-  T=$(mktemp -d)
   # Three disks in MSR Cambridge CSV (written from generated requests): a Zipf(0.9) disk with 30%
   # writes, a flatter Zipf(0.7) disk with 50% writes, and a disk that only scans.
   "$SIM" gen -q -o "$T/three.bin" \
@@ -172,6 +166,23 @@ PY
   echo "### E7e Moving hot spots (E1's workload, read-only)"
   run "$C" -- --gen "hotspot:blocks=1000000,areas=8,area=16384,window=512,density=0.5,cycle=20000,hot=0.6,requests=1000000,seed=1" \
     --policy "$P" --size 1%,5%,20%,50%
+}
+
+NEW_DEFAULT="vbq(share=utility)+arc+sieve(freq=1,region_adapt=1,seen=1,writes=1)+lcr"
+E7_COLS="policy,size_blocks,hit%,gap:arc|s3fifo,ssd_writes,ssd_writes/lru,hdd_writes/lru"
+
+# E7: the default policy against LRU, ARC, S3-FIFO and the previous default, on five workloads.
+default() {
+  echo "## E7 The default policy: hits of the best online policy, SSD writes well below LRU's"
+  local NEW=$NEW_DEFAULT
+  local OLD="vbq(share=utility)+arc+sieve(freq=1,region_adapt=1)+lcr"
+  local P="${E7_POLICIES:-lru,arc,s3fifo,$OLD,$NEW}"
+  local T
+  T=$(mktemp -d)
+  e7_tables "$P" "$E7_COLS" "$T"
+  # E7b and E7d again with the node's tiers.
+  local MIX="multi:vdis=3,rates=84/21/50,write=0.59/0.91/0.70,blocks=100000/400000/100000,theta=0.9/0.3/0.9,requests=1000000,seed=7"
+  local ZIPF="zipf:blocks=200000,theta=0.99,requests=1000000,write=0.1,seed=3"
   echo
   echo "### E7f The node's tiers: a RAM tier of 1/16 of the SSD; placement uarc, exclusive, sieved"
   local PT="$NEW,vbq(share=utility)+arc+lcr"
@@ -184,6 +195,17 @@ PY
     echo "placement $pl, one read-mostly Zipf(0.99) disk (E7d):"
     run "$CT" -- --gen "$ZIPF" --policy "$PT" --size 5%,20% --placement "$pl" --ram-ratio 0.0625
   done
+  rm -rf "$T"
+}
+
+# E7m: the default under write budgets (sieve(budget=B), SSD block writes per read hit).
+budget() {
+  echo "## E7m The write budget: the default with budget=B"
+  local P="lru,arc,s3fifo,$NEW_DEFAULT"
+  for b in 8 3 1 0.5; do P+=",${NEW_DEFAULT/writes=1)/writes=1,budget=$b)}"; done
+  local T
+  T=$(mktemp -d)
+  e7_tables "$P" "$E7_COLS" "$T"
   rm -rf "$T"
 }
 

@@ -71,7 +71,9 @@ const std::vector<std::string>& Policies() {
       "lru+sieve", "vbq+lru",      "vbq+lru+sieve", "vbq+lru+sieve+lcr", "lru+lcr",
       "fifo+rpac", "lru+rpac",     "lru+cmf",       "lru+seqcut",        "iarc",
       "garc",      "uarc",         "opt",           policy::kPreviousDefaultPolicy,
-      policy::kDefaultPolicy};
+      policy::kDefaultPolicy,
+      // The default under a tight write budget (issue 37): its tuner's margin moves on these.
+      "vbq(share=utility)+arc+sieve(freq=1,region_adapt=1,seen=1,writes=1,budget=1)+lcr"};
   return *p;
 }
 

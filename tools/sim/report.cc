@@ -223,6 +223,9 @@ std::string FormatJson(const SimResult& r, const ReportOptions& options) {
                            s.region_margin >= 0
                                ? absl::StrCat(",\"region_margin\":", JsonDouble(s.region_margin))
                                : std::string(),
+                           s.budget_margin >= 0
+                               ? absl::StrCat(",\"budget_margin\":", JsonDouble(s.budget_margin))
+                               : std::string(),
                            "}")
             : std::string(),
         "}"));

@@ -358,6 +358,7 @@ class Replay {
       v.admit_first = q.admit_first;
       v.admit_bar = q.admit_bar;
       v.region_margin = q.region_margin;
+      v.budget_margin = q.budget_margin;
     }
 #endif
   }

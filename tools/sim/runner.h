@@ -100,6 +100,7 @@ struct VdiStats {
   double admit_first = -1;      // adaptive sieve: first read misses admitted (-1: none)
   double admit_bar = -1;        // frequency gate: mean estimate of recent victims (-1: none)
   double region_margin = -1;    // region test's margin (sieve(region_adapt=1); -1: none)
+  double budget_margin = -1;    // write budget's margin (sieve(budget=B); -1: none)
 };
 
 struct SimResult {
