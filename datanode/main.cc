@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
@@ -16,6 +17,7 @@
 #include "common/disk_faults.h"
 #include "common/grpc_channel.h"
 #include "common/grpc_tls.h"
+#include "common/malloc_tuning.h"
 #include "common/metrics.h"
 #include "common/socket.h"
 #include "common/status_macros.h"
@@ -301,6 +303,8 @@ void Daemon::Stop() {
 
 int main(int argc, char** argv) {
   using namespace ringcache;  // NOLINT: a main file
+  // Before any thread starts: freed memtables' pages are reused, not faulted in again.
+  const std::string malloc_line = KeepFreedMemoryForReuse();
   CLI::App app{
       "ringcache-datanode: durable block and log store of ringcache (RocksDB on HDD).\n"
       "Settings come from --config FILE.yaml; flags override the file."};
@@ -311,6 +315,7 @@ int main(int argc, char** argv) {
   absl::StatusOr<datanode::DataNodeConfig> cfg = datanode::Resolve(flags);
   if (!cfg.ok()) return FailExit("ringcache-datanode", 2, cfg.status().ToString());
   return RunDaemon("ringcache-datanode", "datanode", [&](metrics::Registry* registry) {
+    spdlog::info("data node: {}", malloc_line);
     return std::make_unique<datanode::Daemon>(*std::move(cfg), flags, registry);
   });
 }
