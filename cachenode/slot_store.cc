@@ -581,17 +581,20 @@ absl::Status SlotStore::FinishShrink() {
   uint32_t count = extent_count_.load(std::memory_order_acquire);
   while (count > 1 && extents_[count - 1].first >= target) --count;
   RC_RETURN_IF_ERROR(WriteLayout(count, target, 0));
+  // The file is cut before the shrink shows as done (shrink_target() 0 once meta_ is resized):
+  // whoever sees it done sees the smaller file. No block lives past the target, and nothing is
+  // allocated there, so nothing reads or writes the part cut.
+  if (!file_->IsBlockDevice()) {
+    const Extent& last = extents_[count - 1];
+    RC_RETURN_IF_ERROR(
+        file_->Preallocate(last.data_offset + uint64_t{target - last.first} * block_size_));
+  }
   {
     absl::MutexLock l(&mu_);
     meta_.resize(target);
     num_slots_.store(target, std::memory_order_release);
   }
   extent_count_.store(count, std::memory_order_release);
-  if (!file_->IsBlockDevice()) {
-    const Extent& last = extents_[count - 1];
-    RC_RETURN_IF_ERROR(
-        file_->Preallocate(last.data_offset + uint64_t{target - last.first} * block_size_));
-  }
   return absl::OkStatus();
 }
 
