@@ -124,12 +124,15 @@ vbq() {
     --size 5%,20% --occupancy
 }
 
+# Paper 002's three VDIs (E6's workload) and one read-mostly Zipf(0.99) disk: E7b and E7d, and
+# E7f runs them again with the node's tiers.
+E7_MIX="multi:vdis=3,rates=84/21/50,write=0.59/0.91/0.70,blocks=100000/400000/100000,theta=0.9/0.3/0.9,requests=1000000,seed=7"
+E7_ZIPF="zipf:blocks=200000,theta=0.99,requests=1000000,write=0.1,seed=3"
+
 # E7's workloads, each at 1, 5, 20 and 50% of its working set, under the policies $1 (a comma
 # list) with the columns $2. The MSR CSV is written to $3.
 e7_tables() {
   local P=$1 C=$2 T=$3
-  local MIX="multi:vdis=3,rates=84/21/50,write=0.59/0.91/0.70,blocks=100000/400000/100000,theta=0.9/0.3/0.9,requests=1000000,seed=7"
-  local ZIPF="zipf:blocks=200000,theta=0.99,requests=1000000,write=0.1,seed=3"
   # Three disks in MSR Cambridge CSV (written from generated requests): a Zipf(0.9) disk with 30%
   # writes, a flatter Zipf(0.7) disk with 50% writes, and a disk that only scans.
   "$SIM" gen -q -o "$T/three.bin" \
@@ -152,7 +155,7 @@ PY
   run "$C" -- "$T/three.csv" --policy "$P" --size 1%,5%,20%,50%
   echo
   echo "### E7b Paper 002's three VDIs (E6's workload, 59-91% writes)"
-  run "$C" -- --gen "$MIX" --policy "$P" --size 1%,5%,20%,50%
+  run "$C" -- --gen "$E7_MIX" --policy "$P" --size 1%,5%,20%,50%
   echo
   echo "### E7c A Zipf(0.99) disk, a uniform disk and a sequential writer"
   run "$C" -- --gen "zipf:blocks=50000,theta=0.99,requests=400000,write=0.2,vdi=0,iat_us=100,seed=21" \
@@ -161,7 +164,7 @@ PY
     --policy "$P" --size 1%,5%,20%,50%
   echo
   echo "### E7d One read-mostly Zipf(0.99) disk"
-  run "$C" -- --gen "$ZIPF" --policy "$P" --size 1%,5%,20%,50%
+  run "$C" -- --gen "$E7_ZIPF" --policy "$P" --size 1%,5%,20%,50%
   echo
   echo "### E7e Moving hot spots (E1's workload, read-only)"
   run "$C" -- --gen "hotspot:blocks=1000000,areas=8,area=16384,window=512,density=0.5,cycle=20000,hot=0.6,requests=1000000,seed=1" \
@@ -180,9 +183,6 @@ default() {
   local T
   T=$(mktemp -d)
   e7_tables "$P" "$E7_COLS" "$T"
-  # E7b and E7d again with the node's tiers.
-  local MIX="multi:vdis=3,rates=84/21/50,write=0.59/0.91/0.70,blocks=100000/400000/100000,theta=0.9/0.3/0.9,requests=1000000,seed=7"
-  local ZIPF="zipf:blocks=200000,theta=0.99,requests=1000000,write=0.1,seed=3"
   echo
   echo "### E7f The node's tiers: a RAM tier of 1/16 of the SSD; placement uarc, exclusive, sieved"
   local PT="$NEW,vbq(share=utility)+arc+lcr"
@@ -190,10 +190,10 @@ default() {
   for pl in uarc "uarc(exclusive)" "uarc(sieve=1)"; do
     echo
     echo "placement $pl, paper 002's mix (E7b):"
-    run "$CT" -- --gen "$MIX" --policy "$PT" --size 5%,20% --placement "$pl" --ram-ratio 0.0625
+    run "$CT" -- --gen "$E7_MIX" --policy "$PT" --size 5%,20% --placement "$pl" --ram-ratio 0.0625
     echo
     echo "placement $pl, one read-mostly Zipf(0.99) disk (E7d):"
-    run "$CT" -- --gen "$ZIPF" --policy "$PT" --size 5%,20% --placement "$pl" --ram-ratio 0.0625
+    run "$CT" -- --gen "$E7_ZIPF" --policy "$PT" --size 5%,20% --placement "$pl" --ram-ratio 0.0625
   done
   rm -rf "$T"
 }
