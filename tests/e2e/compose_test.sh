@@ -314,10 +314,10 @@ client_loop() {
     out=$(qio "write -P $(( k % 250 + 1 )) $(( (k % 64) * 4 + 1 ))M 64k" 2>&1) ||
       { echo "write $k failed: $out"; exit 1; }
     # bash alone (no grep, no date): this runs four times a second for minutes
-    case ${out,,} in *failed* | *error*) echo "write $k failed: $out"; exit 1 ;; esac
+    says_failed "$out" && { echo "write $k failed: $out"; exit 1; }
     echo "$k $EPOCHREALTIME" >> "$LOOP_LOG"
     k=$((k + 1))
-    sleep "$LOOP_PAUSE"  # a client, not a load (tests/e2e/patterns.sh)
+    nap "$LOOP_PAUSE"  # a client, not a load (tests/e2e/patterns.sh); no process
   done
 }
 loop_ops() { wc -l < "$LOOP_LOG"; }

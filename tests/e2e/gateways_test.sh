@@ -132,15 +132,16 @@ log "the follower refuses changes naming gateway $L and follows the catalog"
 
 start_loop() {  # gateway: a qemu-io write loop through it (patterns.sh's loop layout)
   rm -f "$WORK/stop" "$WORK/loop.ops"
+  local uri
+  uri="nbd://127.0.0.1:$(nbd_port "$1")/disk"
   (
     k=0
     while [ ! -f "$WORK/stop" ]; do
-      qemu-io -f raw "nbd://127.0.0.1:$(nbd_port "$1")/disk" \
-        -c "write -P $(( k % 250 + 1 )) $(( (k % 64) * 4 + 1 ))M 64k" > /dev/null ||
-        { echo "loop write $k failed" >&2; exit 1; }
+      qemu-io -f raw "$uri" -c "write -P $(( k % 250 + 1 )) $(( (k % 64) * 4 + 1 ))M 64k" \
+        > /dev/null || { echo "loop write $k failed" >&2; exit 1; }
       k=$((k + 1))
       echo "$k" > "$WORK/loop.ops"
-      sleep "$LOOP_PAUSE"  # a client, not a load (tests/e2e/patterns.sh)
+      nap "$LOOP_PAUSE"  # a client, not a load (tests/e2e/patterns.sh); no process
     done
   ) > "$WORK/loop.log" 2>&1 &
   LOOP_PID=$!

@@ -24,3 +24,15 @@ wait_for() {
     case $step in 1) step=2 ;; 2) step=4 ;; *) step=5 ;; esac
   done
 }
+
+# nap SECONDS: the same sleep for the scripts' own loops (a client loop's pause): no process.
+nap() { read -r -t "$1" -u "$WAIT_FOR_NAP_FD" _ || true; }
+
+# says_failed TEXT: true when a client's output names a failure ("failed" or "error", any case),
+# what `grep -qi "failed\|error" <<< TEXT` asks, in bash alone. A client loop asks it several
+# times a second for minutes, and each grep (a fork and an exec) cost 10-20 ms of CPU on the
+# loaded 2-core machine (docs/testing.md, "Waiting").
+says_failed() {
+  case ${1,,} in *failed* | *error*) return 0 ;; esac
+  return 1
+}
