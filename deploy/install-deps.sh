@@ -38,6 +38,8 @@ done
 BUILD=(
   # toolchain
   build-essential cmake ninja-build ccache pkg-config git clang libclang-rt-14-dev
+  # LLVM's linker: links the programs in half the time of GNU ld (RINGCACHE_LINKER)
+  lld
   # libraries
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   librocksdb-dev libspdlog-dev libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
