@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the e2e scripts: waiting for a condition without spending the machine on it.
 #
 #   wait_for SECONDS WHAT COMMAND...
