@@ -317,20 +317,16 @@ absl::Status SlotStore::Recover(std::vector<RecoveredSlot>* recovered, RecoveryS
   };
   absl::flat_hash_map<SlotKey, std::vector<Candidate>> by_key;
   std::vector<uint32_t> to_clear;
+  // Each extent's index is read 1 MiB at a time, or in one read when it is smaller: a zeroed
+  // 1 MiB buffer for a small store's few KiB was most of what opening it cost
+  // (Fuzz.slot_store_fuzz opens a 16-slot store per input: 209 page faults each under ASan).
+  std::vector<char> buf;
   const uint32_t extents = extent_count_.load(std::memory_order_acquire);
-  auto index_bytes_of = [&](uint32_t x) {
-    const uint32_t end = x + 1 < extents ? extents_[x + 1].first : num_slots();
-    return uint64_t{end - extents_[x].first} * kEntrySize;
-  };
-  // The index is read 1 MiB at a time, or in one read when it is smaller: a zeroed 1 MiB buffer
-  // for a small store's few KiB was most of what opening it cost (Fuzz.slot_store_fuzz opens a
-  // 16-slot store per input: 209 page faults each, 5.6 ms under ASan).
-  uint64_t largest = kEntrySize;
-  for (uint32_t x = 0; x < extents; ++x) largest = std::max(largest, index_bytes_of(x));
-  std::vector<char> buf(static_cast<size_t>(std::min<uint64_t>(largest, 1 << 20)));
   for (uint32_t x = 0; x < extents; ++x) {
     const Extent& ext = extents_[x];
-    const uint64_t index_bytes = index_bytes_of(x);
+    const uint32_t end = x + 1 < extents ? extents_[x + 1].first : num_slots();
+    const uint64_t index_bytes = uint64_t{end - ext.first} * kEntrySize;
+    buf.resize(static_cast<size_t>(std::min<uint64_t>(index_bytes, 1 << 20)));
     for (uint64_t off = 0; off < index_bytes; off += buf.size()) {
       const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), index_bytes - off));
       RC_RETURN_IF_ERROR(file_->PRead(buf.data(), n, ext.index_offset + off));
