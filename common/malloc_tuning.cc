@@ -6,9 +6,11 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "absl/strings/str_cat.h"
+
 namespace ringcache {
 
-std::string KeepFreedMemoryForReuse() {
+std::string KeepFreedMemoryForReuse(int arenas) {
   const char* env = std::getenv("GLIBC_TUNABLES");
   if (env != nullptr && std::strstr(env, "glibc.malloc.") != nullptr) {
     return "malloc: as GLIBC_TUNABLES sets it";
@@ -17,9 +19,12 @@ std::string KeepFreedMemoryForReuse() {
   // the trim threshold with it) as mapped blocks are freed. 32 MiB is the largest it accepts
   // on 64-bit.
   const bool ok = mallopt(M_MMAP_THRESHOLD, 32 << 20) == 1 &&
-                  mallopt(M_TRIM_THRESHOLD, 1 << 30) == 1 && mallopt(M_ARENA_MAX, 2) == 1;
-  return ok ? "malloc: blocks up to 32 MiB from the heap, freed memory kept for reuse, 2 arenas"
-            : "malloc: the allocator refused the reuse settings; its defaults stay";
+                  mallopt(M_TRIM_THRESHOLD, 1 << 30) == 1 &&
+                  (arenas <= 0 || mallopt(M_ARENA_MAX, arenas) == 1);
+  if (!ok) return "malloc: the allocator refused the reuse settings; its defaults stay";
+  std::string line = "malloc: blocks up to 32 MiB from the heap, freed memory kept for reuse";
+  if (arenas > 0) absl::StrAppend(&line, ", ", arenas, " arenas");
+  return line;
 }
 
 }  // namespace ringcache
