@@ -3,11 +3,11 @@
 # method in docs/benchmarks.md). Not a ctest test: it prints numbers, it asserts nothing.
 #
 #   Part A — raw speed with the working set cached. fio (ioengine=nbd) runs 4K random read QD1,
-#     4K random read QD32, 4K random write QD32 and 1M sequential read QD4 over a 256 MiB
-#     working set against
+#     4K random read QD32, 1M sequential read QD4, 4K random write QD32 and QD1 and 1M
+#     sequential write QD4 over a 256 MiB working set against
 #       qemu-nbd     qemu-nbd serving a raw file in the same temp dir (same disk), page cache on;
 #       qemu-nbd-wt  the same with --cache=writethrough (every write durable before its reply,
-#                    as ringcache's writes are), for the write workload only;
+#                    as ringcache's writes are), for the write workloads only;
 #       ringcache-local   gateway + 2 cache nodes + 3 data nodes in one process;
 #       cluster           the same topology as separate processes (deploy/cluster.sh).
 #     The working set is written once, destaged (dirty bytes wait to reach 0) and read once, so
@@ -259,6 +259,8 @@ part_a_workloads() {
   measure "$part" randread-4k-qd32 "$sys" "$uri" randread 4k 32 $WS "$vdi" "$urls" "$pids"
   measure "$part" seqread-1m-qd4 "$sys" "$uri" read 1M 4 $WS "$vdi" "$urls" "$pids"
   measure "$part" randwrite-4k-qd32 "$sys" "$uri" randwrite 4k 32 $WS "$vdi" "$urls" "$pids"
+  measure "$part" randwrite-4k-qd1 "$sys" "$uri" randwrite 4k 1 $WS "$vdi" "$urls" "$pids"
+  measure "$part" seqwrite-1m-qd4 "$sys" "$uri" write 1M 4 $WS "$vdi" "$urls" "$pids"
 }
 
 # Fills the working set (1M sequential writes), runs the settle hook (makes the writes durable /
@@ -290,8 +292,13 @@ part_a() {
   qpid=$!
   PIDS+=("$qpid")
   wait_port $qport "$qpid"
-  measure A randwrite-4k-qd32 qemu-nbd-wt "nbd://127.0.0.1:$qport/disk" randwrite 4k 32 $WS \
-    "" "" "$qpid"
+  local wl name rw bs qd
+  for wl in "randwrite-4k-qd32 randwrite 4k 32" "randwrite-4k-qd1 randwrite 4k 1" \
+            "seqwrite-1m-qd4 write 1M 4"; do
+    read -r name rw bs qd <<< "$wl"
+    measure A "$name" qemu-nbd-wt "nbd://127.0.0.1:$qport/disk" "$rw" "$bs" "$qd" $WS "" "" \
+      "$qpid"
+  done
   stop_pid "$qpid"
   rm -f "$img"
 
